@@ -1,0 +1,128 @@
+/*
+ * The cache store: SQLite index plus immutable, content-addressed objects.
+ * Layout under the cache directory:
+ *   index.db                 SQLite, WAL, schema version in PRAGMA user_version
+ *   objects/ab/<key>.<ext>   artifacts (ext from the output kind: "so" for shared)
+ *   objects/ab/<key>.meta    JSON metadata of the entry (lets reconcile adopt it)
+ *   logs/<key>.log           compiler output of the build
+ *   tmp/                     build directories, same filesystem for rename
+ * Threads: one writer connection behind a mutex (store_put, store_touch, ...,
+ * meant for the thread pool) and one reader connection for the caller that
+ * opened the store (the daemon's loop thread, or the CLI). Reader functions
+ * must only be called from that one thread.
+ */
+#ifndef KILN_DAEMON_STORE_H
+#define KILN_DAEMON_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#define STORE_SCHEMA_VERSION 1
+
+struct store;
+
+/* A header (or other file) the compiler read, as recorded after the build. */
+struct store_dep {
+	char *path;          /* absolute */
+	uint64_t size;
+	int64_t mtime_ns;
+	uint8_t digest[32];  /* SHA-256 of the content */
+};
+
+/* One entry. Strings are owned by the entry (store_entry_free). */
+struct store_entry {
+	char key[65];        /* artifact key: names the object */
+	char rkey[65];       /* request key: what the client asked for */
+	char *alias;         /* one alias pointing at this entry, or NULL */
+	char *label;         /* or NULL */
+	char *toolchain;     /* toolchain name, e.g. "c++" */
+	char *output;        /* output kind, e.g. "shared" */
+	uint64_t size;       /* object size in bytes */
+	int64_t created;     /* Unix seconds */
+	int64_t last_used;   /* Unix seconds */
+	uint64_t uses;
+	uint64_t build_ms;
+	bool pinned;
+	char *args_json;     /* JSON array of the client's args, or NULL */
+	char *sources_json;  /* JSON array of source names, or NULL */
+	struct store_dep *deps;
+	size_t ndeps;
+};
+
+struct store_reconcile_stats {
+	uint64_t tmp_removed;      /* leftovers removed from tmp/ */
+	uint64_t rows_dropped;     /* rows whose object was missing or of the wrong size */
+	uint64_t objects_adopted;  /* objects with valid .meta but no row, indexed again */
+	uint64_t objects_removed;  /* objects and stray files without usable metadata */
+};
+
+enum store_flags {
+	STORE_READONLY = 1,  /* the CLI while the daemon is down: no writes, no mkdir */
+};
+
+/*
+ * Opens (creating when needed and not read-only) the store in cache_dir:
+ * directories with mode 0700, index.db with the schema, WAL mode. Refuses a
+ * newer schema version. On failure returns a negative errno and writes a
+ * sentence into err. *out is owned by the caller (store_close).
+ */
+int store_open(const char *cache_dir, int flags, struct store **out, char *err, size_t errlen);
+void store_close(struct store *s);
+
+const char *store_dir(const struct store *s);
+/* File extension for an output kind ("shared" -> "so"), NULL if unknown. */
+const char *store_output_ext(const char *output);
+/* malloc'd paths, owned by the caller. */
+char *store_object_path(const struct store *s, const char *key, const char *output);
+char *store_log_path(const struct store *s, const char *key);
+char *store_tmp_dir(const struct store *s);
+
+/* Frees the members of e (not e itself) and zeroes it. */
+void store_entry_free(struct store_entry *e);
+void store_entries_free(struct store_entry *list, size_t n);
+/* The entry as a protocol entry object (docs/protocol.md), with "path";
+ * detail adds "args", "sources", "deps" and "log". New object, caller owns. */
+cJSON *store_entry_json(const struct store *s, const struct store_entry *e, bool detail);
+
+/* Reader side: 0, -ENOENT, or another negative errno. Deps are filled. */
+int store_get(struct store *s, const char *key, struct store_entry *e);
+int store_get_by_alias(struct store *s, const char *alias, struct store_entry *e);
+/* All entries built for rkey, most recently used first; *out malloc'd. */
+int store_get_by_rkey(struct store *s, const char *rkey, struct store_entry **out, size_t *n);
+/* ref is a full key, a unique key prefix of >= 4 hex digits, or an alias.
+ * -ENOENT when nothing matches, -ENOTUNIQ when a prefix is ambiguous. */
+int store_resolve(struct store *s, const char *ref, struct store_entry *e);
+/* Every entry, most recently used first (deps not filled). */
+int store_list(struct store *s, struct store_entry **out, size_t *n);
+int store_totals(struct store *s, uint64_t *entries, uint64_t *bytes);
+
+/* Writer side: thread-safe, blocking (fsync, SQLite); call from the pool. */
+
+/*
+ * Publishes a built artifact crash-safely: writes <key>.meta to tmp/ and
+ * fsyncs it, fsyncs tmp_object, renames both into objects/ab/, fsyncs that
+ * directory, then inserts the row (replacing one with the same key) and
+ * points e->alias (when set) at e->key. A file already published under the
+ * key is kept (content addressing: same key, same content) and tmp_object
+ * is unlinked. Returns 0 or a negative errno (-ENOSPC, -EIO, ...); on failure
+ * nothing is indexed and temporary files are removed.
+ */
+int store_publish(struct store *s, const struct store_entry *e, const char *tmp_object);
+/* Points alias at key (creating or replacing the alias). */
+int store_set_alias(struct store *s, const char *alias, const char *key);
+/* Adds counts[i] to uses and raises last_used to times[i] for keys[i]. */
+int store_touch(struct store *s, const char *const *keys, const int64_t *times,
+		const uint64_t *counts, size_t n);
+/* Drops the row and its aliases, unlinks object, meta and log. -ENOENT if none. */
+int store_remove(struct store *s, const char *key);
+int store_set_pinned(struct store *s, const char *key, bool pinned);
+/* Evicts unpinned entries, least recently used first, until the total size
+ * is <= max_bytes. Reports how many were removed and the bytes freed. */
+int store_evict(struct store *s, uint64_t max_bytes, uint64_t *removed, uint64_t *freed);
+/* Start-up repair, before anything else uses the store (see the stats). */
+int store_reconcile(struct store *s, struct store_reconcile_stats *st);
+
+#endif

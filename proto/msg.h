@@ -1,0 +1,137 @@
+/*
+ * Protocol messages: the operations, the stable error codes, and the one
+ * request struct that the client packs and the daemon unpacks and validates.
+ * Replies are plain cJSON objects; their fields are in docs/protocol.md.
+ */
+#ifndef KILN_PROTO_MSG_H
+#define KILN_PROTO_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#define KILN_PROTO_VERSION 1
+
+/* Limits enforced by msg_request_parse(). */
+#define MSG_MAX_SOURCES 256
+#define MSG_MAX_ARGS 4096
+#define MSG_MAX_ARG_LEN 4096
+#define MSG_MAX_ALIAS 256
+#define MSG_MAX_LABEL 256
+#define MSG_MAX_NAME 255
+#define MSG_MAX_ID 9007199254740991.0 /* 2^53 - 1 */
+
+enum msg_op {
+	OP_UNKNOWN = -1,
+	OP_HELLO = 0,
+	OP_GET,
+	OP_LOOKUP,
+	OP_STATUS,
+	OP_LIST,
+	OP_SHOW,
+	OP_REMOVE,
+	OP_PIN,
+	OP_UNPIN,
+	OP_GC,
+	OP_SHUTDOWN,
+	OP__COUNT
+};
+
+enum msg_err {
+	ERR_NONE = 0,
+	ERR_BAD_FRAME,
+	ERR_BAD_JSON,
+	ERR_BAD_REQUEST,
+	ERR_UNKNOWN_OP,
+	ERR_PROTO_MISMATCH,
+	ERR_NOT_FOUND,
+	ERR_AMBIGUOUS,
+	ERR_BAD_TOOLCHAIN,
+	ERR_BAD_NAME,
+	ERR_BAD_ARG,
+	ERR_TOO_LARGE,
+	ERR_BUILD_FAILED,
+	ERR_BUILD_TIMEOUT,
+	ERR_IO,
+	ERR_BUSY,
+	ERR_SHUTTING_DOWN,
+	ERR_DENIED,
+	ERR_INTERNAL,
+	ERR__COUNT
+};
+
+/* "hello", "get", ...; NULL for OP_UNKNOWN. */
+const char *msg_op_name(enum msg_op op);
+enum msg_op msg_op_parse(const char *name);
+/* "bad_frame", ...; msg_err_parse returns ERR_INTERNAL for unknown codes. */
+const char *msg_err_name(enum msg_err err);
+enum msg_err msg_err_parse(const char *code);
+
+struct msg_source {
+	char *name;
+	char *text;   /* inline text, or NULL */
+	size_t len;   /* length of text */
+	char *path;   /* absolute path, or NULL */
+};
+
+/* One request. Strings are owned by the struct (msg_request_free). Absent
+ * optional strings are NULL; absent numbers are -1. */
+struct msg_request {
+	enum msg_op op;
+	uint64_t id;
+	/* hello */
+	int64_t proto;
+	char *client;
+	/* get */
+	char *toolchain;   /* defaults to "cc" when absent */
+	char *output;      /* defaults to "shared" when absent */
+	char **args;
+	size_t nargs;
+	struct msg_source *sources;
+	size_t nsources;
+	char *alias;       /* get, lookup */
+	char *label;
+	/* lookup */
+	char *key;
+	/* show, remove, pin, unpin */
+	char *ref;
+	/* gc */
+	int64_t max_size;
+};
+
+/* Details of a refused request. */
+struct msg_error {
+	enum msg_err code;
+	char field[32];     /* offending field, or "" */
+	char message[256];
+};
+
+/*
+ * Parses and validates one request payload. On success fills req (free with
+ * msg_request_free) and returns 0. On failure returns -1 and fills err; req
+ * is left freed, but req->id is set when the payload carried a valid id so
+ * that the error reply can name it (0 otherwise). A payload that is not a JSON
+ * object gives ERR_BAD_JSON. Validation covers every field: types, ranges,
+ * source names, argument rules, alias and label rules, limits above.
+ */
+int msg_request_parse(const char *json, size_t len, struct msg_request *req,
+		      struct msg_error *err);
+void msg_request_free(struct msg_request *req);
+
+/*
+ * Packs a request into a compact JSON string (malloc'd, owned by the caller;
+ * *len gets its length). Only the fields that matter for req->op are written;
+ * NULL strings and negative numbers are left out. NULL on ENOMEM.
+ */
+char *msg_request_pack(const struct msg_request *req, size_t *len);
+
+/* Builds {"id":id,"ok":false,"error":{"code":...,"message":...}} plus "field"
+ * when err->field is set. Returns a new cJSON object owned by the caller. */
+cJSON *msg_error_reply(uint64_t id, const struct msg_error *err);
+/* Sets err; printf-style message. Returns -1 for convenience. */
+int msg_error_set(struct msg_error *err, enum msg_err code, const char *field,
+		  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+#endif

@@ -1,0 +1,48 @@
+/*
+ * Small helpers shared by daemon, client and CLI: sizes, times, default
+ * paths, directories, digests.
+ */
+#ifndef KILN_PROTO_UTIL_H
+#define KILN_PROTO_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define KILN_KEY_HEX 64
+
+/* Parses "10G", "512M", "64k", "1.5G", "4096" (binary units, case-insensitive,
+ * optional trailing "B" or "iB"). Returns 0 or -EINVAL / -ERANGE. */
+int util_parse_size(const char *s, uint64_t *out);
+/* Formats bytes as "1.5 GiB", "512 B". Returns buf. */
+char *util_format_size(uint64_t bytes, char *buf, size_t len);
+/* Formats an age in seconds as "12s", "5m", "3h", "2d". Returns buf. */
+char *util_format_age(int64_t seconds, char *buf, size_t len);
+
+/* Default socket path: $KILN_SOCKET, else $XDG_RUNTIME_DIR/kiln/kilnd.sock,
+ * else /tmp/kiln-<uid>/kilnd.sock. Returns a malloc'd string or NULL. */
+char *util_default_socket(void);
+/* Default cache directory: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
+ * $HOME/.cache/kiln (getpwuid when HOME is unset). malloc'd or NULL. */
+char *util_default_cache_dir(void);
+/* Creates dir and missing parents with mode (existing ones are left alone).
+ * Returns 0 or a negative errno. */
+int util_mkdir_p(const char *dir, unsigned mode);
+/* Writes len bytes to fd, retrying short writes and EINTR. 0 or -errno. */
+int util_write_all(int fd, const void *buf, size_t len);
+/* Reads a whole file (at most max bytes; -EFBIG beyond). *out is malloc'd and
+ * NUL-terminated, owned by the caller. Returns 0 or a negative errno. */
+int util_read_file(const char *path, size_t max, char **out, size_t *outlen);
+
+/* Lower-case hex of n bytes into out (2n + 1 bytes). */
+void util_hex(const uint8_t *in, size_t n, char *out);
+/* SHA-256 of buf into out (32 bytes). */
+void util_sha256(const void *buf, size_t len, uint8_t out[32]);
+/* SHA-256 of a file's content. Returns 0 or a negative errno. */
+int util_sha256_file(const char *path, uint8_t out[32]);
+
+/* Monotonic and wall clocks. */
+uint64_t util_now_ns(void);       /* CLOCK_MONOTONIC */
+int64_t util_wall_s(void);        /* time(NULL) */
+
+#endif

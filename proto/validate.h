@@ -1,0 +1,32 @@
+/*
+ * Validation of names and arguments that come from clients. Shared by the
+ * daemon (which enforces) and libkiln/CLI (which fail early with the same text).
+ * Each function returns 0 when the value is allowed, or -1 and writes a
+ * sentence saying why into why (whylen bytes, may be 0).
+ */
+#ifndef KILN_PROTO_VALIDATE_H
+#define KILN_PROTO_VALIDATE_H
+
+#include <stddef.h>
+
+/* Plain file name: 1..255 of [A-Za-z0-9._+-], not starting with '.' or '-'. */
+int validate_source_name(const char *name, char *why, size_t whylen);
+/* Toolchain names: 1..64 of [A-Za-z0-9._+-], not starting with '-'. */
+int validate_toolchain_name(const char *name, char *why, size_t whylen);
+/* Alias: 1..256 printable ASCII characters (0x21..0x7e). */
+int validate_alias(const char *alias, char *why, size_t whylen);
+/* Label: 1..256 bytes, valid UTF-8, no control characters. */
+int validate_label(const char *label, char *why, size_t whylen);
+/* A key: exactly 64 lower-case hex digits. */
+int validate_key(const char *key);
+/* A key prefix for references: 4..64 lower-case hex digits. */
+int validate_key_prefix(const char *s);
+/*
+ * One compiler argument (see docs/protocol.md for the rules): refuses output
+ * and dependency redirection, output-kind changes, response files, plugins,
+ * specs, wrappers, -B, saved temporaries, linker -o, and empty arguments.
+ * prev is the previous argument or NULL (for "-Xlinker -o" and "-o FILE").
+ */
+int validate_arg(const char *arg, const char *prev, char *why, size_t whylen);
+
+#endif

@@ -1,0 +1,2 @@
+/* stub: being written */
+int main(void) { return 77; }
