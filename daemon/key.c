@@ -1,1 +1,258 @@
-/* stub: being written */
+/*
+ * Content keys: see key.h for the scheme and docs/design.md for why each
+ * input is there.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "key.h"
+#include "util.h"
+
+extern char **environ;
+
+enum key_tag {
+	TAG_VERSION = 1, TAG_TOOLCHAIN, TAG_OUTPUT, TAG_CPU, TAG_NARGS, TAG_ARG,
+	TAG_NSOURCES, TAG_SOURCE_NAME, TAG_SOURCE_TEXT, TAG_RKEY, TAG_NDEPS, TAG_DEP_PATH,
+	TAG_DEP_DIGEST, TAG_TC_PATH, TAG_TC_STAT, TAG_TC_VERSION, TAG_ENV,
+};
+
+const char *const key_env_vars[] = {
+	"CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH", "LIBRARY_PATH",
+	"COMPILER_PATH", "GCC_EXEC_PREFIX", "GCC_COMPARE_DEBUG", "SOURCE_DATE_EPOCH",
+	"SDKROOT", "DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES", NULL,
+};
+
+static void put_field(EVP_MD_CTX *md, enum key_tag tag, const void *data, size_t len)
+{
+	uint8_t hdr[9];
+	hdr[0] = (uint8_t)tag;
+	for (int i = 0; i < 8; i++)
+		hdr[1 + i] = (uint8_t)((uint64_t)len >> (56 - 8 * i));
+	EVP_DigestUpdate(md, hdr, sizeof(hdr));
+	if (len > 0)
+		EVP_DigestUpdate(md, data, len);
+}
+
+static void put_str(EVP_MD_CTX *md, enum key_tag tag, const char *s)
+{
+	put_field(md, tag, s, s != NULL ? strlen(s) : 0);
+}
+
+static void put_u64(EVP_MD_CTX *md, enum key_tag tag, uint64_t v)
+{
+	uint8_t b[8];
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(v >> (56 - 8 * i));
+	put_field(md, tag, b, sizeof(b));
+}
+
+static EVP_MD_CTX *key_begin(const char *what)
+{
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	if (md == NULL)
+		abort(); /* Only on ENOMEM; a key cannot be computed without it. */
+	EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+	char v[64];
+	snprintf(v, sizeof(v), "kiln-%s-%d", what, KEY_FORMAT_VERSION);
+	put_str(md, TAG_VERSION, v);
+	return md;
+}
+
+static void key_end(EVP_MD_CTX *md, uint8_t out[32])
+{
+	unsigned n = 32;
+	EVP_DigestFinal_ex(md, out, &n);
+	EVP_MD_CTX_free(md);
+}
+
+/* Runs `path --version` and returns its output (malloc'd), or NULL. */
+static char *toolchain_version(const char *path)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return NULL;
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+	posix_spawn_file_actions_adddup2(&fa, fds[1], STDERR_FILENO);
+	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+	char *argv[] = { (char *)path, (char *)"--version", NULL };
+	pid_t pid;
+	int rc = posix_spawn(&pid, path, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(fds[1]);
+	if (rc != 0) {
+		close(fds[0]);
+		return NULL;
+	}
+	size_t cap = 4096, len = 0;
+	char *buf = malloc(cap);
+	ssize_t n;
+	while (buf != NULL && (n = read(fds[0], buf + len, cap - len - 1)) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		len += (size_t)n;
+		if (len + 1 == cap && cap < (1 << 20)) {
+			char *nb = realloc(buf, cap * 2);
+			if (nb == NULL)
+				break;
+			buf = nb;
+			cap *= 2;
+		} else if (len + 1 == cap) {
+			break;
+		}
+	}
+	close(fds[0]);
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (buf != NULL)
+		buf[len] = '\0';
+	return buf;
+}
+
+int key_toolchain_init(struct toolchain *tc, const char *name, const char *path,
+		       char *err, size_t errlen)
+{
+	memset(tc, 0, sizeof(*tc));
+	char real[PATH_MAX];
+	struct stat st;
+	if (path[0] != '/') {
+		snprintf(err, errlen, "toolchain %s: \"%s\" is not an absolute path", name, path);
+		return -EINVAL;
+	}
+	if (realpath(path, real) == NULL || stat(real, &st) != 0) {
+		int e = errno;
+		snprintf(err, errlen, "toolchain %s: %s: %s", name, path, strerror(e));
+		return -e;
+	}
+	if (!S_ISREG(st.st_mode) || access(real, X_OK) != 0) {
+		snprintf(err, errlen, "toolchain %s: %s is not an executable file", name, path);
+		return -EACCES;
+	}
+	tc->name = strdup(name);
+	tc->path = strdup(path);
+	tc->real_path = strdup(real);
+	char *ver = toolchain_version(path);
+	if (tc->name == NULL || tc->path == NULL || tc->real_path == NULL || ver == NULL) {
+		free(ver);
+		key_toolchain_fini(tc);
+		snprintf(err, errlen, "toolchain %s: cannot run %s --version", name, path);
+		return -ENOMEM;
+	}
+	EVP_MD_CTX *md = key_begin("toolchain");
+	put_str(md, TAG_TC_PATH, real);
+	put_u64(md, TAG_TC_STAT, (uint64_t)st.st_size);
+	put_u64(md, TAG_TC_STAT, (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec);
+	put_str(md, TAG_TC_VERSION, ver);
+	for (size_t i = 0; key_env_vars[i] != NULL; i++) {
+		const char *v = getenv(key_env_vars[i]);
+		put_str(md, TAG_ENV, key_env_vars[i]);
+		put_u64(md, TAG_ENV, v != NULL);
+		put_str(md, TAG_ENV, v);
+	}
+	key_end(md, tc->id);
+	ver[strcspn(ver, "\n")] = '\0';
+	tc->version = ver;
+	return 0;
+}
+
+void key_toolchain_fini(struct toolchain *tc)
+{
+	free(tc->name);
+	free(tc->path);
+	free(tc->real_path);
+	free(tc->version);
+	memset(tc, 0, sizeof(*tc));
+}
+
+void key_cpu_id(uint8_t out[32])
+{
+	EVP_MD_CTX *md = key_begin("cpu");
+	FILE *fp = fopen("/proc/cpuinfo", "re");
+	char line[8192];
+	/* The first processor's model and feature flags decide what
+	 * -march=native means; later processors repeat them. */
+	while (fp != NULL && fgets(line, sizeof(line), fp) != NULL) {
+		if (line[0] == '\n')
+			break;
+		if (strncmp(line, "vendor_id", 9) == 0 || strncmp(line, "model", 5) == 0 ||
+		    strncmp(line, "cpu family", 10) == 0 || strncmp(line, "flags", 5) == 0 ||
+		    strncmp(line, "Features", 8) == 0 || strncmp(line, "CPU ", 4) == 0)
+			put_str(md, TAG_CPU, line);
+	}
+	if (fp != NULL)
+		fclose(fp);
+	key_end(md, out);
+}
+
+bool key_args_native(char *const *args, size_t nargs)
+{
+	for (size_t i = 0; i < nargs; i++) {
+		const char *a = args[i];
+		if (strncmp(a, "-m", 2) == 0 && strstr(a, "=native") != NULL)
+			return true;
+	}
+	return false;
+}
+
+void key_request(const struct toolchain *tc, const char *output, char *const *args, size_t nargs,
+		 const struct key_source *src, size_t nsrc, const uint8_t cpu_id[32], char out[65])
+{
+	EVP_MD_CTX *md = key_begin("rkey");
+	uint8_t digest[32];
+	put_field(md, TAG_TOOLCHAIN, tc->id, sizeof(tc->id));
+	put_str(md, TAG_OUTPUT, output);
+	if (key_args_native(args, nargs))
+		put_field(md, TAG_CPU, cpu_id, 32);
+	put_u64(md, TAG_NARGS, nargs);
+	for (size_t i = 0; i < nargs; i++)
+		put_str(md, TAG_ARG, args[i]);
+	put_u64(md, TAG_NSOURCES, nsrc);
+	for (size_t i = 0; i < nsrc; i++) {
+		put_str(md, TAG_SOURCE_NAME, src[i].name);
+		put_field(md, TAG_SOURCE_TEXT, src[i].text, src[i].len);
+	}
+	key_end(md, digest);
+	util_hex(digest, sizeof(digest), out);
+}
+
+static int dep_cmp(const void *a, const void *b)
+{
+	const struct store_dep *const *x = a, *const *y = b;
+	return strcmp((*x)->path, (*y)->path);
+}
+
+void key_artifact(const char *rkey, const struct store_dep *deps, size_t ndeps, char out[65])
+{
+	/* Sort by path so that the order the compiler listed them in does not matter. */
+	const struct store_dep **sorted = malloc((ndeps + 1) * sizeof(*sorted));
+	if (sorted == NULL)
+		abort();
+	for (size_t i = 0; i < ndeps; i++)
+		sorted[i] = &deps[i];
+	qsort(sorted, ndeps, sizeof(*sorted), dep_cmp);
+	EVP_MD_CTX *md = key_begin("key");
+	uint8_t digest[32];
+	put_str(md, TAG_RKEY, rkey);
+	put_u64(md, TAG_NDEPS, ndeps);
+	for (size_t i = 0; i < ndeps; i++) {
+		put_str(md, TAG_DEP_PATH, sorted[i]->path);
+		put_field(md, TAG_DEP_DIGEST, sorted[i]->digest, 32);
+	}
+	key_end(md, digest);
+	free(sorted);
+	util_hex(digest, sizeof(digest), out);
+}

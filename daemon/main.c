@@ -1,1 +1,197 @@
-int main(void) { return 0; }
+/*
+ * kilnd: the per-node compile-and-load daemon. main() is the start-up and
+ * shut-down sequence; the work happens in the modules it initialises.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "build.h"
+#include "config.h"
+#include "headers.h"
+#include "instance.h"
+#include "kilnd.h"
+#include "log.h"
+#include "server.h"
+#include "store.h"
+#include "table.h"
+#include "util.h"
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+	struct kilnd *d = s->data;
+	if (signum == SIGHUP) {
+		log_info("SIGHUP ignored; stop with SIGTERM or `kiln stop`");
+		return;
+	}
+	log_info("%s received", strsignal(signum));
+	kilnd_stop(d);
+}
+
+static void signals_start(struct kilnd *d)
+{
+	uv_signal_t *sigs[] = { &d->sig_term, &d->sig_int, &d->sig_hup };
+	int nums[] = { SIGTERM, SIGINT, SIGHUP };
+	for (size_t i = 0; i < 3; i++) {
+		uv_signal_init(d->loop, sigs[i]);
+		sigs[i]->data = d;
+		uv_signal_start(sigs[i], on_signal, nums[i]);
+	}
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* Creates the directories the locks live in. */
+static int make_dirs(const struct config *cfg, char *err, size_t errlen)
+{
+	char *sockdir = strdup(cfg->socket_path);
+	if (sockdir == NULL)
+		return -ENOMEM;
+	char *slash = strrchr(sockdir, '/');
+	int rc = 0;
+	if (slash != NULL && slash != sockdir) {
+		*slash = '\0';
+		rc = util_mkdir_p(sockdir, 0700);
+		if (rc != 0)
+			snprintf(err, errlen, "cannot create %s: %s", sockdir, strerror(-rc));
+	}
+	free(sockdir);
+	if (rc == 0 && (rc = util_mkdir_p(cfg->cache_dir, 0700)) != 0)
+		snprintf(err, errlen, "cannot create %s: %s", cfg->cache_dir, strerror(-rc));
+	return rc;
+}
+
+static int toolchains_init(struct kilnd *d, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < d->cfg->ntoolchains; i++) {
+		const struct config_toolchain *ct = &d->cfg->toolchains[i];
+		struct toolchain *tc = &d->toolchains[d->ntoolchains];
+		int rc = key_toolchain_init(tc, ct->name, ct->path, err, errlen);
+		if (rc != 0 && ct->is_default) {
+			log_warn("%s; requests for it will be refused", err);
+			continue;
+		}
+		if (rc != 0)
+			return rc;
+		log_info("toolchain %s: %s (%s)", tc->name, tc->real_path, tc->version);
+		d->ntoolchains++;
+	}
+	if (d->ntoolchains == 0) {
+		snprintf(err, errlen, "no usable toolchain; name one with --toolchain NAME=PATH");
+		return -ENOENT;
+	}
+	return 0;
+}
+
+static int store_init(struct kilnd *d, char *err, size_t errlen)
+{
+	int rc = store_open(d->cfg->cache_dir, 0, &d->store, err, errlen);
+	if (rc != 0)
+		return rc;
+	struct store_reconcile_stats st = { 0 };
+	rc = store_reconcile(d->store, &st);
+	if (rc != 0) {
+		snprintf(err, errlen, "cannot reconcile the cache in %s: %s", d->cfg->cache_dir, strerror(-rc));
+		return rc;
+	}
+	if (st.tmp_removed + st.rows_dropped + st.objects_adopted + st.objects_removed > 0)
+		log_info("reconciled the cache: %llu leftovers removed, %llu rows without object dropped, "
+			 "%llu objects adopted, %llu stray objects removed",
+			 (unsigned long long)st.tmp_removed, (unsigned long long)st.rows_dropped,
+			 (unsigned long long)st.objects_adopted, (unsigned long long)st.objects_removed);
+	return store_totals(d->store, &d->entries, &d->bytes);
+}
+
+static int open_log(const struct config *cfg)
+{
+	char path[4200];
+	const char *file = cfg->log_file;
+	if (file == NULL && cfg->daemonize) {
+		snprintf(path, sizeof(path), "%s/kilnd.log", cfg->cache_dir);
+		file = path;
+	}
+	return log_open(cfg->log_level, file);
+}
+
+static void fail_start(const char *err)
+{
+	log_error("%s", err);
+	if (log_get_level() >= LOG_ERROR)
+		fprintf(stderr, "kilnd: %s\n", err);
+	instance_ready(1, 0, err);
+}
+
+int main(int argc, char **argv)
+{
+	struct config cfg;
+	struct kilnd d = { 0 };
+	char err[1024] = "";
+	long other = 0;
+	/* Everything kilnd creates (cache, logs, socket) is private to its user. */
+	umask(077);
+	int rc = config_parse(&cfg, argc, argv);
+	if (rc != 0)
+		return rc > 0 ? 0 : 2;
+	d.cfg = &cfg;
+	d.exit_code = 1;
+	d.start_ns = util_now_ns();
+	if (cfg.daemonize && instance_daemonize() != 0)
+		goto out;
+	if (make_dirs(&cfg, err, sizeof(err)) != 0 || open_log(&cfg) != 0) {
+		fail_start(err[0] != '\0' ? err : "cannot open the log file");
+		goto out;
+	}
+	rc = instance_lock(&cfg, &other, err, sizeof(err));
+	if (rc == 1) {
+		fprintf(stderr, "kilnd: %s\n", err);
+		instance_ready(0, other, err);
+		d.exit_code = 0;
+		goto out;
+	}
+	if (rc != 0 || store_init(&d, err, sizeof(err)) != 0 ||
+	    toolchains_init(&d, err, sizeof(err)) != 0) {
+		fail_start(err);
+		goto out;
+	}
+	key_cpu_id(d.cpu_id);
+	d.loop = uv_default_loop();
+	d.touches = table_new();
+	if (d.touches == NULL || headers_init(&d) != 0 || flight_init(&d) != 0 ||
+	    server_init(&d, err, sizeof(err)) != 0) {
+		fail_start(err[0] != '\0' ? err : "out of memory");
+		goto out_loop;
+	}
+	signals_start(&d);
+	kilnd_timers_start(&d);
+	kilnd_activity(&d);
+	log_info("kilnd %s ready: pid %d, socket %s, cache %s, %u jobs, max size %llu bytes",
+		 KILN_VERSION_STR, (int)getpid(), cfg.socket_path, cfg.cache_dir, cfg.jobs,
+		 (unsigned long long)cfg.max_size);
+	instance_ready(0, (long)getpid(), NULL);
+	uv_run(d.loop, UV_RUN_DEFAULT);
+	kilnd_flush_touches(&d);
+	d.exit_code = 0;
+	log_info("stopped");
+out_loop:
+	if (d.loop != NULL) {
+		if (!d.stopping) {
+			headers_fini(&d);
+			uv_run(d.loop, UV_RUN_NOWAIT);
+		}
+		server_free(&d);
+		flight_fini(&d);
+		table_free(d.touches, free);
+		uv_loop_close(d.loop);
+	}
+out:
+	for (size_t i = 0; i < d.ntoolchains; i++)
+		key_toolchain_fini(&d.toolchains[i]);
+	store_close(d.store);
+	instance_unlock();
+	log_close();
+	config_fini(&cfg);
+	return d.exit_code;
+}

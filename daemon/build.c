@@ -1,0 +1,381 @@
+/*
+ * Builds: the single-flight table, the --jobs queue, compiler steps and the
+ * load check run through kiln-exec, and the hand-off to publish.c. Only the
+ * loop thread touches a build, except inside its thread-pool jobs, which own
+ * it while they run (the loop does not look at it until their completion).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "build.h"
+#include "build_int.h"
+#include "kilnd.h"
+#include "log.h"
+#include "server.h"
+#include "table.h"
+#include "util.h"
+
+void build_input_free(struct build_input *in)
+{
+	if (in == NULL)
+		return;
+	msg_request_free(&in->req);
+	if (in->bufs != NULL) {
+		for (size_t i = 0; i < in->nsrc; i++)
+			free(in->bufs[i]);
+		free(in->bufs);
+	}
+	free(in->src);
+	memset(in, 0, sizeof(*in));
+}
+
+int flight_init(struct kilnd *d)
+{
+	d->flights = table_new();
+	return d->flights != NULL ? 0 : -ENOMEM;
+}
+
+void flight_fini(struct kilnd *d)
+{
+	table_free(d->flights, NULL);
+	d->flights = NULL;
+}
+
+struct build *flight_find(struct kilnd *d, const char *rkey)
+{
+	return table_get(d->flights, rkey);
+}
+
+int build_add_waiter(struct build *b, struct conn *c, uint64_t id, const char *alias, bool joined)
+{
+	struct waiter *w = calloc(1, sizeof(*w));
+	if (w == NULL)
+		return -ENOMEM;
+	if (alias != NULL && (w->alias = strdup(alias)) == NULL) {
+		free(w);
+		return -ENOMEM;
+	}
+	w->c = c;
+	w->id = id;
+	w->joined = joined;
+	conn_ref(c);
+	w->next = b->waiters;
+	b->waiters = w;
+	return 0;
+}
+
+static void build_free(struct build *b)
+{
+	while (b->waiters != NULL) {
+		struct waiter *w = b->waiters;
+		b->waiters = w->next;
+		conn_unref(w->c);
+		free(w->alias);
+		free(w);
+	}
+	build_input_free(&b->in);
+	store_entry_free(&b->entry);
+	if (b->fd >= 0)
+		close(b->fd);
+	free(b->dir);
+	free(b->log);
+	free(b->err_msg);
+	free(b->obj_path);
+	free(b);
+}
+
+/* Frees the build once its libuv handles are closed. */
+static void build_release(struct build *b)
+{
+	if (--b->refs == 0)
+		build_free(b);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+	build_release(h->data);
+}
+
+static void build_close_handles(struct build *b)
+{
+	if (b->timer_init) {
+		b->timer_init = false;
+		uv_timer_stop(&b->timer);
+		uv_close((uv_handle_t *)&b->timer, on_handle_closed);
+	}
+}
+
+static void queue_push(struct kilnd *d, struct build *b)
+{
+	b->qnext = NULL;
+	if (d->queue_tail != NULL)
+		d->queue_tail->qnext = b;
+	else
+		d->queue_head = b;
+	d->queue_tail = b;
+	d->queued++;
+}
+
+static struct build *queue_pop(struct kilnd *d)
+{
+	struct build *b = d->queue_head;
+	if (b == NULL)
+		return NULL;
+	d->queue_head = b->qnext;
+	if (d->queue_head == NULL)
+		d->queue_tail = NULL;
+	d->queued--;
+	return b;
+}
+
+static void running_add(struct kilnd *d, struct build *b)
+{
+	b->rprev = NULL;
+	b->rnext = d->running;
+	if (d->running != NULL)
+		d->running->rprev = b;
+	d->running = b;
+	d->in_flight++;
+	b->has_slot = true;
+}
+
+static void running_del(struct kilnd *d, struct build *b)
+{
+	if (!b->has_slot)
+		return;
+	b->has_slot = false;
+	if (b->rprev != NULL)
+		b->rprev->rnext = b->rnext;
+	else
+		d->running = b->rnext;
+	if (b->rnext != NULL)
+		b->rnext->rprev = b->rprev;
+	d->in_flight--;
+}
+
+static void pump(struct kilnd *d);
+
+void build_release_slot(struct build *b)
+{
+	running_del(b->d, b);
+	pump(b->d);
+}
+
+/* Appends to the build log, up to --max-output; the rest is counted. */
+void build_log_append(struct build *b, const char *data, size_t len)
+{
+	size_t cap = (size_t)b->d->cfg->max_output;
+	size_t room = b->loglen < cap ? cap - b->loglen : 0;
+	size_t take = len < room ? len : room;
+	b->dropped += len - take;
+	if (take == 0)
+		return;
+	if (b->loglen + take + 1 > b->logcap) {
+		size_t ncap = b->logcap == 0 ? 4096 : b->logcap;
+		while (ncap < b->loglen + take + 1)
+			ncap *= 2;
+		char *nl = realloc(b->log, ncap);
+		if (nl == NULL) {
+			b->dropped += take;
+			return;
+		}
+		b->log = nl;
+		b->logcap = ncap;
+	}
+	memcpy(b->log + b->loglen, data, take);
+	b->loglen += take;
+	b->log[b->loglen] = '\0';
+}
+
+static cJSON *success_reply(struct build *b, struct waiter *w)
+{
+	cJSON *r = cJSON_CreateObject();
+	if (r == NULL)
+		return NULL;
+	cJSON_AddNumberToObject(r, "id", (double)w->id);
+	cJSON_AddBoolToObject(r, "ok", 1);
+	cJSON_AddStringToObject(r, "key", b->entry.key);
+	cJSON_AddStringToObject(r, "path", b->obj_path);
+	cJSON_AddStringToObject(r, "output", b->entry.output);
+	cJSON_AddNumberToObject(r, "size", (double)b->entry.size);
+	cJSON_AddBoolToObject(r, "cached", 0);
+	cJSON_AddBoolToObject(r, "joined", w->joined);
+	cJSON_AddNumberToObject(r, "build_ms", (double)b->entry.build_ms);
+	return r;
+}
+
+/* Answers every waiter: the artifact on success, the same error otherwise. */
+static void reply_all(struct build *b)
+{
+	struct kilnd *d = b->d;
+	for (struct waiter *w = b->waiters; w != NULL; w = w->next) {
+		if (w->c->dead)
+			continue;
+		if (b->err_code != ERR_NONE) {
+			struct msg_error err = { .code = (enum msg_err)b->err_code };
+			snprintf(err.message, sizeof(err.message), "%s",
+				 b->err_msg != NULL ? b->err_msg : "build failed");
+			cJSON *r = msg_error_reply(w->id, &err);
+			cJSON *eo = r != NULL ? cJSON_GetObjectItem(r, "error") : NULL;
+			if (eo != NULL) {
+				cJSON_AddStringToObject(eo, "key", b->in.rkey);
+				if (b->err_code == ERR_BUILD_FAILED || b->err_code == ERR_BUILD_TIMEOUT)
+					cJSON_AddStringToObject(eo, "log", b->log != NULL ? b->log : "");
+			}
+			if (r != NULL)
+				conn_reply(w->c, r, -1);
+			continue;
+		}
+		int fd = dup(b->fd);
+		cJSON *r = success_reply(b, w);
+		if (fd < 0 || r == NULL) {
+			if (fd >= 0)
+				close(fd);
+			cJSON_Delete(r);
+			conn_reply_error(w->c, w->id, ERR_INTERNAL, NULL, "out of descriptors or memory");
+			continue;
+		}
+		conn_reply(w->c, r, fd);
+		kilnd_touch(d, b->entry.key);
+		if (w->alias != NULL && (b->in.req.alias == NULL || strcmp(w->alias, b->in.req.alias) != 0))
+			publish_set_alias(d, w->alias, b->entry.key);
+	}
+}
+
+/* The end of a build, on the loop thread: reply, leave the table, free. */
+void build_finish(struct build *b)
+{
+	struct kilnd *d = b->d;
+	running_del(d, b);
+	table_del(d->flights, b->in.rkey);
+	if (b->err_code == ERR_NONE) {
+		d->c.builds_ok++;
+		log_info("built %.16s (%s) in %llu ms", b->entry.key,
+			 b->in.req.label != NULL ? b->in.req.label : "no label",
+			 (unsigned long long)b->entry.build_ms);
+		kilnd_refresh_totals(d);
+	} else if (b->err_code != ERR_SHUTTING_DOWN) {
+		d->c.builds_failed++;
+		log_info("build of %.16s failed: %s", b->in.rkey, b->err_msg != NULL ? b->err_msg : "");
+	}
+	reply_all(b);
+	if (b->dir != NULL)
+		publish_cleanup(d, b);
+	build_close_handles(b);
+	build_release(b);
+	pump(d);
+}
+
+int build_fail(struct build *b, int code, const char *fmt, ...)
+{
+	if (b->err_code != ERR_NONE)
+		return -1;
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	b->err_code = code;
+	free(b->err_msg);
+	b->err_msg = strdup(msg);
+	return -1;
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+	struct build *b = t->data;
+	b->timed_out = true;
+	if (b->pid > 0) {
+		log_warn("build %.16s ran past %.0f s; killing its process group", b->in.rkey,
+			 b->d->cfg->build_timeout_s);
+		kill(-b->pid, SIGKILL);
+	}
+}
+
+static void on_prepared(void *arg)
+{
+	struct build *b = arg;
+	struct kilnd *d = b->d;
+	b->in_pool = false;
+	if (d->stopping)
+		build_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
+	if (b->err_code != ERR_NONE) {
+		build_finish(b);
+		return;
+	}
+	uv_timer_init(d->loop, &b->timer);
+	b->timer.data = b;
+	b->timer_init = true;
+	b->refs++;
+	uv_timer_start(&b->timer, on_timeout, (uint64_t)(d->cfg->build_timeout_s * 1000.0), 0);
+	step_next(b);
+}
+
+/* Moves queued builds into free slots. */
+static void pump(struct kilnd *d)
+{
+	while (!d->stopping && d->in_flight < d->cfg->jobs) {
+		struct build *b = queue_pop(d);
+		if (b == NULL)
+			return;
+		running_add(d, b);
+		b->start_ns = util_now_ns();
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		b->start_wall_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+		d->c.builds_started++;
+		b->in_pool = true;
+		if (kilnd_work(d, prepare_work, on_prepared, b) != 0) {
+			b->in_pool = false;
+			build_fail(b, ERR_INTERNAL, "cannot queue work on the thread pool");
+			build_finish(b);
+		}
+	}
+}
+
+struct build *flight_start(struct kilnd *d, struct build_input *in)
+{
+	struct build *b = calloc(1, sizeof(*b));
+	if (b == NULL) {
+		build_input_free(in);
+		return NULL;
+	}
+	b->d = d;
+	b->in = *in;
+	memset(in, 0, sizeof(*in));
+	b->fd = -1;
+	b->refs = 1;
+	if (table_put(d->flights, b->in.rkey, b, NULL) != 0) {
+		build_free(b);
+		return NULL;
+	}
+	queue_push(d, b);
+	pump(d);
+	return b;
+}
+
+void flight_abort_all(struct kilnd *d)
+{
+	struct build *b;
+	while ((b = queue_pop(d)) != NULL) {
+		build_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
+		build_finish(b);
+	}
+	for (b = d->running; b != NULL; b = b->rnext) {
+		/* A build inside a pool job is failed by that job's completion. */
+		if (b->in_pool)
+			continue;
+		build_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
+		if (b->pid > 0)
+			kill(-b->pid, SIGKILL);
+	}
+}

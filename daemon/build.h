@@ -1,0 +1,49 @@
+/*
+ * Builds and the single-flight table. A build is keyed by its request key;
+ * every request for a key that is being built attaches to that build as a
+ * waiter, and all waiters get the same reply. Builds wait in a FIFO for one
+ * of the --jobs slots. Each runs as a sequence of compiler steps started
+ * through kiln-exec, then a load check, then a publish on the thread pool.
+ */
+#ifndef KILN_DAEMON_BUILD_H
+#define KILN_DAEMON_BUILD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "key.h"
+#include "msg.h"
+
+struct kilnd;
+struct conn;
+struct build;
+
+/* What a build compiles: the request plus the text of every source. */
+struct build_input {
+	struct msg_request req;     /* owned */
+	struct key_source *src;     /* one per source; text points into req or bufs */
+	char **bufs;                /* contents read from source paths (owned), or NULL */
+	size_t nsrc;
+	const struct toolchain *tc;
+	char rkey[65];
+};
+
+void build_input_free(struct build_input *in);
+/* True for names that are headers (placed beside the sources, not compiled). */
+bool build_is_header(const char *name);
+
+int flight_init(struct kilnd *d);
+void flight_fini(struct kilnd *d);
+
+/* The build in flight for rkey, or NULL. */
+struct build *flight_find(struct kilnd *d, const char *rkey);
+/* Starts (queues) a build for in, taking ownership of in (freed on failure
+ * too). Returns the build, or NULL on ENOMEM. */
+struct build *flight_start(struct kilnd *d, struct build_input *in);
+/* Attaches a waiter: c gets the reply to request id. alias (may be NULL) is
+ * pointed at the artifact on success. Returns 0 or -ENOMEM. */
+int build_add_waiter(struct build *b, struct conn *c, uint64_t id, const char *alias, bool joined);
+/* Shutdown: kills running compilers; every waiter gets shutting_down. */
+void flight_abort_all(struct kilnd *d);
+
+#endif

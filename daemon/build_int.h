@@ -1,0 +1,85 @@
+/*
+ * The inside of a build, shared by build.c (table, queue, replies), step.c
+ * (compiler processes) and publish.c (thread-pool work: preparing the build
+ * directory, publishing the artifact, cleaning up).
+ */
+#ifndef KILN_DAEMON_BUILD_INT_H
+#define KILN_DAEMON_BUILD_INT_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "build.h"
+#include "store.h"
+
+struct waiter {
+	struct waiter *next;
+	struct conn *c;
+	uint64_t id;
+	char *alias;
+	bool joined;
+};
+
+struct build {
+	struct kilnd *d;
+	struct build_input in;
+	struct waiter *waiters;
+	int refs;                    /* 1 for the build, 1 per open libuv handle */
+	struct build *qnext;         /* queue link */
+	struct build *rprev, *rnext; /* running list (holding a slot) */
+	bool has_slot;
+	bool in_pool;                /* a thread-pool job owns the build now */
+
+	char *dir;                   /* private build directory under tmp/ */
+	uint64_t start_ns;
+	int64_t start_wall_ns;
+
+	/* The current step's process. */
+	int step;                    /* next step to run; see step.c */
+	pid_t pid;                   /* process group of the running step, or 0 */
+	uv_process_t proc;
+	uv_pipe_t out;
+	int step_pending;            /* exit and end of output still to come */
+	int64_t exit_status;
+	int term_signal;
+	uv_timer_t timer;
+	bool timer_init;
+	bool timed_out;
+
+	char *log;                   /* compiler output, capped at --max-output */
+	size_t loglen, logcap, dropped;
+	size_t log_mark;             /* where the current step's output starts */
+	bool is_check;               /* the current step is the load check */
+
+	int err_code;                /* enum msg_err; ERR_NONE while all is well */
+	char *err_msg;
+
+	struct store_entry entry;    /* filled by publish */
+	char *obj_path;
+	int fd;                      /* the published object, open, or -1 */
+};
+
+void build_log_append(struct build *b, const char *data, size_t len);
+/* Records the first failure of b (later ones are ignored); returns -1. */
+int build_fail(struct build *b, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Gives the --jobs slot back once the compiler steps are over. */
+void build_release_slot(struct build *b);
+/* Replies to every waiter and frees b (loop thread). */
+void build_finish(struct build *b);
+
+/* step.c: runs the next compiler step or the load check; finishes b at the end. */
+void step_next(struct build *b);
+
+/* publish.c: thread-pool work and its follow-ups. */
+void prepare_work(void *arg);
+void publish_start(struct build *b);
+void publish_cleanup(struct kilnd *d, struct build *b);
+void publish_set_alias(struct kilnd *d, const char *alias, const char *key);
+/* Removes a directory tree (no symlinks followed). */
+int rm_tree(const char *dir);
+
+#endif

@@ -1,0 +1,296 @@
+/*
+ * kilnd's options. Every option has a default that needs no configuration,
+ * following DESIGN.md ("Where it runs"), so that a Slurm prologue can start
+ * the daemon with no arguments at all.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "frame.h"
+#include "msg.h"
+#include "util.h"
+#include "validate.h"
+
+#define DEFAULT_MAX_SIZE ((uint64_t)10 << 30)
+#define DEFAULT_BUILD_TIMEOUT 600.0
+#define DEFAULT_MAX_OUTPUT ((uint64_t)1 << 20)
+
+static void usage(FILE *fp)
+{
+	fprintf(fp,
+		"Usage: kilnd [OPTION]...\n"
+		"Per-node daemon that compiles generated C/C++ code once and hands the\n"
+		"artifacts to every process of a job over a Unix socket.\n"
+		"\n"
+		"  --socket PATH           socket to listen on (default: $KILN_SOCKET, else\n"
+		"                          $XDG_RUNTIME_DIR/kiln/kilnd.sock, else /tmp/kiln-UID/kilnd.sock)\n"
+		"  --cache-dir DIR         build cache (default: $KILN_CACHE_DIR, else\n"
+		"                          $XDG_CACHE_HOME/kiln, else ~/.cache/kiln)\n"
+		"  --jobs N                compilers running at once (default: online CPUs)\n"
+		"  --max-size SIZE         evict least recently used entries above SIZE\n"
+		"                          (e.g. 500M, 10G; default 10G)\n"
+		"  --toolchain NAME=PATH   compiler that requests may name (repeatable);\n"
+		"                          defaults: cc=$CC or /usr/bin/cc, c++=$CXX or /usr/bin/c++\n"
+		"  --build-timeout SECONDS kill a build running longer (default 600)\n"
+		"  --max-frame SIZE        largest request accepted (default 64M)\n"
+		"  --max-output SIZE       compiler output kept per build (default 1M)\n"
+		"  --daemonize             run in the background; return once the socket\n"
+		"                          accepts connections and print the daemon's pid\n"
+		"  --idle-exit SECONDS     exit after SECONDS with no connection and no build\n"
+		"                          (default 0: never)\n"
+		"  --log-level LEVEL       error, warn, info (default) or debug\n"
+		"  --log-file PATH         log to PATH (default: stderr; with --daemonize\n"
+		"                          CACHE_DIR/kilnd.log)\n"
+		"  -h, --help              show this help and exit\n"
+		"  -V, --version           show the version and exit\n"
+		"\n"
+		"A second kilnd on the same socket or cache directory reports the running\n"
+		"one and exits 0. SIGTERM, SIGINT or `kiln stop` stop the daemon cleanly.\n");
+}
+
+static int parse_seconds(const char *opt, const char *s, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno != 0 || end == s || *end != '\0' || v < 0 || v > 1e9) {
+		fprintf(stderr, "kilnd: %s: \"%s\" is not a number of seconds\n", opt, s);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_size_opt(const char *opt, const char *s, uint64_t *out)
+{
+	if (util_parse_size(s, out) != 0 || *out == 0) {
+		fprintf(stderr, "kilnd: %s: \"%s\" is not a size (like 512M or 10G)\n", opt, s);
+		return -1;
+	}
+	return 0;
+}
+
+/* Adds or replaces one NAME=PATH toolchain; PATH must be an absolute file. */
+static int add_toolchain(struct config *cfg, const char *spec)
+{
+	char why[128];
+	const char *eq = strchr(spec, '=');
+	if (eq == NULL || eq == spec || eq[1] == '\0') {
+		fprintf(stderr, "kilnd: --toolchain: expected NAME=PATH, got \"%s\"\n", spec);
+		return -1;
+	}
+	char *name = strndup(spec, (size_t)(eq - spec));
+	if (name == NULL)
+		return -1;
+	if (validate_toolchain_name(name, why, sizeof(why)) != 0) {
+		fprintf(stderr, "kilnd: --toolchain: %s\n", why);
+		free(name);
+		return -1;
+	}
+	for (size_t i = 0; i < cfg->ntoolchains; i++) {
+		if (strcmp(cfg->toolchains[i].name, name) == 0) {
+			free(name);
+			free(cfg->toolchains[i].path);
+			cfg->toolchains[i].path = strdup(eq + 1);
+			return cfg->toolchains[i].path != NULL ? 0 : -1;
+		}
+	}
+	if (cfg->ntoolchains == CONFIG_MAX_TOOLCHAINS) {
+		fprintf(stderr, "kilnd: --toolchain: at most %d toolchains\n", CONFIG_MAX_TOOLCHAINS);
+		free(name);
+		return -1;
+	}
+	cfg->toolchains[cfg->ntoolchains].name = name;
+	cfg->toolchains[cfg->ntoolchains].path = strdup(eq + 1);
+	if (cfg->toolchains[cfg->ntoolchains].path == NULL)
+		return -1;
+	cfg->ntoolchains++;
+	return 0;
+}
+
+/* The default toolchains, unless the command line named them already. */
+static int add_default_toolchains(struct config *cfg)
+{
+	const char *defs[][3] = { { "cc", "CC", "/usr/bin/cc" }, { "c++", "CXX", "/usr/bin/c++" } };
+	for (size_t i = 0; i < 2; i++) {
+		bool have = false;
+		for (size_t j = 0; j < cfg->ntoolchains; j++)
+			have = have || strcmp(cfg->toolchains[j].name, defs[i][0]) == 0;
+		if (have)
+			continue;
+		const char *env = getenv(defs[i][1]);
+		/* $CC may be "gcc" or "ccache gcc": only an absolute path is taken. */
+		const char *path = env != NULL && env[0] == '/' && strchr(env, ' ') == NULL ? env
+											      : defs[i][2];
+		char spec[PATH_MAX + 16];
+		snprintf(spec, sizeof(spec), "%s=%s", defs[i][0], path);
+		if (add_toolchain(cfg, spec) != 0)
+			return -1;
+		cfg->toolchains[cfg->ntoolchains - 1].is_default = true;
+	}
+	return 0;
+}
+
+/* kiln-exec lives next to kilnd in a build tree, in libexecdir when installed. */
+static char *find_exec_helper(void)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		self[n] = '\0';
+		char *slash = strrchr(self, '/');
+		if (slash != NULL) {
+			*slash = '\0';
+			char cand[PATH_MAX + 16];
+			snprintf(cand, sizeof(cand), "%s/kiln-exec", self);
+			if (access(cand, X_OK) == 0)
+				return strdup(cand);
+		}
+	}
+	return strdup(KILN_LIBEXECDIR "/kiln-exec");
+}
+
+enum {
+	OPT_SOCKET = 256, OPT_CACHE_DIR, OPT_JOBS, OPT_MAX_SIZE, OPT_TOOLCHAIN,
+	OPT_BUILD_TIMEOUT, OPT_DAEMONIZE, OPT_IDLE_EXIT, OPT_LOG_LEVEL, OPT_LOG_FILE,
+	OPT_MAX_FRAME, OPT_MAX_OUTPUT,
+};
+
+static const struct option long_opts[] = {
+	{ "socket", required_argument, NULL, OPT_SOCKET },
+	{ "cache-dir", required_argument, NULL, OPT_CACHE_DIR },
+	{ "jobs", required_argument, NULL, OPT_JOBS },
+	{ "max-size", required_argument, NULL, OPT_MAX_SIZE },
+	{ "toolchain", required_argument, NULL, OPT_TOOLCHAIN },
+	{ "build-timeout", required_argument, NULL, OPT_BUILD_TIMEOUT },
+	{ "daemonize", no_argument, NULL, OPT_DAEMONIZE },
+	{ "idle-exit", required_argument, NULL, OPT_IDLE_EXIT },
+	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+	{ "log-file", required_argument, NULL, OPT_LOG_FILE },
+	{ "max-frame", required_argument, NULL, OPT_MAX_FRAME },
+	{ "max-output", required_argument, NULL, OPT_MAX_OUTPUT },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static int replace_str(char **dst, const char *src)
+{
+	free(*dst);
+	*dst = strdup(src);
+	return *dst != NULL ? 0 : -1;
+}
+
+static int parse_one(struct config *cfg, int c, const char *arg)
+{
+	char *end;
+	switch (c) {
+	case OPT_SOCKET:
+		return replace_str(&cfg->socket_path, arg);
+	case OPT_CACHE_DIR:
+		return replace_str(&cfg->cache_dir, arg);
+	case OPT_JOBS: {
+		errno = 0;
+		long v = strtol(arg, &end, 10);
+		if (errno != 0 || *end != '\0' || v < 1 || v > 4096) {
+			fprintf(stderr, "kilnd: --jobs: \"%s\" is not a number from 1 to 4096\n", arg);
+			return -1;
+		}
+		cfg->jobs = (unsigned)v;
+		return 0;
+	}
+	case OPT_MAX_SIZE:
+		return parse_size_opt("--max-size", arg, &cfg->max_size);
+	case OPT_TOOLCHAIN:
+		return add_toolchain(cfg, arg);
+	case OPT_BUILD_TIMEOUT:
+		if (parse_seconds("--build-timeout", arg, &cfg->build_timeout_s) != 0)
+			return -1;
+		if (cfg->build_timeout_s <= 0) {
+			fprintf(stderr, "kilnd: --build-timeout must be positive\n");
+			return -1;
+		}
+		return 0;
+	case OPT_DAEMONIZE:
+		cfg->daemonize = true;
+		return 0;
+	case OPT_IDLE_EXIT:
+		return parse_seconds("--idle-exit", arg, &cfg->idle_exit_s);
+	case OPT_LOG_LEVEL:
+		if (log_level_parse(arg, &cfg->log_level) != 0) {
+			fprintf(stderr, "kilnd: --log-level: \"%s\" is not error, warn, info or debug\n", arg);
+			return -1;
+		}
+		return 0;
+	case OPT_LOG_FILE:
+		return replace_str(&cfg->log_file, arg);
+	case OPT_MAX_FRAME:
+		return parse_size_opt("--max-frame", arg, &cfg->max_frame);
+	case OPT_MAX_OUTPUT:
+		return parse_size_opt("--max-output", arg, &cfg->max_output);
+	default:
+		fprintf(stderr, "Try 'kilnd --help' for more information.\n");
+		return -1;
+	}
+}
+
+int config_parse(struct config *cfg, int argc, char **argv)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	cfg->jobs = ncpu > 0 ? (unsigned)ncpu : 1;
+	cfg->max_size = DEFAULT_MAX_SIZE;
+	cfg->build_timeout_s = DEFAULT_BUILD_TIMEOUT;
+	cfg->log_level = LOG_INFO;
+	cfg->max_frame = FRAME_MAX_DEFAULT;
+	cfg->max_output = DEFAULT_MAX_OUTPUT;
+
+	int c;
+	opterr = 1;
+	while ((c = getopt_long(argc, argv, "hV", long_opts, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return 1;
+		}
+		if (c == 'V') {
+			printf("kilnd %s (protocol %d)\n", KILN_VERSION_STR, KILN_PROTO_VERSION);
+			return 1;
+		}
+		if (parse_one(cfg, c, optarg) != 0)
+			return -1;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "kilnd: unexpected argument \"%s\"\nTry 'kilnd --help' for more information.\n",
+			argv[optind]);
+		return -1;
+	}
+	if (cfg->socket_path == NULL && (cfg->socket_path = util_default_socket()) == NULL)
+		return -1;
+	if (cfg->cache_dir == NULL && (cfg->cache_dir = util_default_cache_dir()) == NULL) {
+		fprintf(stderr, "kilnd: no cache directory: set --cache-dir or $KILN_CACHE_DIR\n");
+		return -1;
+	}
+	if (add_default_toolchains(cfg) != 0)
+		return -1;
+	cfg->exec_helper = find_exec_helper();
+	return cfg->exec_helper != NULL ? 0 : -1;
+}
+
+void config_fini(struct config *cfg)
+{
+	free(cfg->socket_path);
+	free(cfg->cache_dir);
+	free(cfg->log_file);
+	free(cfg->exec_helper);
+	for (size_t i = 0; i < cfg->ntoolchains; i++) {
+		free(cfg->toolchains[i].name);
+		free(cfg->toolchains[i].path);
+	}
+	memset(cfg, 0, sizeof(*cfg));
+}

@@ -1,0 +1,46 @@
+/*
+ * kilnd's command-line configuration: parsing, defaults and --help.
+ */
+#ifndef KILN_DAEMON_CONFIG_H
+#define KILN_DAEMON_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+
+#define CONFIG_MAX_TOOLCHAINS 32
+
+struct config_toolchain {
+	char *name;
+	char *path;
+	bool is_default;   /* not named on the command line: skipped if missing */
+};
+
+struct config {
+	char *socket_path;
+	char *cache_dir;
+	unsigned jobs;
+	uint64_t max_size;
+	struct config_toolchain toolchains[CONFIG_MAX_TOOLCHAINS];
+	size_t ntoolchains;
+	double build_timeout_s;
+	bool daemonize;
+	double idle_exit_s;        /* 0: never */
+	enum log_level log_level;
+	char *log_file;
+	uint64_t max_frame;
+	uint64_t max_output;       /* cap on captured compiler output per build */
+	char *exec_helper;         /* path of kiln-exec */
+};
+
+/*
+ * Parses argv into cfg, filling defaults. Returns 0 to run, 1 when the
+ * program should exit 0 (--help, --version printed), or -1 after printing a
+ * usage error to stderr. Free with config_fini().
+ */
+int config_parse(struct config *cfg, int argc, char **argv);
+void config_fini(struct config *cfg);
+
+#endif

@@ -1,0 +1,514 @@
+/*
+ * The operations of the protocol (docs/protocol.md). Everything here runs on
+ * the loop thread; reads of the index use the store's reader connection, and
+ * writes, file reads and hashing of large inputs go to the thread pool.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "build.h"
+#include "build_int.h"
+#include "dispatch.h"
+#include "headers.h"
+#include "kilnd.h"
+#include "log.h"
+#include "msg.h"
+#include "server.h"
+#include "util.h"
+
+/* Requests with more inline source text than this are keyed on the pool. */
+#define INLINE_KEY_MAX ((size_t)256 << 10)
+
+static cJSON *ok_reply(uint64_t id)
+{
+	cJSON *r = cJSON_CreateObject();
+	if (r == NULL)
+		return NULL;
+	cJSON_AddNumberToObject(r, "id", (double)id);
+	cJSON_AddBoolToObject(r, "ok", 1);
+	return r;
+}
+
+static void send_ok(struct conn *c, cJSON *r)
+{
+	if (r == NULL) {
+		log_error("out of memory building a reply");
+		return;
+	}
+	conn_reply(c, r, -1);
+}
+
+/* Answers a hit: the artifact's descriptor and where it lives. Returns 0, or
+ * a negative errno when the object cannot be opened (then nothing is sent). */
+static int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, const char *alias)
+{
+	struct kilnd *d = c->d;
+	char *path = store_object_path(d->store, e->key, e->output);
+	if (path == NULL)
+		return -ENOMEM;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int rc = -errno;
+		log_warn("entry %.16s has no object (%s); rebuilding", e->key, strerror(-rc));
+		free(path);
+		return rc;
+	}
+	cJSON *r = ok_reply(id);
+	if (r == NULL) {
+		close(fd);
+		free(path);
+		return -ENOMEM;
+	}
+	cJSON_AddStringToObject(r, "key", e->key);
+	cJSON_AddStringToObject(r, "path", path);
+	cJSON_AddStringToObject(r, "output", e->output);
+	cJSON_AddNumberToObject(r, "size", (double)e->size);
+	cJSON_AddBoolToObject(r, "cached", 1);
+	cJSON_AddBoolToObject(r, "joined", 0);
+	cJSON_AddNumberToObject(r, "build_ms", (double)e->build_ms);
+	free(path);
+	conn_reply(c, r, fd);
+	kilnd_touch(d, e->key);
+	if (alias != NULL && (e->alias == NULL || strcmp(e->alias, alias) != 0)) {
+		struct store_entry cur = { 0 };
+		bool same = store_get_by_alias(d->store, alias, &cur) == 0 && strcmp(cur.key, e->key) == 0;
+		store_entry_free(&cur);
+		if (!same)
+			publish_set_alias(d, alias, e->key);
+	}
+	return 0;
+}
+
+static void op_hello(struct conn *c, struct msg_request *req)
+{
+	struct kilnd *d = c->d;
+	if (req->proto != KILN_PROTO_VERSION) {
+		struct msg_error err = { .code = ERR_PROTO_MISMATCH };
+		snprintf(err.message, sizeof(err.message),
+			 "client speaks protocol %lld, kilnd %s speaks protocol %d",
+			 (long long)req->proto, KILN_VERSION_STR, KILN_PROTO_VERSION);
+		cJSON *r = msg_error_reply(req->id, &err);
+		if (r != NULL)
+			cJSON_AddNumberToObject(cJSON_GetObjectItem(r, "error"), "proto", KILN_PROTO_VERSION);
+		send_ok(c, r);
+		return;
+	}
+	c->hello = true;
+	cJSON *r = ok_reply(req->id);
+	if (r == NULL)
+		return;
+	cJSON_AddNumberToObject(r, "proto", KILN_PROTO_VERSION);
+	cJSON_AddStringToObject(r, "version", KILN_VERSION_STR);
+	cJSON_AddNumberToObject(r, "pid", (double)getpid());
+	cJSON_AddStringToObject(r, "socket", d->cfg->socket_path);
+	cJSON_AddStringToObject(r, "cache_dir", d->cfg->cache_dir);
+	send_ok(c, r);
+}
+
+/* After the key is known: join a build, serve a hit, or start a build. */
+static void resolve_get(struct conn *c, struct build_input *in)
+{
+	struct kilnd *d = c->d;
+	uint64_t id = in->req.id;
+	struct build *b = flight_find(d, in->rkey);
+	if (b != NULL) {
+		d->c.misses++;
+		d->c.joined++;
+		if (build_add_waiter(b, c, id, in->req.alias, true) != 0)
+			conn_reply_error(c, id, ERR_INTERNAL, NULL, "out of memory");
+		build_input_free(in);
+		free(in);
+		return;
+	}
+	struct store_entry *list = NULL;
+	size_t n = 0;
+	if (store_get_by_rkey(d->store, in->rkey, &list, &n) == 0) {
+		for (size_t i = 0; i < n; i++) {
+			if (headers_valid(d, &list[i]) && reply_hit(c, id, &list[i], in->req.alias) == 0) {
+				d->c.hits++;
+				store_entries_free(list, n);
+				build_input_free(in);
+				free(in);
+				return;
+			}
+		}
+		store_entries_free(list, n);
+	}
+	d->c.misses++;
+	b = flight_start(d, in);
+	free(in);
+	if (b == NULL || build_add_waiter(b, c, id, b->in.req.alias, false) != 0)
+		conn_reply_error(c, id, ERR_INTERNAL, NULL, "out of memory");
+}
+
+struct keying_job {
+	struct conn *c;
+	struct build_input *in;
+	struct msg_error err;
+};
+
+/* Thread pool: reads sources given by path and computes the request key. */
+static void keying_work(void *arg)
+{
+	struct keying_job *j = arg;
+	struct build_input *in = j->in;
+	struct kilnd *d = j->c->d;
+	for (size_t i = 0; i < in->nsrc; i++) {
+		const struct msg_source *s = &in->req.sources[i];
+		if (s->path == NULL)
+			continue;
+		size_t len;
+		int rc = util_read_file(s->path, d->cfg->max_frame, &in->bufs[i], &len);
+		if (rc != 0) {
+			msg_error_set(&j->err, rc == -EFBIG ? ERR_TOO_LARGE : ERR_IO, "sources",
+				      "cannot read source %s: %s", s->path, strerror(-rc));
+			return;
+		}
+		in->src[i].text = in->bufs[i];
+		in->src[i].len = len;
+	}
+	key_request(in->tc, in->req.output, in->req.args, in->req.nargs, in->src, in->nsrc,
+		    d->cpu_id, in->rkey);
+}
+
+static void keying_done(void *arg)
+{
+	struct keying_job *j = arg;
+	struct conn *c = j->c;
+	if (c->dead) {
+		build_input_free(j->in);
+		free(j->in);
+	} else if (j->err.code != ERR_NONE) {
+		conn_reply_error(c, j->in->req.id, j->err.code, j->err.field, "%s", j->err.message);
+		build_input_free(j->in);
+		free(j->in);
+	} else {
+		resolve_get(c, j->in);
+	}
+	conn_unref(c);
+	free(j);
+}
+
+static void op_get(struct conn *c, struct msg_request *req)
+{
+	struct kilnd *d = c->d;
+	const struct toolchain *tc = kilnd_toolchain(d, req->toolchain);
+	if (tc == NULL) {
+		conn_reply_error(c, req->id, ERR_BAD_TOOLCHAIN, "toolchain",
+				 "toolchain \"%s\" is not configured in kilnd (see kilnd --toolchain)",
+				 req->toolchain);
+		return;
+	}
+	bool any_compiled = false, any_path = false;
+	size_t inline_len = 0;
+	for (size_t i = 0; i < req->nsources; i++) {
+		any_compiled = any_compiled || !build_is_header(req->sources[i].name);
+		any_path = any_path || req->sources[i].path != NULL;
+		inline_len += req->sources[i].len;
+	}
+	if (!any_compiled) {
+		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "sources",
+				 "every source is a header; nothing to compile");
+		return;
+	}
+	struct build_input *in = calloc(1, sizeof(*in));
+	if (in == NULL || (in->src = calloc(req->nsources, sizeof(*in->src))) == NULL ||
+	    (in->bufs = calloc(req->nsources, sizeof(*in->bufs))) == NULL) {
+		if (in != NULL)
+			free(in->src);
+		free(in);
+		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	in->req = *req;
+	memset(req, 0, sizeof(*req));
+	in->tc = tc;
+	in->nsrc = in->req.nsources;
+	for (size_t i = 0; i < in->nsrc; i++) {
+		in->src[i].name = in->req.sources[i].name;
+		in->src[i].text = in->req.sources[i].text;
+		in->src[i].len = in->req.sources[i].len;
+	}
+	if (!any_path && inline_len <= INLINE_KEY_MAX) {
+		key_request(tc, in->req.output, in->req.args, in->req.nargs, in->src, in->nsrc,
+			    d->cpu_id, in->rkey);
+		resolve_get(c, in);
+		return;
+	}
+	struct keying_job *j = calloc(1, sizeof(*j));
+	if (j == NULL) {
+		conn_reply_error(c, in->req.id, ERR_INTERNAL, NULL, "out of memory");
+		build_input_free(in);
+		free(in);
+		return;
+	}
+	j->c = c;
+	j->in = in;
+	conn_ref(c);
+	if (kilnd_work(d, keying_work, keying_done, j) != 0) {
+		conn_unref(c);
+		conn_reply_error(c, in->req.id, ERR_INTERNAL, NULL, "cannot queue work");
+		build_input_free(in);
+		free(in);
+		free(j);
+	}
+}
+
+static void op_lookup(struct conn *c, struct msg_request *req)
+{
+	struct kilnd *d = c->d;
+	struct store_entry e = { 0 };
+	int rc = req->alias != NULL ? store_get_by_alias(d->store, req->alias, &e)
+				    : store_get(d->store, req->key, &e);
+	if (rc == 0 && headers_valid(d, &e) && reply_hit(c, req->id, &e, NULL) == 0) {
+		d->c.hits++;
+	} else {
+		d->c.misses++;
+		conn_reply_error(c, req->id, rc == 0 || rc == -ENOENT ? ERR_NOT_FOUND : ERR_IO, NULL,
+				 "no valid entry for %s \"%s\"", req->alias != NULL ? "alias" : "key",
+				 req->alias != NULL ? req->alias : req->key);
+	}
+	store_entry_free(&e);
+}
+
+#define ADD_NUM(obj, name, v) cJSON_AddNumberToObject(obj, name, (double)(v))
+
+static void op_status(struct conn *c, struct msg_request *req)
+{
+	struct kilnd *d = c->d;
+	cJSON *r = ok_reply(req->id);
+	if (r == NULL)
+		return;
+	ADD_NUM(r, "pid", getpid());
+	cJSON_AddStringToObject(r, "version", KILN_VERSION_STR);
+	ADD_NUM(r, "proto", KILN_PROTO_VERSION);
+	cJSON_AddStringToObject(r, "socket", d->cfg->socket_path);
+	cJSON_AddStringToObject(r, "cache_dir", d->cfg->cache_dir);
+	ADD_NUM(r, "jobs", d->cfg->jobs);
+	ADD_NUM(r, "max_size", d->cfg->max_size);
+	ADD_NUM(r, "entries", d->entries);
+	ADD_NUM(r, "bytes", d->bytes);
+	ADD_NUM(r, "uptime_s", (double)(util_now_ns() - d->start_ns) / 1e9);
+	ADD_NUM(r, "connections", server_connections(d));
+	ADD_NUM(r, "requests", d->c.requests);
+	ADD_NUM(r, "hits", d->c.hits);
+	ADD_NUM(r, "misses", d->c.misses);
+	ADD_NUM(r, "builds_started", d->c.builds_started);
+	ADD_NUM(r, "builds_ok", d->c.builds_ok);
+	ADD_NUM(r, "builds_failed", d->c.builds_failed);
+	ADD_NUM(r, "joined", d->c.joined);
+	ADD_NUM(r, "in_flight", d->in_flight);
+	ADD_NUM(r, "queued", d->queued);
+	cJSON *tcs = cJSON_AddArrayToObject(r, "toolchains");
+	for (size_t i = 0; tcs != NULL && i < d->ntoolchains; i++) {
+		cJSON *t = cJSON_CreateObject();
+		cJSON_AddStringToObject(t, "name", d->toolchains[i].name);
+		cJSON_AddStringToObject(t, "path", d->toolchains[i].path);
+		cJSON_AddStringToObject(t, "version", d->toolchains[i].version);
+		cJSON_AddItemToArray(tcs, t);
+	}
+	send_ok(c, r);
+}
+
+static void op_list(struct conn *c, struct msg_request *req)
+{
+	struct kilnd *d = c->d;
+	struct store_entry *list = NULL;
+	size_t n = 0;
+	int rc = store_list(d->store, &list, &n);
+	if (rc != 0) {
+		conn_reply_error(c, req->id, ERR_IO, NULL, "cannot read the index: %s", strerror(-rc));
+		return;
+	}
+	cJSON *r = ok_reply(req->id);
+	cJSON *arr = r != NULL ? cJSON_AddArrayToObject(r, "entries") : NULL;
+	for (size_t i = 0; arr != NULL && i < n; i++)
+		cJSON_AddItemToArray(arr, store_entry_json(d->store, &list[i], false));
+	store_entries_free(list, n);
+	send_ok(c, r);
+}
+
+/* Resolves req->ref; on failure answers the request and returns non-zero. */
+static int resolve_ref(struct conn *c, struct msg_request *req, struct store_entry *e)
+{
+	int rc = store_resolve(c->d->store, req->ref, e);
+	if (rc == -ENOENT)
+		conn_reply_error(c, req->id, ERR_NOT_FOUND, "ref", "no entry matches \"%s\"", req->ref);
+	else if (rc == -ENOTUNIQ)
+		conn_reply_error(c, req->id, ERR_AMBIGUOUS, "ref",
+				 "\"%s\" matches several entries; give more digits", req->ref);
+	else if (rc != 0)
+		conn_reply_error(c, req->id, ERR_IO, NULL, "cannot read the index: %s", strerror(-rc));
+	return rc;
+}
+
+static void op_show(struct conn *c, struct msg_request *req)
+{
+	struct store_entry e = { 0 };
+	if (resolve_ref(c, req, &e) != 0)
+		return;
+	cJSON *r = ok_reply(req->id);
+	if (r != NULL)
+		cJSON_AddItemToObject(r, "entry", store_entry_json(c->d->store, &e, true));
+	store_entry_free(&e);
+	send_ok(c, r);
+}
+
+/* remove, pin, unpin and gc write the index, so they run on the pool. */
+struct write_job {
+	struct conn *c;
+	enum msg_op op;
+	uint64_t id;
+	char key[65];
+	uint64_t max_size;
+	int rc;
+	uint64_t removed, freed;
+};
+
+static void write_work(void *arg)
+{
+	struct write_job *j = arg;
+	struct store *s = j->c->d->store;
+	switch (j->op) {
+	case OP_REMOVE:
+		j->rc = store_remove(s, j->key);
+		break;
+	case OP_PIN:
+	case OP_UNPIN:
+		j->rc = store_set_pinned(s, j->key, j->op == OP_PIN);
+		break;
+	default:
+		j->rc = store_evict(s, j->max_size, &j->removed, &j->freed);
+		break;
+	}
+}
+
+static void write_done(void *arg)
+{
+	struct write_job *j = arg;
+	struct conn *c = j->c;
+	struct kilnd *d = c->d;
+	kilnd_refresh_totals(d);
+	if (j->rc == -ENOENT) {
+		conn_reply_error(c, j->id, ERR_NOT_FOUND, "ref", "entry %s is gone", j->key);
+	} else if (j->rc != 0) {
+		conn_reply_error(c, j->id, ERR_IO, NULL, "cannot update the index: %s", strerror(-j->rc));
+	} else {
+		cJSON *r = ok_reply(j->id);
+		if (r != NULL && j->op == OP_GC) {
+			ADD_NUM(r, "removed", j->removed);
+			ADD_NUM(r, "freed", j->freed);
+			ADD_NUM(r, "entries", d->entries);
+			ADD_NUM(r, "bytes", d->bytes);
+		} else if (r != NULL) {
+			cJSON_AddStringToObject(r, "key", j->key);
+		}
+		send_ok(c, r);
+	}
+	conn_unref(c);
+	free(j);
+}
+
+static void op_write(struct conn *c, struct msg_request *req)
+{
+	struct write_job *j = calloc(1, sizeof(*j));
+	if (j == NULL) {
+		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	j->c = c;
+	j->op = req->op;
+	j->id = req->id;
+	j->max_size = req->max_size >= 0 ? (uint64_t)req->max_size : c->d->cfg->max_size;
+	if (req->op != OP_GC) {
+		struct store_entry e = { 0 };
+		if (resolve_ref(c, req, &e) != 0) {
+			free(j);
+			return;
+		}
+		memcpy(j->key, e.key, sizeof(j->key));
+		store_entry_free(&e);
+	}
+	conn_ref(c);
+	if (kilnd_work(c->d, write_work, write_done, j) != 0) {
+		conn_unref(c);
+		free(j);
+		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "cannot queue work");
+	}
+}
+
+static void op_shutdown(struct conn *c, struct msg_request *req)
+{
+	log_info("shutdown requested by pid %d", (int)c->pid);
+	send_ok(c, ok_reply(req->id));
+	kilnd_stop(c->d);
+}
+
+static void run_op(struct conn *c, struct msg_request *req)
+{
+	switch (req->op) {
+	case OP_HELLO:
+		op_hello(c, req);
+		break;
+	case OP_GET:
+		op_get(c, req);
+		break;
+	case OP_LOOKUP:
+		op_lookup(c, req);
+		break;
+	case OP_STATUS:
+		op_status(c, req);
+		break;
+	case OP_LIST:
+		op_list(c, req);
+		break;
+	case OP_SHOW:
+		op_show(c, req);
+		break;
+	case OP_REMOVE:
+	case OP_PIN:
+	case OP_UNPIN:
+	case OP_GC:
+		op_write(c, req);
+		break;
+	case OP_SHUTDOWN:
+		op_shutdown(c, req);
+		break;
+	default:
+		conn_reply_error(c, req->id, ERR_UNKNOWN_OP, "op", "unknown operation");
+		break;
+	}
+}
+
+void dispatch_frame(struct conn *c, const char *payload, size_t len)
+{
+	struct kilnd *d = c->d;
+	struct msg_request req;
+	struct msg_error err;
+	d->c.requests++;
+	if (msg_request_parse(payload, len, &req, &err) != 0) {
+		conn_reply_error(c, req.id, err.code, err.field[0] != '\0' ? err.field : NULL, "%s",
+				 err.message);
+		if (err.code == ERR_BAD_JSON) {
+			/* Not even an object: the peer does not speak this protocol. */
+			conn_close_after_reply(c);
+		}
+		return;
+	}
+	if (!c->hello && req.op != OP_HELLO) {
+		conn_reply_error(c, req.id, ERR_BAD_REQUEST, "op", "send hello first");
+	} else if (d->stopping && req.op != OP_STATUS && req.op != OP_HELLO) {
+		conn_reply_error(c, req.id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
+	} else {
+		log_debug("pid %d: %s id %llu", (int)c->pid, msg_op_name(req.op),
+			  (unsigned long long)req.id);
+		run_op(c, &req);
+	}
+	msg_request_free(&req);
+}

@@ -1,0 +1,31 @@
+/*
+ * Validation of the headers an entry was built with. A hit must not serve an
+ * artifact whose headers changed, yet checking dozens of headers with stat()
+ * on every request would put system calls on the hot path. So each header
+ * directory is watched with inotify: a header's state (size, mtime, digest)
+ * is computed once and trusted until an event says it changed.
+ */
+#ifndef KILN_DAEMON_HEADERS_H
+#define KILN_DAEMON_HEADERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "store.h"
+
+struct kilnd;
+
+int headers_init(struct kilnd *d);
+void headers_fini(struct kilnd *d);
+
+/*
+ * True when every dependency of e still has the recorded content. Runs on the
+ * loop thread; costs one non-blocking read of the inotify descriptor, plus a
+ * stat (and a digest of a small file) only for headers that changed since
+ * they were last checked. Headers above 1 MiB that changed count as invalid
+ * (a rebuild is correct, just maybe unneeded) so that the loop never hashes
+ * a large file.
+ */
+bool headers_valid(struct kilnd *d, const struct store_entry *e);
+
+#endif

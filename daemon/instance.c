@@ -1,0 +1,210 @@
+/*
+ * Single-instance locking and daemonizing; see instance.h. Locks are flock()s
+ * on files that are never removed, so a crashed daemon's lock is released by
+ * the kernel and a new daemon takes over its stale socket safely.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "instance.h"
+#include "util.h"
+#include "wire.h"
+
+#define WAIT_OTHER_MS 10000
+
+static int ready_fd = -1;
+static int sock_lock_fd = -1;
+static int cache_lock_fd = -1;
+
+int instance_daemonize(void)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return -errno;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0) {
+		close(fds[1]);
+		char buf[1024];
+		size_t len = 0;
+		ssize_t n;
+		while (len < sizeof(buf) - 1 && (n = read(fds[0], buf + len, sizeof(buf) - 1 - len)) != 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				break;
+			len += (size_t)n;
+		}
+		buf[len] = '\0';
+		int status = 1;
+		long dpid = 0;
+		char msg[1024] = "";
+		if (sscanf(buf, "%d %ld %1023[^\n]", &status, &dpid, msg) >= 2 && status == 0) {
+			if (msg[0] != '\0')
+				fprintf(stderr, "kilnd: %s\n", msg);
+			printf("%ld\n", dpid);
+			exit(0);
+		}
+		fprintf(stderr, "kilnd: %s\n", msg[0] != '\0' ? msg : "the daemon exited during start-up");
+		waitpid(pid, NULL, WNOHANG);
+		exit(1);
+	}
+	close(fds[0]);
+	ready_fd = fds[1];
+	setsid();
+	if (chdir("/") != 0)
+		return -errno;
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		close(null);
+	}
+	return 0;
+}
+
+void instance_ready(int status, long pid, const char *msg)
+{
+	if (ready_fd < 0)
+		return;
+	char line[1100];
+	int n = snprintf(line, sizeof(line), "%d %ld %s\n", status, pid, msg != NULL ? msg : "");
+	util_write_all(ready_fd, line, (size_t)n);
+	close(ready_fd);
+	ready_fd = -1;
+	/* The parent has returned; nobody reads the terminal from now on. */
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDOUT_FILENO);
+		dup2(null, STDERR_FILENO);
+		close(null);
+	}
+}
+
+static int take_lock(const char *path, int *out)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		int e = errno;
+		close(fd);
+		return e == EWOULDBLOCK ? 1 : -e;
+	}
+	*out = fd;
+	return 0;
+}
+
+static void write_owner(int fd, const struct config *cfg)
+{
+	char buf[8400];
+	int n = snprintf(buf, sizeof(buf), "%ld\n%s\n%s\n", (long)getpid(), cfg->socket_path, cfg->cache_dir);
+	if (ftruncate(fd, 0) == 0)
+		(void)!pwrite(fd, buf, (size_t)n, 0);
+}
+
+/* Reads who holds a lock file: pid and socket path. */
+static void read_owner(const char *path, long *pid, char *sock, size_t socklen)
+{
+	char buf[8400] = "";
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		buf[n > 0 ? n : 0] = '\0';
+		close(fd);
+	}
+	char *nl = strchr(buf, '\n');
+	*pid = strtol(buf, NULL, 10);
+	if (nl != NULL) {
+		char *end = strchr(nl + 1, '\n');
+		if (end != NULL)
+			*end = '\0';
+		snprintf(sock, socklen, "%s", nl + 1);
+	}
+}
+
+/* Waits until the other daemon's socket accepts, so that whoever started us
+ * can connect as soon as we return. */
+static bool wait_for_socket(const char *sock)
+{
+	for (int waited = 0; waited < WAIT_OTHER_MS; waited += 20) {
+		int fd = wire_connect(sock);
+		if (fd >= 0) {
+			close(fd);
+			return true;
+		}
+		struct timespec ts = { 0, 20 * 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	return false;
+}
+
+static int report_other(const char *lock_path, const char *what, const struct config *cfg,
+			long *other_pid, char *msg, size_t msglen)
+{
+	char sock[4200] = "";
+	long pid = 0;
+	/* The owner writes its details right after locking; give it a moment. */
+	for (int i = 0; i < 50 && (pid == 0 || sock[0] == '\0'); i++) {
+		read_owner(lock_path, &pid, sock, sizeof(sock));
+		if (pid == 0 || sock[0] == '\0') {
+			struct timespec ts = { 0, 10 * 1000000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (sock[0] == '\0')
+		snprintf(sock, sizeof(sock), "%s", cfg->socket_path);
+	bool up = wait_for_socket(sock);
+	*other_pid = pid;
+	snprintf(msg, msglen, "kilnd is already running on this %s (pid %ld, socket %s)%s", what, pid,
+		 sock, up ? "" : ", but its socket does not answer yet");
+	return 1;
+}
+
+int instance_lock(const struct config *cfg, long *other_pid, char *msg, size_t msglen)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s.lock", cfg->socket_path);
+	int rc = take_lock(path, &sock_lock_fd);
+	if (rc == 1)
+		return report_other(path, "socket", cfg, other_pid, msg, msglen);
+	if (rc < 0) {
+		snprintf(msg, msglen, "cannot lock %s: %s", path, strerror(-rc));
+		return rc;
+	}
+	snprintf(path, sizeof(path), "%s/kilnd.lock", cfg->cache_dir);
+	rc = take_lock(path, &cache_lock_fd);
+	if (rc == 1) {
+		close(sock_lock_fd);
+		sock_lock_fd = -1;
+		return report_other(path, "cache directory", cfg, other_pid, msg, msglen);
+	}
+	if (rc < 0) {
+		snprintf(msg, msglen, "cannot lock %s: %s", path, strerror(-rc));
+		close(sock_lock_fd);
+		sock_lock_fd = -1;
+		return rc;
+	}
+	write_owner(sock_lock_fd, cfg);
+	write_owner(cache_lock_fd, cfg);
+	return 0;
+}
+
+void instance_unlock(void)
+{
+	if (cache_lock_fd >= 0)
+		close(cache_lock_fd);
+	if (sock_lock_fd >= 0)
+		close(sock_lock_fd);
+	cache_lock_fd = sock_lock_fd = -1;
+}

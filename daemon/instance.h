@@ -1,0 +1,33 @@
+/*
+ * One daemon per socket and per cache directory: exclusive locks on
+ * "<socket>.lock" and "<cache-dir>/kilnd.lock", and --daemonize, whose parent
+ * returns only once the child accepts connections (or found another kilnd).
+ */
+#ifndef KILN_DAEMON_INSTANCE_H
+#define KILN_DAEMON_INSTANCE_H
+
+#include <stddef.h>
+
+#include "config.h"
+
+/*
+ * Forks. The parent waits for the child's instance_ready() and exits with
+ * its status (printing the daemon's pid); the child returns 0 in a new
+ * session. Returns a negative errno when fork fails.
+ */
+int instance_daemonize(void);
+/*
+ * Tells a waiting --daemonize parent the outcome: status 0 with the serving
+ * daemon's pid, or 1 with an error message. A no-op in the foreground.
+ */
+void instance_ready(int status, long pid, const char *msg);
+
+/*
+ * Takes both locks. Returns 0 when this process owns them, 1 when another
+ * kilnd holds one (then *other_pid and msg describe it, once its socket
+ * accepts or after a wait of some seconds), or a negative errno with msg.
+ */
+int instance_lock(const struct config *cfg, long *other_pid, char *msg, size_t msglen);
+void instance_unlock(void);
+
+#endif

@@ -1,0 +1,62 @@
+/*
+ * Content keys. The request key (rkey) digests everything a client sends and
+ * everything of the node that changes the artifact; the artifact key adds
+ * the content of the headers the compiler read (known only after a build).
+ * Both are SHA-256 over a versioned, canonical serialization: every field is
+ * a one-byte tag, a 64-bit big-endian length and the bytes, so no two
+ * different inputs serialize alike.
+ */
+#ifndef KILN_DAEMON_KEY_H
+#define KILN_DAEMON_KEY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "msg.h"
+#include "store.h"
+
+#define KEY_FORMAT_VERSION 1
+
+/* A configured compiler and its identity digest. */
+struct toolchain {
+	char *name;
+	char *path;          /* as configured */
+	char *real_path;     /* resolved */
+	uint8_t id[32];      /* digest of path, size, mtime, version output, env */
+	char *version;       /* first line of --version output */
+};
+
+/* Source contents for keying; text points into the request or a read buffer. */
+struct key_source {
+	const char *name;
+	const char *text;
+	size_t len;
+};
+
+/*
+ * Resolves and identifies a toolchain: realpath, stat, `PATH --version`
+ * (run with posix_spawn, no shell) and the compiler-relevant environment
+ * variables. Blocking; called at start-up. Returns 0 or a negative errno with
+ * a sentence in err.
+ */
+int key_toolchain_init(struct toolchain *tc, const char *name, const char *path,
+		       char *err, size_t errlen);
+void key_toolchain_fini(struct toolchain *tc);
+
+/* Digest of this node's CPU (model and flags from /proc/cpuinfo), used when
+ * an argument asks for -march=native and the like. */
+void key_cpu_id(uint8_t out[32]);
+/* True when an argument makes the artifact depend on the build node's CPU. */
+bool key_args_native(char *const *args, size_t nargs);
+
+/* The request key of a get, as 64 hex digits plus NUL. */
+void key_request(const struct toolchain *tc, const char *output, char *const *args, size_t nargs,
+		 const struct key_source *src, size_t nsrc, const uint8_t cpu_id[32], char out[65]);
+/* The artifact key: rkey plus every dependency's path and digest. */
+void key_artifact(const char *rkey, const struct store_dep *deps, size_t ndeps, char out[65]);
+
+/* The environment variables that reach the compiler and change its output. */
+extern const char *const key_env_vars[];
+
+#endif

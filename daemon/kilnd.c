@@ -1,0 +1,282 @@
+/*
+ * Daemon-wide services used by the modules: thread-pool work with a pending
+ * count, batched use counts, cache totals and eviction, idle exit, and the
+ * graceful stop sequence.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "build.h"
+#include "headers.h"
+#include "kilnd.h"
+#include "log.h"
+#include "server.h"
+#include "table.h"
+#include "util.h"
+
+#define TOUCH_FLUSH_MS 1000
+
+const struct toolchain *kilnd_toolchain(const struct kilnd *d, const char *name)
+{
+	for (size_t i = 0; i < d->ntoolchains; i++) {
+		if (strcmp(d->toolchains[i].name, name) == 0)
+			return &d->toolchains[i];
+	}
+	return NULL;
+}
+
+struct work {
+	uv_work_t req;
+	struct kilnd *d;
+	void (*fn)(void *);
+	void (*done)(void *);
+	void *arg;
+};
+
+static void work_run(uv_work_t *req)
+{
+	struct work *w = req->data;
+	w->fn(w->arg);
+}
+
+static void work_after(uv_work_t *req, int status)
+{
+	struct work *w = req->data;
+	w->d->work_pending--;
+	if (w->done != NULL)
+		w->done(w->arg);
+	free(w);
+}
+
+int kilnd_work(struct kilnd *d, void (*fn)(void *arg), void (*done)(void *arg), void *arg)
+{
+	struct work *w = calloc(1, sizeof(*w));
+	if (w == NULL)
+		return UV_ENOMEM;
+	w->req.data = w;
+	w->d = d;
+	w->fn = fn;
+	w->done = done;
+	w->arg = arg;
+	int rc = uv_queue_work(d->loop, &w->req, work_run, work_after);
+	if (rc != 0) {
+		free(w);
+		return rc;
+	}
+	d->work_pending++;
+	return 0;
+}
+
+void kilnd_activity(struct kilnd *d)
+{
+	d->last_activity_ns = util_now_ns();
+}
+
+struct touch {
+	uint64_t count;
+	int64_t last;
+};
+
+void kilnd_touch(struct kilnd *d, const char *key)
+{
+	struct touch *t = table_get(d->touches, key);
+	if (t == NULL) {
+		t = calloc(1, sizeof(*t));
+		if (t == NULL || table_put(d->touches, key, t, NULL) != 0) {
+			free(t);
+			return;
+		}
+	}
+	t->count++;
+	t->last = util_wall_s();
+}
+
+struct touch_batch {
+	struct kilnd *d;
+	char **keys;
+	int64_t *times;
+	uint64_t *counts;
+	size_t n;
+};
+
+static void collect_touch(const char *key, void *val, void *ctx)
+{
+	struct touch_batch *tb = ctx;
+	struct touch *t = val;
+	tb->keys[tb->n] = strdup(key);
+	if (tb->keys[tb->n] == NULL)
+		return;
+	tb->times[tb->n] = t->last;
+	tb->counts[tb->n] = t->count;
+	tb->n++;
+}
+
+static void touch_batch_free(void *arg)
+{
+	struct touch_batch *tb = arg;
+	for (size_t i = 0; i < tb->n; i++)
+		free(tb->keys[i]);
+	free(tb->keys);
+	free(tb->times);
+	free(tb->counts);
+	free(tb);
+}
+
+static void touch_work(void *arg)
+{
+	struct touch_batch *tb = arg;
+	int rc = store_touch(tb->d->store, (const char *const *)tb->keys, tb->times, tb->counts, tb->n);
+	if (rc != 0)
+		log_warn("cannot record %zu uses in the index: %s", tb->n, strerror(-rc));
+}
+
+/* Takes the queued uses out of the table into a batch for store_touch. */
+static struct touch_batch *take_touches(struct kilnd *d)
+{
+	size_t n = table_count(d->touches);
+	struct table *fresh = table_new();
+	struct touch_batch *tb = calloc(1, sizeof(*tb));
+	if (n == 0 || fresh == NULL || tb == NULL)
+		goto fail;
+	tb->d = d;
+	tb->keys = calloc(n, sizeof(*tb->keys));
+	tb->times = calloc(n, sizeof(*tb->times));
+	tb->counts = calloc(n, sizeof(*tb->counts));
+	if (tb->keys == NULL || tb->times == NULL || tb->counts == NULL)
+		goto fail;
+	table_foreach(d->touches, collect_touch, tb);
+	table_free(d->touches, free);
+	d->touches = fresh;
+	return tb;
+fail:
+	table_free(fresh, NULL);
+	if (tb != NULL)
+		touch_batch_free(tb);
+	return NULL;
+}
+
+static void on_touch_timer(uv_timer_t *t)
+{
+	struct kilnd *d = t->data;
+	struct touch_batch *tb = take_touches(d);
+	if (tb != NULL && kilnd_work(d, touch_work, touch_batch_free, tb) != 0)
+		touch_batch_free(tb);
+}
+
+void kilnd_flush_touches(struct kilnd *d)
+{
+	struct touch_batch *tb = take_touches(d);
+	if (tb != NULL) {
+		touch_work(tb);
+		touch_batch_free(tb);
+	}
+}
+
+struct evict_job {
+	struct kilnd *d;
+	uint64_t removed, freed;
+	int rc;
+};
+
+static bool evicting;
+
+static void evict_work(void *arg)
+{
+	struct evict_job *j = arg;
+	j->rc = store_evict(j->d->store, j->d->cfg->max_size, &j->removed, &j->freed);
+}
+
+static void evict_done(void *arg)
+{
+	struct evict_job *j = arg;
+	evicting = false;
+	if (j->rc != 0)
+		log_warn("eviction failed: %s", strerror(-j->rc));
+	else if (j->removed > 0)
+		log_info("evicted %llu entries (%llu bytes) to stay under --max-size",
+			 (unsigned long long)j->removed, (unsigned long long)j->freed);
+	struct kilnd *d = j->d;
+	free(j);
+	if (!d->stopping)
+		kilnd_refresh_totals(d);
+}
+
+void kilnd_refresh_totals(struct kilnd *d)
+{
+	int rc = store_totals(d->store, &d->entries, &d->bytes);
+	if (rc != 0) {
+		log_warn("cannot read cache totals: %s", strerror(-rc));
+		return;
+	}
+	if (d->bytes <= d->cfg->max_size || evicting || d->stopping)
+		return;
+	struct evict_job *j = calloc(1, sizeof(*j));
+	if (j == NULL)
+		return;
+	j->d = d;
+	evicting = true;
+	if (kilnd_work(d, evict_work, evict_done, j) != 0) {
+		evicting = false;
+		free(j);
+	}
+}
+
+static void on_idle_timer(uv_timer_t *t)
+{
+	struct kilnd *d = t->data;
+	double idle = (double)(util_now_ns() - d->last_activity_ns) / 1e9;
+	if (server_connections(d) == 0 && table_count(d->flights) == 0 && d->work_pending == 0 &&
+	    idle >= d->cfg->idle_exit_s) {
+		log_info("idle for %.0f s; exiting", idle);
+		kilnd_stop(d);
+	}
+}
+
+int kilnd_timers_start(struct kilnd *d)
+{
+	uv_timer_init(d->loop, &d->touch_timer);
+	d->touch_timer.data = d;
+	uv_timer_start(&d->touch_timer, on_touch_timer, TOUCH_FLUSH_MS, TOUCH_FLUSH_MS);
+	uv_timer_init(d->loop, &d->idle_timer);
+	d->idle_timer.data = d;
+	if (d->cfg->idle_exit_s > 0) {
+		uint64_t ms = (uint64_t)(d->cfg->idle_exit_s * 1000.0 / 4);
+		uv_timer_start(&d->idle_timer, on_idle_timer, ms > 0 ? ms : 1, ms > 0 ? ms : 1);
+	}
+	return 0;
+}
+
+/* Runs before each poll once stopping: closes the rest when builds are over. */
+static void on_stop_check(uv_prepare_t *p)
+{
+	struct kilnd *d = p->data;
+	if (table_count(d->flights) != 0 || d->work_pending != 0)
+		return;
+	uv_prepare_stop(p);
+	uv_close((uv_handle_t *)p, NULL);
+	server_fini(d);
+	headers_fini(d);
+}
+
+static uv_prepare_t stop_check;
+
+void kilnd_stop(struct kilnd *d)
+{
+	if (d->stopping)
+		return;
+	d->stopping = true;
+	log_info("stopping");
+	server_stop_listening(d);
+	flight_abort_all(d);
+	uv_timer_stop(&d->touch_timer);
+	uv_close((uv_handle_t *)&d->touch_timer, NULL);
+	uv_timer_stop(&d->idle_timer);
+	uv_close((uv_handle_t *)&d->idle_timer, NULL);
+	uv_close((uv_handle_t *)&d->sig_term, NULL);
+	uv_close((uv_handle_t *)&d->sig_int, NULL);
+	uv_close((uv_handle_t *)&d->sig_hup, NULL);
+	uv_prepare_init(d->loop, &stop_check);
+	stop_check.data = d;
+	uv_prepare_start(&stop_check, on_stop_check);
+}

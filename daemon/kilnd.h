@@ -1,0 +1,84 @@
+/*
+ * The daemon's shared state. One struct kilnd lives for the life of the
+ * process; only the loop thread touches it, except where a field says so.
+ */
+#ifndef KILN_DAEMON_KILND_H
+#define KILN_DAEMON_KILND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "config.h"
+#include "key.h"
+#include "store.h"
+
+struct table;
+struct headers;
+struct server;
+struct build;
+
+struct counters {
+	uint64_t requests;
+	uint64_t hits;
+	uint64_t misses;
+	uint64_t builds_started;
+	uint64_t builds_ok;
+	uint64_t builds_failed;
+	uint64_t joined;
+};
+
+struct kilnd {
+	uv_loop_t *loop;
+	struct config *cfg;
+	struct store *store;
+	struct toolchain toolchains[CONFIG_MAX_TOOLCHAINS];
+	size_t ntoolchains;
+	uint8_t cpu_id[32];
+	uint64_t start_ns;
+
+	struct counters c;
+	unsigned in_flight;          /* builds holding a --jobs slot */
+	unsigned queued;             /* builds waiting for a slot */
+	uint64_t entries, bytes;     /* cache totals, refreshed after every write */
+
+	struct server *server;
+	struct headers *headers;
+	struct table *flights;       /* rkey -> struct build, builds not yet finished */
+	struct build *queue_head, *queue_tail;
+	struct build *running;       /* builds holding a slot, for shutdown */
+	struct table *touches;       /* key -> struct touch, uses not yet written */
+
+	uint64_t work_pending;       /* thread-pool jobs not yet completed */
+	bool stopping;
+	int exit_code;
+	uv_signal_t sig_term, sig_int, sig_hup;
+	uv_timer_t touch_timer;
+	uv_timer_t idle_timer;
+	uint64_t last_activity_ns;
+};
+
+/* Finds a configured toolchain by name, or NULL. */
+const struct toolchain *kilnd_toolchain(const struct kilnd *d, const char *name);
+/* Begins a graceful stop: stop accepting, fail waiters, kill compilers. */
+void kilnd_stop(struct kilnd *d);
+/* Marks the daemon busy now (for --idle-exit). */
+void kilnd_activity(struct kilnd *d);
+
+/*
+ * Runs fn on the thread pool, then done on the loop thread. The daemon counts
+ * pending work so that a stop waits for it; arg is passed to both. Returns 0
+ * or a negative libuv error (then neither callback runs).
+ */
+int kilnd_work(struct kilnd *d, void (*fn)(void *arg), void (*done)(void *arg), void *arg);
+
+/* Queues a use of key for the batched last_used/uses update. */
+void kilnd_touch(struct kilnd *d, const char *key);
+/* Writes queued uses now (blocking: shutdown only). */
+void kilnd_flush_touches(struct kilnd *d);
+/* Starts the periodic timers (use flushing, idle exit). */
+int kilnd_timers_start(struct kilnd *d);
+/* Re-reads entries and bytes from the index; evicts when over --max-size. */
+void kilnd_refresh_totals(struct kilnd *d);
+
+#endif

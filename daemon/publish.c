@@ -1,0 +1,384 @@
+/*
+ * The thread-pool side of a build: creating the private build directory,
+ * reading the compiler's dependency files, hashing the headers, publishing
+ * the artifact crash-safely through the store, and cleaning up. Nothing here
+ * runs on the loop thread except the completion callbacks.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "build_int.h"
+#include "kilnd.h"
+#include "log.h"
+#include "table.h"
+#include "util.h"
+
+#define DEPFILE_MAX ((size_t)16 << 20)
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_DP)
+		rmdir(path);
+	else
+		unlink(path);
+	return 0;
+}
+
+int rm_tree(const char *dir)
+{
+	return nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -errno;
+}
+
+static int write_file(const char *path, const char *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	int rc = util_write_all(fd, data, len);
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
+	return rc;
+}
+
+/* Thread pool: the build directory with src/ holding the sources and out/. */
+void prepare_work(void *arg)
+{
+	struct build *b = arg;
+	char *tmp = store_tmp_dir(b->d->store);
+	char path[4096];
+	if (tmp == NULL) {
+		build_fail(b, ERR_INTERNAL, "out of memory");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/b-%.16s-XXXXXX", tmp, b->in.rkey);
+	free(tmp);
+	if (mkdtemp(path) == NULL || (b->dir = strdup(path)) == NULL) {
+		build_fail(b, ERR_IO, "cannot create a build directory in the cache: %s", strerror(errno));
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/src", b->dir);
+	if (mkdir(path, 0700) != 0)
+		goto fail;
+	snprintf(path, sizeof(path), "%s/out", b->dir);
+	if (mkdir(path, 0700) != 0)
+		goto fail;
+	for (size_t i = 0; i < b->in.nsrc; i++) {
+		snprintf(path, sizeof(path), "%s/src/%s", b->dir, b->in.src[i].name);
+		int rc = write_file(path, b->in.src[i].text, b->in.src[i].len);
+		if (rc != 0) {
+			errno = -rc;
+			goto fail;
+		}
+	}
+	return;
+fail:
+	build_fail(b, ERR_IO, "cannot write the build directory %s: %s", b->dir, strerror(errno));
+}
+
+/* Appends one absolute path of a dependency file to deps (deduplicated). */
+static int add_dep(struct table *seen, struct store_dep **deps, size_t *n, size_t *cap, char *tok)
+{
+	if (tok[0] != '/' || table_get(seen, tok) != NULL)
+		return 0;
+	if (*n == *cap) {
+		size_t ncap = *cap == 0 ? 64 : *cap * 2;
+		struct store_dep *nd = realloc(*deps, ncap * sizeof(*nd));
+		if (nd == NULL)
+			return -ENOMEM;
+		*deps = nd;
+		*cap = ncap;
+	}
+	struct store_dep *dep = &(*deps)[*n];
+	memset(dep, 0, sizeof(*dep));
+	if ((dep->path = strdup(tok)) == NULL || table_put(seen, tok, dep, NULL) != 0) {
+		free(dep->path);
+		return -ENOMEM;
+	}
+	(*n)++;
+	return 0;
+}
+
+/*
+ * Parses a make rule as gcc -MD writes it: "target: dep dep \<newline> dep",
+ * with "\ " for a space in a name and "$$" for a dollar sign. Relative names
+ * are the sources in the build directory, which the key covers already.
+ */
+static int parse_depfile(const char *path, struct table *seen, struct store_dep **deps,
+			 size_t *n, size_t *cap)
+{
+	char *text;
+	size_t len;
+	int rc = util_read_file(path, DEPFILE_MAX, &text, &len);
+	if (rc != 0)
+		return rc;
+	char *p = text;
+	/* Skip the target: up to the first unescaped colon. */
+	while (*p != '\0' && !(*p == ':' && (p == text || p[-1] != '\\')))
+		p++;
+	if (*p == ':')
+		p++;
+	char *tok = malloc(len + 1);
+	size_t tl = 0;
+	for (; tok != NULL && rc == 0; p++) {
+		bool end = *p == '\0' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r';
+		if (*p == '\\' && (p[1] == '\n' || (p[1] == '\r' && p[2] == '\n'))) {
+			end = true;
+			p += p[1] == '\r' ? 2 : 1;
+		} else if (*p == '\\' && (p[1] == ' ' || p[1] == '#' || p[1] == '\\')) {
+			tok[tl++] = *++p;
+			continue;
+		} else if (*p == '$' && p[1] == '$') {
+			tok[tl++] = *++p;
+			continue;
+		}
+		if (!end) {
+			tok[tl++] = *p;
+			continue;
+		}
+		tok[tl] = '\0';
+		if (tl > 0)
+			rc = add_dep(seen, deps, n, cap, tok);
+		tl = 0;
+		if (*p == '\0')
+			break;
+	}
+	if (tok == NULL)
+		rc = -ENOMEM;
+	free(tok);
+	free(text);
+	return rc;
+}
+
+/*
+ * Records size, mtime and digest of every dependency. A header modified
+ * after the build started may not be what the compiler read: it gets a zero
+ * digest, which never matches, so the next request rebuilds.
+ */
+static void hash_deps(struct build *b, struct store_dep *deps, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct stat st;
+		if (stat(deps[i].path, &st) != 0 || util_sha256_file(deps[i].path, deps[i].digest) != 0) {
+			memset(deps[i].digest, 0, 32);
+			continue;
+		}
+		deps[i].size = (uint64_t)st.st_size;
+		deps[i].mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+		if (deps[i].mtime_ns >= b->start_wall_ns)
+			memset(deps[i].digest, 0, 32);
+	}
+}
+
+static int collect_deps(struct build *b)
+{
+	struct table *seen = table_new();
+	struct store_dep *deps = NULL;
+	size_t n = 0, cap = 0;
+	int rc = seen != NULL ? 0 : -ENOMEM;
+	char path[4096];
+	for (size_t i = 0; rc == 0; i++) {
+		snprintf(path, sizeof(path), "%s/out/dep%zu.d", b->dir, i);
+		if (access(path, F_OK) != 0)
+			break;
+		rc = parse_depfile(path, seen, &deps, &n, &cap);
+	}
+	table_free(seen, NULL);
+	if (rc == 0)
+		hash_deps(b, deps, n);
+	b->entry.deps = deps;
+	b->entry.ndeps = n;
+	return rc;
+}
+
+static char *json_strings(char *const *v, size_t n, size_t stride)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (size_t i = 0; a != NULL && i < n; i++) {
+		const char *s = *(char *const *)((const char *)v + i * stride);
+		cJSON_AddItemToArray(a, cJSON_CreateString(s));
+	}
+	char *out = a != NULL ? cJSON_PrintUnformatted(a) : NULL;
+	cJSON_Delete(a);
+	return out;
+}
+
+static int fill_entry(struct build *b)
+{
+	struct store_entry *e = &b->entry;
+	const struct msg_request *r = &b->in.req;
+	char path[4096];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/out/artifact.%s", b->dir, store_output_ext(r->output));
+	if (stat(path, &st) != 0)
+		return -errno;
+	key_artifact(b->in.rkey, e->deps, e->ndeps, e->key);
+	memcpy(e->rkey, b->in.rkey, sizeof(e->rkey));
+	e->size = (uint64_t)st.st_size;
+	e->created = e->last_used = util_wall_s();
+	e->uses = 0;
+	e->build_ms = (util_now_ns() - b->start_ns) / 1000000;
+	e->alias = r->alias != NULL ? strdup(r->alias) : NULL;
+	e->label = r->label != NULL ? strdup(r->label) : NULL;
+	e->toolchain = strdup(b->in.tc->name);
+	e->output = strdup(r->output);
+	e->args_json = json_strings(r->args, r->nargs, sizeof(char *));
+	e->sources_json = json_strings(&r->sources[0].name, r->nsources, sizeof(struct msg_source));
+	if (e->toolchain == NULL || e->output == NULL || e->args_json == NULL || e->sources_json == NULL)
+		return -ENOMEM;
+	return 0;
+}
+
+/* The log of the last build of key, replaced atomically. */
+static void write_log(struct kilnd *d, const char *key, const char *log, size_t len)
+{
+	char *path = store_log_path(d->store, key);
+	char tmp[4200];
+	if (path == NULL)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)gettid());
+	unlink(tmp);
+	if (write_file(tmp, log != NULL ? log : "", log != NULL ? len : 0) != 0 || rename(tmp, path) != 0)
+		unlink(tmp);
+	free(path);
+}
+
+static void publish_work(void *arg)
+{
+	struct build *b = arg;
+	char path[4096];
+	int rc = collect_deps(b);
+	if (rc == 0)
+		rc = fill_entry(b);
+	if (rc != 0) {
+		build_fail(b, ERR_IO, "cannot read the build's outputs: %s", strerror(-rc));
+		return;
+	}
+	write_log(b->d, b->entry.key, b->log, b->loglen);
+	snprintf(path, sizeof(path), "%s/out/artifact.%s", b->dir, store_output_ext(b->entry.output));
+	rc = store_publish(b->d->store, &b->entry, path);
+	if (rc != 0) {
+		build_fail(b, ERR_IO, "cannot publish the artifact into the cache: %s",
+			   strerror(-rc));
+		return;
+	}
+	b->obj_path = store_object_path(b->d->store, b->entry.key, b->entry.output);
+	b->fd = b->obj_path != NULL ? open(b->obj_path, O_RDONLY | O_CLOEXEC) : -1;
+	if (b->fd < 0) {
+		build_fail(b, ERR_IO, "cannot open the published artifact: %s", strerror(errno));
+		return;
+	}
+	rm_tree(b->dir);
+	free(b->dir);
+	b->dir = NULL;
+}
+
+static void on_published(void *arg)
+{
+	struct build *b = arg;
+	b->in_pool = false;
+	if (b->d->stopping && b->err_code == ERR_NONE)
+		log_debug("build %.16s published during shutdown", b->in.rkey);
+	build_finish(b);
+}
+
+void publish_start(struct build *b)
+{
+	if (b->timer_init)
+		uv_timer_stop(&b->timer);
+	build_release_slot(b);
+	b->in_pool = true;
+	if (kilnd_work(b->d, publish_work, on_published, b) != 0) {
+		b->in_pool = false;
+		build_fail(b, ERR_INTERNAL, "cannot queue work on the thread pool");
+		build_finish(b);
+	}
+}
+
+struct cleanup_job {
+	struct kilnd *d;
+	char *dir;
+	char rkey[65];
+	char *log;
+	size_t loglen;
+};
+
+static void cleanup_work(void *arg)
+{
+	struct cleanup_job *j = arg;
+	/* A failed build keeps its output under the request key for `kiln log`. */
+	if (j->log != NULL)
+		write_log(j->d, j->rkey, j->log, j->loglen);
+	rm_tree(j->dir);
+}
+
+static void cleanup_done(void *arg)
+{
+	struct cleanup_job *j = arg;
+	free(j->dir);
+	free(j->log);
+	free(j);
+}
+
+void publish_cleanup(struct kilnd *d, struct build *b)
+{
+	struct cleanup_job *j = calloc(1, sizeof(*j));
+	if (j == NULL)
+		return;
+	j->d = d;
+	j->dir = b->dir;
+	b->dir = NULL;
+	memcpy(j->rkey, b->in.rkey, sizeof(j->rkey));
+	if (b->err_code == ERR_BUILD_FAILED || b->err_code == ERR_BUILD_TIMEOUT) {
+		j->log = b->log;
+		j->loglen = b->loglen;
+		b->log = NULL;
+		b->loglen = b->logcap = 0;
+	}
+	if (kilnd_work(d, cleanup_work, cleanup_done, j) != 0)
+		cleanup_done(j);
+}
+
+struct alias_job {
+	struct kilnd *d;
+	char *alias;
+	char key[65];
+};
+
+static void alias_work(void *arg)
+{
+	struct alias_job *j = arg;
+	int rc = store_set_alias(j->d->store, j->alias, j->key);
+	if (rc != 0)
+		log_warn("cannot point alias %s at %.16s: %s", j->alias, j->key, strerror(-rc));
+}
+
+static void alias_done(void *arg)
+{
+	struct alias_job *j = arg;
+	free(j->alias);
+	free(j);
+}
+
+void publish_set_alias(struct kilnd *d, const char *alias, const char *key)
+{
+	struct alias_job *j = calloc(1, sizeof(*j));
+	if (j == NULL || (j->alias = strdup(alias)) == NULL) {
+		free(j);
+		return;
+	}
+	j->d = d;
+	snprintf(j->key, sizeof(j->key), "%s", key);
+	if (kilnd_work(d, alias_work, alias_done, j) != 0)
+		alias_done(j);
+}

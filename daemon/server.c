@@ -1,0 +1,467 @@
+/*
+ * Control socket and connections. Each connection is a non-blocking Unix
+ * socket watched with uv_poll, so that replies can carry SCM_RIGHTS
+ * descriptors (uv_write2 only passes libuv handles). Reads feed the frame
+ * decoder; writes go straight out when the queue is empty and are queued
+ * (with their descriptor) when the socket is full.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "dispatch.h"
+#include "kilnd.h"
+#include "log.h"
+#include "msg.h"
+#include "server.h"
+#include "util.h"
+#include "wire.h"
+
+struct outbuf {
+	struct outbuf *next;
+	char *data;       /* frame header and payload */
+	size_t len, off;
+	int fd;           /* descriptor to attach to the first byte, or -1 */
+};
+
+struct server {
+	int fd;
+	uv_poll_t poll;
+	bool listening;
+	char *path;
+	struct conn *conns;
+	unsigned nconns;
+};
+
+static void conn_on_io(uv_poll_t *h, int status, int events);
+
+unsigned server_connections(const struct kilnd *d)
+{
+	return d->server != NULL ? d->server->nconns : 0;
+}
+
+static void outbuf_free(struct outbuf *o)
+{
+	if (o->fd >= 0)
+		close(o->fd);
+	free(o->data);
+	free(o);
+}
+
+static void conn_on_closed(uv_handle_t *h)
+{
+	struct conn *c = h->data;
+	conn_unref(c);
+}
+
+void conn_ref(struct conn *c)
+{
+	c->refs++;
+}
+
+void conn_unref(struct conn *c)
+{
+	if (--c->refs > 0)
+		return;
+	frame_decoder_fini(&c->dec);
+	free(c);
+}
+
+/* Closes the socket now; queued output is dropped and pending replies will be. */
+static void conn_kill(struct conn *c)
+{
+	if (c->dead)
+		return;
+	struct server *s = c->d->server;
+	c->dead = true;
+	c->closing = true;
+	uv_poll_stop(&c->poll);
+	while (c->out_head != NULL) {
+		struct outbuf *o = c->out_head;
+		c->out_head = o->next;
+		outbuf_free(o);
+	}
+	c->out_tail = NULL;
+	close(c->fd);
+	c->fd = -1;
+	if (c->prev != NULL)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next != NULL)
+		c->next->prev = c->prev;
+	s->nconns--;
+	kilnd_activity(c->d);
+	uv_close((uv_handle_t *)&c->poll, conn_on_closed);
+}
+
+static void conn_set_events(struct conn *c, int events)
+{
+	if (c->dead || events == c->events)
+		return;
+	c->events = events;
+	if (events == 0)
+		uv_poll_stop(&c->poll);
+	else
+		uv_poll_start(&c->poll, events, conn_on_io);
+}
+
+static void conn_update_events(struct conn *c)
+{
+	int ev = 0;
+	if (!c->closing)
+		ev |= UV_READABLE | UV_DISCONNECT;
+	if (c->out_head != NULL)
+		ev |= UV_WRITABLE;
+	if (ev == 0 && c->closing) {
+		conn_kill(c);
+		return;
+	}
+	conn_set_events(c, ev);
+}
+
+/* Writes as much queued output as the socket takes. */
+static void conn_flush(struct conn *c)
+{
+	while (c->out_head != NULL) {
+		struct outbuf *o = c->out_head;
+		long n = wire_sendmsg(c->fd, o->data + o->off, o->len - o->off,
+				      o->off == 0 ? o->fd : -1);
+		if (n == -EAGAIN)
+			break;
+		if (n < 0) {
+			log_debug("connection from pid %d: write: %s", (int)c->pid, strerror((int)-n));
+			conn_kill(c);
+			return;
+		}
+		o->off += (size_t)n;
+		if (o->off > 0 && o->fd >= 0) {
+			close(o->fd);
+			o->fd = -1;
+		}
+		if (o->off < o->len)
+			break;
+		c->out_head = o->next;
+		if (c->out_head == NULL)
+			c->out_tail = NULL;
+		outbuf_free(o);
+	}
+	conn_update_events(c);
+}
+
+void conn_reply(struct conn *c, cJSON *reply, int fd)
+{
+	char *json = NULL;
+	struct outbuf *o = NULL;
+	if (c->dead)
+		goto drop;
+	if (fd >= 0)
+		cJSON_AddBoolToObject(reply, "fd", 1);
+	json = cJSON_PrintUnformatted(reply);
+	o = calloc(1, sizeof(*o));
+	if (json == NULL || o == NULL)
+		goto fail;
+	o->data = frame_encode(json, strlen(json), &o->len);
+	if (o->data == NULL)
+		goto fail;
+	o->fd = fd;
+	fd = -1;
+	if (c->out_tail != NULL)
+		c->out_tail->next = o;
+	else
+		c->out_head = o;
+	c->out_tail = o;
+	free(json);
+	cJSON_Delete(reply);
+	conn_flush(c);
+	return;
+fail:
+	log_error("out of memory writing a reply; closing the connection");
+	free(o);
+	conn_kill(c);
+drop:
+	free(json);
+	if (fd >= 0)
+		close(fd);
+	cJSON_Delete(reply);
+}
+
+void conn_reply_error(struct conn *c, uint64_t id, int code, const char *field,
+		      const char *fmt, ...)
+{
+	struct msg_error err = { .code = (enum msg_err)code };
+	if (field != NULL)
+		snprintf(err.field, sizeof(err.field), "%s", field);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err.message, sizeof(err.message), fmt, ap);
+	va_end(ap);
+	cJSON *r = msg_error_reply(id, &err);
+	if (r != NULL)
+		conn_reply(c, r, -1);
+}
+
+void conn_close_after_reply(struct conn *c)
+{
+	if (c->dead)
+		return;
+	c->closing = true;
+	conn_update_events(c);
+}
+
+/* A framing error leaves no way to find the next frame: answer, then close. */
+static void conn_fatal(struct conn *c, enum msg_err code, const char *msg)
+{
+	conn_reply_error(c, 0, code, NULL, "%s", msg);
+	c->closing = true;
+	conn_update_events(c);
+}
+
+static void conn_read(struct conn *c)
+{
+	char buf[65536];
+	for (int rounds = 0; rounds < 16 && !c->closing; rounds++) {
+		ssize_t n = read(c->fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			/* The peer hung up: nothing more will be read or written. */
+			conn_kill(c);
+			return;
+		}
+		size_t off = 0;
+		while (off < (size_t)n && !c->closing) {
+			char *payload;
+			size_t plen;
+			ssize_t used = frame_decoder_feed(&c->dec, buf + off, (size_t)n - off,
+							  &payload, &plen);
+			if (used < 0) {
+				conn_fatal(c, ERR_BAD_FRAME, used == -EMSGSIZE ?
+					   "frame length is above the daemon's --max-frame" :
+					   "frame length is zero or invalid");
+				return;
+			}
+			off += (size_t)used;
+			if (payload != NULL) {
+				kilnd_activity(c->d);
+				dispatch_frame(c, payload, plen);
+				free(payload);
+				if (c->dead)
+					return;
+			}
+		}
+	}
+}
+
+static void conn_on_io(uv_poll_t *h, int status, int events)
+{
+	struct conn *c = h->data;
+	if (c->dead)
+		return;
+	if (status < 0) {
+		conn_kill(c);
+		return;
+	}
+	conn_ref(c);
+	if (events & UV_WRITABLE)
+		conn_flush(c);
+	if (!c->dead && (events & (UV_READABLE | UV_DISCONNECT)))
+		conn_read(c);
+	conn_unref(c);
+}
+
+/* Only the daemon's own user may talk to it (DESIGN.md, one daemon per user). */
+static int check_peer(int fd, uid_t *uid, pid_t *pid)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+		return -errno;
+	*uid = cred.uid;
+	*pid = cred.pid;
+	return cred.uid == geteuid() ? 0 : -EPERM;
+}
+
+static void refuse_peer(int fd, uid_t uid, pid_t pid)
+{
+	struct msg_error err = { .code = ERR_DENIED };
+	snprintf(err.message, sizeof(err.message),
+		 "kilnd serves uid %d only; connection from uid %d refused", (int)geteuid(), (int)uid);
+	log_warn("refused connection from uid %d (pid %d)", (int)uid, (int)pid);
+	cJSON *r = msg_error_reply(0, &err);
+	char *json = r != NULL ? cJSON_PrintUnformatted(r) : NULL;
+	size_t len;
+	char *frame = json != NULL ? frame_encode(json, strlen(json), &len) : NULL;
+	if (frame != NULL)
+		(void)wire_sendmsg(fd, frame, len, -1);
+	free(frame);
+	free(json);
+	cJSON_Delete(r);
+	close(fd);
+}
+
+static void server_on_accept(uv_poll_t *h, int status, int events)
+{
+	struct kilnd *d = h->data;
+	struct server *s = d->server;
+	for (int i = 0; i < 64 && s->listening; i++) {
+		int fd = accept4(s->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+				log_warn("accept: %s", strerror(errno));
+			return;
+		}
+		uid_t uid = (uid_t)-1;
+		pid_t pid = 0;
+		if (check_peer(fd, &uid, &pid) != 0) {
+			refuse_peer(fd, uid, pid);
+			continue;
+		}
+		struct conn *c = calloc(1, sizeof(*c));
+		if (c == NULL) {
+			close(fd);
+			continue;
+		}
+		c->d = d;
+		c->fd = fd;
+		c->uid = uid;
+		c->pid = pid;
+		c->refs = 1;
+		frame_decoder_init(&c->dec, d->cfg->max_frame);
+		uv_poll_init(d->loop, &c->poll, fd);
+		c->poll.data = c;
+		c->next = s->conns;
+		if (s->conns != NULL)
+			s->conns->prev = c;
+		s->conns = c;
+		s->nconns++;
+		kilnd_activity(d);
+		conn_update_events(c);
+	}
+}
+
+/* The socket's directory must be ours and private: the socket is the only
+ * gate in front of a daemon that runs compilers. */
+static int prepare_dir(const char *path, char *err, size_t errlen)
+{
+	char *dir = strdup(path);
+	if (dir == NULL)
+		return -ENOMEM;
+	char *slash = strrchr(dir, '/');
+	int rc = 0;
+	if (slash != NULL && slash != dir) {
+		*slash = '\0';
+		struct stat st;
+		if (stat(dir, &st) != 0) {
+			rc = util_mkdir_p(dir, 0700);
+			if (rc != 0)
+				snprintf(err, errlen, "cannot create socket directory %s: %s", dir, strerror(-rc));
+		} else if (!S_ISDIR(st.st_mode)) {
+			snprintf(err, errlen, "%s is not a directory", dir);
+			rc = -ENOTDIR;
+		}
+	}
+	free(dir);
+	return rc;
+}
+
+int server_init(struct kilnd *d, char *err, size_t errlen)
+{
+	const char *path = d->cfg->socket_path;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "socket path %s is longer than %zu bytes", path, sizeof(sa.sun_path) - 1);
+		return -ENAMETOOLONG;
+	}
+	int rc = prepare_dir(path, err, errlen);
+	if (rc != 0)
+		return rc;
+	struct server *s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		return -ENOMEM;
+	s->path = strdup(path);
+	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s->path == NULL || s->fd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	strcpy(sa.sun_path, path);
+	/* main.c holds the socket's lock: a file left here belongs to a dead daemon. */
+	unlink(path);
+	mode_t old = umask(0177);
+	rc = bind(s->fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (rc != 0 || chmod(path, 0600) != 0 || listen(s->fd, 1024) != 0) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(-rc));
+		goto fail;
+	}
+	uv_poll_init(d->loop, &s->poll, s->fd);
+	s->poll.data = d;
+	uv_poll_start(&s->poll, UV_READABLE, server_on_accept);
+	s->listening = true;
+	d->server = s;
+	return 0;
+fail:
+	if (s->fd >= 0)
+		close(s->fd);
+	free(s->path);
+	free(s);
+	return rc;
+}
+
+void server_stop_listening(struct kilnd *d)
+{
+	struct server *s = d->server;
+	if (s == NULL || !s->listening)
+		return;
+	s->listening = false;
+	uv_poll_stop(&s->poll);
+	uv_close((uv_handle_t *)&s->poll, NULL);
+	unlink(s->path);
+	close(s->fd);
+	s->fd = -1;
+}
+
+void server_fini(struct kilnd *d)
+{
+	struct server *s = d->server;
+	if (s == NULL)
+		return;
+	server_stop_listening(d);
+	while (s->conns != NULL) {
+		struct conn *c = s->conns;
+		/* One last attempt to deliver queued replies (e.g. to shutdown). */
+		if (c->out_head != NULL) {
+			int fl = fcntl(c->fd, F_GETFL);
+			fcntl(c->fd, F_SETFL, fl & ~O_NONBLOCK);
+			/* A client that stopped reading may not hold up the exit. */
+			struct timeval tv = { .tv_sec = 1 };
+			setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+			c->closing = true;
+			conn_flush(c);
+			if (c->dead)
+				continue;
+		}
+		conn_kill(c);
+	}
+}
+
+void server_free(struct kilnd *d)
+{
+	if (d->server == NULL)
+		return;
+	free(d->server->path);
+	free(d->server);
+	d->server = NULL;
+}

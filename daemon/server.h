@@ -1,0 +1,64 @@
+/*
+ * The control socket: listening, accepting with a peer-credential check, and
+ * the connections' non-blocking framed I/O, including descriptor passing.
+ * Requests are handed to dispatch.c; replies come back through conn_reply.
+ */
+#ifndef KILN_DAEMON_SERVER_H
+#define KILN_DAEMON_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include <cjson/cJSON.h>
+
+#include "frame.h"
+
+struct kilnd;
+struct outbuf;
+
+struct conn {
+	struct kilnd *d;
+	int fd;
+	uv_poll_t poll;
+	int events;                 /* libuv events currently polled for */
+	struct frame_decoder dec;
+	struct outbuf *out_head, *out_tail;
+	int refs;                   /* the server's plus one per pending reply */
+	bool closing;               /* no more reads; close once written */
+	bool dead;                  /* socket closed; replies are dropped */
+	bool hello;                 /* hello succeeded */
+	uid_t uid;
+	pid_t pid;
+	struct conn *prev, *next;
+};
+
+/* Binds and listens on d->cfg->socket_path: directory 0700 (created when
+ * missing), socket 0600. Returns 0 or a negative errno with a sentence in err. */
+int server_init(struct kilnd *d, char *err, size_t errlen);
+/* Stops accepting and removes the socket file. */
+void server_stop_listening(struct kilnd *d);
+/* Closes every connection (after flushing what can be written). */
+void server_fini(struct kilnd *d);
+/* Frees the server after server_fini and the last loop run. */
+void server_free(struct kilnd *d);
+unsigned server_connections(const struct kilnd *d);
+
+/*
+ * Queues reply (consumed: freed here) on c, with fd attached when fd >= 0
+ * (ownership of fd passes to the connection, which closes it once sent).
+ * Drops the reply when the connection is gone.
+ */
+void conn_reply(struct conn *c, cJSON *reply, int fd);
+/* Queues an error reply. */
+void conn_reply_error(struct conn *c, uint64_t id, int code, const char *field,
+		      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Stops reading from c and closes it once queued replies are written. */
+void conn_close_after_reply(struct conn *c);
+/* Keeps c's memory alive across asynchronous work; conn_unref releases it. */
+void conn_ref(struct conn *c);
+void conn_unref(struct conn *c);
+
+#endif

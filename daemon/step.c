@@ -1,0 +1,295 @@
+/*
+ * Compiler steps of a build. One source compiles and links in one step;
+ * several compile one by one (each with its own dependency file, since a
+ * single driver call writes the dependencies of its last source only) and
+ * then link. A load check follows. Every step runs through kiln-exec in a
+ * new session, with its output captured through one pipe.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "build_int.h"
+#include "kilnd.h"
+#include "log.h"
+
+#define ARTIFACT "out/artifact"
+
+bool build_is_header(const char *name)
+{
+	static const char *const exts[] = { ".h", ".hh", ".hpp", ".hxx", ".h++", ".inc",
+					    ".inl", ".ipp", ".tcc", ".cuh", NULL };
+	const char *dot = strrchr(name, '.');
+	for (size_t i = 0; dot != NULL && exts[i] != NULL; i++) {
+		if (strcmp(dot, exts[i]) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Indices of the sources that are compiled (headers are only placed). */
+static size_t compiled_sources(const struct build *b, size_t *idx)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < b->in.nsrc; i++) {
+		if (!build_is_header(b->in.src[i].name))
+			idx[n++] = i;
+	}
+	return n;
+}
+
+struct argv_buf {
+	char **v;
+	size_t n, cap;
+	bool oom;
+};
+
+static void push(struct argv_buf *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void push(struct argv_buf *a, const char *fmt, ...)
+{
+	if (a->oom)
+		return;
+	if (a->n + 2 > a->cap) {
+		size_t ncap = a->cap == 0 ? 32 : a->cap * 2;
+		char **nv = realloc(a->v, ncap * sizeof(*nv));
+		if (nv == NULL) {
+			a->oom = true;
+			return;
+		}
+		a->v = nv;
+		a->cap = ncap;
+	}
+	va_list ap;
+	va_start(ap, fmt);
+	if (vasprintf(&a->v[a->n], fmt, ap) < 0)
+		a->oom = true;
+	else
+		a->v[++a->n] = NULL;
+	va_end(ap);
+}
+
+static void argv_free(struct argv_buf *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->v[i]);
+	free(a->v);
+}
+
+/* Client arguments go before the inputs, except libraries, which a linker
+ * with --as-needed only honours after the objects that use them. */
+static void push_args(struct argv_buf *a, const struct build *b, bool libs)
+{
+	for (size_t i = 0; i < b->in.req.nargs; i++) {
+		const char *s = b->in.req.args[i];
+		if ((strncmp(s, "-l", 2) == 0) == libs)
+			push(a, "%s", s);
+	}
+}
+
+/*
+ * Builds the argv of step b->step: compile steps (only with several
+ * sources), the link step, then the load check. Returns false when there
+ * is no step left.
+ */
+static bool step_argv(struct build *b, struct argv_buf *a, bool *is_check)
+{
+	struct kilnd *d = b->d;
+	size_t idx[MSG_MAX_SOURCES];
+	size_t ncomp = compiled_sources(b, idx);
+	size_t ncompile_steps = ncomp == 1 ? 0 : ncomp;
+	size_t s = (size_t)b->step;
+	*is_check = false;
+	if (s > ncompile_steps + 1)
+		return false;
+	if (s == ncompile_steps + 1) {
+		*is_check = true;
+		push(a, "%s", d->cfg->exec_helper);
+		push(a, "check");
+		push(a, "%d", (int)getpid());
+		push(a, ARTIFACT ".%s", store_output_ext(b->in.req.output));
+		return true;
+	}
+	push(a, "%s", d->cfg->exec_helper);
+	push(a, "run");
+	push(a, "%d", (int)getpid());
+	push(a, "--");
+	push(a, "%s", b->in.tc->path);
+	push_args(a, b, false);
+	push(a, "-fPIC");
+	if (s < ncompile_steps) {
+		push(a, "-c");
+		push(a, "-MD");
+		push(a, "-MF");
+		push(a, "out/dep%zu.d", s);
+		push(a, "-o");
+		push(a, "out/obj%zu.o", s);
+		push(a, "src/%s", b->in.src[idx[s]].name);
+		return true;
+	}
+	push(a, "-shared");
+	if (ncompile_steps == 0) {
+		push(a, "-MD");
+		push(a, "-MF");
+		push(a, "out/dep0.d");
+	}
+	push(a, "-o");
+	push(a, ARTIFACT ".%s", store_output_ext(b->in.req.output));
+	if (ncompile_steps == 0)
+		push(a, "src/%s", b->in.src[idx[0]].name);
+	for (size_t i = 0; i < ncompile_steps; i++)
+		push(a, "out/obj%zu.o", i);
+	push_args(a, b, true);
+	return true;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	static char scratch[65536];
+	/* The loop thread is the only reader; one static buffer serves all pipes. */
+	buf->base = scratch;
+	buf->len = sizeof(scratch);
+}
+
+static void step_evaluate(struct build *b);
+
+static void on_part_closed(uv_handle_t *h)
+{
+	struct build *b = h->data;
+	b->refs--;
+	if (--b->step_pending == 0)
+		step_evaluate(b);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+	struct build *b = s->data;
+	if (n > 0) {
+		build_log_append(b, buf->base, (size_t)n);
+		return;
+	}
+	if (n < 0) {
+		uv_read_stop(s);
+		uv_close((uv_handle_t *)s, on_part_closed);
+	}
+}
+
+static void on_step_exit(uv_process_t *p, int64_t status, int sig)
+{
+	struct build *b = p->data;
+	b->exit_status = status;
+	b->term_signal = sig;
+	b->pid = 0;
+	uv_close((uv_handle_t *)p, on_part_closed);
+}
+
+static void step_spawn(struct build *b, char **argv)
+{
+	struct kilnd *d = b->d;
+	uv_stdio_container_t stdio[3];
+	uv_pipe_init(d->loop, &b->out, 0);
+	b->out.data = b;
+	b->refs++;
+	stdio[0].flags = UV_IGNORE;
+	stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+	stdio[1].data.stream = (uv_stream_t *)&b->out;
+	stdio[2].flags = UV_IGNORE;
+	uv_process_options_t opt = {
+		.exit_cb = on_step_exit,
+		.file = argv[0],
+		.args = argv,
+		.cwd = b->dir,
+		.flags = UV_PROCESS_DETACHED, /* setsid(): its own process group */
+		.stdio_count = 3,
+		.stdio = stdio,
+	};
+	b->proc.data = b;
+	b->exit_status = 0;
+	b->term_signal = 0;
+	int rc = uv_spawn(d->loop, &b->proc, &opt);
+	if (rc != 0) {
+		build_fail(b, ERR_INTERNAL, "cannot start %s: %s", argv[0], uv_strerror(rc));
+		/* uv_spawn failed: the process handle still needs closing. */
+		b->step_pending = 2;
+		b->refs++;
+		uv_close((uv_handle_t *)&b->proc, on_part_closed);
+		uv_close((uv_handle_t *)&b->out, on_part_closed);
+		return;
+	}
+	b->refs++;
+	b->pid = b->proc.pid;
+	b->step_pending = 2;
+	uv_read_start((uv_stream_t *)&b->out, on_alloc, on_read);
+}
+
+void step_next(struct build *b)
+{
+	struct argv_buf a = { 0 };
+	bool is_check;
+	if (b->err_code != ERR_NONE) {
+		build_finish(b);
+		return;
+	}
+	if (!step_argv(b, &a, &is_check)) {
+		argv_free(&a);
+		publish_start(b);
+		return;
+	}
+	if (a.oom) {
+		argv_free(&a);
+		build_fail(b, ERR_INTERNAL, "out of memory");
+		build_finish(b);
+		return;
+	}
+	b->log_mark = b->loglen;
+	b->is_check = is_check;
+	log_debug("build %.16s step %d: %s", b->in.rkey, b->step, is_check ? "load check" : a.v[4]);
+	step_spawn(b, a.v);
+	argv_free(&a);
+}
+
+/* The loader's text of a failed check, as one line for the error message. */
+static void check_message(struct build *b)
+{
+	const char *text = b->log != NULL ? b->log + b->log_mark : "";
+	char line[900];
+	snprintf(line, sizeof(line), "%s", text);
+	line[strcspn(line, "\n")] = '\0';
+	build_fail(b, ERR_BUILD_FAILED, "the artifact does not load: %s", line);
+}
+
+static void step_evaluate(struct build *b)
+{
+	bool is_check = b->is_check;
+	if (b->dropped > 0) {
+		char note[96];
+		int n = snprintf(note, sizeof(note), "\n[kiln: %zu more bytes of output dropped]\n", b->dropped);
+		b->dropped = 0;
+		b->loglen = b->loglen > (size_t)n ? b->loglen - (size_t)n : 0;
+		build_log_append(b, note, (size_t)n);
+	}
+	if (b->err_code != ERR_NONE) {
+		build_finish(b);
+		return;
+	}
+	if (b->timed_out) {
+		build_fail(b, ERR_BUILD_TIMEOUT, "the build ran past the %g s timeout; its processes were killed",
+			   b->d->cfg->build_timeout_s);
+	} else if (b->term_signal != 0) {
+		build_fail(b, ERR_BUILD_FAILED, "the %s was killed by signal %d",
+			   is_check ? "load check" : "compiler", b->term_signal);
+	} else if (b->exit_status != 0 && is_check) {
+		check_message(b);
+	} else if (b->exit_status != 0) {
+		build_fail(b, ERR_BUILD_FAILED, "the compiler exited with status %lld",
+			   (long long)b->exit_status);
+	}
+	if (b->err_code != ERR_NONE) {
+		build_finish(b);
+		return;
+	}
+	b->step++;
+	step_next(b);
+}
