@@ -1,1 +1,871 @@
-/* stub: being written */
+/*
+ * The cache store's index side: opening index.db (schema, WAL, version
+ * check), the paths of objects and logs, the compact encoding of recorded
+ * headers, and the reader queries that the daemon runs on every request.
+ * Writers live in store_write.c, start-up repair in store_reconcile.c.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <sqlite3.h>
+
+#include "store.h"
+#include "store_int.h"
+#include "util.h"
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* Long enough to ride out a checkpoint or a CLI reading the index, short
+ * enough that a wedged peer surfaces as an error instead of a hang. */
+#define BUSY_TIMEOUT_MS 5000
+
+#define DEPS_BLOB_VERSION 1
+/* Per dep: u16 path length, path, u64 size, i64 mtime_ns, 32-byte digest. */
+#define DEP_FIXED (2 + 8 + 8 + 32)
+
+static const char schema_sql[] =
+	"CREATE TABLE entries ("
+	" key TEXT PRIMARY KEY NOT NULL,"
+	" rkey TEXT NOT NULL,"
+	" label TEXT,"
+	" toolchain TEXT NOT NULL,"
+	" output TEXT NOT NULL,"
+	" size INTEGER NOT NULL,"
+	" created INTEGER NOT NULL,"
+	" last_used INTEGER NOT NULL,"
+	" uses INTEGER NOT NULL DEFAULT 0,"
+	" build_ms INTEGER NOT NULL DEFAULT 0,"
+	" pinned INTEGER NOT NULL DEFAULT 0,"
+	" args TEXT,"
+	" sources TEXT,"
+	" deps BLOB);"
+	"CREATE INDEX entries_rkey ON entries(rkey, last_used);"
+	"CREATE INDEX entries_lru ON entries(last_used, created);"
+	"CREATE TABLE aliases (alias TEXT PRIMARY KEY NOT NULL, key TEXT NOT NULL);"
+	"CREATE INDEX aliases_key ON aliases(key);"
+	"PRAGMA user_version = " STR(STORE_SCHEMA_VERSION) ";";
+
+/* Column order shared by every entry query (see row_to_entry). An alias is
+ * replaced by delete and insert, so the highest rowid is the newest one. */
+#define ENTRY_COLS_HEAD \
+	"SELECT e.key, e.rkey, e.label, e.toolchain, e.output, e.size, e.created," \
+	" e.last_used, e.uses, e.build_ms, e.pinned, e.args, e.sources, "
+#define ENTRY_COLS_TAIL \
+	", (SELECT a.alias FROM aliases a WHERE a.key = e.key" \
+	" ORDER BY a.rowid DESC LIMIT 1) FROM entries e "
+#define ENTRY_COLS ENTRY_COLS_HEAD "e.deps" ENTRY_COLS_TAIL
+#define ENTRY_COLS_NODEPS ENTRY_COLS_HEAD "NULL" ENTRY_COLS_TAIL
+
+enum {
+	C_KEY, C_RKEY, C_LABEL, C_TOOLCHAIN, C_OUTPUT, C_SIZE, C_CREATED,
+	C_LAST_USED, C_USES, C_BUILD_MS, C_PINNED, C_ARGS, C_SOURCES, C_DEPS,
+	C_ALIAS,
+};
+
+static const struct {
+	const char *output;
+	const char *ext;
+} output_exts[] = {
+	{ "shared", "so" },
+	{ "cubin", "cubin" },
+	{ "fatbin", "fatbin" },
+	{ "ptx", "ptx" },
+};
+
+int store_sql_errno(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_ROW:
+	case SQLITE_DONE:
+		return 0;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_READONLY:
+		return -EROFS;
+	case SQLITE_PERM:
+	case SQLITE_AUTH:
+		return -EACCES;
+	case SQLITE_CANTOPEN:
+		return -ENOENT;
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+	case SQLITE_FORMAT:
+		return -EBADMSG;
+	case SQLITE_TOOBIG:
+		return -E2BIG;
+	default:
+		return -EIO;
+	}
+}
+
+int store_exec(sqlite3 *db, const char *sql)
+{
+	return store_sql_errno(sqlite3_exec(db, sql, NULL, NULL, NULL));
+}
+
+int store_step_err(int rc)
+{
+	int e = store_sql_errno(rc);
+
+	return e ? e : -EIO;
+}
+
+int store_txn_end(struct store *s, int rc)
+{
+	if (rc == 0)
+		rc = store_exec(s->wr, "COMMIT");
+	if (rc < 0)
+		store_exec(s->wr, "ROLLBACK");
+	return rc;
+}
+
+bool store_key_valid(const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < KILN_KEY_HEX; i++) {
+		char c = key[i];
+
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			return false;
+	}
+	return key[i] == '\0';
+}
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static int read_user_version(sqlite3 *db, int *version)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
+
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*version = sqlite3_column_int(st, 0);
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	return store_sql_errno(rc);
+}
+
+static int open_db(const char *path, bool rw, sqlite3 **out, char *err, size_t errlen)
+{
+	int flags = SQLITE_OPEN_NOMUTEX;
+	sqlite3 *db = NULL;
+	int rc;
+
+	/* Our own mutex serializes the writer and the reader stays on one
+	 * thread, so SQLite's per-connection mutex would be pure overhead. */
+	flags |= rw ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
+	rc = sqlite3_open_v2(path, &db, flags, NULL);
+	if (rc != SQLITE_OK) {
+		set_err(err, errlen, "cannot open %s: %s", path,
+			db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+		sqlite3_close_v2(db);
+		return store_sql_errno(rc);
+	}
+	sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
+	*out = db;
+	return 0;
+}
+
+static int check_version(const char *path, int version, char *err, size_t errlen)
+{
+	if (version > STORE_SCHEMA_VERSION) {
+		set_err(err, errlen, "%s has schema version %d, newer than this kiln "
+			"understands (%d); use a newer kiln or another cache directory",
+			path, version, STORE_SCHEMA_VERSION);
+		return -EPROTONOSUPPORT;
+	}
+	if (version < STORE_SCHEMA_VERSION) {
+		set_err(err, errlen, "%s is not initialized (schema version %d)",
+			path, version);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+/*
+ * Opens the writer, switches the database to WAL and creates the schema in
+ * one immediate transaction, so that two daemons racing on a fresh
+ * directory cannot both create it.
+ */
+static int open_writer(struct store *s, const char *path, char *err, size_t errlen)
+{
+	int version = 0;
+	int rc;
+
+	rc = open_db(path, true, &s->wr, err, errlen);
+	if (rc < 0)
+		return rc;
+	rc = store_exec(s->wr, "PRAGMA journal_mode = WAL");
+	/* WAL with synchronous=NORMAL may lose the last transactions on power
+	 * loss but never corrupts the index. That is enough here: a row is
+	 * only written after its object and meta were fsync'ed and renamed,
+	 * so a lost row leaves files that reconcile adopts on the next start,
+	 * and a lost touch merely ages an entry a little. */
+	if (rc == 0)
+		rc = store_exec(s->wr, "PRAGMA synchronous = NORMAL");
+	if (rc == 0)
+		rc = store_exec(s->wr, "BEGIN IMMEDIATE");
+	if (rc < 0) {
+		set_err(err, errlen, "cannot use %s: %s", path, sqlite3_errmsg(s->wr));
+		return rc;
+	}
+	rc = read_user_version(s->wr, &version);
+	if (rc == 0 && version == 0)
+		rc = store_exec(s->wr, schema_sql);
+	else if (rc == 0)
+		rc = check_version(path, version, err, errlen);
+	if (rc == 0)
+		rc = store_exec(s->wr, "COMMIT");
+	if (rc < 0) {
+		if (err && err[0] == '\0')
+			set_err(err, errlen, "cannot create the schema in %s: %s",
+				path, sqlite3_errmsg(s->wr));
+		store_exec(s->wr, "ROLLBACK");
+		return rc;
+	}
+	rc = sqlite3_prepare_v2(s->wr, "UPDATE entries SET uses = uses + ?1,"
+		" last_used = max(last_used, ?2) WHERE key = ?3", -1, &s->q_touch, NULL);
+	return store_sql_errno(rc);
+}
+
+static int open_reader(struct store *s, const char *path, char *err, size_t errlen)
+{
+	static const char *const sql[] = {
+		ENTRY_COLS "WHERE e.key = ?1",
+		ENTRY_COLS "JOIN aliases x ON x.key = e.key WHERE x.alias = ?1",
+		ENTRY_COLS "WHERE e.rkey = ?1 ORDER BY e.last_used DESC, e.created DESC",
+		"SELECT key FROM entries WHERE key >= ?1 AND key < ?1 || 'g' LIMIT 2",
+	};
+	sqlite3_stmt **stmts[] = { &s->q_get, &s->q_alias, &s->q_rkey, &s->q_prefix };
+	int version = 0;
+	size_t i;
+	int rc;
+
+	rc = open_db(path, false, &s->rd, err, errlen);
+	if (rc == 0)
+		rc = read_user_version(s->rd, &version);
+	if (rc < 0) {
+		set_err(err, errlen, "cannot read %s: %s", path,
+			s->rd ? sqlite3_errmsg(s->rd) : "no connection");
+		return rc;
+	}
+	rc = check_version(path, version, err, errlen);
+	for (i = 0; rc == 0 && i < sizeof(sql) / sizeof(sql[0]); i++) {
+		rc = store_sql_errno(sqlite3_prepare_v2(s->rd, sql[i], -1, stmts[i], NULL));
+		if (rc < 0)
+			set_err(err, errlen, "cannot read %s: %s", path, sqlite3_errmsg(s->rd));
+	}
+	return rc;
+}
+
+static int make_dirs(struct store *s, char *err, size_t errlen)
+{
+	const char *dirs[] = { s->dir, s->objects, s->logs, s->tmp };
+	size_t i;
+	int rc;
+
+	for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		rc = util_mkdir_p(dirs[i], 0700);
+		if (rc < 0) {
+			set_err(err, errlen, "cannot create %s: %s", dirs[i], strerror(-rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int store_open(const char *cache_dir, int flags, struct store **out, char *err, size_t errlen)
+{
+	struct store *s;
+	char *db_path = NULL;
+	struct stat sb;
+	int rc = -ENOMEM;
+
+	*out = NULL;
+	set_err(err, errlen, "%s", "");
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		goto fail;
+	s->readonly = flags & STORE_READONLY;
+	pthread_mutex_init(&s->wlock, NULL);
+	s->dir = strdup(cache_dir);
+	if (!s->dir || asprintf(&s->objects, "%s/objects", cache_dir) < 0 ||
+	    asprintf(&s->logs, "%s/logs", cache_dir) < 0 ||
+	    asprintf(&s->tmp, "%s/tmp", cache_dir) < 0 ||
+	    asprintf(&db_path, "%s/index.db", cache_dir) < 0) {
+		db_path = NULL;
+		goto fail;
+	}
+	if (s->readonly && stat(db_path, &sb) < 0) {
+		rc = -errno;
+		set_err(err, errlen, "no cache index at %s: %s", db_path, strerror(errno));
+		goto fail;
+	}
+	if (!s->readonly) {
+		rc = make_dirs(s, err, errlen);
+		if (rc == 0)
+			rc = open_writer(s, db_path, err, errlen);
+		if (rc < 0)
+			goto fail;
+	}
+	rc = open_reader(s, db_path, err, errlen);
+	if (rc < 0)
+		goto fail;
+	free(db_path);
+	*out = s;
+	return 0;
+fail:
+	if (rc == -ENOMEM && err && err[0] == '\0')
+		set_err(err, errlen, "out of memory opening the store");
+	free(db_path);
+	store_close(s);
+	return rc;
+}
+
+void store_close(struct store *s)
+{
+	if (!s)
+		return;
+	sqlite3_finalize(s->q_get);
+	sqlite3_finalize(s->q_alias);
+	sqlite3_finalize(s->q_rkey);
+	sqlite3_finalize(s->q_prefix);
+	sqlite3_finalize(s->q_touch);
+	sqlite3_close_v2(s->rd);
+	sqlite3_close_v2(s->wr);
+	pthread_mutex_destroy(&s->wlock);
+	free(s->dir);
+	free(s->objects);
+	free(s->logs);
+	free(s->tmp);
+	free(s);
+}
+
+const char *store_dir(const struct store *s)
+{
+	return s->dir;
+}
+
+const char *store_output_ext(const char *output)
+{
+	size_t i;
+
+	if (!output)
+		return NULL;
+	for (i = 0; i < sizeof(output_exts) / sizeof(output_exts[0]); i++)
+		if (strcmp(output, output_exts[i].output) == 0)
+			return output_exts[i].ext;
+	return NULL;
+}
+
+static char *key_path(const struct store *s, const char *key, const char *ext)
+{
+	char *p;
+
+	if (!key || strlen(key) < 2 || strchr(key, '/'))
+		return NULL;
+	if (asprintf(&p, "%s/%.2s/%s.%s", s->objects, key, key, ext) < 0)
+		return NULL;
+	return p;
+}
+
+char *store_object_path(const struct store *s, const char *key, const char *output)
+{
+	const char *ext = store_output_ext(output);
+
+	return ext ? key_path(s, key, ext) : NULL;
+}
+
+char *store_meta_path(const struct store *s, const char *key)
+{
+	return key_path(s, key, "meta");
+}
+
+char *store_log_path(const struct store *s, const char *key)
+{
+	char *p;
+
+	if (!key || strchr(key, '/') || asprintf(&p, "%s/%s.log", s->logs, key) < 0)
+		return NULL;
+	return p;
+}
+
+char *store_tmp_dir(const struct store *s)
+{
+	return strdup(s->tmp);
+}
+
+void store_entry_free(struct store_entry *e)
+{
+	size_t i;
+
+	if (!e)
+		return;
+	free(e->alias);
+	free(e->label);
+	free(e->toolchain);
+	free(e->output);
+	free(e->args_json);
+	free(e->sources_json);
+	for (i = 0; i < e->ndeps; i++)
+		free(e->deps[i].path);
+	free(e->deps);
+	memset(e, 0, sizeof(*e));
+}
+
+void store_entries_free(struct store_entry *list, size_t n)
+{
+	size_t i;
+
+	if (!list)
+		return;
+	for (i = 0; i < n; i++)
+		store_entry_free(&list[i]);
+	free(list);
+}
+
+static void put_le(uint8_t *p, uint64_t v, int nbytes)
+{
+	int i;
+
+	for (i = 0; i < nbytes; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int nbytes)
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = 0; i < nbytes; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+/*
+ * Blob layout, little-endian: u8 version, u32 count, then per dep u16 path
+ * length, the path bytes (no NUL), u64 size, i64 mtime_ns, 32-byte SHA-256.
+ * One blob per row lets store_get fill the deps with its one indexed query.
+ */
+int store_deps_encode(const struct store_dep *deps, size_t n, uint8_t **out, size_t *len)
+{
+	size_t total = 5, i, plen;
+	uint8_t *buf, *p;
+
+	*out = NULL;
+	*len = 0;
+	if (n == 0)
+		return 0;
+	if (n > UINT32_MAX)
+		return -E2BIG;
+	for (i = 0; i < n; i++) {
+		if (!deps[i].path || (plen = strlen(deps[i].path)) == 0)
+			return -EINVAL;
+		if (plen > UINT16_MAX)
+			return -ENAMETOOLONG;
+		total += DEP_FIXED + plen;
+	}
+	buf = malloc(total);
+	if (!buf)
+		return -ENOMEM;
+	buf[0] = DEPS_BLOB_VERSION;
+	put_le(buf + 1, n, 4);
+	p = buf + 5;
+	for (i = 0; i < n; i++) {
+		plen = strlen(deps[i].path);
+		put_le(p, plen, 2);
+		memcpy(p + 2, deps[i].path, plen);
+		p += 2 + plen;
+		put_le(p, deps[i].size, 8);
+		put_le(p + 8, (uint64_t)deps[i].mtime_ns, 8);
+		memcpy(p + 16, deps[i].digest, 32);
+		p += 48;
+	}
+	*out = buf;
+	*len = total;
+	return 0;
+}
+
+int store_deps_decode(const uint8_t *buf, size_t len, struct store_dep **out, size_t *n)
+{
+	struct store_dep *deps;
+	size_t count, i, pos = 5, plen;
+	int rc = -EBADMSG;
+
+	*out = NULL;
+	*n = 0;
+	if (!buf || len == 0)
+		return 0;
+	if (len < 5 || buf[0] != DEPS_BLOB_VERSION)
+		return -EBADMSG;
+	count = get_le(buf + 1, 4);
+	/* Bounding the count by the bytes present keeps a corrupt count from
+	 * turning into a huge allocation. */
+	if (count == 0 || count > (len - 5) / DEP_FIXED)
+		return -EBADMSG;
+	deps = calloc(count, sizeof(*deps));
+	if (!deps)
+		return -ENOMEM;
+	for (i = 0; i < count; i++) {
+		if (len - pos < DEP_FIXED)
+			goto bad;
+		plen = get_le(buf + pos, 2);
+		pos += 2;
+		if (plen == 0 || len - pos < plen + 48 || memchr(buf + pos, '\0', plen))
+			goto bad;
+		deps[i].path = strndup((const char *)buf + pos, plen);
+		if (!deps[i].path) {
+			rc = -ENOMEM;
+			goto bad;
+		}
+		pos += plen;
+		deps[i].size = get_le(buf + pos, 8);
+		deps[i].mtime_ns = (int64_t)get_le(buf + pos + 8, 8);
+		memcpy(deps[i].digest, buf + pos + 16, 32);
+		pos += 48;
+	}
+	if (pos != len)
+		goto bad;
+	*out = deps;
+	*n = count;
+	return 0;
+bad:
+	for (i = 0; i < count; i++)
+		free(deps[i].path);
+	free(deps);
+	return rc;
+}
+
+static int dup_col(sqlite3_stmt *st, int col, bool required, char **out)
+{
+	const unsigned char *t;
+
+	*out = NULL;
+	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+		return required ? -EBADMSG : 0;
+	t = sqlite3_column_text(st, col);
+	if (!t)
+		return -ENOMEM;
+	*out = strdup((const char *)t);
+	return *out ? 0 : -ENOMEM;
+}
+
+static int key_col(sqlite3_stmt *st, int col, char dst[65])
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+
+	if (!t || sqlite3_column_bytes(st, col) != KILN_KEY_HEX)
+		return -EBADMSG;
+	memcpy(dst, t, KILN_KEY_HEX + 1);
+	return 0;
+}
+
+static int row_to_entry(sqlite3_stmt *st, struct store_entry *e)
+{
+	int rc;
+
+	memset(e, 0, sizeof(*e));
+	rc = key_col(st, C_KEY, e->key);
+	if (rc == 0)
+		rc = key_col(st, C_RKEY, e->rkey);
+	if (rc == 0)
+		rc = dup_col(st, C_LABEL, false, &e->label);
+	if (rc == 0)
+		rc = dup_col(st, C_TOOLCHAIN, true, &e->toolchain);
+	if (rc == 0)
+		rc = dup_col(st, C_OUTPUT, true, &e->output);
+	if (rc == 0)
+		rc = dup_col(st, C_ARGS, false, &e->args_json);
+	if (rc == 0)
+		rc = dup_col(st, C_SOURCES, false, &e->sources_json);
+	if (rc == 0)
+		rc = dup_col(st, C_ALIAS, false, &e->alias);
+	if (rc == 0)
+		rc = store_deps_decode(sqlite3_column_blob(st, C_DEPS),
+			(size_t)sqlite3_column_bytes(st, C_DEPS), &e->deps, &e->ndeps);
+	if (rc < 0) {
+		store_entry_free(e);
+		return rc;
+	}
+	e->size = (uint64_t)sqlite3_column_int64(st, C_SIZE);
+	e->created = sqlite3_column_int64(st, C_CREATED);
+	e->last_used = sqlite3_column_int64(st, C_LAST_USED);
+	e->uses = (uint64_t)sqlite3_column_int64(st, C_USES);
+	e->build_ms = (uint64_t)sqlite3_column_int64(st, C_BUILD_MS);
+	e->pinned = sqlite3_column_int(st, C_PINNED) != 0;
+	return 0;
+}
+
+/* Steps a bound statement expecting at most one entry, then resets it so
+ * that the reader does not keep a snapshot open between requests. */
+static int get_one(sqlite3_stmt *st, struct store_entry *e)
+{
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW)
+		rc = row_to_entry(st, e);
+	else
+		rc = rc == SQLITE_DONE ? -ENOENT : store_sql_errno(rc);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return rc;
+}
+
+static int get_many(sqlite3_stmt *st, struct store_entry **out, size_t *n)
+{
+	struct store_entry *list = NULL, *grown;
+	size_t cnt = 0, cap = 0;
+	int rc;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (cnt == cap) {
+			cap = cap ? cap * 2 : 16;
+			grown = realloc(list, cap * sizeof(*list));
+			if (!grown) {
+				rc = -ENOMEM;
+				goto fail;
+			}
+			list = grown;
+		}
+		rc = row_to_entry(st, &list[cnt]);
+		if (rc < 0)
+			goto fail;
+		cnt++;
+	}
+	rc = store_sql_errno(rc);
+	if (rc < 0)
+		goto fail;
+	sqlite3_reset(st);
+	*out = list;
+	*n = cnt;
+	return 0;
+fail:
+	sqlite3_reset(st);
+	store_entries_free(list, cnt);
+	return rc;
+}
+
+int store_get(struct store *s, const char *key, struct store_entry *e)
+{
+	memset(e, 0, sizeof(*e));
+	sqlite3_bind_text(s->q_get, 1, key, -1, SQLITE_STATIC);
+	return get_one(s->q_get, e);
+}
+
+int store_get_by_alias(struct store *s, const char *alias, struct store_entry *e)
+{
+	memset(e, 0, sizeof(*e));
+	sqlite3_bind_text(s->q_alias, 1, alias, -1, SQLITE_STATIC);
+	return get_one(s->q_alias, e);
+}
+
+int store_get_by_rkey(struct store *s, const char *rkey, struct store_entry **out, size_t *n)
+{
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	sqlite3_bind_text(s->q_rkey, 1, rkey, -1, SQLITE_STATIC);
+	rc = get_many(s->q_rkey, out, n);
+	sqlite3_clear_bindings(s->q_rkey);
+	if (rc == 0 && *n == 0) {
+		free(*out);
+		*out = NULL;
+		rc = -ENOENT;
+	}
+	return rc;
+}
+
+/* Looks a hex prefix up; at most two rows are read to tell unique from
+ * ambiguous, over the primary key's index. */
+static int resolve_prefix(struct store *s, const char *prefix, struct store_entry *e)
+{
+	char key[KILN_KEY_HEX + 1] = "";
+	int rows = 0, rc;
+
+	sqlite3_bind_text(s->q_prefix, 1, prefix, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(s->q_prefix)) == SQLITE_ROW) {
+		const unsigned char *t = sqlite3_column_text(s->q_prefix, 0);
+
+		if (rows++ == 0 && t && sqlite3_column_bytes(s->q_prefix, 0) == KILN_KEY_HEX)
+			memcpy(key, t, sizeof(key));
+	}
+	sqlite3_reset(s->q_prefix);
+	sqlite3_clear_bindings(s->q_prefix);
+	if (rc != SQLITE_DONE)
+		return store_sql_errno(rc);
+	if (rows == 0)
+		return -ENOENT;
+	if (rows > 1)
+		return -ENOTUNIQ;
+	return key[0] ? store_get(s, key, e) : -EBADMSG;
+}
+
+/*
+ * An exact key wins, then an exact alias (an alias may look like hex), and
+ * only then a prefix, so that a longer key never hides a user's alias.
+ */
+int store_resolve(struct store *s, const char *ref, struct store_entry *e)
+{
+	char hex[KILN_KEY_HEX + 1];
+	size_t len = strlen(ref), i;
+	bool is_hex = len >= 4 && len <= KILN_KEY_HEX;
+	int rc;
+
+	memset(e, 0, sizeof(*e));
+	for (i = 0; is_hex && i < len; i++) {
+		is_hex = isxdigit((unsigned char)ref[i]);
+		hex[i] = (char)tolower((unsigned char)ref[i]);
+	}
+	if (is_hex) {
+		hex[len] = '\0';
+		if (len == KILN_KEY_HEX) {
+			rc = store_get(s, hex, e);
+			if (rc != -ENOENT)
+				return rc;
+		}
+	}
+	rc = store_get_by_alias(s, ref, e);
+	if (rc != -ENOENT || !is_hex || len == KILN_KEY_HEX)
+		return rc;
+	return resolve_prefix(s, hex, e);
+}
+
+int store_list(struct store *s, struct store_entry **out, size_t *n)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	rc = sqlite3_prepare_v2(s->rd, ENTRY_COLS_NODEPS
+		"ORDER BY e.last_used DESC, e.created DESC, e.key", -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return store_sql_errno(rc);
+	rc = get_many(st, out, n);
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int store_totals(struct store *s, uint64_t *entries, uint64_t *bytes)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	*entries = 0;
+	*bytes = 0;
+	rc = sqlite3_prepare_v2(s->rd, "SELECT count(*), coalesce(sum(size), 0) FROM entries",
+		-1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*entries = (uint64_t)sqlite3_column_int64(st, 0);
+		*bytes = (uint64_t)sqlite3_column_int64(st, 1);
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	return store_sql_errno(rc);
+}
+
+static cJSON *add_str_or_null(cJSON *o, const char *name, const char *v)
+{
+	return v ? cJSON_AddStringToObject(o, name, v) : cJSON_AddNullToObject(o, name);
+}
+
+/* A stored JSON array as an array; anything else (NULL, damaged) as []. */
+static cJSON *parse_array(const char *json)
+{
+	cJSON *a = json ? cJSON_Parse(json) : NULL;
+
+	if (a && cJSON_IsArray(a))
+		return a;
+	cJSON_Delete(a);
+	return cJSON_CreateArray();
+}
+
+/* Adds item to o (to an array when name is NULL); frees it on failure. */
+static bool add_item(cJSON *o, const char *name, cJSON *item)
+{
+	bool ok = item && (name ? cJSON_AddItemToObject(o, name, item)
+				: cJSON_AddItemToArray(o, item));
+
+	if (!ok)
+		cJSON_Delete(item);
+	return ok;
+}
+
+static bool add_detail(const struct store *s, const struct store_entry *e, cJSON *o)
+{
+	cJSON *deps;
+	char *log;
+	bool ok;
+	size_t i;
+
+	ok = add_item(o, "args", parse_array(e->args_json));
+	ok = ok && add_item(o, "sources", parse_array(e->sources_json));
+	deps = ok ? cJSON_AddArrayToObject(o, "deps") : NULL;
+	ok = ok && deps;
+	for (i = 0; ok && i < e->ndeps; i++)
+		ok = add_item(deps, NULL, cJSON_CreateString(e->deps[i].path));
+	log = store_log_path(s, e->key);
+	ok = ok && add_str_or_null(o, "log", log);
+	free(log);
+	return ok;
+}
+
+cJSON *store_entry_json(const struct store *s, const struct store_entry *e, bool detail)
+{
+	cJSON *o = cJSON_CreateObject();
+	char *path = store_object_path(s, e->key, e->output);
+	bool ok = o != NULL;
+
+	ok = ok && cJSON_AddStringToObject(o, "key", e->key);
+	ok = ok && cJSON_AddStringToObject(o, "rkey", e->rkey);
+	ok = ok && add_str_or_null(o, "path", path);
+	ok = ok && add_str_or_null(o, "label", e->label);
+	ok = ok && add_str_or_null(o, "alias", e->alias);
+	ok = ok && add_str_or_null(o, "toolchain", e->toolchain);
+	ok = ok && add_str_or_null(o, "output", e->output);
+	ok = ok && cJSON_AddNumberToObject(o, "size", (double)e->size);
+	ok = ok && cJSON_AddNumberToObject(o, "created", (double)e->created);
+	ok = ok && cJSON_AddNumberToObject(o, "last_used", (double)e->last_used);
+	ok = ok && cJSON_AddNumberToObject(o, "uses", (double)e->uses);
+	ok = ok && cJSON_AddNumberToObject(o, "build_ms", (double)e->build_ms);
+	ok = ok && cJSON_AddBoolToObject(o, "pinned", e->pinned);
+	ok = ok && (!detail || add_detail(s, e, o));
+	free(path);
+	if (!ok) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}

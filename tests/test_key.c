@@ -1,2 +1,229 @@
-/* stub: being written */
-int main(void) { return 77; }
+/*
+ * Unit tests of the content keys (daemon/key.c): the same inputs give the
+ * same key, and every input that changes an artifact changes the key.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "key.h"
+
+static struct toolchain tc;
+static uint8_t cpu_a[32], cpu_b[32];
+
+static void setup(void)
+{
+	char err[256];
+	ck_assert_int_eq(key_toolchain_init(&tc, "cc", "/usr/bin/cc", err, sizeof(err)), 0);
+	memset(cpu_a, 1, sizeof(cpu_a));
+	memset(cpu_b, 2, sizeof(cpu_b));
+}
+
+static void teardown(void)
+{
+	key_toolchain_fini(&tc);
+}
+
+struct req {
+	const char *output;
+	char *args[4];
+	size_t nargs;
+	struct key_source src[2];
+	size_t nsrc;
+	const uint8_t *cpu;
+};
+
+static void base(struct req *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->output = "shared";
+	r->args[0] = (char *)"-O2";
+	r->args[1] = (char *)"-DN=4";
+	r->nargs = 2;
+	r->src[0] = (struct key_source){ "a.c", "int f(void){return 1;}", 22 };
+	r->nsrc = 1;
+	r->cpu = cpu_a;
+}
+
+static void rkey(const struct req *r, char out[65])
+{
+	key_request(&tc, r->output, r->args, r->nargs, r->src, r->nsrc, r->cpu, out);
+}
+
+START_TEST(same_inputs_same_key)
+{
+	struct req a, b;
+	char ka[65], kb[65];
+	base(&a);
+	base(&b);
+	rkey(&a, ka);
+	rkey(&b, kb);
+	ck_assert_str_eq(ka, kb);
+	ck_assert_uint_eq(strlen(ka), 64);
+	ck_assert_uint_eq(strspn(ka, "0123456789abcdef"), 64);
+}
+END_TEST
+
+/* Each variant changes one input of the base request. */
+START_TEST(each_input_changes_key)
+{
+	struct req r;
+	char k0[65], k[65];
+	base(&r);
+	rkey(&r, k0);
+
+	base(&r);
+	r.output = "cubin";
+	rkey(&r, k);
+	ck_assert_str_ne(k0, k);
+
+	base(&r);
+	r.args[0] = (char *)"-O3";
+	rkey(&r, k);
+	ck_assert_str_ne(k0, k);
+
+	base(&r);
+	r.args[0] = (char *)"-DN=4";
+	r.args[1] = (char *)"-O2";
+	rkey(&r, k);
+	ck_assert_msg(strcmp(k0, k) != 0, "argument order must count");
+
+	base(&r);
+	r.nargs = 1;
+	rkey(&r, k);
+	ck_assert_str_ne(k0, k);
+
+	base(&r);
+	r.src[0].name = "b.c";
+	rkey(&r, k);
+	ck_assert_str_ne(k0, k);
+
+	base(&r);
+	r.src[0].text = "int f(void){return 2;}";
+	rkey(&r, k);
+	ck_assert_str_ne(k0, k);
+
+	base(&r);
+	r.src[1] = (struct key_source){ "x.h", "", 0 };
+	r.nsrc = 2;
+	rkey(&r, k);
+	ck_assert_str_ne(k0, k);
+
+	/* Another toolchain identity (another compiler binary or version). */
+	base(&r);
+	tc.id[0] ^= 1;
+	rkey(&r, k);
+	tc.id[0] ^= 1;
+	ck_assert_str_ne(k0, k);
+}
+END_TEST
+
+/* Field boundaries are part of the serialization: "ab","c" is not "a","bc". */
+START_TEST(no_ambiguous_concatenation)
+{
+	struct req r;
+	char k1[65], k2[65];
+	base(&r);
+	r.args[0] = (char *)"ab";
+	r.args[1] = (char *)"c";
+	rkey(&r, k1);
+	r.args[0] = (char *)"a";
+	r.args[1] = (char *)"bc";
+	rkey(&r, k2);
+	ck_assert_str_ne(k1, k2);
+
+	base(&r);
+	r.src[0] = (struct key_source){ "a.c", "xy", 2 };
+	rkey(&r, k1);
+	r.src[0] = (struct key_source){ "a.cx", "y", 1 };
+	rkey(&r, k2);
+	ck_assert_str_ne(k1, k2);
+}
+END_TEST
+
+/* The CPU counts only when an argument asks for the build node's CPU. */
+START_TEST(cpu_only_with_native)
+{
+	struct req r;
+	char k1[65], k2[65];
+	base(&r);
+	rkey(&r, k1);
+	r.cpu = cpu_b;
+	rkey(&r, k2);
+	ck_assert_str_eq(k1, k2);
+
+	base(&r);
+	r.args[1] = (char *)"-march=native";
+	rkey(&r, k1);
+	r.cpu = cpu_b;
+	rkey(&r, k2);
+	ck_assert_str_ne(k1, k2);
+	ck_assert(key_args_native(r.args, r.nargs));
+	base(&r);
+	ck_assert(!key_args_native(r.args, r.nargs));
+}
+END_TEST
+
+START_TEST(artifact_key_covers_deps)
+{
+	struct store_dep d[2];
+	char k1[65], k2[65], k3[65];
+	const char *rk = "0000000000000000000000000000000000000000000000000000000000000001";
+	memset(d, 0, sizeof(d));
+	d[0].path = (char *)"/inc/a.h";
+	d[1].path = (char *)"/inc/b.h";
+	memset(d[0].digest, 0xaa, 32);
+	memset(d[1].digest, 0xbb, 32);
+	key_artifact(rk, d, 2, k1);
+	/* The compiler's listing order does not matter. */
+	struct store_dep swapped[2] = { d[1], d[0] };
+	key_artifact(rk, swapped, 2, k2);
+	ck_assert_str_eq(k1, k2);
+	/* A header's content does. */
+	d[1].digest[31] ^= 1;
+	key_artifact(rk, d, 2, k3);
+	ck_assert_str_ne(k1, k3);
+	d[1].digest[31] ^= 1;
+	/* So does the request key, and the set of headers. */
+	key_artifact("0000000000000000000000000000000000000000000000000000000000000002", d, 2, k3);
+	ck_assert_str_ne(k1, k3);
+	key_artifact(rk, d, 1, k3);
+	ck_assert_str_ne(k1, k3);
+}
+END_TEST
+
+START_TEST(toolchain_errors)
+{
+	struct toolchain t;
+	char err[256];
+	ck_assert_int_ne(key_toolchain_init(&t, "x", "relative/cc", err, sizeof(err)), 0);
+	ck_assert_ptr_nonnull(strstr(err, "absolute"));
+	ck_assert_int_ne(key_toolchain_init(&t, "x", "/nonexistent/cc", err, sizeof(err)), 0);
+	ck_assert_int_ne(key_toolchain_init(&t, "x", "/etc/passwd", err, sizeof(err)), 0);
+	ck_assert_ptr_nonnull(strstr(tc.version, "cc"));
+}
+END_TEST
+
+static Suite *key_suite(void)
+{
+	Suite *s = suite_create("key");
+	TCase *tcase = tcase_create("key");
+	tcase_add_checked_fixture(tcase, setup, teardown);
+	tcase_add_test(tcase, same_inputs_same_key);
+	tcase_add_test(tcase, each_input_changes_key);
+	tcase_add_test(tcase, no_ambiguous_concatenation);
+	tcase_add_test(tcase, cpu_only_with_native);
+	tcase_add_test(tcase, artifact_key_covers_deps);
+	tcase_add_test(tcase, toolchain_errors);
+	suite_add_tcase(s, tcase);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(key_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
+}

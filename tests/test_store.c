@@ -1,2 +1,988 @@
-/* stub: being written */
-int main(void) { return 77; }
+/*
+ * Unit tests of the cache store (daemon/store*.c): the index, crash-safe
+ * publishing, aliases and prefixes, eviction, start-up reconcile and the
+ * read-only mode, each in its own temporary cache directory.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <sqlite3.h>
+
+#include "store.h"
+#include "util.h"
+
+static char base[PATH_MAX / 2];  /* one per run, removed by the parent */
+static char dir[PATH_MAX];   /* one per test, under base */
+static int tmp_seq;
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	chmod(path, 0700);
+	return remove(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+static void rm_rf(const char *path)
+{
+	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void base_setup(void)
+{
+	snprintf(base, sizeof(base), "%s/kiln-test-store-XXXXXX",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(base));
+}
+
+static void base_teardown(void)
+{
+	rm_rf(base);
+}
+
+static void test_setup(void)
+{
+	snprintf(dir, sizeof(dir), "%s/t-XXXXXX", base);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	/* A subdirectory that does not exist yet: store_open creates it. */
+	strcat(dir, "/cache");
+}
+
+static struct store *open_store(int flags)
+{
+	struct store *s = NULL;
+	char err[256] = "";
+	int rc = store_open(dir, flags, &s, err, sizeof(err));
+
+	ck_assert_msg(rc == 0, "store_open: %d %s", rc, err);
+	ck_assert_ptr_nonnull(s);
+	return s;
+}
+
+static void hexkey(const char *seed, char out[65])
+{
+	uint8_t d[32];
+
+	util_sha256(seed, strlen(seed), d);
+	util_hex(d, 32, out);
+}
+
+/* A 64-hex key starting with prefix, the rest filled with fill. */
+static void prefixed_key(const char *prefix, char fill, char out[65])
+{
+	memset(out, fill, 64);
+	memcpy(out, prefix, strlen(prefix));
+	out[64] = '\0';
+}
+
+static char *write_tmp(struct store *s, const char *content)
+{
+	char *tdir = store_tmp_dir(s), *path = NULL;
+	int fd;
+
+	ck_assert_ptr_nonnull(tdir);
+	ck_assert_int_ge(asprintf(&path, "%s/obj-%d-%d", tdir, (int)getpid(),
+				  __atomic_fetch_add(&tmp_seq, 1, __ATOMIC_RELAXED)), 0);
+	free(tdir);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(util_write_all(fd, content, strlen(content)), 0);
+	close(fd);
+	return path;
+}
+
+static void fill_entry(struct store_entry *e, const char *key, const char *rkey,
+		       const char *alias, int64_t when)
+{
+	memset(e, 0, sizeof(*e));
+	snprintf(e->key, sizeof(e->key), "%s", key);
+	snprintf(e->rkey, sizeof(e->rkey), "%s", rkey);
+	e->alias = (char *)alias;
+	e->label = (char *)"diffusion_step";
+	e->toolchain = (char *)"c++";
+	e->output = (char *)"shared";
+	e->created = when;
+	e->last_used = when;
+	e->build_ms = 812;
+	e->args_json = (char *)"[\"-O2\",\"-I/opt/dace/include\"]";
+	e->sources_json = (char *)"[\"prog.cpp\"]";
+}
+
+static int put(struct store *s, const char *key, const char *rkey, const char *alias,
+	       const char *content, int64_t when)
+{
+	struct store_entry e;
+	char *path = write_tmp(s, content);
+	int rc;
+
+	fill_entry(&e, key, rkey, alias, when);
+	rc = store_publish(s, &e, path);
+	free(path);
+	return rc;
+}
+
+static bool exists(const char *path)
+{
+	struct stat sb;
+
+	return lstat(path, &sb) == 0;
+}
+
+static void sql(const char *stmt)
+{
+	char path[PATH_MAX + 16];
+	sqlite3 *db = NULL;
+
+	snprintf(path, sizeof(path), "%s/index.db", dir);
+	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
+	ck_assert_msg(sqlite3_exec(db, stmt, NULL, NULL, NULL) == SQLITE_OK,
+		      "%s: %s", stmt, sqlite3_errmsg(db));
+	sqlite3_close(db);
+}
+
+static size_t count_dir(const char *path)
+{
+	struct dirent *de;
+	DIR *d = opendir(path);
+	size_t n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d)))
+		n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+	closedir(d);
+	return n;
+}
+
+START_TEST(test_open_reopen)
+{
+	char key[65], rkey[65], path[PATH_MAX + 32];
+	struct store_entry e;
+	struct stat sb;
+	uint64_t n, bytes;
+	struct store *s = open_store(0);
+
+	snprintf(path, sizeof(path), "%s/objects", dir);
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert_int_eq(sb.st_mode & 0777, 0700);
+	snprintf(path, sizeof(path), "%s/index.db", dir);
+	ck_assert(exists(path));
+	ck_assert_str_eq(store_dir(s), dir);
+	hexkey("k1", key);
+	hexkey("r1", rkey);
+	ck_assert_int_eq(put(s, key, rkey, "gt4py:1", "0123456789", 100), 0);
+	store_close(s);
+
+	s = open_store(0);
+	ck_assert_int_eq(store_totals(s, &n, &bytes), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(bytes, 10);
+	ck_assert_int_eq(store_get(s, key, &e), 0);
+	ck_assert_str_eq(e.rkey, rkey);
+	ck_assert_str_eq(e.alias, "gt4py:1");
+	store_entry_free(&e);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(test_publish_get)
+{
+	char k1[65], k2[65], k3[65], rkey[65];
+	struct store_entry e, *list = NULL;
+	size_t n = 0;
+	struct store *s = open_store(0);
+
+	hexkey("k1", k1);
+	hexkey("k2", k2);
+	hexkey("k3", k3);
+	hexkey("r", rkey);
+	ck_assert_int_eq(put(s, k1, rkey, "a1", "one", 100), 0);
+	ck_assert_int_eq(put(s, k2, rkey, NULL, "two!", 300), 0);
+	ck_assert_int_eq(put(s, k3, k3, NULL, "three", 200), 0);
+
+	ck_assert_int_eq(store_get(s, k1, &e), 0);
+	ck_assert_str_eq(e.key, k1);
+	ck_assert_str_eq(e.label, "diffusion_step");
+	ck_assert_str_eq(e.toolchain, "c++");
+	ck_assert_str_eq(e.output, "shared");
+	ck_assert_str_eq(e.alias, "a1");
+	ck_assert_str_eq(e.args_json, "[\"-O2\",\"-I/opt/dace/include\"]");
+	ck_assert_str_eq(e.sources_json, "[\"prog.cpp\"]");
+	ck_assert_uint_eq(e.size, 3);
+	ck_assert_int_eq(e.created, 100);
+	ck_assert_uint_eq(e.build_ms, 812);
+	ck_assert(!e.pinned);
+	store_entry_free(&e);
+	ck_assert_ptr_null(e.alias);
+
+	/* Most recently used first. */
+	ck_assert_int_eq(store_get_by_rkey(s, rkey, &list, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(list[0].key, k2);
+	ck_assert_str_eq(list[1].key, k1);
+	store_entries_free(list, n);
+	ck_assert_int_eq(store_get_by_rkey(s, k1, &list, &n), -ENOENT);
+	ck_assert_uint_eq(n, 0);
+
+	ck_assert_int_eq(store_get_by_alias(s, "a1", &e), 0);
+	ck_assert_str_eq(e.key, k1);
+	store_entry_free(&e);
+	ck_assert_int_eq(store_get_by_alias(s, "nope", &e), -ENOENT);
+	ck_assert_int_eq(store_get(s, rkey, &e), -ENOENT);
+
+	ck_assert_int_eq(store_list(s, &list, &n), 0);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_str_eq(list[0].key, k2);
+	ck_assert_str_eq(list[1].key, k3);
+	ck_assert_str_eq(list[2].key, k1);
+	store_entries_free(list, n);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(test_resolve)
+{
+	char ka[65], kb[65], kc[65], upper[8];
+	struct store_entry e;
+	struct store *s = open_store(0);
+
+	prefixed_key("abcd1", '0', ka);
+	prefixed_key("abcd2", '0', kb);
+	prefixed_key("abce", '7', kc);
+	ck_assert_int_eq(put(s, ka, ka, "my-alias", "a", 1), 0);
+	ck_assert_int_eq(put(s, kb, kb, NULL, "b", 2), 0);
+	ck_assert_int_eq(put(s, kc, kc, NULL, "c", 3), 0);
+
+	ck_assert_int_eq(store_resolve(s, kb, &e), 0);
+	ck_assert_str_eq(e.key, kb);
+	store_entry_free(&e);
+	ck_assert_int_eq(store_resolve(s, "abce", &e), 0);
+	ck_assert_str_eq(e.key, kc);
+	store_entry_free(&e);
+	snprintf(upper, sizeof(upper), "ABCD2");
+	ck_assert_int_eq(store_resolve(s, upper, &e), 0);
+	ck_assert_str_eq(e.key, kb);
+	store_entry_free(&e);
+	ck_assert_int_eq(store_resolve(s, "abcd", &e), -ENOTUNIQ);
+	ck_assert_int_eq(store_resolve(s, "my-alias", &e), 0);
+	ck_assert_str_eq(e.key, ka);
+	store_entry_free(&e);
+	ck_assert_int_eq(store_resolve(s, "ffff", &e), -ENOENT);
+	/* Fewer than 4 hex digits is not a prefix. */
+	ck_assert_int_eq(store_resolve(s, "abc", &e), -ENOENT);
+	ck_assert_int_eq(store_resolve(s, "", &e), -ENOENT);
+
+	/* An exact alias beats an ambiguous prefix of the same text. */
+	ck_assert_int_eq(store_set_alias(s, "abcd", kc), 0);
+	ck_assert_int_eq(store_resolve(s, "abcd", &e), 0);
+	ck_assert_str_eq(e.key, kc);
+	store_entry_free(&e);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(test_publish_files)
+{
+	char key[65], *obj, *meta, *tmp, *text = NULL, *path;
+	struct stat sb;
+	cJSON *m;
+	struct store *s = open_store(0);
+	struct store_entry e;
+
+	hexkey("files", key);
+	fill_entry(&e, key, key, "al", 50);
+	path = write_tmp(s, "ELF...");
+	ck_assert_int_eq(store_publish(s, &e, path), 0);
+	ck_assert(!exists(path));
+	free(path);
+
+	obj = store_object_path(s, key, "shared");
+	ck_assert_ptr_nonnull(obj);
+	path = NULL;
+	ck_assert_int_ge(asprintf(&path, "%s/objects/%.2s/%s.so", dir, key, key), 0);
+	ck_assert_str_eq(obj, path);
+	free(path);
+	ck_assert_int_eq(stat(obj, &sb), 0);
+	ck_assert(S_ISREG(sb.st_mode));
+	ck_assert_int_eq(sb.st_mode & 0777, 0444);
+	ck_assert_int_eq(sb.st_size, 6);
+
+	ck_assert_int_ge(asprintf(&meta, "%s/objects/%.2s/%s.meta", dir, key, key), 0);
+	ck_assert_int_eq(stat(meta, &sb), 0);
+	ck_assert_int_eq(sb.st_mode & 0777, 0444);
+	ck_assert_int_eq(util_read_file(meta, 1 << 20, &text, NULL), 0);
+	m = cJSON_Parse(text);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_str_eq(cJSON_GetObjectItem(m, "key")->valuestring, key);
+	ck_assert_str_eq(cJSON_GetObjectItem(m, "alias")->valuestring, "al");
+	ck_assert_int_eq(cJSON_GetObjectItem(m, "size")->valueint, 6);
+	cJSON_Delete(m);
+	free(text);
+
+	/* Nothing is left in tmp/: no stray meta temporaries. */
+	tmp = store_tmp_dir(s);
+	ck_assert_uint_eq(count_dir(tmp), 0);
+	free(tmp);
+	ck_assert_ptr_null(store_object_path(s, key, "bogus"));
+	ck_assert_str_eq(store_output_ext("shared"), "so");
+	ck_assert_ptr_null(store_output_ext("exe"));
+	free(meta);
+	free(obj);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(test_publish_existing)
+{
+	char key[65], *obj, *text = NULL, *path;
+	struct store_entry e;
+	struct store *s = open_store(0);
+
+	hexkey("same", key);
+	ck_assert_int_eq(put(s, key, key, NULL, "first", 10), 0);
+	fill_entry(&e, key, key, "later", 20);
+	path = write_tmp(s, "second!");
+	ck_assert_int_eq(store_publish(s, &e, path), 0);
+	ck_assert(!exists(path));
+	free(path);
+
+	obj = store_object_path(s, key, "shared");
+	ck_assert_int_eq(util_read_file(obj, 1024, &text, NULL), 0);
+	ck_assert_str_eq(text, "first");
+	free(text);
+	free(obj);
+	/* The row describes the file that is kept. */
+	ck_assert_int_eq(store_get(s, key, &e), 0);
+	ck_assert_uint_eq(e.size, 5);
+	ck_assert_str_eq(e.alias, "later");
+	store_entry_free(&e);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(test_publish_invalid)
+{
+	char key[65], *path;
+	struct store_entry e;
+	uint64_t n, bytes;
+	struct store *s = open_store(0);
+
+	hexkey("bad", key);
+	fill_entry(&e, key, key, NULL, 1);
+	e.output = (char *)"exe";
+	path = write_tmp(s, "x");
+	ck_assert_int_eq(store_publish(s, &e, path), -EINVAL);
+	/* A failed publish removes its temporary object. */
+	ck_assert(!exists(path));
+	free(path);
+	fill_entry(&e, "ABC", key, NULL, 1);
+	path = write_tmp(s, "x");
+	ck_assert_int_eq(store_publish(s, &e, path), -EINVAL);
+	free(path);
+	fill_entry(&e, key, key, NULL, 1);
+	e.args_json = (char *)"not json";
+	path = write_tmp(s, "x");
+	ck_assert_int_eq(store_publish(s, &e, path), -EINVAL);
+	free(path);
+	fill_entry(&e, key, key, NULL, 1);
+	ck_assert_int_eq(store_publish(s, &e, "/nonexistent/kiln/object"), -ENOENT);
+	ck_assert_int_eq(store_totals(s, &n, &bytes), 0);
+	ck_assert_uint_eq(n, 0);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(test_touch)
+{
+	char k1[65], k2[65], unknown[65];
+	const char *keys[3];
+	int64_t times[3] = { 500, 50, 900 };
+	uint64_t counts[3] = { 3, 2, 1 };
+	struct store_entry e;
+	struct store *s = open_store(0);
+
+	hexkey("t1", k1);
+	hexkey("t2", k2);
+	hexkey("t3", unknown);
+	ck_assert_int_eq(put(s, k1, k1, NULL, "1", 100), 0);
+	ck_assert_int_eq(put(s, k2, k2, NULL, "2", 100), 0);
+	keys[0] = k1;
+	keys[1] = k2;
+	keys[2] = unknown;
+	ck_assert_int_eq(store_touch(s, keys, times, counts, 3), 0);
+	ck_assert_int_eq(store_touch(s, keys, times, counts, 0), 0);
+	ck_assert_int_eq(store_get(s, k1, &e), 0);
+	ck_assert_uint_eq(e.uses, 3);
+	ck_assert_int_eq(e.last_used, 500);
+	store_entry_free(&e);
+	/* An older time never lowers last_used. */
+	ck_assert_int_eq(store_get(s, k2, &e), 0);
+	ck_assert_uint_eq(e.uses, 2);
+	ck_assert_int_eq(e.last_used, 100);
+	store_entry_free(&e);
+	ck_assert_int_eq(store_touch(s, keys, times, counts, 1), 0);
+	ck_assert_int_eq(store_get(s, k1, &e), 0);
+	ck_assert_uint_eq(e.uses, 6);
+	store_entry_free(&e);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(test_remove)
+{
+	char key[65], other[65], *obj, *meta, *log;
+	struct store_entry e;
+	int fd;
+	struct store *s = open_store(0);
+
+	hexkey("rm", key);
+	hexkey("keep", other);
+	ck_assert_int_eq(put(s, key, key, "rm-alias", "bytes", 1), 0);
+	ck_assert_int_eq(put(s, other, other, NULL, "bytes", 1), 0);
+	obj = store_object_path(s, key, "shared");
+	log = store_log_path(s, key);
+	ck_assert_int_ge(asprintf(&meta, "%s/objects/%.2s/%s.meta", dir, key, key), 0);
+	fd = open(log, O_WRONLY | O_CREAT, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert(exists(obj) && exists(meta) && exists(log));
+
+	ck_assert_int_eq(store_remove(s, key), 0);
+	ck_assert(!exists(obj));
+	ck_assert(!exists(meta));
+	ck_assert(!exists(log));
+	ck_assert_int_eq(store_get(s, key, &e), -ENOENT);
+	ck_assert_int_eq(store_get_by_alias(s, "rm-alias", &e), -ENOENT);
+	ck_assert_int_eq(store_remove(s, key), -ENOENT);
+	ck_assert_int_eq(store_get(s, other, &e), 0);
+	store_entry_free(&e);
+	free(obj);
+	free(meta);
+	free(log);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(test_pin_evict)
+{
+	char k[4][65], *obj;
+	const char *content = "0123456789";  /* every object is 10 bytes */
+	uint64_t removed = 0, freed = 0, n, bytes;
+	struct store_entry e;
+	int i;
+	struct store *s = open_store(0);
+
+	for (i = 0; i < 4; i++) {
+		char seed[16];
+
+		snprintf(seed, sizeof(seed), "ev%d", i);
+		hexkey(seed, k[i]);
+		ck_assert_int_eq(put(s, k[i], k[i], NULL, content, 10 * (i + 1)), 0);
+	}
+	ck_assert_int_eq(store_set_pinned(s, k[0], true), 0);
+	ck_assert_int_eq(store_set_pinned(s, "0000", true), -ENOENT);
+	ck_assert_int_eq(store_get(s, k[0], &e), 0);
+	ck_assert(e.pinned);
+	store_entry_free(&e);
+
+	/* Nothing to do when the cache already fits. */
+	ck_assert_int_eq(store_evict(s, 40, &removed, &freed), 0);
+	ck_assert_uint_eq(removed, 0);
+	/* k[0] is the oldest but pinned: k[1] and k[2] go. */
+	ck_assert_int_eq(store_evict(s, 25, &removed, &freed), 0);
+	ck_assert_uint_eq(removed, 2);
+	ck_assert_uint_eq(freed, 20);
+	ck_assert_int_eq(store_get(s, k[1], &e), -ENOENT);
+	ck_assert_int_eq(store_get(s, k[2], &e), -ENOENT);
+	obj = store_object_path(s, k[1], "shared");
+	ck_assert(!exists(obj));
+	free(obj);
+	ck_assert_int_eq(store_totals(s, &n, &bytes), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_uint_eq(bytes, 20);
+
+	/* Pins hold even when the target cannot be reached. */
+	ck_assert_int_eq(store_evict(s, 0, &removed, &freed), 0);
+	ck_assert_uint_eq(removed, 1);
+	ck_assert_int_eq(store_get(s, k[0], &e), 0);
+	store_entry_free(&e);
+	ck_assert_int_eq(store_get(s, k[3], &e), -ENOENT);
+	ck_assert_int_eq(store_set_pinned(s, k[0], false), 0);
+	ck_assert_int_eq(store_evict(s, 0, &removed, &freed), 0);
+	ck_assert_uint_eq(removed, 1);
+	ck_assert_int_eq(store_totals(s, &n, &bytes), 0);
+	ck_assert_uint_eq(n, 0);
+	ck_assert_uint_eq(bytes, 0);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(test_alias)
+{
+	char k1[65], k2[65];
+	struct store_entry e;
+	struct store *s = open_store(0);
+
+	hexkey("al1", k1);
+	hexkey("al2", k2);
+	ck_assert_int_eq(put(s, k1, k1, "gt4py:x", "1", 1), 0);
+	ck_assert_int_eq(put(s, k2, k2, NULL, "2", 1), 0);
+	ck_assert_int_eq(store_set_alias(s, "gt4py:x", k2), 0);
+	ck_assert_int_eq(store_get_by_alias(s, "gt4py:x", &e), 0);
+	ck_assert_str_eq(e.key, k2);
+	store_entry_free(&e);
+	ck_assert_int_eq(store_get(s, k1, &e), 0);
+	ck_assert_ptr_null(e.alias);
+	store_entry_free(&e);
+	/* Of two aliases, the entry shows the one set last. */
+	ck_assert_int_eq(store_set_alias(s, "second", k2), 0);
+	ck_assert_int_eq(store_get(s, k2, &e), 0);
+	ck_assert_str_eq(e.alias, "second");
+	store_entry_free(&e);
+	ck_assert_int_eq(store_set_alias(s, "gt4py:x", k1), 0);
+	ck_assert_int_eq(store_get(s, k1, &e), 0);
+	ck_assert_str_eq(e.alias, "gt4py:x");
+	store_entry_free(&e);
+	ck_assert_int_eq(store_set_alias(s, "dangling", "00ff"), -ENOENT);
+	ck_assert_int_eq(store_get_by_alias(s, "dangling", &e), -ENOENT);
+	store_close(s);
+}
+END_TEST
+
+static void make_deps(struct store_dep *deps, char **paths, size_t n)
+{
+	size_t i, j, len;
+
+	for (i = 0; i < n; i++) {
+		len = 20 + i * 700;  /* up to several KiB of path */
+		paths[i] = malloc(len + 1);
+		ck_assert_ptr_nonnull(paths[i]);
+		paths[i][0] = '/';
+		for (j = 1; j < len; j++)
+			paths[i][j] = j % 50 == 0 ? '/' : (char)('a' + (i + j) % 26);
+		paths[i][len] = '\0';
+		deps[i].path = paths[i];
+		deps[i].size = 1000 * i + 7;
+		deps[i].mtime_ns = i % 2 ? -1 - (int64_t)i : 1763726400123456789LL + (int64_t)i;
+		for (j = 0; j < 32; j++)
+			deps[i].digest[j] = (uint8_t)(i * 31 + j);
+	}
+}
+
+static void check_deps(const struct store_entry *e, const struct store_dep *deps, size_t n)
+{
+	size_t i;
+
+	ck_assert_uint_eq(e->ndeps, n);
+	for (i = 0; i < n; i++) {
+		ck_assert_str_eq(e->deps[i].path, deps[i].path);
+		ck_assert_uint_eq(e->deps[i].size, deps[i].size);
+		ck_assert_int_eq(e->deps[i].mtime_ns, deps[i].mtime_ns);
+		ck_assert_mem_eq(e->deps[i].digest, deps[i].digest, 32);
+	}
+}
+
+START_TEST(test_deps_roundtrip)
+{
+	struct store_dep deps[6];
+	char *paths[6], key[65], *tmp;
+	struct store_entry e, *list;
+	size_t n, i;
+	struct store *s = open_store(0);
+
+	make_deps(deps, paths, 6);
+	hexkey("deps", key);
+	fill_entry(&e, key, key, NULL, 5);
+	e.deps = deps;
+	e.ndeps = 6;
+	tmp = write_tmp(s, "obj");
+	ck_assert_int_eq(store_publish(s, &e, tmp), 0);
+	free(tmp);
+	ck_assert_int_eq(store_get(s, key, &e), 0);
+	check_deps(&e, deps, 6);
+	store_entry_free(&e);
+	ck_assert_int_eq(store_get_by_rkey(s, key, &list, &n), 0);
+	check_deps(&list[0], deps, 6);
+	store_entries_free(list, n);
+	/* The listing leaves deps out. */
+	ck_assert_int_eq(store_list(s, &list, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(list[0].ndeps, 0);
+	store_entries_free(list, n);
+
+	/* A damaged blob is an error, never a crash. */
+	sql("UPDATE entries SET deps = x'01ffffffff00'");
+	ck_assert_int_eq(store_get(s, key, &e), -EBADMSG);
+	sql("UPDATE entries SET deps = x'0101000000050061626364'");
+	ck_assert_int_eq(store_get(s, key, &e), -EBADMSG);
+	sql("UPDATE entries SET deps = x'02'");
+	ck_assert_int_eq(store_get(s, key, &e), -EBADMSG);
+	sql("UPDATE entries SET deps = NULL");
+	ck_assert_int_eq(store_get(s, key, &e), 0);
+	ck_assert_uint_eq(e.ndeps, 0);
+	store_entry_free(&e);
+	for (i = 0; i < 6; i++)
+		free(paths[i]);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(test_entry_json)
+{
+	struct store_dep deps[2];
+	char *paths[2], key[65], *tmp, *obj, *log;
+	struct store_entry e;
+	cJSON *j, *v;
+	struct store *s = open_store(0);
+
+	make_deps(deps, paths, 2);
+	hexkey("json", key);
+	fill_entry(&e, key, key, NULL, 77);
+	e.label = NULL;
+	e.deps = deps;
+	e.ndeps = 2;
+	tmp = write_tmp(s, "12345");
+	ck_assert_int_eq(store_publish(s, &e, tmp), 0);
+	free(tmp);
+	ck_assert_int_eq(store_get(s, key, &e), 0);
+
+	j = store_entry_json(s, &e, false);
+	ck_assert_ptr_nonnull(j);
+	obj = store_object_path(s, key, "shared");
+	ck_assert_str_eq(cJSON_GetObjectItem(j, "key")->valuestring, key);
+	ck_assert_str_eq(cJSON_GetObjectItem(j, "path")->valuestring, obj);
+	ck_assert(cJSON_IsNull(cJSON_GetObjectItem(j, "label")));
+	ck_assert(cJSON_IsNull(cJSON_GetObjectItem(j, "alias")));
+	ck_assert_str_eq(cJSON_GetObjectItem(j, "output")->valuestring, "shared");
+	ck_assert_int_eq(cJSON_GetObjectItem(j, "size")->valueint, 5);
+	ck_assert_int_eq(cJSON_GetObjectItem(j, "created")->valueint, 77);
+	ck_assert_int_eq(cJSON_GetObjectItem(j, "build_ms")->valueint, 812);
+	ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(j, "pinned")));
+	ck_assert_ptr_null(cJSON_GetObjectItem(j, "deps"));
+	cJSON_Delete(j);
+
+	j = store_entry_json(s, &e, true);
+	ck_assert_ptr_nonnull(j);
+	v = cJSON_GetObjectItem(j, "args");
+	ck_assert_int_eq(cJSON_GetArraySize(v), 2);
+	ck_assert_str_eq(cJSON_GetArrayItem(v, 1)->valuestring, "-I/opt/dace/include");
+	v = cJSON_GetObjectItem(j, "sources");
+	ck_assert_str_eq(cJSON_GetArrayItem(v, 0)->valuestring, "prog.cpp");
+	v = cJSON_GetObjectItem(j, "deps");
+	ck_assert_int_eq(cJSON_GetArraySize(v), 2);
+	ck_assert_str_eq(cJSON_GetArrayItem(v, 1)->valuestring, paths[1]);
+	log = store_log_path(s, key);
+	ck_assert_str_eq(cJSON_GetObjectItem(j, "log")->valuestring, log);
+	cJSON_Delete(j);
+	free(log);
+	free(obj);
+	free(paths[0]);
+	free(paths[1]);
+	store_entry_free(&e);
+	store_close(s);
+}
+END_TEST
+
+static void make_tmp_leftovers(void)
+{
+	char path[PATH_MAX + 64];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/tmp/build-1/sub/deeper", dir);
+	ck_assert_int_eq(util_mkdir_p(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/tmp/build-1/sub/deeper/a.o", dir);
+	fd = open(path, O_WRONLY | O_CREAT, 0444);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	/* A directory the build left without write permission. */
+	snprintf(path, sizeof(path), "%s/tmp/build-1/sub", dir);
+	ck_assert_int_eq(chmod(path, 0500), 0);
+	snprintf(path, sizeof(path), "%s/tmp/stray.meta.Ab12Cd", dir);
+	fd = open(path, O_WRONLY | O_CREAT, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+}
+
+static void write_file(const char *path, const char *content)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(util_write_all(fd, content, strlen(content)), 0);
+	close(fd);
+}
+
+START_TEST(test_reconcile)
+{
+	char k[5][65], q[256], path[PATH_MAX + 160], *obj, *tmp;
+	struct store_dep deps[3];
+	char *paths[3];
+	struct store_reconcile_stats st;
+	struct store_entry e;
+	int i;
+	struct store *s = open_store(0);
+
+	make_deps(deps, paths, 3);
+	for (i = 0; i < 5; i++) {
+		char seed[16], *t;
+
+		snprintf(seed, sizeof(seed), "rc%d", i);
+		hexkey(seed, k[i]);
+		fill_entry(&e, k[i], k[i], i == 2 ? "adopt-me" : NULL, 100 + i);
+		e.deps = deps;
+		e.ndeps = 3;
+		t = write_tmp(s, "object-bytes");
+		ck_assert_int_eq(store_publish(s, &e, t), 0);
+		free(t);
+	}
+	make_tmp_leftovers();
+	/* k1: the row's object is gone. */
+	obj = store_object_path(s, k[1], "shared");
+	ck_assert_int_eq(unlink(obj), 0);
+	free(obj);
+	/* k2: a complete object whose row was lost (crash before indexing). */
+	snprintf(q, sizeof(q), "DELETE FROM entries WHERE key = '%s';"
+		 "DELETE FROM aliases WHERE key = '%s'", k[2], k[2]);
+	sql(q);
+	/* k3: an object without meta nor row. */
+	snprintf(q, sizeof(q), "DELETE FROM entries WHERE key = '%s'", k[3]);
+	sql(q);
+	snprintf(path, sizeof(path), "%s/objects/%.2s/%s.meta", dir, k[3], k[3]);
+	ck_assert_int_eq(unlink(path), 0);
+	/* k4: the object changed size under its row. */
+	obj = store_object_path(s, k[4], "shared");
+	ck_assert_int_eq(chmod(obj, 0600), 0);
+	write_file(obj, "longer object bytes");
+	free(obj);
+	/* Stray files: junk in a key directory, a meta without object, and
+	 * something that is not a key directory at all. */
+	snprintf(path, sizeof(path), "%s/objects/%.2s/junk", dir, k[0]);
+	write_file(path, "x");
+	snprintf(path, sizeof(path), "%s/objects/ee", dir);
+	ck_assert_int_eq(util_mkdir_p(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/objects/ee/ee%062d.meta", dir, 0);
+	write_file(path, "{}");
+	snprintf(path, sizeof(path), "%s/objects/notakeydir", dir);
+	write_file(path, "x");
+
+	ck_assert_int_eq(store_reconcile(s, &st), 0);
+	ck_assert_uint_eq(st.tmp_removed, 2);
+	ck_assert_uint_eq(st.rows_dropped, 2);     /* k1, k4 */
+	ck_assert_uint_eq(st.objects_adopted, 1);  /* k2 */
+	/* k1's meta, k3, k4 (its meta gives another size), junk, the stray
+	 * meta and notakeydir. */
+	ck_assert_uint_eq(st.objects_removed, 6);
+
+	tmp = store_tmp_dir(s);
+	ck_assert_uint_eq(count_dir(tmp), 0);
+	free(tmp);
+	ck_assert_int_eq(store_get(s, k[0], &e), 0);
+	store_entry_free(&e);
+	ck_assert_int_eq(store_get(s, k[1], &e), -ENOENT);
+	ck_assert_int_eq(store_get(s, k[3], &e), -ENOENT);
+	ck_assert_int_eq(store_get(s, k[4], &e), -ENOENT);
+	obj = store_object_path(s, k[3], "shared");
+	ck_assert(!exists(obj));
+	free(obj);
+	obj = store_object_path(s, k[4], "shared");
+	ck_assert(!exists(obj));
+	free(obj);
+	ck_assert(!exists(path));
+
+	/* The adopted entry comes back whole, alias included. */
+	ck_assert_int_eq(store_get_by_alias(s, "adopt-me", &e), 0);
+	ck_assert_str_eq(e.key, k[2]);
+	ck_assert_int_eq(e.created, 102);
+	ck_assert_uint_eq(e.size, 12);
+	ck_assert_str_eq(e.args_json, "[\"-O2\",\"-I/opt/dace/include\"]");
+	ck_assert_str_eq(e.label, "diffusion_step");
+	check_deps(&e, deps, 3);
+	store_entry_free(&e);
+
+	/* A second pass finds nothing to do. */
+	ck_assert_int_eq(store_reconcile(s, &st), 0);
+	ck_assert_uint_eq(st.tmp_removed + st.rows_dropped + st.objects_adopted +
+			  st.objects_removed, 0);
+	for (i = 0; i < 3; i++)
+		free(paths[i]);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(test_readonly)
+{
+	char key[65], err[256] = "", *tmp;
+	struct store_entry e, *list;
+	struct store_reconcile_stats st;
+	uint64_t a, b;
+	size_t n;
+	const char *keys[1];
+	int64_t t = 1;
+	uint64_t c = 1;
+	struct store *s = NULL;
+
+	/* A missing cache is not created by a read-only open. */
+	ck_assert_int_eq(store_open(dir, STORE_READONLY, &s, err, sizeof(err)), -ENOENT);
+	ck_assert_ptr_null(s);
+	ck_assert(err[0] != '\0');
+	ck_assert(!exists(dir));
+
+	s = open_store(0);
+	hexkey("ro", key);
+	ck_assert_int_eq(put(s, key, key, "ro-alias", "data", 3), 0);
+	store_close(s);
+
+	s = open_store(STORE_READONLY);
+	ck_assert_int_eq(store_get(s, key, &e), 0);
+	store_entry_free(&e);
+	ck_assert_int_eq(store_resolve(s, "ro-alias", &e), 0);
+	store_entry_free(&e);
+	ck_assert_int_eq(store_list(s, &list, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	store_entries_free(list, n);
+	ck_assert_int_eq(store_totals(s, &a, &b), 0);
+	ck_assert_uint_eq(b, 4);
+
+	tmp = write_tmp(s, "zz");
+	fill_entry(&e, key, key, NULL, 9);
+	ck_assert_int_eq(store_publish(s, &e, tmp), -EROFS);
+	ck_assert(exists(tmp));
+	free(tmp);
+	keys[0] = key;
+	ck_assert_int_eq(store_touch(s, keys, &t, &c, 1), -EROFS);
+	ck_assert_int_eq(store_set_alias(s, "x", key), -EROFS);
+	ck_assert_int_eq(store_set_pinned(s, key, true), -EROFS);
+	ck_assert_int_eq(store_remove(s, key), -EROFS);
+	ck_assert_int_eq(store_evict(s, 0, &a, &b), -EROFS);
+	ck_assert_int_eq(store_reconcile(s, &st), -EROFS);
+	ck_assert_int_eq(store_get(s, key, &e), 0);
+	ck_assert_uint_eq(e.uses, 0);
+	store_entry_free(&e);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(test_schema_newer)
+{
+	char err[256] = "";
+	struct store *s = open_store(0);
+
+	store_close(s);
+	s = NULL;
+	sql("PRAGMA user_version = 99");
+	ck_assert_int_eq(store_open(dir, 0, &s, err, sizeof(err)), -EPROTONOSUPPORT);
+	ck_assert_ptr_null(s);
+	ck_assert_ptr_nonnull(strstr(err, "newer"));
+	ck_assert_int_eq(store_open(dir, STORE_READONLY, &s, err, sizeof(err)),
+			 -EPROTONOSUPPORT);
+}
+END_TEST
+
+#define THREADS 8
+#define PER_THREAD 16
+
+struct worker {
+	struct store *s;
+	int id;
+	int failures;
+};
+
+static void *publish_worker(void *arg)
+{
+	struct worker *w = arg;
+	char key[65], seed[32];
+	const char *keys[1];
+	int64_t t = 1000;
+	uint64_t c = 1;
+	int i;
+
+	for (i = 0; i < PER_THREAD; i++) {
+		snprintf(seed, sizeof(seed), "w%d-%d", w->id, i);
+		hexkey(seed, key);
+		w->failures += put(w->s, key, key, seed, "concurrent", i) != 0;
+		keys[0] = key;
+		w->failures += store_touch(w->s, keys, &t, &c, 1) != 0;
+	}
+	return NULL;
+}
+
+START_TEST(test_concurrent_writers)
+{
+	struct worker w[THREADS];
+	pthread_t th[THREADS];
+	uint64_t n, bytes;
+	struct store_entry e;
+	char key[65];
+	int i;
+	struct store *s = open_store(0);
+
+	for (i = 0; i < THREADS; i++) {
+		w[i] = (struct worker){ .s = s, .id = i };
+		ck_assert_int_eq(pthread_create(&th[i], NULL, publish_worker, &w[i]), 0);
+	}
+	for (i = 0; i < THREADS; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(w[i].failures, 0);
+	}
+	ck_assert_int_eq(store_totals(s, &n, &bytes), 0);
+	ck_assert_uint_eq(n, THREADS * PER_THREAD);
+	ck_assert_uint_eq(bytes, THREADS * PER_THREAD * 10);
+	hexkey("w3-7", key);
+	ck_assert_int_eq(store_get_by_alias(s, "w3-7", &e), 0);
+	ck_assert_str_eq(e.key, key);
+	ck_assert_uint_eq(e.uses, 1);
+	ck_assert_int_eq(e.last_used, 1000);
+	store_entry_free(&e);
+	store_close(s);
+}
+END_TEST
+
+static Suite *store_suite(void)
+{
+	Suite *su = suite_create("store");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_unchecked_fixture(tc, base_setup, base_teardown);
+	tcase_add_checked_fixture(tc, test_setup, NULL);
+	tcase_add_test(tc, test_open_reopen);
+	tcase_add_test(tc, test_publish_get);
+	tcase_add_test(tc, test_resolve);
+	tcase_add_test(tc, test_publish_files);
+	tcase_add_test(tc, test_publish_existing);
+	tcase_add_test(tc, test_publish_invalid);
+	tcase_add_test(tc, test_touch);
+	tcase_add_test(tc, test_remove);
+	tcase_add_test(tc, test_pin_evict);
+	tcase_add_test(tc, test_alias);
+	tcase_add_test(tc, test_deps_roundtrip);
+	tcase_add_test(tc, test_entry_json);
+	tcase_add_test(tc, test_reconcile);
+	tcase_add_test(tc, test_readonly);
+	tcase_add_test(tc, test_schema_newer);
+	tcase_add_test(tc, test_concurrent_writers);
+	suite_add_tcase(su, tc);
+	return su;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(store_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,68 @@
+/*
+ * Internals of the cache store shared by store.c (open, paths, readers),
+ * store_write.c (publish and the other writers) and store_reconcile.c
+ * (start-up repair). Nothing outside daemon/store*.c includes this.
+ */
+#ifndef KILN_DAEMON_STORE_INT_H
+#define KILN_DAEMON_STORE_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "store.h"
+
+struct store {
+	char *dir;
+	char *objects;          /* <dir>/objects */
+	char *logs;             /* <dir>/logs */
+	char *tmp;              /* <dir>/tmp */
+	bool readonly;
+	sqlite3 *rd;            /* reader: only the thread that opened the store */
+	sqlite3 *wr;            /* writer, NULL when read-only; guarded by wlock */
+	pthread_mutex_t wlock;
+	sqlite3_stmt *q_get;    /* reader statements, cached: hot on every request */
+	sqlite3_stmt *q_alias;
+	sqlite3_stmt *q_rkey;
+	sqlite3_stmt *q_prefix;
+	sqlite3_stmt *q_touch;  /* writer statement, used under wlock */
+};
+
+/* Maps an SQLite result code to a negative errno. */
+int store_sql_errno(int rc);
+/* The errno for a failed sqlite3_step: like store_sql_errno, but a code
+ * that maps to 0 (an unexpected SQLITE_ROW) becomes -EIO. */
+int store_step_err(int rc);
+/* Ends the writer transaction that the caller began: commits when rc is 0,
+ * rolls back otherwise (also when the commit fails). Returns the result. */
+int store_txn_end(struct store *s, int rc);
+/* Runs one or more SQL statements without results on db. 0 or -errno. */
+int store_exec(sqlite3 *db, const char *sql);
+/* True when key is exactly 64 lower-case hex digits. */
+bool store_key_valid(const char *key);
+/* malloc'd "<objects>/ab/<key>.meta", or NULL. */
+char *store_meta_path(const struct store *s, const char *key);
+/* Compact, versioned encoding of deps for the index (see store.c).
+ * *out is malloc'd (NULL when n is 0). 0 or a negative errno. */
+int store_deps_encode(const struct store_dep *deps, size_t n, uint8_t **out, size_t *len);
+/* Decodes a blob from store_deps_encode; -EBADMSG for anything malformed. */
+int store_deps_decode(const uint8_t *buf, size_t len, struct store_dep **out, size_t *n);
+
+/*
+ * Writer helpers: the caller holds wlock. store_insert_row inserts or
+ * replaces e's row and, when e->alias is set, the alias (replacing an
+ * existing alias when replace_alias, else keeping it).
+ */
+int store_insert_row(struct store *s, const struct store_entry *e, bool replace_alias);
+/* Deletes the row of key and its aliases; -ENOENT when there is none. When
+ * output is not NULL, *output receives the row's output kind (malloc'd). */
+int store_drop_row(struct store *s, const char *key, char **output);
+/* Unlinks meta, object and log of an entry; files already gone are fine. */
+void store_unlink_files(const struct store *s, const char *key, const char *output);
+/* fsyncs a directory so that renames and unlinks in it are durable. */
+int store_fsync_dir(const char *path);
+
+#endif

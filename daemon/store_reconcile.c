@@ -1,0 +1,603 @@
+/*
+ * Start-up repair of the cache store: empties tmp/, drops rows whose object
+ * is gone or has the wrong size, adopts complete objects that lost their
+ * row (a crash between rename and index), and removes everything else under
+ * objects/. It runs before the store serves anything, under the writer lock.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <sqlite3.h>
+
+#include "store.h"
+#include "store_int.h"
+#include "util.h"
+
+/* Build directories are shallow; this only bounds recursion on a hostile
+ * or corrupted tree. */
+#define MAX_TREE_DEPTH 64
+/* A meta holds one entry; even thousands of deps stay far below this. */
+#define META_MAX (64u << 20)
+
+struct recon {
+	struct store *s;
+	struct store_reconcile_stats *st;
+	sqlite3_stmt *q_row;  /* SELECT output FROM entries WHERE key = ?1 */
+};
+
+static bool is_dot(const char *name)
+{
+	return name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
+
+/* Removes name under dfd, a file or a whole tree. Missing is success. */
+static int rm_tree_at(int dfd, const char *name, int depth)
+{
+	struct dirent *de;
+	DIR *d;
+	int fd, rc = 0, r;
+
+	if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
+		return 0;
+	if (errno != EISDIR && errno != EPERM)
+		return -errno;
+	if (depth >= MAX_TREE_DEPTH)
+		return -ELOOP;
+	/* A build may leave a directory without write or search permission;
+	 * it is ours, so open it up rather than fail to empty it. */
+	fchmodat(dfd, name, 0700, 0);
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	while ((de = readdir(d))) {
+		if (is_dot(de->d_name))
+			continue;
+		r = rm_tree_at(dirfd(d), de->d_name, depth + 1);
+		if (r < 0 && rc == 0)
+			rc = r;
+	}
+	closedir(d);
+	if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && rc == 0)
+		rc = -errno;
+	return rc;
+}
+
+/* Whatever is left in tmp/ belongs to builds that died with the daemon.
+ * An entry that cannot be removed is left and not counted; it must not
+ * keep the daemon from starting. */
+static int clean_tmp(struct recon *r)
+{
+	struct dirent *de;
+	DIR *d = opendir(r->s->tmp);
+
+	if (!d)
+		return errno == ENOENT ? util_mkdir_p(r->s->tmp, 0700) : -errno;
+	while ((de = readdir(d))) {
+		if (!is_dot(de->d_name) && rm_tree_at(dirfd(d), de->d_name, 0) == 0)
+			r->st->tmp_removed++;
+	}
+	closedir(d);
+	return 0;
+}
+
+/* True when the row's object is gone, not a regular file, or of another
+ * size. Other stat errors (EACCES, EIO) keep the row: the file may well be
+ * fine, and dropping it would orphan a good object. */
+static bool object_missing(const struct store *s, const char *key, const char *output,
+			   uint64_t size)
+{
+	char *path = store_object_path(s, key, output);
+	struct stat sb;
+	bool missing;
+
+	if (!path)
+		return true;
+	if (lstat(path, &sb) < 0)
+		missing = errno == ENOENT || errno == ENOTDIR;
+	else
+		missing = !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != size;
+	free(path);
+	return missing;
+}
+
+static int collect_missing(struct recon *r, char (**keys)[KILN_KEY_HEX + 1], size_t *n)
+{
+	char (*grown)[KILN_KEY_HEX + 1];
+	sqlite3_stmt *st = NULL;
+	size_t cap = 0;
+	int rc;
+
+	rc = sqlite3_prepare_v2(r->s->wr, "SELECT key, output, size FROM entries", -1, &st, NULL);
+	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *key = (const char *)sqlite3_column_text(st, 0);
+		const char *output = (const char *)sqlite3_column_text(st, 1);
+
+		rc = SQLITE_OK;
+		if (key && sqlite3_column_bytes(st, 0) == KILN_KEY_HEX &&
+		    !object_missing(r->s, key, output, (uint64_t)sqlite3_column_int64(st, 2)))
+			continue;
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 16;
+			grown = realloc(*keys, cap * sizeof(**keys));
+			if (!grown) {
+				rc = SQLITE_NOMEM;
+				break;
+			}
+			*keys = grown;
+		}
+		/* A key that is not 64 hex digits is dropped by its text. */
+		snprintf((*keys)[(*n)++], KILN_KEY_HEX + 1, "%s", key ? key : "");
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE || rc == SQLITE_OK ? 0 : store_sql_errno(rc);
+}
+
+/* Drops rows without a usable object, and aliases that point nowhere, in
+ * one transaction. The object scan then deals with the files left over. */
+static int drop_missing(struct recon *r)
+{
+	char (*keys)[KILN_KEY_HEX + 1] = NULL;
+	size_t n = 0, i;
+	int rc;
+
+	rc = store_exec(r->s->wr, "BEGIN IMMEDIATE");
+	if (rc < 0)
+		return rc;
+	rc = collect_missing(r, &keys, &n);
+	for (i = 0; rc == 0 && i < n; i++) {
+		rc = store_drop_row(r->s, keys[i], NULL);
+		if (rc == -ENOENT)
+			rc = 0;
+	}
+	if (rc == 0)
+		rc = store_exec(r->s->wr, "DELETE FROM aliases"
+			" WHERE key NOT IN (SELECT key FROM entries)");
+	rc = store_txn_end(r->s, rc);
+	if (rc == 0)
+		r->st->rows_dropped += n;
+	free(keys);
+	return rc;
+}
+
+static int get_str(const cJSON *m, const char *name, bool required, char **out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, name);
+
+	*out = NULL;
+	if (!v || cJSON_IsNull(v))
+		return required ? -EBADMSG : 0;
+	if (!cJSON_IsString(v) || !v->valuestring || (required && !v->valuestring[0]))
+		return -EBADMSG;
+	*out = strdup(v->valuestring);
+	return *out ? 0 : -ENOMEM;
+}
+
+static int get_key(const cJSON *m, const char *name, char out[KILN_KEY_HEX + 1])
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, name);
+
+	if (!cJSON_IsString(v) || !v->valuestring || !store_key_valid(v->valuestring))
+		return -EBADMSG;
+	memcpy(out, v->valuestring, KILN_KEY_HEX + 1);
+	return 0;
+}
+
+static int get_num(const cJSON *m, const char *name, uint64_t *out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, name);
+
+	/* The bound keeps the cast defined; real values are far below it. */
+	if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble < 9.0e18))
+		return -EBADMSG;
+	*out = (uint64_t)v->valuedouble;
+	return 0;
+}
+
+/* args and sources: an array, kept as its JSON text, or null. */
+static int get_array_text(const cJSON *m, const char *name, char **out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, name);
+
+	*out = NULL;
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsArray(v))
+		return -EBADMSG;
+	*out = cJSON_PrintUnformatted(v);
+	return *out ? 0 : -ENOMEM;
+}
+
+static int nibble(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+static int get_digest(const cJSON *d, uint8_t out[32])
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(d, "sha256");
+	int hi, lo;
+	size_t i;
+
+	if (!cJSON_IsString(v) || !v->valuestring || strlen(v->valuestring) != 64)
+		return -EBADMSG;
+	for (i = 0; i < 32; i++) {
+		hi = nibble(v->valuestring[2 * i]);
+		lo = nibble(v->valuestring[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return -EBADMSG;
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+}
+
+static int get_dep(const cJSON *d, struct store_dep *dep)
+{
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(d, "mtime_ns");
+	char *end;
+	int rc;
+
+	if (!cJSON_IsObject(d))
+		return -EBADMSG;
+	rc = get_str(d, "path", true, &dep->path);
+	if (rc == 0)
+		rc = get_num(d, "size", &dep->size);
+	if (rc == 0)
+		rc = get_digest(d, dep->digest);
+	if (rc < 0)
+		return rc;
+	if (!cJSON_IsString(t) || !t->valuestring || !t->valuestring[0])
+		return -EBADMSG;
+	errno = 0;
+	dep->mtime_ns = strtoll(t->valuestring, &end, 10);
+	return errno || *end ? -EBADMSG : 0;
+}
+
+static int get_deps(const cJSON *m, struct store_entry *e)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, "deps"), *d;
+	int n, rc = 0;
+
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsArray(v))
+		return -EBADMSG;
+	n = cJSON_GetArraySize(v);
+	if (n == 0)
+		return 0;
+	e->deps = calloc((size_t)n, sizeof(*e->deps));
+	if (!e->deps)
+		return -ENOMEM;
+	/* ndeps counts every slot so that store_entry_free frees the paths
+	 * of a partly decoded list. */
+	e->ndeps = (size_t)n;
+	n = 0;
+	cJSON_ArrayForEach(d, v) {
+		rc = get_dep(d, &e->deps[n++]);
+		if (rc < 0)
+			break;
+	}
+	return rc;
+}
+
+/* Rebuilds an entry from a meta written by store_publish. Any missing or
+ * mistyped field makes the meta unusable (-EBADMSG). */
+static int meta_to_entry(const cJSON *m, struct store_entry *e)
+{
+	const cJSON *pinned = cJSON_GetObjectItemCaseSensitive(m, "pinned");
+	uint64_t version = 0, created = 0, last_used = 0;
+	int rc;
+
+	memset(e, 0, sizeof(*e));
+	rc = get_num(m, "kiln_meta", &version);
+	if (rc == 0 && version != 1)
+		rc = -EBADMSG;
+	if (rc == 0)
+		rc = get_key(m, "key", e->key);
+	if (rc == 0)
+		rc = get_key(m, "rkey", e->rkey);
+	if (rc == 0)
+		rc = get_str(m, "label", false, &e->label);
+	if (rc == 0)
+		rc = get_str(m, "alias", false, &e->alias);
+	if (rc == 0)
+		rc = get_str(m, "toolchain", true, &e->toolchain);
+	if (rc == 0)
+		rc = get_str(m, "output", true, &e->output);
+	if (rc == 0)
+		rc = get_num(m, "size", &e->size);
+	if (rc == 0)
+		rc = get_num(m, "created", &created);
+	if (rc == 0)
+		rc = get_num(m, "last_used", &last_used);
+	if (rc == 0)
+		rc = get_num(m, "uses", &e->uses);
+	if (rc == 0)
+		rc = get_num(m, "build_ms", &e->build_ms);
+	if (rc == 0 && !cJSON_IsBool(pinned))
+		rc = -EBADMSG;
+	if (rc == 0)
+		rc = get_array_text(m, "args", &e->args_json);
+	if (rc == 0)
+		rc = get_array_text(m, "sources", &e->sources_json);
+	if (rc == 0)
+		rc = get_deps(m, e);
+	e->created = (int64_t)created;
+	e->last_used = (int64_t)last_used;
+	e->pinned = cJSON_IsTrue(pinned);
+	if (rc < 0)
+		store_entry_free(e);
+	return rc;
+}
+
+static int load_meta(const struct store *s, const char *key, struct store_entry *e)
+{
+	char *path = store_meta_path(s, key), *text = NULL;
+	cJSON *m = NULL;
+	size_t len = 0;
+	int rc;
+
+	memset(e, 0, sizeof(*e));
+	if (!path)
+		return -ENOMEM;
+	rc = util_read_file(path, META_MAX, &text, &len);
+	if (rc == 0) {
+		m = cJSON_ParseWithLength(text, len);
+		rc = m ? meta_to_entry(m, e) : -EBADMSG;
+	}
+	if (rc == 0 && strcmp(e->key, key) != 0) {
+		store_entry_free(e);
+		rc = -EBADMSG;
+	}
+	cJSON_Delete(m);
+	free(text);
+	free(path);
+	return rc;
+}
+
+/* The output kind of key's row: 0 and *output (malloc'd), or -ENOENT. */
+static int row_output(struct recon *r, const char *key, char **output)
+{
+	const unsigned char *t;
+	int rc;
+
+	*output = NULL;
+	sqlite3_bind_text(r->q_row, 1, key, -1, SQLITE_STATIC);
+	rc = sqlite3_step(r->q_row);
+	if (rc == SQLITE_ROW) {
+		t = sqlite3_column_text(r->q_row, 0);
+		*output = strdup(t ? (const char *)t : "");
+		rc = *output ? 0 : -ENOMEM;
+	} else {
+		rc = rc == SQLITE_DONE ? -ENOENT : store_step_err(rc);
+	}
+	sqlite3_reset(r->q_row);
+	sqlite3_clear_bindings(r->q_row);
+	return rc;
+}
+
+static void remove_counted(struct recon *r, int dfd, const char *name)
+{
+	if (rm_tree_at(dfd, name, 0) == 0)
+		r->st->objects_removed++;
+}
+
+/*
+ * An object without a row: adopted when its meta is valid, names the same
+ * output kind and the size matches; else removed, with its meta unless the
+ * meta belongs to another object of the key (another output kind).
+ */
+static int adopt_or_remove(struct recon *r, int dfd, const char *name, const char *key,
+			   const char *ext)
+{
+	struct store_entry e;
+	const char *meta_ext;
+	char meta[KILN_KEY_HEX + 6];
+	struct stat sb;
+	int rc;
+
+	rc = load_meta(r->s, key, &e);
+	if (rc == -ENOMEM)
+		return rc;
+	meta_ext = rc == 0 ? store_output_ext(e.output) : NULL;
+	if (meta_ext && strcmp(meta_ext, ext) == 0 &&
+	    fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode) &&
+	    (uint64_t)sb.st_size == e.size) {
+		rc = store_insert_row(r->s, &e, false);
+		store_entry_free(&e);
+		if (rc == 0)
+			r->st->objects_adopted++;
+		return rc;
+	}
+	store_entry_free(&e);
+	remove_counted(r, dfd, name);
+	if (!meta_ext || strcmp(meta_ext, ext) == 0) {
+		snprintf(meta, sizeof(meta), "%s.meta", key);
+		unlinkat(dfd, meta, 0);
+	}
+	return 0;
+}
+
+/* Splits "<64 hex>.<ext>" whose key starts with the directory's name. */
+static bool parse_name(const char *name, const char *sub, char key[KILN_KEY_HEX + 1],
+		       const char **ext)
+{
+	if (strlen(name) <= KILN_KEY_HEX + 1 || name[KILN_KEY_HEX] != '.')
+		return false;
+	memcpy(key, name, KILN_KEY_HEX);
+	key[KILN_KEY_HEX] = '\0';
+	*ext = name + KILN_KEY_HEX + 1;
+	return store_key_valid(key) && strncmp(key, sub, 2) == 0;
+}
+
+static int check_object(struct recon *r, int dfd, const char *sub, const char *name)
+{
+	char key[KILN_KEY_HEX + 1], *output = NULL;
+	const char *ext, *row_ext;
+	int rc;
+
+	if (!parse_name(name, sub, key, &ext) || !strcmp(ext, "meta")) {
+		remove_counted(r, dfd, name);
+		return 0;
+	}
+	rc = row_output(r, key, &output);
+	if (rc == -ENOENT)
+		return adopt_or_remove(r, dfd, name, key, ext);
+	if (rc < 0)
+		return rc;
+	/* drop_missing checked the row's own object; a file of another
+	 * output kind under the same key is a stray. */
+	row_ext = store_output_ext(output);
+	if (!row_ext || strcmp(row_ext, ext) != 0)
+		remove_counted(r, dfd, name);
+	free(output);
+	return 0;
+}
+
+/* After the objects were handled, a meta is needed only if its key has a
+ * row: every usable object was adopted, every other one removed. */
+static int check_meta(struct recon *r, int dfd, const char *sub, const char *name)
+{
+	char key[KILN_KEY_HEX + 1], *output = NULL;
+	const char *ext;
+	int rc;
+
+	if (!parse_name(name, sub, key, &ext) || strcmp(ext, "meta") != 0) {
+		remove_counted(r, dfd, name);
+		return 0;
+	}
+	rc = row_output(r, key, &output);
+	free(output);
+	if (rc == -ENOENT) {
+		if (unlinkat(dfd, name, 0) == 0)
+			r->st->objects_removed++;
+		rc = 0;
+	}
+	return rc;
+}
+
+static bool ends_with_meta(const char *name)
+{
+	size_t len = strlen(name);
+
+	return len >= 5 && strcmp(name + len - 5, ".meta") == 0;
+}
+
+/* Names are read first because adopting and removing change the directory
+ * under readdir; objects go before metas (see check_meta). */
+static int scan_subdir(struct recon *r, int topfd, const char *sub)
+{
+	char **names = NULL, **grown;
+	size_t n = 0, cap = 0, i;
+	struct dirent *de;
+	DIR *d;
+	int fd, rc = 0, pass;
+
+	fd = openat(topfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return 0;
+	}
+	while (rc == 0 && (de = readdir(d))) {
+		if (is_dot(de->d_name))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			grown = realloc(names, cap * sizeof(*names));
+			if (!grown) {
+				rc = -ENOMEM;
+				break;
+			}
+			names = grown;
+		}
+		names[n] = strdup(de->d_name);
+		rc = names[n] ? 0 : -ENOMEM;
+		n += names[n] != NULL;
+	}
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0; rc == 0 && i < n; i++) {
+			if (ends_with_meta(names[i]) != (pass == 1))
+				continue;
+			rc = pass == 0 ? check_object(r, dirfd(d), sub, names[i])
+				       : check_meta(r, dirfd(d), sub, names[i]);
+		}
+	}
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	closedir(d);
+	return rc;
+}
+
+static bool is_subdir_name(const char *name)
+{
+	return strlen(name) == 2 && isxdigit((unsigned char)name[0]) &&
+		isxdigit((unsigned char)name[1]) && !isupper((unsigned char)name[0]) &&
+		!isupper((unsigned char)name[1]);
+}
+
+static int scan_objects(struct recon *r)
+{
+	struct dirent *de;
+	struct stat sb;
+	DIR *d = opendir(r->s->objects);
+	int rc = 0;
+
+	if (!d)
+		return errno == ENOENT ? util_mkdir_p(r->s->objects, 0700) : -errno;
+	while (rc == 0 && (de = readdir(d))) {
+		if (is_dot(de->d_name))
+			continue;
+		if (is_subdir_name(de->d_name) &&
+		    fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISDIR(sb.st_mode))
+			rc = scan_subdir(r, dirfd(d), de->d_name);
+		else
+			remove_counted(r, dirfd(d), de->d_name);
+	}
+	closedir(d);
+	return rc;
+}
+
+int store_reconcile(struct store *s, struct store_reconcile_stats *st)
+{
+	struct recon r = { .s = s, .st = st };
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	if (s->readonly)
+		return -EROFS;
+	pthread_mutex_lock(&s->wlock);
+	rc = clean_tmp(&r);
+	if (rc == 0)
+		rc = drop_missing(&r);
+	if (rc == 0)
+		rc = store_sql_errno(sqlite3_prepare_v2(s->wr,
+			"SELECT output FROM entries WHERE key = ?1", -1, &r.q_row, NULL));
+	if (rc == 0)
+		rc = scan_objects(&r);
+	sqlite3_finalize(r.q_row);
+	pthread_mutex_unlock(&s->wlock);
+	return rc;
+}

@@ -1,0 +1,628 @@
+/*
+ * The cache store's writers: crash-safe publishing of artifacts (meta and
+ * object fsync'ed and renamed before the row exists), aliases, use counts,
+ * pins, removal and LRU eviction. Every function here may block and is
+ * meant for the thread pool; the writer connection is behind s->wlock.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <sqlite3.h>
+
+#include "store.h"
+#include "store_int.h"
+#include "util.h"
+
+/* Paths of one publish; all malloc'd. */
+struct publish {
+	char *subdir;    /* objects/ab */
+	char *object;    /* objects/ab/<key>.<ext> */
+	char *meta;      /* objects/ab/<key>.meta */
+	char *tmp_meta;  /* tmp/<key>.meta.XXXXXX once written */
+};
+
+struct victim {
+	char key[KILN_KEY_HEX + 1];
+	char *output;
+};
+
+int store_fsync_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	/* Some filesystems cannot fsync a directory and say EINVAL; there is
+	 * nothing more durable to ask them for, so that is not a failure. */
+	if (fsync(fd) < 0 && errno != EINVAL)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* Prepares sql, binds key as ?1, runs it to completion. Returns the number
+ * of changed rows or a negative errno. */
+static int run_key(struct store *s, const char *sql, const char *key)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(s->wr, sql, -1, &st, NULL);
+
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? sqlite3_changes(s->wr) : store_step_err(rc);
+}
+
+static int insert_alias(struct store *s, const struct store_entry *e, bool replace)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	rc = sqlite3_prepare_v2(s->wr, replace ?
+		"INSERT OR REPLACE INTO aliases (alias, key) VALUES (?1, ?2)" :
+		"INSERT OR IGNORE INTO aliases (alias, key) VALUES (?1, ?2)", -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, e->alias, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, e->key, -1, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : store_step_err(rc);
+}
+
+int store_insert_row(struct store *s, const struct store_entry *e, bool replace_alias)
+{
+	sqlite3_stmt *st = NULL;
+	uint8_t *blob = NULL;
+	size_t blen = 0;
+	int rc;
+
+	rc = store_deps_encode(e->deps, e->ndeps, &blob, &blen);
+	if (rc < 0)
+		return rc;
+	rc = sqlite3_prepare_v2(s->wr, "INSERT OR REPLACE INTO entries (key, rkey, label,"
+		" toolchain, output, size, created, last_used, uses, build_ms, pinned, args,"
+		" sources, deps) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
+		" ?13, ?14)", -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, e->key, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, e->rkey, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, e->label, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, e->toolchain, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 5, e->output, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 6, (sqlite3_int64)e->size);
+		sqlite3_bind_int64(st, 7, e->created);
+		sqlite3_bind_int64(st, 8, e->last_used);
+		sqlite3_bind_int64(st, 9, (sqlite3_int64)e->uses);
+		sqlite3_bind_int64(st, 10, (sqlite3_int64)e->build_ms);
+		sqlite3_bind_int(st, 11, e->pinned);
+		sqlite3_bind_text(st, 12, e->args_json, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 13, e->sources_json, -1, SQLITE_STATIC);
+		if (blob)
+			sqlite3_bind_blob(st, 14, blob, (int)blen, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+	}
+	sqlite3_finalize(st);
+	free(blob);
+	if (rc != SQLITE_DONE)
+		return store_step_err(rc);
+	return e->alias ? insert_alias(s, e, replace_alias) : 0;
+}
+
+int store_drop_row(struct store *s, const char *key, char **output)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (output) {
+		*output = NULL;
+		rc = sqlite3_prepare_v2(s->wr, "SELECT output FROM entries WHERE key = ?1",
+			-1, &st, NULL);
+		if (rc == SQLITE_OK) {
+			sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+			rc = sqlite3_step(st);
+		}
+		if (rc == SQLITE_ROW)
+			*output = strdup(sqlite3_column_text(st, 0) ?
+					 (const char *)sqlite3_column_text(st, 0) : "");
+		sqlite3_finalize(st);
+		if (rc == SQLITE_DONE)
+			return -ENOENT;
+		if (rc != SQLITE_ROW)
+			return store_step_err(rc);
+		if (!*output)
+			return -ENOMEM;
+	}
+	rc = run_key(s, "DELETE FROM aliases WHERE key = ?1", key);
+	if (rc >= 0)
+		rc = run_key(s, "DELETE FROM entries WHERE key = ?1", key);
+	if (rc == 0)
+		rc = -ENOENT;
+	if (rc < 0 && output) {
+		free(*output);
+		*output = NULL;
+	}
+	return rc < 0 ? rc : 0;
+}
+
+/*
+ * The meta goes first: a crash after it leaves an object without meta,
+ * which reconcile removes, instead of a complete pair that it would adopt
+ * back into the index.
+ */
+void store_unlink_files(const struct store *s, const char *key, const char *output)
+{
+	char *paths[3];
+	size_t i;
+
+	paths[0] = store_meta_path(s, key);
+	paths[1] = store_object_path(s, key, output);
+	paths[2] = store_log_path(s, key);
+	for (i = 0; i < 3; i++) {
+		if (paths[i])
+			unlink(paths[i]);
+		free(paths[i]);
+	}
+}
+
+static bool add_str(cJSON *o, const char *name, const char *v)
+{
+	return v ? cJSON_AddStringToObject(o, name, v) != NULL
+		 : cJSON_AddNullToObject(o, name) != NULL;
+}
+
+/* Adds a stored JSON array (args, sources) as a real array, so that a human
+ * can read the meta; it must parse, since reconcile rebuilds it from there. */
+static int add_json_array(cJSON *o, const char *name, const char *json)
+{
+	cJSON *a;
+
+	if (!json)
+		return cJSON_AddNullToObject(o, name) ? 0 : -ENOMEM;
+	a = cJSON_Parse(json);
+	if (!a || !cJSON_IsArray(a)) {
+		cJSON_Delete(a);
+		return -EINVAL;
+	}
+	if (!cJSON_AddItemToObject(o, name, a)) {
+		cJSON_Delete(a);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Deps in the meta: mtime_ns is a decimal string because a JSON number (a
+ * double in cJSON) cannot hold nanoseconds since 1970 exactly. */
+static bool add_deps(cJSON *o, const struct store_entry *e)
+{
+	cJSON *deps = cJSON_AddArrayToObject(o, "deps"), *d;
+	char hex[65], num[24];
+	bool ok = deps != NULL;
+	size_t i;
+
+	for (i = 0; ok && i < e->ndeps; i++) {
+		d = cJSON_CreateObject();
+		ok = d && cJSON_AddItemToArray(deps, d);
+		if (!ok) {
+			cJSON_Delete(d);
+			break;
+		}
+		util_hex(e->deps[i].digest, 32, hex);
+		snprintf(num, sizeof(num), "%lld", (long long)e->deps[i].mtime_ns);
+		ok = add_str(d, "path", e->deps[i].path) &&
+			cJSON_AddNumberToObject(d, "size", (double)e->deps[i].size) &&
+			add_str(d, "mtime_ns", num) && add_str(d, "sha256", hex);
+	}
+	return ok;
+}
+
+static int meta_text(const struct store_entry *e, char **out)
+{
+	cJSON *o = cJSON_CreateObject();
+	bool ok = o != NULL;
+	int rc = 0;
+
+	*out = NULL;
+	ok = ok && cJSON_AddNumberToObject(o, "kiln_meta", 1);
+	ok = ok && add_str(o, "key", e->key) && add_str(o, "rkey", e->rkey);
+	ok = ok && add_str(o, "label", e->label) && add_str(o, "alias", e->alias);
+	ok = ok && add_str(o, "toolchain", e->toolchain) && add_str(o, "output", e->output);
+	ok = ok && cJSON_AddNumberToObject(o, "size", (double)e->size);
+	ok = ok && cJSON_AddNumberToObject(o, "created", (double)e->created);
+	ok = ok && cJSON_AddNumberToObject(o, "last_used", (double)e->last_used);
+	ok = ok && cJSON_AddNumberToObject(o, "uses", (double)e->uses);
+	ok = ok && cJSON_AddNumberToObject(o, "build_ms", (double)e->build_ms);
+	ok = ok && cJSON_AddBoolToObject(o, "pinned", e->pinned);
+	if (ok)
+		rc = add_json_array(o, "args", e->args_json);
+	if (ok && rc == 0)
+		rc = add_json_array(o, "sources", e->sources_json);
+	ok = ok && rc == 0 && add_deps(o, e);
+	if (ok)
+		*out = cJSON_Print(o);
+	cJSON_Delete(o);
+	if (rc == 0 && !*out)
+		rc = -ENOMEM;
+	return rc;
+}
+
+/* Writes the meta into tmp/ under a unique name, read-only and fsync'ed. */
+static int write_meta(const struct store *s, const struct store_entry *e, char **tmp_path)
+{
+	char *text = NULL, *path = NULL;
+	int fd = -1, rc;
+
+	*tmp_path = NULL;
+	rc = meta_text(e, &text);
+	if (rc < 0)
+		goto out;
+	if (asprintf(&path, "%s/%s.meta.XXXXXX", s->tmp, e->key) < 0) {
+		path = NULL;
+		rc = -ENOMEM;
+		goto out;
+	}
+	fd = mkostemp(path, O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	rc = util_write_all(fd, text, strlen(text));
+	if (rc == 0 && (fchmod(fd, 0444) < 0 || fsync(fd) < 0))
+		rc = -errno;
+	/* close() can report a deferred write error (NFS, quota). */
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc < 0)
+		unlink(path);
+out:
+	free(text);
+	if (rc == 0)
+		*tmp_path = path;
+	else
+		free(path);
+	return rc;
+}
+
+/* Makes the built object read-only and durable; reports its size. */
+static int sync_object(const char *tmp_object, uint64_t *size)
+{
+	struct stat sb;
+	int fd, rc = 0;
+
+	fd = open(tmp_object, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	*size = 0;
+	if (fstat(fd, &sb) < 0 || fchmod(fd, 0444) < 0 || fsync(fd) < 0)
+		rc = -errno;
+	else if (!S_ISREG(sb.st_mode))
+		rc = -EINVAL;
+	else
+		*size = (uint64_t)sb.st_size;
+	close(fd);
+	return rc;
+}
+
+static int publish_paths(const struct store *s, const struct store_entry *e,
+			 struct publish *p)
+{
+	p->object = store_object_path(s, e->key, e->output);
+	p->meta = store_meta_path(s, e->key);
+	if (asprintf(&p->subdir, "%s/%.2s", s->objects, e->key) < 0)
+		p->subdir = NULL;
+	return p->object && p->meta && p->subdir ? 0 : -ENOMEM;
+}
+
+static int check_entry(const struct store_entry *e)
+{
+	if (!store_key_valid(e->key) || !store_key_valid(e->rkey))
+		return -EINVAL;
+	if (!e->toolchain || !e->toolchain[0] || !store_output_ext(e->output))
+		return -EINVAL;
+	if (e->ndeps && !e->deps)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * Moves meta and object into objects/ab. An object already there is kept:
+ * the key addresses the content, so it is the same file, and clients may
+ * hold it open. RENAME_NOREPLACE settles a race with a concurrent publish
+ * of the same key the same way.
+ */
+static int place_files(const struct publish *p, const char *tmp_object, bool exists)
+{
+	int rc;
+
+	if (rename(p->tmp_meta, p->meta) < 0)
+		return -errno;
+	if (exists)
+		return unlink(tmp_object) < 0 && errno != ENOENT ? -errno : 0;
+	if (renameat2(AT_FDCWD, tmp_object, AT_FDCWD, p->object, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno == EEXIST)
+		return unlink(tmp_object) < 0 ? -errno : 0;
+	/* Filesystems without RENAME_NOREPLACE: link() never replaces either. */
+	if ((errno == EINVAL || errno == ENOSYS) && link(tmp_object, p->object) == 0) {
+		unlink(tmp_object);
+		return 0;
+	}
+	if (errno == EEXIST)
+		return unlink(tmp_object) < 0 ? -errno : 0;
+	rc = -errno;
+	unlink(p->meta);
+	return rc;
+}
+
+static int index_row(struct store *s, const struct store_entry *row)
+{
+	int rc;
+
+	pthread_mutex_lock(&s->wlock);
+	rc = store_exec(s->wr, "BEGIN IMMEDIATE");
+	if (rc == 0) {
+		rc = store_insert_row(s, row, true);
+		rc = store_txn_end(s, rc);
+	}
+	pthread_mutex_unlock(&s->wlock);
+	return rc;
+}
+
+/*
+ * The file work runs outside the writer lock so that publishes of
+ * different builds fsync in parallel; only the index transaction is
+ * serialized. If indexing fails after the rename, the object and its meta
+ * stay in place: they are complete, and reconcile adopts them.
+ */
+int store_publish(struct store *s, const struct store_entry *e, const char *tmp_object)
+{
+	struct publish p = { 0 };
+	struct store_entry row = *e;
+	struct stat sb;
+	uint64_t tmp_size = 0;
+	bool exists, new_subdir = false;
+	int rc;
+
+	if (s->readonly)
+		return -EROFS;
+	rc = check_entry(e);
+	if (rc == 0)
+		rc = publish_paths(s, e, &p);
+	if (rc == 0)
+		rc = sync_object(tmp_object, &tmp_size);
+	if (rc < 0)
+		goto out;
+	exists = lstat(p.object, &sb) == 0 && S_ISREG(sb.st_mode);
+	row.size = exists ? (uint64_t)sb.st_size : tmp_size;
+	row.created = e->created ? e->created : util_wall_s();
+	row.last_used = e->last_used ? e->last_used : row.created;
+	rc = write_meta(s, &row, &p.tmp_meta);
+	if (rc < 0)
+		goto out;
+	if (mkdir(p.subdir, 0700) == 0)
+		new_subdir = true;
+	else if (errno != EEXIST)
+		rc = -errno;
+	if (rc == 0)
+		rc = place_files(&p, tmp_object, exists);
+	if (rc == 0)
+		rc = store_fsync_dir(p.subdir);
+	if (rc == 0 && new_subdir)
+		rc = store_fsync_dir(s->objects);
+	if (rc == 0)
+		rc = index_row(s, &row);
+out:
+	if (rc < 0) {
+		if (p.tmp_meta)
+			unlink(p.tmp_meta);
+		unlink(tmp_object);
+	}
+	free(p.tmp_meta);
+	free(p.subdir);
+	free(p.object);
+	free(p.meta);
+	return rc;
+}
+
+int store_set_alias(struct store *s, const char *alias, const char *key)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (s->readonly)
+		return -EROFS;
+	pthread_mutex_lock(&s->wlock);
+	/* The SELECT makes an alias to an unknown key a no-op, reported. */
+	rc = sqlite3_prepare_v2(s->wr, "INSERT OR REPLACE INTO aliases (alias, key)"
+		" SELECT ?1, key FROM entries WHERE key = ?2", -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, alias, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+	}
+	sqlite3_finalize(st);
+	if (rc == SQLITE_DONE)
+		rc = sqlite3_changes(s->wr) > 0 ? 0 : -ENOENT;
+	else
+		rc = store_step_err(rc);
+	pthread_mutex_unlock(&s->wlock);
+	return rc;
+}
+
+int store_touch(struct store *s, const char *const *keys, const int64_t *times,
+		const uint64_t *counts, size_t n)
+{
+	size_t i;
+	int rc;
+
+	if (s->readonly)
+		return -EROFS;
+	if (n == 0)
+		return 0;
+	pthread_mutex_lock(&s->wlock);
+	rc = store_exec(s->wr, "BEGIN IMMEDIATE");
+	for (i = 0; rc == 0 && i < n; i++) {
+		sqlite3_bind_int64(s->q_touch, 1, (sqlite3_int64)counts[i]);
+		sqlite3_bind_int64(s->q_touch, 2, times[i]);
+		sqlite3_bind_text(s->q_touch, 3, keys[i], -1, SQLITE_STATIC);
+		rc = sqlite3_step(s->q_touch);
+		rc = rc == SQLITE_DONE ? 0 : store_step_err(rc);
+		sqlite3_reset(s->q_touch);
+		sqlite3_clear_bindings(s->q_touch);
+	}
+	rc = store_txn_end(s, rc);
+	pthread_mutex_unlock(&s->wlock);
+	return rc;
+}
+
+int store_remove(struct store *s, const char *key)
+{
+	char *output = NULL;
+	int rc;
+
+	if (s->readonly)
+		return -EROFS;
+	pthread_mutex_lock(&s->wlock);
+	rc = store_exec(s->wr, "BEGIN IMMEDIATE");
+	if (rc == 0) {
+		rc = store_drop_row(s, key, &output);
+		rc = store_txn_end(s, rc);
+	}
+	pthread_mutex_unlock(&s->wlock);
+	/* Unlinking after the commit means a crash in between leaves files
+	 * without a row, which reconcile handles; never a row without files. */
+	if (rc == 0)
+		store_unlink_files(s, key, output);
+	free(output);
+	return rc;
+}
+
+int store_set_pinned(struct store *s, const char *key, bool pinned)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (s->readonly)
+		return -EROFS;
+	pthread_mutex_lock(&s->wlock);
+	rc = sqlite3_prepare_v2(s->wr, "UPDATE entries SET pinned = ?1 WHERE key = ?2",
+		-1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_int(st, 1, pinned);
+		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+	}
+	sqlite3_finalize(st);
+	if (rc == SQLITE_DONE)
+		rc = sqlite3_changes(s->wr) > 0 ? 0 : -ENOENT;
+	else
+		rc = store_step_err(rc);
+	pthread_mutex_unlock(&s->wlock);
+	return rc;
+}
+
+static int total_bytes(struct store *s, uint64_t *total)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	rc = sqlite3_prepare_v2(s->wr, "SELECT coalesce(sum(size), 0) FROM entries",
+		-1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*total = (uint64_t)sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW ? 0 : store_step_err(rc);
+}
+
+/* Collects unpinned entries, least recently used first, until dropping them
+ * brings the total to max_bytes. The rows are deleted afterwards, not while
+ * the query still walks the table. */
+static int pick_victims(struct store *s, uint64_t max_bytes, struct victim **out,
+			size_t *n, uint64_t *freed)
+{
+	struct victim *list = NULL, *grown;
+	sqlite3_stmt *st = NULL;
+	uint64_t total = 0, size;
+	size_t cap = 0;
+	int rc;
+
+	rc = total_bytes(s, &total);
+	if (rc < 0 || total <= max_bytes)
+		return rc;
+	rc = sqlite3_prepare_v2(s->wr, "SELECT key, output, size FROM entries"
+		" WHERE pinned = 0 ORDER BY last_used, created, key", -1, &st, NULL);
+	while (rc == SQLITE_OK && total > max_bytes && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const unsigned char *key = sqlite3_column_text(st, 0);
+		const unsigned char *output = sqlite3_column_text(st, 1);
+
+		rc = SQLITE_OK;
+		if (!key || !output || sqlite3_column_bytes(st, 0) != KILN_KEY_HEX)
+			continue;
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 16;
+			grown = realloc(list, cap * sizeof(*list));
+			if (!grown) {
+				rc = SQLITE_NOMEM;
+				break;
+			}
+			list = grown;
+		}
+		memcpy(list[*n].key, key, KILN_KEY_HEX + 1);
+		list[*n].output = strdup((const char *)output);
+		if (!list[*n].output) {
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		size = (uint64_t)sqlite3_column_int64(st, 2);
+		total -= size < total ? size : total;
+		*freed += size;
+		(*n)++;
+	}
+	sqlite3_finalize(st);
+	*out = list;
+	return rc == SQLITE_OK || rc == SQLITE_DONE ? 0 : store_sql_errno(rc);
+}
+
+int store_evict(struct store *s, uint64_t max_bytes, uint64_t *removed, uint64_t *freed)
+{
+	struct victim *list = NULL;
+	size_t n = 0, i;
+	int rc;
+
+	*removed = 0;
+	*freed = 0;
+	if (s->readonly)
+		return -EROFS;
+	pthread_mutex_lock(&s->wlock);
+	rc = store_exec(s->wr, "BEGIN IMMEDIATE");
+	if (rc == 0) {
+		rc = pick_victims(s, max_bytes, &list, &n, freed);
+		for (i = 0; rc == 0 && i < n; i++)
+			rc = store_drop_row(s, list[i].key, NULL);
+		rc = store_txn_end(s, rc);
+	}
+	pthread_mutex_unlock(&s->wlock);
+	for (i = 0; i < n; i++) {
+		if (rc == 0)
+			store_unlink_files(s, list[i].key, list[i].output);
+		free(list[i].output);
+	}
+	free(list);
+	if (rc < 0)
+		*freed = 0;
+	else
+		*removed = n;
+	return rc;
+}
