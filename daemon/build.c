@@ -201,7 +201,7 @@ static cJSON *success_reply(struct build *b, struct waiter *w)
 	cJSON *r = cJSON_CreateObject();
 	if (r == NULL)
 		return NULL;
-	cJSON_AddNumberToObject(r, "id", (double)w->id);
+	msg_add_int(r, "id", (int64_t)w->id);
 	cJSON_AddBoolToObject(r, "ok", 1);
 	cJSON_AddStringToObject(r, "key", b->entry.key);
 	cJSON_AddStringToObject(r, "path", b->obj_path);

@@ -30,7 +30,7 @@ static cJSON *ok_reply(uint64_t id)
 	cJSON *r = cJSON_CreateObject();
 	if (r == NULL)
 		return NULL;
-	cJSON_AddNumberToObject(r, "id", (double)id);
+	msg_add_int(r, "id", (int64_t)id);
 	cJSON_AddBoolToObject(r, "ok", 1);
 	return r;
 }

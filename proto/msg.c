@@ -1,1 +1,671 @@
-/* stub: being written */
+/*
+ * Protocol messages: names of operations and error codes, the parser that
+ * validates every field of a request before the daemon acts on it, and the
+ * packer that libkiln and the CLI use to write requests.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "msg.h"
+#include "validate.h"
+
+#define MSG_MAX_REF 256
+#define MSG_MAX_CLIENT 256
+#define MSG_MAX_PATH 4096
+
+/* Copies at most 64 bytes of a client's string for a message, with control
+ * and non-ASCII bytes as '?' so that it cannot forge lines in a log. */
+static const char *printable(const char *s, char out[68])
+{
+	size_t i;
+
+	for (i = 0; s[i] && i < 64; i++)
+		out[i] = (unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f ? '?' : s[i];
+	if (s[i]) {
+		memcpy(out + i, "...", 3);
+		i += 3;
+	}
+	out[i] = '\0';
+	return out;
+}
+
+static const char *const op_names[OP__COUNT] = {
+	[OP_HELLO] = "hello",
+	[OP_GET] = "get",
+	[OP_LOOKUP] = "lookup",
+	[OP_STATUS] = "status",
+	[OP_LIST] = "list",
+	[OP_SHOW] = "show",
+	[OP_REMOVE] = "remove",
+	[OP_PIN] = "pin",
+	[OP_UNPIN] = "unpin",
+	[OP_GC] = "gc",
+	[OP_SHUTDOWN] = "shutdown",
+};
+
+static const char *const err_names[ERR__COUNT] = {
+	[ERR_NONE] = "none",
+	[ERR_BAD_FRAME] = "bad_frame",
+	[ERR_BAD_JSON] = "bad_json",
+	[ERR_BAD_REQUEST] = "bad_request",
+	[ERR_UNKNOWN_OP] = "unknown_op",
+	[ERR_PROTO_MISMATCH] = "proto_mismatch",
+	[ERR_NOT_FOUND] = "not_found",
+	[ERR_AMBIGUOUS] = "ambiguous",
+	[ERR_BAD_TOOLCHAIN] = "bad_toolchain",
+	[ERR_BAD_NAME] = "bad_name",
+	[ERR_BAD_ARG] = "bad_arg",
+	[ERR_TOO_LARGE] = "too_large",
+	[ERR_BUILD_FAILED] = "build_failed",
+	[ERR_BUILD_TIMEOUT] = "build_timeout",
+	[ERR_IO] = "io",
+	[ERR_BUSY] = "busy",
+	[ERR_SHUTTING_DOWN] = "shutting_down",
+	[ERR_DENIED] = "denied",
+	[ERR_INTERNAL] = "internal",
+};
+
+const char *msg_op_name(enum msg_op op)
+{
+	if (op < 0 || op >= OP__COUNT)
+		return NULL;
+	return op_names[op];
+}
+
+enum msg_op msg_op_parse(const char *name)
+{
+	int i;
+
+	if (!name)
+		return OP_UNKNOWN;
+	for (i = 0; i < OP__COUNT; i++) {
+		if (strcmp(name, op_names[i]) == 0)
+			return (enum msg_op)i;
+	}
+	return OP_UNKNOWN;
+}
+
+const char *msg_err_name(enum msg_err err)
+{
+	if (err < 0 || err >= ERR__COUNT)
+		return err_names[ERR_INTERNAL];
+	return err_names[err];
+}
+
+enum msg_err msg_err_parse(const char *code)
+{
+	int i;
+
+	/* "none" is not a code a peer may send, so it is not recognised. */
+	if (!code)
+		return ERR_INTERNAL;
+	for (i = ERR_NONE + 1; i < ERR__COUNT; i++) {
+		if (strcmp(code, err_names[i]) == 0)
+			return (enum msg_err)i;
+	}
+	return ERR_INTERNAL;
+}
+
+int msg_error_set(struct msg_error *err, enum msg_err code, const char *field,
+		  const char *fmt, ...)
+{
+	va_list ap;
+
+	err->code = code;
+	snprintf(err->field, sizeof(err->field), "%s", field ? field : "");
+	va_start(ap, fmt);
+	vsnprintf(err->message, sizeof(err->message), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+cJSON *msg_add_int(cJSON *obj, const char *name, int64_t v)
+{
+	char buf[24];
+
+	/* cJSON prints doubles with 15 significant digits whenever that reads
+	 * back within a relative epsilon, which turns 2^53-1 into 2^53-2; an
+	 * integer written as raw text stays exact. */
+	snprintf(buf, sizeof(buf), "%lld", (long long)v);
+	return cJSON_AddRawToObject(obj, name, buf);
+}
+
+cJSON *msg_error_reply(uint64_t id, const struct msg_error *err)
+{
+	cJSON *reply, *e;
+
+	reply = cJSON_CreateObject();
+	if (!reply)
+		return NULL;
+	if (!msg_add_int(reply, "id", (int64_t)id) ||
+	    !cJSON_AddFalseToObject(reply, "ok"))
+		goto cleanup;
+	e = cJSON_AddObjectToObject(reply, "error");
+	if (!e || !cJSON_AddStringToObject(e, "code", msg_err_name(err->code)) ||
+	    !cJSON_AddStringToObject(e, "message", err->message))
+		goto cleanup;
+	if (err->field[0] && !cJSON_AddStringToObject(e, "field", err->field))
+		goto cleanup;
+	return reply;
+cleanup:
+	cJSON_Delete(reply);
+	return NULL;
+}
+
+static void request_reset(struct msg_request *req)
+{
+	memset(req, 0, sizeof(*req));
+	req->op = OP_UNKNOWN;
+	req->proto = -1;
+	req->max_size = -1;
+}
+
+void msg_request_free(struct msg_request *req)
+{
+	size_t i;
+
+	if (!req)
+		return;
+	free(req->client);
+	free(req->toolchain);
+	free(req->output);
+	for (i = 0; i < req->nargs; i++)
+		free(req->args[i]);
+	free(req->args);
+	for (i = 0; i < req->nsources; i++) {
+		free(req->sources[i].name);
+		free(req->sources[i].text);
+		free(req->sources[i].path);
+	}
+	free(req->sources);
+	free(req->alias);
+	free(req->label);
+	free(req->key);
+	free(req->ref);
+	request_reset(req);
+}
+
+/*
+ * Parsing. Each helper returns 0, or -1 with err filled; the caller frees
+ * what was already stored in req. Strings are copied out of the cJSON tree so
+ * that the request outlives it.
+ */
+
+/* Returns the member or NULL when absent; JSON null counts as absent, so
+ * that a client may write every optional field. */
+static const cJSON *member(const cJSON *obj, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+	return cJSON_IsNull(v) ? NULL : v;
+}
+
+static int oom(struct msg_error *err)
+{
+	return msg_error_set(err, ERR_INTERNAL, NULL, "out of memory while reading the request");
+}
+
+/* Reads an integer from 0 to max; JSON has no integer type, so a number with
+ * a fraction, or one too large for a double to hold exactly, is refused. */
+static int get_uint(const cJSON *obj, const char *name, bool required, double max,
+		    int64_t *out, struct msg_error *err)
+{
+	const cJSON *v = member(obj, name);
+	double d;
+
+	if (!v) {
+		if (required)
+			return msg_error_set(err, ERR_BAD_REQUEST, name,
+					     "the request has no \"%s\"", name);
+		return 0;
+	}
+	if (!cJSON_IsNumber(v))
+		return msg_error_set(err, ERR_BAD_REQUEST, name,
+				     "\"%s\" must be a number", name);
+	d = v->valuedouble;
+	/* The range check comes first so that the cast is defined; it also
+	 * refuses NaN and infinities, which compare false. */
+	if (!(d >= 0 && d <= max) || d != (double)(int64_t)d)
+		return msg_error_set(err, ERR_BAD_REQUEST, name,
+				     "\"%s\" must be an integer from 0 to %.0f", name, max);
+	*out = (int64_t)d;
+	return 0;
+}
+
+/* Copies a string member, checking its type and, unless max is 0, that it
+ * has at most max bytes. */
+static int get_str(const cJSON *obj, const char *name, bool required, size_t max,
+		   char **out, struct msg_error *err)
+{
+	const cJSON *v = member(obj, name);
+	size_t len;
+
+	if (!v) {
+		if (required)
+			return msg_error_set(err, ERR_BAD_REQUEST, name,
+					     "the request has no \"%s\"", name);
+		return 0;
+	}
+	if (!cJSON_IsString(v) || !v->valuestring)
+		return msg_error_set(err, ERR_BAD_REQUEST, name,
+				     "\"%s\" must be a string", name);
+	len = strlen(v->valuestring);
+	if (max && len > max)
+		return msg_error_set(err, ERR_BAD_REQUEST, name,
+				     "\"%s\" is longer than %zu bytes", name, max);
+	*out = strdup(v->valuestring);
+	return *out ? 0 : oom(err);
+}
+
+static int parse_hello(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+{
+	if (get_uint(obj, "proto", true, MSG_MAX_ID, &req->proto, err) < 0 ||
+	    get_str(obj, "client", false, MSG_MAX_CLIENT, &req->client, err) < 0)
+		return -1;
+	/* The daemon logs the client's name, so it follows the label rules. */
+	if (req->client && validate_label(req->client, NULL, 0) < 0)
+		return msg_error_set(err, ERR_BAD_REQUEST, "client",
+				     "\"client\" must be 1 to %d bytes of UTF-8 text without control characters",
+				     MSG_MAX_CLIENT);
+	return 0;
+}
+
+static int parse_args(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+{
+	const cJSON *arr = member(obj, "args"), *v;
+	char why[200];
+	size_t n, i = 0;
+
+	if (!arr)
+		return 0;
+	if (!cJSON_IsArray(arr))
+		return msg_error_set(err, ERR_BAD_REQUEST, "args",
+				     "\"args\" must be an array of strings");
+	n = (size_t)cJSON_GetArraySize(arr);
+	if (n > MSG_MAX_ARGS)
+		return msg_error_set(err, ERR_TOO_LARGE, "args",
+				     "the request has %zu arguments; at most %d are allowed",
+				     n, MSG_MAX_ARGS);
+	if (n == 0)
+		return 0;
+	req->args = calloc(n, sizeof(*req->args));
+	if (!req->args)
+		return oom(err);
+	cJSON_ArrayForEach(v, arr) {
+		if (!cJSON_IsString(v) || !v->valuestring)
+			return msg_error_set(err, ERR_BAD_REQUEST, "args",
+					     "argument %zu must be a string", i + 1);
+		if (strlen(v->valuestring) > MSG_MAX_ARG_LEN)
+			return msg_error_set(err, ERR_TOO_LARGE, "args",
+					     "argument %zu is longer than %d bytes",
+					     i + 1, MSG_MAX_ARG_LEN);
+		if (validate_arg(v->valuestring, i ? req->args[i - 1] : NULL,
+				 why, sizeof(why)) < 0)
+			return msg_error_set(err, ERR_BAD_ARG, "args", "%s", why);
+		req->args[i] = strdup(v->valuestring);
+		if (!req->args[i])
+			return oom(err);
+		req->nargs = ++i;
+	}
+	return 0;
+}
+
+/* Parses sources[i] into src; i is 0-based, messages count from 1. */
+static int parse_source(const cJSON *v, size_t i, struct msg_source *src,
+			struct msg_error *err)
+{
+	const cJSON *name, *text, *path;
+	char why[200];
+
+	if (!cJSON_IsObject(v))
+		return msg_error_set(err, ERR_BAD_REQUEST, "sources",
+				     "source %zu must be an object with \"name\" and \"text\" or \"path\"",
+				     i + 1);
+	name = member(v, "name");
+	text = member(v, "text");
+	path = member(v, "path");
+	if (!cJSON_IsString(name) || !name->valuestring)
+		return msg_error_set(err, ERR_BAD_REQUEST, "sources",
+				     "source %zu has no \"name\" string", i + 1);
+	if (validate_source_name(name->valuestring, why, sizeof(why)) < 0)
+		return msg_error_set(err, ERR_BAD_NAME, "sources", "%s", why);
+	if (!text == !path)
+		return msg_error_set(err, ERR_BAD_REQUEST, "sources",
+				     "source \"%s\" must have exactly one of \"text\" or \"path\"",
+				     name->valuestring);
+	if (text && (!cJSON_IsString(text) || !text->valuestring))
+		return msg_error_set(err, ERR_BAD_REQUEST, "sources",
+				     "\"text\" of source \"%s\" must be a string",
+				     name->valuestring);
+	if (path) {
+		if (!cJSON_IsString(path) || !path->valuestring)
+			return msg_error_set(err, ERR_BAD_REQUEST, "sources",
+					     "\"path\" of source \"%s\" must be a string",
+					     name->valuestring);
+		if (path->valuestring[0] != '/')
+			return msg_error_set(err, ERR_BAD_REQUEST, "sources",
+					     "\"path\" of source \"%s\" must be absolute",
+					     name->valuestring);
+		if (strlen(path->valuestring) > MSG_MAX_PATH)
+			return msg_error_set(err, ERR_BAD_REQUEST, "sources",
+					     "\"path\" of source \"%s\" is longer than %d bytes",
+					     name->valuestring, MSG_MAX_PATH);
+	}
+	src->name = strdup(name->valuestring);
+	if (!src->name)
+		return oom(err);
+	if (text) {
+		src->len = strlen(text->valuestring);
+		src->text = strdup(text->valuestring);
+		if (!src->text)
+			return oom(err);
+	} else {
+		src->path = strdup(path->valuestring);
+		if (!src->path)
+			return oom(err);
+	}
+	return 0;
+}
+
+static int parse_sources(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+{
+	const cJSON *arr = member(obj, "sources"), *v;
+	size_t n, i = 0, j;
+
+	if (!arr)
+		return msg_error_set(err, ERR_BAD_REQUEST, "sources",
+				     "the request has no \"sources\"");
+	if (!cJSON_IsArray(arr))
+		return msg_error_set(err, ERR_BAD_REQUEST, "sources",
+				     "\"sources\" must be an array of objects");
+	n = (size_t)cJSON_GetArraySize(arr);
+	if (n == 0)
+		return msg_error_set(err, ERR_BAD_REQUEST, "sources",
+				     "\"sources\" is empty; a request needs at least one source");
+	if (n > MSG_MAX_SOURCES)
+		return msg_error_set(err, ERR_TOO_LARGE, "sources",
+				     "the request has %zu sources; at most %d are allowed",
+				     n, MSG_MAX_SOURCES);
+	req->sources = calloc(n, sizeof(*req->sources));
+	if (!req->sources)
+		return oom(err);
+	cJSON_ArrayForEach(v, arr) {
+		/* Count the source before parsing it so that msg_request_free
+		 * releases whatever a failed parse already copied. */
+		req->nsources = i + 1;
+		if (parse_source(v, i, &req->sources[i], err) < 0)
+			return -1;
+		/* At most 256 names: a quadratic check costs microseconds. */
+		for (j = 0; j < i; j++) {
+			if (strcmp(req->sources[j].name, req->sources[i].name) == 0)
+				return msg_error_set(err, ERR_BAD_NAME, "sources",
+						     "source name \"%s\" appears more than once",
+						     req->sources[i].name);
+		}
+		i++;
+	}
+	return 0;
+}
+
+/* Copies an optional alias or label and applies its rules. */
+static int parse_name(const cJSON *obj, const char *field,
+		      int (*check)(const char *, char *, size_t), char **out,
+		      struct msg_error *err)
+{
+	char why[200];
+
+	if (get_str(obj, field, false, 0, out, err) < 0)
+		return -1;
+	if (*out && check(*out, why, sizeof(why)) < 0)
+		return msg_error_set(err, ERR_BAD_NAME, field, "%s", why);
+	return 0;
+}
+
+static int parse_get(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+{
+	char why[200], q[68];
+
+	if (get_str(obj, "toolchain", false, 0, &req->toolchain, err) < 0)
+		return -1;
+	if (req->toolchain &&
+	    validate_toolchain_name(req->toolchain, why, sizeof(why)) < 0)
+		return msg_error_set(err, ERR_BAD_TOOLCHAIN, "toolchain", "%s", why);
+	if (get_str(obj, "output", false, 0, &req->output, err) < 0)
+		return -1;
+	if (req->output && strcmp(req->output, "shared") != 0)
+		return msg_error_set(err, ERR_BAD_REQUEST, "output",
+				     "output kind \"%s\" is not supported; use \"shared\"",
+				     printable(req->output, q));
+	if (parse_args(obj, req, err) < 0 || parse_sources(obj, req, err) < 0 ||
+	    parse_name(obj, "alias", validate_alias, &req->alias, err) < 0 ||
+	    parse_name(obj, "label", validate_label, &req->label, err) < 0)
+		return -1;
+	if (!req->toolchain && !(req->toolchain = strdup("cc")))
+		return oom(err);
+	if (!req->output && !(req->output = strdup("shared")))
+		return oom(err);
+	return 0;
+}
+
+static int parse_lookup(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+{
+	if (parse_name(obj, "alias", validate_alias, &req->alias, err) < 0 ||
+	    get_str(obj, "key", false, 0, &req->key, err) < 0)
+		return -1;
+	if (!req->alias == !req->key)
+		return msg_error_set(err, ERR_BAD_REQUEST, req->key ? "key" : "alias",
+				     "lookup needs exactly one of \"alias\" or \"key\"");
+	if (req->key && validate_key(req->key) < 0)
+		return msg_error_set(err, ERR_BAD_REQUEST, "key",
+				     "\"key\" must be 64 lower-case hex digits");
+	return 0;
+}
+
+static int parse_ref(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+{
+	if (get_str(obj, "ref", true, MSG_MAX_REF, &req->ref, err) < 0)
+		return -1;
+	/* A reference is a key, a key prefix or an alias, all of which are
+	 * printable ASCII without spaces. */
+	if (validate_alias(req->ref, NULL, 0) < 0)
+		return msg_error_set(err, ERR_BAD_REQUEST, "ref",
+				     "\"ref\" must be a key, a key prefix or an alias (1 to %d printable characters)",
+				     MSG_MAX_REF);
+	return 0;
+}
+
+static int parse_fields(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+{
+	switch (req->op) {
+	case OP_HELLO:
+		return parse_hello(obj, req, err);
+	case OP_GET:
+		return parse_get(obj, req, err);
+	case OP_LOOKUP:
+		return parse_lookup(obj, req, err);
+	case OP_SHOW:
+	case OP_REMOVE:
+	case OP_PIN:
+	case OP_UNPIN:
+		return parse_ref(obj, req, err);
+	case OP_GC:
+		return get_uint(obj, "max_size", false, MSG_MAX_ID, &req->max_size, err);
+	case OP_STATUS:
+	case OP_LIST:
+	case OP_SHUTDOWN:
+		return 0;
+	default:
+		return msg_error_set(err, ERR_INTERNAL, "op", "operation has no parser");
+	}
+}
+
+/* True when only JSON whitespace follows the parsed value. */
+static bool only_space(const char *p, const char *end)
+{
+	for (; p < end; p++) {
+		if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+			return false;
+	}
+	return true;
+}
+
+int msg_request_parse(const char *json, size_t len, struct msg_request *req,
+		      struct msg_error *err)
+{
+	const char *end = NULL;
+	char q[68];
+	const cJSON *op;
+	cJSON *root = NULL;
+	int64_t id = -1;
+	int rc = -1;
+
+	request_reset(req);
+	err->code = ERR_NONE;
+	err->field[0] = '\0';
+	err->message[0] = '\0';
+
+	/* A NUL byte inside the payload would cut strings short unseen. */
+	if (!json || len == 0 || memchr(json, '\0', len)) {
+		msg_error_set(err, ERR_BAD_JSON, NULL, "the request is not a JSON object");
+		goto cleanup;
+	}
+	root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+	if (!cJSON_IsObject(root) || !end || !only_space(end, json + len)) {
+		msg_error_set(err, ERR_BAD_JSON, NULL, "the request is not a JSON object");
+		goto cleanup;
+	}
+	if (get_uint(root, "id", true, MSG_MAX_ID, &id, err) < 0)
+		goto cleanup;
+	req->id = (uint64_t)id;
+
+	op = cJSON_GetObjectItemCaseSensitive(root, "op");
+	if (!op || cJSON_IsNull(op)) {
+		msg_error_set(err, ERR_BAD_REQUEST, "op", "the request has no \"op\"");
+		goto cleanup;
+	}
+	if (!cJSON_IsString(op) || !op->valuestring) {
+		msg_error_set(err, ERR_BAD_REQUEST, "op", "\"op\" must be a string");
+		goto cleanup;
+	}
+	req->op = msg_op_parse(op->valuestring);
+	if (req->op == OP_UNKNOWN) {
+		msg_error_set(err, ERR_UNKNOWN_OP, "op", "unknown operation \"%s\"",
+			      printable(op->valuestring, q));
+		goto cleanup;
+	}
+	rc = parse_fields(root, req, err);
+cleanup:
+	cJSON_Delete(root);
+	if (rc < 0) {
+		msg_request_free(req);
+		req->id = id >= 0 ? (uint64_t)id : 0;
+	}
+	return rc;
+}
+
+/* Packing. Every helper returns false on ENOMEM. */
+
+static bool add_str(cJSON *obj, const char *name, const char *s)
+{
+	return !s || cJSON_AddStringToObject(obj, name, s);
+}
+
+static bool add_num(cJSON *obj, const char *name, int64_t v)
+{
+	return v < 0 || msg_add_int(obj, name, v);
+}
+
+static bool pack_sources(cJSON *obj, const struct msg_request *req)
+{
+	cJSON *arr, *s, *text;
+	char *copy;
+	size_t i;
+
+	arr = cJSON_AddArrayToObject(obj, "sources");
+	if (!arr)
+		return false;
+	for (i = 0; i < req->nsources; i++) {
+		const struct msg_source *src = &req->sources[i];
+
+		s = cJSON_CreateObject();
+		if (!s || !cJSON_AddItemToArray(arr, s)) {
+			cJSON_Delete(s);
+			return false;
+		}
+		if (!add_str(s, "name", src->name) || !add_str(s, "path", src->path))
+			return false;
+		if (!src->text)
+			continue;
+		/* text need not be NUL-terminated at len, so copy that many. */
+		copy = malloc(src->len + 1);
+		if (!copy)
+			return false;
+		memcpy(copy, src->text, src->len);
+		copy[src->len] = '\0';
+		text = cJSON_CreateString(copy);
+		free(copy);
+		if (!text || !cJSON_AddItemToObject(s, "text", text)) {
+			cJSON_Delete(text);
+			return false;
+		}
+	}
+	return true;
+}
+
+static bool pack_fields(cJSON *obj, const struct msg_request *req)
+{
+	cJSON *arr;
+
+	switch (req->op) {
+	case OP_HELLO:
+		return add_num(obj, "proto", req->proto) && add_str(obj, "client", req->client);
+	case OP_GET:
+		if (!add_str(obj, "toolchain", req->toolchain) ||
+		    !add_str(obj, "output", req->output))
+			return false;
+		if (req->nargs) {
+			arr = cJSON_CreateStringArray((const char *const *)req->args,
+						      (int)req->nargs);
+			if (!arr || !cJSON_AddItemToObject(obj, "args", arr)) {
+				cJSON_Delete(arr);
+				return false;
+			}
+		}
+		return pack_sources(obj, req) && add_str(obj, "alias", req->alias) &&
+		       add_str(obj, "label", req->label);
+	case OP_LOOKUP:
+		return add_str(obj, "alias", req->alias) && add_str(obj, "key", req->key);
+	case OP_SHOW:
+	case OP_REMOVE:
+	case OP_PIN:
+	case OP_UNPIN:
+		return add_str(obj, "ref", req->ref);
+	case OP_GC:
+		return add_num(obj, "max_size", req->max_size);
+	default:
+		return true;
+	}
+}
+
+char *msg_request_pack(const struct msg_request *req, size_t *len)
+{
+	const char *op = msg_op_name(req->op);
+	cJSON *obj;
+	char *s = NULL;
+
+	obj = cJSON_CreateObject();
+	if (!obj)
+		return NULL;
+	if (!op || !cJSON_AddStringToObject(obj, "op", op) ||
+	    !msg_add_int(obj, "id", (int64_t)req->id) ||
+	    !pack_fields(obj, req))
+		goto cleanup;
+	s = cJSON_PrintUnformatted(obj);
+	if (s && len)
+		*len = strlen(s);
+cleanup:
+	cJSON_Delete(obj);
+	return s;
+}

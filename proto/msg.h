@@ -127,6 +127,13 @@ void msg_request_free(struct msg_request *req);
  */
 char *msg_request_pack(const struct msg_request *req, size_t *len);
 
+/*
+ * Adds an integer member to obj written exactly (cJSON_AddNumberToObject
+ * rounds integers above about 10^15, ids up to 2^53-1 included). Returns the
+ * new item, owned by obj, or NULL on ENOMEM. For replies as well as requests.
+ */
+cJSON *msg_add_int(cJSON *obj, const char *name, int64_t v);
+
 /* Builds {"id":id,"ok":false,"error":{"code":...,"message":...}} plus "field"
  * when err->field is set. Returns a new cJSON object owned by the caller. */
 cJSON *msg_error_reply(uint64_t id, const struct msg_error *err);

@@ -1,1 +1,407 @@
-/* stub: being written */
+/*
+ * Small helpers shared by the daemon, libkiln and the CLI: human sizes and
+ * ages, the default socket and cache paths, directories, whole-file reads and
+ * SHA-256 digests (through OpenSSL's EVP interface).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "util.h"
+
+/* Fractional digits beyond this many cannot change a byte count. */
+#define FRAC_DIGITS_MAX 18
+
+/* Returns the shift of a binary unit letter, or -1 when c is not one. */
+static int unit_shift(char c)
+{
+	switch (toupper((unsigned char)c)) {
+	case 'K': return 10;
+	case 'M': return 20;
+	case 'G': return 30;
+	case 'T': return 40;
+	case 'P': return 50;
+	case 'E': return 60;
+	default: return -1;
+	}
+}
+
+int util_parse_size(const char *s, uint64_t *out)
+{
+	uint64_t whole = 0, frac = 0, scale = 1, val;
+	unsigned __int128 part;
+	int shift = 0;
+	size_t nfrac = 0;
+	const char *p = s;
+
+	if (!s || !(*p >= '0' && *p <= '9'))
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		uint64_t digit = (uint64_t)(*p - '0');
+
+		if (whole > (UINT64_MAX - digit) / 10)
+			return -ERANGE;
+		whole = whole * 10 + digit;
+	}
+	if (*p == '.') {
+		p++;
+		if (!(*p >= '0' && *p <= '9'))
+			return -EINVAL;
+		for (; *p >= '0' && *p <= '9'; p++) {
+			if (nfrac++ < FRAC_DIGITS_MAX) {
+				frac = frac * 10 + (uint64_t)(*p - '0');
+				scale *= 10;
+			}
+		}
+	}
+	if (*p && unit_shift(*p) >= 0)
+		shift = unit_shift(*p++);
+	/* "B" may follow a number or a unit; "iB" only a unit, as in "GiB". */
+	if (shift && (*p == 'i' || *p == 'I') && (p[1] == 'b' || p[1] == 'B'))
+		p += 2;
+	else if (*p == 'b' || *p == 'B')
+		p++;
+	if (*p)
+		return -EINVAL;
+
+	if (shift && whole > UINT64_MAX >> shift)
+		return -ERANGE;
+	val = whole << shift;
+	/* The fraction times the unit fits easily in 128 bits; bytes below one
+	 * are dropped, as a size cannot hold part of a byte. */
+	part = (unsigned __int128)frac * ((uint64_t)1 << shift) / scale;
+	if (val > UINT64_MAX - (uint64_t)part)
+		return -ERANGE;
+	*out = val + (uint64_t)part;
+	return 0;
+}
+
+char *util_format_size(uint64_t bytes, char *buf, size_t len)
+{
+	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double v;
+	int u = 0;
+
+	if (!len)
+		return buf;
+	if (bytes < 1024) {
+		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+		return buf;
+	}
+	v = (double)bytes / 1024.0;
+	/* Step up while one decimal would round to 1024 or more, so that
+	 * 1048575 bytes reads "1 MiB" and not "1024.0 KiB". */
+	while (v >= 1023.95 && u < 5) {
+		v /= 1024.0;
+		u++;
+	}
+	if (v - (double)(uint64_t)v < 0.05 || (double)(uint64_t)v + 1 - v < 0.05)
+		snprintf(buf, len, "%.0f %s", v, units[u]);
+	else
+		snprintf(buf, len, "%.1f %s", v, units[u]);
+	return buf;
+}
+
+char *util_format_age(int64_t seconds, char *buf, size_t len)
+{
+	if (!len)
+		return buf;
+	/* A time in the future is clock skew between hosts; show it as now. */
+	if (seconds < 0)
+		seconds = 0;
+	if (seconds < 60)
+		snprintf(buf, len, "%llds", (long long)seconds);
+	else if (seconds < 3600)
+		snprintf(buf, len, "%lldm", (long long)(seconds / 60));
+	else if (seconds < 86400)
+		snprintf(buf, len, "%lldh", (long long)(seconds / 3600));
+	else
+		snprintf(buf, len, "%lldd", (long long)(seconds / 86400));
+	return buf;
+}
+
+/* An environment variable that is set and not empty, or NULL. The XDG base
+ * directory spec says relative paths in its variables must be ignored. */
+static const char *env_path(const char *name, int absolute)
+{
+	const char *v = getenv(name);
+
+	if (!v || !*v || (absolute && v[0] != '/'))
+		return NULL;
+	return v;
+}
+
+char *util_default_socket(void)
+{
+	const char *v;
+	char *s = NULL;
+
+	if ((v = env_path("KILN_SOCKET", 0)))
+		return strdup(v);
+	if ((v = env_path("XDG_RUNTIME_DIR", 1))) {
+		if (asprintf(&s, "%s/kiln/kilnd.sock", v) < 0)
+			return NULL;
+		return s;
+	}
+	if (asprintf(&s, "/tmp/kiln-%u/kilnd.sock", (unsigned)getuid()) < 0)
+		return NULL;
+	return s;
+}
+
+/* The home directory from the password database, for when HOME is unset
+ * (batch systems and daemons started by init do that). malloc'd or NULL. */
+static char *home_from_passwd(void)
+{
+	struct passwd pw, *res = NULL;
+	long sz = sysconf(_SC_GETPW_R_SIZE_MAX);
+	char *buf, *home = NULL;
+
+	if (sz <= 0)
+		sz = 16384;
+	buf = malloc((size_t)sz);
+	if (!buf)
+		return NULL;
+	if (getpwuid_r(getuid(), &pw, buf, (size_t)sz, &res) == 0 && res &&
+	    res->pw_dir && res->pw_dir[0] == '/')
+		home = strdup(res->pw_dir);
+	free(buf);
+	return home;
+}
+
+char *util_default_cache_dir(void)
+{
+	const char *v;
+	char *home = NULL, *s = NULL;
+
+	if ((v = env_path("KILN_CACHE_DIR", 0)))
+		return strdup(v);
+	if ((v = env_path("XDG_CACHE_HOME", 1))) {
+		if (asprintf(&s, "%s/kiln", v) < 0)
+			return NULL;
+		return s;
+	}
+	if ((v = env_path("HOME", 0)))
+		home = strdup(v);
+	else
+		home = home_from_passwd();
+	if (!home)
+		return NULL;
+	if (asprintf(&s, "%s/.cache/kiln", home) < 0)
+		s = NULL;
+	free(home);
+	return s;
+}
+
+/* Creates one directory; an existing directory is fine. */
+static int mkdir_one(const char *dir, unsigned mode)
+{
+	struct stat st;
+
+	if (mkdir(dir, (mode_t)mode) == 0)
+		return 0;
+	if (errno != EEXIST)
+		return -errno;
+	if (stat(dir, &st) < 0)
+		return -errno;
+	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+int util_mkdir_p(const char *dir, unsigned mode)
+{
+	char *copy, *p;
+	int rc = 0;
+
+	if (!dir || !*dir)
+		return -EINVAL;
+	copy = strdup(dir);
+	if (!copy)
+		return -ENOMEM;
+	/* Create each parent in turn; "a//b" and a trailing '/' are harmless
+	 * because an empty component is skipped. */
+	for (p = copy + 1; *p; p++) {
+		if (*p != '/' || p[-1] == '/')
+			continue;
+		*p = '\0';
+		rc = mkdir_one(copy, mode);
+		*p = '/';
+		if (rc < 0)
+			goto cleanup;
+	}
+	rc = mkdir_one(copy, mode);
+cleanup:
+	free(copy);
+	return rc;
+}
+
+int util_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	ssize_t n;
+
+	while (len > 0) {
+		n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int util_read_file(const char *path, size_t max, char **out, size_t *outlen)
+{
+	struct stat st;
+	size_t cap, have = 0;
+	char *buf = NULL, *nbuf;
+	ssize_t n;
+	int fd, rc;
+
+	*out = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		goto cleanup;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		rc = -EISDIR;
+		goto cleanup;
+	}
+	if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > max) {
+		rc = -EFBIG;
+		goto cleanup;
+	}
+	/* Size the buffer from fstat, but keep reading to EOF: the file may
+	 * grow, and /proc files report a size of 0. */
+	cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 1 : 4096;
+	buf = malloc(cap);
+	if (!buf) {
+		rc = -ENOMEM;
+		goto cleanup;
+	}
+	for (;;) {
+		/* Keep one byte for the NUL, and let the buffer grow to one byte
+		 * past max so that a file over the limit is noticed. */
+		if (have + 1 == cap) {
+			cap = max - have < have ? max + 2 : cap * 2;
+			nbuf = realloc(buf, cap);
+			if (!nbuf) {
+				rc = -ENOMEM;
+				goto cleanup;
+			}
+			buf = nbuf;
+		}
+		n = read(fd, buf + have, cap - have - 1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			goto cleanup;
+		}
+		if (n == 0)
+			break;
+		have += (size_t)n;
+		if (have > max) {
+			rc = -EFBIG;
+			goto cleanup;
+		}
+	}
+	buf[have] = '\0';
+	*out = buf;
+	buf = NULL;
+	if (outlen)
+		*outlen = have;
+	rc = 0;
+cleanup:
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+void util_hex(const uint8_t *in, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		out[2 * i] = digits[in[i] >> 4];
+		out[2 * i + 1] = digits[in[i] & 0xf];
+	}
+	out[2 * n] = '\0';
+}
+
+void util_sha256(const void *buf, size_t len, uint8_t out[32])
+{
+	/* EVP_Digest fails only when OpenSSL cannot allocate. A wrong digest
+	 * would silently poison a content-addressed cache, so stop instead. */
+	if (EVP_Digest(buf, len, out, NULL, EVP_sha256(), NULL) != 1)
+		abort();
+}
+
+int util_sha256_file(const char *path, uint8_t out[32])
+{
+	enum { CHUNK = 1 << 17 };
+	EVP_MD_CTX *ctx = NULL;
+	char *buf = NULL;
+	ssize_t n;
+	int fd, rc;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	buf = malloc(CHUNK);
+	ctx = EVP_MD_CTX_new();
+	if (!buf || !ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
+		rc = -ENOMEM;
+		goto cleanup;
+	}
+	for (;;) {
+		n = read(fd, buf, CHUNK);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			goto cleanup;
+		}
+		if (n == 0)
+			break;
+		if (EVP_DigestUpdate(ctx, buf, (size_t)n) != 1) {
+			rc = -ENOMEM;
+			goto cleanup;
+		}
+	}
+	rc = EVP_DigestFinal_ex(ctx, out, NULL) == 1 ? 0 : -ENOMEM;
+cleanup:
+	EVP_MD_CTX_free(ctx);
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+uint64_t util_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int64_t util_wall_s(void)
+{
+	return (int64_t)time(NULL);
+}

@@ -1,1 +1,288 @@
-/* stub: being written */
+/*
+ * Blocking frame I/O over a Unix stream socket, with descriptors passed as
+ * SCM_RIGHTS ancillary data. libkiln and the CLI use it as is; the daemon
+ * shares only wire_sendmsg() for its non-blocking writer.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "wire.h"
+
+/* A control buffer that can hold WIRE_MAX_FDS descriptors, aligned for
+ * struct cmsghdr as the CMSG macros require. */
+union wire_cmsg_buf {
+	char buf[CMSG_SPACE(sizeof(int) * WIRE_MAX_FDS)];
+	struct cmsghdr align;
+};
+
+/* Waits for an interrupted connect() to finish, as POSIX leaves it running
+ * in the background, and reports its outcome. */
+static int finish_connect(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	socklen_t slen;
+	int soerr = 0;
+
+	for (;;) {
+		if (poll(&pfd, 1, -1) >= 0)
+			break;
+		if (errno != EINTR)
+			return -errno;
+	}
+	slen = sizeof(soerr);
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &slen) < 0)
+		return -errno;
+	return -soerr;
+}
+
+int wire_connect(const char *path)
+{
+	struct sockaddr_un sa;
+	size_t plen;
+	int fd, rc;
+
+	if (!path || !*path)
+		return -EINVAL;
+	plen = strlen(path);
+	if (plen >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, path, plen + 1);
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	if (rc < 0)
+		rc = errno == EINTR ? finish_connect(fd) : -errno;
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+void wire_conn_init(struct wire_conn *c, int fd, size_t max_frame)
+{
+	c->fd = fd;
+	frame_decoder_init(&c->dec, max_frame);
+	c->rlen = 0;
+	c->roff = 0;
+	c->nfds = 0;
+}
+
+void wire_conn_fini(struct wire_conn *c)
+{
+	size_t i;
+
+	for (i = 0; i < c->nfds; i++)
+		close(c->fds[i]);
+	c->nfds = 0;
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	frame_decoder_fini(&c->dec);
+	c->rlen = 0;
+	c->roff = 0;
+}
+
+int wire_send_frame(struct wire_conn *c, const char *payload, size_t len)
+{
+	uint8_t hdr[FRAME_HDR_LEN];
+	struct iovec iov[2];
+	struct msghdr mh;
+	size_t total, sent = 0;
+	ssize_t n;
+
+	if (len == 0 || len > UINT32_MAX)
+		return -EINVAL;
+	frame_put_header(hdr, (uint32_t)len);
+	total = FRAME_HDR_LEN + len;
+	while (sent < total) {
+		/* Rebuild the vector from what is left, so that a short write in
+		 * the header or in the payload simply continues. */
+		memset(&mh, 0, sizeof(mh));
+		if (sent < FRAME_HDR_LEN) {
+			iov[0].iov_base = hdr + sent;
+			iov[0].iov_len = FRAME_HDR_LEN - sent;
+			iov[1].iov_base = (char *)payload;
+			iov[1].iov_len = len;
+			mh.msg_iovlen = 2;
+		} else {
+			iov[0].iov_base = (char *)payload + (sent - FRAME_HDR_LEN);
+			iov[0].iov_len = total - sent;
+			mh.msg_iovlen = 1;
+		}
+		mh.msg_iov = iov;
+		n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		sent += (size_t)n;
+	}
+	return 0;
+}
+
+/* Closes every descriptor carried by the control messages of mh. */
+static void close_cmsg_fds(struct msghdr *mh)
+{
+	struct cmsghdr *cm;
+	size_t i, n;
+	int fd;
+
+	for (cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < n; i++) {
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			close(fd);
+		}
+	}
+}
+
+/*
+ * Moves the descriptors of mh into the connection's queue. A peer that sends
+ * more than the queue holds is broken; those it cannot keep are closed so that
+ * nothing leaks, and the caller reports a protocol error.
+ */
+static int queue_cmsg_fds(struct wire_conn *c, struct msghdr *mh)
+{
+	struct cmsghdr *cm;
+	size_t i, n;
+	int fd, rc = 0;
+
+	for (cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < n; i++) {
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (c->nfds < WIRE_MAX_FDS) {
+				c->fds[c->nfds++] = fd;
+			} else {
+				close(fd);
+				rc = -EPROTO;
+			}
+		}
+	}
+	return rc;
+}
+
+/* Reads once from the socket into the empty read buffer. */
+static int fill_rbuf(struct wire_conn *c)
+{
+	union wire_cmsg_buf cbuf;
+	struct iovec iov;
+	struct msghdr mh;
+	ssize_t n;
+	int rc;
+
+	c->rlen = 0;
+	c->roff = 0;
+	iov.iov_base = c->rbuf;
+	iov.iov_len = sizeof(c->rbuf);
+	for (;;) {
+		memset(&mh, 0, sizeof(mh));
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = cbuf.buf;
+		mh.msg_controllen = sizeof(cbuf.buf);
+		n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC);
+		if (n >= 0)
+			break;
+		if (errno != EINTR)
+			return -errno;
+	}
+	/* With truncated ancillary data some descriptors were lost, so the
+	 * pairing of descriptors and replies can no longer be trusted. */
+	if (mh.msg_flags & MSG_CTRUNC) {
+		close_cmsg_fds(&mh);
+		return -EPROTO;
+	}
+	rc = queue_cmsg_fds(c, &mh);
+	if (rc < 0)
+		return rc;
+	if (n == 0)
+		return -ECONNRESET;
+	c->rlen = (size_t)n;
+	return 0;
+}
+
+int wire_recv_frame(struct wire_conn *c, char **out, size_t *outlen)
+{
+	ssize_t used;
+	int rc;
+
+	*out = NULL;
+	for (;;) {
+		if (c->roff < c->rlen) {
+			used = frame_decoder_feed(&c->dec, c->rbuf + c->roff,
+						  c->rlen - c->roff, out, outlen);
+			if (used < 0)
+				return (int)used;
+			c->roff += (size_t)used;
+			if (*out)
+				return 0;
+		}
+		rc = fill_rbuf(c);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+int wire_take_fd(struct wire_conn *c)
+{
+	int fd;
+
+	if (c->nfds == 0)
+		return -1;
+	fd = c->fds[0];
+	c->nfds--;
+	memmove(c->fds, c->fds + 1, c->nfds * sizeof(c->fds[0]));
+	return fd;
+}
+
+long wire_sendmsg(int sock, const void *buf, size_t len, int pass_fd)
+{
+	union wire_cmsg_buf cbuf;
+	struct cmsghdr *cm;
+	struct iovec iov;
+	struct msghdr mh;
+	ssize_t n;
+
+	/* A descriptor needs at least one byte of data to travel with. */
+	if (len == 0 && pass_fd >= 0)
+		return -EINVAL;
+	iov.iov_base = (void *)buf;
+	iov.iov_len = len;
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	if (pass_fd >= 0) {
+		memset(&cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int));
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+	}
+	for (;;) {
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+		if (n >= 0)
+			return (long)n;
+		if (errno != EINTR)
+			return -errno;
+	}
+}

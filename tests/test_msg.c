@@ -1,2 +1,661 @@
-/* stub: being written */
-int main(void) { return 77; }
+/*
+ * Unit tests of protocol messages (proto/msg.c): every operation parses,
+ * every bad field gets the documented code and field, and what the client
+ * packs, the daemon parses back to the same request.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "msg.h"
+
+static const char key64[] =
+	"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/* Parses json, which must succeed, into req. */
+static void parse_ok(const char *json, struct msg_request *req)
+{
+	struct msg_error err;
+	int rc = msg_request_parse(json, strlen(json), req, &err);
+
+	ck_assert_msg(rc == 0, "%s refused: %s (%s, field %s)", json, err.message,
+		      msg_err_name(err.code), err.field);
+	ck_assert_int_eq(err.code, ERR_NONE);
+}
+
+/* Parses json, which must fail with code in field, keeping id. */
+static void parse_err(const char *json, enum msg_err code, const char *field, uint64_t id)
+{
+	struct msg_request req;
+	struct msg_error err;
+	int rc = msg_request_parse(json, strlen(json), &req, &err);
+
+	ck_assert_msg(rc == -1, "%s accepted", json);
+	ck_assert_msg(err.code == code, "%s: code %s, expected %s (%s)", json,
+		      msg_err_name(err.code), msg_err_name(code), err.message);
+	ck_assert_msg(strcmp(err.field, field) == 0, "%s: field \"%s\", expected \"%s\"",
+		      json, err.field, field);
+	ck_assert_msg(req.id == id, "%s: id %llu, expected %llu", json,
+		      (unsigned long long)req.id, (unsigned long long)id);
+	ck_assert_msg(strlen(err.message) > 10, "%s: message \"%s\"", json, err.message);
+	/* The request is left freed and empty. */
+	ck_assert_ptr_null(req.sources);
+	ck_assert_ptr_null(req.args);
+	ck_assert_ptr_null(req.toolchain);
+	ck_assert_uint_eq(req.nsources, 0);
+}
+
+START_TEST(test_names)
+{
+	int i;
+
+	for (i = 0; i < OP__COUNT; i++) {
+		ck_assert_ptr_nonnull(msg_op_name((enum msg_op)i));
+		ck_assert_int_eq(msg_op_parse(msg_op_name((enum msg_op)i)), i);
+	}
+	ck_assert_ptr_null(msg_op_name(OP_UNKNOWN));
+	ck_assert_ptr_null(msg_op_name(OP__COUNT));
+	ck_assert_int_eq(msg_op_parse("GET"), OP_UNKNOWN);
+	ck_assert_int_eq(msg_op_parse(NULL), OP_UNKNOWN);
+	ck_assert_str_eq(msg_op_name(OP_SHUTDOWN), "shutdown");
+
+	for (i = ERR_NONE + 1; i < ERR__COUNT; i++)
+		ck_assert_int_eq(msg_err_parse(msg_err_name((enum msg_err)i)), i);
+	ck_assert_str_eq(msg_err_name(ERR_BAD_FRAME), "bad_frame");
+	ck_assert_str_eq(msg_err_name(ERR_SHUTTING_DOWN), "shutting_down");
+	ck_assert_str_eq(msg_err_name(ERR_BUILD_TIMEOUT), "build_timeout");
+	ck_assert_int_eq(msg_err_parse("something_new"), ERR_INTERNAL);
+	ck_assert_int_eq(msg_err_parse(NULL), ERR_INTERNAL);
+}
+END_TEST
+
+START_TEST(test_parse_hello)
+{
+	struct msg_request req;
+
+	parse_ok("{\"op\":\"hello\",\"id\":1,\"proto\":1,\"client\":\"libkiln/0.1.0\"}", &req);
+	ck_assert_int_eq(req.op, OP_HELLO);
+	ck_assert_uint_eq(req.id, 1);
+	ck_assert_int_eq(req.proto, 1);
+	ck_assert_str_eq(req.client, "libkiln/0.1.0");
+	ck_assert_int_eq(req.max_size, -1);
+	msg_request_free(&req);
+
+	/* Another version parses: the daemon answers proto_mismatch itself. */
+	parse_ok("{\"id\":0,\"op\":\"hello\",\"proto\":99}", &req);
+	ck_assert_int_eq(req.proto, 99);
+	ck_assert_ptr_null(req.client);
+	msg_request_free(&req);
+}
+END_TEST
+
+START_TEST(test_parse_get)
+{
+	struct msg_request req;
+
+	parse_ok("{\"op\":\"get\",\"id\":2,\"toolchain\":\"c++\",\"output\":\"shared\","
+		 "\"args\":[\"-O2\",\"-I/opt/dace/include\"],"
+		 "\"sources\":[{\"name\":\"prog.cpp\",\"text\":\"int f(void){return 1;}\\n\"},"
+		 "{\"name\":\"util.cpp\",\"path\":\"/abs/util.cpp\"}],"
+		 "\"alias\":\"gt4py:4f3a\",\"label\":\"diffusion step \\u2207\"}", &req);
+	ck_assert_int_eq(req.op, OP_GET);
+	ck_assert_uint_eq(req.id, 2);
+	ck_assert_str_eq(req.toolchain, "c++");
+	ck_assert_str_eq(req.output, "shared");
+	ck_assert_uint_eq(req.nargs, 2);
+	ck_assert_str_eq(req.args[0], "-O2");
+	ck_assert_str_eq(req.args[1], "-I/opt/dace/include");
+	ck_assert_uint_eq(req.nsources, 2);
+	ck_assert_str_eq(req.sources[0].name, "prog.cpp");
+	ck_assert_str_eq(req.sources[0].text, "int f(void){return 1;}\n");
+	ck_assert_uint_eq(req.sources[0].len, 23);
+	ck_assert_ptr_null(req.sources[0].path);
+	ck_assert_str_eq(req.sources[1].name, "util.cpp");
+	ck_assert_ptr_null(req.sources[1].text);
+	ck_assert_str_eq(req.sources[1].path, "/abs/util.cpp");
+	ck_assert_str_eq(req.alias, "gt4py:4f3a");
+	ck_assert_str_eq(req.label, "diffusion step \xe2\x88\x87");
+	ck_assert_int_eq(req.proto, -1);
+	msg_request_free(&req);
+	ck_assert_ptr_null(req.sources);
+	/* A second free is harmless. */
+	msg_request_free(&req);
+}
+END_TEST
+
+START_TEST(test_parse_get_defaults)
+{
+	struct msg_request req;
+
+	/* Defaults fill in; null counts as absent; unknown fields are ignored. */
+	parse_ok("{\"op\":\"get\",\"id\":3,\"sources\":[{\"name\":\"a.c\",\"text\":\"\"}],"
+		 "\"alias\":null,\"future_field\":[1,2]}", &req);
+	ck_assert_str_eq(req.toolchain, "cc");
+	ck_assert_str_eq(req.output, "shared");
+	ck_assert_uint_eq(req.nargs, 0);
+	ck_assert_ptr_null(req.args);
+	ck_assert_ptr_null(req.alias);
+	ck_assert_ptr_null(req.label);
+	ck_assert_str_eq(req.sources[0].text, "");
+	ck_assert_uint_eq(req.sources[0].len, 0);
+	msg_request_free(&req);
+}
+END_TEST
+
+START_TEST(test_parse_other_ops)
+{
+	static const char *const ref_ops[] = { "show", "remove", "pin", "unpin" };
+	struct msg_request req;
+	char json[512];
+	size_t i;
+
+	parse_ok("{\"op\":\"lookup\",\"id\":3,\"alias\":\"gt4py:4f3a\"}", &req);
+	ck_assert_int_eq(req.op, OP_LOOKUP);
+	ck_assert_str_eq(req.alias, "gt4py:4f3a");
+	ck_assert_ptr_null(req.key);
+	msg_request_free(&req);
+
+	snprintf(json, sizeof(json), "{\"op\":\"lookup\",\"id\":3,\"key\":\"%s\"}", key64);
+	parse_ok(json, &req);
+	ck_assert_str_eq(req.key, key64);
+	ck_assert_ptr_null(req.alias);
+	msg_request_free(&req);
+
+	parse_ok("{\"op\":\"status\",\"id\":4}", &req);
+	ck_assert_int_eq(req.op, OP_STATUS);
+	msg_request_free(&req);
+	parse_ok("{\"op\":\"list\",\"id\":5}", &req);
+	ck_assert_int_eq(req.op, OP_LIST);
+	msg_request_free(&req);
+	parse_ok("{\"op\":\"shutdown\",\"id\":9}", &req);
+	ck_assert_int_eq(req.op, OP_SHUTDOWN);
+	msg_request_free(&req);
+
+	for (i = 0; i < 4; i++) {
+		snprintf(json, sizeof(json), "{\"op\":\"%s\",\"id\":6,\"ref\":\"4f3a\"}",
+			 ref_ops[i]);
+		parse_ok(json, &req);
+		ck_assert_int_eq(req.op, msg_op_parse(ref_ops[i]));
+		ck_assert_str_eq(req.ref, "4f3a");
+		msg_request_free(&req);
+	}
+
+	parse_ok("{\"op\":\"gc\",\"id\":8,\"max_size\":1073741824}", &req);
+	ck_assert_int_eq(req.op, OP_GC);
+	ck_assert_int_eq(req.max_size, 1073741824);
+	msg_request_free(&req);
+	parse_ok("{\"op\":\"gc\",\"id\":8}", &req);
+	ck_assert_int_eq(req.max_size, -1);
+	msg_request_free(&req);
+	parse_ok("{\"op\":\"gc\",\"id\":8,\"max_size\":0}", &req);
+	ck_assert_int_eq(req.max_size, 0);
+	msg_request_free(&req);
+}
+END_TEST
+
+START_TEST(test_parse_id)
+{
+	struct msg_request req;
+
+	parse_ok("{\"op\":\"status\",\"id\":9007199254740991}", &req);
+	ck_assert_uint_eq(req.id, 9007199254740991ull);
+	msg_request_free(&req);
+	parse_ok("{\"op\":\"status\",\"id\":0}", &req);
+	ck_assert_uint_eq(req.id, 0);
+	msg_request_free(&req);
+	/* Whitespace around the object is fine. */
+	parse_ok(" \n{\"op\":\"status\",\"id\":1e2}\r\n\t", &req);
+	ck_assert_uint_eq(req.id, 100);
+	msg_request_free(&req);
+
+	parse_err("{\"op\":\"status\"}", ERR_BAD_REQUEST, "id", 0);
+	parse_err("{\"op\":\"status\",\"id\":\"1\"}", ERR_BAD_REQUEST, "id", 0);
+	parse_err("{\"op\":\"status\",\"id\":-1}", ERR_BAD_REQUEST, "id", 0);
+	parse_err("{\"op\":\"status\",\"id\":1.5}", ERR_BAD_REQUEST, "id", 0);
+	parse_err("{\"op\":\"status\",\"id\":9007199254740992}", ERR_BAD_REQUEST, "id", 0);
+	parse_err("{\"op\":\"status\",\"id\":1e300}", ERR_BAD_REQUEST, "id", 0);
+	parse_err("{\"op\":\"status\",\"id\":1e999}", ERR_BAD_REQUEST, "id", 0);
+	parse_err("{\"op\":\"status\",\"id\":true}", ERR_BAD_REQUEST, "id", 0);
+	parse_err("{\"op\":\"status\",\"id\":null}", ERR_BAD_REQUEST, "id", 0);
+	parse_err("{\"op\":\"status\",\"id\":[1]}", ERR_BAD_REQUEST, "id", 0);
+}
+END_TEST
+
+START_TEST(test_parse_op)
+{
+	parse_err("{\"id\":7}", ERR_BAD_REQUEST, "op", 7);
+	parse_err("{\"id\":7,\"op\":3}", ERR_BAD_REQUEST, "op", 7);
+	parse_err("{\"id\":7,\"op\":null}", ERR_BAD_REQUEST, "op", 7);
+	parse_err("{\"id\":42,\"op\":\"explode\"}", ERR_UNKNOWN_OP, "op", 42);
+	parse_err("{\"id\":42,\"op\":\"GET\"}", ERR_UNKNOWN_OP, "op", 42);
+	parse_err("{\"id\":42,\"op\":\"\"}", ERR_UNKNOWN_OP, "op", 42);
+}
+END_TEST
+
+START_TEST(test_parse_not_object)
+{
+	static const char *const bad[] = {
+		"[]", "1", "\"x\"", "null", "true", "{", "{\"op\":", "not json",
+		"{} {}", "{}x", "{\"id\":1,\"op\":\"status\"}]", " ",
+	};
+	struct msg_request req;
+	struct msg_error err;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		parse_err(bad[i], ERR_BAD_JSON, "", 0);
+	ck_assert_int_eq(msg_request_parse("", 0, &req, &err), -1);
+	ck_assert_int_eq(err.code, ERR_BAD_JSON);
+	/* A NUL inside the payload would hide what follows it. */
+	ck_assert_int_eq(msg_request_parse("{\"id\":1,\"op\":\"list\"}\0x", 22, &req, &err), -1);
+	ck_assert_int_eq(err.code, ERR_BAD_JSON);
+	/* The length bounds the parse: the bytes after it are not read. */
+	ck_assert_int_eq(msg_request_parse("{\"id\":1,\"op\":\"list\"}garbage", 20, &req, &err),
+			 0);
+	msg_request_free(&req);
+}
+END_TEST
+
+START_TEST(test_parse_hello_errors)
+{
+	parse_err("{\"op\":\"hello\",\"id\":1}", ERR_BAD_REQUEST, "proto", 1);
+	parse_err("{\"op\":\"hello\",\"id\":1,\"proto\":\"1\"}", ERR_BAD_REQUEST, "proto", 1);
+	parse_err("{\"op\":\"hello\",\"id\":1,\"proto\":1.5}", ERR_BAD_REQUEST, "proto", 1);
+	parse_err("{\"op\":\"hello\",\"id\":1,\"proto\":-1}", ERR_BAD_REQUEST, "proto", 1);
+	parse_err("{\"op\":\"hello\",\"id\":1,\"proto\":1,\"client\":5}", ERR_BAD_REQUEST,
+		  "client", 1);
+	parse_err("{\"op\":\"hello\",\"id\":1,\"proto\":1,\"client\":\"a\\nb\"}",
+		  ERR_BAD_REQUEST, "client", 1);
+}
+END_TEST
+
+#define SRC "\"sources\":[{\"name\":\"a.c\",\"text\":\"x\"}]"
+
+START_TEST(test_parse_get_errors)
+{
+	/* sources */
+	parse_err("{\"op\":\"get\",\"id\":2}", ERR_BAD_REQUEST, "sources", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":{}}", ERR_BAD_REQUEST, "sources", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[]}", ERR_BAD_REQUEST, "sources", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[\"a.c\"]}", ERR_BAD_REQUEST,
+		  "sources", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"text\":\"x\"}]}", ERR_BAD_REQUEST,
+		  "sources", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":5,\"text\":\"x\"}]}",
+		  ERR_BAD_REQUEST, "sources", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"../x.c\",\"text\":\"x\"}]}",
+		  ERR_BAD_NAME, "sources", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"a.c\"}]}",
+		  ERR_BAD_REQUEST, "sources", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"a.c\",\"text\":\"x\","
+		  "\"path\":\"/a.c\"}]}", ERR_BAD_REQUEST, "sources", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"a.c\",\"text\":5}]}",
+		  ERR_BAD_REQUEST, "sources", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"a.c\",\"path\":true}]}",
+		  ERR_BAD_REQUEST, "sources", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"a.c\",\"path\":\"a.c\"}]}",
+		  ERR_BAD_REQUEST, "sources", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"a.c\",\"text\":\"x\"},"
+		  "{\"name\":\"a.c\",\"path\":\"/b.c\"}]}", ERR_BAD_NAME, "sources", 2);
+	/* toolchain and output */
+	parse_err("{\"op\":\"get\",\"id\":2,\"toolchain\":5," SRC "}", ERR_BAD_REQUEST,
+		  "toolchain", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"toolchain\":\"../cc\"," SRC "}",
+		  ERR_BAD_TOOLCHAIN, "toolchain", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"toolchain\":\"\"," SRC "}", ERR_BAD_TOOLCHAIN,
+		  "toolchain", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"output\":\"object\"," SRC "}", ERR_BAD_REQUEST,
+		  "output", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"output\":1," SRC "}", ERR_BAD_REQUEST,
+		  "output", 2);
+	/* args */
+	parse_err("{\"op\":\"get\",\"id\":2,\"args\":\"-O2\"," SRC "}", ERR_BAD_REQUEST,
+		  "args", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"args\":[\"-O2\",1]," SRC "}", ERR_BAD_REQUEST,
+		  "args", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"args\":[\"-o\",\"x\"]," SRC "}", ERR_BAD_ARG,
+		  "args", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"args\":[\"\"]," SRC "}", ERR_BAD_ARG, "args", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"args\":[\"-Xlinker\",\"-o\"]," SRC "}",
+		  ERR_BAD_ARG, "args", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"args\":[\"-Wl,-o,/tmp/x\"]," SRC "}",
+		  ERR_BAD_ARG, "args", 2);
+	/* alias and label */
+	parse_err("{\"op\":\"get\",\"id\":2,\"alias\":5," SRC "}", ERR_BAD_REQUEST, "alias", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"alias\":\"a b\"," SRC "}", ERR_BAD_NAME,
+		  "alias", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"alias\":\"\"," SRC "}", ERR_BAD_NAME, "alias", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"label\":[]," SRC "}", ERR_BAD_REQUEST, "label", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"label\":\"a\\nb\"," SRC "}", ERR_BAD_NAME,
+		  "label", 2);
+}
+END_TEST
+
+START_TEST(test_parse_get_messages)
+{
+	struct msg_request req;
+	struct msg_error err;
+	const char *json = "{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"../x.c\","
+			   "\"text\":\"x\"}]}";
+	cJSON *reply;
+	char *text;
+
+	ck_assert_int_eq(msg_request_parse(json, strlen(json), &req, &err), -1);
+	ck_assert_str_eq(err.message,
+			 "source name \"../x.c\" is not a plain file name: it contains '/'");
+	reply = msg_error_reply(req.id, &err);
+	ck_assert_ptr_nonnull(reply);
+	text = cJSON_PrintUnformatted(reply);
+	ck_assert_str_eq(text, "{\"id\":2,\"ok\":false,\"error\":{\"code\":\"bad_name\","
+			 "\"message\":\"source name \\\"../x.c\\\" is not a plain file name: "
+			 "it contains '/'\",\"field\":\"sources\"}}");
+	free(text);
+	cJSON_Delete(reply);
+
+	/* No field, no "field" member; the largest id is written exactly. */
+	msg_error_set(&err, ERR_BUSY, NULL, "%d builds queued", 12);
+	ck_assert_str_eq(err.message, "12 builds queued");
+	ck_assert_str_eq(err.field, "");
+	reply = msg_error_reply(9007199254740991ull, &err);
+	text = cJSON_PrintUnformatted(reply);
+	ck_assert_str_eq(text, "{\"id\":9007199254740991,\"ok\":false,\"error\":"
+			 "{\"code\":\"busy\",\"message\":\"12 builds queued\"}}");
+	free(text);
+	cJSON_Delete(reply);
+
+	/* Unknown ops are quoted without control characters. */
+	json = "{\"op\":\"bad\\nop\",\"id\":4}";
+	ck_assert_int_eq(msg_request_parse(json, strlen(json), &req, &err), -1);
+	ck_assert_str_eq(err.message, "unknown operation \"bad?op\"");
+}
+END_TEST
+
+/* Builds {"op":"get","id":1,"args":[n args],"sources":[m sources]}. */
+static char *big_get(size_t nargs, size_t nsources, size_t arglen)
+{
+	size_t cap = 64 + nargs * (arglen + 8) + nsources * 64, i;
+	char *s = malloc(cap), *p = s;
+
+	ck_assert_ptr_nonnull(s);
+	p += sprintf(p, "{\"op\":\"get\",\"id\":1,\"args\":[");
+	for (i = 0; i < nargs; i++) {
+		*p++ = i ? ',' : '"';
+		if (i)
+			*p++ = '"';
+		*p++ = '-';
+		*p++ = 'D';
+		memset(p, 'X', arglen - 2);
+		p += arglen - 2;
+		*p++ = '"';
+	}
+	p += sprintf(p, "],\"sources\":[");
+	for (i = 0; i < nsources; i++)
+		p += sprintf(p, "%s{\"name\":\"s%zu.c\",\"text\":\"\"}", i ? "," : "", i);
+	sprintf(p, "]}");
+	return s;
+}
+
+START_TEST(test_parse_limits)
+{
+	struct msg_request req;
+	char *json;
+
+	json = big_get(MSG_MAX_ARGS, MSG_MAX_SOURCES, 8);
+	parse_ok(json, &req);
+	ck_assert_uint_eq(req.nargs, MSG_MAX_ARGS);
+	ck_assert_uint_eq(req.nsources, MSG_MAX_SOURCES);
+	ck_assert_str_eq(req.sources[255].name, "s255.c");
+	msg_request_free(&req);
+	free(json);
+
+	json = big_get(MSG_MAX_ARGS + 1, 1, 8);
+	parse_err(json, ERR_TOO_LARGE, "args", 1);
+	free(json);
+	json = big_get(1, MSG_MAX_SOURCES + 1, 8);
+	parse_err(json, ERR_TOO_LARGE, "sources", 1);
+	free(json);
+	json = big_get(1, 1, MSG_MAX_ARG_LEN);
+	parse_ok(json, &req);
+	ck_assert_uint_eq(strlen(req.args[0]), MSG_MAX_ARG_LEN);
+	msg_request_free(&req);
+	free(json);
+	json = big_get(1, 1, MSG_MAX_ARG_LEN + 1);
+	parse_err(json, ERR_TOO_LARGE, "args", 1);
+	free(json);
+}
+END_TEST
+
+START_TEST(test_parse_lookup_errors)
+{
+	char json[256];
+
+	parse_err("{\"op\":\"lookup\",\"id\":3}", ERR_BAD_REQUEST, "alias", 3);
+	snprintf(json, sizeof(json), "{\"op\":\"lookup\",\"id\":3,\"alias\":\"a\",\"key\":\"%s\"}",
+		 key64);
+	parse_err(json, ERR_BAD_REQUEST, "key", 3);
+	parse_err("{\"op\":\"lookup\",\"id\":3,\"key\":\"4f3a\"}", ERR_BAD_REQUEST, "key", 3);
+	parse_err("{\"op\":\"lookup\",\"id\":3,\"key\":5}", ERR_BAD_REQUEST, "key", 3);
+	parse_err("{\"op\":\"lookup\",\"id\":3,\"alias\":5}", ERR_BAD_REQUEST, "alias", 3);
+	parse_err("{\"op\":\"lookup\",\"id\":3,\"alias\":\"\"}", ERR_BAD_NAME, "alias", 3);
+	parse_err("{\"op\":\"lookup\",\"id\":3,\"alias\":\"x\\ty\"}", ERR_BAD_NAME, "alias", 3);
+}
+END_TEST
+
+START_TEST(test_parse_ref_and_gc_errors)
+{
+	static const char *const ops[] = { "show", "remove", "pin", "unpin" };
+	char json[512], big[300];
+	size_t i;
+
+	memset(big, 'a', 257);
+	big[257] = '\0';
+	for (i = 0; i < 4; i++) {
+		snprintf(json, sizeof(json), "{\"op\":\"%s\",\"id\":6}", ops[i]);
+		parse_err(json, ERR_BAD_REQUEST, "ref", 6);
+		snprintf(json, sizeof(json), "{\"op\":\"%s\",\"id\":6,\"ref\":5}", ops[i]);
+		parse_err(json, ERR_BAD_REQUEST, "ref", 6);
+		snprintf(json, sizeof(json), "{\"op\":\"%s\",\"id\":6,\"ref\":\"\"}", ops[i]);
+		parse_err(json, ERR_BAD_REQUEST, "ref", 6);
+		snprintf(json, sizeof(json), "{\"op\":\"%s\",\"id\":6,\"ref\":\"%s\"}", ops[i], big);
+		parse_err(json, ERR_BAD_REQUEST, "ref", 6);
+		snprintf(json, sizeof(json), "{\"op\":\"%s\",\"id\":6,\"ref\":\"a b\"}", ops[i]);
+		parse_err(json, ERR_BAD_REQUEST, "ref", 6);
+	}
+	parse_err("{\"op\":\"gc\",\"id\":8,\"max_size\":-1}", ERR_BAD_REQUEST, "max_size", 8);
+	parse_err("{\"op\":\"gc\",\"id\":8,\"max_size\":\"1G\"}", ERR_BAD_REQUEST, "max_size", 8);
+	parse_err("{\"op\":\"gc\",\"id\":8,\"max_size\":1.5}", ERR_BAD_REQUEST, "max_size", 8);
+}
+END_TEST
+
+static void assert_str_eq_null(const char *a, const char *b)
+{
+	if (!a || !b)
+		ck_assert_ptr_eq(a, b);
+	else
+		ck_assert_str_eq(a, b);
+}
+
+static void assert_req_eq(const struct msg_request *a, const struct msg_request *b)
+{
+	size_t i;
+
+	ck_assert_int_eq(a->op, b->op);
+	ck_assert_uint_eq(a->id, b->id);
+	ck_assert_int_eq(a->proto, b->proto);
+	assert_str_eq_null(a->client, b->client);
+	assert_str_eq_null(a->toolchain, b->toolchain);
+	assert_str_eq_null(a->output, b->output);
+	ck_assert_uint_eq(a->nargs, b->nargs);
+	for (i = 0; i < a->nargs; i++)
+		ck_assert_str_eq(a->args[i], b->args[i]);
+	ck_assert_uint_eq(a->nsources, b->nsources);
+	for (i = 0; i < a->nsources; i++) {
+		ck_assert_str_eq(a->sources[i].name, b->sources[i].name);
+		assert_str_eq_null(a->sources[i].path, b->sources[i].path);
+		ck_assert_uint_eq(!a->sources[i].text, !b->sources[i].text);
+		if (a->sources[i].text) {
+			ck_assert_uint_eq(a->sources[i].len, b->sources[i].len);
+			ck_assert_mem_eq(a->sources[i].text, b->sources[i].text,
+					 a->sources[i].len);
+		}
+	}
+	assert_str_eq_null(a->alias, b->alias);
+	assert_str_eq_null(a->label, b->label);
+	assert_str_eq_null(a->key, b->key);
+	assert_str_eq_null(a->ref, b->ref);
+	ck_assert_int_eq(a->max_size, b->max_size);
+}
+
+/* Packs req, checks the text is compact JSON, parses it back and compares. */
+static void round_trip(const struct msg_request *req)
+{
+	struct msg_request back;
+	struct msg_error err;
+	size_t len = 0;
+	char *s = msg_request_pack(req, &len);
+
+	ck_assert_ptr_nonnull(s);
+	ck_assert_uint_eq(len, strlen(s));
+	ck_assert_ptr_null(strchr(s, '\n'));
+	ck_assert_msg(msg_request_parse(s, len, &back, &err) == 0, "%s: %s", s, err.message);
+	assert_req_eq(req, &back);
+	msg_request_free(&back);
+	free(s);
+}
+
+static struct msg_request blank(enum msg_op op, uint64_t id)
+{
+	struct msg_request r;
+
+	memset(&r, 0, sizeof(r));
+	r.op = op;
+	r.id = id;
+	r.proto = -1;
+	r.max_size = -1;
+	return r;
+}
+
+START_TEST(test_round_trip)
+{
+	char *args[] = { "-O2", "-I/opt/dace/include", "-DN=\"quoted\\\"\"", "-Wl,-rpath,/x" };
+	/* The text is not NUL-terminated at len: pack copies len bytes. */
+	char text[] = "int f(void) { return '\\n' + \"\xc3\xa9\t\"[0]; }\nTRAILING";
+	struct msg_source src[2] = {
+		{ .name = "prog.cpp", .text = text, .len = sizeof(text) - 1 - 9 },
+		{ .name = "util.cpp", .path = "/abs/util.cpp" },
+	};
+	struct msg_request r;
+
+	r = blank(OP_HELLO, 1);
+	r.proto = KILN_PROTO_VERSION;
+	r.client = "libkiln/0.1.0";
+	round_trip(&r);
+
+	r = blank(OP_GET, 9007199254740991ull);
+	r.toolchain = "c++";
+	r.output = "shared";
+	r.args = args;
+	r.nargs = 4;
+	r.sources = src;
+	r.nsources = 2;
+	r.alias = "gt4py:4f3a\"\\";
+	r.label = "diffusion \xe2\x88\x87 step";
+	round_trip(&r);
+
+	r = blank(OP_LOOKUP, 3);
+	r.alias = "gt4py:x";
+	round_trip(&r);
+	r = blank(OP_LOOKUP, 3);
+	r.key = (char *)key64;
+	round_trip(&r);
+
+	r = blank(OP_SHOW, 6);
+	r.ref = "4f3a";
+	round_trip(&r);
+	r.op = OP_REMOVE;
+	round_trip(&r);
+	r.op = OP_PIN;
+	round_trip(&r);
+	r.op = OP_UNPIN;
+	round_trip(&r);
+
+	r = blank(OP_GC, 8);
+	r.max_size = 1073741824;
+	round_trip(&r);
+	r.max_size = -1;
+	round_trip(&r);
+
+	r = blank(OP_STATUS, 4);
+	round_trip(&r);
+	r = blank(OP_LIST, 5);
+	round_trip(&r);
+	r = blank(OP_SHUTDOWN, 0);
+	round_trip(&r);
+}
+END_TEST
+
+START_TEST(test_pack_fields)
+{
+	struct msg_request r = blank(OP_STATUS, 4);
+	char *s;
+	size_t len;
+
+	/* Fields that do not belong to the op are left out. */
+	r.alias = "ignored";
+	r.max_size = 5;
+	s = msg_request_pack(&r, &len);
+	ck_assert_str_eq(s, "{\"op\":\"status\",\"id\":4}");
+	free(s);
+
+	r = blank(OP_GC, 8);
+	s = msg_request_pack(&r, &len);
+	ck_assert_str_eq(s, "{\"op\":\"gc\",\"id\":8}");
+	free(s);
+
+	r = blank(OP_UNKNOWN, 1);
+	ck_assert_ptr_null(msg_request_pack(&r, &len));
+}
+END_TEST
+
+static Suite *msg_suite(void)
+{
+	Suite *s = suite_create("msg");
+	TCase *tp = tcase_create("parse");
+	TCase *te = tcase_create("errors");
+	TCase *tk = tcase_create("pack");
+
+	tcase_add_test(tp, test_names);
+	tcase_add_test(tp, test_parse_hello);
+	tcase_add_test(tp, test_parse_get);
+	tcase_add_test(tp, test_parse_get_defaults);
+	tcase_add_test(tp, test_parse_other_ops);
+	tcase_add_test(tp, test_parse_id);
+	tcase_add_test(tp, test_parse_limits);
+	suite_add_tcase(s, tp);
+
+	tcase_add_test(te, test_parse_op);
+	tcase_add_test(te, test_parse_not_object);
+	tcase_add_test(te, test_parse_hello_errors);
+	tcase_add_test(te, test_parse_get_errors);
+	tcase_add_test(te, test_parse_get_messages);
+	tcase_add_test(te, test_parse_lookup_errors);
+	tcase_add_test(te, test_parse_ref_and_gc_errors);
+	suite_add_tcase(s, te);
+
+	tcase_add_test(tk, test_round_trip);
+	tcase_add_test(tk, test_pack_fields);
+	suite_add_tcase(s, tk);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(msg_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,2 +1,486 @@
-/* stub: being written */
-int main(void) { return 77; }
+/*
+ * Unit tests of the shared helpers (proto/util.c) and of the string hash
+ * table (proto/table.c) that the daemon and libkiln's fast path rely on.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "table.h"
+#include "util.h"
+
+START_TEST(test_parse_size)
+{
+	static const struct {
+		const char *s;
+		uint64_t v;
+	} ok[] = {
+		{ "0", 0 }, { "4096", 4096 }, { "64k", 65536 }, { "64K", 65536 },
+		{ "512M", 512ull << 20 }, { "10G", 10ull << 30 }, { "2T", 2ull << 40 },
+		{ "1.5G", 3ull << 29 }, { "0.5k", 512 }, { "1.25KiB", 1280 },
+		{ "1kb", 1024 }, { "1KB", 1024 }, { "1gib", 1ull << 30 }, { "100B", 100 },
+		{ "100b", 100 }, { "1.1K", 1126 }, { "1P", 1ull << 50 }, { "15E", 15ull << 60 },
+		{ "18446744073709551615", UINT64_MAX }, { "007", 7 },
+		{ "1.000000000000000000000001K", 1024 },
+	};
+	static const char *const einval[] = {
+		"", "-1", "-1G", "+5", "G", "1.", ".5G", "1..5", "1GG", "1Gx", "1 G", " 1",
+		"1G ", "abc", "1iB", "1X", "0x10", "1e3", "1,5G", "1ib", "1.5.G",
+	};
+	static const char *const erange[] = {
+		"18446744073709551616", "16E", "99999999999999999999", "17179869184G",
+		"16384P",
+	};
+	uint64_t v;
+	size_t i;
+
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		v = 12345;
+		ck_assert_msg(util_parse_size(ok[i].s, &v) == 0, "%s refused", ok[i].s);
+		ck_assert_msg(v == ok[i].v, "%s: %llu, expected %llu", ok[i].s,
+			      (unsigned long long)v, (unsigned long long)ok[i].v);
+	}
+	for (i = 0; i < sizeof(einval) / sizeof(einval[0]); i++)
+		ck_assert_msg(util_parse_size(einval[i], &v) == -EINVAL, "%s accepted",
+			      einval[i]);
+	for (i = 0; i < sizeof(erange) / sizeof(erange[0]); i++)
+		ck_assert_msg(util_parse_size(erange[i], &v) == -ERANGE, "%s not ERANGE",
+			      erange[i]);
+	ck_assert_int_eq(util_parse_size(NULL, &v), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_format_size)
+{
+	char buf[32];
+
+	ck_assert_str_eq(util_format_size(0, buf, sizeof(buf)), "0 B");
+	ck_assert_str_eq(util_format_size(512, buf, sizeof(buf)), "512 B");
+	ck_assert_str_eq(util_format_size(1023, buf, sizeof(buf)), "1023 B");
+	ck_assert_str_eq(util_format_size(1024, buf, sizeof(buf)), "1 KiB");
+	ck_assert_str_eq(util_format_size(1536, buf, sizeof(buf)), "1.5 KiB");
+	ck_assert_str_eq(util_format_size(3ull << 29, buf, sizeof(buf)), "1.5 GiB");
+	ck_assert_str_eq(util_format_size(10ull << 30, buf, sizeof(buf)), "10 GiB");
+	ck_assert_str_eq(util_format_size((1ull << 20) - 1, buf, sizeof(buf)), "1 MiB");
+	ck_assert_str_eq(util_format_size(871234, buf, sizeof(buf)), "850.8 KiB");
+	ck_assert_str_eq(util_format_size(UINT64_MAX, buf, sizeof(buf)), "16 EiB");
+	/* A short buffer is truncated, never overrun. */
+	ck_assert_str_eq(util_format_size(3ull << 29, buf, 4), "1.5");
+}
+END_TEST
+
+START_TEST(test_format_age)
+{
+	char buf[16];
+
+	ck_assert_str_eq(util_format_age(0, buf, sizeof(buf)), "0s");
+	ck_assert_str_eq(util_format_age(12, buf, sizeof(buf)), "12s");
+	ck_assert_str_eq(util_format_age(59, buf, sizeof(buf)), "59s");
+	ck_assert_str_eq(util_format_age(300, buf, sizeof(buf)), "5m");
+	ck_assert_str_eq(util_format_age(3 * 3600 + 59, buf, sizeof(buf)), "3h");
+	ck_assert_str_eq(util_format_age(2 * 86400 + 5, buf, sizeof(buf)), "2d");
+	ck_assert_str_eq(util_format_age(-30, buf, sizeof(buf)), "0s");
+}
+END_TEST
+
+START_TEST(test_default_socket)
+{
+	char want[64], *s;
+
+	setenv("KILN_SOCKET", "/run/x/k.sock", 1);
+	setenv("XDG_RUNTIME_DIR", "/run/user/1000", 1);
+	s = util_default_socket();
+	ck_assert_str_eq(s, "/run/x/k.sock");
+	free(s);
+
+	unsetenv("KILN_SOCKET");
+	s = util_default_socket();
+	ck_assert_str_eq(s, "/run/user/1000/kiln/kilnd.sock");
+	free(s);
+
+	/* Empty variables and relative XDG paths are ignored. */
+	setenv("KILN_SOCKET", "", 1);
+	setenv("XDG_RUNTIME_DIR", "relative", 1);
+	snprintf(want, sizeof(want), "/tmp/kiln-%u/kilnd.sock", (unsigned)getuid());
+	s = util_default_socket();
+	ck_assert_str_eq(s, want);
+	free(s);
+	unsetenv("XDG_RUNTIME_DIR");
+	s = util_default_socket();
+	ck_assert_str_eq(s, want);
+	free(s);
+}
+END_TEST
+
+START_TEST(test_default_cache_dir)
+{
+	char *s;
+
+	setenv("KILN_CACHE_DIR", "/scratch/kiln", 1);
+	setenv("XDG_CACHE_HOME", "/xdg/cache", 1);
+	setenv("HOME", "/home/u", 1);
+	s = util_default_cache_dir();
+	ck_assert_str_eq(s, "/scratch/kiln");
+	free(s);
+
+	unsetenv("KILN_CACHE_DIR");
+	s = util_default_cache_dir();
+	ck_assert_str_eq(s, "/xdg/cache/kiln");
+	free(s);
+
+	setenv("XDG_CACHE_HOME", "", 1);
+	s = util_default_cache_dir();
+	ck_assert_str_eq(s, "/home/u/.cache/kiln");
+	free(s);
+
+	/* Without HOME the password database answers. */
+	unsetenv("XDG_CACHE_HOME");
+	unsetenv("HOME");
+	s = util_default_cache_dir();
+	if (s) {
+		ck_assert_int_eq(s[0], '/');
+		ck_assert_ptr_nonnull(strstr(s, "/.cache/kiln"));
+		free(s);
+	}
+}
+END_TEST
+
+/* A fresh temporary directory; the caller removes it with rm_rf(). */
+static void make_tmpdir(char dir[64])
+{
+	strcpy(dir, "/tmp/kiln-test-util-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void rm_rf(const char *dir)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(test_mkdir_p)
+{
+	char dir[64], path[256];
+	struct stat st;
+	int fd;
+
+	make_tmpdir(dir);
+	snprintf(path, sizeof(path), "%s/a/b//c/", dir);
+	ck_assert_int_eq(util_mkdir_p(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/a/b/c", dir);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert(S_ISDIR(st.st_mode));
+	ck_assert_int_eq(st.st_mode & 0777 & ~0700, 0);
+	/* Existing directories are fine. */
+	ck_assert_int_eq(util_mkdir_p(path, 0700), 0);
+	ck_assert_int_eq(util_mkdir_p("/", 0700), 0);
+
+	snprintf(path, sizeof(path), "%s/file", dir);
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(util_mkdir_p(path, 0700), -ENOTDIR);
+	snprintf(path, sizeof(path), "%s/file/sub", dir);
+	ck_assert_int_eq(util_mkdir_p(path, 0700), -ENOTDIR);
+	ck_assert_int_eq(util_mkdir_p("", 0700), -EINVAL);
+	rm_rf(dir);
+}
+END_TEST
+
+START_TEST(test_read_write_file)
+{
+	char dir[64], path[256], *out = NULL;
+	size_t len = 0;
+	int fd;
+
+	make_tmpdir(dir);
+	snprintf(path, sizeof(path), "%s/f", dir);
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(util_write_all(fd, "hello world", 11), 0);
+	close(fd);
+
+	ck_assert_int_eq(util_read_file(path, 11, &out, &len), 0);
+	ck_assert_uint_eq(len, 11);
+	ck_assert_str_eq(out, "hello world");
+	free(out);
+	ck_assert_int_eq(util_read_file(path, 10, &out, &len), -EFBIG);
+	ck_assert_ptr_null(out);
+	ck_assert_int_eq(util_read_file(dir, 100, &out, &len), -EISDIR);
+	snprintf(path, sizeof(path), "%s/missing", dir);
+	ck_assert_int_eq(util_read_file(path, 100, &out, &len), -ENOENT);
+
+	/* An empty file reads as an empty string. */
+	snprintf(path, sizeof(path), "%s/empty", dir);
+	close(open(path, O_CREAT | O_WRONLY, 0600));
+	ck_assert_int_eq(util_read_file(path, 0, &out, &len), 0);
+	ck_assert_uint_eq(len, 0);
+	ck_assert_str_eq(out, "");
+	free(out);
+
+	/* Files without a size in stat are read to the end, within the limit. */
+	ck_assert_int_eq(util_read_file("/proc/self/status", 1 << 20, &out, &len), 0);
+	ck_assert_uint_gt(len, 0);
+	ck_assert_uint_eq(strlen(out), len);
+	free(out);
+	ck_assert_int_eq(util_read_file("/proc/self/status", 10, &out, &len), -EFBIG);
+	rm_rf(dir);
+}
+END_TEST
+
+START_TEST(test_read_large_file)
+{
+	enum { LEN = 5 << 20 };
+	char dir[64], path[256], *buf, *out;
+	size_t len, i;
+	int fd;
+
+	make_tmpdir(dir);
+	snprintf(path, sizeof(path), "%s/big", dir);
+	buf = malloc(LEN);
+	for (i = 0; i < LEN; i++)
+		buf[i] = (char)(i * 7);
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	ck_assert_int_eq(util_write_all(fd, buf, LEN), 0);
+	close(fd);
+	ck_assert_int_eq(util_read_file(path, LEN, &out, &len), 0);
+	ck_assert_uint_eq(len, LEN);
+	ck_assert_mem_eq(out, buf, LEN);
+	free(out);
+	ck_assert_int_eq(util_read_file(path, LEN - 1, &out, &len), -EFBIG);
+	free(buf);
+	rm_rf(dir);
+}
+END_TEST
+
+START_TEST(test_sha256)
+{
+	uint8_t d[32];
+	char hex[65], dir[64], path[256];
+	int fd;
+
+	util_sha256("abc", 3, d);
+	util_hex(d, 32, hex);
+	ck_assert_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	util_sha256("", 0, d);
+	util_hex(d, 32, hex);
+	ck_assert_str_eq(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+
+	make_tmpdir(dir);
+	snprintf(path, sizeof(path), "%s/abc", dir);
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	ck_assert_int_eq(util_write_all(fd, "abc", 3), 0);
+	close(fd);
+	memset(d, 0, sizeof(d));
+	ck_assert_int_eq(util_sha256_file(path, d), 0);
+	util_hex(d, 32, hex);
+	ck_assert_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	snprintf(path, sizeof(path), "%s/missing", dir);
+	ck_assert_int_eq(util_sha256_file(path, d), -ENOENT);
+	rm_rf(dir);
+}
+END_TEST
+
+START_TEST(test_hex_and_clocks)
+{
+	static const uint8_t in[] = { 0x00, 0x0f, 0xa5, 0xff };
+	char hex[9];
+	uint64_t a, b;
+
+	util_hex(in, 4, hex);
+	ck_assert_str_eq(hex, "000fa5ff");
+	util_hex(in, 0, hex);
+	ck_assert_str_eq(hex, "");
+	a = util_now_ns();
+	usleep(2000);
+	b = util_now_ns();
+	ck_assert_uint_ge(b - a, 2000000);
+	ck_assert_int_gt(util_wall_s(), 1700000000);
+}
+END_TEST
+
+static void count_val(const char *key, void *val, void *ctx)
+{
+	size_t *sum = ctx;
+
+	ck_assert_ptr_nonnull(key);
+	*sum += (size_t)(uintptr_t)val;
+}
+
+static int freed;
+
+static void free_counted(void *val)
+{
+	freed++;
+	free(val);
+}
+
+START_TEST(test_table_basic)
+{
+	struct table *t = table_new();
+	void *old = (void *)1;
+	size_t sum = 0;
+	char key[8];
+
+	ck_assert_ptr_nonnull(t);
+	ck_assert_uint_eq(table_count(t), 0);
+	ck_assert_ptr_null(table_get(t, "a"));
+	ck_assert_int_eq(table_put(t, "a", (void *)10, &old), 0);
+	ck_assert_ptr_null(old);
+	ck_assert_int_eq(table_put(t, "b", (void *)20, NULL), 0);
+	ck_assert_int_eq(table_put(t, "", (void *)30, NULL), 0);
+	ck_assert_ptr_eq(table_get(t, "a"), (void *)10);
+	ck_assert_ptr_eq(table_get(t, "b"), (void *)20);
+	ck_assert_ptr_eq(table_get(t, ""), (void *)30);
+	ck_assert_ptr_null(table_get(t, "c"));
+	ck_assert_uint_eq(table_count(t), 3);
+
+	/* Replacing hands back the old value and keeps the count. */
+	ck_assert_int_eq(table_put(t, "a", (void *)11, &old), 0);
+	ck_assert_ptr_eq(old, (void *)10);
+	ck_assert_ptr_eq(table_get(t, "a"), (void *)11);
+	ck_assert_uint_eq(table_count(t), 3);
+
+	/* Keys are copied. */
+	strcpy(key, "temp");
+	ck_assert_int_eq(table_put(t, key, (void *)40, NULL), 0);
+	strcpy(key, "xxxx");
+	ck_assert_ptr_eq(table_get(t, "temp"), (void *)40);
+	ck_assert_ptr_null(table_get(t, "xxxx"));
+
+	table_foreach(t, count_val, &sum);
+	ck_assert_uint_eq(sum, 11 + 20 + 30 + 40);
+
+	ck_assert_ptr_eq(table_del(t, "a"), (void *)11);
+	ck_assert_ptr_null(table_del(t, "a"));
+	ck_assert_ptr_null(table_get(t, "a"));
+	ck_assert_uint_eq(table_count(t), 3);
+	table_free(t, NULL);
+	table_free(NULL, NULL);
+
+	t = table_new();
+	freed = 0;
+	ck_assert_int_eq(table_put(t, "x", malloc(4), NULL), 0);
+	ck_assert_int_eq(table_put(t, "y", malloc(4), NULL), 0);
+	table_free(t, free_counted);
+	ck_assert_int_eq(freed, 2);
+}
+END_TEST
+
+START_TEST(test_table_100k)
+{
+	enum { N = 100000 };
+	struct table *t = table_new();
+	char key[64];
+	size_t i;
+
+	for (i = 0; i < N; i++) {
+		snprintf(key, sizeof(key), "gt4py:%zx", i * 2654435761u);
+		ck_assert_int_eq(table_put(t, key, (void *)(uintptr_t)(i + 1), NULL), 0);
+	}
+	ck_assert_uint_eq(table_count(t), N);
+	for (i = 0; i < N; i++) {
+		snprintf(key, sizeof(key), "gt4py:%zx", i * 2654435761u);
+		ck_assert_ptr_eq(table_get(t, key), (void *)(uintptr_t)(i + 1));
+	}
+	ck_assert_ptr_null(table_get(t, "gt4py:nothere"));
+
+	/* Delete every other key; the rest must stay reachable across the
+	 * entries that backward-shift deletion moved. */
+	for (i = 0; i < N; i += 2) {
+		snprintf(key, sizeof(key), "gt4py:%zx", i * 2654435761u);
+		ck_assert_ptr_eq(table_del(t, key), (void *)(uintptr_t)(i + 1));
+	}
+	ck_assert_uint_eq(table_count(t), N / 2);
+	for (i = 0; i < N; i++) {
+		snprintf(key, sizeof(key), "gt4py:%zx", i * 2654435761u);
+		if (i % 2)
+			ck_assert_ptr_eq(table_get(t, key), (void *)(uintptr_t)(i + 1));
+		else
+			ck_assert_ptr_null(table_get(t, key));
+	}
+	table_free(t, NULL);
+}
+END_TEST
+
+/* Random puts and deletes against a plain array as the reference, with a
+ * small key space so that probe runs collide and wrap around often. */
+START_TEST(test_table_random)
+{
+	enum { KEYS = 2000, OPS = 200000 };
+	static uintptr_t ref[KEYS];
+	struct table *t = table_new();
+	uint64_t r = 88172645463325252ull;
+	size_t live = 0, i, k;
+	char key[32];
+	void *old;
+
+	memset(ref, 0, sizeof(ref));
+	for (i = 0; i < OPS; i++) {
+		r ^= r << 13;
+		r ^= r >> 7;
+		r ^= r << 17;
+		k = (size_t)(r % KEYS);
+		snprintf(key, sizeof(key), "k%zu", k);
+		if ((r >> 32) % 3) {
+			ck_assert_int_eq(table_put(t, key, (void *)(uintptr_t)(i + 1), &old), 0);
+			ck_assert_ptr_eq(old, (void *)ref[k]);
+			live += ref[k] == 0;
+			ref[k] = i + 1;
+		} else {
+			ck_assert_ptr_eq(table_del(t, key), (void *)ref[k]);
+			live -= ref[k] != 0;
+			ref[k] = 0;
+		}
+		ck_assert_uint_eq(table_count(t), live);
+	}
+	for (k = 0; k < KEYS; k++) {
+		snprintf(key, sizeof(key), "k%zu", k);
+		ck_assert_ptr_eq(table_get(t, key), (void *)ref[k]);
+	}
+	table_free(t, NULL);
+}
+END_TEST
+
+static Suite *util_suite(void)
+{
+	Suite *s = suite_create("util");
+	TCase *tu = tcase_create("util");
+	TCase *tt = tcase_create("table");
+
+	tcase_add_test(tu, test_parse_size);
+	tcase_add_test(tu, test_format_size);
+	tcase_add_test(tu, test_format_age);
+	tcase_add_test(tu, test_default_socket);
+	tcase_add_test(tu, test_default_cache_dir);
+	tcase_add_test(tu, test_mkdir_p);
+	tcase_add_test(tu, test_read_write_file);
+	tcase_add_test(tu, test_read_large_file);
+	tcase_add_test(tu, test_sha256);
+	tcase_add_test(tu, test_hex_and_clocks);
+	suite_add_tcase(s, tu);
+
+	tcase_add_test(tt, test_table_basic);
+	tcase_add_test(tt, test_table_100k);
+	tcase_add_test(tt, test_table_random);
+	suite_add_tcase(s, tt);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(util_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,2 +1,330 @@
-/* stub: being written */
-int main(void) { return 77; }
+/*
+ * Unit tests of the rules for client-supplied names and compiler arguments
+ * (proto/validate.c), with the hostile values a client might send.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "validate.h"
+
+static char *repeat(char c, size_t n)
+{
+	char *s = malloc(n + 1);
+
+	ck_assert_ptr_nonnull(s);
+	memset(s, c, n);
+	s[n] = '\0';
+	return s;
+}
+
+START_TEST(test_source_names_allowed)
+{
+	static const char *const ok[] = {
+		"prog.cpp", "a.c", "x", "kernel_0.cu", "A-B+C_d.hpp", "9lives.c",
+		"a..c", "foo-.c", "a.b.c.d",
+	};
+	char why[200];
+	size_t i;
+
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		why[0] = '\0';
+		ck_assert_msg(validate_source_name(ok[i], why, sizeof(why)) == 0,
+			      "%s refused: %s", ok[i], why);
+	}
+}
+END_TEST
+
+START_TEST(test_source_names_refused)
+{
+	static const char *const bad[] = {
+		"", "../etc/passwd", "a/b", "/abs.c", ".hidden", "..", ".", "-rf",
+		"-o", "a b.c", "a\nb.c", "a\tb", "caf\xc3\xa9.c", "a;b", "a*b", "$x",
+		"a\\b", "a:b", "~x", "a\x7f",
+	};
+	char why[200];
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why[0] = '\0';
+		ck_assert_msg(validate_source_name(bad[i], why, sizeof(why)) == -1,
+			      "%s allowed", bad[i]);
+		ck_assert_msg(strlen(why) > 10, "no reason for %s", bad[i]);
+		/* The reason never echoes a control character back. */
+		ck_assert_ptr_null(strchr(why, '\n'));
+		ck_assert_ptr_null(strchr(why, '\t'));
+	}
+	ck_assert_int_eq(validate_source_name(NULL, why, sizeof(why)), -1);
+	/* A zero-sized buffer gets no text but the same verdict. */
+	ck_assert_int_eq(validate_source_name("a/b", NULL, 0), -1);
+}
+END_TEST
+
+START_TEST(test_source_name_messages)
+{
+	char why[200];
+
+	ck_assert_int_eq(validate_source_name("../x.c", why, sizeof(why)), -1);
+	ck_assert_str_eq(why, "source name \"../x.c\" is not a plain file name: it contains '/'");
+	ck_assert_int_eq(validate_source_name(".hidden", why, sizeof(why)), -1);
+	ck_assert_str_eq(why, "source name \".hidden\" is not a plain file name: it starts with '.'");
+	ck_assert_int_eq(validate_source_name("a b.c", why, sizeof(why)), -1);
+	ck_assert_ptr_nonnull(strstr(why, "a space"));
+	ck_assert_int_eq(validate_source_name("a\nb", why, sizeof(why)), -1);
+	ck_assert_ptr_nonnull(strstr(why, "\"a?b\""));
+	ck_assert_ptr_nonnull(strstr(why, "control character"));
+	ck_assert_int_eq(validate_source_name("-rf", why, sizeof(why)), -1);
+	ck_assert_ptr_nonnull(strstr(why, "option"));
+	/* A short buffer truncates the reason but stays terminated. */
+	ck_assert_int_eq(validate_source_name("a/b", why, 8), -1);
+	ck_assert_str_eq(why, "source ");
+}
+END_TEST
+
+START_TEST(test_source_name_length)
+{
+	char why[200];
+	char *n255 = repeat('a', 255), *n256 = repeat('a', 256);
+
+	ck_assert_int_eq(validate_source_name(n255, why, sizeof(why)), 0);
+	ck_assert_int_eq(validate_source_name(n256, why, sizeof(why)), -1);
+	ck_assert_ptr_nonnull(strstr(why, "longer than 255"));
+	/* The quoted name is cut short, not the sentence. */
+	ck_assert_ptr_nonnull(strstr(why, "..."));
+	free(n255);
+	free(n256);
+}
+END_TEST
+
+START_TEST(test_toolchain_names)
+{
+	char why[200];
+	char *n64 = repeat('t', 64), *n65 = repeat('t', 65);
+
+	ck_assert_int_eq(validate_toolchain_name("cc", why, sizeof(why)), 0);
+	ck_assert_int_eq(validate_toolchain_name("c++", why, sizeof(why)), 0);
+	ck_assert_int_eq(validate_toolchain_name("nvcc-12.4", why, sizeof(why)), 0);
+	ck_assert_int_eq(validate_toolchain_name("gcc_13", why, sizeof(why)), 0);
+	ck_assert_int_eq(validate_toolchain_name(n64, why, sizeof(why)), 0);
+	ck_assert_int_eq(validate_toolchain_name(n65, why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_toolchain_name("", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_toolchain_name("-cc", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_toolchain_name("/usr/bin/cc", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_toolchain_name("c c", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_toolchain_name("cc;rm", why, sizeof(why)), -1);
+	ck_assert_ptr_nonnull(strstr(why, "toolchain name"));
+	free(n64);
+	free(n65);
+}
+END_TEST
+
+START_TEST(test_alias)
+{
+	char why[200];
+	char *a256 = repeat('k', 256), *a257 = repeat('k', 257);
+
+	ck_assert_int_eq(validate_alias("gt4py:4f3a9c", why, sizeof(why)), 0);
+	ck_assert_int_eq(validate_alias("a/b\\c\"d'~!", why, sizeof(why)), 0);
+	ck_assert_int_eq(validate_alias(a256, why, sizeof(why)), 0);
+	ck_assert_int_eq(validate_alias(a257, why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_alias("", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_alias("has space", why, sizeof(why)), -1);
+	ck_assert_ptr_nonnull(strstr(why, "a space"));
+	ck_assert_int_eq(validate_alias("tab\there", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_alias("nl\n", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_alias("caf\xc3\xa9", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_alias("del\x7f", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_alias(NULL, why, sizeof(why)), -1);
+	free(a256);
+	free(a257);
+}
+END_TEST
+
+START_TEST(test_label)
+{
+	char why[200];
+	char *l256 = repeat('l', 256), *l257 = repeat('l', 257);
+
+	ck_assert_int_eq(validate_label("diffusion_step", why, sizeof(why)), 0);
+	ck_assert_int_eq(validate_label("with spaces and / slashes", why, sizeof(why)), 0);
+	ck_assert_int_eq(validate_label("caf\xc3\xa9 \xe2\x88\x87 \xf0\x9f\x94\xa5", why,
+					sizeof(why)), 0);
+	ck_assert_int_eq(validate_label(l256, why, sizeof(why)), 0);
+	ck_assert_int_eq(validate_label(l257, why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_label("", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_label("line\nbreak", why, sizeof(why)), -1);
+	ck_assert_ptr_nonnull(strstr(why, "control character"));
+	ck_assert_int_eq(validate_label("esc\x1b[31m", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_label("del\x7f", why, sizeof(why)), -1);
+	/* C1 control U+0085 (NEL), encoded as UTF-8. */
+	ck_assert_int_eq(validate_label("c1\xc2\x85", why, sizeof(why)), -1);
+	/* Invalid UTF-8: stray continuation, truncated, overlong, surrogate,
+	 * beyond U+10FFFF. */
+	ck_assert_int_eq(validate_label("\x80", why, sizeof(why)), -1);
+	ck_assert_ptr_nonnull(strstr(why, "UTF-8"));
+	ck_assert_int_eq(validate_label("ab\xc3", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_label("\xc0\xaf", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_label("\xed\xa0\x80", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_label("\xf4\x90\x80\x80", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_label("\xff", why, sizeof(why)), -1);
+	free(l256);
+	free(l257);
+}
+END_TEST
+
+START_TEST(test_keys)
+{
+	const char *k = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	char buf[80];
+
+	ck_assert_int_eq(validate_key(k), 0);
+	ck_assert_int_eq(validate_key(NULL), -1);
+	ck_assert_int_eq(validate_key(""), -1);
+	memcpy(buf, k, 65);
+	buf[63] = '\0';
+	ck_assert_int_eq(validate_key(buf), -1);
+	memcpy(buf, k, 65);
+	buf[10] = 'A';
+	ck_assert_int_eq(validate_key(buf), -1);
+	memcpy(buf, k, 65);
+	buf[10] = 'g';
+	ck_assert_int_eq(validate_key(buf), -1);
+	snprintf(buf, sizeof(buf), "%s0", k);
+	ck_assert_int_eq(validate_key(buf), -1);
+
+	ck_assert_int_eq(validate_key_prefix("4f3a"), 0);
+	ck_assert_int_eq(validate_key_prefix(k), 0);
+	ck_assert_int_eq(validate_key_prefix("4f3"), -1);
+	ck_assert_int_eq(validate_key_prefix("4F3A"), -1);
+	ck_assert_int_eq(validate_key_prefix("4f3a-"), -1);
+	ck_assert_int_eq(validate_key_prefix(buf), -1);
+	ck_assert_int_eq(validate_key_prefix(NULL), -1);
+}
+END_TEST
+
+START_TEST(test_args_allowed)
+{
+	static const char *const ok[] = {
+		"-O2", "-O3", "-g", "-I/abs/include", "-I", "/opt/dace/include",
+		"-DX=1", "-DNAME=\"-o\"", "-std=c++17", "-march=native", "-mcpu=neoverse-v1",
+		"-lm", "-L/usr/lib", "-Wl,-rpath,/x", "-Wl,--as-needed", "-Wl,-z,now",
+		"-fopenmp", "-fPIC", "-Wall", "-Wextra", "-ffast-math", "-pthread",
+		"-x", "c++", "-include", "/abs/pre.h", "-fno-exceptions", "--std=c++20",
+		"-fuse-ld=lld", "-Xlinker", "-rpath", "-EB", "-v", "-Wno-unused",
+		"-fdiagnostics-color=never", "--param=max-inline-insns-single=500",
+		"-Wl,--oformat=elf64-x86-64", "-ObjC", "-Xclang", "-fopenmp",
+	};
+	const char *prev = NULL;
+	char why[200];
+	size_t i;
+
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		why[0] = '\0';
+		ck_assert_msg(validate_arg(ok[i], prev, why, sizeof(why)) == 0,
+			      "%s refused: %s", ok[i], why);
+		prev = ok[i];
+	}
+}
+END_TEST
+
+START_TEST(test_args_refused)
+{
+	static const char *const bad[] = {
+		"", "-o", "-ofile.so", "-o/tmp/x", "--output", "--output=/tmp/x",
+		"--out=/tmp/x", "--outp", "-M", "-MD", "-MMD", "-MF", "-MFdeps.d",
+		"-MT", "-MQ", "-MP", "-MG", "-MJ", "--write-dependencies", "--dependencies",
+		"-c", "-S", "-E", "--compile", "--preprocess", "--assemble",
+		"@args.txt", "@/etc/passwd", "-fplugin=/tmp/evil.so",
+		"-fplugin-arg-evil-x=1", "-fpass-plugin=/x.so", "-specs=/tmp/s",
+		"--specs=/tmp/s", "-wrapper", "-wrapper=gdb", "-B/tmp/evil", "-B",
+		"--prefix=/tmp", "-save-temps", "-save-temps=obj", "--save-temps",
+		"-dumpdir", "-dumpbase", "-dumpbase-ext", "-Wl,-o,/tmp/x",
+		"-Wl,-o/tmp/x", "-Wl,--output=/tmp/x", "-Wl,-rpath,/x,-o,/y",
+		"-Wl,--out=/x", "-Wl,@/tmp/ld.args", "-Wa,-o,/tmp/x.o", "-Wp,-MD,/tmp/d",
+		"-Wp,-o,/x", "--for-linker=-o", "--ld-path=/tmp/ld", "-fuse-ld=/tmp/ld",
+		"-iplugindir=/tmp",
+	};
+	char why[200];
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why[0] = '\0';
+		ck_assert_msg(validate_arg(bad[i], NULL, why, sizeof(why)) == -1,
+			      "%s allowed", bad[i]);
+		ck_assert_msg(strlen(why) > 10, "no reason for %s", bad[i]);
+	}
+	ck_assert_int_eq(validate_arg(NULL, NULL, why, sizeof(why)), -1);
+}
+END_TEST
+
+START_TEST(test_args_with_prev)
+{
+	char why[200];
+
+	ck_assert_int_eq(validate_arg("-o", "-Xlinker", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_arg("--output=/x", "-Xlinker", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_arg("-ofoo", "-Xlinker", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_arg("@/x", "-Xlinker", why, sizeof(why)), -1);
+	ck_assert_ptr_nonnull(strstr(why, "-Xlinker"));
+	ck_assert_int_eq(validate_arg("-o", "-Xassembler", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_arg("-MD", "-Xpreprocessor", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_arg("-load", "-Xclang", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_arg("-plugin", "-Xclang", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_arg("/tmp/x", "-o", why, sizeof(why)), -1);
+	/* The same values after an ordinary argument or -Xlinker's harmless
+	 * options are fine. */
+	ck_assert_int_eq(validate_arg("-rpath", "-Xlinker", why, sizeof(why)), 0);
+	ck_assert_int_eq(validate_arg("/abs/lib", "-Xlinker", why, sizeof(why)), 0);
+	ck_assert_int_eq(validate_arg("-O2", "-Xlinker", why, sizeof(why)), 0);
+	ck_assert_int_eq(validate_arg("/tmp/x", "-O2", why, sizeof(why)), 0);
+}
+END_TEST
+
+START_TEST(test_arg_messages)
+{
+	char why[200];
+
+	ck_assert_int_eq(validate_arg("-o", NULL, why, sizeof(why)), -1);
+	ck_assert_str_eq(why, "argument \"-o\" is not allowed: the daemon chooses the output file");
+	ck_assert_int_eq(validate_arg("", NULL, why, sizeof(why)), -1);
+	ck_assert_str_eq(why, "an empty argument is not allowed");
+	ck_assert_int_eq(validate_arg("-Wl,-o,x", NULL, why, sizeof(why)), -1);
+	ck_assert_ptr_nonnull(strstr(why, "linker"));
+}
+END_TEST
+
+static Suite *validate_suite(void)
+{
+	Suite *s = suite_create("validate");
+	TCase *tn = tcase_create("names");
+	TCase *ta = tcase_create("args");
+
+	tcase_add_test(tn, test_source_names_allowed);
+	tcase_add_test(tn, test_source_names_refused);
+	tcase_add_test(tn, test_source_name_messages);
+	tcase_add_test(tn, test_source_name_length);
+	tcase_add_test(tn, test_toolchain_names);
+	tcase_add_test(tn, test_alias);
+	tcase_add_test(tn, test_label);
+	tcase_add_test(tn, test_keys);
+	suite_add_tcase(s, tn);
+
+	tcase_add_test(ta, test_args_allowed);
+	tcase_add_test(ta, test_args_refused);
+	tcase_add_test(ta, test_args_with_prev);
+	tcase_add_test(ta, test_arg_messages);
+	suite_add_tcase(s, ta);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(validate_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
