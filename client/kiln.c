@@ -1,1 +1,302 @@
-/* stub: being written */
+/*
+ * libkiln's public entry points: opening and closing a handle, and get and
+ * lookup, which check the request locally, try the process-local table and
+ * otherwise ask kilnd. The connection lives in lib_conn.c, the program table
+ * and loading in lib_prog.c, errors in lib_err.c, autospawn in lib_spawn.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib_internal.h"
+#include "validate.h"
+
+#ifndef KILN_BINDIR
+#define KILN_BINDIR "/usr/local/bin"
+#endif
+
+static bool env_autospawn(void)
+{
+	const char *v = getenv("KILN_AUTOSPAWN");
+
+	return v && strcmp(v, "1") == 0;
+}
+
+/* Frees a handle that may be partly made; no call may be in flight. */
+static void kiln_free(struct kiln *k)
+{
+	lib_conn_stop(k);
+	lib_prog_fini(k);
+	pthread_rwlock_destroy(&k->table_lock);
+	pthread_mutex_destroy(&k->load_lock);
+	pthread_mutex_destroy(&k->connect_lock);
+	pthread_cond_destroy(&k->cond);
+	pthread_mutex_destroy(&k->lock);
+	free(k->socket_path);
+	free(k->kilnd_path);
+	free(k->cache_dir);
+	free(k);
+}
+
+/* Fills k's configuration from opts and the environment. */
+static int kiln_configure(struct kiln *k, const struct kiln_options *opts)
+{
+	const char *kilnd = opts ? opts->kilnd_path : NULL;
+
+	if (opts && opts->socket_path) {
+		if (!*opts->socket_path)
+			return lib_err_set(KILN_EINVAL, "the socket path is empty");
+		k->socket_path = strdup(opts->socket_path);
+	} else {
+		k->socket_path = util_default_socket();
+	}
+	if (!kilnd || !*kilnd)
+		kilnd = getenv("KILN_KILND");
+	if (!kilnd || !*kilnd)
+		kilnd = KILN_BINDIR "/kilnd";
+	k->kilnd_path = strdup(kilnd);
+	if (opts && opts->cache_dir && *opts->cache_dir)
+		k->cache_dir = strdup(opts->cache_dir);
+	if (!k->socket_path || !k->kilnd_path || (opts && opts->cache_dir && *opts->cache_dir &&
+						  !k->cache_dir))
+		return lib_err_set(KILN_ENOMEM, "out of memory");
+	k->autospawn = (opts && opts->autospawn) || env_autospawn();
+	return 0;
+}
+
+int kiln_open_with(const struct kiln_options *opts, struct kiln **out)
+{
+	struct kiln *k;
+	int rc;
+
+	if (!out)
+		return lib_err_set(KILN_EINVAL, "kiln_open: out is NULL");
+	*out = NULL;
+	k = calloc(1, sizeof(*k));
+	if (!k)
+		return lib_err_set(KILN_ENOMEM, "out of memory");
+	/* Default attributes cannot fail to initialise on Linux. */
+	pthread_mutex_init(&k->lock, NULL);
+	pthread_cond_init(&k->cond, NULL);
+	pthread_mutex_init(&k->connect_lock, NULL);
+	pthread_mutex_init(&k->load_lock, NULL);
+	pthread_rwlock_init(&k->table_lock, NULL);
+	atomic_init(&k->next_id, 1);
+	atomic_init(&k->requests, 0);
+	atomic_init(&k->local_hits, 0);
+	atomic_init(&k->loads, 0);
+
+	rc = kiln_configure(k, opts);
+	if (rc < 0)
+		goto fail;
+	rc = lib_prog_init(k);
+	if (rc < 0)
+		goto fail;
+	rc = lib_conn_start(k);
+	if (rc < 0)
+		goto fail;
+	*out = k;
+	return 0;
+fail:
+	kiln_free(k);
+	return rc;
+}
+
+int kiln_open(const char *socket_path, struct kiln **out)
+{
+	struct kiln_options opts = { .socket_path = socket_path };
+
+	return kiln_open_with(&opts, out);
+}
+
+void kiln_close(struct kiln *k)
+{
+	if (k)
+		kiln_free(k);
+}
+
+/* Checks one source and fills its wire form; text is borrowed. */
+static int request_source(const struct kiln_source *s, size_t i, struct msg_source *m)
+{
+	const char *nul;
+	char why[256];
+
+	if (!s->name)
+		return lib_err_set(KILN_EINVAL, "source %zu has no name", i);
+	m->name = (char *)s->name;
+	if (validate_source_name(s->name, why, sizeof(why)) < 0)
+		return lib_err_set(KILN_EINVAL, "source %zu (\"%s\"): %s", i, s->name, why);
+	if (!s->text == !s->path)
+		return lib_err_set(KILN_EINVAL, "source %s must have exactly one of text or path",
+				   s->name);
+	if (s->path) {
+		if (s->path[0] != '/')
+			return lib_err_set(KILN_EINVAL,
+					   "source %s: path \"%s\" is not absolute (kilnd reads it "
+					   "from its own working directory)",
+					   s->name, s->path);
+		m->path = (char *)s->path;
+		return 0;
+	}
+	/* The daemon receives the text as a JSON string, which ends at a NUL. */
+	nul = s->len ? memchr(s->text, '\0', s->len) : NULL;
+	if (nul)
+		return lib_err_set(KILN_EINVAL, "source %s: the text contains a NUL byte at offset %zu",
+				   s->name, (size_t)(nul - s->text));
+	m->text = (char *)s->text;
+	m->len = s->len ? s->len : strlen(s->text);
+	return 0;
+}
+
+/* Checks the request's arguments with the daemon's rules and text. */
+static int request_args(const struct kiln_request *req)
+{
+	char why[256];
+	const char *prev = NULL;
+	size_t i;
+
+	if (req->nargs > MSG_MAX_ARGS)
+		return lib_err_set(KILN_EINVAL, "too many compiler arguments: %zu (at most %d)",
+				   req->nargs, MSG_MAX_ARGS);
+	if (req->nargs && !req->args)
+		return lib_err_set(KILN_EINVAL, "nargs is %zu but args is NULL", req->nargs);
+	for (i = 0; i < req->nargs; i++) {
+		if (!req->args[i])
+			return lib_err_set(KILN_EINVAL, "compiler argument %zu is NULL", i);
+		if (strlen(req->args[i]) > MSG_MAX_ARG_LEN)
+			return lib_err_set(KILN_EINVAL, "compiler argument %zu is longer than %d bytes",
+					   i, MSG_MAX_ARG_LEN);
+		if (validate_arg(req->args[i], prev, why, sizeof(why)) < 0)
+			return lib_err_set(KILN_EINVAL, "compiler argument \"%s\": %s", req->args[i],
+					   why);
+		prev = req->args[i];
+	}
+	return 0;
+}
+
+/*
+ * Checks req with the rules the daemon enforces, so that a mistake costs no
+ * round trip and reads the same, and fills m (whose strings are borrowed from
+ * req: m must not be freed with msg_request_free; m->sources is malloc'd and
+ * owned by the caller).
+ */
+static int request_build(const struct kiln_request *req, struct msg_request *m)
+{
+	char why[256];
+	size_t i, j;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	m->op = OP_GET;
+	m->proto = -1;
+	m->max_size = -1;
+	m->toolchain = (char *)(req->toolchain ? req->toolchain : "cc");
+	m->output = (char *)(req->output ? req->output : "shared");
+	if (validate_toolchain_name(m->toolchain, why, sizeof(why)) < 0)
+		return lib_err_set(KILN_EINVAL, "toolchain \"%s\": %s", m->toolchain, why);
+	if (!*m->output)
+		return lib_err_set(KILN_EINVAL, "the output kind is empty");
+	if (req->alias && validate_alias(req->alias, why, sizeof(why)) < 0)
+		return lib_err_set(KILN_EINVAL, "alias: %s", why);
+	if (req->label && validate_label(req->label, why, sizeof(why)) < 0)
+		return lib_err_set(KILN_EINVAL, "label: %s", why);
+	rc = request_args(req);
+	if (rc < 0)
+		return rc;
+	if (!req->sources || req->nsources == 0)
+		return lib_err_set(KILN_EINVAL, "the request has no sources");
+	if (req->nsources > MSG_MAX_SOURCES)
+		return lib_err_set(KILN_EINVAL, "too many sources: %zu (at most %d)", req->nsources,
+				   MSG_MAX_SOURCES);
+	m->sources = calloc(req->nsources, sizeof(*m->sources));
+	if (!m->sources)
+		return lib_err_set(KILN_ENOMEM, "out of memory");
+	m->nsources = req->nsources;
+	for (i = 0; i < req->nsources; i++) {
+		rc = request_source(&req->sources[i], i, &m->sources[i]);
+		if (rc < 0)
+			return rc;
+		for (j = 0; j < i; j++)
+			if (strcmp(req->sources[j].name, req->sources[i].name) == 0)
+				return lib_err_set(KILN_EINVAL, "source name %s appears twice",
+						   req->sources[i].name);
+	}
+	m->args = (char **)req->args;
+	m->nargs = req->nargs;
+	m->alias = (char *)req->alias;
+	m->label = (char *)req->label;
+	return 0;
+}
+
+/* Sends a get or lookup and loads what it names. */
+static int kiln_fetch(struct kiln *k, struct msg_request *m, const char *alias,
+		      struct kiln_program **out)
+{
+	cJSON *reply = NULL;
+	int fd = -1, rc;
+
+	rc = lib_conn_call(k, m, &reply, &fd);
+	if (rc < 0)
+		return rc;
+	rc = lib_prog_from_reply(k, reply, fd, alias, out);
+	cJSON_Delete(reply);
+	return rc;
+}
+
+int kiln_get(struct kiln *k, const struct kiln_request *req, struct kiln_program **out)
+{
+	struct msg_request m;
+	struct kiln_program *p;
+	int rc;
+
+	if (!k || !req || !out)
+		return lib_err_set(KILN_EINVAL, "kiln_get: k, req and out must not be NULL");
+	*out = NULL;
+	/* The fast path comes first: a loaded alias needs neither checks
+	 * nor IPC (only valid aliases ever enter the table). */
+	if (req->alias) {
+		p = lib_prog_by_alias(k, req->alias);
+		if (p) {
+			atomic_fetch_add_explicit(&k->local_hits, 1, memory_order_relaxed);
+			*out = p;
+			return 0;
+		}
+	}
+	rc = request_build(req, &m);
+	if (rc == 0)
+		rc = kiln_fetch(k, &m, req->alias, out);
+	free(m.sources);
+	return rc;
+}
+
+int kiln_lookup(struct kiln *k, const char *alias, struct kiln_program **out)
+{
+	struct msg_request m = { .op = OP_LOOKUP, .proto = -1, .max_size = -1 };
+	struct kiln_program *p;
+	char why[256];
+
+	if (!k || !alias || !out)
+		return lib_err_set(KILN_EINVAL, "kiln_lookup: k, alias and out must not be NULL");
+	*out = NULL;
+	p = lib_prog_by_alias(k, alias);
+	if (p) {
+		atomic_fetch_add_explicit(&k->local_hits, 1, memory_order_relaxed);
+		*out = p;
+		return 0;
+	}
+	if (validate_alias(alias, why, sizeof(why)) < 0)
+		return lib_err_set(KILN_EINVAL, "alias: %s", why);
+	m.alias = (char *)alias;
+	return kiln_fetch(k, &m, alias, out);
+}
+
+void kiln_get_stats(struct kiln *k, struct kiln_stats *out)
+{
+	if (!out)
+		return;
+	memset(out, 0, sizeof(*out));
+	if (!k)
+		return;
+	out->requests = atomic_load(&k->requests);
+	out->local_hits = atomic_load(&k->local_hits);
+	out->loads = atomic_load(&k->loads);
+}

@@ -146,7 +146,9 @@ int main(int argc, char **argv)
 	}
 	rc = instance_lock(&cfg, &other, err, sizeof(err));
 	if (rc == 1) {
-		fprintf(stderr, "kilnd: %s\n", err);
+		/* With --daemonize the waiting parent prints it, once. */
+		if (!cfg.daemonize)
+			fprintf(stderr, "kilnd: %s\n", err);
 		instance_ready(0, other, err);
 		d.exit_code = 0;
 		goto out;

@@ -1,0 +1,580 @@
+/*
+ * The connection of a struct kiln to kilnd: connecting (with autospawn and the
+ * hello handshake), reconnecting after a loss, and pipelined calls that many
+ * threads make at once on the one socket.
+ *
+ * Why pipelining: a get that builds can take minutes, and a rank's other
+ * threads must not queue behind it for a lookup the daemon answers at once.
+ * How it works, all under k->lock unless said otherwise:
+ *
+ * - A caller registers a reply slot keyed by a fresh id in conn->slots, then
+ *   writes its frame under conn->send_lock (so frames never interleave).
+ * - The "reader baton" (conn->reading) lets exactly one waiting thread read
+ *   the socket at a time. The holder drops k->lock, reads one frame with
+ *   wire_recv_frame (taking its descriptor with wire_take_fd when the reply
+ *   says "fd": true), retakes the lock, hands the reply to the slot with that
+ *   id, puts the baton down and broadcasts k->cond. Every waiter then checks
+ *   its slot; one whose reply has not come picks the baton up. The holder
+ *   leaves as soon as its own slot is filled, so no thread ever reads for
+ *   longer than its own request needs.
+ * - A read or write error "breaks" the connection: it is shut down (the
+ *   descriptor stays valid until the last user is gone), every pending slot
+ *   is failed with the same text, and the next call connects afresh.
+ * - Connections are reference-counted: k->conn holds one reference and every
+ *   call in flight holds one, so a broken connection is freed only after the
+ *   last thread that used it has left.
+ *
+ * Lock order: k->connect_lock, then k->lock, then conn->send_lock (the latter
+ * two are never held together).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib_internal.h"
+#include "wire.h"
+
+/* One request waiting for its reply; lives on the caller's stack. */
+struct lib_slot {
+	uint64_t id;
+	bool done;
+	cJSON *reply;   /* NULL when done because the connection broke */
+	int fd;
+	struct lib_slot *next;
+};
+
+struct lib_conn {
+	struct wire_conn wire;      /* fd fixed; receive state owned by the baton holder */
+	pthread_mutex_t send_lock;  /* one frame written at a time */
+	/* Guarded by k->lock. */
+	unsigned refs;
+	bool reading;               /* a thread holds the reader baton */
+	bool broken;
+	int err;                    /* status for waiters once broken */
+	char errmsg[512];
+	struct lib_slot *slots;     /* pending requests */
+};
+
+/* How long to keep trying to connect after kilnd --daemonize returned. */
+#define CONN_SPAWN_WAIT_NS (5ull * 1000 * 1000 * 1000)
+
+static struct lib_conn *conn_new(int fd)
+{
+	struct lib_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	if (pthread_mutex_init(&c->send_lock, NULL) != 0) {
+		free(c);
+		return NULL;
+	}
+	wire_conn_init(&c->wire, fd, FRAME_MAX_DEFAULT);
+	return c;
+}
+
+static void conn_free(struct lib_conn *c)
+{
+	if (!c)
+		return;
+	wire_conn_fini(&c->wire);
+	pthread_mutex_destroy(&c->send_lock);
+	free(c);
+}
+
+/* Drops one reference; the caller holds k->lock. Returns the connection when
+ * it must be freed (after the lock is released), else NULL. */
+static struct lib_conn *conn_unref_locked(struct lib_conn *c)
+{
+	if (!c || --c->refs > 0)
+		return NULL;
+	return c;
+}
+
+static void conn_unref(struct kiln *k, struct lib_conn *c)
+{
+	pthread_mutex_lock(&k->lock);
+	c = conn_unref_locked(c);
+	pthread_mutex_unlock(&k->lock);
+	conn_free(c);
+}
+
+/*
+ * Marks c broken with the status and text that every pending and later
+ * waiter gets, fails the pending slots and wakes their threads. shutdown()
+ * rather than close() makes a blocked reader return at once while the
+ * descriptor number cannot be reused under it. The first reason wins.
+ */
+static void conn_break_locked(struct kiln *k, struct lib_conn *c, int err, const char *msg)
+{
+	struct lib_slot *s;
+
+	if (c->broken)
+		return;
+	c->broken = true;
+	c->err = err;
+	snprintf(c->errmsg, sizeof(c->errmsg), "%s", msg);
+	shutdown(c->wire.fd, SHUT_RDWR);
+	for (s = c->slots; s; s = s->next)
+		s->done = true;
+	c->slots = NULL;
+	pthread_cond_broadcast(&k->cond);
+}
+
+static void conn_remove_slot_locked(struct lib_conn *c, struct lib_slot *slot)
+{
+	struct lib_slot **pp;
+
+	for (pp = &c->slots; *pp; pp = &(*pp)->next) {
+		if (*pp == slot) {
+			*pp = slot->next;
+			return;
+		}
+	}
+}
+
+/* Text for a failed read or write on the connection. */
+static void conn_loss_text(const struct kiln *k, int rc, char *buf, size_t len)
+{
+	if (rc == -ECONNRESET || rc == -EPIPE)
+		snprintf(buf, len,
+			 "lost the connection to kilnd at %s: kilnd closed it "
+			 "(it stopped, restarted or was killed); the next call reconnects",
+			 k->socket_path);
+	else
+		snprintf(buf, len, "lost the connection to kilnd at %s: %s; the next call reconnects",
+			 k->socket_path, strerror(-rc));
+}
+
+/*
+ * Reads one reply frame (the caller holds the baton, not k->lock). On success
+ * *reply gets the parsed object, *id its id and *fd its descriptor or -1.
+ * On failure returns a status code and writes the text into msg.
+ */
+static int conn_read_one(const struct kiln *k, struct lib_conn *c, cJSON **reply, uint64_t *id,
+			 int *fd, char *msg, size_t msglen)
+{
+	const cJSON *jid, *jfd;
+	char *buf = NULL;
+	size_t len = 0;
+	cJSON *obj = NULL;
+	int rc;
+
+	*reply = NULL;
+	*fd = -1;
+	rc = wire_recv_frame(&c->wire, &buf, &len);
+	if (rc == -EMSGSIZE || rc == -EBADMSG || rc == -EPROTO) {
+		snprintf(msg, msglen, "kilnd at %s sent a malformed frame (%s); the next call reconnects",
+			 k->socket_path, strerror(-rc));
+		return KILN_EPROTO;
+	}
+	if (rc < 0) {
+		conn_loss_text(k, rc, msg, msglen);
+		return KILN_EIO;
+	}
+	obj = cJSON_ParseWithLength(buf, len);
+	free(buf);
+	jid = cJSON_GetObjectItemCaseSensitive(obj, "id");
+	if (!cJSON_IsObject(obj) || !cJSON_IsNumber(jid) || jid->valuedouble < 0 ||
+	    jid->valuedouble > MSG_MAX_ID) {
+		snprintf(msg, msglen, "kilnd at %s sent a reply that is not a JSON object with an id",
+			 k->socket_path);
+		cJSON_Delete(obj);
+		return KILN_EPROTO;
+	}
+	jfd = cJSON_GetObjectItemCaseSensitive(obj, "fd");
+	if (cJSON_IsTrue(jfd)) {
+		*fd = wire_take_fd(&c->wire);
+		if (*fd < 0) {
+			snprintf(msg, msglen,
+				 "kilnd at %s sent a reply with \"fd\": true but no descriptor",
+				 k->socket_path);
+			cJSON_Delete(obj);
+			return KILN_EPROTO;
+		}
+	}
+	*id = (uint64_t)jid->valuedouble;
+	*reply = obj;
+	return 0;
+}
+
+/* Hands a reply to its slot; the caller holds k->lock. */
+static void conn_deliver_locked(struct kiln *k, struct lib_conn *c, uint64_t id, cJSON *reply,
+				int fd)
+{
+	const char *text;
+	struct lib_slot **pp, *s;
+	char msg[sizeof(c->errmsg)];
+
+	for (pp = &c->slots; *pp; pp = &(*pp)->next) {
+		s = *pp;
+		if (s->id != id)
+			continue;
+		*pp = s->next;
+		s->reply = reply;
+		s->fd = fd;
+		s->done = true;
+		return;
+	}
+	/* Id 0 is never ours: the daemon uses it for a framing error after
+	 * which it closes the connection. */
+	if (id == 0) {
+		text = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+			cJSON_GetObjectItemCaseSensitive(reply, "error"), "message"));
+		snprintf(msg, sizeof(msg), "kilnd at %s refused the connection's data: %s",
+			 k->socket_path, text ? text : "(no message)");
+		conn_break_locked(k, c, KILN_EPROTO, msg);
+	}
+	/* A reply nobody waits for is dropped, descriptor included. */
+	cJSON_Delete(reply);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Waits until slot is done, taking the reader baton when it is free. */
+static void conn_wait_locked(struct kiln *k, struct lib_conn *c, struct lib_slot *slot)
+{
+	char msg[sizeof(c->errmsg)];
+	cJSON *reply;
+	uint64_t id;
+	int fd, rc;
+
+	while (!slot->done) {
+		if (c->reading) {
+			pthread_cond_wait(&k->cond, &k->lock);
+			continue;
+		}
+		c->reading = true;
+		pthread_mutex_unlock(&k->lock);
+		rc = conn_read_one(k, c, &reply, &id, &fd, msg, sizeof(msg));
+		pthread_mutex_lock(&k->lock);
+		c->reading = false;
+		if (rc < 0)
+			conn_break_locked(k, c, rc, msg);
+		else
+			conn_deliver_locked(k, c, id, reply, fd);
+		pthread_cond_broadcast(&k->cond);
+	}
+}
+
+/* Sends the hello request on a connection nobody else sees yet and checks
+ * the reply. */
+static int conn_hello(struct kiln *k, struct lib_conn *c)
+{
+	struct msg_request req = {
+		.op = OP_HELLO, .proto = KILN_PROTO_VERSION,
+		.client = (char *)"libkiln/" KILN_VERSION, .max_size = -1,
+	};
+	const cJSON *error, *jproto, *jid;
+	cJSON *reply = NULL;
+	char *payload, *buf = NULL;
+	size_t len;
+	bool ok;
+	int fd, rc;
+
+	req.id = atomic_fetch_add(&k->next_id, 1);
+	payload = msg_request_pack(&req, &len);
+	if (!payload)
+		return lib_err_set(KILN_ENOMEM, "out of memory packing the hello request");
+	rc = wire_send_frame(&c->wire, payload, len);
+	free(payload);
+	if (rc == 0) {
+		atomic_fetch_add(&k->requests, 1);
+		rc = wire_recv_frame(&c->wire, &buf, &len);
+	}
+	if (rc < 0) {
+		rc = lib_err_set(KILN_EIO, "kilnd at %s closed the connection during hello: %s",
+				 k->socket_path, strerror(-rc));
+		goto out;
+	}
+	/* hello never hands out a descriptor; drop one a broken peer sent. */
+	while ((fd = wire_take_fd(&c->wire)) >= 0)
+		close(fd);
+	reply = cJSON_ParseWithLength(buf, len);
+	jid = cJSON_GetObjectItemCaseSensitive(reply, "id");
+	ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "ok"));
+	/* A refusal is reported whatever its id says: it explains more than
+	 * a complaint about the id would. */
+	if (!cJSON_IsObject(reply) || (ok && (!cJSON_IsNumber(jid) ||
+					      jid->valuedouble != (double)req.id))) {
+		rc = lib_err_set(KILN_EPROTO,
+				 "kilnd at %s answered hello with something that is not its reply",
+				 k->socket_path);
+		goto out;
+	}
+	if (ok) {
+		rc = 0;
+		goto out;
+	}
+	error = cJSON_GetObjectItemCaseSensitive(reply, "error");
+	jproto = cJSON_GetObjectItemCaseSensitive(error, "proto");
+	if (msg_err_parse(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(error, "code"))) ==
+		    ERR_PROTO_MISMATCH &&
+	    cJSON_IsNumber(jproto)) {
+		rc = lib_err_set(KILN_EPROTO,
+				 "protocol version mismatch: kilnd at %s speaks version %d, "
+				 "libkiln %s speaks version %d; use kilnd and libkiln of "
+				 "the same kiln release",
+				 k->socket_path, jproto->valueint, KILN_VERSION, KILN_PROTO_VERSION);
+		goto out;
+	}
+	rc = lib_err_from_reply(reply);
+out:
+	free(buf);
+	cJSON_Delete(reply);
+	return rc;
+}
+
+static bool conn_nobody_home(int rc)
+{
+	return rc == -ENOENT || rc == -ECONNREFUSED;
+}
+
+/* Connects, starting kilnd first when allowed and needed. Returns the socket
+ * or a status code with the error text set. */
+static int conn_connect(struct kiln *k)
+{
+	struct timespec pause = { .tv_sec = 0, .tv_nsec = 5 * 1000 * 1000 };
+	uint64_t deadline;
+	int fd, rc;
+
+	fd = wire_connect(k->socket_path);
+	if (fd >= 0)
+		return fd;
+	if (!conn_nobody_home(fd) || !k->autospawn) {
+		if (fd == -ENAMETOOLONG)
+			return lib_err_set(KILN_ECONNECT, "socket path too long: %s",
+					   k->socket_path);
+		return lib_err_set(KILN_ECONNECT, "could not connect to kilnd at %s: %s%s",
+				   k->socket_path, strerror(-fd),
+				   conn_nobody_home(fd) && !k->autospawn
+					   ? " (is kilnd running? KILN_AUTOSPAWN=1 starts one)"
+					   : "");
+	}
+	rc = lib_spawn_kilnd(k);
+	if (rc < 0)
+		return rc;
+	/*
+	 * kilnd --daemonize returns once the socket accepts, so the first try
+	 * normally succeeds; the retries cover a winner of a start-up race that
+	 * is still binding, with short sleeps growing to 100 ms.
+	 */
+	deadline = util_now_ns() + CONN_SPAWN_WAIT_NS;
+	for (;;) {
+		fd = wire_connect(k->socket_path);
+		if (fd >= 0 || !conn_nobody_home(fd) || util_now_ns() >= deadline)
+			break;
+		nanosleep(&pause, NULL);
+		pause.tv_nsec = pause.tv_nsec * 2 < 100 * 1000 * 1000 ? pause.tv_nsec * 2
+								       : 100 * 1000 * 1000;
+	}
+	if (fd < 0)
+		return lib_err_set(KILN_ECONNECT,
+				   "started %s, but could not connect to it at %s: %s",
+				   k->kilnd_path, k->socket_path, strerror(-fd));
+	return fd;
+}
+
+/* Makes a new connection that has passed hello. */
+static int conn_open(struct kiln *k, struct lib_conn **out)
+{
+	struct lib_conn *c;
+	int fd, rc;
+
+	*out = NULL;
+	fd = conn_connect(k);
+	if (fd < 0)
+		return fd;
+	c = conn_new(fd);
+	if (!c) {
+		close(fd);
+		return lib_err_set(KILN_ENOMEM, "out of memory");
+	}
+	rc = conn_hello(k, c);
+	if (rc < 0) {
+		conn_free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+/*
+ * Returns a working connection with a reference for the caller: the current
+ * one, else a new one (*fresh set), which replaces a broken one.
+ */
+static int conn_acquire(struct kiln *k, struct lib_conn **out, bool *fresh)
+{
+	struct lib_conn *c, *old = NULL;
+	int rc = 0;
+
+	*fresh = false;
+	pthread_mutex_lock(&k->lock);
+	c = k->conn;
+	if (c && !c->broken) {
+		c->refs++;
+		pthread_mutex_unlock(&k->lock);
+		*out = c;
+		return 0;
+	}
+	pthread_mutex_unlock(&k->lock);
+
+	/* Connecting blocks (autospawn may take seconds); it happens without
+	 * k->lock so that threads still leaving the old connection can. */
+	pthread_mutex_lock(&k->connect_lock);
+	pthread_mutex_lock(&k->lock);
+	c = k->conn;
+	if (c && !c->broken) {
+		c->refs++;
+		pthread_mutex_unlock(&k->lock);
+		goto out;
+	}
+	k->conn = NULL;
+	old = conn_unref_locked(c);
+	pthread_mutex_unlock(&k->lock);
+	conn_free(old);
+
+	rc = conn_open(k, &c);
+	if (rc < 0)
+		goto out;
+	c->refs = 2;   /* k->conn and the caller */
+	pthread_mutex_lock(&k->lock);
+	k->conn = c;
+	pthread_mutex_unlock(&k->lock);
+	*fresh = true;
+out:
+	pthread_mutex_unlock(&k->connect_lock);
+	*out = rc < 0 ? NULL : c;
+	return rc;
+}
+
+int lib_conn_start(struct kiln *k)
+{
+	struct lib_conn *c;
+	bool fresh;
+	int rc;
+
+	rc = conn_acquire(k, &c, &fresh);
+	if (rc < 0)
+		return rc;
+	conn_unref(k, c);
+	return 0;
+}
+
+void lib_conn_stop(struct kiln *k)
+{
+	struct lib_conn *c;
+
+	pthread_mutex_lock(&k->lock);
+	c = conn_unref_locked(k->conn);
+	k->conn = NULL;
+	pthread_mutex_unlock(&k->lock);
+	conn_free(c);
+}
+
+/*
+ * One attempt of a call on one connection. Returns 0 with slot->reply set, or
+ * a status code. *unsent is set when the request provably did not reach a
+ * live daemon (the write failed), which makes a retry on a new connection safe.
+ */
+static int conn_call_once(struct kiln *k, struct lib_conn *c, const char *payload, size_t len,
+			  struct lib_slot *slot, bool *unsent)
+{
+	char msg[sizeof(c->errmsg)];
+	int rc;
+
+	*unsent = false;
+	pthread_mutex_lock(&k->lock);
+	if (c->broken) {
+		*unsent = true;
+		rc = lib_err_set(c->err, "%s", c->errmsg);
+		pthread_mutex_unlock(&k->lock);
+		return rc;
+	}
+	slot->next = c->slots;
+	c->slots = slot;
+	pthread_mutex_unlock(&k->lock);
+
+	pthread_mutex_lock(&c->send_lock);
+	rc = wire_send_frame(&c->wire, payload, len);
+	pthread_mutex_unlock(&c->send_lock);
+
+	pthread_mutex_lock(&k->lock);
+	if (rc < 0) {
+		conn_remove_slot_locked(c, slot);
+		conn_loss_text(k, rc, msg, sizeof(msg));
+		conn_break_locked(k, c, KILN_EIO, msg);
+		*unsent = rc == -EPIPE || rc == -ECONNRESET || rc == -ENOTCONN;
+	} else {
+		atomic_fetch_add(&k->requests, 1);
+		conn_wait_locked(k, c, slot);
+	}
+	if (!slot->reply)
+		rc = lib_err_set(c->err, "%s", c->errmsg);
+	else
+		rc = 0;
+	pthread_mutex_unlock(&k->lock);
+	return rc;
+}
+
+int lib_conn_call(struct kiln *k, struct msg_request *req, cJSON **reply, int *fd)
+{
+	struct lib_slot slot;
+	struct lib_conn *c;
+	char *payload;
+	size_t len;
+	bool fresh, unsent;
+	int attempt, rc;
+
+	*reply = NULL;
+	*fd = -1;
+	/* Ids are unique for the handle's life, so a retry on a new
+	 * connection can reuse the packed request as is. */
+	req->id = atomic_fetch_add(&k->next_id, 1);
+	payload = msg_request_pack(req, &len);
+	if (!payload)
+		return lib_err_set(KILN_ENOMEM, "out of memory packing the %s request",
+				   msg_op_name(req->op));
+	/* Refused here, not by the write, so that the shared connection
+	 * does not break for everyone. */
+	if (len > UINT32_MAX) {
+		free(payload);
+		return lib_err_set(KILN_EINVAL, "the %s request is %zu bytes, over the 4 GiB frame limit",
+				   msg_op_name(req->op), len);
+	}
+	for (attempt = 0;; attempt++) {
+		rc = conn_acquire(k, &c, &fresh);
+		if (rc < 0)
+			break;
+		memset(&slot, 0, sizeof(slot));
+		slot.id = req->id;
+		slot.fd = -1;
+		rc = conn_call_once(k, c, payload, len, &slot, &unsent);
+		conn_unref(k, c);
+		/*
+		 * A connection that died while idle (kilnd restarted between
+		 * two calls) is found only by the write; nothing reached a
+		 * daemon, so one retry on a new connection is safe and spares
+		 * the caller a spurious failure.
+		 */
+		if (rc < 0 && unsent && !fresh && attempt == 0)
+			continue;
+		break;
+	}
+	free(payload);
+	if (rc < 0)
+		return rc;
+	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(slot.reply, "ok"))) {
+		rc = lib_err_from_reply(slot.reply);
+		cJSON_Delete(slot.reply);
+		if (slot.fd >= 0)
+			close(slot.fd);
+		return rc;
+	}
+	*reply = slot.reply;
+	*fd = slot.fd;
+	return 0;
+}

@@ -1,0 +1,202 @@
+/*
+ * The process-local program table of libkiln: artifacts loaded in this
+ * process by key, and the aliases that name them, so that a repeated lookup
+ * of an alias is a hash-table hit without IPC. Also the loading itself, from
+ * the path and descriptor that a reply carries.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib_internal.h"
+#include "table.h"
+#include "validate.h"
+
+static void prog_free(void *v)
+{
+	struct kiln_program *p = v;
+
+	if (!p)
+		return;
+	/*
+	 * A program loaded as /proc/self/fd/N is known to the dynamic loader
+	 * by that name, and it matches objects by name before it looks at
+	 * files: once N were closed and reused, a later dlopen of
+	 * /proc/self/fd/N would return this object for another artifact. The
+	 * mapping pins the file anyway, so its descriptor stays open for the
+	 * life of the process.
+	 */
+	if (p->fd >= 0 && !p->fd_named)
+		close(p->fd);
+	free(p->path);
+	free(p);
+}
+
+int lib_prog_init(struct kiln *k)
+{
+	k->by_key = table_new();
+	k->by_alias = table_new();
+	if (!k->by_key || !k->by_alias) {
+		lib_prog_fini(k);
+		return lib_err_set(KILN_ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+void lib_prog_fini(struct kiln *k)
+{
+	if (k->by_alias)
+		table_free(k->by_alias, NULL);
+	if (k->by_key)
+		table_free(k->by_key, prog_free);
+	k->by_alias = NULL;
+	k->by_key = NULL;
+}
+
+struct kiln_program *lib_prog_by_alias(struct kiln *k, const char *alias)
+{
+	struct kiln_program *p;
+
+	pthread_rwlock_rdlock(&k->table_lock);
+	p = table_get(k->by_alias, alias);
+	pthread_rwlock_unlock(&k->table_lock);
+	return p;
+}
+
+/*
+ * dlopens the artifact: by its real path when that still names the file the
+ * descriptor holds (debuggers and profilers then show real names), else
+ * through the descriptor, so that an eviction or replacement of the path
+ * between the reply and this load cannot make it fail or load other code.
+ */
+static int prog_dlopen(struct kiln_program *p)
+{
+	struct stat fst, pst;
+	char name[64];
+	const char *why;
+
+	if (fstat(p->fd, &fst) < 0)
+		return lib_err_set(KILN_EIO, "could not stat the descriptor of %s: %s", p->path,
+				   strerror(errno));
+	if (stat(p->path, &pst) == 0 && pst.st_dev == fst.st_dev && pst.st_ino == fst.st_ino) {
+		p->handle = dlopen(p->path, RTLD_NOW | RTLD_LOCAL);
+		if (p->handle)
+			return 0;
+		/* The path went away after the stat: use the descriptor. */
+	}
+	snprintf(name, sizeof(name), "/proc/self/fd/%d", p->fd);
+	p->handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+	if (p->handle) {
+		p->fd_named = true;
+		return 0;
+	}
+	why = dlerror();
+	return lib_err_set(KILN_ELOAD, "could not load %s (key %s): %s", p->path, p->key,
+			   why ? why : "unknown dlopen error");
+}
+
+/* Makes and loads a program from a reply's key, path and descriptor; takes
+ * the descriptor. */
+static int prog_load(struct kiln *k, const char *key, const char *path, int fd,
+		     struct kiln_program **out)
+{
+	struct kiln_program *p;
+	int rc;
+
+	*out = NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		close(fd);
+		return lib_err_set(KILN_ENOMEM, "out of memory");
+	}
+	p->fd = fd;
+	memcpy(p->key, key, KILN_KEY_HEX + 1);
+	p->path = strdup(path);
+	if (!p->path) {
+		rc = lib_err_set(KILN_ENOMEM, "out of memory");
+		goto fail;
+	}
+	rc = prog_dlopen(p);
+	if (rc < 0)
+		goto fail;
+	atomic_fetch_add(&k->loads, 1);
+	/* The handle is kept even if the insert fails: the code may be in
+	 * use already, and kiln never dlcloses. */
+	if (table_put(k->by_key, key, p, NULL) < 0) {
+		rc = lib_err_set(KILN_ENOMEM, "out of memory");
+		goto fail;
+	}
+	*out = p;
+	return 0;
+fail:
+	prog_free(p);
+	return rc;
+}
+
+int lib_prog_from_reply(struct kiln *k, const cJSON *reply, int fd, const char *alias,
+			struct kiln_program **out)
+{
+	const char *key = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(reply, "key"));
+	const char *path = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(reply, "path"));
+	struct kiln_program *p;
+	int rc = 0;
+
+	*out = NULL;
+	if (!key || validate_key(key) < 0 || !path || path[0] != '/') {
+		if (fd >= 0)
+			close(fd);
+		return lib_err_set(KILN_EPROTO, "kilnd sent a reply without a valid key and path");
+	}
+	if (fd < 0)
+		return lib_err_set(KILN_EPROTO, "kilnd sent the artifact %s without its descriptor",
+				   path);
+
+	/* Loads are serialised: they are rare (once per artifact and
+	 * process), and two threads must not load one key twice. */
+	pthread_mutex_lock(&k->load_lock);
+	p = table_get(k->by_key, key);
+	if (p) {
+		close(fd);
+	} else {
+		rc = prog_load(k, key, path, fd, &p);
+		if (rc < 0)
+			goto out;
+	}
+	if (alias) {
+		/* A failed insert only costs a later IPC round trip, so the
+		 * loaded program is still returned. */
+		pthread_rwlock_wrlock(&k->table_lock);
+		(void)table_put(k->by_alias, alias, p, NULL);
+		pthread_rwlock_unlock(&k->table_lock);
+	}
+	*out = p;
+out:
+	pthread_mutex_unlock(&k->load_lock);
+	return rc;
+}
+
+void *kiln_sym(const struct kiln_program *p, const char *name)
+{
+	if (!p || !name)
+		return NULL;
+	return dlsym(p->handle, name);
+}
+
+const char *kiln_program_key(const struct kiln_program *p)
+{
+	return p ? p->key : NULL;
+}
+
+const char *kiln_program_path(const struct kiln_program *p)
+{
+	return p ? p->path : NULL;
+}
+
+int kiln_program_fd(const struct kiln_program *p)
+{
+	return p ? p->fd : -1;
+}

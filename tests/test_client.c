@@ -1,0 +1,1047 @@
+/*
+ * Unit tests of libkiln (client/) against a fake kilnd: a thread of the test
+ * that listens on a Unix socket in a temporary directory, parses requests with
+ * the shared proto code and answers hello, get and lookup as each test
+ * scripts it, passing descriptors of shared objects compiled with cc.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "kiln/kiln.h"
+#include "frame.h"
+#include "msg.h"
+#include "wire.h"
+
+extern char **environ;
+
+#define FAKE_MAX_ENTRIES 32
+#define FAKE_MAX_DEFER 16
+
+/* What the fake answers for one alias (or, for a get without an alias, for
+ * its first source's name). */
+struct fake_entry {
+	char match[128];
+	char key[65];
+	char path[PATH_MAX];       /* the path the reply names */
+	char fd_path[PATH_MAX];    /* the file whose descriptor the reply carries */
+	const char *error_code;    /* a failure reply instead, when set */
+	const char *error_log;
+};
+
+struct fake_deferred {
+	uint64_t id;
+	struct fake_entry *e;
+};
+
+struct fake {
+	char dir[128];
+	char sock[PATH_MAX];
+	int lfd;
+	pthread_t thread;
+	/* Set up before the thread starts. */
+	int hello_proto;
+	struct fake_entry entries[FAKE_MAX_ENTRIES];
+	size_t nentries;
+	int defer;                 /* gets collected, then answered in reverse */
+	/* Touched by the thread and the test. */
+	atomic_int frames;         /* requests received, hello included */
+	atomic_int bad;            /* requests that msg_request_parse refused */
+	atomic_int conns;          /* connections accepted */
+	atomic_int closed;         /* connections the fake closed on purpose */
+	atomic_int drop_on_get;    /* close instead of answering the next get */
+	atomic_int close_after_hello;
+	char last_toolchain[64];   /* of the last get; read after the call returns */
+	char last_output[64];
+};
+
+static struct fake *F;
+
+/* Sends one frame, with fd (when >= 0) attached to its first byte. */
+static void fake_send(int cfd, cJSON *obj, int fd)
+{
+	char *payload = cJSON_PrintUnformatted(obj);
+	size_t len, off = 0;
+	char *frame;
+	long n;
+
+	ck_assert_ptr_nonnull(payload);
+	frame = frame_encode(payload, strlen(payload), &len);
+	ck_assert_ptr_nonnull(frame);
+	while (off < len) {
+		n = wire_sendmsg(cfd, frame + off, len - off, off == 0 ? fd : -1);
+		if (n < 0)
+			break;   /* the client went away; the test will tell */
+		off += (size_t)n;
+	}
+	free(frame);
+	free(payload);
+}
+
+static struct fake_entry *fake_find(struct fake *f, const char *match)
+{
+	size_t i;
+
+	for (i = 0; match && i < f->nentries; i++)
+		if (strcmp(f->entries[i].match, match) == 0)
+			return &f->entries[i];
+	return NULL;
+}
+
+static void fake_reply_error(int cfd, uint64_t id, const char *code, const char *message,
+			     const char *log)
+{
+	cJSON *r = cJSON_CreateObject();
+	cJSON *e = cJSON_AddObjectToObject(r, "error");
+
+	cJSON_AddNumberToObject(r, "id", (double)id);
+	cJSON_AddBoolToObject(r, "ok", 0);
+	cJSON_AddStringToObject(e, "code", code);
+	cJSON_AddStringToObject(e, "message", message);
+	if (log)
+		cJSON_AddStringToObject(e, "log", log);
+	fake_send(cfd, r, -1);
+	cJSON_Delete(r);
+}
+
+static void fake_reply_entry(int cfd, uint64_t id, const char *what, struct fake_entry *e)
+{
+	char msg[256];
+	cJSON *r;
+	int fd;
+
+	if (!e) {
+		snprintf(msg, sizeof(msg), "no entry for %s", what);
+		fake_reply_error(cfd, id, "not_found", msg, NULL);
+		return;
+	}
+	if (e->error_code) {
+		fake_reply_error(cfd, id, e->error_code, "the fake says no", e->error_log);
+		return;
+	}
+	fd = open(e->fd_path, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	r = cJSON_CreateObject();
+	cJSON_AddNumberToObject(r, "id", (double)id);
+	cJSON_AddBoolToObject(r, "ok", 1);
+	cJSON_AddBoolToObject(r, "fd", 1);
+	cJSON_AddStringToObject(r, "key", e->key);
+	cJSON_AddStringToObject(r, "path", e->path);
+	cJSON_AddStringToObject(r, "output", "shared");
+	cJSON_AddBoolToObject(r, "cached", 1);
+	fake_send(cfd, r, fd);
+	close(fd);
+	cJSON_Delete(r);
+}
+
+/* Serves one connection until the client closes it or the script drops it. */
+static void fake_serve(struct fake *f, int cfd)
+{
+	struct fake_deferred deferred[FAKE_MAX_DEFER];
+	struct wire_conn wc;
+	struct msg_request req;
+	struct msg_error err;
+	struct fake_entry *e;
+	const char *match;
+	int ndeferred = 0;
+	size_t len;
+	char *buf;
+	cJSON *r;
+
+	wire_conn_init(&wc, cfd, FRAME_MAX_DEFAULT);
+	while (wire_recv_frame(&wc, &buf, &len) == 0) {
+		atomic_fetch_add(&f->frames, 1);
+		if (msg_request_parse(buf, len, &req, &err) < 0) {
+			atomic_fetch_add(&f->bad, 1);
+			free(buf);
+			r = msg_error_reply(req.id, &err);
+			fake_send(cfd, r, -1);
+			cJSON_Delete(r);
+			continue;
+		}
+		free(buf);
+		if (req.op == OP_HELLO && req.proto != f->hello_proto) {
+			r = cJSON_Parse("{\"ok\":false,\"error\":{\"code\":\"proto_mismatch\","
+					"\"message\":\"protocol version mismatch\"}}");
+			cJSON_AddNumberToObject(r, "id", (double)req.id);
+			cJSON_AddNumberToObject(cJSON_GetObjectItem(r, "error"), "proto",
+						f->hello_proto);
+			fake_send(cfd, r, -1);
+			cJSON_Delete(r);
+		} else if (req.op == OP_HELLO) {
+			r = cJSON_CreateObject();
+			cJSON_AddNumberToObject(r, "id", (double)req.id);
+			cJSON_AddBoolToObject(r, "ok", 1);
+			cJSON_AddNumberToObject(r, "proto", KILN_PROTO_VERSION);
+			fake_send(cfd, r, -1);
+			cJSON_Delete(r);
+			if (atomic_exchange(&f->close_after_hello, 0)) {
+				msg_request_free(&req);
+				atomic_fetch_add(&f->closed, 1);
+				break;
+			}
+		} else if (req.op == OP_GET || req.op == OP_LOOKUP) {
+			if (req.op == OP_GET) {
+				snprintf(f->last_toolchain, sizeof(f->last_toolchain), "%s",
+					 req.toolchain ? req.toolchain : "(null)");
+				snprintf(f->last_output, sizeof(f->last_output), "%s",
+					 req.output ? req.output : "(null)");
+			}
+			if (req.op == OP_GET && atomic_exchange(&f->drop_on_get, 0)) {
+				msg_request_free(&req);
+				atomic_fetch_add(&f->closed, 1);
+				break;
+			}
+			match = req.alias ? req.alias : req.op == OP_GET ? req.sources[0].name : NULL;
+			e = fake_find(f, match);
+			if (req.op == OP_GET && f->defer > 0) {
+				deferred[ndeferred].id = req.id;
+				deferred[ndeferred].e = e;
+				if (++ndeferred == f->defer) {
+					/* Answer in reverse order of arrival. */
+					while (ndeferred > 0) {
+						ndeferred--;
+						fake_reply_entry(cfd, deferred[ndeferred].id, "alias",
+								 deferred[ndeferred].e);
+					}
+				}
+			} else {
+				fake_reply_entry(cfd, req.id, match ? match : "key", e);
+			}
+		} else {
+			fake_reply_error(cfd, req.id, "unknown_op", "the fake knows no such op", NULL);
+		}
+		msg_request_free(&req);
+	}
+	wire_conn_fini(&wc);
+}
+
+static void *fake_main(void *arg)
+{
+	struct fake *f = arg;
+	int cfd;
+
+	for (;;) {
+		cfd = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (cfd < 0) {
+			if (errno == EINTR)
+				continue;
+			break;   /* shut down by fake_stop */
+		}
+		atomic_fetch_add(&f->conns, 1);
+		fake_serve(f, cfd);
+	}
+	return NULL;
+}
+
+static void fake_listen(struct fake *f)
+{
+	struct sockaddr_un sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	ck_assert_uint_lt(strlen(f->sock), sizeof(sa.sun_path));
+	strcpy(sa.sun_path, f->sock);
+	f->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(f->lfd, 0);
+	ck_assert_int_eq(bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(f->lfd, 64), 0);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void setup(void)
+{
+	F = calloc(1, sizeof(*F));
+	ck_assert_ptr_nonnull(F);
+	snprintf(F->dir, sizeof(F->dir), "/tmp/kiln-test-client-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(F->dir));
+	snprintf(F->sock, sizeof(F->sock), "%s/kilnd.sock", F->dir);
+	F->hello_proto = KILN_PROTO_VERSION;
+	F->lfd = -1;
+	unsetenv("KILN_AUTOSPAWN");
+	unsetenv("KILN_KILND");
+}
+
+/* Starts the fake; tests first script it through F. */
+static void fake_start(void)
+{
+	fake_listen(F);
+	ck_assert_int_eq(pthread_create(&F->thread, NULL, fake_main, F), 0);
+}
+
+static void teardown(void)
+{
+	if (F->lfd >= 0) {
+		shutdown(F->lfd, SHUT_RDWR);
+		pthread_join(F->thread, NULL);
+		close(F->lfd);
+	}
+	nftw(F->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(F);
+	F = NULL;
+}
+
+/* Runs argv (no shell) and returns its exit status. */
+static int run(const char *const *argv)
+{
+	pid_t pid;
+	int status;
+
+	ck_assert_int_eq(posix_spawnp(&pid, argv[0], NULL, NULL, (char *const *)argv, environ), 0);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Compiles a shared object whose value() returns value into F->dir/name. */
+static void build_so(const char *name, int value)
+{
+	char src[PATH_MAX], out[PATH_MAX];
+	const char *argv[] = { "cc", "-shared", "-fPIC", "-o", out, src, NULL };
+	FILE *fp;
+
+	snprintf(src, sizeof(src), "%s/%s.c", F->dir, name);
+	snprintf(out, sizeof(out), "%s/%s", F->dir, name);
+	fp = fopen(src, "w");
+	ck_assert_ptr_nonnull(fp);
+	fprintf(fp, "int value(void) { return %d; }\n", value);
+	fclose(fp);
+	ck_assert_int_eq(run(argv), 0);
+}
+
+/* Adds an entry that hands out F->dir/so_name under the name match. */
+static struct fake_entry *add_entry(const char *match, const char *so_name, unsigned key)
+{
+	struct fake_entry *e;
+	char path[PATH_MAX];
+
+	ck_assert_uint_lt(F->nentries, FAKE_MAX_ENTRIES);
+	e = &F->entries[F->nentries++];
+	snprintf(e->match, sizeof(e->match), "%s", match);
+	snprintf(e->key, sizeof(e->key), "%064x", key);
+	if (so_name) {
+		snprintf(path, sizeof(path), "%s/%s", F->dir, so_name);
+		memcpy(e->path, path, sizeof(path));
+		memcpy(e->fd_path, path, sizeof(path));
+	}
+	return e;
+}
+
+static struct kiln *open_fake(void)
+{
+	struct kiln *k = NULL;
+
+	ck_assert_msg(kiln_open(F->sock, &k) == KILN_OK, "kiln_open: %s", kiln_errmsg(NULL));
+	ck_assert_ptr_nonnull(k);
+	return k;
+}
+
+static int call_value(const struct kiln_program *p)
+{
+	int (*fn)(void);
+	void *sym = kiln_sym(p, "value");
+
+	ck_assert_ptr_nonnull(sym);
+	*(void **)&fn = sym;
+	return fn();
+}
+
+/* A one-source request with alias (may be NULL). */
+static struct kiln_request one_source(struct kiln_source *src, const char *alias)
+{
+	struct kiln_request req;
+
+	memset(&req, 0, sizeof(req));
+	memset(src, 0, sizeof(*src));
+	src->name = "prog.c";
+	src->text = "int value(void) { return 0; }\n";
+	req.sources = src;
+	req.nsources = 1;
+	req.alias = alias;
+	return req;
+}
+
+/*
+ * Counts this process's descriptors open on shared objects in F->dir. The
+ * fake closes its copy just after sending, so the count is polled for a
+ * while until it reaches want.
+ */
+static int so_fds(int want)
+{
+	struct timespec ms = { 0, 1000 * 1000 };
+	char target[PATH_MAX];
+	struct dirent *de;
+	int n = -1, tries;
+	ssize_t len;
+	DIR *d;
+
+	for (tries = 0; tries < 1000 && n != want; tries++) {
+		if (tries)
+			nanosleep(&ms, NULL);
+		n = 0;
+		d = opendir("/proc/self/fd");
+		ck_assert_ptr_nonnull(d);
+		while ((de = readdir(d))) {
+			len = readlinkat(dirfd(d), de->d_name, target, sizeof(target) - 1);
+			if (len <= 0)
+				continue;
+			target[len] = '\0';
+			if (strncmp(target, F->dir, strlen(F->dir)) == 0 && len > 3 &&
+			    strcmp(target + len - 3, ".so") == 0)
+				n++;
+		}
+		closedir(d);
+	}
+	return n;
+}
+
+static void *errmsg_thread(void *arg)
+{
+	(void)arg;
+	return (void *)kiln_errmsg(NULL);
+}
+
+START_TEST(test_strerror_errmsg)
+{
+	int codes[] = { KILN_OK, KILN_EINVAL, KILN_ENOMEM, KILN_ECONNECT, KILN_EPROTO,
+			KILN_EIO, KILN_ENOTFOUND, KILN_EBUILD, KILN_ETIMEDOUT, KILN_ELOAD,
+			KILN_EREFUSED, KILN_EDENIED, KILN_EBUSY, KILN_EDAEMON };
+	const char *unknown = kiln_strerror(42);
+	pthread_t t;
+	void *text = NULL;
+	size_t i, j;
+
+	for (i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+		ck_assert_ptr_nonnull(kiln_strerror(codes[i]));
+		ck_assert_str_ne(kiln_strerror(codes[i]), unknown);
+		for (j = 0; j < i; j++)
+			ck_assert_str_ne(kiln_strerror(codes[i]), kiln_strerror(codes[j]));
+	}
+	/* A thread that never failed has an empty, never NULL, message. */
+	ck_assert_int_eq(pthread_create(&t, NULL, errmsg_thread, NULL), 0);
+	ck_assert_int_eq(pthread_join(t, &text), 0);
+	ck_assert_str_eq(text, "");
+	/* Failures are per thread. */
+	ck_assert_int_eq(kiln_get(NULL, NULL, NULL), KILN_EINVAL);
+	ck_assert_str_ne(kiln_errmsg(NULL), "");
+	ck_assert_int_eq(pthread_create(&t, NULL, errmsg_thread, NULL), 0);
+	ck_assert_int_eq(pthread_join(t, &text), 0);
+	ck_assert_str_eq(text, "");
+}
+END_TEST
+
+START_TEST(test_open_no_daemon)
+{
+	struct kiln *k = (struct kiln *)1;
+
+	ck_assert_int_eq(kiln_open(F->sock, &k), KILN_ECONNECT);
+	ck_assert_ptr_null(k);
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(NULL), F->sock));
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(NULL), "KILN_AUTOSPAWN"));
+}
+END_TEST
+
+START_TEST(test_hello_mismatch)
+{
+	struct kiln *k = (struct kiln *)1;
+
+	F->hello_proto = 7;
+	fake_start();
+	ck_assert_int_eq(kiln_open(F->sock, &k), KILN_EPROTO);
+	ck_assert_ptr_null(k);
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(NULL), "version 7"));
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(NULL), "version 1"));
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(NULL), F->sock));
+}
+END_TEST
+
+START_TEST(test_get_loads_then_local_hits)
+{
+	struct kiln_source src;
+	struct kiln_request req = one_source(&src, "gt4py:abc");
+	struct kiln_program *p = NULL, *p2 = NULL, *p3 = NULL;
+	struct kiln_stats st, st2;
+	struct stat fst, pst;
+	struct kiln *k;
+	int frames;
+
+	build_so("a.so", 11);
+	add_entry("gt4py:abc", "a.so", 1);
+	fake_start();
+	k = open_fake();
+
+	ck_assert_msg(kiln_get(k, &req, &p) == KILN_OK, "%s", kiln_errmsg(k));
+	ck_assert_int_eq(call_value(p), 11);
+	ck_assert_str_eq(kiln_program_key(p), F->entries[0].key);
+	ck_assert_str_eq(kiln_program_path(p), F->entries[0].path);
+	ck_assert_int_eq(fstat(kiln_program_fd(p), &fst), 0);
+	ck_assert_int_eq(stat(F->entries[0].path, &pst), 0);
+	ck_assert_uint_eq(fst.st_ino, pst.st_ino);
+	ck_assert_ptr_null(kiln_sym(p, "no_such_symbol"));
+	/* The defaults travel as such. */
+	ck_assert_str_eq(F->last_toolchain, "cc");
+	ck_assert_str_eq(F->last_output, "shared");
+	kiln_get_stats(k, &st);
+	ck_assert_uint_eq(st.requests, 2);   /* hello and get */
+	ck_assert_uint_eq(st.loads, 1);
+	ck_assert_uint_eq(st.local_hits, 0);
+	frames = atomic_load(&F->frames);
+
+	/* The same alias again, by get and by lookup: no IPC at all. */
+	ck_assert_int_eq(kiln_get(k, &req, &p2), KILN_OK);
+	ck_assert_ptr_eq(p2, p);
+	ck_assert_int_eq(kiln_lookup(k, "gt4py:abc", &p3), KILN_OK);
+	ck_assert_ptr_eq(p3, p);
+	kiln_get_stats(k, &st2);
+	ck_assert_uint_eq(st2.requests, st.requests);
+	ck_assert_uint_eq(st2.loads, 1);
+	ck_assert_uint_eq(st2.local_hits, 2);
+	ck_assert_int_eq(atomic_load(&F->frames), frames);
+	ck_assert_int_eq(atomic_load(&F->bad), 0);
+	kiln_close(k);
+}
+END_TEST
+
+START_TEST(test_same_key_reused)
+{
+	struct kiln_program *p = NULL, *q = NULL;
+	struct kiln_stats st;
+	struct kiln *k;
+
+	build_so("a.so", 5);
+	add_entry("alias-one", "a.so", 9);
+	add_entry("alias-two", "a.so", 9);
+	fake_start();
+	k = open_fake();
+	ck_assert_int_eq(kiln_lookup(k, "alias-one", &p), KILN_OK);
+	ck_assert_int_eq(kiln_lookup(k, "alias-two", &q), KILN_OK);
+	/* A second alias of a loaded key asks the daemon but loads nothing. */
+	ck_assert_ptr_eq(p, q);
+	kiln_get_stats(k, &st);
+	ck_assert_uint_eq(st.requests, 3);
+	ck_assert_uint_eq(st.loads, 1);
+	ck_assert_int_eq(kiln_lookup(k, "alias-two", &q), KILN_OK);
+	kiln_get_stats(k, &st);
+	ck_assert_uint_eq(st.local_hits, 1);
+	/* The second descriptor was closed at once, the first by kiln_close. */
+	ck_assert_int_eq(so_fds(1), 1);
+	kiln_close(k);
+	ck_assert_int_eq(so_fds(0), 0);
+}
+END_TEST
+
+START_TEST(test_get_without_alias)
+{
+	struct kiln_source src;
+	struct kiln_request req = one_source(&src, NULL);
+	struct kiln_program *p = NULL, *q = NULL;
+	struct kiln_stats st;
+	struct kiln *k;
+
+	build_so("n.so", 3);
+	add_entry("prog.c", "n.so", 3);
+	fake_start();
+	k = open_fake();
+	req.toolchain = "c++";
+	ck_assert_int_eq(kiln_get(k, &req, &p), KILN_OK);
+	ck_assert_int_eq(call_value(p), 3);
+	ck_assert_str_eq(F->last_toolchain, "c++");
+	/* Without an alias every get asks the daemon, which names the same
+	 * key, so the loaded program is reused. */
+	ck_assert_int_eq(kiln_get(k, &req, &q), KILN_OK);
+	ck_assert_ptr_eq(p, q);
+	kiln_get_stats(k, &st);
+	ck_assert_uint_eq(st.requests, 3);
+	ck_assert_uint_eq(st.loads, 1);
+	ck_assert_uint_eq(st.local_hits, 0);
+	kiln_close(k);
+}
+END_TEST
+
+START_TEST(test_lookup_not_found)
+{
+	struct kiln_program *p = (struct kiln_program *)1;
+	struct kiln *k;
+
+	fake_start();
+	k = open_fake();
+	ck_assert_int_eq(kiln_lookup(k, "gt4py:missing", &p), KILN_ENOTFOUND);
+	ck_assert_ptr_null(p);
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(k), "no entry for gt4py:missing"));
+	kiln_close(k);
+}
+END_TEST
+
+START_TEST(test_build_failed)
+{
+	struct kiln_source src;
+	struct kiln_request req = one_source(&src, "broken");
+	struct kiln_program *p = NULL;
+	struct fake_entry *e;
+	struct kiln *k;
+
+	e = add_entry("broken", NULL, 2);
+	e->error_code = "build_failed";
+	e->error_log = "prog.c:1:5: error: expected ';' before '}' token";
+	fake_start();
+	k = open_fake();
+	ck_assert_int_eq(kiln_get(k, &req, &p), KILN_EBUILD);
+	ck_assert_ptr_null(p);
+	ck_assert_str_eq(kiln_errmsg(k),
+			 "the fake says no\nprog.c:1:5: error: expected ';' before '}' token");
+	/* A failure is not cached locally: the next call asks again. */
+	ck_assert_int_eq(kiln_get(k, &req, &p), KILN_EBUILD);
+	kiln_close(k);
+}
+END_TEST
+
+START_TEST(test_error_codes)
+{
+	static const struct {
+		const char *code;
+		int status;
+	} map[] = {
+		{ "build_timeout", KILN_ETIMEDOUT }, { "bad_request", KILN_EREFUSED },
+		{ "unknown_op", KILN_EREFUSED },     { "bad_toolchain", KILN_EREFUSED },
+		{ "bad_name", KILN_EREFUSED },       { "bad_arg", KILN_EREFUSED },
+		{ "too_large", KILN_EREFUSED },      { "denied", KILN_EDENIED },
+		{ "busy", KILN_EBUSY },              { "shutting_down", KILN_EBUSY },
+		{ "io", KILN_EDAEMON },              { "internal", KILN_EDAEMON },
+		{ "from_the_future", KILN_EDAEMON }, { "not_found", KILN_ENOTFOUND },
+	};
+	struct kiln_program *p;
+	struct fake_entry *e;
+	struct kiln *k;
+	size_t i;
+
+	for (i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+		e = add_entry(map[i].code, NULL, (unsigned)i);
+		e->error_code = map[i].code;
+	}
+	fake_start();
+	k = open_fake();
+	for (i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+		ck_assert_msg(kiln_lookup(k, map[i].code, &p) == map[i].status, "code %s",
+			      map[i].code);
+		ck_assert_ptr_nonnull(strstr(kiln_errmsg(k), map[i].code));
+	}
+	kiln_close(k);
+}
+END_TEST
+
+START_TEST(test_path_replaced_loads_fd)
+{
+	struct kiln_program *p = NULL, *q = NULL;
+	struct fake_entry *e;
+	struct kiln *k;
+
+	build_so("real.so", 1);
+	build_so("impostor.so", 2);
+	build_so("gone.so", 3);
+	/* The path names another file than the descriptor holds. */
+	e = add_entry("replaced", "impostor.so", 1);
+	snprintf(e->fd_path, sizeof(e->fd_path), "%s/real.so", F->dir);
+	/* The path no longer exists at all. */
+	e = add_entry("evicted", "gone.so", 2);
+	snprintf(e->path, sizeof(e->path), "%s/evicted.so", F->dir);
+	fake_start();
+	k = open_fake();
+	ck_assert_msg(kiln_lookup(k, "replaced", &p) == KILN_OK, "%s", kiln_errmsg(k));
+	ck_assert_int_eq(call_value(p), 1);
+	ck_assert_str_eq(kiln_program_path(p), F->entries[0].path);
+	ck_assert_msg(kiln_lookup(k, "evicted", &q) == KILN_OK, "%s", kiln_errmsg(k));
+	ck_assert_int_eq(call_value(q), 3);
+	/* Loaded by descriptor, so their descriptors stay open for good: the
+	 * loader knows them by the /proc/self/fd name. */
+	kiln_close(k);
+	ck_assert_int_eq(so_fds(2), 2);
+}
+END_TEST
+
+START_TEST(test_load_failure)
+{
+	struct kiln_program *p = NULL;
+	struct fake_entry *e;
+	struct kiln *k;
+	FILE *fp;
+
+	e = add_entry("junk", "junk.so", 4);
+	fp = fopen(e->path, "w");
+	ck_assert_ptr_nonnull(fp);
+	fputs("this is not an ELF file\n", fp);
+	fclose(fp);
+	fake_start();
+	k = open_fake();
+	ck_assert_int_eq(kiln_lookup(k, "junk", &p), KILN_ELOAD);
+	ck_assert_ptr_null(p);
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(k), e->path));
+	kiln_close(k);
+}
+END_TEST
+
+START_TEST(test_refused_locally)
+{
+	struct kiln_source srcs[2];
+	struct kiln_request req = one_source(&srcs[0], "x");
+	const char *bad_args[] = { "-O2", "-o", "/tmp/elsewhere.so" };
+	struct kiln_program *p;
+	struct kiln_stats st;
+	struct kiln *k;
+
+	fake_start();
+	k = open_fake();
+
+	srcs[0].name = "../escape.c";
+	ck_assert_int_eq(kiln_get(k, &req, &p), KILN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(k), "../escape.c"));
+
+	srcs[0].name = "prog.c";
+	srcs[0].text = "int a;\0int b;";
+	srcs[0].len = 13;
+	ck_assert_int_eq(kiln_get(k, &req, &p), KILN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(k), "NUL"));
+
+	srcs[0].len = 0;
+	srcs[0].path = "/abs/prog.c";
+	ck_assert_int_eq(kiln_get(k, &req, &p), KILN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(k), "exactly one of text or path"));
+
+	srcs[0].text = NULL;
+	srcs[0].path = "relative/prog.c";
+	ck_assert_int_eq(kiln_get(k, &req, &p), KILN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(k), "not absolute"));
+
+	srcs[0].path = NULL;
+	srcs[0].text = "int a;";
+	srcs[1] = srcs[0];
+	req.nsources = 2;
+	ck_assert_int_eq(kiln_get(k, &req, &p), KILN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(k), "twice"));
+
+	req.nsources = 1;
+	req.args = bad_args;
+	req.nargs = 3;
+	ck_assert_int_eq(kiln_get(k, &req, &p), KILN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(k), "-o"));
+
+	req.nargs = 0;
+	req.alias = "has space";
+	ck_assert_int_eq(kiln_get(k, &req, &p), KILN_EINVAL);
+	ck_assert_int_eq(kiln_lookup(k, "", &p), KILN_EINVAL);
+	req.alias = NULL;
+	req.toolchain = "-evil";
+	ck_assert_int_eq(kiln_get(k, &req, &p), KILN_EINVAL);
+	req.toolchain = NULL;
+	req.nsources = 0;
+	ck_assert_int_eq(kiln_get(k, &req, &p), KILN_EINVAL);
+
+	/* Nothing of that reached the daemon. */
+	kiln_get_stats(k, &st);
+	ck_assert_uint_eq(st.requests, 1);
+	ck_assert_int_eq(atomic_load(&F->frames), 1);
+	kiln_close(k);
+}
+END_TEST
+
+#define PIPE_THREADS 8
+
+struct pipe_arg {
+	struct kiln *k;
+	int index;
+	int rc;
+	int value;
+	char alias[32];
+};
+
+static void *pipe_thread(void *v)
+{
+	struct pipe_arg *a = v;
+	struct kiln_source src;
+	struct kiln_request req = one_source(&src, a->alias);
+	struct kiln_program *p = NULL;
+
+	a->rc = kiln_get(a->k, &req, &p);
+	if (a->rc == KILN_OK)
+		a->value = call_value(p);
+	return NULL;
+}
+
+START_TEST(test_pipelining_out_of_order)
+{
+	struct pipe_arg args[PIPE_THREADS];
+	pthread_t threads[PIPE_THREADS];
+	char so[32];
+	struct kiln_stats st;
+	struct kiln *k;
+	int i;
+
+	for (i = 0; i < PIPE_THREADS; i++) {
+		snprintf(so, sizeof(so), "p%d.so", i);
+		build_so(so, 100 + i);
+		snprintf(args[i].alias, sizeof(args[i].alias), "pipe:%d", i);
+		add_entry(args[i].alias, so, 100 + (unsigned)i);
+	}
+	/* The fake answers only once every thread's get is in, and in
+	 * reverse order: this deadlocks unless the requests are pipelined. */
+	F->defer = PIPE_THREADS;
+	fake_start();
+	k = open_fake();
+	for (i = 0; i < PIPE_THREADS; i++) {
+		args[i].k = k;
+		args[i].index = i;
+		args[i].rc = 1;
+		ck_assert_int_eq(pthread_create(&threads[i], NULL, pipe_thread, &args[i]), 0);
+	}
+	for (i = 0; i < PIPE_THREADS; i++)
+		pthread_join(threads[i], NULL);
+	for (i = 0; i < PIPE_THREADS; i++) {
+		ck_assert_int_eq(args[i].rc, KILN_OK);
+		ck_assert_int_eq(args[i].value, 100 + i);
+	}
+	kiln_get_stats(k, &st);
+	ck_assert_uint_eq(st.requests, 1 + PIPE_THREADS);
+	ck_assert_uint_eq(st.loads, PIPE_THREADS);
+	kiln_close(k);
+	ck_assert_int_eq(so_fds(0), 0);
+}
+END_TEST
+
+#define STRESS_THREADS 8
+#define STRESS_CALLS 100
+
+static void *stress_thread(void *v)
+{
+	struct pipe_arg *a = v;
+	struct kiln_source src;
+	struct kiln_request req = one_source(&src, NULL);
+	struct kiln_program *p = NULL;
+	char name[32];
+	int i;
+
+	/* Without an alias every get is a round trip; misses interleave. */
+	snprintf(name, sizeof(name), "s%d.c", a->index);
+	src.name = name;
+	a->rc = KILN_OK;
+	for (i = 0; i < STRESS_CALLS && a->rc == KILN_OK; i++) {
+		a->rc = kiln_get(a->k, &req, &p);
+		if (a->rc == KILN_OK && call_value(p) != 200 + a->index)
+			a->rc = 1;
+		if (a->rc == KILN_OK && kiln_lookup(a->k, "stress:missing", &p) != KILN_ENOTFOUND)
+			a->rc = 2;
+	}
+	return NULL;
+}
+
+START_TEST(test_threads_share_connection)
+{
+	struct pipe_arg args[STRESS_THREADS];
+	pthread_t threads[STRESS_THREADS];
+	char so[32], name[32];
+	struct kiln_stats st;
+	struct kiln *k;
+	int i;
+
+	for (i = 0; i < STRESS_THREADS; i++) {
+		snprintf(so, sizeof(so), "s%d.so", i);
+		snprintf(name, sizeof(name), "s%d.c", i);
+		build_so(so, 200 + i);
+		add_entry(name, so, 200 + (unsigned)i);
+	}
+	fake_start();
+	k = open_fake();
+	for (i = 0; i < STRESS_THREADS; i++) {
+		args[i].k = k;
+		args[i].index = i;
+		ck_assert_int_eq(pthread_create(&threads[i], NULL, stress_thread, &args[i]), 0);
+	}
+	for (i = 0; i < STRESS_THREADS; i++)
+		pthread_join(threads[i], NULL);
+	for (i = 0; i < STRESS_THREADS; i++)
+		ck_assert_msg(args[i].rc == KILN_OK, "thread %d: %d", i, args[i].rc);
+	kiln_get_stats(k, &st);
+	ck_assert_uint_eq(st.requests, 1 + 2 * STRESS_THREADS * STRESS_CALLS);
+	ck_assert_uint_eq(st.loads, STRESS_THREADS);
+	ck_assert_int_eq(atomic_load(&F->conns), 1);
+	kiln_close(k);
+}
+END_TEST
+
+START_TEST(test_connection_lost_then_reconnect)
+{
+	struct kiln_source src;
+	struct kiln_request req = one_source(&src, "back");
+	struct kiln_program *p = NULL;
+	struct kiln *k;
+
+	build_so("back.so", 8);
+	add_entry("back", "back.so", 8);
+	fake_start();
+	k = open_fake();
+	/* The daemon dies while it handles the request. */
+	atomic_store(&F->drop_on_get, 1);
+	ck_assert_int_eq(kiln_get(k, &req, &p), KILN_EIO);
+	ck_assert_ptr_null(p);
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(k), "lost the connection"));
+	/* The next call reconnects by itself. */
+	ck_assert_msg(kiln_get(k, &req, &p) == KILN_OK, "%s", kiln_errmsg(k));
+	ck_assert_int_eq(call_value(p), 8);
+	ck_assert_int_eq(atomic_load(&F->conns), 2);
+	kiln_close(k);
+}
+END_TEST
+
+START_TEST(test_idle_loss_is_transparent)
+{
+	struct timespec ms = { 0, 1000 * 1000 };
+	struct kiln_program *p = NULL;
+	struct kiln *k;
+	int i;
+
+	build_so("idle.so", 6);
+	add_entry("idle", "idle.so", 6);
+	atomic_store(&F->close_after_hello, 1);
+	fake_start();
+	k = open_fake();
+	for (i = 0; i < 5000 && atomic_load(&F->closed) == 0; i++)
+		nanosleep(&ms, NULL);
+	ck_assert_int_eq(atomic_load(&F->closed), 1);
+	/* The daemon went away between calls: nothing was in flight, so the
+	 * call retries on a new connection instead of failing. */
+	ck_assert_msg(kiln_lookup(k, "idle", &p) == KILN_OK, "%s", kiln_errmsg(k));
+	ck_assert_int_eq(call_value(p), 6);
+	ck_assert_int_eq(atomic_load(&F->conns), 2);
+	kiln_close(k);
+}
+END_TEST
+
+static void write_script(const char *path, const char *body)
+{
+	FILE *fp = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(fp);
+	fprintf(fp, "#!/bin/sh\n%s", body);
+	fclose(fp);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+}
+
+START_TEST(test_autospawn_failures)
+{
+	struct kiln_options opts;
+	char missing[PATH_MAX], failing[PATH_MAX];
+	struct kiln *k = NULL;
+
+	memset(&opts, 0, sizeof(opts));
+	snprintf(missing, sizeof(missing), "%s/no-such-kilnd", F->dir);
+	opts.socket_path = F->sock;
+	opts.autospawn = 1;
+	opts.kilnd_path = missing;
+	ck_assert_int_eq(kiln_open_with(&opts, &k), KILN_ECONNECT);
+	ck_assert_ptr_null(k);
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(NULL), "could not start kilnd at"));
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(NULL), missing));
+
+	snprintf(failing, sizeof(failing), "%s/failing-kilnd", F->dir);
+	write_script(failing, "exit 3\n");
+	opts.kilnd_path = NULL;
+	setenv("KILN_KILND", failing, 1);
+	ck_assert_int_eq(kiln_open_with(&opts, &k), KILN_ECONNECT);
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(NULL), failing));
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(NULL), "status 3"));
+}
+END_TEST
+
+START_TEST(test_autospawn_connects)
+{
+	char script[PATH_MAX], body[3 * PATH_MAX], spawned[PATH_MAX], argsfile[PATH_MAX];
+	char line[4 * PATH_MAX], expect[4 * PATH_MAX];
+	struct kiln_options opts;
+	struct kiln *k = NULL;
+	FILE *fp;
+
+	/* The fake listens elsewhere; the "kilnd" that is started records
+	 * its arguments and makes the socket path lead to the fake. */
+	fake_start();
+	snprintf(spawned, sizeof(spawned), "%s/spawned.sock", F->dir);
+	snprintf(argsfile, sizeof(argsfile), "%s/args", F->dir);
+	snprintf(script, sizeof(script), "%s/kilnd", F->dir);
+	snprintf(body, sizeof(body), "echo \"$@\" > '%s'\nln -s '%s' \"$3\"\n", argsfile,
+		 F->sock);
+	write_script(script, body);
+	memset(&opts, 0, sizeof(opts));
+	opts.socket_path = spawned;
+	opts.kilnd_path = script;
+	opts.cache_dir = "/some/cache";
+	setenv("KILN_AUTOSPAWN", "1", 1);
+	ck_assert_msg(kiln_open_with(&opts, &k) == KILN_OK, "%s", kiln_errmsg(NULL));
+	fp = fopen(argsfile, "r");
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_ptr_nonnull(fgets(line, sizeof(line), fp));
+	fclose(fp);
+	snprintf(expect, sizeof(expect), "--daemonize --socket %s --cache-dir /some/cache\n",
+		 spawned);
+	ck_assert_str_eq(line, expect);
+	kiln_close(k);
+}
+END_TEST
+
+static Suite *client_suite(void)
+{
+	Suite *s = suite_create("client");
+	TCase *tc = tcase_create("fake daemon");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_strerror_errmsg);
+	tcase_add_test(tc, test_open_no_daemon);
+	tcase_add_test(tc, test_hello_mismatch);
+	tcase_add_test(tc, test_get_loads_then_local_hits);
+	tcase_add_test(tc, test_same_key_reused);
+	tcase_add_test(tc, test_get_without_alias);
+	tcase_add_test(tc, test_lookup_not_found);
+	tcase_add_test(tc, test_build_failed);
+	tcase_add_test(tc, test_error_codes);
+	tcase_add_test(tc, test_path_replaced_loads_fd);
+	tcase_add_test(tc, test_load_failure);
+	tcase_add_test(tc, test_refused_locally);
+	tcase_add_test(tc, test_pipelining_out_of_order);
+	tcase_add_test(tc, test_threads_share_connection);
+	tcase_add_test(tc, test_connection_lost_then_reconnect);
+	tcase_add_test(tc, test_idle_loss_is_transparent);
+	tcase_add_test(tc, test_autospawn_failures);
+	tcase_add_test(tc, test_autospawn_connects);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(client_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
