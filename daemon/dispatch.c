@@ -328,8 +328,10 @@ static void op_list(struct conn *c, struct msg_request *req)
 	}
 	cJSON *r = ok_reply(req->id);
 	cJSON *arr = r != NULL ? cJSON_AddArrayToObject(r, "entries") : NULL;
-	for (size_t i = 0; arr != NULL && i < n; i++)
+	for (size_t i = 0; arr != NULL && i < n; i++) {
+		kilnd_pending_uses(d, &list[i]);
 		cJSON_AddItemToArray(arr, store_entry_json(d->store, &list[i], false));
+	}
 	store_entries_free(list, n);
 	send_ok(c, r);
 }
@@ -353,6 +355,7 @@ static void op_show(struct conn *c, struct msg_request *req)
 	struct store_entry e = { 0 };
 	if (resolve_ref(c, req, &e) != 0)
 		return;
+	kilnd_pending_uses(c->d, &e);
 	cJSON *r = ok_reply(req->id);
 	if (r != NULL)
 		cJSON_AddItemToObject(r, "entry", store_entry_json(c->d->store, &e, true));

@@ -92,6 +92,16 @@ void kilnd_touch(struct kilnd *d, const char *key)
 	t->last = util_wall_s();
 }
 
+void kilnd_pending_uses(struct kilnd *d, struct store_entry *e)
+{
+	struct touch *t = table_get(d->touches, e->key);
+	if (t == NULL)
+		return;
+	e->uses += t->count;
+	if (t->last > e->last_used)
+		e->last_used = t->last;
+}
+
 struct touch_batch {
 	struct kilnd *d;
 	char **keys;

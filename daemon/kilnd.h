@@ -74,6 +74,8 @@ int kilnd_work(struct kilnd *d, void (*fn)(void *arg), void (*done)(void *arg), 
 
 /* Queues a use of key for the batched last_used/uses update. */
 void kilnd_touch(struct kilnd *d, const char *key);
+/* Adds the uses of e not yet written to the index, so replies are current. */
+void kilnd_pending_uses(struct kilnd *d, struct store_entry *e);
 /* Writes queued uses now (blocking: shutdown only). */
 void kilnd_flush_touches(struct kilnd *d);
 /* Starts the periodic timers (use flushing, idle exit). */
