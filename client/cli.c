@@ -1,1 +1,332 @@
-/* stub: being written */
+/*
+ * kiln: the command-line tool for kilnd. This file holds main(), the global
+ * options, the argument parser that every command shares and the messages;
+ * the commands live in cli_*.c by concern.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "util.h"
+
+/* Ids of the global options; far above any command's own ids. */
+enum {
+	OPT_G_SOCKET = 1000,
+	OPT_G_CACHE_DIR,
+	OPT_G_JSON,
+	OPT_G_HELP,
+	OPT_G_VERSION,
+};
+
+static const struct cli_optdef global_defs[] = {
+	{ "socket", 0, true, OPT_G_SOCKET },
+	{ "cache-dir", 0, true, OPT_G_CACHE_DIR },
+	{ "json", 0, false, OPT_G_JSON },
+	{ "help", 'h', false, OPT_G_HELP },
+	{ "version", 0, false, OPT_G_VERSION },
+	{ NULL, 0, false, 0 },
+};
+
+void cli_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("kiln: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int cli_usage_error(const struct cli *cli, const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("kiln: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	if (cli->cmd)
+		fprintf(stderr, "Try 'kiln help %s' for more information.\n", cli->cmd);
+	else
+		fputs("Try 'kiln --help' for more information.\n", stderr);
+	return CLI_EXIT_USAGE;
+}
+
+int cli_finish_stdout(int status)
+{
+	/* A full disk or a closed pipe must not look like success to a script
+	 * that captures the output. */
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		cli_error("cannot write to standard output: %s", strerror(errno));
+		return CLI_EXIT_ERROR;
+	}
+	return status;
+}
+
+void cli_parse_init(struct cli_parse *p, struct cli *cli, int argc, char **argv)
+{
+	memset(p, 0, sizeof(*p));
+	p->cli = cli;
+	p->argc = argc;
+	p->argv = argv;
+}
+
+static const struct cli_optdef *find_long(const struct cli_optdef *defs, const char *name,
+					  size_t len)
+{
+	for (; defs && defs->id; defs++)
+		if (defs->lng && strlen(defs->lng) == len && !strncmp(defs->lng, name, len))
+			return defs;
+	return NULL;
+}
+
+static const struct cli_optdef *find_short(const struct cli_optdef *defs, char c)
+{
+	for (; defs && defs->id; defs++)
+		if (defs->shrt && defs->shrt == c)
+			return defs;
+	return NULL;
+}
+
+static int set_path_option(struct cli_parse *p, char **slot, bool *given,
+			   const char *opt, const char *val)
+{
+	char *copy;
+
+	if (!*val) {
+		p->status = cli_usage_error(p->cli, "option '--%s' needs a non-empty value", opt);
+		return CLI_STOP;
+	}
+	copy = strdup(val);
+	if (!copy) {
+		cli_error("out of memory");
+		p->status = CLI_EXIT_ERROR;
+		return CLI_STOP;
+	}
+	free(*slot);
+	*slot = copy;
+	*given = true;
+	return 0;
+}
+
+/* Applies a global option. Returns 0 to go on parsing, or CLI_STOP. */
+static int apply_global(struct cli_parse *p, int id, const char *val)
+{
+	struct cli *cli = p->cli;
+
+	switch (id) {
+	case OPT_G_SOCKET:
+		return set_path_option(p, &cli->socket, &cli->socket_given, "socket", val);
+	case OPT_G_CACHE_DIR:
+		return set_path_option(p, &cli->cache_dir, &cli->cache_dir_given,
+				       "cache-dir", val);
+	case OPT_G_JSON:
+		cli->json = true;
+		return 0;
+	case OPT_G_HELP:
+		if (cli->cmd)
+			cli_help_command(cli->cmd, stdout);
+		else
+			cli_help_global(stdout);
+		p->status = cli_finish_stdout(CLI_EXIT_OK);
+		return CLI_STOP;
+	default:
+		cli_print_version();
+		p->status = cli_finish_stdout(CLI_EXIT_OK);
+		return CLI_STOP;
+	}
+}
+
+/*
+ * Decodes one option of arg: "--name", "--name=value", "--name value", "-x",
+ * "-xvalue", "-x value". On success sets *def and *val and advances p->i past
+ * what was consumed.
+ */
+static int decode_option(struct cli_parse *p, const struct cli_optdef *defs,
+			 const struct cli_optdef **def, const char **val)
+{
+	const char *arg = p->argv[p->i];
+	const char *eq = NULL;
+	const char *inline_val = NULL;
+
+	if (arg[1] == '-') {
+		const char *name = arg + 2;
+		size_t len;
+
+		eq = strchr(name, '=');
+		len = eq ? (size_t)(eq - name) : strlen(name);
+		*def = find_long(defs, name, len);
+		if (!*def)
+			*def = find_long(global_defs, name, len);
+		if (!*def) {
+			p->status = cli_usage_error(p->cli, "unknown option '--%.*s'%s%s", (int)len,
+						    name, p->hint ? "; " : "",
+						    p->hint ? p->hint : "");
+			return CLI_STOP;
+		}
+		if (eq && !(*def)->has_arg) {
+			p->status = cli_usage_error(p->cli, "option '--%s' takes no value",
+						    (*def)->lng);
+			return CLI_STOP;
+		}
+		if (eq)
+			inline_val = eq + 1;
+	} else {
+		*def = find_short(defs, arg[1]);
+		if (!*def)
+			*def = find_short(global_defs, arg[1]);
+		/* Short flags cannot be grouped: "-hx" is refused, not guessed at. */
+		if (!*def || (!(*def)->has_arg && arg[2])) {
+			p->status = cli_usage_error(p->cli, "unknown option '%s'%s%s", arg,
+						    p->hint ? "; " : "", p->hint ? p->hint : "");
+			return CLI_STOP;
+		}
+		if (arg[2])
+			inline_val = arg + 2;
+	}
+	p->i++;
+	*val = NULL;
+	if (!(*def)->has_arg)
+		return 0;
+	if (inline_val) {
+		*val = inline_val;
+		return 0;
+	}
+	if (p->i >= p->argc) {
+		if ((*def)->lng)
+			p->status = cli_usage_error(p->cli, "option '--%s' needs a value",
+						    (*def)->lng);
+		else
+			p->status = cli_usage_error(p->cli, "option '-%c' needs a value",
+						    (*def)->shrt);
+		return CLI_STOP;
+	}
+	*val = p->argv[p->i++];
+	return 0;
+}
+
+int cli_next(struct cli_parse *p, const struct cli_optdef *defs, const char **val)
+{
+	while (p->i < p->argc) {
+		const char *arg = p->argv[p->i];
+		const struct cli_optdef *def;
+		int rc;
+
+		if (!p->dashdash && !strcmp(arg, "--")) {
+			p->dashdash = true;
+			p->i++;
+			continue;
+		}
+		/* A lone "-" is an operand by convention, never an option. */
+		if (p->dashdash || arg[0] != '-' || !arg[1]) {
+			*val = arg;
+			p->i++;
+			return CLI_POS;
+		}
+		rc = decode_option(p, defs, &def, val);
+		if (rc < 0)
+			return rc;
+		if (def->id < OPT_G_SOCKET)
+			return def->id;
+		rc = apply_global(p, def->id, *val);
+		if (rc < 0)
+			return rc;
+	}
+	return CLI_END;
+}
+
+/* kiln help [COMMAND] */
+static int cmd_help(struct cli *cli, int argc, char **argv)
+{
+	struct cli_parse p;
+	const char *val;
+	const char *topic = NULL;
+	int id;
+
+	cli_parse_init(&p, cli, argc, argv);
+	while ((id = cli_next(&p, NULL, &val)) != CLI_END) {
+		if (id == CLI_STOP)
+			return p.status;
+		if (topic)
+			return cli_usage_error(cli, "help takes at most one command");
+		topic = val;
+	}
+	if (!topic) {
+		cli_help_global(stdout);
+		return cli_finish_stdout(CLI_EXIT_OK);
+	}
+	if (cli_help_command(topic, stdout) < 0) {
+		cli->cmd = NULL;
+		return cli_usage_error(cli, "unknown command '%s'", topic);
+	}
+	return cli_finish_stdout(CLI_EXIT_OK);
+}
+
+static const struct {
+	const char *name;
+	int (*run)(struct cli *cli, int argc, char **argv);
+} commands[] = {
+	{ "status", cmd_status },
+	{ "ls", cmd_ls },
+	{ "show", cmd_show },
+	{ "log", cmd_log },
+	{ "build", cmd_build },
+	{ "rm", cmd_rm },
+	{ "pin", cmd_pin },
+	{ "unpin", cmd_unpin },
+	{ "gc", cmd_gc },
+	{ "stop", cmd_stop },
+	{ "help", cmd_help },
+};
+
+int main(int argc, char **argv)
+{
+	struct cli cli = { 0 };
+	struct cli_parse p;
+	const char *name = NULL;
+	int status = CLI_EXIT_ERROR;
+	int id;
+
+	/* The defaults come first so that a later --socket or --cache-dir,
+	 * before or after the command, replaces them. */
+	cli.socket = util_default_socket();
+	cli.cache_dir = util_default_cache_dir();
+	if (!cli.socket || !cli.cache_dir) {
+		cli_error("cannot determine the default socket or cache directory: %s",
+			  strerror(errno ? errno : ENOMEM));
+		goto cleanup;
+	}
+
+	cli_parse_init(&p, &cli, argc - 1, argv + 1);
+	id = cli_next(&p, NULL, &name);
+	if (id == CLI_STOP) {
+		status = p.status;
+		goto cleanup;
+	}
+	if (id == CLI_END) {
+		cli_help_global(stderr);
+		status = CLI_EXIT_USAGE;
+		goto cleanup;
+	}
+
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (!strcmp(commands[i].name, name)) {
+			cli.cmd = commands[i].name;
+			status = commands[i].run(&cli, argc - 1 - p.i, argv + 1 + p.i);
+			goto cleanup;
+		}
+	}
+	status = cli_usage_error(&cli, "unknown command '%s'", name);
+
+cleanup:
+	free(cli.socket);
+	free(cli.cache_dir);
+	return status;
+}

@@ -1,0 +1,437 @@
+/*
+ * Commands of the kiln CLI that change or inspect the daemon itself:
+ * status, rm, pin, unpin, gc and stop. All of them need a running kilnd,
+ * because the daemon is the only writer of the cache.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli.h"
+#include "util.h"
+
+#define STOP_WAIT_MS 10000
+
+/* Parses a command without options of its own; positional arguments go to
+ * refs (argc entries at most, NULL when the command takes none). Returns -1
+ * to go on, or the exit status. */
+static int parse_simple(struct cli *cli, int argc, char **argv, const char **refs,
+			int *nrefs)
+{
+	struct cli_parse p;
+	const char *val;
+	int id;
+
+	*nrefs = 0;
+	cli_parse_init(&p, cli, argc, argv);
+	while ((id = cli_next(&p, NULL, &val)) != CLI_END) {
+		if (id == CLI_STOP)
+			return p.status;
+		if (!refs)
+			return cli_usage_error(cli, "%s takes no arguments", cli->cmd);
+		if (!*val)
+			return cli_usage_error(cli, "REF must not be empty");
+		refs[(*nrefs)++] = val;
+	}
+	return -1;
+}
+
+enum field_kind { F_INT, F_STR, F_SIZE, F_AGE, F_HITS };
+
+static const struct {
+	const char *field;
+	const char *name;
+	enum field_kind kind;
+} status_fields[] = {
+	{ "pid", "pid", F_INT },
+	{ "version", "version", F_STR },
+	{ "proto", "protocol", F_INT },
+	{ "socket", "socket", F_STR },
+	{ "cache_dir", "cache dir", F_STR },
+	{ "jobs", "jobs", F_INT },
+	{ "entries", "entries", F_INT },
+	{ "bytes", "size", F_SIZE },
+	{ "max_size", "max size", F_SIZE },
+	{ "uptime_s", "uptime", F_AGE },
+	{ "connections", "connections", F_INT },
+	{ "requests", "requests", F_INT },
+	{ "hits", "hits", F_HITS },
+	{ "misses", "misses", F_INT },
+	{ "builds_started", "builds started", F_INT },
+	{ "builds_ok", "builds ok", F_INT },
+	{ "builds_failed", "builds failed", F_INT },
+	{ "joined", "joined", F_INT },
+	{ "in_flight", "in flight", F_INT },
+	{ "queued", "queued", F_INT },
+};
+
+static void print_status(const cJSON *st)
+{
+	int width = 0;
+	char buf[64];
+
+	for (size_t i = 0; i < sizeof(status_fields) / sizeof(status_fields[0]); i++)
+		if ((int)strlen(status_fields[i].name) > width)
+			width = (int)strlen(status_fields[i].name);
+	/* Members the daemon did not send are left out rather than guessed. */
+	for (size_t i = 0; i < sizeof(status_fields) / sizeof(status_fields[0]); i++) {
+		const char *field = status_fields[i].field;
+		const char *name = status_fields[i].name;
+		uint64_t v, misses;
+		const char *s;
+
+		if (status_fields[i].kind == F_STR) {
+			if ((s = cli_json_str(st, field)))
+				cli_field(width, name, "%s", s);
+			continue;
+		}
+		if (!cli_json_u64(st, field, &v))
+			continue;
+		switch (status_fields[i].kind) {
+		case F_SIZE:
+			cli_field(width, name, "%s", util_format_size(v, buf, sizeof(buf)));
+			break;
+		case F_AGE:
+			cli_field(width, name, "%s", util_format_age((int64_t)v, buf, sizeof(buf)));
+			break;
+		case F_HITS:
+			if (cli_json_u64(st, "misses", &misses) && v + misses > 0)
+				cli_field(width, name, "%llu (%.1f%% of lookups)",
+					  (unsigned long long)v, 100.0 * (double)v / (double)(v + misses));
+			else
+				cli_field(width, name, "%llu", (unsigned long long)v);
+			break;
+		default:
+			cli_field(width, name, "%llu", (unsigned long long)v);
+			break;
+		}
+	}
+}
+
+/* The toolchains the daemon knows, when it says: "  NAME = PATH (VERSION)". */
+static void print_toolchains(const cJSON *st)
+{
+	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(st, "toolchains");
+	const cJSON *t;
+
+	if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) == 0)
+		return;
+	printf("toolchains:\n");
+	cJSON_ArrayForEach(t, arr) {
+		const char *name = cli_json_str(t, "name");
+		const char *path = cli_json_str(t, "path");
+		const char *version = cli_json_str(t, "version");
+
+		printf("  %s = %s", name ? name : "?", path ? path : "?");
+		if (version && *version)
+			printf(" (%s)", version);
+		putchar('\n');
+	}
+}
+
+int cmd_status(struct cli *cli, int argc, char **argv)
+{
+	struct cli_conn c;
+	struct msg_request req;
+	cJSON *reply = NULL;
+	int status, nrefs;
+
+	status = parse_simple(cli, argc, argv, NULL, &nrefs);
+	if (status >= 0)
+		return status;
+	status = CLI_EXIT_ERROR;
+	if (cli_conn_require(cli, &c) < 0)
+		return status;
+	cli_request_init(&req, OP_STATUS);
+	if (cli_call(cli, &c, &req, &reply) < 0 || cli_reply_check(reply, NULL) != ERR_NONE)
+		goto cleanup;
+	cJSON_DeleteItemFromObjectCaseSensitive(reply, "id");
+	cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");
+	if (cli->json) {
+		if (cli_print_json(reply) < 0)
+			goto cleanup;
+	} else {
+		print_status(reply);
+		print_toolchains(reply);
+	}
+	status = cli_finish_stdout(CLI_EXIT_OK);
+
+cleanup:
+	cJSON_Delete(reply);
+	cli_conn_close(&c);
+	return status;
+}
+
+/* Sends op for each ref on one connection; goes on after a failed one, as
+ * rm(1) does, and reports failure in the exit status. */
+static int ref_ops(struct cli *cli, enum msg_op op, const char *verb, const char **refs,
+		   int nrefs)
+{
+	struct cli_conn c;
+	cJSON *out = NULL;
+	cJSON *reply = NULL;
+	int status = CLI_EXIT_ERROR;
+	int failed = 0;
+
+	if (cli_conn_require(cli, &c) < 0)
+		return status;
+	out = cJSON_CreateArray();
+	if (!out) {
+		cli_error("out of memory");
+		goto cleanup;
+	}
+	for (int i = 0; i < nrefs; i++) {
+		struct msg_request req;
+		const char *key;
+		cJSON *item;
+
+		cli_request_init(&req, op);
+		req.ref = (char *)refs[i];
+		if (cli_call(cli, &c, &req, &reply) < 0)
+			goto cleanup;
+		if (cli_reply_check(reply, refs[i]) != ERR_NONE) {
+			failed++;
+			cJSON_Delete(reply);
+			reply = NULL;
+			continue;
+		}
+		key = cli_json_str(reply, "key");
+		if (!key)
+			key = refs[i];
+		if (!cli->json)
+			printf("%s %s\n", verb, key);
+		item = cJSON_CreateObject();
+		if (!item || !cJSON_AddItemToArray(out, item) ||
+		    !cJSON_AddStringToObject(item, "ref", refs[i]) ||
+		    !cJSON_AddStringToObject(item, "key", key) ||
+		    (op != OP_REMOVE && !cJSON_AddBoolToObject(item, "pinned", op == OP_PIN))) {
+			cli_error("out of memory");
+			goto cleanup;
+		}
+		cJSON_Delete(reply);
+		reply = NULL;
+	}
+	/* pin and unpin take one REF and print one object; rm prints an array. */
+	if (cli->json && cli_print_json(op == OP_REMOVE ? out : cJSON_GetArrayItem(out, 0)) < 0)
+		goto cleanup;
+	status = cli_finish_stdout(failed ? CLI_EXIT_ERROR : CLI_EXIT_OK);
+
+cleanup:
+	cJSON_Delete(reply);
+	cJSON_Delete(out);
+	cli_conn_close(&c);
+	return status;
+}
+
+int cmd_rm(struct cli *cli, int argc, char **argv)
+{
+	const char **refs;
+	int status, nrefs;
+
+	refs = calloc((size_t)argc + 1, sizeof(*refs));
+	if (!refs) {
+		cli_error("out of memory");
+		return CLI_EXIT_ERROR;
+	}
+	status = parse_simple(cli, argc, argv, refs, &nrefs);
+	if (status < 0 && nrefs == 0)
+		status = cli_usage_error(cli, "rm needs at least one REF");
+	if (status < 0)
+		status = ref_ops(cli, OP_REMOVE, "removed", refs, nrefs);
+	free(refs);
+	return status;
+}
+
+static int pin_or_unpin(struct cli *cli, int argc, char **argv, enum msg_op op,
+			const char *verb)
+{
+	const char **refs;
+	int status, nrefs;
+
+	refs = calloc((size_t)argc + 1, sizeof(*refs));
+	if (!refs) {
+		cli_error("out of memory");
+		return CLI_EXIT_ERROR;
+	}
+	status = parse_simple(cli, argc, argv, refs, &nrefs);
+	if (status < 0 && nrefs != 1)
+		status = cli_usage_error(cli, "%s needs exactly one REF", cli->cmd);
+	if (status < 0)
+		status = ref_ops(cli, op, verb, refs, nrefs);
+	free(refs);
+	return status;
+}
+
+int cmd_pin(struct cli *cli, int argc, char **argv)
+{
+	return pin_or_unpin(cli, argc, argv, OP_PIN, "pinned");
+}
+
+int cmd_unpin(struct cli *cli, int argc, char **argv)
+{
+	return pin_or_unpin(cli, argc, argv, OP_UNPIN, "unpinned");
+}
+
+enum { OPT_MAX_SIZE = 1 };
+
+static const struct cli_optdef gc_opts[] = {
+	{ "max-size", 0, true, OPT_MAX_SIZE },
+	{ NULL, 0, false, 0 },
+};
+
+int cmd_gc(struct cli *cli, int argc, char **argv)
+{
+	struct cli_parse p;
+	struct cli_conn c;
+	struct msg_request req;
+	cJSON *reply = NULL;
+	const char *val;
+	uint64_t max_size = 0, removed = 0, freed = 0, entries = 0, bytes = 0;
+	bool have_max = false;
+	char a[32], b[32];
+	int status = CLI_EXIT_ERROR;
+	int id;
+
+	cli_parse_init(&p, cli, argc, argv);
+	while ((id = cli_next(&p, gc_opts, &val)) != CLI_END) {
+		if (id == CLI_STOP)
+			return p.status;
+		if (id == CLI_POS)
+			return cli_usage_error(cli, "gc takes no arguments; did you mean "
+					       "--max-size %s?", val);
+		if (util_parse_size(val, &max_size) < 0 || max_size > (uint64_t)MSG_MAX_ID)
+			return cli_usage_error(cli, "invalid size '%s' for --max-size "
+					       "(examples: 512M, 1.5G, 4096)", val);
+		have_max = true;
+	}
+
+	if (cli_conn_require(cli, &c) < 0)
+		return status;
+	cli_request_init(&req, OP_GC);
+	if (have_max)
+		req.max_size = (int64_t)max_size;
+	if (cli_call(cli, &c, &req, &reply) < 0 || cli_reply_check(reply, NULL) != ERR_NONE)
+		goto cleanup;
+	cJSON_DeleteItemFromObjectCaseSensitive(reply, "id");
+	cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");
+	if (cli->json) {
+		if (cli_print_json(reply) < 0)
+			goto cleanup;
+	} else {
+		cli_json_u64(reply, "removed", &removed);
+		cli_json_u64(reply, "freed", &freed);
+		cli_json_u64(reply, "entries", &entries);
+		cli_json_u64(reply, "bytes", &bytes);
+		printf("removed %llu %s, freed %s; cache now %llu %s, %s\n",
+		       (unsigned long long)removed, cli_entries_word(removed),
+		       util_format_size(freed, a, sizeof(a)), (unsigned long long)entries,
+		       cli_entries_word(entries), util_format_size(bytes, b, sizeof(b)));
+	}
+	status = cli_finish_stdout(CLI_EXIT_OK);
+
+cleanup:
+	cJSON_Delete(reply);
+	cli_conn_close(&c);
+	return status;
+}
+
+/* Waits until the daemon closed our connection, which it does last thing
+ * before exiting. Returns 0, or -ETIMEDOUT at the deadline. */
+static int wait_closed(struct cli_conn *c, uint64_t deadline)
+{
+	for (;;) {
+		struct pollfd pfd = { .fd = c->wc.fd, .events = POLLIN };
+		uint64_t now = util_now_ns();
+		char *frame = NULL;
+		size_t len;
+		int rc;
+
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		/* Bytes already buffered would not wake poll. */
+		if (c->wc.rlen <= c->wc.roff) {
+			rc = poll(&pfd, 1, (int)((deadline - now) / 1000000 + 1));
+			if (rc < 0 && errno != EINTR)
+				return -errno;
+			if (rc <= 0)
+				continue;
+		}
+		rc = wire_recv_frame(&c->wc, &frame, &len);
+		free(frame);
+		if (rc < 0)
+			return 0;
+	}
+}
+
+/* Waits until the socket is gone or the process is: either means the daemon
+ * has finished. A process that exited but was not reaped yet still answers
+ * kill(pid, 0), hence the socket test. */
+static int wait_gone(const char *socket, int64_t pid, uint64_t deadline)
+{
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+	struct stat st;
+
+	while (util_now_ns() < deadline) {
+		if (stat(socket, &st) < 0 && errno == ENOENT)
+			return 0;
+		if (pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+			return 0;
+		nanosleep(&ts, NULL);
+	}
+	return -ETIMEDOUT;
+}
+
+int cmd_stop(struct cli *cli, int argc, char **argv)
+{
+	struct cli_conn c;
+	struct msg_request req;
+	cJSON *reply = NULL;
+	cJSON *out = NULL;
+	const cJSON *err;
+	uint64_t deadline;
+	int status, nrefs;
+
+	status = parse_simple(cli, argc, argv, NULL, &nrefs);
+	if (status >= 0)
+		return status;
+	status = CLI_EXIT_ERROR;
+	if (cli_conn_require(cli, &c) < 0)
+		return status;
+	cli_request_init(&req, OP_SHUTDOWN);
+	if (cli_call(cli, &c, &req, &reply) < 0)
+		goto cleanup;
+	/* A daemon that is already stopping is waited for like one we stopped. */
+	err = cJSON_GetObjectItemCaseSensitive(reply, "error");
+	if (!cli_json_true(reply, "ok") &&
+	    msg_err_parse(cli_json_str(err, "code")) != ERR_SHUTTING_DOWN) {
+		cli_reply_check(reply, NULL);
+		goto cleanup;
+	}
+	deadline = util_now_ns() + (uint64_t)STOP_WAIT_MS * 1000000;
+	if (wait_closed(&c, deadline) < 0 || wait_gone(cli->socket, c.pid, deadline) < 0) {
+		cli_error("kilnd (pid %lld) did not stop within %d s", (long long)c.pid,
+			  STOP_WAIT_MS / 1000);
+		goto cleanup;
+	}
+	if (cli->json) {
+		out = cJSON_CreateObject();
+		if (!out || !cJSON_AddNumberToObject(out, "pid", (double)c.pid) ||
+		    !cJSON_AddBoolToObject(out, "stopped", true) || cli_print_json(out) < 0)
+			goto cleanup;
+	} else if (c.pid > 0) {
+		printf("kilnd (pid %lld) stopped\n", (long long)c.pid);
+	} else {
+		printf("kilnd stopped\n");
+	}
+	status = cli_finish_stdout(CLI_EXIT_OK);
+
+cleanup:
+	cJSON_Delete(out);
+	cJSON_Delete(reply);
+	cli_conn_close(&c);
+	return status;
+}

@@ -1,0 +1,245 @@
+/*
+ * The CLI's connection to kilnd: blocking frame I/O from proto/wire.h, one
+ * request at a time, hello first, and every failure turned into a sentence
+ * that names the socket.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+void cli_not_running(const struct cli *cli)
+{
+	fflush(stdout);
+	fprintf(stderr, "kiln: kilnd is not running at %s; start it with: kilnd --daemonize",
+		cli->socket);
+	/* Only options the user chose are repeated; the defaults are kilnd's too. */
+	if (cli->socket_given)
+		fprintf(stderr, " --socket %s", cli->socket);
+	if (cli->cache_dir_given)
+		fprintf(stderr, " --cache-dir %s", cli->cache_dir);
+	fputc('\n', stderr);
+}
+
+static void report_io(const struct cli *cli, int rc)
+{
+	switch (rc) {
+	case -ECONNRESET:
+	case -EPIPE:
+		cli_error("kilnd at %s closed the connection", cli->socket);
+		break;
+	case -EMSGSIZE:
+	case -EBADMSG:
+	case -EPROTO:
+		cli_error("bad reply from kilnd at %s: %s", cli->socket, strerror(-rc));
+		break;
+	default:
+		cli_error("cannot talk to kilnd at %s: %s", cli->socket, strerror(-rc));
+		break;
+	}
+}
+
+int cli_call(const struct cli *cli, struct cli_conn *c, struct msg_request *req,
+	     cJSON **reply)
+{
+	char *payload = NULL;
+	char *buf = NULL;
+	cJSON *obj = NULL;
+	size_t len;
+	int rc;
+
+	*reply = NULL;
+	req->id = c->next_id++;
+	payload = msg_request_pack(req, &len);
+	if (!payload) {
+		cli_error("out of memory");
+		rc = -ENOMEM;
+		goto cleanup;
+	}
+	rc = wire_send_frame(&c->wc, payload, len);
+	if (rc < 0) {
+		report_io(cli, rc);
+		goto cleanup;
+	}
+	/* Requests go one at a time, so the next reply should be ours; anything
+	 * else is skipped rather than trusted. A framing error reply has id 0. */
+	for (;;) {
+		size_t blen;
+		double id;
+
+		rc = wire_recv_frame(&c->wc, &buf, &blen);
+		if (rc < 0) {
+			report_io(cli, rc);
+			goto cleanup;
+		}
+		obj = cJSON_ParseWithLength(buf, blen);
+		free(buf);
+		buf = NULL;
+		if (!cJSON_IsObject(obj)) {
+			cli_error("bad reply from kilnd at %s: not a JSON object", cli->socket);
+			rc = -EPROTO;
+			goto cleanup;
+		}
+		/* Every descriptor is claimed by the reply that names it, to keep
+		 * the queue in step; the CLI has no use for artifacts' descriptors. */
+		if (cli_json_true(obj, "fd")) {
+			int fd = wire_take_fd(&c->wc);
+
+			if (fd >= 0)
+				close(fd);
+		}
+		id = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(obj, "id"));
+		if (id == (double)req->id || (id == 0 && !cli_json_true(obj, "ok")))
+			break;
+		cJSON_Delete(obj);
+		obj = NULL;
+	}
+	*reply = obj;
+	obj = NULL;
+	rc = 0;
+
+cleanup:
+	cJSON_Delete(obj);
+	free(payload);
+	return rc;
+}
+
+void cli_request_init(struct msg_request *req, enum msg_op op)
+{
+	memset(req, 0, sizeof(*req));
+	req->op = op;
+	req->proto = -1;
+	req->max_size = -1;
+}
+
+void cli_ref_error(enum msg_err code, const char *ref)
+{
+	if (code == ERR_AMBIGUOUS)
+		cli_error("\"%s\" matches several entries; give more digits", ref);
+	else
+		cli_error("no entry matches \"%s\"", ref);
+}
+
+enum msg_err cli_reply_check(const cJSON *reply, const char *ref)
+{
+	const cJSON *err = cJSON_GetObjectItemCaseSensitive(reply, "error");
+	const char *code = cli_json_str(err, "code");
+	const char *message = cli_json_str(err, "message");
+	enum msg_err e;
+
+	if (cli_json_true(reply, "ok"))
+		return ERR_NONE;
+	/* Unknown codes count as internal errors, as the protocol asks. */
+	e = code ? msg_err_parse(code) : ERR_INTERNAL;
+	if (ref && (e == ERR_NOT_FOUND || e == ERR_AMBIGUOUS))
+		cli_ref_error(e, ref);
+	else if (message && *message)
+		cli_error("%s", message);
+	else
+		cli_error("kilnd refused the request (%s)", code ? code : "no error code");
+	return e;
+}
+
+/* Says when the daemon works on another cache than --cache-dir names: the
+ * option only matters offline, and a user who gave it may think otherwise. */
+static void check_cache_dir(const struct cli *cli, const cJSON *hello)
+{
+	const char *theirs = cli_json_str(hello, "cache_dir");
+	char a[PATH_MAX], b[PATH_MAX];
+
+	if (!cli->cache_dir_given || !theirs)
+		return;
+	if (realpath(cli->cache_dir, a) && realpath(theirs, b) && !strcmp(a, b))
+		return;
+	cli_error("note: kilnd at %s uses the cache %s; --cache-dir %s is only read when "
+		  "kilnd is not running", cli->socket, theirs, cli->cache_dir);
+}
+
+static int say_hello(const struct cli *cli, struct cli_conn *c)
+{
+	struct msg_request req;
+	char client[] = "kiln/" KILN_VERSION_STR;
+	cJSON *reply = NULL;
+	const cJSON *err;
+	int64_t proto;
+	int rc;
+
+	cli_request_init(&req, OP_HELLO);
+	req.proto = KILN_PROTO_VERSION;
+	req.client = client;
+	rc = cli_call(cli, c, &req, &reply);
+	if (rc < 0)
+		goto cleanup;
+	err = cJSON_GetObjectItemCaseSensitive(reply, "error");
+	if (!cli_json_true(reply, "ok") && cli_json_i64(err, "proto", &proto)) {
+		cli_error("kilnd at %s speaks protocol %lld, this kiln speaks %d; use a kiln "
+			  "and kilnd of the same version", cli->socket, (long long)proto,
+			  KILN_PROTO_VERSION);
+		rc = -EPROTO;
+		goto cleanup;
+	}
+	if (cli_reply_check(reply, NULL) != ERR_NONE) {
+		rc = -EPROTO;
+		goto cleanup;
+	}
+	if (!cli_json_i64(reply, "proto", &proto) || proto != KILN_PROTO_VERSION) {
+		cli_error("kilnd at %s answered hello with protocol %lld, this kiln speaks %d",
+			  cli->socket, cli_json_i64(reply, "proto", &proto) ? (long long)proto : -1LL,
+			  KILN_PROTO_VERSION);
+		rc = -EPROTO;
+		goto cleanup;
+	}
+	if (!cli_json_i64(reply, "pid", &c->pid))
+		c->pid = -1;
+	check_cache_dir(cli, reply);
+	rc = 0;
+
+cleanup:
+	cJSON_Delete(reply);
+	return rc;
+}
+
+int cli_conn_open(const struct cli *cli, struct cli_conn *c)
+{
+	int fd, rc;
+
+	memset(c, 0, sizeof(*c));
+	c->wc.fd = -1;
+	c->next_id = 1;
+	c->pid = -1;
+	fd = wire_connect(cli->socket);
+	if (fd == -ENOENT || fd == -ECONNREFUSED)
+		return -ECONNREFUSED;
+	if (fd == -ENAMETOOLONG) {
+		cli_error("socket path %s is too long for a Unix socket", cli->socket);
+		return fd;
+	}
+	if (fd < 0) {
+		cli_error("cannot connect to kilnd at %s: %s", cli->socket, strerror(-fd));
+		return fd;
+	}
+	wire_conn_init(&c->wc, fd, FRAME_MAX_DEFAULT);
+	rc = say_hello(cli, c);
+	if (rc < 0)
+		cli_conn_close(c);
+	return rc;
+}
+
+int cli_conn_require(const struct cli *cli, struct cli_conn *c)
+{
+	int rc = cli_conn_open(cli, c);
+
+	if (rc == -ECONNREFUSED)
+		cli_not_running(cli);
+	return rc;
+}
+
+void cli_conn_close(struct cli_conn *c)
+{
+	if (c->wc.fd >= 0)
+		wire_conn_fini(&c->wc);
+	c->wc.fd = -1;
+}

@@ -1,0 +1,522 @@
+/*
+ * Commands of the kiln CLI that read cache entries: ls, show and log. They
+ * ask kilnd when it runs and otherwise open the store read-only, so that a
+ * user can look into a cache after the job that used it has ended.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "store.h"
+#include "util.h"
+
+/* Largest log --json reads into memory; kilnd caps logs far below this. */
+#define LOG_JSON_MAX ((size_t)64 << 20)
+
+/*
+ * Opens the cache at cli->cache_dir read-only. Returns 0 with *out set, 0
+ * with *out NULL when no cache was ever created there (an empty cache, not an
+ * error), or a negative errno after printing why.
+ */
+static int open_offline(const struct cli *cli, struct store **out)
+{
+	char err[256] = "";
+	char *index = NULL;
+	int rc;
+
+	*out = NULL;
+	fflush(stdout);
+	fprintf(stderr, "kiln: kilnd is not running; reading %s read-only\n", cli->cache_dir);
+	if (asprintf(&index, "%s/index.db", cli->cache_dir) < 0) {
+		cli_error("out of memory");
+		return -ENOMEM;
+	}
+	rc = access(index, F_OK) < 0 && errno == ENOENT ? 0 : 1;
+	free(index);
+	if (rc == 0)
+		return 0;
+	rc = store_open(cli->cache_dir, STORE_READONLY, out, err, sizeof(err));
+	if (rc < 0)
+		cli_error("cannot read the cache at %s: %s", cli->cache_dir,
+			  *err ? err : strerror(-rc));
+	return rc;
+}
+
+/* Adds the store's entries to arr as protocol entry objects. */
+static int offline_list(struct store *s, cJSON *arr)
+{
+	struct store_entry *list = NULL;
+	size_t n = 0;
+	int rc;
+
+	rc = store_list(s, &list, &n);
+	if (rc < 0) {
+		cli_error("cannot list the cache at %s: %s", store_dir(s), strerror(-rc));
+		return rc;
+	}
+	for (size_t i = 0; i < n; i++) {
+		cJSON *item = store_entry_json(s, &list[i], false);
+
+		if (!item || !cJSON_AddItemToArray(arr, item)) {
+			cJSON_Delete(item);
+			cli_error("out of memory");
+			rc = -ENOMEM;
+			break;
+		}
+	}
+	store_entries_free(list, n);
+	return rc;
+}
+
+/* The entries as a JSON array (owned by the caller), from kilnd when it runs,
+ * else from the store. Returns 0 or a negative errno after printing why. */
+static int fetch_list(const struct cli *cli, cJSON **out)
+{
+	struct cli_conn c;
+	struct msg_request req;
+	struct store *s = NULL;
+	cJSON *reply = NULL;
+	cJSON *arr = NULL;
+	int rc;
+
+	*out = NULL;
+	rc = cli_conn_open(cli, &c);
+	if (rc == 0) {
+		cli_request_init(&req, OP_LIST);
+		rc = cli_call(cli, &c, &req, &reply);
+		cli_conn_close(&c);
+		if (rc < 0)
+			goto cleanup;
+		rc = -EPROTO;
+		if (cli_reply_check(reply, NULL) != ERR_NONE)
+			goto cleanup;
+		arr = cJSON_DetachItemFromObjectCaseSensitive(reply, "entries");
+		if (!cJSON_IsArray(arr)) {
+			cli_error("bad reply from kilnd at %s: no entries array", cli->socket);
+			goto cleanup;
+		}
+	} else if (rc == -ECONNREFUSED) {
+		rc = open_offline(cli, &s);
+		if (rc < 0)
+			goto cleanup;
+		arr = cJSON_CreateArray();
+		rc = -ENOMEM;
+		if (!arr) {
+			cli_error("out of memory");
+			goto cleanup;
+		}
+		if (s && (rc = offline_list(s, arr)) < 0)
+			goto cleanup;
+	} else {
+		goto cleanup;
+	}
+	*out = arr;
+	arr = NULL;
+	rc = 0;
+
+cleanup:
+	if (s)
+		store_close(s);
+	cJSON_Delete(arr);
+	cJSON_Delete(reply);
+	return rc;
+}
+
+static int offline_entry(const struct cli *cli, const char *ref, cJSON **out)
+{
+	struct store_entry e;
+	struct store *s = NULL;
+	int rc;
+
+	memset(&e, 0, sizeof(e));
+	rc = open_offline(cli, &s);
+	if (rc < 0)
+		return rc;
+	rc = s ? store_resolve(s, ref, &e) : -ENOENT;
+	if (rc == -ENOENT || rc == -ENOTUNIQ) {
+		cli_ref_error(rc == -ENOENT ? ERR_NOT_FOUND : ERR_AMBIGUOUS, ref);
+		goto cleanup;
+	}
+	if (rc < 0) {
+		cli_error("cannot read the cache at %s: %s", cli->cache_dir, strerror(-rc));
+		goto cleanup;
+	}
+	*out = store_entry_json(s, &e, true);
+	if (!*out) {
+		cli_error("out of memory");
+		rc = -ENOMEM;
+	}
+
+cleanup:
+	store_entry_free(&e);
+	if (s)
+		store_close(s);
+	return rc;
+}
+
+/* One entry with its details (args, sources, deps, log), from kilnd when it
+ * runs, else from the store. Returns 0 or a negative errno after printing. */
+static int fetch_entry(const struct cli *cli, const char *ref, cJSON **out)
+{
+	struct cli_conn c;
+	struct msg_request req;
+	cJSON *reply = NULL;
+	int rc;
+
+	*out = NULL;
+	rc = cli_conn_open(cli, &c);
+	if (rc == -ECONNREFUSED)
+		return offline_entry(cli, ref, out);
+	if (rc < 0)
+		return rc;
+	cli_request_init(&req, OP_SHOW);
+	req.ref = (char *)ref;
+	rc = cli_call(cli, &c, &req, &reply);
+	cli_conn_close(&c);
+	if (rc < 0)
+		goto cleanup;
+	rc = -EPROTO;
+	if (cli_reply_check(reply, ref) != ERR_NONE)
+		goto cleanup;
+	*out = cJSON_DetachItemFromObjectCaseSensitive(reply, "entry");
+	if (!cJSON_IsObject(*out)) {
+		cli_error("bad reply from kilnd at %s: no entry object", cli->socket);
+		cJSON_Delete(*out);
+		*out = NULL;
+		goto cleanup;
+	}
+	rc = 0;
+
+cleanup:
+	cJSON_Delete(reply);
+	return rc;
+}
+
+/* Parses "CMD REF" (ls passes want_ref false). Returns -1 to go on, or the
+ * exit status. */
+static int parse_ref(struct cli *cli, int argc, char **argv, bool want_ref, const char **ref)
+{
+	struct cli_parse p;
+	const char *val;
+	int id;
+
+	*ref = NULL;
+	cli_parse_init(&p, cli, argc, argv);
+	while ((id = cli_next(&p, NULL, &val)) != CLI_END) {
+		if (id == CLI_STOP)
+			return p.status;
+		if (!want_ref)
+			return cli_usage_error(cli, "%s takes no arguments", cli->cmd);
+		if (*ref)
+			return cli_usage_error(cli, "%s takes one REF", cli->cmd);
+		if (!*val)
+			return cli_usage_error(cli, "REF must not be empty");
+		*ref = val;
+	}
+	if (want_ref && !*ref)
+		return cli_usage_error(cli, "%s needs a REF (a key, a key prefix or an alias)",
+				       cli->cmd);
+	return -1;
+}
+
+/* The columns of ls, as strings, so that their widths can be measured. */
+enum { C_KEY, C_SIZE, C_USES, C_LAST, C_BUILD, C_PIN, C_ALIAS, C_LABEL, C__COUNT };
+
+static const char *const ls_header[C__COUNT] = {
+	"KEY", "SIZE", "USES", "LAST USED", "BUILD", "PIN", "ALIAS", "LABEL",
+};
+/* Numbers read best aligned on the right. */
+static const bool ls_right[C__COUNT] = { false, true, true, false, true, false, false, false };
+
+struct ls_row {
+	char key[13];
+	char size[32];
+	char uses[24];
+	char last[40];
+	char build[32];
+	const char *cell[C__COUNT];
+};
+
+static void ls_fill(struct ls_row *r, const cJSON *e, int64_t now, uint64_t *total)
+{
+	const char *key = cli_json_str(e, "key");
+	const char *alias = cli_json_str(e, "alias");
+	const char *label = cli_json_str(e, "label");
+	uint64_t v;
+	int64_t t;
+
+	snprintf(r->key, sizeof(r->key), "%.12s", key ? key : "-");
+	strcpy(r->size, "-");
+	strcpy(r->uses, "-");
+	strcpy(r->last, "-");
+	strcpy(r->build, "-");
+	if (cli_json_u64(e, "size", &v)) {
+		util_format_size(v, r->size, sizeof(r->size));
+		*total += v;
+	}
+	if (cli_json_u64(e, "uses", &v))
+		snprintf(r->uses, sizeof(r->uses), "%llu", (unsigned long long)v);
+	if (cli_json_i64(e, "last_used", &t))
+		cli_format_ago(t, now, r->last, sizeof(r->last));
+	if (cli_json_u64(e, "build_ms", &v))
+		cli_format_ms(v, r->build, sizeof(r->build));
+	r->cell[C_KEY] = r->key;
+	r->cell[C_SIZE] = r->size;
+	r->cell[C_USES] = r->uses;
+	r->cell[C_LAST] = r->last;
+	r->cell[C_BUILD] = r->build;
+	r->cell[C_PIN] = cli_json_true(e, "pinned") ? "*" : "";
+	r->cell[C_ALIAS] = alias && *alias ? alias : "-";
+	r->cell[C_LABEL] = label && *label ? label : "-";
+}
+
+static void ls_print_row(const char *const *cell, const int *width)
+{
+	for (int c = 0; c < C__COUNT; c++) {
+		/* The last column is not padded, to leave no trailing blanks. */
+		if (c == C__COUNT - 1)
+			printf("%s\n", cell[c]);
+		else if (ls_right[c])
+			printf("%*s  ", width[c], cell[c]);
+		else
+			printf("%-*s  ", width[c], cell[c]);
+	}
+}
+
+static int ls_print(const cJSON *arr)
+{
+	int n = cJSON_GetArraySize(arr);
+	struct ls_row *rows;
+	int width[C__COUNT];
+	int64_t now = util_wall_s();
+	uint64_t total = 0;
+	char buf[32];
+	int i = 0;
+	const cJSON *e;
+
+	if (n == 0) {
+		puts("no entries");
+		return 0;
+	}
+	rows = calloc((size_t)n, sizeof(*rows));
+	if (!rows) {
+		cli_error("out of memory");
+		return -ENOMEM;
+	}
+	for (int c = 0; c < C__COUNT; c++)
+		width[c] = (int)strlen(ls_header[c]);
+	cJSON_ArrayForEach(e, arr) {
+		ls_fill(&rows[i], e, now, &total);
+		for (int c = 0; c < C__COUNT; c++)
+			if ((int)strlen(rows[i].cell[c]) > width[c])
+				width[c] = (int)strlen(rows[i].cell[c]);
+		i++;
+	}
+	ls_print_row(ls_header, width);
+	for (i = 0; i < n; i++)
+		ls_print_row(rows[i].cell, width);
+	printf("%d %s, %s total\n", n, cli_entries_word((uint64_t)n),
+	       util_format_size(total, buf, sizeof(buf)));
+	free(rows);
+	return 0;
+}
+
+int cmd_ls(struct cli *cli, int argc, char **argv)
+{
+	const char *ref;
+	cJSON *arr = NULL;
+	int status;
+
+	status = parse_ref(cli, argc, argv, false, &ref);
+	if (status >= 0)
+		return status;
+	status = CLI_EXIT_ERROR;
+	if (fetch_list(cli, &arr) < 0)
+		goto cleanup;
+	if ((cli->json ? cli_print_json(arr) : ls_print(arr)) < 0)
+		goto cleanup;
+	status = cli_finish_stdout(CLI_EXIT_OK);
+
+cleanup:
+	cJSON_Delete(arr);
+	return status;
+}
+
+/* Prints "name:" and a list member one item per line, indented; "-" when
+ * it is empty or absent. Items may be strings or objects with a "path". */
+static void show_list(int width, const char *name, const cJSON *list)
+{
+	const cJSON *item;
+
+	if (cJSON_GetArraySize(list) == 0) {
+		cli_field(width, name, "-");
+		return;
+	}
+	printf("%s:\n", name);
+	cJSON_ArrayForEach(item, list) {
+		const char *s = cJSON_IsString(item) ? item->valuestring
+						     : cli_json_str(item, "path");
+
+		printf("  %s\n", s ? s : "?");
+	}
+}
+
+static const char *str_or_dash(const cJSON *e, const char *name)
+{
+	const char *s = cli_json_str(e, name);
+
+	return s && *s ? s : "-";
+}
+
+static void show_print(const cJSON *e)
+{
+	const int w = 9; /* strlen("toolchain") and strlen("last used") */
+	int64_t now = util_wall_s();
+	char a[64], b[64];
+	uint64_t v;
+	int64_t t;
+
+	cli_field(w, "key", "%s", str_or_dash(e, "key"));
+	cli_field(w, "path", "%s", str_or_dash(e, "path"));
+	if (cli_json_str(e, "log"))
+		cli_field(w, "log", "%s", cli_json_str(e, "log"));
+	cli_field(w, "label", "%s", str_or_dash(e, "label"));
+	cli_field(w, "alias", "%s", str_or_dash(e, "alias"));
+	cli_field(w, "toolchain", "%s", str_or_dash(e, "toolchain"));
+	cli_field(w, "output", "%s", str_or_dash(e, "output"));
+	if (cli_json_u64(e, "size", &v))
+		cli_field(w, "size", "%s (%llu bytes)", util_format_size(v, a, sizeof(a)),
+			  (unsigned long long)v);
+	if (cli_json_i64(e, "created", &t))
+		cli_field(w, "created", "%s", cli_format_time(t, a, sizeof(a)));
+	if (cli_json_i64(e, "last_used", &t))
+		cli_field(w, "last used", "%s (%s)", cli_format_time(t, a, sizeof(a)),
+			  cli_format_ago(t, now, b, sizeof(b)));
+	if (cli_json_u64(e, "uses", &v))
+		cli_field(w, "uses", "%llu", (unsigned long long)v);
+	if (cli_json_u64(e, "build_ms", &v))
+		cli_field(w, "build", "%s", cli_format_ms(v, a, sizeof(a)));
+	cli_field(w, "pinned", "%s", cli_json_true(e, "pinned") ? "yes" : "no");
+	show_list(w, "args", cJSON_GetObjectItemCaseSensitive(e, "args"));
+	show_list(w, "sources", cJSON_GetObjectItemCaseSensitive(e, "sources"));
+	show_list(w, "deps", cJSON_GetObjectItemCaseSensitive(e, "deps"));
+}
+
+int cmd_show(struct cli *cli, int argc, char **argv)
+{
+	const char *ref;
+	cJSON *e = NULL;
+	int status;
+
+	status = parse_ref(cli, argc, argv, true, &ref);
+	if (status >= 0)
+		return status;
+	status = CLI_EXIT_ERROR;
+	if (fetch_entry(cli, ref, &e) < 0)
+		goto cleanup;
+	if (cli->json) {
+		if (cli_print_json(e) < 0)
+			goto cleanup;
+	} else {
+		show_print(e);
+	}
+	status = cli_finish_stdout(CLI_EXIT_OK);
+
+cleanup:
+	cJSON_Delete(e);
+	return status;
+}
+
+/* Copies the log file at path to stdout. */
+static int log_copy(const char *key, const char *path)
+{
+	char buf[65536];
+	ssize_t n;
+	int fd, rc = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		if (rc == -ENOENT)
+			cli_error("no build log for %s (%s is missing)", key, path);
+		else
+			cli_error("cannot read the build log %s: %s", path, strerror(-rc));
+		return rc;
+	}
+	while ((n = read(fd, buf, sizeof(buf))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			cli_error("cannot read the build log %s: %s", path, strerror(-rc));
+			break;
+		}
+		if (fwrite(buf, 1, (size_t)n, stdout) != (size_t)n)
+			break;
+	}
+	close(fd);
+	return rc;
+}
+
+/* Prints {"key", "log", "text"}. */
+static int log_json(const char *key, const char *path)
+{
+	cJSON *out = NULL;
+	char *text = NULL;
+	size_t len;
+	int rc;
+
+	rc = util_read_file(path, LOG_JSON_MAX, &text, &len);
+	if (rc == -ENOENT) {
+		cli_error("no build log for %s (%s is missing)", key, path);
+		goto cleanup;
+	}
+	if (rc < 0) {
+		cli_error("cannot read the build log %s: %s", path, strerror(-rc));
+		goto cleanup;
+	}
+	out = cJSON_CreateObject();
+	rc = -ENOMEM;
+	if (!out || !cJSON_AddStringToObject(out, "key", key) ||
+	    !cJSON_AddStringToObject(out, "log", path) ||
+	    !cJSON_AddStringToObject(out, "text", text)) {
+		cli_error("out of memory");
+		goto cleanup;
+	}
+	rc = cli_print_json(out);
+
+cleanup:
+	cJSON_Delete(out);
+	free(text);
+	return rc;
+}
+
+int cmd_log(struct cli *cli, int argc, char **argv)
+{
+	const char *ref, *key, *path;
+	cJSON *e = NULL;
+	int status;
+
+	status = parse_ref(cli, argc, argv, true, &ref);
+	if (status >= 0)
+		return status;
+	status = CLI_EXIT_ERROR;
+	if (fetch_entry(cli, ref, &e) < 0)
+		goto cleanup;
+	key = str_or_dash(e, "key");
+	path = cli_json_str(e, "log");
+	if (!path) {
+		cli_error("no build log is recorded for %s", key);
+		goto cleanup;
+	}
+	if ((cli->json ? log_json(key, path) : log_copy(key, path)) < 0)
+		goto cleanup;
+	status = cli_finish_stdout(CLI_EXIT_OK);
+
+cleanup:
+	cJSON_Delete(e);
+	return status;
+}

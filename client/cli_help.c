@@ -1,0 +1,197 @@
+/*
+ * Help texts of the kiln CLI. They are kept together, and in step with
+ * docs/cli.md, so that every option the parser accepts is described here.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "msg.h"
+
+static const char global_help[] =
+	"Usage: kiln [OPTIONS] COMMAND [ARGS...]\n"
+	"\n"
+	"Inspect and drive kilnd, the per-node compile-and-load daemon, and its cache.\n"
+	"\n"
+	"Commands:\n"
+	"  status                show the daemon's state and counters\n"
+	"  ls                    list the cache entries, most recently used first\n"
+	"  show REF              show one entry in detail\n"
+	"  log REF               print the compiler output of an entry's build\n"
+	"  build [-t TOOLCHAIN] [--alias ALIAS] [--label LABEL] FILE... [-- COMPILER_ARGS...]\n"
+	"                        build FILEs into a shared library (or find it cached)\n"
+	"  rm REF...             remove entries from the cache\n"
+	"  pin REF               protect an entry from eviction\n"
+	"  unpin REF             let an entry be evicted again\n"
+	"  gc [--max-size SIZE]  evict least recently used entries\n"
+	"  stop                  stop the daemon\n"
+	"  help [COMMAND]        show this help, or a command's\n"
+	"\n"
+	"REF is a full key, a unique key prefix of at least 4 hex digits, or an alias.\n"
+	"ls, show and log read the cache read-only when kilnd is not running; the other\n"
+	"commands need the daemon.\n"
+	"\n"
+	"Options (before or after the command, up to a '--'):\n"
+	"  --socket PATH    kilnd's socket (default: $KILN_SOCKET, else\n"
+	"                   $XDG_RUNTIME_DIR/kiln/kilnd.sock, else /tmp/kiln-UID/kilnd.sock)\n"
+	"  --cache-dir DIR  cache read by ls, show and log when kilnd is not running\n"
+	"                   (default: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else\n"
+	"                   ~/.cache/kiln)\n"
+	"  --json           print JSON on stdout, one document on one line\n"
+	"  -h, --help       show help (of the command, after one) and exit\n"
+	"  --version        print the version and exit\n"
+	"\n"
+	"Exit status: 0 on success, 1 on an error, 2 on a usage error.\n"
+	"See 'kiln help COMMAND' for a command's options and output.\n";
+
+/* The global options as every command's help lists them. */
+#define GLOBAL_OPTS                                                                  \
+	"Global options: --socket PATH, --cache-dir DIR, --json, -h/--help, --version\n" \
+	"(see 'kiln --help').\n"
+
+static const struct {
+	const char *name;
+	const char *text;
+} command_help[] = {
+	{ "status",
+	  "Usage: kiln status\n"
+	  "\n"
+	  "Show the daemon's pid, version, protocol, socket, cache directory, build\n"
+	  "slots, cache size, uptime, request counters and toolchains. Needs kilnd.\n"
+	  "\n"
+	  "With --json, prints the daemon's status reply as one object, without \"id\"\n"
+	  "and \"ok\": pid, version, proto, socket, cache_dir, jobs, max_size, entries,\n"
+	  "bytes, uptime_s, connections, requests, hits, misses, builds_started,\n"
+	  "builds_ok, builds_failed, joined, in_flight, queued, and whatever else the\n"
+	  "daemon reports (such as its toolchains).\n"
+	  "\n" GLOBAL_OPTS },
+	{ "ls",
+	  "Usage: kiln ls\n"
+	  "\n"
+	  "List the cache entries, most recently used first: KEY (first 12 hex digits),\n"
+	  "SIZE, USES, LAST USED, BUILD (build time), PIN (* when pinned), ALIAS and\n"
+	  "LABEL ('-' when absent), then a line with the count and total size. Prints\n"
+	  "\"no entries\" for an empty cache.\n"
+	  "\n"
+	  "When kilnd is not running, reads the cache at --cache-dir read-only and says\n"
+	  "so on stderr.\n"
+	  "\n"
+	  "With --json, prints an array of entry objects (key, rkey, path, label, alias,\n"
+	  "toolchain, output, size, created, last_used, uses, build_ms, pinned).\n"
+	  "\n" GLOBAL_OPTS },
+	{ "show",
+	  "Usage: kiln show REF\n"
+	  "\n"
+	  "Show one entry: key, path, log, label, alias, toolchain, output, size,\n"
+	  "created and last used (local time), uses, build time, pinned, and the\n"
+	  "compiler arguments, sources and recorded header dependencies, one per line.\n"
+	  "REF is a full key, a unique key prefix of at least 4 hex digits, or an alias.\n"
+	  "Reads the cache read-only when kilnd is not running.\n"
+	  "\n"
+	  "With --json, prints the entry object with args, sources, deps and log.\n"
+	  "\n" GLOBAL_OPTS },
+	{ "log",
+	  "Usage: kiln log REF\n"
+	  "\n"
+	  "Print the compiler output of the build of entry REF (a full key, a unique key\n"
+	  "prefix of at least 4 hex digits, or an alias). Reads the cache read-only when\n"
+	  "kilnd is not running.\n"
+	  "\n"
+	  "With --json, prints {\"key\", \"log\" (the log file's path), \"text\"}.\n"
+	  "\n" GLOBAL_OPTS },
+	{ "build",
+	  "Usage: kiln build [-t TOOLCHAIN] [--alias ALIAS] [--label LABEL] FILE...\n"
+	  "                  [-- COMPILER_ARGS...]\n"
+	  "\n"
+	  "Have kilnd build FILEs into one shared library, or find it in the cache.\n"
+	  "Each FILE is sent by its absolute path and compiled under its base name, so\n"
+	  "base names must differ and be plain names (letters, digits, '.', '_', '+',\n"
+	  "'-'; not starting with '.' or '-'). Arguments after '--' go to the compiler\n"
+	  "as given; options that redirect outputs or dependency files, change the\n"
+	  "output kind, or read other files (-o, -M..., -c, -S, -E, @FILE, -fplugin=,\n"
+	  "-specs=, -wrapper, -B, -save-temps, ...) are refused. Needs kilnd.\n"
+	  "\n"
+	  "Options:\n"
+	  "  -t, --toolchain NAME  a toolchain configured in kilnd (default: cc)\n"
+	  "  --alias ALIAS         point ALIAS (1-256 printable ASCII characters) at\n"
+	  "                        the result\n"
+	  "  --label LABEL         a label for ls and show (1-256 bytes of UTF-8)\n"
+	  "\n"
+	  "Prints \"built KEY in MS ms\", \"cached KEY\" or \"joined build of KEY\", then\n"
+	  "\"path: PATH\". With --json, prints {\"key\", \"path\", \"cached\", \"joined\",\n"
+	  "\"build_ms\"}. When the compiler fails, prints the daemon's message and the\n"
+	  "compiler output on stderr and exits with status 1.\n"
+	  "\n" GLOBAL_OPTS },
+	{ "rm",
+	  "Usage: kiln rm REF...\n"
+	  "\n"
+	  "Remove entries from the cache (programs that have one loaded keep working).\n"
+	  "Prints \"removed KEY\" for each; goes on after a REF that fails and then\n"
+	  "exits with status 1. Needs kilnd.\n"
+	  "\n"
+	  "With --json, prints an array of {\"ref\", \"key\"} for the removed entries.\n"
+	  "\n" GLOBAL_OPTS },
+	{ "pin",
+	  "Usage: kiln pin REF\n"
+	  "\n"
+	  "Protect an entry from eviction by gc and by the daemon's size limit.\n"
+	  "Prints \"pinned KEY\". Needs kilnd.\n"
+	  "\n"
+	  "With --json, prints {\"ref\", \"key\", \"pinned\": true}.\n"
+	  "\n" GLOBAL_OPTS },
+	{ "unpin",
+	  "Usage: kiln unpin REF\n"
+	  "\n"
+	  "Let a pinned entry be evicted again. Prints \"unpinned KEY\". Needs kilnd.\n"
+	  "\n"
+	  "With --json, prints {\"ref\", \"key\", \"pinned\": false}.\n"
+	  "\n" GLOBAL_OPTS },
+	{ "gc",
+	  "Usage: kiln gc [--max-size SIZE]\n"
+	  "\n"
+	  "Evict unpinned entries, least recently used first, until the cache holds at\n"
+	  "most SIZE bytes. Prints \"removed N entries, freed X; cache now N entries, X\".\n"
+	  "Needs kilnd.\n"
+	  "\n"
+	  "Options:\n"
+	  "  --max-size SIZE  the limit, e.g. 512M, 1.5G, 4096 (binary units; default:\n"
+	  "                   the daemon's --max-size)\n"
+	  "\n"
+	  "With --json, prints {\"removed\", \"freed\", \"entries\", \"bytes\"}.\n"
+	  "\n" GLOBAL_OPTS },
+	{ "stop",
+	  "Usage: kiln stop\n"
+	  "\n"
+	  "Ask kilnd to shut down (running builds are killed) and wait up to 10 s until\n"
+	  "it is gone. Prints \"kilnd (pid N) stopped\". Needs kilnd.\n"
+	  "\n"
+	  "With --json, prints {\"pid\", \"stopped\": true}.\n"
+	  "\n" GLOBAL_OPTS },
+	{ "help",
+	  "Usage: kiln help [COMMAND]\n"
+	  "\n"
+	  "Show the overview, or the help of COMMAND (the same as 'kiln COMMAND --help').\n"
+	  "\n" GLOBAL_OPTS },
+};
+
+void cli_help_global(FILE *f)
+{
+	fputs(global_help, f);
+}
+
+int cli_help_command(const char *cmd, FILE *f)
+{
+	for (size_t i = 0; i < sizeof(command_help) / sizeof(command_help[0]); i++) {
+		if (!strcmp(command_help[i].name, cmd)) {
+			fputs(command_help[i].text, f);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+void cli_print_version(void)
+{
+	printf("kiln %s (protocol %d)\n", KILN_VERSION_STR, KILN_PROTO_VERSION);
+}

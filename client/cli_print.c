@@ -1,0 +1,118 @@
+/*
+ * Output helpers of the kiln CLI: typed access to reply members, JSON
+ * printing, and the human formats for durations, times and ages.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "util.h"
+
+bool cli_json_u64(const cJSON *obj, const char *name, uint64_t *out)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+	/* Protocol numbers are integers below 2^53, exact in a double. */
+	if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble) || item->valuedouble < 0 ||
+	    item->valuedouble >= 18446744073709551616.0)
+		return false;
+	*out = (uint64_t)item->valuedouble;
+	return true;
+}
+
+bool cli_json_i64(const cJSON *obj, const char *name, int64_t *out)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+	if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble) ||
+	    fabs(item->valuedouble) >= 9223372036854775808.0)
+		return false;
+	*out = (int64_t)item->valuedouble;
+	return true;
+}
+
+const char *cli_json_str(const cJSON *obj, const char *name)
+{
+	return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(obj, name));
+}
+
+bool cli_json_true(const cJSON *obj, const char *name)
+{
+	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj, name));
+}
+
+int cli_print_json(const cJSON *item)
+{
+	/* One document on one line: easy for jq, for line-oriented tools and
+	 * for scripts that read a single line. */
+	char *s = cJSON_PrintUnformatted(item);
+
+	if (!s) {
+		cli_error("out of memory");
+		return -ENOMEM;
+	}
+	puts(s);
+	free(s);
+	return 0;
+}
+
+char *cli_format_ms(uint64_t ms, char *buf, size_t len)
+{
+	if (ms < 1000)
+		snprintf(buf, len, "%llu ms", (unsigned long long)ms);
+	else if (ms < 100000)
+		snprintf(buf, len, "%.1f s", (double)ms / 1000.0);
+	else
+		snprintf(buf, len, "%.0f s", (double)ms / 1000.0);
+	return buf;
+}
+
+char *cli_format_time(int64_t t, char *buf, size_t len)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+	size_t n;
+
+	if (!localtime_r(&tt, &tm) || len < 26 ||
+	    !(n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S%z", &tm))) {
+		snprintf(buf, len, "%lld", (long long)t);
+		return buf;
+	}
+	/* strftime's %z gives "+0100"; ISO 8601's extended format, which the
+	 * date part already uses, wants "+01:00". */
+	if (n >= 5 && n + 1 < len) {
+		memmove(buf + n - 1, buf + n - 2, 3);
+		buf[n - 2] = ':';
+	}
+	return buf;
+}
+
+char *cli_format_ago(int64_t t, int64_t now, char *buf, size_t len)
+{
+	char age[32];
+
+	/* A time slightly ahead (clocks of another node) reads as "0s ago". */
+	util_format_age(now > t ? now - t : 0, age, sizeof(age));
+	snprintf(buf, len, "%s ago", age);
+	return buf;
+}
+
+void cli_field(int width, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%s:%*s", name, width - (int)strlen(name) + 1, "");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+}
+
+const char *cli_entries_word(uint64_t n)
+{
+	return n == 1 ? "entry" : "entries";
+}
