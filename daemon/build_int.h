@@ -79,7 +79,5 @@ void prepare_work(void *arg);
 void publish_start(struct build *b);
 void publish_cleanup(struct kilnd *d, struct build *b);
 void publish_set_alias(struct kilnd *d, const char *alias, const char *key);
-/* Removes a directory tree (no symlinks followed). */
-int rm_tree(const char *dir);
 
 #endif

@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,22 +22,6 @@
 #include "util.h"
 
 #define DEPFILE_MAX ((size_t)16 << 20)
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_DP)
-		rmdir(path);
-	else
-		unlink(path);
-	return 0;
-}
-
-int rm_tree(const char *dir)
-{
-	return nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -errno;
-}
 
 static int write_file(const char *path, const char *data, size_t len)
 {
@@ -278,7 +261,7 @@ static void publish_work(void *arg)
 		build_fail(b, ERR_IO, "cannot open the published artifact: %s", strerror(errno));
 		return;
 	}
-	rm_tree(b->dir);
+	store_rm_tree(b->dir);
 	free(b->dir);
 	b->dir = NULL;
 }
@@ -319,7 +302,7 @@ static void cleanup_work(void *arg)
 	/* A failed build keeps its output under the request key for `kiln log`. */
 	if (j->log != NULL)
 		write_log(j->d, j->rkey, j->log, j->loglen);
-	rm_tree(j->dir);
+	store_rm_tree(j->dir);
 }
 
 static void cleanup_done(void *arg)

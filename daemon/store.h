@@ -122,6 +122,9 @@ int store_set_pinned(struct store *s, const char *key, bool pinned);
 /* Evicts unpinned entries, least recently used first, until the total size
  * is <= max_bytes. Reports how many were removed and the bytes freed. */
 int store_evict(struct store *s, uint64_t max_bytes, uint64_t *removed, uint64_t *freed);
+/* Removes a file or a whole directory tree (no symlinks followed, read-only
+ * directories opened up first). Missing is success. 0 or a negative errno. */
+int store_rm_tree(const char *path);
 /* Start-up repair, before anything else uses the store (see the stats). */
 int store_reconcile(struct store *s, struct store_reconcile_stats *st);
 

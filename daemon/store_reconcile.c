@@ -77,6 +77,11 @@ static int rm_tree_at(int dfd, const char *name, int depth)
 	return rc;
 }
 
+int store_rm_tree(const char *path)
+{
+	return rm_tree_at(AT_FDCWD, path, 0);
+}
+
 /* Whatever is left in tmp/ belongs to builds that died with the daemon.
  * An entry that cannot be removed is left and not counted; it must not
  * keep the daemon from starting. */
