@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "lib_internal.h"
 
@@ -27,18 +28,38 @@ static int spawn_wait(pid_t pid, int *status)
 	}
 }
 
-/* Turns the exit status of kilnd --daemonize into a status code. */
-static int spawn_status(const struct kiln *k, int status)
+/* Turns the exit status of kilnd --daemonize into a status code; what kilnd
+ * said on stderr goes into the message. */
+static int spawn_status(const struct kiln *k, int status, const char *said)
 {
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
 	if (WIFEXITED(status))
-		return lib_err_set(KILN_ECONNECT,
-				   "could not start kilnd at %s: it exited with status %d "
-				   "(see its messages on stderr)",
-				   k->kilnd_path, WEXITSTATUS(status));
+		return lib_err_set(KILN_ECONNECT, "could not start kilnd at %s: it exited with status %d: %s",
+				   k->kilnd_path, WEXITSTATUS(status), said[0] != '\0' ? said : "(no message)");
 	return lib_err_set(KILN_ECONNECT, "could not start kilnd at %s: it was killed by signal %d",
 			   k->kilnd_path, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+/* Reads what kilnd --daemonize writes on stderr until it closes it, keeping
+ * the first len - 1 bytes. */
+static void read_said(int fd, char *buf, size_t len)
+{
+	size_t have = 0;
+	char scratch[512];
+	for (;;) {
+		ssize_t n = read(fd, scratch, sizeof(scratch));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		size_t take = (size_t)n < len - 1 - have ? (size_t)n : len - 1 - have;
+		memcpy(buf + have, scratch, take);
+		have += take;
+	}
+	while (have > 0 && buf[have - 1] == '\n')
+		have--;
+	buf[have] = '\0';
 }
 
 int lib_spawn_kilnd(const struct kiln *k)
@@ -49,6 +70,8 @@ int lib_spawn_kilnd(const struct kiln *k)
 	sigset_t none, all;
 	bool fa_ok = false, attr_ok = false;
 	int argc = 0, rc, status = 0;
+	int errp[2] = { -1, -1 };
+	char said[1024] = "";
 	pid_t pid;
 
 	argv[argc++] = k->kilnd_path;
@@ -64,8 +87,14 @@ int lib_spawn_kilnd(const struct kiln *k)
 	/*
 	 * The daemon must not inherit what the application did to its signals
 	 * (MPI runtimes block or ignore some), nor read its stdin or write into
-	 * its stdout; stderr stays so that a failing start explains itself.
+	 * its stdout. Its stderr comes back through a pipe: a failing start
+	 * explains itself in kiln_errmsg(), and the "already running" notes of
+	 * the many ranks that lost the race stay off the application's stderr.
 	 */
+	if (pipe2(errp, O_CLOEXEC) != 0) {
+		rc = errno;
+		goto fail;
+	}
 	rc = posix_spawn_file_actions_init(&fa);
 	if (rc != 0)
 		goto fail;
@@ -73,6 +102,8 @@ int lib_spawn_kilnd(const struct kiln *k)
 	rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	if (rc == 0)
 		rc = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	if (rc == 0)
+		rc = posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
 	if (rc != 0)
 		goto fail;
 	rc = posix_spawnattr_init(&attr);
@@ -92,6 +123,9 @@ int lib_spawn_kilnd(const struct kiln *k)
 	rc = posix_spawn(&pid, k->kilnd_path, &fa, &attr, (char *const *)argv, environ);
 	if (rc != 0)
 		goto fail;
+	close(errp[1]);
+	errp[1] = -1;
+	read_said(errp[0], said, sizeof(said));
 	rc = spawn_wait(pid, &status);
 	/* With SIGCHLD ignored the child is reaped for us (ECHILD) and its
 	 * status is lost; connecting tells whether it worked. */
@@ -101,12 +135,16 @@ int lib_spawn_kilnd(const struct kiln *k)
 		rc = lib_err_set(KILN_ECONNECT, "could not start kilnd at %s: waitpid: %s",
 				 k->kilnd_path, strerror(-rc));
 	else
-		rc = spawn_status(k, status);
+		rc = spawn_status(k, status, said);
 	goto out;
 fail:
 	rc = lib_err_set(KILN_ECONNECT, "could not start kilnd at %s: %s", k->kilnd_path,
 			 strerror(rc));
 out:
+	for (int i = 0; i < 2; i++) {
+		if (errp[i] >= 0)
+			close(errp[i]);
+	}
 	if (fa_ok)
 		posix_spawn_file_actions_destroy(&fa);
 	if (attr_ok)

@@ -370,6 +370,7 @@ struct write_job {
 	uint64_t id;
 	char key[65];
 	uint64_t max_size;
+	void *touches;      /* gc: uses to write before choosing what to evict */
 	int rc;
 	uint64_t removed, freed;
 };
@@ -387,6 +388,8 @@ static void write_work(void *arg)
 		j->rc = store_set_pinned(s, j->key, j->op == OP_PIN);
 		break;
 	default:
+		kilnd_touches_write(j->touches);
+		j->touches = NULL;
 		j->rc = store_evict(s, j->max_size, &j->removed, &j->freed);
 		break;
 	}
@@ -437,10 +440,13 @@ static void op_write(struct conn *c, struct msg_request *req)
 		}
 		memcpy(j->key, e.key, sizeof(j->key));
 		store_entry_free(&e);
+	} else {
+		j->touches = kilnd_touches_take(c->d);
 	}
 	conn_ref(c);
 	if (kilnd_work(c->d, write_work, write_done, j) != 0) {
 		conn_unref(c);
+		kilnd_touches_write(j->touches);
 		free(j);
 		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "cannot queue work");
 	}

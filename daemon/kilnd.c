@@ -166,6 +166,19 @@ fail:
 	return NULL;
 }
 
+void *kilnd_touches_take(struct kilnd *d)
+{
+	return take_touches(d);
+}
+
+void kilnd_touches_write(void *batch)
+{
+	if (batch == NULL)
+		return;
+	touch_work(batch);
+	touch_batch_free(batch);
+}
+
 static void on_touch_timer(uv_timer_t *t)
 {
 	struct kilnd *d = t->data;
@@ -185,6 +198,7 @@ void kilnd_flush_touches(struct kilnd *d)
 
 struct evict_job {
 	struct kilnd *d;
+	void *touches;
 	uint64_t removed, freed;
 	int rc;
 };
@@ -194,6 +208,9 @@ static bool evicting;
 static void evict_work(void *arg)
 {
 	struct evict_job *j = arg;
+	/* Eviction goes by last use: recent uses must be in the index first. */
+	kilnd_touches_write(j->touches);
+	j->touches = NULL;
 	j->rc = store_evict(j->d->store, j->d->cfg->max_size, &j->removed, &j->freed);
 }
 
@@ -225,9 +242,11 @@ void kilnd_refresh_totals(struct kilnd *d)
 	if (j == NULL)
 		return;
 	j->d = d;
+	j->touches = kilnd_touches_take(d);
 	evicting = true;
 	if (kilnd_work(d, evict_work, evict_done, j) != 0) {
 		evicting = false;
+		kilnd_touches_write(j->touches);
 		free(j);
 	}
 }

@@ -76,6 +76,11 @@ int kilnd_work(struct kilnd *d, void (*fn)(void *arg), void (*done)(void *arg), 
 void kilnd_touch(struct kilnd *d, const char *key);
 /* Adds the uses of e not yet written to the index, so replies are current. */
 void kilnd_pending_uses(struct kilnd *d, struct store_entry *e);
+/* Takes the queued uses, for a pool job that needs them in the index first
+ * (eviction); NULL when there are none. kilnd_touches_write (on the pool)
+ * writes and frees the batch; NULL is fine. */
+void *kilnd_touches_take(struct kilnd *d);
+void kilnd_touches_write(void *batch);
 /* Writes queued uses now (blocking: shutdown only). */
 void kilnd_flush_touches(struct kilnd *d);
 /* Starts the periodic timers (use flushing, idle exit). */

@@ -1,0 +1,68 @@
+# Shared by scripts/test and scripts/demo (sourced, not run): the Debian 12
+# packages kiln needs, installing the missing ones, and configuring and
+# building a build directory.
+
+# shellcheck shell=bash
+
+KILN_PACKAGES=(meson ninja-build pkg-config gcc g++ libuv1-dev libsqlite3-dev libcjson-dev
+	libssl-dev check sqlite3)
+
+kiln_say() {
+	printf '%s\n' "$*" >&2
+}
+
+kiln_die() {
+	kiln_say "error: $*"
+	exit 1
+}
+
+# Prints the packages of KILN_PACKAGES that are not installed, one per line.
+kiln_missing_packages() {
+	local p
+	for p in "${KILN_PACKAGES[@]}"; do
+		if [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" != installed ]; then
+			printf '%s\n' "$p"
+		fi
+	done
+}
+
+# Installs what is missing with apt-get; refreshes the package lists only
+# when something is missing, so that a ready machine needs no network.
+kiln_install_deps() {
+	local missing sudo=()
+	if ! command -v dpkg-query >/dev/null 2>&1; then
+		kiln_say "note: not a Debian system; assuming the build dependencies are installed"
+		return 0
+	fi
+	mapfile -t missing < <(kiln_missing_packages)
+	[ "${#missing[@]}" -eq 0 ] && return 0
+	if [ "$(id -u)" -ne 0 ]; then
+		command -v sudo >/dev/null 2>&1 ||
+			kiln_die "missing packages: ${missing[*]}; run as root or install them"
+		sudo=(sudo -n)
+	fi
+	kiln_say "installing missing packages: ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	"${sudo[@]}" apt-get update -q </dev/null ||
+		kiln_die "apt-get update failed"
+	"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null ||
+		kiln_die "apt-get install ${missing[*]} failed"
+}
+
+# kiln_build DIR [MESON_OPTION...]: configures DIR when needed (applying the
+# options to an existing one) and builds it.
+kiln_build() {
+	local dir=$1
+	shift
+	if [ -f "$dir/build.ninja" ]; then
+		if [ "$#" -gt 0 ]; then
+			meson configure "$dir" "$@" || return 1
+		fi
+	elif [ -d "$dir/meson-private" ]; then
+		# A configuration that was interrupted: start it again from scratch.
+		meson setup --wipe "$dir" "$@" || return 1
+	else
+		meson setup "$dir" "$@" || return 1
+	fi
+	ninja -C "$dir"
+}

@@ -1,0 +1,258 @@
+/*
+ * Integration tests of the cache's policy: eviction (kiln gc and the daemon's
+ * --max-size) respects pins and least-recent use, and the process-local alias
+ * fast path answers without talking to the daemon.
+ */
+#include "harness.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EVICT_PROGRAMS 4
+#define LRU_PROGRAMS 5
+#define FAST_LOOKUPS 1000
+
+static void cli_ok(const char *a, const char *b, const char *c)
+{
+	char *out, *err;
+	int rc = harness_cli(&out, &err, a, b, c, NULL);
+
+	ck_assert_msg(rc == 0, "kiln %s %s %s exited with %d: %s", a, b ? b : "", c ? c : "", rc,
+		      err);
+	free(out);
+	free(err);
+}
+
+START_TEST(gc_to_tiny_size_keeps_pinned)
+{
+	char keys[EVICT_PROGRAMS][72], paths[EVICT_PROGRAMS][HARNESS_PATH];
+	struct harness_result r;
+	struct kiln *k = NULL;
+	cJSON *ls, *st;
+
+	harness_start(NULL);
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	for (int i = 0; i < EVICT_PROGRAMS; i++) {
+		char name[32], alias[32];
+
+		snprintf(name, sizeof(name), "evict_%d", i);
+		snprintf(alias, sizeof(alias), "it:evict:%d", i);
+		harness_get_program(k, name, 300 + i, alias, keys[i]);
+	}
+	kiln_close(k);
+
+	cli_ok("pin", "it:evict:1", NULL);
+	ls = harness_cli_json("ls", NULL);
+	ck_assert_int_eq(cJSON_GetArraySize(ls), EVICT_PROGRAMS);
+	for (int i = 0; i < EVICT_PROGRAMS; i++) {
+		const cJSON *e = harness_find_entry(ls, "key", keys[i]);
+
+		ck_assert_ptr_nonnull(e);
+		ck_assert_int_eq(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "pinned")), i == 1);
+		snprintf(paths[i], HARNESS_PATH, "%s", harness_str(e, "path"));
+	}
+	cJSON_Delete(ls);
+
+	cli_ok("gc", "--max-size", "1K");
+	ls = harness_cli_json("ls", NULL);
+	ck_assert_int_eq(cJSON_GetArraySize(ls), 1);
+	ck_assert_ptr_nonnull(harness_find_entry(ls, "key", keys[1]));
+	cJSON_Delete(ls);
+	for (int i = 0; i < EVICT_PROGRAMS; i++)
+		ck_assert_msg(harness_exists(paths[i]) == (i == 1), "%s %s after gc", paths[i],
+			      i == 1 ? "is gone" : "is still there");
+
+	r = harness_in_child(NULL, "it:evict:1");
+	ck_assert_msg(r.rc == KILN_OK, "the pinned program does not load: %s: %s",
+		      kiln_strerror(r.rc), r.msg);
+	ck_assert_int_eq(r.value, 301);
+	r = harness_in_child(NULL, "it:evict:0");
+	ck_assert_msg(r.rc == KILN_ENOTFOUND, "lookup of an evicted alias gave %s: %s",
+		      kiln_strerror(r.rc), r.msg);
+
+	/* Unpinned, it goes too. */
+	cli_ok("unpin", "it:evict:1", NULL);
+	cli_ok("gc", "--max-size", "1K");
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "entries"), 0);
+	ck_assert_int_eq(harness_num(st, "bytes"), 0);
+	cJSON_Delete(st);
+	ck_assert(!harness_exists(paths[1]));
+	harness_stop();
+}
+END_TEST
+
+START_TEST(max_size_evicts_least_recent_but_not_pinned)
+{
+	char keys[LRU_PROGRAMS][72], probe[72], max[32];
+	struct kiln *k = NULL;
+	int64_t size, limit;
+	cJSON *ls, *st;
+
+	/* Learn the size of one object, then restart with room for about three. */
+	harness_start(NULL);
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	harness_get_program(k, "size_probe", 1, "it:probe", probe);
+	kiln_close(k);
+	ls = harness_cli_json("ls", NULL);
+	size = harness_num(cJSON_GetArrayItem(ls, 0), "size");
+	cJSON_Delete(ls);
+	ck_assert_int_gt(size, 0);
+	harness_stop();
+	limit = size * 3 + size / 2;
+	snprintf(max, sizeof(max), "%" PRId64, limit);
+	harness_start("--max-size", max, NULL);
+
+	/* Last use is kept in seconds: a pause between uses makes their order
+	 * unambiguous. */
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	harness_sleep_ms(1100);
+	harness_get_program(k, "lru_0", 400, "it:lru:0", keys[0]);
+	cli_ok("pin", "it:lru:0", NULL);
+	for (int i = 1; i < LRU_PROGRAMS; i++) {
+		char name[32], alias[32];
+
+		harness_sleep_ms(1100);
+		snprintf(name, sizeof(name), "lru_%d", i);
+		snprintf(alias, sizeof(alias), "it:lru:%d", i);
+		harness_get_program(k, name, 400 + i, alias, keys[i]);
+	}
+	kiln_close(k);
+
+	/* Eviction runs in the background after a publish: wait for it. */
+	for (int tries = 0;; tries++) {
+		int64_t bytes;
+
+		st = harness_status();
+		bytes = harness_num(st, "bytes");
+		cJSON_Delete(st);
+		if (bytes <= limit)
+			break;
+		ck_assert_msg(tries < 600, "the cache still holds %lld bytes after 30 s, over %lld",
+			      (long long)bytes, (long long)limit);
+		harness_sleep_ms(50);
+	}
+	ls = harness_cli_json("ls", NULL);
+	ck_assert_msg(harness_find_entry(ls, "key", keys[0]) != NULL, "the pinned entry was evicted");
+	ck_assert_msg(harness_find_entry(ls, "key", keys[LRU_PROGRAMS - 1]) != NULL,
+		      "the most recent entry was evicted");
+	ck_assert_msg(harness_find_entry(ls, "key", probe) == NULL, "the least recent entry was kept");
+	ck_assert_msg(harness_find_entry(ls, "key", keys[1]) == NULL, "the least recent unpinned entry was kept");
+	ck_assert_int_le(cJSON_GetArraySize(ls), 3);
+	cJSON_Delete(ls);
+	harness_stop();
+}
+END_TEST
+
+/* A use made just before an eviction counts: the entry used last stays. */
+START_TEST(gc_counts_a_use_just_made)
+{
+	char key_a[72], key_b[72], max[32];
+	struct harness_result r;
+	struct kiln *k = NULL;
+	int64_t size = 0;
+	const cJSON *e;
+	cJSON *ls;
+
+	harness_start(NULL);
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	harness_get_program(k, "recent_a", 500, "it:recent:a", key_a);
+	/* Last use is kept in seconds: a pause makes the order unambiguous. */
+	harness_sleep_ms(1100);
+	harness_get_program(k, "recent_b", 501, "it:recent:b", key_b);
+	kiln_close(k);
+	harness_sleep_ms(1100);
+
+	/* Now A is used again, so B is the least recently used. */
+	r = harness_in_child(NULL, "it:recent:a");
+	ck_assert_msg(r.rc == KILN_OK, "lookup: %s: %s", kiln_strerror(r.rc), r.msg);
+	ls = harness_cli_json("ls", NULL);
+	cJSON_ArrayForEach(e, ls)
+		if (harness_num(e, "size") > size)
+			size = harness_num(e, "size");
+	cJSON_Delete(ls);
+	snprintf(max, sizeof(max), "%" PRId64, size + size / 2);
+	cli_ok("gc", "--max-size", max);
+
+	ls = harness_cli_json("ls", NULL);
+	ck_assert_int_eq(cJSON_GetArraySize(ls), 1);
+	ck_assert_msg(harness_find_entry(ls, "key", key_a) != NULL,
+		      "gc evicted the entry used last and kept the least recently used one");
+	cJSON_Delete(ls);
+	harness_stop();
+}
+END_TEST
+
+static int64_t status_requests(void)
+{
+	cJSON *st = harness_status();
+	int64_t n = harness_num(st, "requests");
+
+	cJSON_Delete(st);
+	return n;
+}
+
+START_TEST(alias_fast_path_makes_no_ipc)
+{
+	char *text = harness_program("fast", 77);
+	struct kiln_stats s0, s1;
+	struct kiln_request req;
+	struct kiln_source src;
+	struct kiln_program *p0 = NULL, *p = NULL;
+	struct kiln *k = NULL;
+	int64_t r0, r1, r2, per_status;
+	int (*fn)(void);
+	int rc;
+
+	harness_start(NULL);
+	harness_request(&req, &src, "fast.c", text);
+	req.alias = "it:fast";
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	rc = kiln_get(k, &req, &p0);
+	ck_assert_msg(rc == KILN_OK, "kiln_get: %s: %s", kiln_strerror(rc), kiln_errmsg(k));
+	kiln_get_stats(k, &s0);
+
+	/* What one "kiln status" adds to the daemon's request counter. */
+	r0 = status_requests();
+	r1 = status_requests();
+	per_status = r1 - r0;
+	ck_assert_int_gt(per_status, 0);
+
+	for (int i = 0; i < FAST_LOOKUPS; i++) {
+		rc = kiln_lookup(k, "it:fast", &p);
+		ck_assert_msg(rc == KILN_OK, "kiln_lookup %d: %s", i, kiln_strerror(rc));
+		ck_assert_ptr_eq(p, p0);
+	}
+	/* A repeated get with the alias is local as well. */
+	ck_assert_int_eq(kiln_get(k, &req, &p), KILN_OK);
+	ck_assert_ptr_eq(p, p0);
+	kiln_get_stats(k, &s1);
+	ck_assert_uint_eq(s1.requests, s0.requests);
+	ck_assert_uint_eq(s1.local_hits - s0.local_hits, FAST_LOOKUPS + 1);
+	ck_assert_uint_eq(s1.loads, s0.loads);
+
+	r2 = status_requests();
+	ck_assert_msg(r2 - r1 == per_status,
+		      "the daemon counted %lld requests during local lookups (status adds %lld)",
+		      (long long)(r2 - r1), (long long)per_status);
+	*(void **)&fn = kiln_sym(p, "kiln_test_value");
+	ck_assert_ptr_nonnull(fn);
+	ck_assert_int_eq(fn(), 77);
+	kiln_close(k);
+	harness_stop();
+	free(text);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("cache");
+
+	suite_add_tcase(s, harness_tcase("gc_pins", gc_to_tiny_size_keeps_pinned, 90));
+	suite_add_tcase(s, harness_tcase("max_size", max_size_evicts_least_recent_but_not_pinned, 90));
+	suite_add_tcase(s, harness_tcase("recent_use", gc_counts_a_use_just_made, 60));
+	suite_add_tcase(s, harness_tcase("fast_path", alias_fast_path_makes_no_ipc, 60));
+	return harness_main(s);
+}

@@ -1,0 +1,267 @@
+/*
+ * Integration tests of the kiln CLI against the real daemon: status, build,
+ * ls, show, log, pin, rm and stop, in human and JSON form, and the read-only
+ * commands with the daemon down.
+ */
+#include "harness.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Runs the CLI, requires exit status 0 and returns stdout (caller frees). */
+static char *cli_ok(const char *const *args)
+{
+	char *out, *err;
+	int rc = harness_cliv(&out, &err, args);
+
+	ck_assert_msg(rc == 0, "kiln %s exited with %d: %s", args[0], rc, err);
+	free(err);
+	return out;
+}
+
+/* Runs the CLI, requires a non-zero exit status and a message on stderr;
+ * returns stderr (caller frees). */
+static char *cli_fails(const char *const *args)
+{
+	char *out, *err;
+	int rc = harness_cliv(&out, &err, args);
+
+	ck_assert_msg(rc > 0, "kiln %s exited with %d, expected a failure; stdout: %s", args[0], rc,
+		      out);
+	ck_assert_msg(*err != '\0', "kiln %s failed without a message on stderr", args[0]);
+	free(out);
+	return err;
+}
+
+static char *data_file(const char *name)
+{
+	char *path = NULL;
+
+	ck_assert(asprintf(&path, "%s/%s", harness_data(), name) > 0);
+	return path;
+}
+
+/* Every entry of "kiln --json ls" has the documented members. */
+static void check_entry_members(const cJSON *e)
+{
+	static const char *const numbers[] = { "size", "created", "last_used", "uses", "build_ms" };
+	static const char *const nullable[] = { "label", "alias" };
+
+	ck_assert_uint_eq(strlen(harness_str(e, "key")), 64);
+	ck_assert(harness_exists(harness_str(e, "path")));
+	ck_assert_str_eq(harness_str(e, "output"), "shared");
+	for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++)
+		harness_num(e, numbers[i]);
+	for (size_t i = 0; i < sizeof(nullable) / sizeof(nullable[0]); i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, nullable[i]);
+
+		ck_assert_msg(cJSON_IsString(v) || cJSON_IsNull(v), "entry member %s", nullable[i]);
+	}
+	ck_assert(cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(e, "pinned")));
+}
+
+START_TEST(cli_commands_with_and_without_the_daemon)
+{
+	static const char *const status_fields[] = {
+		"pid", "proto", "jobs", "entries", "bytes", "uptime_s", "requests", "hits", "misses",
+		"builds_started", "builds_ok", "builds_failed", "joined", "in_flight", "queued",
+	};
+	char *answer = data_file("answer.c"), *warning = data_file("warning.c");
+	char *broken = data_file("broken.c");
+	char pid[32], key[72], warn_key[72], obj[HARNESS_PATH];
+	cJSON *st, *b, *ls, *show;
+	const cJSON *e;
+	char *out, *err;
+	int status;
+
+	harness_start(NULL);
+	snprintf(pid, sizeof(pid), "%d", (int)harness.pid);
+
+	/* status, human and JSON. */
+	out = cli_ok((const char *[]){ "status", NULL });
+	ck_assert_msg(harness_contains(out, pid), "kiln status does not show pid %s: %s", pid, out);
+	ck_assert_msg(harness_contains(out, harness.cache), "kiln status lacks the cache: %s", out);
+	free(out);
+	st = harness_status();
+	for (size_t i = 0; i < sizeof(status_fields) / sizeof(status_fields[0]); i++)
+		harness_num(st, status_fields[i]);
+	ck_assert_int_eq(harness_num(st, "pid"), harness.pid);
+	ck_assert_int_eq(harness_num(st, "proto"), 1);
+	ck_assert_str_eq(harness_str(st, "version"), KILN_VERSION);
+	ck_assert_str_eq(harness_str(st, "socket"), harness.socket);
+	ck_assert_str_eq(harness_str(st, "cache_dir"), harness.cache);
+	cJSON_Delete(st);
+
+	/* build, human: it says built, then cached. */
+	out = cli_ok((const char *[]){ "build", "--alias", "it:answer", "--label", "the answer",
+				       answer, "--", "-DKILN_ANSWER=42", NULL });
+	ck_assert_msg(harness_contains(out, "built "), "kiln build did not say built: %s", out);
+	free(out);
+	b = harness_cli_json("build", "--alias", "it:answer", "--label", "the answer", answer, "--",
+			     "-DKILN_ANSWER=42", NULL);
+	ck_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "cached")));
+	ck_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(b, "joined")));
+	harness_num(b, "build_ms");
+	snprintf(key, sizeof(key), "%s", harness_str(b, "key"));
+	ck_assert_uint_eq(strlen(key), 64);
+	ck_assert(harness_exists(harness_str(b, "path")));
+	cJSON_Delete(b);
+	out = cli_ok((const char *[]){ "build", "--alias", "it:answer", "--label", "the answer",
+				       answer, "--", "-DKILN_ANSWER=42", NULL });
+	ck_assert_msg(harness_contains(out, "cached") && harness_contains(out, key),
+		      "a repeated kiln build did not say cached %s: %s", key, out);
+	free(out);
+
+	/* A build with a warning keeps the compiler's output in its log. */
+	b = harness_cli_json("build", "--label", "warns", warning, NULL);
+	ck_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(b, "cached")));
+	snprintf(warn_key, sizeof(warn_key), "%s", harness_str(b, "key"));
+	cJSON_Delete(b);
+	out = cli_ok((const char *[]){ "log", warn_key, NULL });
+	ck_assert_msg(harness_contains(out, "kiln-test-warning"),
+		      "kiln log does not show the compiler's warning: %s", out);
+	free(out);
+
+	/* A failing build: non-zero exit, the compiler's error on stderr. */
+	err = cli_fails((const char *[]){ "build", broken, NULL });
+	ck_assert_msg(harness_contains(err, "kiln_no_such_name"),
+		      "kiln build of a broken file does not show the error: %s", err);
+	free(err);
+
+	/* ls, human and JSON. */
+	out = cli_ok((const char *[]){ "ls", NULL });
+	ck_assert_msg(harness_contains(out, "the answer") && harness_contains(out, "it:answer") &&
+		      harness_contains(out, "warns"), "kiln ls: %s", out);
+	{
+		char short_key[16];
+
+		snprintf(short_key, sizeof(short_key), "%.12s", key);
+		ck_assert_msg(harness_contains(out, short_key), "kiln ls lacks key %s: %s", short_key,
+			      out);
+	}
+	free(out);
+	ls = harness_cli_json("ls", NULL);
+	ck_assert(cJSON_IsArray(ls));
+	ck_assert_int_eq(cJSON_GetArraySize(ls), 2);
+	cJSON_ArrayForEach(e, ls)
+		check_entry_members(e);
+	e = harness_find_entry(ls, "alias", "it:answer");
+	ck_assert_ptr_nonnull(e);
+	ck_assert_str_eq(harness_str(e, "key"), key);
+	ck_assert_str_eq(harness_str(e, "label"), "the answer");
+	ck_assert_int_ge(harness_num(e, "uses"), 2);
+	cJSON_Delete(ls);
+
+	/* show by alias and by key prefix. */
+	out = cli_ok((const char *[]){ "show", "it:answer", NULL });
+	ck_assert_msg(harness_contains(out, key) && harness_contains(out, "answer.c") &&
+		      harness_contains(out, "-DKILN_ANSWER=42"), "kiln show: %s", out);
+	free(out);
+	{
+		char prefix[16];
+
+		snprintf(prefix, sizeof(prefix), "%.8s", key);
+		show = harness_cli_json("show", prefix, NULL);
+	}
+	ck_assert_str_eq(harness_str(show, "key"), key);
+	ck_assert(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(show, "args")));
+	ck_assert(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(show, "sources")));
+	ck_assert_str_eq(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(show, "sources"), 0)
+			 ->valuestring, "answer.c");
+	cJSON_Delete(show);
+	err = cli_fails((const char *[]){ "show", "it:no-such-alias", NULL });
+	free(err);
+
+	/* pin and unpin show in ls. */
+	free(cli_ok((const char *[]){ "pin", "it:answer", NULL }));
+	ls = harness_cli_json("ls", NULL);
+	ck_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(harness_find_entry(ls, "alias", "it:answer"),
+								"pinned")));
+	cJSON_Delete(ls);
+	free(cli_ok((const char *[]){ "unpin", "it:answer", NULL }));
+	ls = harness_cli_json("ls", NULL);
+	ck_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(harness_find_entry(ls, "alias", "it:answer"),
+								 "pinned")));
+	cJSON_Delete(ls);
+
+	/* rm removes the entry and its object. */
+	show = harness_cli_json("show", warn_key, NULL);
+	snprintf(obj, sizeof(obj), "%s", harness_str(show, "path"));
+	cJSON_Delete(show);
+	free(cli_ok((const char *[]){ "rm", warn_key, NULL }));
+	ck_assert(!harness_exists(obj));
+	ls = harness_cli_json("ls", NULL);
+	ck_assert_int_eq(cJSON_GetArraySize(ls), 1);
+	cJSON_Delete(ls);
+
+	/* stop: the daemon exits 0 and removes its socket. */
+	out = cli_ok((const char *[]){ "stop", NULL });
+	free(out);
+	status = harness_wait(harness.pid, 30);
+	ck_assert_msg(status != -1, "kilnd still runs 30 s after kiln stop");
+	harness.pid = 0;
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "kilnd exited with 0x%x",
+		      status);
+	ck_assert(!harness_exists(harness.socket));
+
+	/* With the daemon down, ls, show and log read the cache. */
+	out = cli_ok((const char *[]){ "ls", NULL });
+	ck_assert_msg(harness_contains(out, "the answer"), "kiln ls without kilnd: %s", out);
+	free(out);
+	ls = harness_cli_json("ls", NULL);
+	ck_assert_int_eq(cJSON_GetArraySize(ls), 1);
+	check_entry_members(cJSON_GetArrayItem(ls, 0));
+	ck_assert_str_eq(harness_str(cJSON_GetArrayItem(ls, 0), "key"), key);
+	cJSON_Delete(ls);
+	out = cli_ok((const char *[]){ "show", "it:answer", NULL });
+	ck_assert_msg(harness_contains(out, key), "kiln show without kilnd: %s", out);
+	free(out);
+	free(cli_ok((const char *[]){ "log", "it:answer", NULL }));
+	err = cli_fails((const char *[]){ "status", NULL });
+	free(err);
+	free(answer);
+	free(warning);
+	free(broken);
+}
+END_TEST
+
+/* C++ in two files: kiln build -t c++ links them into one shared object. */
+START_TEST(cli_builds_cxx_from_several_files)
+{
+	char *main_cpp = data_file("cxx_main.cpp"), *helper_cpp = data_file("cxx_helper.cpp");
+	int (*fn)(void);
+	cJSON *b, *show;
+	void *h;
+
+	harness_start(NULL);
+	b = harness_cli_json("build", "-t", "c++", "--label", "cxx", main_cpp, helper_cpp, "--",
+			     "-O1", NULL);
+	h = dlopen(harness_str(b, "path"), RTLD_NOW | RTLD_LOCAL);
+	ck_assert_msg(h != NULL, "the C++ object does not load: %s", dlerror());
+	*(void **)&fn = dlsym(h, "kiln_test_value");
+	ck_assert_ptr_nonnull(fn);
+	ck_assert_int_eq(fn(), 110);
+	dlclose(h);
+	show = harness_cli_json("show", harness_str(b, "key"), NULL);
+	ck_assert_str_eq(harness_str(show, "toolchain"), "c++");
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(show, "sources")), 2);
+	cJSON_Delete(show);
+	cJSON_Delete(b);
+	harness_stop();
+	free(main_cpp);
+	free(helper_cpp);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("cli");
+
+	suite_add_tcase(s, harness_tcase("commands", cli_commands_with_and_without_the_daemon, 120));
+	suite_add_tcase(s, harness_tcase("cxx", cli_builds_cxx_from_several_files, 60));
+	return harness_main(s);
+}

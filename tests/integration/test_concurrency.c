@@ -1,0 +1,320 @@
+/*
+ * Integration tests of concurrent work: single-flight builds for many
+ * processes, the --jobs limit on compilers, failures and timeouts that reach
+ * every waiter.
+ */
+#include "harness.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define HERD 32
+#define DISTINCT 20
+#define WAITERS 6
+#define THREADS 8
+
+/* 32 processes ask for one new program at the same instant. */
+START_TEST(herd_gets_one_build)
+{
+	char *text = harness_program("herd", 4242);
+	struct kiln_request req;
+	struct kiln_source src;
+	struct harness_fleet *f;
+	cJSON *st;
+
+	harness_request(&req, &src, "herd.c", text);
+	harness_start(NULL);
+	f = harness_fleet_start(HERD, &(struct harness_fleet_opts){
+		.socket = harness.socket, .reqs = &req, .nreqs = 1 });
+	harness_fleet_wait(f, 120);
+	for (int i = 0; i < HERD; i++) {
+		struct harness_result *r = &f->results[i];
+
+		ck_assert_msg(r->rc == KILN_OK, "client %d failed in %s with %s: %s", i, r->stage,
+			      kiln_strerror(r->rc), r->msg);
+		ck_assert_int_eq(r->value, 4242);
+		ck_assert_uint_eq(strlen(r->key), 64);
+		ck_assert_str_eq(r->key, f->results[0].key);
+		ck_assert_str_eq(r->path, f->results[0].path);
+	}
+	ck_assert_msg(harness_exists(f->results[0].path), "%s does not exist", f->results[0].path);
+
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "builds_started"), 1);
+	ck_assert_int_eq(harness_num(st, "builds_ok"), 1);
+	ck_assert_int_eq(harness_num(st, "builds_failed"), 0);
+	ck_assert_int_eq(harness_num(st, "hits") + harness_num(st, "misses"), HERD);
+	ck_assert_int_eq(harness_num(st, "joined") + harness_num(st, "hits"), HERD - 1);
+	ck_assert_int_eq(harness_num(st, "entries"), 1);
+	ck_assert_int_eq(harness_num(st, "in_flight"), 0);
+	cJSON_Delete(st);
+	harness_fleet_free(f);
+	harness_stop();
+	free(text);
+}
+END_TEST
+
+/* 20 distinct programs with --jobs 2: never more than 2 compilers, and 2 busy. */
+START_TEST(jobs_limit_keeps_two_compilers_busy)
+{
+	char wrapper[HARNESS_PATH], log[HARNESS_PATH], toolchain[HARNESS_PATH + 8];
+	struct kiln_request reqs[DISTINCT];
+	struct kiln_source srcs[DISTINCT];
+	char *texts[DISTINCT];
+	struct harness_wrapper_log wl;
+	struct harness_fleet *f;
+	cJSON *st;
+
+	harness_write_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(log, "wrapper.log"),
+			      NULL, 0.3);
+	snprintf(toolchain, sizeof(toolchain), "cc=%s", wrapper);
+	harness_start("--jobs", "2", "--toolchain", toolchain, NULL);
+	for (int i = 0; i < DISTINCT; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "distinct_%d", i);
+		texts[i] = harness_program(name, 1000 + i);
+		harness_request(&reqs[i], &srcs[i], "distinct.c", texts[i]);
+	}
+	f = harness_fleet_start(DISTINCT, &(struct harness_fleet_opts){
+		.socket = harness.socket, .reqs = reqs, .nreqs = DISTINCT });
+	harness_fleet_wait(f, 180);
+	for (int i = 0; i < DISTINCT; i++) {
+		struct harness_result *r = &f->results[i];
+
+		ck_assert_msg(r->rc == KILN_OK, "client %d failed in %s with %s: %s", i, r->stage,
+			      kiln_strerror(r->rc), r->msg);
+		ck_assert_int_eq(r->value, 1000 + i);
+		for (int j = 0; j < i; j++)
+			ck_assert_str_ne(r->key, f->results[j].key);
+	}
+
+	harness_wrapper_log_read(log, &wl);
+	ck_assert_int_eq(wl.starts, DISTINCT);
+	ck_assert_int_eq(wl.ends, DISTINCT);
+	ck_assert_msg(wl.max_overlap == 2, "at most %d compilers ran at once, expected exactly 2",
+		      wl.max_overlap);
+
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "jobs"), 2);
+	ck_assert_int_eq(harness_num(st, "builds_started"), DISTINCT);
+	ck_assert_int_eq(harness_num(st, "builds_ok"), DISTINCT);
+	ck_assert_int_eq(harness_num(st, "in_flight"), 0);
+	ck_assert_int_eq(harness_num(st, "queued"), 0);
+	ck_assert_int_eq(harness_num(st, "entries"), DISTINCT);
+	cJSON_Delete(st);
+	harness_fleet_free(f);
+	harness_stop();
+	for (int i = 0; i < DISTINCT; i++)
+		free(texts[i]);
+}
+END_TEST
+
+/* Several processes wait on one build that fails: each gets the diagnostics. */
+START_TEST(compile_error_reaches_every_waiter)
+{
+	static const char text[] =
+		"int kiln_test_value(void)\n"
+		"{\n"
+		"\treturn kiln_undeclared_thing + 1;\n"
+		"}\n";
+	char wrapper[HARNESS_PATH], log[HARNESS_PATH], gate[HARNESS_PATH];
+	char toolchain[HARNESS_PATH + 8];
+	struct kiln_request req;
+	struct kiln_source src;
+	struct harness_fleet *f;
+	cJSON *st;
+
+	/* The compiler waits for the gate until every request has joined it, so
+	 * that all of them are waiters of the one build. */
+	harness_write_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(log, "wrapper.log"),
+			      harness_path(gate, "gate"), 0);
+	snprintf(toolchain, sizeof(toolchain), "cc=%s", wrapper);
+	harness_start("--toolchain", toolchain, NULL);
+	harness_request(&req, &src, "broken.c", text);
+	f = harness_fleet_start(WAITERS, &(struct harness_fleet_opts){
+		.socket = harness.socket, .reqs = &req, .nreqs = 1 });
+	harness_wait_status("joined", WAITERS - 1, 60);
+	harness_write_file(gate, "");
+	harness_fleet_wait(f, 60);
+	for (int i = 0; i < WAITERS; i++) {
+		struct harness_result *r = &f->results[i];
+
+		ck_assert_msg(r->rc == KILN_EBUILD, "client %d got %s in %s, expected KILN_EBUILD: %s",
+			      i, kiln_strerror(r->rc), r->stage, r->msg);
+		ck_assert_msg(harness_contains(r->msg, "kiln_undeclared_thing"),
+			      "client %d's message lacks the compiler's diagnostic: %s", i, r->msg);
+		ck_assert_msg(harness_contains(r->msg, "error"),
+			      "client %d's message lacks the compiler's error line: %s", i, r->msg);
+	}
+
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "builds_started"), 1);
+	ck_assert_int_eq(harness_num(st, "builds_failed"), 1);
+	ck_assert_int_eq(harness_num(st, "builds_ok"), 0);
+	ck_assert_int_eq(harness_num(st, "joined"), WAITERS - 1);
+	ck_assert_int_eq(harness_num(st, "entries"), 0);
+	cJSON_Delete(st);
+	harness_fleet_free(f);
+	harness_stop();
+}
+END_TEST
+
+/* A shared object with an unresolved symbol fails its load check. */
+START_TEST(unresolved_symbol_fails_the_build)
+{
+	static const char text[] =
+		"extern int kiln_missing_function(void);\n"
+		"\n"
+		"int kiln_test_value(void)\n"
+		"{\n"
+		"\treturn kiln_missing_function();\n"
+		"}\n";
+	struct kiln_request req;
+	struct kiln_source src;
+	struct kiln_program *p = NULL;
+	struct kiln *k = NULL;
+	cJSON *st;
+	int rc;
+
+	harness_start(NULL);
+	harness_request(&req, &src, "unresolved.c", text);
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	rc = kiln_get(k, &req, &p);
+	ck_assert_msg(rc == KILN_EBUILD, "kiln_get gave %s, expected KILN_EBUILD: %s",
+		      kiln_strerror(rc), kiln_errmsg(k));
+	ck_assert_msg(harness_contains(kiln_errmsg(k), "kiln_missing_function"),
+		      "the message lacks the loader's text: %s", kiln_errmsg(k));
+	ck_assert_ptr_null(p);
+	kiln_close(k);
+
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "builds_failed"), 1);
+	ck_assert_int_eq(harness_num(st, "entries"), 0);
+	cJSON_Delete(st);
+	harness_stop();
+}
+END_TEST
+
+/* A build past --build-timeout fails with KILN_ETIMEDOUT and its compiler dies. */
+START_TEST(build_timeout_kills_the_compiler)
+{
+	char wrapper[HARNESS_PATH], log[HARNESS_PATH], gate[HARNESS_PATH];
+	char toolchain[HARNESS_PATH + 8];
+	char *text = harness_program("forever", 1);
+	struct harness_wrapper_log wl;
+	struct kiln_request req;
+	struct kiln_source src;
+	struct kiln_program *p = NULL;
+	struct kiln *k = NULL;
+	cJSON *st;
+	int rc;
+
+	/* The gate never opens: the compiler would wait forever. */
+	harness_write_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(log, "wrapper.log"),
+			      harness_path(gate, "gate"), 0);
+	snprintf(toolchain, sizeof(toolchain), "cc=%s", wrapper);
+	harness_start("--toolchain", toolchain, "--build-timeout", "2", NULL);
+	harness_request(&req, &src, "forever.c", text);
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	rc = kiln_get(k, &req, &p);
+	ck_assert_msg(rc == KILN_ETIMEDOUT, "kiln_get gave %s, expected KILN_ETIMEDOUT: %s",
+		      kiln_strerror(rc), kiln_errmsg(k));
+	kiln_close(k);
+
+	harness_wrapper_log_read(log, &wl);
+	ck_assert_int_eq(wl.starts, 1);
+	ck_assert_msg(harness_wait_gone(wl.pids[0], 10),
+		      "the timed-out compiler (pid %d) still runs", (int)wl.pids[0]);
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "in_flight"), 0);
+	ck_assert_int_eq(harness_num(st, "entries"), 0);
+	cJSON_Delete(st);
+	harness_stop();
+	free(text);
+}
+END_TEST
+
+struct thread_job {
+	struct kiln *k;
+	const struct kiln_request *req;
+	int expect;
+	int rc;
+	int value;
+	char msg[512];
+};
+
+static void *thread_get(void *arg)
+{
+	struct thread_job *j = arg;
+	struct kiln_program *p = NULL;
+	int (*fn)(void);
+
+	j->rc = kiln_get(j->k, j->req, &p);
+	if (j->rc != KILN_OK) {
+		snprintf(j->msg, sizeof(j->msg), "%s", kiln_errmsg(j->k));
+		return NULL;
+	}
+	*(void **)&fn = kiln_sym(p, "kiln_test_value");
+	j->value = fn ? fn() : -1;
+	return NULL;
+}
+
+/* Threads of one process share one connection (kiln.h: thread-safe). */
+START_TEST(threads_share_one_connection)
+{
+	struct kiln_request reqs[THREADS / 2];
+	struct kiln_source srcs[THREADS / 2];
+	char *texts[THREADS / 2];
+	struct thread_job jobs[THREADS];
+	pthread_t tids[THREADS];
+	struct kiln *k = NULL;
+	cJSON *st;
+
+	harness_start(NULL);
+	for (int i = 0; i < THREADS / 2; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "threaded_%d", i);
+		texts[i] = harness_program(name, 700 + i);
+		harness_request(&reqs[i], &srcs[i], "threaded.c", texts[i]);
+	}
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	/* Two threads for each program. */
+	for (int i = 0; i < THREADS; i++) {
+		jobs[i] = (struct thread_job){ .k = k, .req = &reqs[i % (THREADS / 2)],
+					       .expect = 700 + i % (THREADS / 2) };
+		ck_assert_int_eq(pthread_create(&tids[i], NULL, thread_get, &jobs[i]), 0);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		ck_assert_int_eq(pthread_join(tids[i], NULL), 0);
+		ck_assert_msg(jobs[i].rc == KILN_OK, "thread %d: %s: %s", i, kiln_strerror(jobs[i].rc),
+			      jobs[i].msg);
+		ck_assert_int_eq(jobs[i].value, jobs[i].expect);
+	}
+	kiln_close(k);
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "builds_started"), THREADS / 2);
+	ck_assert_int_eq(harness_num(st, "builds_ok"), THREADS / 2);
+	cJSON_Delete(st);
+	harness_stop();
+	for (int i = 0; i < THREADS / 2; i++)
+		free(texts[i]);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("concurrency");
+
+	suite_add_tcase(s, harness_tcase("herd", herd_gets_one_build, 150));
+	suite_add_tcase(s, harness_tcase("jobs", jobs_limit_keeps_two_compilers_busy, 200));
+	suite_add_tcase(s, harness_tcase("compile_error", compile_error_reaches_every_waiter, 120));
+	suite_add_tcase(s, harness_tcase("threads", threads_share_one_connection, 90));
+	suite_add_tcase(s, harness_tcase("unresolved", unresolved_symbol_fails_the_build, 60));
+	suite_add_tcase(s, harness_tcase("timeout", build_timeout_kills_the_compiler, 60));
+	return harness_main(s);
+}

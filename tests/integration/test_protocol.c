@@ -1,0 +1,313 @@
+/*
+ * Integration tests of the wire protocol against the real daemon, spoken
+ * with raw frames: invalid requests get error replies on a connection that
+ * stays usable, framing errors get one reply and a close, and nothing takes
+ * the daemon down.
+ */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Connects and says hello; returns the socket. */
+static int hello(void)
+{
+	int fd = harness_raw_connect(harness.socket);
+	cJSON *r;
+
+	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":1,\"client\":\"kiln-tests\"}");
+	r = harness_raw_recv(fd);
+	ck_assert_msg(r != NULL, "no reply to hello");
+	ck_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok")));
+	ck_assert_int_eq(harness_num(r, "id"), 1);
+	ck_assert_int_eq(harness_num(r, "proto"), 1);
+	cJSON_Delete(r);
+	return fd;
+}
+
+/* Sends one request and requires a failure reply with code and id. */
+static void expect_error(int fd, const char *request, uint64_t id, const char *code)
+{
+	cJSON *r;
+
+	harness_raw_send(fd, request);
+	r = harness_raw_recv(fd);
+	ck_assert_msg(r != NULL, "the daemon closed the connection after %s", request);
+	ck_assert_msg(strcmp(harness_error_code(r), code) == 0, "%s got %s, expected %s", request,
+		      harness_error_code(r), code);
+	ck_assert_msg(harness_num(r, "id") == (int64_t)id, "%s: the reply has id %lld", request,
+		      (long long)harness_num(r, "id"));
+	cJSON_Delete(r);
+}
+
+/* Requires that the connection still answers a status request. */
+static void expect_usable(int fd, uint64_t id)
+{
+	char req[64];
+	cJSON *r;
+
+	snprintf(req, sizeof(req), "{\"op\":\"status\",\"id\":%llu}", (unsigned long long)id);
+	harness_raw_send(fd, req);
+	r = harness_raw_recv(fd);
+	ck_assert_msg(r != NULL, "the connection was closed");
+	ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok")), "status failed");
+	ck_assert_int_eq(harness_num(r, "id"), (int64_t)id);
+	ck_assert_int_eq(harness_num(r, "pid"), harness.pid);
+	cJSON_Delete(r);
+}
+
+/* Requires one error reply with code and id 0, then the close. */
+static void expect_error_then_close(int fd, const char *code)
+{
+	cJSON *r = harness_raw_recv(fd);
+
+	ck_assert_msg(r != NULL, "no error reply before the close (expected %s)", code);
+	ck_assert_str_eq(harness_error_code(r), code);
+	ck_assert_int_eq(harness_num(r, "id"), 0);
+	cJSON_Delete(r);
+	r = harness_raw_recv(fd);
+	ck_assert_msg(r == NULL, "the connection stayed open after %s", code);
+}
+
+/* The daemon is up and its status answers through the CLI. */
+static void expect_daemon_up(void)
+{
+	cJSON *st;
+
+	ck_assert_msg(harness_alive(harness.pid), "kilnd died");
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "pid"), harness.pid);
+	cJSON_Delete(st);
+}
+
+START_TEST(invalid_requests_get_errors_and_the_connection_stays)
+{
+	static const struct {
+		const char *request;
+		uint64_t id;
+		const char *code;
+	} cases[] = {
+		{ "{\"op\":\"frobnicate\",\"id\":2}", 2, "unknown_op" },
+		{ "{\"op\":\"get\",\"id\":3,\"sources\":\"x.c\"}", 3, "bad_request" },
+		{ "{\"op\":\"get\",\"id\":4,\"sources\":[{\"name\":\"a.c\",\"text\":5}]}", 4,
+		  "bad_request" },
+		{ "{\"op\":\"get\",\"id\":5,\"sources\":[{\"name\":\"a.c\",\"text\":\"int x;\"}],"
+		  "\"args\":\"-O2\"}", 5, "bad_request" },
+		{ "{\"op\":\"get\",\"id\":6}", 6, "bad_request" },
+		{ "{\"op\":\"get\",\"id\":7,\"sources\":[{\"name\":\"a.c\",\"text\":\"x\","
+		  "\"path\":\"/etc/hostname\"}]}", 7, "bad_request" },
+		{ "{\"op\":\"lookup\",\"id\":8,\"alias\":42}", 8, "bad_request" },
+		{ "{\"op\":\"lookup\",\"id\":9}", 9, "bad_request" },
+		{ "{\"op\":\"gc\",\"id\":10,\"max_size\":\"1G\"}", 10, "bad_request" },
+		{ "{\"op\":\"show\",\"id\":11}", 11, "bad_request" },
+		{ "{\"op\":\"status\",\"id\":\"twelve\"}", 0, "bad_request" },
+		{ "{\"op\":\"get\",\"id\":13,\"sources\":[{\"name\":\"../x.c\",\"text\":\"int x;\"}]}",
+		  13, "bad_name" },
+		{ "{\"op\":\"get\",\"id\":14,\"sources\":[{\"name\":\"a/b.c\",\"text\":\"int x;\"}]}",
+		  14, "bad_name" },
+		{ "{\"op\":\"get\",\"id\":15,\"sources\":[{\"name\":\".x.c\",\"text\":\"int x;\"}]}",
+		  15, "bad_name" },
+		{ "{\"op\":\"get\",\"id\":16,\"sources\":[{\"name\":\"a.c\",\"text\":\"int x;\"}],"
+		  "\"alias\":\"two words\"}", 16, "bad_name" },
+		{ "{\"op\":\"get\",\"id\":17,\"sources\":[{\"name\":\"a.c\",\"text\":\"int x;\"}],"
+		  "\"args\":[\"-o\",\"/tmp/x\"]}", 17, "bad_arg" },
+		{ "{\"op\":\"get\",\"id\":18,\"sources\":[{\"name\":\"a.c\",\"text\":\"int x;\"}],"
+		  "\"args\":[\"-MF\",\"/tmp/x.d\"]}", 18, "bad_arg" },
+		{ "{\"op\":\"get\",\"id\":19,\"sources\":[{\"name\":\"a.c\",\"text\":\"int x;\"}],"
+		  "\"args\":[\"-c\"]}", 19, "bad_arg" },
+		{ "{\"op\":\"get\",\"id\":20,\"sources\":[{\"name\":\"a.c\",\"text\":\"int x;\"}],"
+		  "\"args\":[\"@/etc/hostname\"]}", 20, "bad_arg" },
+		{ "{\"op\":\"get\",\"id\":21,\"sources\":[{\"name\":\"a.c\",\"text\":\"int x;\"}],"
+		  "\"args\":[\"-fplugin=/tmp/p.so\"]}", 21, "bad_arg" },
+		{ "{\"op\":\"get\",\"id\":22,\"sources\":[{\"name\":\"a.c\",\"text\":\"int x;\"}],"
+		  "\"args\":[\"-Wl,-o,/tmp/x\"]}", 22, "bad_arg" },
+		{ "{\"op\":\"get\",\"id\":23,\"sources\":[{\"name\":\"a.c\",\"text\":\"int x;\"}],"
+		  "\"toolchain\":\"nonesuch\"}", 23, "bad_toolchain" },
+		{ "{\"op\":\"lookup\",\"id\":24,\"alias\":\"it:nothing\"}", 24, "not_found" },
+		{ "{\"op\":\"show\",\"id\":25,\"ref\":\"abcd\"}", 25, "not_found" },
+	};
+	int fd;
+
+	harness_start(NULL);
+	fd = hello();
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		expect_error(fd, cases[i].request, cases[i].id, cases[i].code);
+		expect_usable(fd, 1000 + i);
+	}
+	close(fd);
+
+	/* Nothing but hello is served before a hello. */
+	fd = harness_raw_connect(harness.socket);
+	expect_error(fd, "{\"op\":\"status\",\"id\":1}", 1, "bad_request");
+	/* A protocol version mismatch says which version the daemon speaks. */
+	{
+		cJSON *r, *err;
+
+		harness_raw_send(fd, "{\"op\":\"hello\",\"id\":2,\"proto\":999}");
+		r = harness_raw_recv(fd);
+		ck_assert_ptr_nonnull(r);
+		ck_assert_str_eq(harness_error_code(r), "proto_mismatch");
+		err = cJSON_GetObjectItemCaseSensitive(r, "error");
+		ck_assert_int_eq(harness_num(err, "proto"), 1);
+		cJSON_Delete(r);
+	}
+	close(fd);
+	expect_daemon_up();
+	harness_stop();
+}
+END_TEST
+
+START_TEST(pipelined_requests_are_answered_in_order)
+{
+	static const char *reqs[] = {
+		"{\"op\":\"hello\",\"id\":1,\"proto\":1}",
+		"{\"op\":\"status\",\"id\":2}",
+		"{\"op\":\"list\",\"id\":3}",
+		"{\"op\":\"frobnicate\",\"id\":4}",
+		"{\"op\":\"status\",\"id\":5}",
+	};
+	char buf[1024];
+	size_t len = 0;
+	int fd;
+
+	harness_start(NULL);
+	/* All requests in one write. */
+	for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
+		size_t n = strlen(reqs[i]);
+
+		buf[len++] = 0;
+		buf[len++] = 0;
+		buf[len++] = (char)(n >> 8);
+		buf[len++] = (char)n;
+		memcpy(buf + len, reqs[i], n);
+		len += n;
+	}
+	fd = harness_raw_connect(harness.socket);
+	harness_raw_send_bytes(fd, buf, len);
+	for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
+		cJSON *r = harness_raw_recv(fd);
+
+		ck_assert_msg(r != NULL, "no reply %zu", i + 1);
+		ck_assert_int_eq(harness_num(r, "id"), (int64_t)i + 1);
+		ck_assert_int_eq(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok")), i != 3);
+		if (i == 2)
+			ck_assert(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(r, "entries")));
+		cJSON_Delete(r);
+	}
+	close(fd);
+	expect_daemon_up();
+	harness_stop();
+}
+END_TEST
+
+START_TEST(framing_errors_get_a_reply_then_a_close)
+{
+	static const unsigned char zero[4] = { 0, 0, 0, 0 };
+	static const unsigned char huge[4] = { 0xff, 0xff, 0xff, 0xff };
+	static const unsigned char over[4] = { 0, 0x01, 0, 0 };   /* 64 KiB, over --max-frame */
+	int fd;
+
+	harness_start("--max-frame", "32K", NULL);
+
+	fd = hello();
+	harness_raw_send_bytes(fd, zero, sizeof(zero));
+	expect_error_then_close(fd, "bad_frame");
+	close(fd);
+
+	fd = hello();
+	harness_raw_send_bytes(fd, huge, sizeof(huge));
+	expect_error_then_close(fd, "bad_frame");
+	close(fd);
+
+	fd = hello();
+	harness_raw_send_bytes(fd, over, sizeof(over));
+	expect_error_then_close(fd, "bad_frame");
+	close(fd);
+
+	fd = hello();
+	harness_raw_send(fd, "this is not JSON at all");
+	expect_error_then_close(fd, "bad_json");
+	close(fd);
+
+	fd = hello();
+	harness_raw_send(fd, "[1, 2, 3]");
+	expect_error_then_close(fd, "bad_json");
+	close(fd);
+
+	/* Also before hello. */
+	fd = harness_raw_connect(harness.socket);
+	harness_raw_send(fd, "{\"op\":");
+	expect_error_then_close(fd, "bad_json");
+	close(fd);
+
+	expect_daemon_up();
+	harness_stop();
+}
+END_TEST
+
+START_TEST(abrupt_clients_do_not_hurt_the_daemon)
+{
+	static const unsigned char partial[6] = { 0, 0, 0, 100, '{', '"' };
+	char *text = harness_program("abandoned", 5);
+	char *req = NULL, *escaped;
+	cJSON *src;
+	int fd;
+
+	harness_start(NULL);
+
+	/* Half a header, half a frame, then gone. */
+	fd = harness_raw_connect(harness.socket);
+	harness_raw_send_bytes(fd, partial, 2);
+	close(fd);
+	fd = hello();
+	harness_raw_send_bytes(fd, partial, sizeof(partial));
+	close(fd);
+
+	/* A client that leaves while its build runs. */
+	src = cJSON_CreateString(text);
+	escaped = cJSON_PrintUnformatted(src);
+	ck_assert(asprintf(&req, "{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"a.c\",\"text\":%s}],"
+				 "\"alias\":\"it:abandoned\"}", escaped) > 0);
+	fd = hello();
+	harness_raw_send(fd, req);
+	close(fd);
+
+	/* Many connections that say nothing. */
+	for (int i = 0; i < 50; i++)
+		close(harness_raw_connect(harness.socket));
+
+	expect_daemon_up();
+	/* Whatever became of the abandoned build, the same request works. */
+	{
+		struct kiln_request kreq;
+		struct kiln_source ksrc;
+		struct harness_result r;
+
+		harness_request(&kreq, &ksrc, "a.c", text);
+		kreq.alias = "it:abandoned";
+		r = harness_in_child(&kreq, NULL);
+		ck_assert_msg(r.rc == KILN_OK, "get after an abandoned build: %s: %s",
+			      kiln_strerror(r.rc), r.msg);
+		ck_assert_int_eq(r.value, 5);
+	}
+	harness_stop();
+	cJSON_Delete(src);
+	free(escaped);
+	free(req);
+	free(text);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("protocol");
+
+	suite_add_tcase(s, harness_tcase("invalid_requests",
+					 invalid_requests_get_errors_and_the_connection_stays, 60));
+	suite_add_tcase(s, harness_tcase("pipelining", pipelined_requests_are_answered_in_order, 60));
+	suite_add_tcase(s, harness_tcase("framing", framing_errors_get_a_reply_then_a_close, 60));
+	suite_add_tcase(s, harness_tcase("abrupt", abrupt_clients_do_not_hurt_the_daemon, 90));
+	return harness_main(s);
+}
