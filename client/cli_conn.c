@@ -217,6 +217,10 @@ int cli_conn_open(const struct cli *cli, struct cli_conn *c)
 		cli_error("socket path %s is too long for a Unix socket", cli->socket);
 		return fd;
 	}
+	if (fd == -EPERM) {
+		cli_error("the socket %s is served by another user's process; refusing it", cli->socket);
+		return fd;
+	}
 	if (fd < 0) {
 		cli_error("cannot connect to kilnd at %s: %s", cli->socket, strerror(-fd));
 		return fd;

@@ -348,6 +348,10 @@ static int conn_connect(struct kiln *k)
 		if (fd == -ENAMETOOLONG)
 			return lib_err_set(KILN_ECONNECT, "socket path too long: %s",
 					   k->socket_path);
+		if (fd == -EPERM)
+			return lib_err_set(KILN_EDENIED,
+					   "the socket %s is served by another user's process; "
+					   "refusing to load code from it", k->socket_path);
 		return lib_err_set(KILN_ECONNECT, "could not connect to kilnd at %s: %s%s",
 				   k->socket_path, strerror(-fd),
 				   conn_nobody_home(fd) && !k->autospawn

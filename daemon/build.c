@@ -294,10 +294,10 @@ static void on_timeout(uv_timer_t *t)
 {
 	struct build *b = t->data;
 	b->timed_out = true;
-	if (b->pid > 0) {
+	if (b->pgid > 0) {
 		log_warn("build %.16s ran past %.0f s; killing its process group", b->in.rkey,
 			 b->d->cfg->build_timeout_s);
-		kill(-b->pid, SIGKILL);
+		kill(-b->pgid, SIGKILL);
 	}
 }
 
@@ -342,25 +342,30 @@ static void pump(struct kilnd *d)
 	}
 }
 
-struct build *flight_start(struct kilnd *d, struct build_input *in)
+int flight_start(struct kilnd *d, struct build_input *in, struct conn *c, uint64_t id)
 {
+	if (d->stopping) {
+		build_input_free(in);
+		return -ESHUTDOWN;
+	}
 	struct build *b = calloc(1, sizeof(*b));
 	if (b == NULL) {
 		build_input_free(in);
-		return NULL;
+		return -ENOMEM;
 	}
 	b->d = d;
 	b->in = *in;
 	memset(in, 0, sizeof(*in));
 	b->fd = -1;
 	b->refs = 1;
-	if (table_put(d->flights, b->in.rkey, b, NULL) != 0) {
+	if (build_add_waiter(b, c, id, b->in.req.alias, false) != 0 ||
+	    table_put(d->flights, b->in.rkey, b, NULL) != 0) {
 		build_free(b);
-		return NULL;
+		return -ENOMEM;
 	}
 	queue_push(d, b);
 	pump(d);
-	return b;
+	return 0;
 }
 
 void flight_abort_all(struct kilnd *d)
@@ -375,7 +380,7 @@ void flight_abort_all(struct kilnd *d)
 		if (b->in_pool)
 			continue;
 		build_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
-		if (b->pid > 0)
-			kill(-b->pid, SIGKILL);
+		if (b->pgid > 0)
+			kill(-b->pgid, SIGKILL);
 	}
 }

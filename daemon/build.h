@@ -37,9 +37,13 @@ void flight_fini(struct kilnd *d);
 
 /* The build in flight for rkey, or NULL. */
 struct build *flight_find(struct kilnd *d, const char *rkey);
-/* Starts (queues) a build for in, taking ownership of in (freed on failure
- * too). Returns the build, or NULL on ENOMEM. */
-struct build *flight_start(struct kilnd *d, struct build_input *in);
+/*
+ * Starts (queues) a build for in, taking ownership of in (freed on failure
+ * too), with c's request id as its first waiter (attached before the build
+ * can run, so that even an immediate failure is answered). Returns 0, or
+ * -ESHUTDOWN while the daemon stops, or -ENOMEM; then nothing was attached.
+ */
+int flight_start(struct kilnd *d, struct build_input *in, struct conn *c, uint64_t id);
 /* Attaches a waiter: c gets the reply to request id. alias (may be NULL) is
  * pointed at the artifact on success. Returns 0 or -ENOMEM. */
 int build_add_waiter(struct build *b, struct conn *c, uint64_t id, const char *alias, bool joined);

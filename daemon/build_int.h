@@ -40,7 +40,8 @@ struct build {
 
 	/* The current step's process. */
 	int step;                    /* next step to run; see step.c */
-	pid_t pid;                   /* process group of the running step, or 0 */
+	pid_t pid;                   /* kiln-exec of the running step, or 0 once it exited */
+	pid_t pgid;                  /* its process group, until the step's output ended */
 	uv_process_t proc;
 	uv_pipe_t out;
 	int step_pending;            /* exit and end of output still to come */

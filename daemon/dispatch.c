@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -44,8 +45,9 @@ static void send_ok(struct conn *c, cJSON *r)
 	conn_reply(c, r, -1);
 }
 
-/* Answers a hit: the artifact's descriptor and where it lives. Returns 0, or
- * a negative errno when the object cannot be opened (then nothing is sent). */
+/* Answers a hit: the artifact's descriptor and where it lives. Returns 0, 1
+ * when it answered with an error instead (no descriptor left, say), or a
+ * negative errno when the object is gone (then nothing is sent). */
 static int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, const char *alias)
 {
 	struct kilnd *d = c->d;
@@ -55,8 +57,13 @@ static int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, c
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		int rc = -errno;
-		log_warn("entry %.16s has no object (%s); rebuilding", e->key, strerror(-rc));
 		free(path);
+		if (rc != -ENOENT) {
+			/* Out of descriptors, say: the object is fine, building would not help. */
+			conn_reply_error(c, id, ERR_IO, NULL, "cannot open the artifact: %s", strerror(-rc));
+			return 1;
+		}
+		log_warn("entry %.16s has lost its object; rebuilding", e->key);
 		return rc;
 	}
 	cJSON *r = ok_reply(id);
@@ -130,8 +137,9 @@ static void resolve_get(struct conn *c, struct build_input *in)
 	size_t n = 0;
 	if (store_get_by_rkey(d->store, in->rkey, &list, &n) == 0) {
 		for (size_t i = 0; i < n; i++) {
-			if (headers_valid(d, &list[i]) && reply_hit(c, id, &list[i], in->req.alias) == 0) {
-				d->c.hits++;
+			int rc = headers_valid(d, &list[i]) ? reply_hit(c, id, &list[i], in->req.alias) : -1;
+			if (rc >= 0) {
+				d->c.hits += rc == 0;
 				store_entries_free(list, n);
 				build_input_free(in);
 				free(in);
@@ -141,9 +149,11 @@ static void resolve_get(struct conn *c, struct build_input *in)
 		store_entries_free(list, n);
 	}
 	d->c.misses++;
-	b = flight_start(d, in);
+	int rc = flight_start(d, in, c, id);
 	free(in);
-	if (b == NULL || build_add_waiter(b, c, id, b->in.req.alias, false) != 0)
+	if (rc == -ESHUTDOWN)
+		conn_reply_error(c, id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
+	else if (rc != 0)
 		conn_reply_error(c, id, ERR_INTERNAL, NULL, "out of memory");
 }
 
@@ -164,6 +174,13 @@ static void keying_work(void *arg)
 		if (s->path == NULL)
 			continue;
 		size_t len;
+		struct stat st;
+		/* A FIFO or a device would block a pool thread, or never end. */
+		if (stat(s->path, &st) == 0 && !S_ISREG(st.st_mode)) {
+			msg_error_set(&j->err, ERR_BAD_REQUEST, "sources",
+				      "source %s is not a regular file", s->path);
+			return;
+		}
 		int rc = util_read_file(s->path, d->cfg->max_frame, &in->bufs[i], &len);
 		if (rc != 0) {
 			msg_error_set(&j->err, rc == -EFBIG ? ERR_TOO_LARGE : ERR_IO, "sources",
@@ -182,6 +199,10 @@ static void keying_done(void *arg)
 	struct keying_job *j = arg;
 	struct conn *c = j->c;
 	if (c->dead) {
+		build_input_free(j->in);
+		free(j->in);
+	} else if (c->d->stopping) {
+		conn_reply_error(c, j->in->req.id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
 		build_input_free(j->in);
 		free(j->in);
 	} else if (j->err.code != ERR_NONE) {
@@ -266,8 +287,9 @@ static void op_lookup(struct conn *c, struct msg_request *req)
 	struct store_entry e = { 0 };
 	int rc = req->alias != NULL ? store_get_by_alias(d->store, req->alias, &e)
 				    : store_get(d->store, req->key, &e);
-	if (rc == 0 && headers_valid(d, &e) && reply_hit(c, req->id, &e, NULL) == 0) {
-		d->c.hits++;
+	int hit = rc == 0 && headers_valid(d, &e) ? reply_hit(c, req->id, &e, NULL) : -1;
+	if (hit >= 0) {
+		d->c.hits += hit == 0;
 	} else {
 		d->c.misses++;
 		conn_reply_error(c, req->id, rc == 0 || rc == -ENOENT ? ERR_NOT_FOUND : ERR_IO, NULL,

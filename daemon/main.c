@@ -44,7 +44,36 @@ static void signals_start(struct kilnd *d)
 	signal(SIGPIPE, SIG_IGN);
 }
 
-/* Creates the directories the locks live in. */
+/*
+ * A directory another user can write to, or owns, lets them swap the socket
+ * or plant objects in the cache: refuse it rather than serve from it.
+ */
+static int check_private(const char *dir, const char *what, char *err, size_t errlen)
+{
+	struct stat st;
+	if (lstat(dir, &st) != 0) {
+		snprintf(err, errlen, "%s %s: %s", what, dir, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "%s %s is not a directory", what, dir);
+		return -ENOTDIR;
+	}
+	if (st.st_uid != geteuid()) {
+		snprintf(err, errlen, "%s %s is owned by uid %d, not by this user (uid %d); "
+			 "use a directory of your own", what, dir, (int)st.st_uid, (int)geteuid());
+		return -EPERM;
+	}
+	if (st.st_mode & 022) {
+		snprintf(err, errlen, "%s %s is writable by group or others (mode %03o); "
+			 "run chmod go-w on it or use a private directory", what, dir,
+			 (unsigned)(st.st_mode & 0777));
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* Creates the directories the locks live in, and checks they are private. */
 static int make_dirs(const struct config *cfg, char *err, size_t errlen)
 {
 	char *sockdir = strdup(cfg->socket_path);
@@ -57,10 +86,14 @@ static int make_dirs(const struct config *cfg, char *err, size_t errlen)
 		rc = util_mkdir_p(sockdir, 0700);
 		if (rc != 0)
 			snprintf(err, errlen, "cannot create %s: %s", sockdir, strerror(-rc));
+		else
+			rc = check_private(sockdir, "socket directory", err, errlen);
 	}
 	free(sockdir);
 	if (rc == 0 && (rc = util_mkdir_p(cfg->cache_dir, 0700)) != 0)
 		snprintf(err, errlen, "cannot create %s: %s", cfg->cache_dir, strerror(-rc));
+	else if (rc == 0)
+		rc = check_private(cfg->cache_dir, "cache directory", err, errlen);
 	return rc;
 }
 
@@ -84,6 +117,19 @@ static int toolchains_init(struct kilnd *d, char *err, size_t errlen)
 		return -ENOENT;
 	}
 	return 0;
+}
+
+/*
+ * libuv's pool has 4 threads unless told otherwise, before its first use.
+ * Every build publishes on it and a slow filesystem can hold a thread, so
+ * size it to the builds that may run plus room for requests' reads.
+ */
+static void threadpool_size(const struct config *cfg)
+{
+	char n[16];
+	unsigned threads = cfg->jobs + 4 < 1024 ? cfg->jobs + 4 : 1024;
+	snprintf(n, sizeof(n), "%u", threads);
+	setenv("UV_THREADPOOL_SIZE", n, 0);
 }
 
 static int store_init(struct kilnd *d, char *err, size_t errlen)
@@ -159,6 +205,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	key_cpu_id(d.cpu_id);
+	threadpool_size(&cfg);
 	d.loop = uv_default_loop();
 	d.touches = table_new();
 	if (d.touches == NULL || headers_init(&d) != 0 || flight_init(&d) != 0 ||

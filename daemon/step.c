@@ -182,6 +182,10 @@ static void on_step_exit(uv_process_t *p, int64_t status, int sig)
 	b->exit_status = status;
 	b->term_signal = sig;
 	b->pid = 0;
+	/* kiln-exec is gone; anything left in its group (a wrapper's background
+	 * job) would hold the output pipe open and the build with it. */
+	if (b->pgid > 0)
+		kill(-b->pgid, SIGKILL);
 	uv_close((uv_handle_t *)p, on_part_closed);
 }
 
@@ -220,6 +224,7 @@ static void step_spawn(struct build *b, char **argv)
 	}
 	b->refs++;
 	b->pid = b->proc.pid;
+	b->pgid = b->proc.pid; /* UV_PROCESS_DETACHED: it leads its own group */
 	b->step_pending = 2;
 	uv_read_start((uv_stream_t *)&b->out, on_alloc, on_read);
 }
@@ -263,6 +268,7 @@ static void check_message(struct build *b)
 static void step_evaluate(struct build *b)
 {
 	bool is_check = b->is_check;
+	b->pgid = 0;
 	if (b->dropped > 0) {
 		char note[96];
 		int n = snprintf(note, sizeof(note), "\n[kiln: %zu more bytes of output dropped]\n", b->dropped);

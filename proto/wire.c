@@ -41,6 +41,17 @@ static int finish_connect(int fd)
 	return -soerr;
 }
 
+/* The daemon hands out code to load: only one run by this very user counts.
+ * Anyone else who managed to put a socket at the path gets -EPERM. */
+static int check_server(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+		return -errno;
+	return cred.uid == geteuid() ? 0 : -EPERM;
+}
+
 int wire_connect(const char *path)
 {
 	struct sockaddr_un sa;
@@ -62,6 +73,8 @@ int wire_connect(const char *path)
 	rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
 	if (rc < 0)
 		rc = errno == EINTR ? finish_connect(fd) : -errno;
+	if (rc == 0)
+		rc = check_server(fd);
 	if (rc < 0) {
 		close(fd);
 		return rc;

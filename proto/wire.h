@@ -23,7 +23,8 @@ struct wire_conn {
 };
 
 /* Connects to the Unix socket at path (blocking, close-on-exec). Returns the
- * descriptor or a negative errno; -ENAMETOOLONG for an over-long path. */
+ * descriptor or a negative errno; -ENAMETOOLONG for an over-long path, and
+ * -EPERM when the process serving it runs as another user (SO_PEERCRED). */
 int wire_connect(const char *path);
 
 void wire_conn_init(struct wire_conn *c, int fd, size_t max_frame);
