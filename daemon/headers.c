@@ -1,7 +1,15 @@
 /*
- * Header validation with inotify; see headers.h for why. The watch on a
- * header's directory is added before the header is examined, so a change
- * that lands while it is being hashed still marks it dirty.
+ * Header validation with inotify; see headers.h for why. A header is watched
+ * through its directory, and every directory above it is watched for
+ * renames and deletions, so that replacing /opt/stack/include or /opt itself
+ * is seen too. A path through a symlink (a "current" link flipped to a new
+ * release, /lib on a merged-/usr system) is watched both along the path as
+ * written, to see the link change, and at its target, to see the file change.
+ * Watches are added before a header is examined, so a change that lands
+ * while it is being hashed still marks it dirty. Headers on a network
+ * filesystem (where inotify does not see other nodes' writes), or that
+ * cannot be watched, are checked with stat (device, inode, size, mtime,
+ * ctime) on every use.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +20,7 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "headers.h"
@@ -22,19 +31,29 @@
 
 #define HEADER_HASH_MAX ((uint64_t)1 << 20)
 #define VALIDATED_MAX 65536
-#define WATCH_MASK (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE | \
-		    IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+/* Directories above a header: only renames, creations and deletions matter. */
+#define TREE_MASK (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | \
+		   IN_MOVE_SELF | IN_ONLYDIR)
+/* A header's own directory: writes to its files too. */
+#define FILE_MASK (TREE_MASK | IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE)
+
+enum hmode { MODE_NEW = 0, MODE_WATCHED, MODE_STAT };
 
 struct hstate {
+	enum hmode mode;
 	uint64_t size;
-	int64_t mtime_ns;
+	int64_t mtime_ns, ctime_ns;
+	uint64_t dev, ino;
 	uint8_t digest[32];
-	bool known;     /* size, mtime and digest describe the file */
-	bool clean;     /* no event since they were computed, and the dir is watched */
+	char *real;     /* the path with symlinks resolved, when it differs */
+	bool known;     /* the fields above describe the file */
+	bool clean;     /* watched, and no event since they were computed */
+	bool evented;   /* an event came: rehash even if stat looks the same */
 };
 
 struct hdir {
 	int wd;
+	uint32_t mask;
 	char *dir;
 };
 
@@ -50,41 +69,88 @@ struct headers {
 };
 
 struct dirty_ctx {
-	struct headers *h;
-	const char *dir;
-	size_t dirlen;
+	const char *prefix;       /* NULL: everything */
+	size_t len;
+	bool rewatch;             /* the watches on the way are gone: choose anew */
+	size_t marked;
+	struct hdir **drop;       /* directories below prefix (rewatch only) */
+	size_t ndrop, cap;
 };
+
+static bool below(const char *path, const struct dirty_ctx *ctx)
+{
+	return ctx->prefix == NULL || (strncmp(path, ctx->prefix, ctx->len) == 0 &&
+				       (path[ctx->len] == '\0' || path[ctx->len] == '/'));
+}
 
 static void mark_dirty_in(const char *key, void *val, void *arg)
 {
 	struct dirty_ctx *ctx = arg;
 	struct hstate *hs = val;
-	if (ctx->dir == NULL || (strncmp(key, ctx->dir, ctx->dirlen) == 0 && key[ctx->dirlen] == '/'))
+	if (!below(key, ctx) && (hs->real == NULL || !below(hs->real, ctx)))
+		return;
+	hs->evented = true;
+	if (ctx->rewatch)
+		hs->mode = MODE_NEW;
+	if (hs->clean) {
 		hs->clean = false;
+		ctx->marked++;
+	}
 }
 
-static void mark_dir_dirty(struct headers *h, const char *dir)
+static void collect_dir(const char *key, void *val, void *arg)
 {
-	struct dirty_ctx ctx = { h, dir, dir != NULL ? strlen(dir) : 0 };
-	table_foreach(h->files, mark_dirty_in, &ctx);
-	h->gen++;
+	struct dirty_ctx *ctx = arg;
+	if (!below(key, ctx))
+		return;
+	if (ctx->ndrop == ctx->cap) {
+		size_t ncap = ctx->cap == 0 ? 16 : ctx->cap * 2;
+		struct hdir **nd = realloc(ctx->drop, ncap * sizeof(*nd));
+		if (nd == NULL)
+			return;
+		ctx->drop = nd;
+		ctx->cap = ncap;
+	}
+	ctx->drop[ctx->ndrop++] = val;
 }
 
 static void drop_dir(struct headers *h, struct hdir *hd)
 {
 	char wdkey[16];
 	snprintf(wdkey, sizeof(wdkey), "%d", hd->wd);
+	inotify_rm_watch(h->ifd, hd->wd);
 	table_del(h->wds, wdkey);
 	table_del(h->dirs, hd->dir);
 	free(hd->dir);
 	free(hd);
 }
 
+/*
+ * Marks the file at prefix, and everything below it, dirty. With rewatch
+ * (a directory at or below prefix moved or went away), the watches below it
+ * describe other directories now: they are dropped, and the headers choose
+ * how to be tracked again at their next check.
+ */
+static void mark_dirty(struct headers *h, const char *prefix, bool rewatch)
+{
+	struct dirty_ctx ctx = { .prefix = prefix, .len = prefix != NULL ? strlen(prefix) : 0,
+				 .rewatch = rewatch };
+	table_foreach(h->files, mark_dirty_in, &ctx);
+	if (rewatch) {
+		table_foreach(h->dirs, collect_dir, &ctx);
+		for (size_t i = 0; i < ctx.ndrop; i++)
+			drop_dir(h, ctx.drop[i]);
+		free(ctx.drop);
+	}
+	if (ctx.marked > 0 || ctx.ndrop > 0)
+		h->gen++;
+}
+
 static void handle_event(struct headers *h, const struct inotify_event *ev)
 {
 	if (ev->mask & IN_Q_OVERFLOW) {
 		/* Events were lost: trust nothing that was checked before. */
-		mark_dir_dirty(h, NULL);
+		mark_dirty(h, NULL, false);
 		return;
 	}
 	char wdkey[16];
@@ -93,22 +159,20 @@ static void handle_event(struct headers *h, const struct inotify_event *ev)
 	if (hd == NULL)
 		return;
 	if (ev->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT)) {
-		mark_dir_dirty(h, hd->dir);
-		if (ev->mask & IN_IGNORED)
-			drop_dir(h, hd);
-		else
-			inotify_rm_watch(h->ifd, hd->wd);
+		/* The directory itself went away or moved: its watch, and those
+		 * below it, no longer describe the paths. */
+		char dir[PATH_MAX];
+		snprintf(dir, sizeof(dir), "%s", hd->dir);
+		mark_dirty(h, dir, true);
 		return;
 	}
 	if (ev->len == 0)
 		return;
 	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/%s", hd->dir, ev->name);
-	struct hstate *hs = table_get(h->files, path);
-	if (hs != NULL && hs->clean) {
-		hs->clean = false;
-		h->gen++;
-	}
+	snprintf(path, sizeof(path), "%s%s%s", hd->dir, strcmp(hd->dir, "/") == 0 ? "" : "/", ev->name);
+	/* A name created, removed or renamed here may be a directory or a
+	 * symlink on the way to headers: where their paths lead is open again. */
+	mark_dirty(h, path, (ev->mask & (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO)) != 0);
 }
 
 static void drain(struct headers *h)
@@ -134,31 +198,20 @@ static void on_inotify(uv_poll_t *p, int status, int events)
 	drain(d->headers);
 }
 
-/* Watches the directory of path; false when it cannot be watched. */
-static bool ensure_watch(struct headers *h, const char *path)
+/* Adds (or widens) the watch on one directory. */
+static bool watch_dir(struct headers *h, const char *dir, uint32_t mask)
 {
-	char dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s", path);
-	char *slash = strrchr(dir, '/');
-	if (slash == NULL || h->ifd < 0)
-		return false;
-	*slash = '\0';
-	if (dir[0] == '\0')
-		strcpy(dir, "/");
-	if (table_get(h->dirs, dir) != NULL)
+	struct hdir *hd = table_get(h->dirs, dir);
+	if (hd != NULL && (hd->mask & mask) == mask)
 		return true;
-	int wd = inotify_add_watch(h->ifd, dir, WATCH_MASK);
+	int wd = inotify_add_watch(h->ifd, dir, mask | IN_MASK_ADD);
 	if (wd < 0) {
-		log_debug("cannot watch %s (%s): its headers are checked with stat on every use",
+		log_debug("cannot watch %s (%s): headers below it are checked with stat on every use",
 			  dir, strerror(errno));
 		return false;
 	}
-	char wdkey[16];
-	snprintf(wdkey, sizeof(wdkey), "%d", wd);
-	struct hdir *hd = table_get(h->wds, wdkey);
 	if (hd != NULL) {
-		/* The same directory under another name (a symlink): the kernel gave
-		 * back the existing watch, which already serves this name. */
+		hd->mask |= mask;
 		return true;
 	}
 	hd = calloc(1, sizeof(*hd));
@@ -168,9 +221,20 @@ static bool ensure_watch(struct headers *h, const char *path)
 		return false;
 	}
 	hd->wd = wd;
+	hd->mask = mask;
+	char wdkey[16];
+	snprintf(wdkey, sizeof(wdkey), "%d", wd);
+	struct hdir *same = table_get(h->wds, wdkey);
+	if (same != NULL) {
+		/* The directory is watched already under its canonical name (real
+		 * paths are watched first), and events come under that name. */
+		same->mask |= mask;
+		free(hd->dir);
+		free(hd);
+		return true;
+	}
 	if (table_put(h->dirs, dir, hd, NULL) != 0 || table_put(h->wds, wdkey, hd, NULL) != 0) {
 		table_del(h->dirs, dir);
-		inotify_rm_watch(h->ifd, wd);
 		free(hd->dir);
 		free(hd);
 		return false;
@@ -178,26 +242,122 @@ static bool ensure_watch(struct headers *h, const char *path)
 	return true;
 }
 
-/* Brings a header's state up to date; false when it cannot be known. */
-static bool refresh(struct headers *h, const char *path, struct hstate *hs)
+/* inotify sees only this node's writes: not good enough on shared filesystems. */
+static bool local_fs(const char *dir)
 {
-	bool watched = ensure_watch(h, path);
+	static const long remote[] = {
+		0x6969,      /* NFS */
+		0x0BD00BD0,  /* Lustre */
+		0x47504653,  /* GPFS */
+		0xFF534D42,  /* CIFS */
+		0xFE534D42,  /* SMB2 */
+		0x00C36400,  /* Ceph */
+		0xAAD7AAEA,  /* PanFS */
+		0x19830326,  /* BeeGFS */
+		0x5346414F,  /* AFS */
+		0x65735546,  /* FUSE */
+		0x013111A8,  /* IBRIX */
+	};
+	struct statfs fs;
+	if (statfs(dir, &fs) != 0)
+		return false;
+	for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++) {
+		if ((long)fs.f_type == remote[i])
+			return false;
+	}
+	return true;
+}
+
+/* Cuts path to its directory ("/" for top-level names); false if none. */
+static bool parent_dir(char *path)
+{
+	char *slash = strrchr(path, '/');
+	if (slash == NULL || path[1] == '\0')
+		return false;
+	if (slash == path)
+		slash[1] = '\0';
+	else
+		*slash = '\0';
+	return true;
+}
+
+/* Watches the directory of path with mask, and every directory above it
+ * for renames and deletions. */
+static bool watch_path(struct headers *h, const char *path, uint32_t mask)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	if (!parent_dir(dir) || !watch_dir(h, dir, mask))
+		return false;
+	while (strcmp(dir, "/") != 0) {
+		if (!parent_dir(dir) || !watch_dir(h, dir, TREE_MASK))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Decides how a header is tracked: by events when its directory is local and
+ * every directory on the way (as written and after symlinks) can be watched,
+ * else by stat on every use.
+ */
+static enum hmode choose_mode(struct headers *h, const char *path, struct hstate *hs)
+{
+	char real[PATH_MAX], dir[PATH_MAX];
+	free(hs->real);
+	hs->real = NULL;
+	if (h->ifd < 0 || path[0] != '/' || realpath(path, real) == NULL)
+		return MODE_STAT;
+	snprintf(dir, sizeof(dir), "%s", real);
+	if (!parent_dir(dir) || !local_fs(dir))
+		return MODE_STAT;
+	/* The target first, so that each watch is known by its canonical name. */
+	if (!watch_path(h, real, FILE_MASK))
+		return MODE_STAT;
+	if (strcmp(real, path) != 0) {
+		if ((hs->real = strdup(real)) == NULL || !watch_path(h, path, TREE_MASK))
+			return MODE_STAT;
+	}
+	return MODE_WATCHED;
+}
+
+/* Brings a header's state up to date; false when it cannot be known. A
+ * large file is only trusted when it still has the size and mtime that the
+ * build recorded along with its digest. */
+static bool refresh(struct headers *h, const struct store_dep *dep, struct hstate *hs)
+{
+	if (hs->mode == MODE_NEW)
+		hs->mode = choose_mode(h, dep->path, hs);
 	struct stat st;
-	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+	if (stat(dep->path, &st) != 0 || !S_ISREG(st.st_mode)) {
 		hs->known = false;
 		return false;
 	}
 	int64_t mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-	if (!hs->known || hs->size != (uint64_t)st.st_size || hs->mtime_ns != mtime) {
-		if ((uint64_t)st.st_size > HEADER_HASH_MAX || util_sha256_file(path, hs->digest) != 0) {
-			hs->known = false;
+	int64_t ctime = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+	bool same = hs->known && !hs->evented && hs->size == (uint64_t)st.st_size &&
+		    hs->mtime_ns == mtime && hs->ctime_ns == ctime && hs->dev == (uint64_t)st.st_dev &&
+		    hs->ino == (uint64_t)st.st_ino;
+	if (!same) {
+		hs->known = false;
+		if ((uint64_t)st.st_size > HEADER_HASH_MAX) {
+			/* Like make: size and mtime stand for the content of a file
+			 * too large to hash on the loop. */
+			if (dep->size != (uint64_t)st.st_size || dep->mtime_ns != mtime)
+				return false;
+			memcpy(hs->digest, dep->digest, 32);
+		} else if (util_sha256_file(dep->path, hs->digest) != 0) {
 			return false;
 		}
 		hs->size = (uint64_t)st.st_size;
 		hs->mtime_ns = mtime;
+		hs->ctime_ns = ctime;
+		hs->dev = (uint64_t)st.st_dev;
+		hs->ino = (uint64_t)st.st_ino;
 		hs->known = true;
 	}
-	hs->clean = watched;
+	hs->evented = false;
+	hs->clean = hs->mode == MODE_WATCHED;
 	return true;
 }
 
@@ -213,7 +373,7 @@ static bool dep_valid(struct headers *h, const struct store_dep *dep, bool *cach
 		}
 	}
 	if (!hs->clean || !hs->known) {
-		if (!refresh(h, dep->path, hs)) {
+		if (!refresh(h, dep, hs)) {
 			*cacheable = false;
 			return false;
 		}
@@ -254,6 +414,7 @@ int headers_init(struct kilnd *d)
 	struct headers *h = calloc(1, sizeof(*h));
 	if (h == NULL)
 		return -ENOMEM;
+	h->ifd = -1;
 	h->files = table_new();
 	h->dirs = table_new();
 	h->wds = table_new();
@@ -277,7 +438,14 @@ int headers_init(struct kilnd *d)
 	return 0;
 }
 
-static void free_hdir_once(const char *key, void *val, void *ctx)
+static void free_hstate(void *val)
+{
+	struct hstate *hs = val;
+	free(hs->real);
+	free(hs);
+}
+
+static void free_hdir(const char *key, void *val, void *ctx)
 {
 	struct hdir *hd = val;
 	(void)key;
@@ -299,9 +467,9 @@ void headers_fini(struct kilnd *d)
 	if (h == NULL)
 		return;
 	d->headers = NULL;
-	table_free(h->files, free);
+	table_free(h->files, free_hstate);
 	if (h->wds != NULL)
-		table_foreach(h->wds, free_hdir_once, NULL);
+		table_foreach(h->wds, free_hdir, NULL);
 	table_free(h->wds, NULL);
 	table_free(h->dirs, NULL);
 	table_free(h->validated, NULL);

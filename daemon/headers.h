@@ -20,11 +20,13 @@ void headers_fini(struct kilnd *d);
 
 /*
  * True when every dependency of e still has the recorded content. Runs on the
- * loop thread; costs one non-blocking read of the inotify descriptor, plus a
- * stat (and a digest of a small file) only for headers that changed since
- * they were last checked. Headers above 1 MiB that changed count as invalid
- * (a rebuild is correct, just maybe unneeded) so that the loop never hashes
- * a large file.
+ * loop thread; costs one non-blocking read of the inotify descriptor, plus,
+ * only for headers that changed since they were last checked (or that cannot
+ * be watched: behind a symlink, or on a network filesystem), a stat and a
+ * digest of the file. A changed file above 1 MiB counts as invalid (a rebuild
+ * is correct, just maybe unneeded) so that the loop never hashes a large
+ * file; unchanged large files (shared libraries a link read) are trusted when
+ * their size and mtime still match what the build recorded.
  */
 bool headers_valid(struct kilnd *d, const struct store_entry *e);
 

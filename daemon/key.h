@@ -25,6 +25,7 @@ struct toolchain {
 	char *real_path;     /* resolved */
 	uint8_t id[32];      /* digest of path, size, mtime, version output, env */
 	char *version;       /* first line of --version output */
+	bool link_depfile;   /* its linker writes -Wl,--dependency-file */
 };
 
 /* Source contents for keying; text points into the request or a read buffer. */

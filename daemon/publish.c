@@ -56,6 +56,9 @@ void prepare_work(void *arg)
 	snprintf(path, sizeof(path), "%s/out", b->dir);
 	if (mkdir(path, 0700) != 0)
 		goto fail;
+	snprintf(path, sizeof(path), "%s/tmp", b->dir);
+	if (mkdir(path, 0700) != 0)
+		goto fail;
 	for (size_t i = 0; i < b->in.nsrc; i++) {
 		snprintf(path, sizeof(path), "%s/src/%s", b->dir, b->in.src[i].name);
 		int rc = write_file(path, b->in.src[i].text, b->in.src[i].len);
@@ -69,10 +72,19 @@ fail:
 	build_fail(b, ERR_IO, "cannot write the build directory %s: %s", b->dir, strerror(errno));
 }
 
-/* Appends one absolute path of a dependency file to deps (deduplicated). */
-static int add_dep(struct table *seen, struct store_dep **deps, size_t *n, size_t *cap, char *tok)
+/*
+ * Appends one absolute path of a dependency file to deps (deduplicated).
+ * Skipped: relative names (the sources, the objects in out/), files inside
+ * the build directory (the compiler's temporaries, TMPDIR points there), and
+ * the phony "path:" targets that GNU ld writes after the rule.
+ */
+static int add_dep(const char *dir, struct table *seen, struct store_dep **deps, size_t *n,
+		   size_t *cap, char *tok)
 {
-	if (tok[0] != '/' || table_get(seen, tok) != NULL)
+	size_t dl = strlen(dir), tl = strlen(tok);
+	if (tok[0] != '/' || tok[tl - 1] == ':' || table_get(seen, tok) != NULL)
+		return 0;
+	if (strncmp(tok, dir, dl) == 0 && tok[dl] == '/')
 		return 0;
 	if (*n == *cap) {
 		size_t ncap = *cap == 0 ? 64 : *cap * 2;
@@ -97,8 +109,8 @@ static int add_dep(struct table *seen, struct store_dep **deps, size_t *n, size_
  * with "\ " for a space in a name and "$$" for a dollar sign. Relative names
  * are the sources in the build directory, which the key covers already.
  */
-static int parse_depfile(const char *path, struct table *seen, struct store_dep **deps,
-			 size_t *n, size_t *cap)
+static int parse_depfile(const char *dir, const char *path, struct table *seen,
+			 struct store_dep **deps, size_t *n, size_t *cap)
 {
 	char *text;
 	size_t len;
@@ -131,7 +143,7 @@ static int parse_depfile(const char *path, struct table *seen, struct store_dep 
 		}
 		tok[tl] = '\0';
 		if (tl > 0)
-			rc = add_dep(seen, deps, n, cap, tok);
+			rc = add_dep(dir, seen, deps, n, cap, tok);
 		tl = 0;
 		if (*p == '\0')
 			break;
@@ -174,8 +186,12 @@ static int collect_deps(struct build *b)
 		snprintf(path, sizeof(path), "%s/out/dep%zu.d", b->dir, i);
 		if (access(path, F_OK) != 0)
 			break;
-		rc = parse_depfile(path, seen, &deps, &n, &cap);
+		rc = parse_depfile(b->dir, path, seen, &deps, &n, &cap);
 	}
+	/* What the linker read: libraries, archives, linker scripts. */
+	snprintf(path, sizeof(path), "%s/out/link.d", b->dir);
+	if (rc == 0 && access(path, F_OK) == 0)
+		rc = parse_depfile(b->dir, path, seen, &deps, &n, &cap);
 	table_free(seen, NULL);
 	if (rc == 0)
 		hash_deps(b, deps, n);

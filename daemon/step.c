@@ -89,6 +89,19 @@ static void push_args(struct argv_buf *a, const struct build *b, bool libs)
 	}
 }
 
+/* The toolchain's default linker lists its inputs; -fuse-ld may pick one
+ * that does not (gold), and then the option would break the link. */
+static bool linker_lists_inputs(const struct build *b)
+{
+	for (size_t i = 0; i < b->in.req.nargs; i++) {
+		const char *s = b->in.req.args[i];
+		if (strncmp(s, "-fuse-ld=", 9) == 0 && strcmp(s + 9, "bfd") != 0 &&
+		    strcmp(s + 9, "lld") != 0 && strcmp(s + 9, "mold") != 0)
+			return false;
+	}
+	return true;
+}
+
 /*
  * Builds the argv of step b->step: compile steps (only with several
  * sources), the link step, then the load check. Returns false when there
@@ -130,6 +143,8 @@ static bool step_argv(struct build *b, struct argv_buf *a, bool *is_check)
 		return true;
 	}
 	push(a, "-shared");
+	if (b->in.tc->link_depfile && linker_lists_inputs(b))
+		push(a, "-Wl,--dependency-file=out/link.d");
 	if (ncompile_steps == 0) {
 		push(a, "-MD");
 		push(a, "-MF");
@@ -189,9 +204,48 @@ static void on_step_exit(uv_process_t *p, int64_t status, int sig)
 	uv_close((uv_handle_t *)p, on_part_closed);
 }
 
+extern char **environ;
+
+/*
+ * The daemon's environment, with TMPDIR in the build directory: the
+ * compiler driver's temporary objects then stay private to the build, go
+ * away with it, and are told apart from real inputs in the linker's list.
+ */
+static char **build_env(const struct build *b)
+{
+	size_t n = 0;
+	while (environ[n] != NULL)
+		n++;
+	char **env = calloc(n + 2, sizeof(*env));
+	if (env == NULL)
+		return NULL;
+	size_t j = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (strncmp(environ[i], "TMPDIR=", 7) != 0)
+			env[j++] = environ[i];
+	}
+	if (asprintf(&env[j], "TMPDIR=%s/tmp", b->dir) < 0) {
+		free(env);
+		return NULL;
+	}
+	return env;
+}
+
+static void free_env(char **env)
+{
+	if (env == NULL)
+		return;
+	size_t n = 0;
+	while (env[n + 1] != NULL)
+		n++;
+	free(env[n]); /* only TMPDIR was allocated, and it is last */
+	free(env);
+}
+
 static void step_spawn(struct build *b, char **argv)
 {
 	struct kilnd *d = b->d;
+	char **env = build_env(b);
 	uv_stdio_container_t stdio[3];
 	uv_pipe_init(d->loop, &b->out, 0);
 	b->out.data = b;
@@ -205,6 +259,7 @@ static void step_spawn(struct build *b, char **argv)
 		.file = argv[0],
 		.args = argv,
 		.cwd = b->dir,
+		.env = env,
 		.flags = UV_PROCESS_DETACHED, /* setsid(): its own process group */
 		.stdio_count = 3,
 		.stdio = stdio,
@@ -212,7 +267,14 @@ static void step_spawn(struct build *b, char **argv)
 	b->proc.data = b;
 	b->exit_status = 0;
 	b->term_signal = 0;
+	if (env == NULL) {
+		build_fail(b, ERR_INTERNAL, "out of memory");
+		b->step_pending = 1;
+		uv_close((uv_handle_t *)&b->out, on_part_closed);
+		return;
+	}
 	int rc = uv_spawn(d->loop, &b->proc, &opt);
+	free_env(env);
 	if (rc != 0) {
 		build_fail(b, ERR_INTERNAL, "cannot start %s: %s", argv[0], uv_strerror(rc));
 		/* uv_spawn failed: the process handle still needs closing. */
