@@ -35,6 +35,7 @@ struct outbuf {
 struct server {
 	int fd;
 	uv_poll_t poll;
+	uv_timer_t retry;           /* resumes accepting after running out of descriptors */
 	bool listening;
 	char *path;
 	struct conn *conns;
@@ -310,12 +311,29 @@ static void refuse_peer(int fd, uid_t uid, pid_t pid)
 	close(fd);
 }
 
+static void server_on_accept(uv_poll_t *h, int status, int events);
+
+static void on_accept_retry(uv_timer_t *t)
+{
+	struct kilnd *d = t->data;
+	if (d->server->listening)
+		uv_poll_start(&d->server->poll, UV_READABLE, server_on_accept);
+}
+
 static void server_on_accept(uv_poll_t *h, int status, int events)
 {
 	struct kilnd *d = h->data;
 	struct server *s = d->server;
 	for (int i = 0; i < 64 && s->listening; i++) {
 		int fd = accept4(s->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+			/* The pending connection stays readable: polling on would spin.
+			 * Pause accepting until descriptors may be free again. */
+			log_warn("accept: %s; pausing new connections for 100 ms", strerror(errno));
+			uv_poll_stop(&s->poll);
+			uv_timer_start(&s->retry, on_accept_retry, 100, 0);
+			return;
+		}
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 				log_warn("accept: %s", strerror(errno));
@@ -408,6 +426,8 @@ int server_init(struct kilnd *d, char *err, size_t errlen)
 	}
 	uv_poll_init(d->loop, &s->poll, s->fd);
 	s->poll.data = d;
+	uv_timer_init(d->loop, &s->retry);
+	s->retry.data = d;
 	uv_poll_start(&s->poll, UV_READABLE, server_on_accept);
 	s->listening = true;
 	d->server = s;
@@ -428,6 +448,8 @@ void server_stop_listening(struct kilnd *d)
 	s->listening = false;
 	uv_poll_stop(&s->poll);
 	uv_close((uv_handle_t *)&s->poll, NULL);
+	uv_timer_stop(&s->retry);
+	uv_close((uv_handle_t *)&s->retry, NULL);
 	unlink(s->path);
 	close(s->fd);
 	s->fd = -1;
