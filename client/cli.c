@@ -30,28 +30,32 @@ static const struct cli_optdef global_defs[] = {
 	{ NULL, 0, false, 0 },
 };
 
+/* Prints "kiln: " and the message as one line on stderr, after what is
+ * already on stdout so that the two streams keep their order on a terminal. */
+static void report(const char *fmt, va_list ap)
+{
+	fflush(stdout);
+	fputs("kiln: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
 void cli_error(const char *fmt, ...)
 {
 	va_list ap;
 
-	fflush(stdout);
-	fputs("kiln: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	report(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 int cli_usage_error(const struct cli *cli, const char *fmt, ...)
 {
 	va_list ap;
 
-	fflush(stdout);
-	fputs("kiln: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	report(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	if (cli->cmd)
 		fprintf(stderr, "Try 'kiln help %s' for more information.\n", cli->cmd);
 	else
@@ -240,6 +244,28 @@ int cli_next(struct cli_parse *p, const struct cli_optdef *defs, const char **va
 			return rc;
 	}
 	return CLI_END;
+}
+
+int cli_parse_refs(struct cli *cli, int argc, char **argv, const char **refs, int max,
+		   int *nrefs)
+{
+	struct cli_parse p;
+	const char *val;
+	int id;
+
+	*nrefs = 0;
+	cli_parse_init(&p, cli, argc, argv);
+	while ((id = cli_next(&p, NULL, &val)) != CLI_END) {
+		if (id == CLI_STOP)
+			return p.status;
+		if (*nrefs == max)
+			return cli_usage_error(cli, max ? "%s takes one REF" : "%s takes no arguments",
+					       cli->cmd);
+		if (!*val)
+			return cli_usage_error(cli, "REF must not be empty");
+		refs[(*nrefs)++] = val;
+	}
+	return -1;
 }
 
 /* kiln help [COMMAND] */

@@ -61,6 +61,14 @@ void cli_parse_init(struct cli_parse *p, struct cli *cli, int argc, char **argv)
  * the argument in *val, CLI_END or CLI_STOP. -h/--help prints the help of
  * cli->cmd (or the global help), --version the version. */
 int cli_next(struct cli_parse *p, const struct cli_optdef *defs, const char **val);
+/*
+ * Parses the arguments of a command that has no options of its own and
+ * stores its positional REFs in refs. max is 0 (no arguments; refs may be
+ * NULL), 1 (one REF at most) or -1 (any number; refs holds argc entries).
+ * Returns -1 to go on with *nrefs set, or the exit status.
+ */
+int cli_parse_refs(struct cli *cli, int argc, char **argv, const char **refs, int max,
+		   int *nrefs);
 
 /* Messages on stderr, prefixed "kiln: ". cli_usage_error adds a pointer to
  * the command's help and returns CLI_EXIT_USAGE for "return cli_usage_error()". */

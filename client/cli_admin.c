@@ -4,10 +4,13 @@
  * because the daemon is the only writer of the cache.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -16,28 +19,34 @@
 
 #define STOP_WAIT_MS 10000
 
-/* Parses a command without options of its own; positional arguments go to
- * refs (argc entries at most, NULL when the command takes none). Returns -1
- * to go on, or the exit status. */
-static int parse_simple(struct cli *cli, int argc, char **argv, const char **refs,
-			int *nrefs)
+/* Parses a command that takes no arguments and connects to the daemon, which
+ * it needs. Returns -1 to go on with c open, or the exit status. */
+static int parse_and_connect(struct cli *cli, int argc, char **argv, struct cli_conn *c)
 {
-	struct cli_parse p;
-	const char *val;
-	int id;
+	int status, nrefs;
 
-	*nrefs = 0;
-	cli_parse_init(&p, cli, argc, argv);
-	while ((id = cli_next(&p, NULL, &val)) != CLI_END) {
-		if (id == CLI_STOP)
-			return p.status;
-		if (!refs)
-			return cli_usage_error(cli, "%s takes no arguments", cli->cmd);
-		if (!*val)
-			return cli_usage_error(cli, "REF must not be empty");
-		refs[(*nrefs)++] = val;
-	}
-	return -1;
+	status = cli_parse_refs(cli, argc, argv, NULL, 0, &nrefs);
+	if (status >= 0)
+		return status;
+	return cli_conn_require(cli, c) < 0 ? CLI_EXIT_ERROR : -1;
+}
+
+/* Sends req and keeps the daemon's report in *reply (owned by the caller),
+ * without the id and ok members that every reply carries; prints it when
+ * --json asks for that. Returns 0, or a negative errno after printing why. */
+static int call_report(struct cli *cli, struct cli_conn *c, struct msg_request *req,
+		       cJSON **reply)
+{
+	int rc;
+
+	rc = cli_call(cli, c, req, reply);
+	if (rc < 0)
+		return rc;
+	if (cli_reply_check(*reply, NULL) != ERR_NONE)
+		return -EPROTO;
+	cJSON_DeleteItemFromObjectCaseSensitive(*reply, "id");
+	cJSON_DeleteItemFromObjectCaseSensitive(*reply, "ok");
+	return cli->json ? cli_print_json(*reply) : 0;
 }
 
 enum field_kind { F_INT, F_STR, F_SIZE, F_AGE, F_HITS };
@@ -138,23 +147,16 @@ int cmd_status(struct cli *cli, int argc, char **argv)
 	struct cli_conn c;
 	struct msg_request req;
 	cJSON *reply = NULL;
-	int status, nrefs;
+	int status;
 
-	status = parse_simple(cli, argc, argv, NULL, &nrefs);
+	status = parse_and_connect(cli, argc, argv, &c);
 	if (status >= 0)
 		return status;
 	status = CLI_EXIT_ERROR;
-	if (cli_conn_require(cli, &c) < 0)
-		return status;
 	cli_request_init(&req, OP_STATUS);
-	if (cli_call(cli, &c, &req, &reply) < 0 || cli_reply_check(reply, NULL) != ERR_NONE)
+	if (call_report(cli, &c, &req, &reply) < 0)
 		goto cleanup;
-	cJSON_DeleteItemFromObjectCaseSensitive(reply, "id");
-	cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");
-	if (cli->json) {
-		if (cli_print_json(reply) < 0)
-			goto cleanup;
-	} else {
+	if (!cli->json) {
 		print_status(reply);
 		print_toolchains(reply);
 	}
@@ -227,7 +229,11 @@ cleanup:
 	return status;
 }
 
-int cmd_rm(struct cli *cli, int argc, char **argv)
+/* rm, pin and unpin: parses the REFs and runs op on them. rm takes any
+ * number of REFs, pin and unpin exactly one; the count is checked only after
+ * parsing, so that --help anywhere still prints the help. */
+static int ref_command(struct cli *cli, int argc, char **argv, enum msg_op op,
+		       const char *verb)
 {
 	const char **refs;
 	int status, nrefs;
@@ -237,28 +243,10 @@ int cmd_rm(struct cli *cli, int argc, char **argv)
 		cli_error("out of memory");
 		return CLI_EXIT_ERROR;
 	}
-	status = parse_simple(cli, argc, argv, refs, &nrefs);
-	if (status < 0 && nrefs == 0)
+	status = cli_parse_refs(cli, argc, argv, refs, -1, &nrefs);
+	if (status < 0 && op == OP_REMOVE && nrefs == 0)
 		status = cli_usage_error(cli, "rm needs at least one REF");
-	if (status < 0)
-		status = ref_ops(cli, OP_REMOVE, "removed", refs, nrefs);
-	free(refs);
-	return status;
-}
-
-static int pin_or_unpin(struct cli *cli, int argc, char **argv, enum msg_op op,
-			const char *verb)
-{
-	const char **refs;
-	int status, nrefs;
-
-	refs = calloc((size_t)argc + 1, sizeof(*refs));
-	if (!refs) {
-		cli_error("out of memory");
-		return CLI_EXIT_ERROR;
-	}
-	status = parse_simple(cli, argc, argv, refs, &nrefs);
-	if (status < 0 && nrefs != 1)
+	else if (status < 0 && op != OP_REMOVE && nrefs != 1)
 		status = cli_usage_error(cli, "%s needs exactly one REF", cli->cmd);
 	if (status < 0)
 		status = ref_ops(cli, op, verb, refs, nrefs);
@@ -266,14 +254,19 @@ static int pin_or_unpin(struct cli *cli, int argc, char **argv, enum msg_op op,
 	return status;
 }
 
+int cmd_rm(struct cli *cli, int argc, char **argv)
+{
+	return ref_command(cli, argc, argv, OP_REMOVE, "removed");
+}
+
 int cmd_pin(struct cli *cli, int argc, char **argv)
 {
-	return pin_or_unpin(cli, argc, argv, OP_PIN, "pinned");
+	return ref_command(cli, argc, argv, OP_PIN, "pinned");
 }
 
 int cmd_unpin(struct cli *cli, int argc, char **argv)
 {
-	return pin_or_unpin(cli, argc, argv, OP_UNPIN, "unpinned");
+	return ref_command(cli, argc, argv, OP_UNPIN, "unpinned");
 }
 
 enum { OPT_MAX_SIZE = 1 };
@@ -314,14 +307,9 @@ int cmd_gc(struct cli *cli, int argc, char **argv)
 	cli_request_init(&req, OP_GC);
 	if (have_max)
 		req.max_size = (int64_t)max_size;
-	if (cli_call(cli, &c, &req, &reply) < 0 || cli_reply_check(reply, NULL) != ERR_NONE)
+	if (call_report(cli, &c, &req, &reply) < 0)
 		goto cleanup;
-	cJSON_DeleteItemFromObjectCaseSensitive(reply, "id");
-	cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");
-	if (cli->json) {
-		if (cli_print_json(reply) < 0)
-			goto cleanup;
-	} else {
+	if (!cli->json) {
 		cli_json_u64(reply, "removed", &removed);
 		cli_json_u64(reply, "freed", &freed);
 		cli_json_u64(reply, "entries", &entries);
@@ -367,16 +355,25 @@ static int wait_closed(struct cli_conn *c, uint64_t deadline)
 	}
 }
 
-/* Waits until the socket is gone or the process is: either means the daemon
- * has finished. A process that exited but was not reaped yet still answers
- * kill(pid, 0), hence the socket test. */
+/*
+ * Waits until the daemon has let go of its socket's lock, the last thing it
+ * does before exiting: only then may a new kilnd start at once. A shared
+ * lock fails while kilnd holds its exclusive one. A process that exited but
+ * was not reaped yet still answers kill(pid, 0), so that test only helps.
+ */
 static int wait_gone(const char *socket, int64_t pid, uint64_t deadline)
 {
-	struct timespec ts = { 0, 20 * 1000 * 1000 };
-	struct stat st;
+	struct timespec ts = { 0, 10 * 1000 * 1000 };
+	char lock[PATH_MAX + 8];
 
+	snprintf(lock, sizeof(lock), "%s.lock", socket);
 	while (util_now_ns() < deadline) {
-		if (stat(socket, &st) < 0 && errno == ENOENT)
+		int fd = open(lock, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return 0;
+		int rc = flock(fd, LOCK_SH | LOCK_NB);
+		close(fd);
+		if (rc == 0)
 			return 0;
 		if (pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH)
 			return 0;
@@ -393,14 +390,12 @@ int cmd_stop(struct cli *cli, int argc, char **argv)
 	cJSON *out = NULL;
 	const cJSON *err;
 	uint64_t deadline;
-	int status, nrefs;
+	int status;
 
-	status = parse_simple(cli, argc, argv, NULL, &nrefs);
+	status = parse_and_connect(cli, argc, argv, &c);
 	if (status >= 0)
 		return status;
 	status = CLI_EXIT_ERROR;
-	if (cli_conn_require(cli, &c) < 0)
-		return status;
 	cli_request_init(&req, OP_SHUTDOWN);
 	if (cli_call(cli, &c, &req, &reply) < 0)
 		goto cleanup;

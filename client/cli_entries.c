@@ -45,6 +45,22 @@ static int open_offline(const struct cli *cli, struct store **out)
 	return rc;
 }
 
+/* Sends req to kilnd on c, closes c and checks that the daemon said ok (an
+ * error names ref, which may be NULL). Returns 0 with *reply owned by the
+ * caller, or a negative errno after printing why; *reply may still need
+ * freeing then. */
+static int ask_kilnd(const struct cli *cli, struct cli_conn *c, struct msg_request *req,
+		     const char *ref, cJSON **reply)
+{
+	int rc;
+
+	rc = cli_call(cli, c, req, reply);
+	cli_conn_close(c);
+	if (rc < 0)
+		return rc;
+	return cli_reply_check(*reply, ref) == ERR_NONE ? 0 : -EPROTO;
+}
+
 /* Adds the store's entries to arr as protocol entry objects. */
 static int offline_list(struct store *s, cJSON *arr)
 {
@@ -86,13 +102,10 @@ static int fetch_list(const struct cli *cli, cJSON **out)
 	rc = cli_conn_open(cli, &c);
 	if (rc == 0) {
 		cli_request_init(&req, OP_LIST);
-		rc = cli_call(cli, &c, &req, &reply);
-		cli_conn_close(&c);
+		rc = ask_kilnd(cli, &c, &req, NULL, &reply);
 		if (rc < 0)
 			goto cleanup;
 		rc = -EPROTO;
-		if (cli_reply_check(reply, NULL) != ERR_NONE)
-			goto cleanup;
 		arr = cJSON_DetachItemFromObjectCaseSensitive(reply, "entries");
 		if (!cJSON_IsArray(arr)) {
 			cli_error("bad reply from kilnd at %s: no entries array", cli->socket);
@@ -174,52 +187,37 @@ static int fetch_entry(const struct cli *cli, const char *ref, cJSON **out)
 		return rc;
 	cli_request_init(&req, OP_SHOW);
 	req.ref = (char *)ref;
-	rc = cli_call(cli, &c, &req, &reply);
-	cli_conn_close(&c);
+	rc = ask_kilnd(cli, &c, &req, ref, &reply);
 	if (rc < 0)
-		goto cleanup;
-	rc = -EPROTO;
-	if (cli_reply_check(reply, ref) != ERR_NONE)
 		goto cleanup;
 	*out = cJSON_DetachItemFromObjectCaseSensitive(reply, "entry");
 	if (!cJSON_IsObject(*out)) {
 		cli_error("bad reply from kilnd at %s: no entry object", cli->socket);
 		cJSON_Delete(*out);
 		*out = NULL;
-		goto cleanup;
+		rc = -EPROTO;
 	}
-	rc = 0;
 
 cleanup:
 	cJSON_Delete(reply);
 	return rc;
 }
 
-/* Parses "CMD REF" (ls passes want_ref false). Returns -1 to go on, or the
- * exit status. */
-static int parse_ref(struct cli *cli, int argc, char **argv, bool want_ref, const char **ref)
+/* Parses "CMD REF" of show and log and fetches that entry into *e (owned by
+ * the caller). Returns -1 to go on, or the exit status. */
+static int parse_and_fetch(struct cli *cli, int argc, char **argv, cJSON **e)
 {
-	struct cli_parse p;
-	const char *val;
-	int id;
+	const char *ref = NULL;
+	int status, nrefs;
 
-	*ref = NULL;
-	cli_parse_init(&p, cli, argc, argv);
-	while ((id = cli_next(&p, NULL, &val)) != CLI_END) {
-		if (id == CLI_STOP)
-			return p.status;
-		if (!want_ref)
-			return cli_usage_error(cli, "%s takes no arguments", cli->cmd);
-		if (*ref)
-			return cli_usage_error(cli, "%s takes one REF", cli->cmd);
-		if (!*val)
-			return cli_usage_error(cli, "REF must not be empty");
-		*ref = val;
-	}
-	if (want_ref && !*ref)
-		return cli_usage_error(cli, "%s needs a REF (a key, a key prefix or an alias)",
-				       cli->cmd);
-	return -1;
+	*e = NULL;
+	status = cli_parse_refs(cli, argc, argv, &ref, 1, &nrefs);
+	if (status < 0 && nrefs == 0)
+		status = cli_usage_error(cli, "%s needs a REF (a key, a key prefix or an alias)",
+					 cli->cmd);
+	if (status >= 0)
+		return status;
+	return fetch_entry(cli, ref, e) < 0 ? CLI_EXIT_ERROR : -1;
 }
 
 /* The columns of ls, as strings, so that their widths can be measured. */
@@ -326,11 +324,10 @@ static int ls_print(const cJSON *arr)
 
 int cmd_ls(struct cli *cli, int argc, char **argv)
 {
-	const char *ref;
 	cJSON *arr = NULL;
-	int status;
+	int status, nrefs;
 
-	status = parse_ref(cli, argc, argv, false, &ref);
+	status = cli_parse_refs(cli, argc, argv, NULL, 0, &nrefs);
 	if (status >= 0)
 		return status;
 	status = CLI_EXIT_ERROR;
@@ -407,16 +404,13 @@ static void show_print(const cJSON *e)
 
 int cmd_show(struct cli *cli, int argc, char **argv)
 {
-	const char *ref;
 	cJSON *e = NULL;
 	int status;
 
-	status = parse_ref(cli, argc, argv, true, &ref);
+	status = parse_and_fetch(cli, argc, argv, &e);
 	if (status >= 0)
 		return status;
 	status = CLI_EXIT_ERROR;
-	if (fetch_entry(cli, ref, &e) < 0)
-		goto cleanup;
 	if (cli->json) {
 		if (cli_print_json(e) < 0)
 			goto cleanup;
@@ -496,16 +490,14 @@ cleanup:
 
 int cmd_log(struct cli *cli, int argc, char **argv)
 {
-	const char *ref, *key, *path;
+	const char *key, *path;
 	cJSON *e = NULL;
 	int status;
 
-	status = parse_ref(cli, argc, argv, true, &ref);
+	status = parse_and_fetch(cli, argc, argv, &e);
 	if (status >= 0)
 		return status;
 	status = CLI_EXIT_ERROR;
-	if (fetch_entry(cli, ref, &e) < 0)
-		goto cleanup;
 	key = str_or_dash(e, "key");
 	path = cli_json_str(e, "log");
 	if (!path) {

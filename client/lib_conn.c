@@ -24,6 +24,13 @@
  *   call in flight holds one, so a broken connection is freed only after the
  *   last thread that used it has left.
  *
+ * - hello is not waited for: kiln_open connects, and hello goes out in one
+ *   write together with the first call's frame, so the daemon reads both at
+ *   once and a fresh process pays one round trip, not two. hello's reply
+ *   comes first on the stream and lands in the connection's own slot; every
+ *   call checks it once its own reply is in, and a refused hello (protocol
+ *   mismatch) fails the call and breaks the connection with hello's message.
+ *
  * Lock order: k->connect_lock, then k->lock, then conn->send_lock (the latter
  * two are never held together).
  */
@@ -57,6 +64,11 @@ struct lib_conn {
 	int err;                    /* status for waiters once broken */
 	char errmsg[512];
 	struct lib_slot *slots;     /* pending requests */
+	struct lib_slot hello;      /* hello's reply, once read */
+	char *hello_frame;          /* packed hello, until it goes out (send_lock) */
+	size_t hello_len;
+	bool hello_checked;
+	bool hello_failed;          /* then err and errmsg are hello's */
 };
 
 /* How long to keep trying to connect after kilnd --daemonize returned. */
@@ -73,6 +85,7 @@ static struct lib_conn *conn_new(int fd)
 		return NULL;
 	}
 	wire_conn_init(&c->wire, fd, FRAME_MAX_DEFAULT);
+	c->hello.fd = -1;
 	return c;
 }
 
@@ -80,6 +93,10 @@ static void conn_free(struct lib_conn *c)
 {
 	if (!c)
 		return;
+	cJSON_Delete(c->hello.reply);
+	if (c->hello.fd >= 0)
+		close(c->hello.fd);
+	free(c->hello_frame);
 	wire_conn_fini(&c->wire);
 	pthread_mutex_destroy(&c->send_lock);
 	free(c);
@@ -260,72 +277,86 @@ static void conn_wait_locked(struct kiln *k, struct lib_conn *c, struct lib_slot
 	}
 }
 
-/* Sends the hello request on a connection nobody else sees yet and checks
- * the reply. */
-static int conn_hello(struct kiln *k, struct lib_conn *c)
+/* Prepares hello on a connection nobody else sees yet: it goes out with the
+ * first call's frame, and its reply is read with that call's (see the top
+ * of this file). */
+static int conn_hello_prepare(struct kiln *k, struct lib_conn *c)
 {
 	struct msg_request req = {
 		.op = OP_HELLO, .proto = KILN_PROTO_VERSION,
 		.client = (char *)"libkiln/" KILN_VERSION, .max_size = -1,
 	};
-	const cJSON *error, *jproto, *jid;
-	cJSON *reply = NULL;
-	char *payload, *buf = NULL;
-	size_t len;
-	bool ok;
-	int fd, rc;
 
 	req.id = atomic_fetch_add(&k->next_id, 1);
-	payload = msg_request_pack(&req, &len);
-	if (!payload)
+	c->hello_frame = msg_request_pack(&req, &c->hello_len);
+	if (!c->hello_frame)
 		return lib_err_set(KILN_ENOMEM, "out of memory packing the hello request");
-	rc = wire_send_frame(&c->wire, payload, len);
-	free(payload);
-	if (rc == 0) {
+	c->hello.id = req.id;
+	c->hello.next = c->slots;
+	c->slots = &c->hello;
+	return 0;
+}
+
+/* Writes a call's frame, behind hello when hello has not gone out yet. The
+ * caller holds c->send_lock. */
+static int conn_send_locked(struct kiln *k, struct lib_conn *c, const char *payload, size_t len)
+{
+	const char *frames[2] = { c->hello_frame, payload };
+	size_t lens[2] = { c->hello_len, len };
+	int rc;
+
+	if (!c->hello_frame)
+		return wire_send_frame(&c->wire, payload, len);
+	rc = wire_send_frames(&c->wire, frames, lens, 2);
+	free(c->hello_frame);
+	c->hello_frame = NULL;
+	if (rc == 0)
 		atomic_fetch_add(&k->requests, 1);
-		rc = wire_recv_frame(&c->wire, &buf, &len);
-	}
-	if (rc < 0) {
-		rc = lib_err_set(KILN_EIO, "kilnd at %s closed the connection during hello: %s",
-				 k->socket_path, strerror(-rc));
-		goto out;
-	}
-	/* hello never hands out a descriptor; drop one a broken peer sent. */
-	while ((fd = wire_take_fd(&c->wire)) >= 0)
-		close(fd);
-	reply = cJSON_ParseWithLength(buf, len);
-	jid = cJSON_GetObjectItemCaseSensitive(reply, "id");
-	ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "ok"));
-	/* A refusal is reported whatever its id says: it explains more than
-	 * a complaint about the id would. */
-	if (!cJSON_IsObject(reply) || (ok && (!cJSON_IsNumber(jid) ||
-					      jid->valuedouble != (double)req.id))) {
-		rc = lib_err_set(KILN_EPROTO,
-				 "kilnd at %s answered hello with something that is not its reply",
-				 k->socket_path);
-		goto out;
-	}
-	if (ok) {
-		rc = 0;
-		goto out;
-	}
+	return rc;
+}
+
+/* What hello's reply says: 0, or a status code with the error text set. */
+static int conn_hello_result(const struct kiln *k, const cJSON *reply)
+{
+	const cJSON *error, *jproto;
+
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "ok")))
+		return 0;
 	error = cJSON_GetObjectItemCaseSensitive(reply, "error");
 	jproto = cJSON_GetObjectItemCaseSensitive(error, "proto");
 	if (msg_err_parse(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(error, "code"))) ==
 		    ERR_PROTO_MISMATCH &&
-	    cJSON_IsNumber(jproto)) {
-		rc = lib_err_set(KILN_EPROTO,
-				 "protocol version mismatch: kilnd at %s speaks version %d, "
-				 "libkiln %s speaks version %d; use kilnd and libkiln of "
-				 "the same kiln release",
-				 k->socket_path, jproto->valueint, KILN_VERSION, KILN_PROTO_VERSION);
-		goto out;
+	    cJSON_IsNumber(jproto))
+		return lib_err_set(KILN_EPROTO,
+				   "protocol version mismatch: kilnd at %s speaks version %d, "
+				   "libkiln %s speaks version %d; use kilnd and libkiln of "
+				   "the same kiln release",
+				   k->socket_path, jproto->valueint, KILN_VERSION, KILN_PROTO_VERSION);
+	return lib_err_from_reply(reply);
+}
+
+/*
+ * Once a call's own reply is in, hello's is too (it came first): a refused
+ * hello fails the connection for everyone, with hello's text. The caller
+ * holds k->lock. Returns 0 when hello was accepted.
+ */
+static int conn_hello_check_locked(struct kiln *k, struct lib_conn *c)
+{
+	char msg[sizeof(c->errmsg)];
+	int rc;
+
+	if (!c->hello_checked && c->hello.done && c->hello.reply) {
+		c->hello_checked = true;
+		rc = conn_hello_result(k, c->hello.reply);
+		if (rc < 0) {
+			snprintf(msg, sizeof(msg), "%s", kiln_errmsg(k));
+			/* Another failure may have broken it first; hello's says more. */
+			c->broken = false;
+			conn_break_locked(k, c, rc, msg);
+			c->hello_failed = true;
+		}
 	}
-	rc = lib_err_from_reply(reply);
-out:
-	free(buf);
-	cJSON_Delete(reply);
-	return rc;
+	return c->hello_failed ? c->err : 0;
 }
 
 static bool conn_nobody_home(int rc)
@@ -397,7 +428,7 @@ static int conn_open(struct kiln *k, struct lib_conn **out)
 		close(fd);
 		return lib_err_set(KILN_ENOMEM, "out of memory");
 	}
-	rc = conn_hello(k, c);
+	rc = conn_hello_prepare(k, c);
 	if (rc < 0) {
 		conn_free(c);
 		return rc;
@@ -503,7 +534,7 @@ static int conn_call_once(struct kiln *k, struct lib_conn *c, const char *payloa
 	pthread_mutex_unlock(&k->lock);
 
 	pthread_mutex_lock(&c->send_lock);
-	rc = wire_send_frame(&c->wire, payload, len);
+	rc = conn_send_locked(k, c, payload, len);
 	pthread_mutex_unlock(&c->send_lock);
 
 	pthread_mutex_lock(&k->lock);
@@ -515,6 +546,14 @@ static int conn_call_once(struct kiln *k, struct lib_conn *c, const char *payloa
 	} else {
 		atomic_fetch_add(&k->requests, 1);
 		conn_wait_locked(k, c, slot);
+		if (conn_hello_check_locked(k, c) < 0) {
+			/* The daemon refused the call for want of a hello: say why. */
+			cJSON_Delete(slot->reply);
+			slot->reply = NULL;
+			if (slot->fd >= 0)
+				close(slot->fd);
+			slot->fd = -1;
+		}
 	}
 	if (!slot->reply)
 		rc = lib_err_set(c->err, "%s", c->errmsg);

@@ -362,7 +362,10 @@ static void op_list(struct conn *c, struct msg_request *req)
 static int resolve_ref(struct conn *c, struct msg_request *req, struct store_entry *e)
 {
 	int rc = store_resolve(c->d->store, req->ref, e);
-	if (rc == -ENOENT)
+	if (rc == -ENOENT && strlen(req->ref) < 4 && strspn(req->ref, "0123456789abcdefABCDEF") == strlen(req->ref))
+		conn_reply_error(c, req->id, ERR_NOT_FOUND, "ref",
+				 "no entry matches \"%s\" (a key prefix needs at least 4 hex digits)", req->ref);
+	else if (rc == -ENOENT)
 		conn_reply_error(c, req->id, ERR_NOT_FOUND, "ref", "no entry matches \"%s\"", req->ref);
 	else if (rc == -ENOTUNIQ)
 		conn_reply_error(c, req->id, ERR_AMBIGUOUS, "ref",

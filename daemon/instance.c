@@ -133,42 +133,38 @@ static void read_owner(const char *path, long *pid, char *sock, size_t socklen)
 	}
 }
 
-/* Waits until the other daemon's socket accepts, so that whoever started us
- * can connect as soon as we return. */
-static bool wait_for_socket(const char *sock)
+/*
+ * The lock at path is held. Either its owner serves (its socket accepts: report
+ * it, so that whoever started us can connect as soon as we return), or it is
+ * on its way out (a stop in progress releases the lock a moment after the
+ * socket goes): keep trying the lock, and take over once it is free. Returns
+ * 0 with *fd set when we got the lock, 1 with msg when another kilnd serves.
+ */
+static int wait_lock_or_owner(const char *path, int *fd, const char *what,
+			      const struct config *cfg, long *other_pid, char *msg, size_t msglen)
 {
+	char sock[4200] = "";
+	long pid = 0;
 	for (int waited = 0; waited < WAIT_OTHER_MS; waited += 20) {
-		int fd = wire_connect(sock);
-		if (fd >= 0) {
-			close(fd);
-			return true;
+		int rc = take_lock(path, fd);
+		if (rc <= 0)
+			return rc;
+		read_owner(path, &pid, sock, sizeof(sock));
+		int s = wire_connect(sock[0] != '\0' ? sock : cfg->socket_path);
+		if (s >= 0) {
+			close(s);
+			*other_pid = pid;
+			snprintf(msg, msglen, "kilnd is already running on this %s (pid %ld, socket %s)",
+				 what, pid, sock[0] != '\0' ? sock : cfg->socket_path);
+			return 1;
 		}
 		struct timespec ts = { 0, 20 * 1000000 };
 		nanosleep(&ts, NULL);
 	}
-	return false;
-}
-
-static int report_other(const char *lock_path, const char *what, const struct config *cfg,
-			long *other_pid, char *msg, size_t msglen)
-{
-	char sock[4200] = "";
-	long pid = 0;
-	/* The owner writes its details right after locking; give it a moment. */
-	for (int i = 0; i < 50 && (pid == 0 || sock[0] == '\0'); i++) {
-		read_owner(lock_path, &pid, sock, sizeof(sock));
-		if (pid == 0 || sock[0] == '\0') {
-			struct timespec ts = { 0, 10 * 1000000 };
-			nanosleep(&ts, NULL);
-		}
-	}
-	if (sock[0] == '\0')
-		snprintf(sock, sizeof(sock), "%s", cfg->socket_path);
-	bool up = wait_for_socket(sock);
 	*other_pid = pid;
-	snprintf(msg, msglen, "kilnd is already running on this %s (pid %ld, socket %s)%s", what, pid,
-		 sock, up ? "" : ", but its socket does not answer yet");
-	return 1;
+	snprintf(msg, msglen, "kilnd pid %ld holds the lock of this %s but its socket %s does not "
+		 "answer", pid, what, sock[0] != '\0' ? sock : cfg->socket_path);
+	return -EBUSY;
 }
 
 int instance_lock(const struct config *cfg, long *other_pid, char *msg, size_t msglen)
@@ -177,20 +173,22 @@ int instance_lock(const struct config *cfg, long *other_pid, char *msg, size_t m
 	snprintf(path, sizeof(path), "%s.lock", cfg->socket_path);
 	int rc = take_lock(path, &sock_lock_fd);
 	if (rc == 1)
-		return report_other(path, "socket", cfg, other_pid, msg, msglen);
+		rc = wait_lock_or_owner(path, &sock_lock_fd, "socket", cfg, other_pid, msg, msglen);
+	if (rc == 1)
+		return 1;
 	if (rc < 0) {
-		snprintf(msg, msglen, "cannot lock %s: %s", path, strerror(-rc));
+		if (rc != -EBUSY)
+			snprintf(msg, msglen, "cannot lock %s: %s", path, strerror(-rc));
 		return rc;
 	}
 	snprintf(path, sizeof(path), "%s/kilnd.lock", cfg->cache_dir);
 	rc = take_lock(path, &cache_lock_fd);
-	if (rc == 1) {
-		close(sock_lock_fd);
-		sock_lock_fd = -1;
-		return report_other(path, "cache directory", cfg, other_pid, msg, msglen);
-	}
-	if (rc < 0) {
-		snprintf(msg, msglen, "cannot lock %s: %s", path, strerror(-rc));
+	if (rc == 1)
+		rc = wait_lock_or_owner(path, &cache_lock_fd, "cache directory", cfg, other_pid, msg,
+					msglen);
+	if (rc != 0) {
+		if (rc < 0 && rc != -EBUSY)
+			snprintf(msg, msglen, "cannot lock %s: %s", path, strerror(-rc));
 		close(sock_lock_fd);
 		sock_lock_fd = -1;
 		return rc;

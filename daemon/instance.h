@@ -23,9 +23,11 @@ int instance_daemonize(void);
 void instance_ready(int status, long pid, const char *msg);
 
 /*
- * Takes both locks. Returns 0 when this process owns them, 1 when another
- * kilnd holds one (then *other_pid and msg describe it, once its socket
- * accepts or after a wait of some seconds), or a negative errno with msg.
+ * Takes both locks. A lock that is held is waited for (up to 10 s): when its
+ * owner's socket accepts, returns 1 with *other_pid and msg describing that
+ * kilnd; when the owner lets go (it was stopping), takes the lock. Returns
+ * 0 when this process owns both, or a negative errno with msg (-EBUSY: the
+ * owner holds on without answering).
  */
 int instance_lock(const struct config *cfg, long *other_pid, char *msg, size_t msglen);
 void instance_unlock(void);

@@ -162,10 +162,11 @@ static int open_log(const struct config *cfg)
 	return log_open(cfg->log_level, file);
 }
 
-static void fail_start(const char *err)
+static void fail_start(const struct config *cfg, const char *err)
 {
 	log_error("%s", err);
-	if (log_get_level() >= LOG_ERROR)
+	/* The log goes to stderr unless a file takes it: say it there once. */
+	if (cfg->log_file != NULL || cfg->daemonize)
 		fprintf(stderr, "kilnd: %s\n", err);
 	instance_ready(1, 0, err);
 }
@@ -187,7 +188,7 @@ int main(int argc, char **argv)
 	if (cfg.daemonize && instance_daemonize() != 0)
 		goto out;
 	if (make_dirs(&cfg, err, sizeof(err)) != 0 || open_log(&cfg) != 0) {
-		fail_start(err[0] != '\0' ? err : "cannot open the log file");
+		fail_start(&cfg, err[0] != '\0' ? err : "cannot open the log file");
 		goto out;
 	}
 	rc = instance_lock(&cfg, &other, err, sizeof(err));
@@ -201,7 +202,7 @@ int main(int argc, char **argv)
 	}
 	if (rc != 0 || store_init(&d, err, sizeof(err)) != 0 ||
 	    toolchains_init(&d, err, sizeof(err)) != 0) {
-		fail_start(err);
+		fail_start(&cfg, err);
 		goto out;
 	}
 	key_cpu_id(d.cpu_id);
@@ -210,7 +211,7 @@ int main(int argc, char **argv)
 	d.touches = table_new();
 	if (d.touches == NULL || headers_init(&d) != 0 || flight_init(&d) != 0 ||
 	    server_init(&d, err, sizeof(err)) != 0) {
-		fail_start(err[0] != '\0' ? err : "out of memory");
+		fail_start(&cfg, err[0] != '\0' ? err : "out of memory");
 		goto out_loop;
 	}
 	signals_start(&d);

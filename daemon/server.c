@@ -129,13 +129,32 @@ static void conn_update_events(struct conn *c)
 	conn_set_events(c, ev);
 }
 
-/* Writes as much queued output as the socket takes. */
+#define FLUSH_IOV 16
+
+/*
+ * Writes as much queued output as the socket takes, several replies per
+ * sendmsg (the client then wakes once for hello's reply and its first
+ * request's). A descriptor travels with the first byte of the sendmsg that
+ * carries its reply, so it arrives with or before that reply's frame, never
+ * after; one descriptor per sendmsg keeps that true.
+ */
 static void conn_flush(struct conn *c)
 {
 	while (c->out_head != NULL) {
-		struct outbuf *o = c->out_head;
-		long n = wire_sendmsg(c->fd, o->data + o->off, o->len - o->off,
-				      o->off == 0 ? o->fd : -1);
+		struct iovec iov[FLUSH_IOV];
+		struct outbuf *fd_owner = NULL;
+		size_t n_iov = 0;
+		for (struct outbuf *o = c->out_head; o != NULL && n_iov < FLUSH_IOV; o = o->next) {
+			if (o->fd >= 0 && o->off == 0) {
+				if (fd_owner != NULL)
+					break;
+				fd_owner = o;
+			}
+			iov[n_iov].iov_base = o->data + o->off;
+			iov[n_iov].iov_len = o->len - o->off;
+			n_iov++;
+		}
+		long n = wire_sendmsgv(c->fd, iov, n_iov, fd_owner != NULL ? fd_owner->fd : -1);
 		if (n == -EAGAIN)
 			break;
 		if (n < 0) {
@@ -143,17 +162,25 @@ static void conn_flush(struct conn *c)
 			conn_kill(c);
 			return;
 		}
-		o->off += (size_t)n;
-		if (o->off > 0 && o->fd >= 0) {
-			close(o->fd);
-			o->fd = -1;
+		if (n > 0 && fd_owner != NULL) {
+			close(fd_owner->fd);
+			fd_owner->fd = -1;
 		}
-		if (o->off < o->len)
+		size_t left = (size_t)n;
+		while (c->out_head != NULL && left > 0) {
+			struct outbuf *o = c->out_head;
+			size_t take = o->len - o->off < left ? o->len - o->off : left;
+			o->off += take;
+			left -= take;
+			if (o->off < o->len)
+				break;
+			c->out_head = o->next;
+			if (c->out_head == NULL)
+				c->out_tail = NULL;
+			outbuf_free(o);
+		}
+		if (c->out_head != NULL && c->out_head->off > 0)
 			break;
-		c->out_head = o->next;
-		if (c->out_head == NULL)
-			c->out_tail = NULL;
-		outbuf_free(o);
 	}
 	conn_update_events(c);
 }
@@ -182,7 +209,9 @@ void conn_reply(struct conn *c, cJSON *reply, int fd)
 	c->out_tail = o;
 	free(json);
 	cJSON_Delete(reply);
-	conn_flush(c);
+	/* Replies to requests of one read go out together, after it. */
+	if (!c->batching)
+		conn_flush(c);
 	return;
 fail:
 	log_error("out of memory writing a reply; closing the connection");
@@ -226,7 +255,18 @@ static void conn_fatal(struct conn *c, enum msg_err code, const char *msg)
 	conn_update_events(c);
 }
 
+static void conn_read_frames(struct conn *c);
+
 static void conn_read(struct conn *c)
+{
+	c->batching = true;
+	conn_read_frames(c);
+	c->batching = false;
+	if (!c->dead && c->out_head != NULL)
+		conn_flush(c);
+}
+
+static void conn_read_frames(struct conn *c)
 {
 	char buf[65536];
 	for (int rounds = 0; rounds < 16 && !c->closing; rounds++) {
@@ -365,6 +405,12 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 		s->nconns++;
 		kilnd_activity(d);
 		conn_update_events(c);
+		/* A client usually writes right after connecting (libkiln sends
+		 * hello and its first request at once): read now rather than
+		 * after another turn of the loop. */
+		conn_ref(c);
+		conn_read(c);
+		conn_unref(c);
 	}
 }
 

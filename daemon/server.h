@@ -30,6 +30,7 @@ struct conn {
 	bool closing;               /* no more reads; close once written */
 	bool dead;                  /* socket closed; replies are dropped */
 	bool hello;                 /* hello succeeded */
+	bool batching;              /* in a read: replies wait for its end */
 	uid_t uid;
 	pid_t pid;
 	struct conn *prev, *next;

@@ -778,12 +778,17 @@ int store_list(struct store *s, struct store_entry **out, size_t *n)
 
 int store_totals(struct store *s, uint64_t *entries, uint64_t *bytes)
 {
+	return store_count_sizes(s->rd, entries, bytes);
+}
+
+int store_count_sizes(sqlite3 *db, uint64_t *entries, uint64_t *bytes)
+{
 	sqlite3_stmt *st = NULL;
 	int rc;
 
 	*entries = 0;
 	*bytes = 0;
-	rc = sqlite3_prepare_v2(s->rd, "SELECT count(*), coalesce(sum(size), 0) FROM entries",
+	rc = sqlite3_prepare_v2(db, "SELECT count(*), coalesce(sum(size), 0) FROM entries",
 		-1, &st, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);

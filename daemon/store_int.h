@@ -41,6 +41,9 @@ int store_step_err(int rc);
 int store_txn_end(struct store *s, int rc);
 /* Runs one or more SQL statements without results on db. 0 or -errno. */
 int store_exec(sqlite3 *db, const char *sql);
+/* The number of entries and the sum of their sizes, read through db: the
+ * reader, or the writer inside its transaction. 0 or a negative errno. */
+int store_count_sizes(sqlite3 *db, uint64_t *entries, uint64_t *bytes);
 /* True when key is exactly 64 lower-case hex digits. */
 bool store_key_valid(const char *key);
 /* malloc'd "<objects>/ab/<key>.meta", or NULL. */

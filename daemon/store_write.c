@@ -434,6 +434,20 @@ out:
 	return rc;
 }
 
+/* Runs st, a statement on the writer that changes at most one row, to
+ * completion and finalizes it; rc is the result of preparing it. The caller
+ * holds wlock. Returns 0 when a row changed, -ENOENT when none matched, or a
+ * negative errno. */
+static int step_change(struct store *s, sqlite3_stmt *st, int rc)
+{
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_DONE)
+		return sqlite3_changes(s->wr) > 0 ? 0 : -ENOENT;
+	return store_step_err(rc);
+}
+
 int store_set_alias(struct store *s, const char *alias, const char *key)
 {
 	sqlite3_stmt *st = NULL;
@@ -448,13 +462,8 @@ int store_set_alias(struct store *s, const char *alias, const char *key)
 	if (rc == SQLITE_OK) {
 		sqlite3_bind_text(st, 1, alias, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
-		rc = sqlite3_step(st);
 	}
-	sqlite3_finalize(st);
-	if (rc == SQLITE_DONE)
-		rc = sqlite3_changes(s->wr) > 0 ? 0 : -ENOENT;
-	else
-		rc = store_step_err(rc);
+	rc = step_change(s, st, rc);
 	pthread_mutex_unlock(&s->wlock);
 	return rc;
 }
@@ -520,30 +529,10 @@ int store_set_pinned(struct store *s, const char *key, bool pinned)
 	if (rc == SQLITE_OK) {
 		sqlite3_bind_int(st, 1, pinned);
 		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
-		rc = sqlite3_step(st);
 	}
-	sqlite3_finalize(st);
-	if (rc == SQLITE_DONE)
-		rc = sqlite3_changes(s->wr) > 0 ? 0 : -ENOENT;
-	else
-		rc = store_step_err(rc);
+	rc = step_change(s, st, rc);
 	pthread_mutex_unlock(&s->wlock);
 	return rc;
-}
-
-static int total_bytes(struct store *s, uint64_t *total)
-{
-	sqlite3_stmt *st = NULL;
-	int rc;
-
-	rc = sqlite3_prepare_v2(s->wr, "SELECT coalesce(sum(size), 0) FROM entries",
-		-1, &st, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		*total = (uint64_t)sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	return rc == SQLITE_ROW ? 0 : store_step_err(rc);
 }
 
 /* Collects unpinned entries, least recently used first, until dropping them
@@ -554,11 +543,12 @@ static int pick_victims(struct store *s, uint64_t max_bytes, struct victim **out
 {
 	struct victim *list = NULL, *grown;
 	sqlite3_stmt *st = NULL;
-	uint64_t total = 0, size;
+	uint64_t count, total, size;
 	size_t cap = 0;
 	int rc;
 
-	rc = total_bytes(s, &total);
+	/* The writer, inside the caller's transaction, sees what it will drop. */
+	rc = store_count_sizes(s->wr, &count, &total);
 	if (rc < 0 || total <= max_bytes)
 		return rc;
 	rc = sqlite3_prepare_v2(s->wr, "SELECT key, output, size FROM entries"

@@ -511,6 +511,25 @@ static bool only_space(const char *p, const char *end)
 	return true;
 }
 
+/*
+ * True when the payload has a \u0000 escape inside a string: decoded, it
+ * would end the C string early and silently cut a source short. An escape
+ * is one whose backslash is not itself escaped (an odd run of backslashes).
+ */
+static bool has_nul_escape(const char *json, size_t len)
+{
+	for (size_t i = 0; i + 6 <= len; i++) {
+		if (json[i] != '\\' || json[i + 1] != 'u' || memcmp(json + i + 2, "0000", 4) != 0)
+			continue;
+		size_t run = 0;
+		while (run < i && json[i - 1 - run] == '\\')
+			run++;
+		if (run % 2 == 0)
+			return true;
+	}
+	return false;
+}
+
 int msg_request_parse(const char *json, size_t len, struct msg_request *req,
 		      struct msg_error *err)
 {
@@ -539,6 +558,11 @@ int msg_request_parse(const char *json, size_t len, struct msg_request *req,
 	if (get_uint(root, "id", true, MSG_MAX_ID, &id, err) < 0)
 		goto cleanup;
 	req->id = (uint64_t)id;
+	if (has_nul_escape(json, len)) {
+		msg_error_set(err, ERR_BAD_REQUEST, NULL,
+			      "strings may not contain NUL characters (\\u0000)");
+		goto cleanup;
+	}
 
 	op = cJSON_GetObjectItemCaseSensitive(root, "op");
 	if (!op || cJSON_IsNull(op)) {

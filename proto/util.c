@@ -262,6 +262,18 @@ int util_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+/* read(2) that retries when a signal interrupts it. Returns the byte count,
+ * 0 at the end of the file, or a negative errno. */
+static ssize_t read_retry(int fd, void *buf, size_t len)
+{
+	ssize_t n;
+
+	do {
+		n = read(fd, buf, len);
+	} while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
 int util_read_file(const char *path, size_t max, char **out, size_t *outlen)
 {
 	struct stat st;
@@ -307,11 +319,9 @@ int util_read_file(const char *path, size_t max, char **out, size_t *outlen)
 			}
 			buf = nbuf;
 		}
-		n = read(fd, buf + have, cap - have - 1);
+		n = read_retry(fd, buf + have, cap - have - 1);
 		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			rc = -errno;
+			rc = (int)n;
 			goto cleanup;
 		}
 		if (n == 0)
@@ -372,11 +382,9 @@ int util_sha256_file(const char *path, uint8_t out[32])
 		goto cleanup;
 	}
 	for (;;) {
-		n = read(fd, buf, CHUNK);
+		n = read_retry(fd, buf, CHUNK);
 		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			rc = -errno;
+			rc = (int)n;
 			goto cleanup;
 		}
 		if (n == 0)

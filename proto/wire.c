@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -145,28 +146,11 @@ int wire_send_frame(struct wire_conn *c, const char *payload, size_t len)
 	return 0;
 }
 
-/* Closes every descriptor carried by the control messages of mh. */
-static void close_cmsg_fds(struct msghdr *mh)
-{
-	struct cmsghdr *cm;
-	size_t i, n;
-	int fd;
-
-	for (cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (i = 0; i < n; i++) {
-			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-			close(fd);
-		}
-	}
-}
-
 /*
- * Moves the descriptors of mh into the connection's queue. A peer that sends
- * more than the queue holds is broken; those it cannot keep are closed so that
- * nothing leaks, and the caller reports a protocol error.
+ * Moves the descriptors of mh into the queue of c, or closes them all when c
+ * is NULL. A peer that sends more than the queue holds is broken; those it
+ * cannot keep are closed so that nothing leaks, and the caller reports a
+ * protocol error.
  */
 static int queue_cmsg_fds(struct wire_conn *c, struct msghdr *mh)
 {
@@ -180,7 +164,7 @@ static int queue_cmsg_fds(struct wire_conn *c, struct msghdr *mh)
 		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		for (i = 0; i < n; i++) {
 			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-			if (c->nfds < WIRE_MAX_FDS) {
+			if (c && c->nfds < WIRE_MAX_FDS) {
 				c->fds[c->nfds++] = fd;
 			} else {
 				close(fd);
@@ -219,7 +203,7 @@ static int fill_rbuf(struct wire_conn *c)
 	/* With truncated ancillary data some descriptors were lost, so the
 	 * pairing of descriptors and replies can no longer be trusted. */
 	if (mh.msg_flags & MSG_CTRUNC) {
-		close_cmsg_fds(&mh);
+		queue_cmsg_fds(NULL, &mh);
 		return -EPROTO;
 	}
 	rc = queue_cmsg_fds(c, &mh);
@@ -263,6 +247,68 @@ int wire_take_fd(struct wire_conn *c)
 	c->nfds--;
 	memmove(c->fds, c->fds + 1, c->nfds * sizeof(c->fds[0]));
 	return fd;
+}
+
+long wire_sendmsgv(int sock, const struct iovec *iov, size_t iovcnt, int pass_fd)
+{
+	union wire_cmsg_buf cbuf;
+	struct cmsghdr *cm;
+	struct msghdr mh;
+	ssize_t n;
+
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = (struct iovec *)iov;
+	mh.msg_iovlen = iovcnt;
+	if (pass_fd >= 0) {
+		memset(&cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int));
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+	}
+	for (;;) {
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+		if (n >= 0)
+			return (long)n;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+int wire_send_frames(struct wire_conn *c, const char *const *payloads, const size_t *lens, size_t n)
+{
+	size_t total = 0, off = 0;
+	char *buf;
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (lens[i] == 0 || lens[i] > UINT32_MAX)
+			return -EINVAL;
+		total += FRAME_HDR_LEN + lens[i];
+	}
+	buf = malloc(total);
+	if (!buf)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		frame_put_header((uint8_t *)buf + off, (uint32_t)lens[i]);
+		memcpy(buf + off + FRAME_HDR_LEN, payloads[i], lens[i]);
+		off += FRAME_HDR_LEN + lens[i];
+	}
+	for (off = 0; off < total;) {
+		ssize_t w = send(c->fd, buf + off, total - off, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			rc = -errno;
+			break;
+		}
+		off += (size_t)w;
+	}
+	free(buf);
+	return rc;
 }
 
 long wire_sendmsg(int sock, const void *buf, size_t len, int pass_fd)

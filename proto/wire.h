@@ -6,6 +6,7 @@
 #define KILN_PROTO_WIRE_H
 
 #include <stddef.h>
+#include <sys/uio.h>
 
 #include "frame.h"
 
@@ -46,6 +47,13 @@ int wire_recv_frame(struct wire_conn *c, char **out, size_t *outlen);
 
 /* Removes and returns the oldest received descriptor, or -1 when none. */
 int wire_take_fd(struct wire_conn *c);
+
+/* Sends n frames with one write where the socket takes them (a request
+ * pipelined behind hello reaches the daemon in one read). 0 or -errno. */
+int wire_send_frames(struct wire_conn *c, const char *const *payloads, const size_t *lens, size_t n);
+
+/* As wire_sendmsg, for a vector of buffers; pass_fd goes with the first byte. */
+long wire_sendmsgv(int sock, const struct iovec *iov, size_t iovcnt, int pass_fd);
 
 /*
  * Sends len bytes on a non-blocking or blocking socket with sendmsg, attaching

@@ -74,11 +74,14 @@ struct kiln_options {
 };
 
 /*
- * Connects to kilnd and checks the protocol version. socket_path NULL means
+ * Connects to kilnd and sends the protocol handshake. socket_path NULL means
  * $KILN_SOCKET, else $XDG_RUNTIME_DIR/kiln/kilnd.sock, else
  * /tmp/kiln-<uid>/kilnd.sock. With $KILN_AUTOSPAWN=1 a daemon is started when
- * none answers. On success *out owns the connection; free it with kiln_close().
- * On failure *out is NULL and kiln_errmsg(NULL) tells why.
+ * none answers. The handshake's answer is not waited for, so that a fresh
+ * process pays one round trip for its first request, not two: a protocol
+ * version mismatch is reported (KILN_EPROTO) by the first call on the
+ * connection. On success *out owns the connection; free it with
+ * kiln_close(). On failure *out is NULL and kiln_errmsg(NULL) tells why.
  */
 int kiln_open(const char *socket_path, struct kiln **out);
 /* As kiln_open(), with options; opts may be NULL. */
