@@ -138,7 +138,10 @@ static int store_init(struct kilnd *d, char *err, size_t errlen)
 	if (rc != 0)
 		return rc;
 	struct store_reconcile_stats st = { 0 };
-	rc = store_reconcile(d->store, &st);
+	bool clean = store_take_clean_mark(d->store);
+	rc = clean ? store_reconcile_tmp(d->store, &st) : store_reconcile(d->store, &st);
+	if (!clean)
+		log_debug("no clean-stop mark: checked every object in the cache");
 	if (rc != 0) {
 		snprintf(err, errlen, "cannot reconcile the cache in %s: %s", d->cfg->cache_dir, strerror(-rc));
 		return rc;
@@ -223,6 +226,7 @@ int main(int argc, char **argv)
 	instance_ready(0, (long)getpid(), NULL);
 	uv_run(d.loop, UV_RUN_DEFAULT);
 	kilnd_flush_touches(&d);
+	store_mark_clean(d.store);
 	d.exit_code = 0;
 	log_info("stopped");
 out_loop:

@@ -49,8 +49,25 @@ static const char schema_sql[] =
 	"CREATE INDEX entries_rkey ON entries(rkey, last_used);"
 	"CREATE INDEX entries_lru ON entries(last_used, created);"
 	"CREATE TABLE aliases (alias TEXT PRIMARY KEY NOT NULL, key TEXT NOT NULL);"
-	"CREATE INDEX aliases_key ON aliases(key);"
-	"PRAGMA user_version = " STR(STORE_SCHEMA_VERSION) ";";
+	"CREATE INDEX aliases_key ON aliases(key);";
+
+/*
+ * Version 2: the number of entries and their bytes, kept up to date by
+ * triggers, so that the totals cost one row read instead of a scan of the
+ * whole index (seconds at a million entries). REPLACE fires the delete
+ * trigger only with recursive_triggers on, which every writer sets.
+ */
+static const char schema_v2_sql[] =
+	"CREATE TABLE totals (id INTEGER PRIMARY KEY CHECK (id = 1),"
+	" entries INTEGER NOT NULL, bytes INTEGER NOT NULL);"
+	"INSERT INTO totals SELECT 1, count(*), coalesce(sum(size), 0) FROM entries;"
+	"CREATE TRIGGER totals_insert AFTER INSERT ON entries BEGIN"
+	" UPDATE totals SET entries = entries + 1, bytes = bytes + NEW.size WHERE id = 1; END;"
+	"CREATE TRIGGER totals_delete AFTER DELETE ON entries BEGIN"
+	" UPDATE totals SET entries = entries - 1, bytes = bytes - OLD.size WHERE id = 1; END;"
+	"CREATE TRIGGER totals_size AFTER UPDATE OF size ON entries BEGIN"
+	" UPDATE totals SET bytes = bytes - OLD.size + NEW.size WHERE id = 1; END;"
+	"PRAGMA user_version = 2;";
 
 /* Column order shared by every entry query (see row_to_entry). An alias is
  * replaced by delete and insert, so the highest rowid is the newest one. */
@@ -204,8 +221,8 @@ static int check_version(const char *path, int version, char *err, size_t errlen
 		return -EPROTONOSUPPORT;
 	}
 	if (version < STORE_SCHEMA_VERSION) {
-		set_err(err, errlen, "%s is not initialized (schema version %d)",
-			path, version);
+		set_err(err, errlen, "%s has schema version %d; start kilnd once to upgrade it to %d",
+			path, version, STORE_SCHEMA_VERSION);
 		return -ENOENT;
 	}
 	return 0;
@@ -238,9 +255,16 @@ static int open_writer(struct store *s, const char *path, char *err, size_t errl
 		set_err(err, errlen, "cannot use %s: %s", path, sqlite3_errmsg(s->wr));
 		return rc;
 	}
-	rc = read_user_version(s->wr, &version);
-	if (rc == 0 && version == 0)
+	if (rc == 0)
+		rc = store_exec(s->wr, "PRAGMA recursive_triggers = ON");
+	rc = rc == 0 ? read_user_version(s->wr, &version) : rc;
+	if (rc == 0 && version == 0) {
 		rc = store_exec(s->wr, schema_sql);
+		s->fresh_index = true;
+	}
+	/* Upgrades run in this transaction: all of them or none. */
+	if (rc == 0 && version <= 1)
+		rc = store_exec(s->wr, schema_v2_sql);
 	else if (rc == 0)
 		rc = check_version(path, version, err, errlen);
 	if (rc == 0)
@@ -788,8 +812,7 @@ int store_count_sizes(sqlite3 *db, uint64_t *entries, uint64_t *bytes)
 
 	*entries = 0;
 	*bytes = 0;
-	rc = sqlite3_prepare_v2(db, "SELECT count(*), coalesce(sum(size), 0) FROM entries",
-		-1, &st, NULL);
+	rc = sqlite3_prepare_v2(db, "SELECT entries, bytes FROM totals WHERE id = 1", -1, &st, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {

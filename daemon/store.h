@@ -20,7 +20,7 @@
 
 #include <cjson/cJSON.h>
 
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 
 struct store;
 
@@ -127,5 +127,12 @@ int store_evict(struct store *s, uint64_t max_bytes, uint64_t *removed, uint64_t
 int store_rm_tree(const char *path);
 /* Start-up repair, before anything else uses the store (see the stats). */
 int store_reconcile(struct store *s, struct store_reconcile_stats *st);
+/* After a clean stop: only empties tmp/. */
+int store_reconcile_tmp(struct store *s, struct store_reconcile_stats *st);
+/* Marks a clean stop (the daemon's last write before it exits). */
+int store_mark_clean(struct store *s);
+/* True when the last daemon stopped cleanly; removes the mark (durably), so
+ * that a crash from now on means a full reconcile at the next start. */
+bool store_take_clean_mark(struct store *s);
 
 #endif

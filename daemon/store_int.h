@@ -16,6 +16,7 @@
 #include "store.h"
 
 struct store {
+	bool fresh_index;     /* the schema was created by this open */
 	char *dir;
 	char *objects;          /* <dir>/objects */
 	char *logs;             /* <dir>/logs */

@@ -585,6 +585,69 @@ static int scan_objects(struct recon *r)
 	return rc;
 }
 
+/*
+ * The clean-stop mark: a daemon that stopped gracefully leaves nothing half
+ * done, so the next start needs to empty tmp/ only, not to stat every object
+ * (seconds at a million entries). The mark is removed, durably, before the
+ * daemon serves, so a crash afterwards means a full reconcile next time.
+ */
+static char *clean_mark(const struct store *s)
+{
+	char *path = NULL;
+	if (asprintf(&path, "%s/clean-stop", s->dir) < 0)
+		return NULL;
+	return path;
+}
+
+int store_mark_clean(struct store *s)
+{
+	char *path = clean_mark(s);
+	int fd, rc = 0;
+
+	if (s->readonly)
+		return -EROFS;
+	if (!path)
+		return -ENOMEM;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || fsync(fd) != 0)
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	free(path);
+	return rc;
+}
+
+bool store_take_clean_mark(struct store *s)
+{
+	char *path = clean_mark(s);
+	bool clean = false;
+
+	if (path && !s->readonly && unlink(path) == 0) {
+		int dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		/* Only a removal that is on disk may skip the full check. */
+		clean = dfd >= 0 && fsync(dfd) == 0;
+		if (dfd >= 0)
+			close(dfd);
+	}
+	free(path);
+	/* A new index (the old one was lost) must adopt the objects it lacks. */
+	return clean && !s->fresh_index;
+}
+
+int store_reconcile_tmp(struct store *s, struct store_reconcile_stats *st)
+{
+	struct recon r = { .s = s, .st = st };
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	if (s->readonly)
+		return -EROFS;
+	pthread_mutex_lock(&s->wlock);
+	rc = clean_tmp(&r);
+	pthread_mutex_unlock(&s->wlock);
+	return rc;
+}
+
 int store_reconcile(struct store *s, struct store_reconcile_stats *st)
 {
 	struct recon r = { .s = s, .st = st };

@@ -890,6 +890,73 @@ START_TEST(test_schema_newer)
 }
 END_TEST
 
+/* The totals follow every write, and a version 1 index gets them on open. */
+START_TEST(test_totals_kept)
+{
+	char a[65], b[65], err[256] = "";
+	uint64_t n, bytes;
+	struct store_entry e;
+	struct store *s = open_store(0);
+
+	hexkey("tot-a", a);
+	hexkey("tot-b", b);
+	ck_assert_int_eq(put(s, a, a, NULL, "12345", 1), 0);
+	ck_assert_int_eq(put(s, b, b, NULL, "123", 1), 0);
+	ck_assert_int_eq(store_totals(s, &n, &bytes), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_uint_eq(bytes, 8);
+	/* Publishing a key again replaces its row: counted once. */
+	fill_entry(&e, a, a, NULL, 3);
+	char *path = write_tmp(s, "12345");
+	ck_assert_int_eq(store_publish(s, &e, path), 0);
+	free(path);
+	ck_assert_int_eq(store_totals(s, &n, &bytes), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_uint_eq(bytes, 8);
+	ck_assert_int_eq(store_remove(s, b), 0);
+	ck_assert_int_eq(store_totals(s, &n, &bytes), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(bytes, 5);
+	store_close(s);
+
+	/* Back to version 1 (no totals table), as an older kiln left it. */
+	sql("DROP TRIGGER totals_insert; DROP TRIGGER totals_delete; DROP TRIGGER totals_size;"
+	    " DROP TABLE totals; PRAGMA user_version = 1");
+	s = NULL;
+	ck_assert_int_eq(store_open(dir, STORE_READONLY, &s, err, sizeof(err)), -ENOENT);
+	ck_assert_ptr_nonnull(strstr(err, "upgrade"));
+	ck_assert_int_eq(store_open(dir, 0, &s, err, sizeof(err)), 0);
+	ck_assert_int_eq(store_totals(s, &n, &bytes), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(bytes, 5);
+	store_close(s);
+}
+END_TEST
+
+/* A clean stop lets the next start skip the full check, once; a lost index
+ * or a crash (no mark) never does. */
+START_TEST(test_clean_mark)
+{
+	char *idx = NULL;
+	struct store *s = open_store(0);
+
+	ck_assert(!store_take_clean_mark(s));   /* a fresh index */
+	ck_assert_int_eq(store_mark_clean(s), 0);
+	store_close(s);
+	s = open_store(0);
+	ck_assert(store_take_clean_mark(s));
+	ck_assert(!store_take_clean_mark(s));   /* taken: a crash now means a full check */
+	ck_assert_int_eq(store_mark_clean(s), 0);
+	store_close(s);
+	ck_assert_int_ge(asprintf(&idx, "%s/index.db", dir), 0);
+	ck_assert_int_eq(unlink(idx), 0);
+	free(idx);
+	s = open_store(0);
+	ck_assert(!store_take_clean_mark(s));   /* the index was lost */
+	store_close(s);
+}
+END_TEST
+
 #define THREADS 8
 #define PER_THREAD 16
 
@@ -971,6 +1038,8 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_reconcile);
 	tcase_add_test(tc, test_readonly);
 	tcase_add_test(tc, test_schema_newer);
+	tcase_add_test(tc, test_totals_kept);
+	tcase_add_test(tc, test_clean_mark);
 	tcase_add_test(tc, test_concurrent_writers);
 	suite_add_tcase(su, tc);
 	return su;
