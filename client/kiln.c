@@ -26,7 +26,6 @@ static void kiln_free(struct kiln *k)
 {
 	lib_conn_stop(k);
 	lib_prog_fini(k);
-	pthread_rwlock_destroy(&k->table_lock);
 	pthread_mutex_destroy(&k->load_lock);
 	pthread_mutex_destroy(&k->connect_lock);
 	pthread_cond_destroy(&k->cond);
@@ -79,7 +78,6 @@ int kiln_open_with(const struct kiln_options *opts, struct kiln **out)
 	pthread_cond_init(&k->cond, NULL);
 	pthread_mutex_init(&k->connect_lock, NULL);
 	pthread_mutex_init(&k->load_lock, NULL);
-	pthread_rwlock_init(&k->table_lock, NULL);
 	atomic_init(&k->next_id, 1);
 	atomic_init(&k->requests, 0);
 	atomic_init(&k->local_hits, 0);

@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "kiln/kiln.h"
+#include "lib_alias.h"
 #include "msg.h"
 #include "util.h"
 
@@ -49,11 +50,11 @@ struct kiln {
 	atomic_uint_least64_t next_id;
 
 	/* The program table (lib_prog.c). load_lock serialises loads and
-	 * guards by_key; table_lock guards by_alias, which the fast path reads. */
+	 * guards by_key and the writers of by_alias, which the fast path
+	 * reads without a lock (lib_alias.c). */
 	pthread_mutex_t load_lock;
-	pthread_rwlock_t table_lock;
-	struct table *by_key;    /* key -> struct kiln_program, owns them */
-	struct table *by_alias;  /* alias -> struct kiln_program, borrowed */
+	struct table *by_key;       /* key -> struct kiln_program, owns them */
+	struct alias_map by_alias;  /* alias -> struct kiln_program, borrowed */
 
 	atomic_uint_least64_t requests;
 	atomic_uint_least64_t local_hits;

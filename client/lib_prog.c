@@ -39,8 +39,7 @@ static void prog_free(void *v)
 int lib_prog_init(struct kiln *k)
 {
 	k->by_key = table_new();
-	k->by_alias = table_new();
-	if (!k->by_key || !k->by_alias) {
+	if (!k->by_key || alias_map_init(&k->by_alias) != 0) {
 		lib_prog_fini(k);
 		return lib_err_set(KILN_ENOMEM, "out of memory");
 	}
@@ -49,22 +48,16 @@ int lib_prog_init(struct kiln *k)
 
 void lib_prog_fini(struct kiln *k)
 {
-	if (k->by_alias)
-		table_free(k->by_alias, NULL);
+	if (atomic_load(&k->by_alias.cur) != NULL)
+		alias_map_fini(&k->by_alias);
 	if (k->by_key)
 		table_free(k->by_key, prog_free);
-	k->by_alias = NULL;
 	k->by_key = NULL;
 }
 
 struct kiln_program *lib_prog_by_alias(struct kiln *k, const char *alias)
 {
-	struct kiln_program *p;
-
-	pthread_rwlock_rdlock(&k->table_lock);
-	p = table_get(k->by_alias, alias);
-	pthread_rwlock_unlock(&k->table_lock);
-	return p;
+	return alias_map_get(&k->by_alias, alias);
 }
 
 /*
@@ -169,9 +162,7 @@ int lib_prog_from_reply(struct kiln *k, const cJSON *reply, int fd, const char *
 	if (alias) {
 		/* A failed insert only costs a later IPC round trip, so the
 		 * loaded program is still returned. */
-		pthread_rwlock_wrlock(&k->table_lock);
-		(void)table_put(k->by_alias, alias, p, NULL);
-		pthread_rwlock_unlock(&k->table_lock);
+		(void)alias_map_put(&k->by_alias, alias, p);
 	}
 	*out = p;
 out:

@@ -40,7 +40,7 @@ static inline uint64_t mum(uint64_t a, uint64_t b)
 #endif
 }
 
-static uint64_t hash_key(const char *key, size_t len)
+uint64_t table_hash(const char *key, size_t len)
 {
 	static const uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull;
 	const char *p = key;
@@ -113,7 +113,7 @@ static struct table_slot *find(const struct table *t, const char *key, size_t le
 void *table_get(const struct table *t, const char *key)
 {
 	size_t len = strlen(key);
-	struct table_slot *s = find(t, key, len, hash_key(key, len));
+	struct table_slot *s = find(t, key, len, table_hash(key, len));
 
 	return s->key ? s->val : NULL;
 }
@@ -144,7 +144,7 @@ static int grow(struct table *t)
 int table_put(struct table *t, const char *key, void *val, void **old)
 {
 	size_t len = strlen(key);
-	uint64_t h = hash_key(key, len);
+	uint64_t h = table_hash(key, len);
 	struct table_slot *s = find(t, key, len, h);
 	char *copy;
 	int rc;
@@ -179,7 +179,7 @@ int table_put(struct table *t, const char *key, void *val, void **old)
 void *table_del(struct table *t, const char *key)
 {
 	size_t len = strlen(key);
-	struct table_slot *s = find(t, key, len, hash_key(key, len));
+	struct table_slot *s = find(t, key, len, table_hash(key, len));
 	size_t i, j, home;
 	void *val;
 

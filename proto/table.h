@@ -7,8 +7,12 @@
 #define KILN_PROTO_TABLE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct table;
+
+/* The table's string hash (64-bit, fast, not cryptographic). */
+uint64_t table_hash(const char *key, size_t len);
 
 struct table *table_new(void);
 /* Frees the table and its key copies; calls free_val (may be NULL) on values. */
