@@ -102,6 +102,18 @@ void kiln_close(struct kiln *k);
 int kiln_get(struct kiln *k, const struct kiln_request *req, struct kiln_program **out);
 
 /*
+ * Gets n programs at once: all n requests are in flight together, so the
+ * daemon builds the missing ones in parallel (up to its --jobs) instead of
+ * one after another. out[i] receives program i (NULL when it failed);
+ * status, when not NULL, receives each request's code. Returns KILN_OK when
+ * every request succeeded, else the code of the first failing one (by
+ * index), with its text, prefixed "request I: ", in kiln_errmsg(). Uses up
+ * to 64 threads internally. Thread-safe.
+ */
+int kiln_get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
+		  struct kiln_program **out, int *status);
+
+/*
  * Looks an alias up (in this process first, then in the daemon) and loads
  * the artifact; never builds. Returns KILN_ENOTFOUND on a miss. Thread-safe.
  */

@@ -306,6 +306,67 @@ START_TEST(threads_share_one_connection)
 }
 END_TEST
 
+#define BATCH 8
+
+/*
+ * One process asks for a batch with kiln_get_many: the requests are in
+ * flight together, so with --jobs 2 two compilers run at once, not one
+ * after another; a broken program among them fails alone, with its text.
+ */
+START_TEST(get_many_fills_the_slots)
+{
+	char wrapper[HARNESS_PATH], log[HARNESS_PATH], toolchain[HARNESS_PATH + 8];
+	struct kiln_request reqs[BATCH];
+	struct kiln_source srcs[BATCH];
+	struct kiln_program *out[BATCH];
+	int status[BATCH];
+	char *texts[BATCH];
+	struct harness_wrapper_log wl;
+	struct kiln *k;
+
+	harness_write_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(log, "wrapper.log"),
+			      NULL, 0.3);
+	snprintf(toolchain, sizeof(toolchain), "cc=%s", wrapper);
+	harness_start("--jobs", "2", "--toolchain", toolchain, NULL);
+	for (int i = 0; i < BATCH; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "batch_%d", i);
+		texts[i] = i == 5 ? strdup("int kiln_test_value(void) { return undeclared_thing; }\n")
+				  : harness_program(name, 2000 + i);
+		harness_request(&reqs[i], &srcs[i], "batch.c", texts[i]);
+	}
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	ck_assert_int_eq(kiln_get_many(k, reqs, BATCH, out, status), KILN_EBUILD);
+	ck_assert_msg(strstr(kiln_errmsg(k), "request 5") != NULL, "%s", kiln_errmsg(k));
+	ck_assert_msg(strstr(kiln_errmsg(k), "undeclared_thing") != NULL, "%s", kiln_errmsg(k));
+	for (int i = 0; i < BATCH; i++) {
+		if (i == 5) {
+			ck_assert_int_eq(status[i], KILN_EBUILD);
+			ck_assert_ptr_null(out[i]);
+			continue;
+		}
+		ck_assert_msg(status[i] == KILN_OK, "request %d: %s", i, kiln_strerror(status[i]));
+		int (*fn)(void);
+		*(void **)&fn = kiln_sym(out[i], "kiln_test_value");
+		ck_assert_ptr_nonnull(fn);
+		ck_assert_int_eq(fn(), 2000 + i);
+	}
+	harness_wrapper_log_read(log, &wl);
+	ck_assert_int_eq(wl.starts, BATCH);
+	ck_assert_msg(wl.max_overlap == 2, "at most %d compilers ran at once, expected 2",
+		      wl.max_overlap);
+	/* Asked again, every good one is a local hit or a cached get. */
+	ck_assert_int_eq(kiln_get_many(k, reqs, BATCH, out, status), KILN_EBUILD);
+	harness_wrapper_log_read(log, &wl);
+	ck_assert_int_eq(wl.starts, BATCH + 1);   /* only the broken one again */
+	kiln_close(k);
+	harness_stop();
+	for (int i = 0; i < BATCH; i++)
+		free(texts[i]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("concurrency");
@@ -316,5 +377,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("threads", threads_share_one_connection, 90));
 	suite_add_tcase(s, harness_tcase("unresolved", unresolved_symbol_fails_the_build, 60));
 	suite_add_tcase(s, harness_tcase("timeout", build_timeout_kills_the_compiler, 60));
+	suite_add_tcase(s, harness_tcase("get_many", get_many_fills_the_slots, 120));
 	return harness_main(s);
 }
