@@ -1,7 +1,7 @@
 /*
  * Small helpers shared by the daemon, libkiln and the CLI: human sizes and
  * ages, the default socket and cache paths, directories, whole-file reads and
- * SHA-256 digests (through OpenSSL's EVP interface).
+ * hex. Digests live in digest.c.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -14,7 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
 
 #include "util.h"
 
@@ -264,7 +263,7 @@ int util_write_all(int fd, const void *buf, size_t len)
 
 /* read(2) that retries when a signal interrupts it. Returns the byte count,
  * 0 at the end of the file, or a negative errno. */
-static ssize_t read_retry(int fd, void *buf, size_t len)
+ssize_t util_read_retry(int fd, void *buf, size_t len)
 {
 	ssize_t n;
 
@@ -319,7 +318,7 @@ int util_read_file(const char *path, size_t max, char **out, size_t *outlen)
 			}
 			buf = nbuf;
 		}
-		n = read_retry(fd, buf + have, cap - have - 1);
+		n = util_read_retry(fd, buf + have, cap - have - 1);
 		if (n < 0) {
 			rc = (int)n;
 			goto cleanup;
@@ -354,52 +353,6 @@ void util_hex(const uint8_t *in, size_t n, char *out)
 		out[2 * i + 1] = digits[in[i] & 0xf];
 	}
 	out[2 * n] = '\0';
-}
-
-void util_sha256(const void *buf, size_t len, uint8_t out[32])
-{
-	/* EVP_Digest fails only when OpenSSL cannot allocate. A wrong digest
-	 * would silently poison a content-addressed cache, so stop instead. */
-	if (EVP_Digest(buf, len, out, NULL, EVP_sha256(), NULL) != 1)
-		abort();
-}
-
-int util_sha256_file(const char *path, uint8_t out[32])
-{
-	enum { CHUNK = 1 << 17 };
-	EVP_MD_CTX *ctx = NULL;
-	char *buf = NULL;
-	ssize_t n;
-	int fd, rc;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	buf = malloc(CHUNK);
-	ctx = EVP_MD_CTX_new();
-	if (!buf || !ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
-		rc = -ENOMEM;
-		goto cleanup;
-	}
-	for (;;) {
-		n = read_retry(fd, buf, CHUNK);
-		if (n < 0) {
-			rc = (int)n;
-			goto cleanup;
-		}
-		if (n == 0)
-			break;
-		if (EVP_DigestUpdate(ctx, buf, (size_t)n) != 1) {
-			rc = -ENOMEM;
-			goto cleanup;
-		}
-	}
-	rc = EVP_DigestFinal_ex(ctx, out, NULL) == 1 ? 0 : -ENOMEM;
-cleanup:
-	EVP_MD_CTX_free(ctx);
-	free(buf);
-	close(fd);
-	return rc;
 }
 
 uint64_t util_now_ns(void)

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define KILN_KEY_HEX 64
 
@@ -36,7 +37,10 @@ int util_read_file(const char *path, size_t max, char **out, size_t *outlen);
 
 /* Lower-case hex of n bytes into out (2n + 1 bytes). */
 void util_hex(const uint8_t *in, size_t n, char *out);
-/* SHA-256 of buf into out (32 bytes). */
+/* read() that retries EINTR: bytes read, 0 at end of file, or -errno. */
+ssize_t util_read_retry(int fd, void *buf, size_t len);
+
+/* SHA-256 of buf into out (32 bytes; proto/digest.c, which needs libcrypto). */
 void util_sha256(const void *buf, size_t len, uint8_t out[32]);
 /* SHA-256 of a file's content. Returns 0 or a negative errno. */
 int util_sha256_file(const char *path, uint8_t out[32]);

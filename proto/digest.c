@@ -1,0 +1,58 @@
+/*
+ * SHA-256 digests through OpenSSL's EVP interface. Apart from util.c so that
+ * libkiln, which needs none, does not pull libcrypto into every rank.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "util.h"
+
+void util_sha256(const void *buf, size_t len, uint8_t out[32])
+{
+	/* EVP_Digest fails only when OpenSSL cannot allocate. A wrong digest
+	 * would silently poison a content-addressed cache, so stop instead. */
+	if (EVP_Digest(buf, len, out, NULL, EVP_sha256(), NULL) != 1)
+		abort();
+}
+
+int util_sha256_file(const char *path, uint8_t out[32])
+{
+	enum { CHUNK = 1 << 17 };
+	EVP_MD_CTX *ctx = NULL;
+	char *buf = NULL;
+	ssize_t n;
+	int fd, rc;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	buf = malloc(CHUNK);
+	ctx = EVP_MD_CTX_new();
+	if (!buf || !ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
+		rc = -ENOMEM;
+		goto cleanup;
+	}
+	for (;;) {
+		n = util_read_retry(fd, buf, CHUNK);
+		if (n < 0) {
+			rc = (int)n;
+			goto cleanup;
+		}
+		if (n == 0)
+			break;
+		if (EVP_DigestUpdate(ctx, buf, (size_t)n) != 1) {
+			rc = -ENOMEM;
+			goto cleanup;
+		}
+	}
+	rc = EVP_DigestFinal_ex(ctx, out, NULL) == 1 ? 0 : -ENOMEM;
+cleanup:
+	EVP_MD_CTX_free(ctx);
+	free(buf);
+	close(fd);
+	return rc;
+}
+
