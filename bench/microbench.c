@@ -4,7 +4,10 @@
  *   1. get+load of a cached program in a fresh process, against one Unix
  *      socket round trip plus a bare dlopen of the same file;
  *   2. a repeated kiln_lookup in one process, against dlopen(RTLD_NOLOAD).
- * Usage: microbench SOCKET [ROUNDS]. kilnd must be running on SOCKET.
+ * Usage: microbench SOCKET [ROUNDS] [--lookups N] [--json]. kilnd must be
+ * running on SOCKET. This process never loads the program itself: a child
+ * gets it once (so it is cached), then ROUNDS fresh children per side, the
+ * two sides alternating, each load it for the first time in their life.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -43,32 +46,38 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Runs fn in a fresh child process `rounds` times; returns the median seconds
- * the child reported for the measured part. */
-static double median_in_children(int rounds, double (*fn)(const char *), const char *arg)
+/* Runs fn in a fresh child process; returns the seconds the child reported
+ * for the measured part (-1 on failure). */
+static double in_child(double (*fn)(const char *), const char *arg)
 {
-	double *t = calloc((size_t)rounds, sizeof(*t));
-	for (int i = 0; i < rounds; i++) {
-		int fds[2];
-		if (pipe(fds) != 0)
-			exit(1);
-		pid_t pid = fork();
-		if (pid == 0) {
-			double v = fn(arg);
-			if (write(fds[1], &v, sizeof(v)) != sizeof(v))
-				_exit(1);
-			_exit(0);
-		}
-		close(fds[1]);
-		if (read(fds[0], &t[i], sizeof(t[i])) != sizeof(t[i]))
-			t[i] = -1;
-		close(fds[0]);
-		waitpid(pid, NULL, 0);
+	int fds[2];
+	double t = -1;
+	if (pipe(fds) != 0)
+		exit(1);
+	pid_t pid = fork();
+	if (pid == 0) {
+		double v = fn(arg);
+		if (write(fds[1], &v, sizeof(v)) != sizeof(v))
+			_exit(1);
+		_exit(0);
 	}
-	qsort(t, (size_t)rounds, sizeof(*t), cmp_double);
-	double m = t[rounds / 2];
-	free(t);
-	return m;
+	close(fds[1]);
+	if (read(fds[0], &t, sizeof(t)) != sizeof(t))
+		t = -1;
+	close(fds[0]);
+	waitpid(pid, NULL, 0);
+	return t;
+}
+
+struct dist {
+	double min, median, p90, max;
+};
+
+static struct dist summarize(double *t, int n)
+{
+	qsort(t, (size_t)n, sizeof(*t), cmp_double);
+	struct dist d = { t[0], t[n / 2], t[(int)(n * 0.9)], t[n - 1] };
+	return d;
 }
 
 static double warm_get(const char *sock)
@@ -112,46 +121,113 @@ static double bare(const char *unused)
 	return t;
 }
 
+/* Gets the program in a child, so that this process never loads it (the
+ * children forked later must load it themselves, as a fresh process would),
+ * and returns its path. */
+static char *artifact_in_child(const char *sock)
+{
+	static char path[4096];
+	int fds[2];
+	if (pipe(fds) != 0)
+		return NULL;
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct kiln *k;
+		struct kiln_program *p;
+		if (kiln_open(sock, &k) != 0 || get_program(k, &p) != 0) {
+			fprintf(stderr, "microbench: %s\n", kiln_errmsg(NULL));
+			_exit(1);
+		}
+		const char *ap = kiln_program_path(p);
+		if (write(fds[1], ap, strlen(ap)) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	close(fds[1]);
+	ssize_t n = read(fds[0], path, sizeof(path) - 1);
+	close(fds[0]);
+	int status;
+	waitpid(pid, &status, 0);
+	if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return NULL;
+	path[n] = '\0';
+	return path;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc < 2) {
-		fprintf(stderr, "usage: microbench SOCKET [ROUNDS]\n");
+	const char *sock = NULL;
+	int rounds = 51, json = 0, nargs = 0;
+	long n = 2000000;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0)
+			json = 1;
+		else if (strcmp(argv[i], "--lookups") == 0 && i + 1 < argc)
+			n = atol(argv[++i]);
+		else if (nargs++ == 0)
+			sock = argv[i];
+		else
+			rounds = atoi(argv[i]);
+	}
+	if (sock == NULL || rounds < 1 || n < 1) {
+		fprintf(stderr, "usage: microbench SOCKET [ROUNDS] [--lookups N] [--json]\n");
 		return 2;
 	}
-	const char *sock = argv[1];
-	int rounds = argc > 2 ? atoi(argv[2]) : 51;
+	artifact_path = artifact_in_child(sock);
+	if (artifact_path == NULL) {
+		fprintf(stderr, "microbench: cannot get the program from kilnd at %s\n", sock);
+		return 1;
+	}
+
+	/* Both sides alternate, one fresh process each, so that drift on a
+	 * busy machine hits them alike. */
+	double *tk = calloc((size_t)rounds, sizeof(double));
+	double *tb = calloc((size_t)rounds, sizeof(double));
+	for (int i = 0; i < rounds; i++) {
+		tk[i] = in_child(warm_get, sock);
+		tb[i] = in_child(bare, NULL);
+		if (tk[i] < 0 || tb[i] < 0) {
+			fprintf(stderr, "microbench: a measuring child failed\n");
+			return 1;
+		}
+	}
+	struct dist dk = summarize(tk, rounds), db = summarize(tb, rounds);
+
 	struct kiln *k;
-	struct kiln_program *p;
+	struct kiln_program *p, *q;
 	if (kiln_open(sock, &k) != 0 || get_program(k, &p) != 0) {
 		fprintf(stderr, "microbench: %s\n", kiln_errmsg(NULL));
 		return 1;
 	}
-	artifact_path = kiln_program_path(p);
-
-	double kiln_t = median_in_children(rounds, warm_get, sock);
-	double bare_t = median_in_children(rounds, bare, NULL);
-	printf("warm get+load, fresh process : %8.1f us (median of %d)\n", kiln_t * 1e6, rounds);
-	printf("baseline round trip + dlopen : %8.1f us\n", bare_t * 1e6);
-	printf("ratio                        : %8.2f\n", kiln_t / bare_t);
-
-	const int n = 2000000;
-	struct kiln_program *q;
 	double t0 = now_s();
-	for (int i = 0; i < n; i++) {
+	for (long i = 0; i < n; i++) {
 		if (kiln_lookup(k, "bench:sum", &q) != 0)
 			return 1;
 	}
-	double lookup_ns = (now_s() - t0) / n * 1e9;
+	double lookup_ns = (now_s() - t0) / (double)n * 1e9;
 	t0 = now_s();
-	for (int i = 0; i < n; i++) {
+	for (long i = 0; i < n; i++) {
 		void *h = dlopen(artifact_path, RTLD_NOW | RTLD_NOLOAD);
 		if (h == NULL)
 			return 1;
 		dlclose(h);
 	}
-	double noload_ns = (now_s() - t0) / n * 1e9;
+	double noload_ns = (now_s() - t0) / (double)n * 1e9;
+	kiln_close(k);
+	if (json) {
+		printf("{\"rounds\":%d,\"warm_get_us\":{\"min\":%.2f,\"median\":%.2f,\"p90\":%.2f,"
+		       "\"max\":%.2f},\"baseline_us\":{\"min\":%.2f,\"median\":%.2f,\"p90\":%.2f,"
+		       "\"max\":%.2f},\"ratio\":%.3f,\"lookups\":%ld,\"lookup_ns\":%.2f,"
+		       "\"noload_ns\":%.2f}\n",
+		       rounds, dk.min * 1e6, dk.median * 1e6, dk.p90 * 1e6, dk.max * 1e6,
+		       db.min * 1e6, db.median * 1e6, db.p90 * 1e6, db.max * 1e6,
+		       dk.median / db.median, n, lookup_ns, noload_ns);
+		return 0;
+	}
+	printf("warm get+load, fresh process : %8.1f us (median of %d)\n", dk.median * 1e6, rounds);
+	printf("baseline round trip + dlopen : %8.1f us\n", db.median * 1e6);
+	printf("ratio                        : %8.2f\n", dk.median / db.median);
 	printf("repeated kiln_lookup         : %8.1f ns/call\n", lookup_ns);
 	printf("dlopen(RTLD_NOLOAD)+dlclose  : %8.1f ns/call\n", noload_ns);
-	kiln_close(k);
 	return 0;
 }
