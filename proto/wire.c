@@ -313,35 +313,10 @@ int wire_send_frames(struct wire_conn *c, const char *const *payloads, const siz
 
 long wire_sendmsg(int sock, const void *buf, size_t len, int pass_fd)
 {
-	union wire_cmsg_buf cbuf;
-	struct cmsghdr *cm;
-	struct iovec iov;
-	struct msghdr mh;
-	ssize_t n;
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
 
 	/* A descriptor needs at least one byte of data to travel with. */
 	if (len == 0 && pass_fd >= 0)
 		return -EINVAL;
-	iov.iov_base = (void *)buf;
-	iov.iov_len = len;
-	memset(&mh, 0, sizeof(mh));
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	if (pass_fd >= 0) {
-		memset(&cbuf, 0, sizeof(cbuf));
-		mh.msg_control = cbuf.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int));
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
-	}
-	for (;;) {
-		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
-		if (n >= 0)
-			return (long)n;
-		if (errno != EINTR)
-			return -errno;
-	}
+	return wire_sendmsgv(sock, &iov, 1, pass_fd);
 }
