@@ -182,7 +182,9 @@ void harness_wrapper_log_read(const char *log, struct harness_wrapper_log *out)
 			ev[nev++] = (struct wrapper_event){ ns, -1 };
 		}
 	}
-	qsort(ev, nev, sizeof(*ev), event_cmp);
+	/* qsort's array may not be NULL, even for no elements (an empty log). */
+	if (nev > 0)
+		qsort(ev, nev, sizeof(*ev), event_cmp);
 	for (size_t i = 0; i < nev; i++) {
 		cur += ev[i].delta;
 		if (cur > out->max_overlap)
