@@ -177,7 +177,7 @@ static int request_args(const struct kiln_request *req)
  * req: m must not be freed with msg_request_free; m->sources is malloc'd and
  * owned by the caller).
  */
-static int request_build(const struct kiln_request *req, struct msg_request *m)
+int lib_request_build(const struct kiln_request *req, struct msg_request *m)
 {
 	char why[256];
 	size_t i, j;
@@ -259,7 +259,7 @@ int kiln_get(struct kiln *k, const struct kiln_request *req, struct kiln_program
 			return 0;
 		}
 	}
-	rc = request_build(req, &m);
+	rc = lib_request_build(req, &m);
 	if (rc == 0)
 		rc = kiln_fetch(k, &m, req->alias, out);
 	free(m.sources);

@@ -251,30 +251,39 @@ static void conn_deliver_locked(struct kiln *k, struct lib_conn *c, uint64_t id,
 		close(fd);
 }
 
-/* Waits until slot is done, taking the reader baton when it is free. */
-static void conn_wait_locked(struct kiln *k, struct lib_conn *c, struct lib_slot *slot)
+/*
+ * One turn of waiting, with k->lock held: reads and delivers one reply when
+ * the reader baton is free, else sleeps until a reply arrives or the baton is
+ * put down.
+ */
+static void conn_wait_turn_locked(struct kiln *k, struct lib_conn *c)
 {
 	char msg[sizeof(c->errmsg)];
 	cJSON *reply;
 	uint64_t id;
 	int fd, rc;
 
-	while (!slot->done) {
-		if (c->reading) {
-			pthread_cond_wait(&k->cond, &k->lock);
-			continue;
-		}
-		c->reading = true;
-		pthread_mutex_unlock(&k->lock);
-		rc = conn_read_one(k, c, &reply, &id, &fd, msg, sizeof(msg));
-		pthread_mutex_lock(&k->lock);
-		c->reading = false;
-		if (rc < 0)
-			conn_break_locked(k, c, rc, msg);
-		else
-			conn_deliver_locked(k, c, id, reply, fd);
-		pthread_cond_broadcast(&k->cond);
+	if (c->reading) {
+		pthread_cond_wait(&k->cond, &k->lock);
+		return;
 	}
+	c->reading = true;
+	pthread_mutex_unlock(&k->lock);
+	rc = conn_read_one(k, c, &reply, &id, &fd, msg, sizeof(msg));
+	pthread_mutex_lock(&k->lock);
+	c->reading = false;
+	if (rc < 0)
+		conn_break_locked(k, c, rc, msg);
+	else
+		conn_deliver_locked(k, c, id, reply, fd);
+	pthread_cond_broadcast(&k->cond);
+}
+
+/* Waits until slot is done, taking the reader baton when it is free. */
+static void conn_wait_locked(struct kiln *k, struct lib_conn *c, struct lib_slot *slot)
+{
+	while (!slot->done)
+		conn_wait_turn_locked(k, c);
 }
 
 /* Prepares hello on a connection nobody else sees yet: it goes out with the
@@ -511,6 +520,31 @@ void lib_conn_stop(struct kiln *k)
 }
 
 /*
+ * Registers n reply slots on c, in order, before their requests are written.
+ * A broken connection refuses them: then *unsent is set (nothing was written)
+ * and the status code returned, with the error text set.
+ */
+static int conn_register(struct kiln *k, struct lib_conn *c, struct lib_slot *slots, size_t n,
+			 bool *unsent)
+{
+	int rc = 0;
+
+	*unsent = false;
+	pthread_mutex_lock(&k->lock);
+	if (c->broken) {
+		*unsent = true;
+		rc = lib_err_set(c->err, "%s", c->errmsg);
+	} else {
+		for (size_t i = n; i-- > 0;) {
+			slots[i].next = c->slots;
+			c->slots = &slots[i];
+		}
+	}
+	pthread_mutex_unlock(&k->lock);
+	return rc;
+}
+
+/*
  * One attempt of a call on one connection. Returns 0 with slot->reply set, or
  * a status code. *unsent is set when the request provably did not reach a
  * live daemon (the write failed), which makes a retry on a new connection safe.
@@ -521,17 +555,9 @@ static int conn_call_once(struct kiln *k, struct lib_conn *c, const char *payloa
 	char msg[sizeof(c->errmsg)];
 	int rc;
 
-	*unsent = false;
-	pthread_mutex_lock(&k->lock);
-	if (c->broken) {
-		*unsent = true;
-		rc = lib_err_set(c->err, "%s", c->errmsg);
-		pthread_mutex_unlock(&k->lock);
+	rc = conn_register(k, c, slot, 1, unsent);
+	if (rc < 0)
 		return rc;
-	}
-	slot->next = c->slots;
-	c->slots = slot;
-	pthread_mutex_unlock(&k->lock);
 
 	pthread_mutex_lock(&c->send_lock);
 	rc = conn_send_locked(k, c, payload, len);
@@ -560,6 +586,196 @@ static int conn_call_once(struct kiln *k, struct lib_conn *c, const char *payloa
 	else
 		rc = 0;
 	pthread_mutex_unlock(&k->lock);
+	return rc;
+}
+
+/*
+ * Batches (kiln_get_many): all frames go out in a few large writes, and the
+ * replies are handed to the caller's function in the order they arrive, so
+ * that a program that is ready is loaded while others still build. One
+ * thread does it all; the daemon sees the requests together, as before.
+ */
+
+/* Frames per write and bytes per write, so that one write's copy stays small. */
+#define BATCH_FRAMES_MAX 256
+#define BATCH_BYTES_MAX ((size_t)1 << 20)
+
+/* Writes frames [0, n) of a batch, behind hello when it has not gone out.
+ * The caller holds c->send_lock. *sent_any tells whether a write succeeded. */
+static int conn_send_batch_locked(struct kiln *k, struct lib_conn *c, char **payloads,
+				  const size_t *lens, size_t n, bool *sent_any)
+{
+	const char *frames[BATCH_FRAMES_MAX + 1];
+	size_t flens[BATCH_FRAMES_MAX + 1];
+	size_t i = 0;
+	int rc = 0;
+
+	*sent_any = false;
+	while (i < n) {
+		size_t nf = 0, bytes = 0;
+		if (c->hello_frame) {
+			frames[nf] = c->hello_frame;
+			flens[nf++] = c->hello_len;
+		}
+		while (i < n && nf < BATCH_FRAMES_MAX && (bytes == 0 || bytes + lens[i] <= BATCH_BYTES_MAX)) {
+			frames[nf] = payloads[i];
+			flens[nf++] = lens[i];
+			bytes += lens[i];
+			i++;
+		}
+		rc = wire_send_frames(&c->wire, frames, flens, nf);
+		if (rc < 0)
+			break;
+		*sent_any = true;
+		if (c->hello_frame) {
+			free(c->hello_frame);
+			c->hello_frame = NULL;
+			atomic_fetch_add(&k->requests, 1);
+		}
+	}
+	return rc;
+}
+
+/*
+ * One attempt of a batch on one connection: registers the slots, writes the
+ * frames, and delivers every reply through fn as it arrives. Returns 0 once
+ * every slot is handled, or a status code when the write failed (then no
+ * slot was handled; *unsent tells whether nothing reached a live daemon).
+ */
+static int conn_batch_once(struct kiln *k, struct lib_conn *c, char **payloads,
+			   const size_t *lens, struct lib_slot *slots, size_t n,
+			   lib_reply_fn fn, void *arg, bool *unsent)
+{
+	char msg[sizeof(c->errmsg)];
+	size_t i, handled = 0, scan = 0;
+	bool sent_any;
+	int rc;
+
+	rc = conn_register(k, c, slots, n, unsent);
+	if (rc < 0)
+		return rc;
+
+	pthread_mutex_lock(&c->send_lock);
+	rc = conn_send_batch_locked(k, c, payloads, lens, n, &sent_any);
+	pthread_mutex_unlock(&c->send_lock);
+
+	pthread_mutex_lock(&k->lock);
+	if (rc < 0) {
+		for (i = 0; i < n; i++)
+			conn_remove_slot_locked(c, &slots[i]);
+		conn_loss_text(k, rc, msg, sizeof(msg));
+		conn_break_locked(k, c, KILN_EIO, msg);
+		*unsent = !sent_any && (rc == -EPIPE || rc == -ECONNRESET || rc == -ENOTCONN);
+		rc = lib_err_set(c->err, "%s", c->errmsg);
+		pthread_mutex_unlock(&k->lock);
+		return rc;
+	}
+	atomic_fetch_add(&k->requests, n);
+	while (handled < n) {
+		struct lib_slot *s = NULL;
+		for (i = 0; i < n; i++) {
+			size_t j = (scan + i) % n;
+			if (slots[j].done && slots[j].id != 0) {
+				s = &slots[j];
+				scan = j;
+				break;
+			}
+		}
+		if (!s) {
+			conn_wait_turn_locked(k, c);
+			continue;
+		}
+		/* A slot's id turns 0 once handled. */
+		s->id = 0;
+		handled++;
+		cJSON *reply = s->reply;
+		int fd = s->fd;
+		s->reply = NULL;
+		s->fd = -1;
+		if (conn_hello_check_locked(k, c) < 0 && reply) {
+			cJSON_Delete(reply);
+			reply = NULL;
+			if (fd >= 0)
+				close(fd);
+			fd = -1;
+		}
+		if (!reply)
+			rc = lib_err_set(c->err, "%s", c->errmsg);
+		else if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "ok")))
+			rc = lib_err_from_reply(reply);
+		else
+			rc = 0;
+		pthread_mutex_unlock(&k->lock);
+		if (rc < 0) {
+			cJSON_Delete(reply);
+			if (fd >= 0)
+				close(fd);
+			fn(arg, (size_t)(s - slots), rc, NULL, -1);
+		} else {
+			fn(arg, (size_t)(s - slots), 0, reply, fd);
+		}
+		pthread_mutex_lock(&k->lock);
+	}
+	pthread_mutex_unlock(&k->lock);
+	return 0;
+}
+
+int lib_conn_call_many(struct kiln *k, struct msg_request *const *reqs, size_t n,
+		       lib_reply_fn fn, void *arg)
+{
+	struct lib_slot *slots = NULL;
+	struct lib_conn *c;
+	char **payloads = NULL;
+	size_t *lens = NULL, i;
+	bool fresh, unsent;
+	int attempt, rc = 0;
+
+	if (n == 0)
+		return 0;
+	slots = calloc(n, sizeof(*slots));
+	payloads = calloc(n, sizeof(*payloads));
+	lens = calloc(n, sizeof(*lens));
+	if (!slots || !payloads || !lens) {
+		rc = lib_err_set(KILN_ENOMEM, "out of memory for a batch of %zu requests", n);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		reqs[i]->id = atomic_fetch_add(&k->next_id, 1);
+		payloads[i] = msg_request_pack(reqs[i], &lens[i]);
+		if (!payloads[i]) {
+			rc = lib_err_set(KILN_ENOMEM, "out of memory packing the %s request",
+					 msg_op_name(reqs[i]->op));
+			goto out;
+		}
+		if (lens[i] > UINT32_MAX) {
+			rc = lib_err_set(KILN_EINVAL,
+					 "request %zu is %zu bytes, over the 4 GiB frame limit", i, lens[i]);
+			goto out;
+		}
+	}
+	for (attempt = 0;; attempt++) {
+		rc = conn_acquire(k, &c, &fresh);
+		if (rc < 0)
+			break;
+		for (i = 0; i < n; i++) {
+			memset(&slots[i], 0, sizeof(slots[i]));
+			slots[i].id = reqs[i]->id;
+			slots[i].fd = -1;
+		}
+		rc = conn_batch_once(k, c, payloads, lens, slots, n, fn, arg, &unsent);
+		conn_unref(k, c);
+		/* As in lib_conn_call: one retry when nothing reached a daemon. */
+		if (rc < 0 && unsent && !fresh && attempt == 0)
+			continue;
+		break;
+	}
+out:
+	if (payloads)
+		for (i = 0; i < n; i++)
+			free(payloads[i]);
+	free(payloads);
+	free(lens);
+	free(slots);
 	return rc;
 }
 

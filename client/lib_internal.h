@@ -88,6 +88,25 @@ void lib_conn_stop(struct kiln *k);
  */
 int lib_conn_call(struct kiln *k, struct msg_request *req, cJSON **reply, int *fd);
 
+/*
+ * The reply to request i of a batch: rc 0 with reply ("ok": true; fn frees it
+ * with cJSON_Delete) and fd (-1 or owned by fn), or a status code with the
+ * thread's error text set, reply NULL and fd -1. Called without locks held.
+ */
+typedef void (*lib_reply_fn)(void *arg, size_t i, int rc, cJSON *reply, int fd);
+/*
+ * Sends the n requests of a batch together (ids are assigned here) and hands
+ * each reply to fn as it arrives, in the calling thread. Returns 0 once fn
+ * has seen every reply, or a status code (with the error text set) when the
+ * batch could not be sent: then fn has seen none.
+ */
+int lib_conn_call_many(struct kiln *k, struct msg_request *const *reqs, size_t n,
+		       lib_reply_fn fn, void *arg);
+
+/* kiln.c: checks a get request with the daemon's rules and fills its wire
+ * form (strings borrowed from req; free m->sources). 0 or a status code. */
+int lib_request_build(const struct kiln_request *req, struct msg_request *m);
+
 /* lib_spawn.c: autospawn. */
 
 /*

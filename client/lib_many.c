@@ -1,53 +1,51 @@
 /*
  * kiln_get_many: a batch of gets in flight at once. A rank that asks for its
  * programs one after another lets the daemon build only one at a time while
- * the other --jobs slots idle; a batch fills them. Each get runs in a worker
- * thread on the shared, pipelined connection (lib_conn.c), so the requests
- * reach the daemon together and each reply wakes its own waiter.
+ * the other --jobs slots idle; a batch fills them. The calling thread packs
+ * every request, writes them together on the shared, pipelined connection
+ * (lib_conn_call_many), and loads each program as its reply arrives, so that
+ * programs already cached are loaded while the others build. No threads:
+ * a warm batch costs the daemon one read and the client a few writes.
  */
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib_internal.h"
 
-#define MANY_THREADS_MAX 64
-
 struct many {
 	struct kiln *k;
 	const struct kiln_request *reqs;
 	struct kiln_program **out;
 	int *status;
+	size_t *index;            /* batch position -> request index */
 	size_t n;
-	atomic_size_t next;
-	pthread_mutex_t lock;
 	size_t first_failed;      /* index of the first failure seen, or n */
 	int first_rc;
 	char msg[4096];           /* its kiln_errmsg, for the calling thread */
 };
 
-static void *many_worker(void *arg)
+static void many_result(struct many *m, size_t i, int rc)
+{
+	if (m->status != NULL)
+		m->status[i] = rc;
+	if (rc != KILN_OK && i < m->first_failed) {
+		m->first_failed = i;
+		m->first_rc = rc;
+		snprintf(m->msg, sizeof(m->msg), "request %zu: %s", i, kiln_errmsg(m->k));
+	}
+}
+
+static void many_reply(void *arg, size_t pos, int rc, cJSON *reply, int fd)
 {
 	struct many *m = arg;
-	for (;;) {
-		size_t i = atomic_fetch_add(&m->next, 1);
-		if (i >= m->n)
-			return NULL;
-		int rc = kiln_get(m->k, &m->reqs[i], &m->out[i]);
-		if (m->status != NULL)
-			m->status[i] = rc;
-		if (rc != KILN_OK) {
-			pthread_mutex_lock(&m->lock);
-			if (i < m->first_failed) {
-				m->first_failed = i;
-				m->first_rc = rc;
-				snprintf(m->msg, sizeof(m->msg), "request %zu: %s", i, kiln_errmsg(m->k));
-			}
-			pthread_mutex_unlock(&m->lock);
-		}
+	size_t i = m->index[pos];
+
+	if (rc == 0) {
+		rc = lib_prog_from_reply(m->k, reply, fd, m->reqs[i].alias, &m->out[i]);
+		cJSON_Delete(reply);
 	}
+	many_result(m, i, rc);
 }
 
 int kiln_get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
@@ -55,25 +53,53 @@ int kiln_get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
 {
 	struct many m = { .k = k, .reqs = reqs, .out = out, .status = status, .n = n,
 			  .first_failed = n };
-	pthread_t threads[MANY_THREADS_MAX];
-	size_t nthreads = n < MANY_THREADS_MAX ? n : MANY_THREADS_MAX, started = 0;
+	struct msg_request *msgs = NULL, **batch = NULL;
+	size_t nbatch = 0, i;
+	int rc;
 
 	if (!k || (n > 0 && (!reqs || !out)))
 		return lib_err_set(KILN_EINVAL, "kiln_get_many: k, reqs and out must not be NULL");
+	if (n == 0)
+		return KILN_OK;
 	memset(out, 0, n * sizeof(*out));
-	atomic_init(&m.next, 0);
-	pthread_mutex_init(&m.lock, NULL);
-	/* The calling thread works too; the others only add parallelism, so a
-	 * thread that cannot be created just means fewer at once. */
-	for (size_t t = 1; t < nthreads; t++) {
-		if (pthread_create(&threads[started], NULL, many_worker, &m) != 0)
-			break;
-		started++;
+	msgs = calloc(n, sizeof(*msgs));
+	batch = calloc(n, sizeof(*batch));
+	m.index = calloc(n, sizeof(*m.index));
+	if (!msgs || !batch || !m.index) {
+		free(msgs);
+		free(batch);
+		free(m.index);
+		return lib_err_set(KILN_ENOMEM, "out of memory for a batch of %zu requests", n);
 	}
-	many_worker(&m);
-	for (size_t t = 0; t < started; t++)
-		pthread_join(threads[t], NULL);
-	pthread_mutex_destroy(&m.lock);
+	for (i = 0; i < n; i++) {
+		/* As kiln_get: a loaded alias needs no IPC. */
+		if (reqs[i].alias) {
+			out[i] = lib_prog_by_alias(k, reqs[i].alias);
+			if (out[i]) {
+				atomic_fetch_add_explicit(&k->local_hits, 1, memory_order_relaxed);
+				many_result(&m, i, KILN_OK);
+				continue;
+			}
+		}
+		rc = lib_request_build(&reqs[i], &msgs[i]);
+		if (rc < 0) {
+			many_result(&m, i, rc);
+			continue;
+		}
+		m.index[nbatch] = i;
+		batch[nbatch++] = &msgs[i];
+	}
+	rc = lib_conn_call_many(k, batch, nbatch, many_reply, &m);
+	if (rc < 0) {
+		/* Nothing was answered: every request of the batch failed alike. */
+		for (i = 0; i < nbatch; i++)
+			many_result(&m, m.index[i], rc);
+	}
+	for (i = 0; i < n; i++)
+		free(msgs[i].sources);
+	free(msgs);
+	free(batch);
+	free(m.index);
 	if (m.first_failed == n)
 		return KILN_OK;
 	return lib_err_set(m.first_rc, "%s", m.msg);

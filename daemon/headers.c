@@ -66,6 +66,7 @@ struct headers {
 	struct table *wds;        /* decimal wd -> struct hdir */
 	struct table *validated;  /* artifact key -> generation + 1 */
 	uintptr_t gen;            /* bumped whenever any header turns dirty */
+	bool stale;               /* a request was read since the last drain */
 };
 
 struct dirty_ctx {
@@ -178,6 +179,7 @@ static void handle_event(struct headers *h, const struct inotify_event *ev)
 static void drain(struct headers *h)
 {
 	char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
+	h->stale = false;
 	for (;;) {
 		ssize_t n = read(h->ifd, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
@@ -383,12 +385,18 @@ static bool dep_valid(struct headers *h, const struct store_dep *dep, bool *cach
 	return memcmp(hs->digest, dep->digest, 32) == 0;
 }
 
+void headers_requests_read(struct kilnd *d)
+{
+	if (d->headers != NULL)
+		d->headers->stale = true;
+}
+
 bool headers_valid(struct kilnd *d, const struct store_entry *e)
 {
 	struct headers *h = d->headers;
 	if (e->ndeps == 0)
 		return true;
-	if (h->ifd >= 0)
+	if (h->ifd >= 0 && h->stale)
 		drain(h);
 	uintptr_t seen = (uintptr_t)table_get(h->validated, e->key);
 	if (seen == h->gen + 1)

@@ -62,7 +62,7 @@ static EVP_MD_CTX *key_begin(const char *what)
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
 	if (md == NULL)
 		abort(); /* Only on ENOMEM; a key cannot be computed without it. */
-	EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+	EVP_DigestInit_ex(md, util_sha256_md(), NULL);
 	char v[64];
 	snprintf(v, sizeof(v), "kiln-%s-%d", what, KEY_FORMAT_VERSION);
 	put_str(md, TAG_VERSION, v);

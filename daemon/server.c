@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "dispatch.h"
+#include "headers.h"
 #include "kilnd.h"
 #include "log.h"
 #include "msg.h"
@@ -129,32 +130,35 @@ static void conn_update_events(struct conn *c)
 	conn_set_events(c, ev);
 }
 
-#define FLUSH_IOV 16
+#define FLUSH_IOV 64
 
 /*
- * Writes as much queued output as the socket takes, several replies per
- * sendmsg (the client then wakes once for hello's reply and its first
- * request's). A descriptor travels with the first byte of the sendmsg that
- * carries its reply, so it arrives with or before that reply's frame, never
- * after; one descriptor per sendmsg keeps that true.
+ * Writes as much queued output as the socket takes, many replies per sendmsg
+ * (a batch of requests read at once is answered with one write, and the
+ * client wakes once). Descriptors travel with the first byte of the sendmsg
+ * that carries the start of their replies, so each arrives with or before its
+ * reply's frame, never after, and in the order of the replies; at most
+ * WIRE_SEND_FDS_MAX go in one sendmsg (what a client is sure to receive).
  */
 static void conn_flush(struct conn *c)
 {
 	while (c->out_head != NULL) {
 		struct iovec iov[FLUSH_IOV];
-		struct outbuf *fd_owner = NULL;
-		size_t n_iov = 0;
+		struct outbuf *owners[WIRE_SEND_FDS_MAX];
+		int fds[WIRE_SEND_FDS_MAX];
+		size_t n_iov = 0, n_fds = 0;
 		for (struct outbuf *o = c->out_head; o != NULL && n_iov < FLUSH_IOV; o = o->next) {
 			if (o->fd >= 0 && o->off == 0) {
-				if (fd_owner != NULL)
+				if (n_fds == WIRE_SEND_FDS_MAX)
 					break;
-				fd_owner = o;
+				owners[n_fds] = o;
+				fds[n_fds++] = o->fd;
 			}
 			iov[n_iov].iov_base = o->data + o->off;
 			iov[n_iov].iov_len = o->len - o->off;
 			n_iov++;
 		}
-		long n = wire_sendmsgv(c->fd, iov, n_iov, fd_owner != NULL ? fd_owner->fd : -1);
+		long n = wire_sendmsgv(c->fd, iov, n_iov, fds, n_fds);
 		if (n == -EAGAIN)
 			break;
 		if (n < 0) {
@@ -162,9 +166,10 @@ static void conn_flush(struct conn *c)
 			conn_kill(c);
 			return;
 		}
-		if (n > 0 && fd_owner != NULL) {
-			close(fd_owner->fd);
-			fd_owner->fd = -1;
+		/* Once any byte went, every descriptor of the sendmsg went with it. */
+		for (size_t i = 0; n > 0 && i < n_fds; i++) {
+			close(owners[i]->fd);
+			owners[i]->fd = -1;
 		}
 		size_t left = (size_t)n;
 		while (c->out_head != NULL && left > 0) {
@@ -280,6 +285,7 @@ static void conn_read_frames(struct conn *c)
 			conn_kill(c);
 			return;
 		}
+		headers_requests_read(c->d);
 		size_t off = 0;
 		while (off < (size_t)n && !c->closing) {
 			char *payload;

@@ -146,6 +146,8 @@ int store_txn_end(struct store *s, int rc)
 		rc = store_exec(s->wr, "COMMIT");
 	if (rc < 0)
 		store_exec(s->wr, "ROLLBACK");
+	else
+		store_changed(s);
 	return rc;
 }
 
@@ -362,6 +364,8 @@ int store_open(const char *cache_dir, int flags, struct store **out, char *err, 
 			goto fail;
 	}
 	rc = open_reader(s, db_path, err, errlen);
+	if (rc == 0)
+		rc = store_hot_init(s);
 	if (rc < 0)
 		goto fail;
 	free(db_path);
@@ -379,6 +383,7 @@ void store_close(struct store *s)
 {
 	if (!s)
 		return;
+	store_hot_fini(s);
 	sqlite3_finalize(s->q_get);
 	sqlite3_finalize(s->q_alias);
 	sqlite3_finalize(s->q_rkey);
@@ -707,20 +712,40 @@ int store_get(struct store *s, const char *key, struct store_entry *e)
 
 int store_get_by_alias(struct store *s, const char *alias, struct store_entry *e)
 {
+	struct store_entry *hit = NULL;
+	uint64_t gen = store_hot_begin(s);
+	size_t n = 0;
+	int rc;
+
 	memset(e, 0, sizeof(*e));
+	rc = store_hot_get(s, STORE_HOT_ALIAS, alias, &hit, &n);
+	if (rc == 0) {
+		*e = hit[0];  /* n is 1 for an alias */
+		free(hit);
+		return 0;
+	}
+	if (rc == -ENOENT)
+		return rc;
 	sqlite3_bind_text(s->q_alias, 1, alias, -1, SQLITE_STATIC);
-	return get_one(s->q_alias, e);
+	rc = get_one(s->q_alias, e);
+	if (rc == 0 || rc == -ENOENT)
+		store_hot_put(s, gen, STORE_HOT_ALIAS, alias, e, rc == 0 ? 1 : 0);
+	return rc;
 }
 
 int store_get_by_rkey(struct store *s, const char *rkey, struct store_entry **out, size_t *n)
 {
+	uint64_t gen = store_hot_begin(s);
 	int rc;
 
-	*out = NULL;
-	*n = 0;
+	rc = store_hot_get(s, STORE_HOT_RKEY, rkey, out, n);
+	if (rc != -EAGAIN)
+		return rc;
 	sqlite3_bind_text(s->q_rkey, 1, rkey, -1, SQLITE_STATIC);
 	rc = get_many(s->q_rkey, out, n);
 	sqlite3_clear_bindings(s->q_rkey);
+	if (rc == 0)
+		store_hot_put(s, gen, STORE_HOT_RKEY, rkey, *out, *n);
 	if (rc == 0 && *n == 0) {
 		free(*out);
 		*out = NULL;

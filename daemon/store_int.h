@@ -7,6 +7,7 @@
 #define KILN_DAEMON_STORE_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,7 +31,26 @@ struct store {
 	sqlite3_stmt *q_rkey;
 	sqlite3_stmt *q_prefix;
 	sqlite3_stmt *q_touch;  /* writer statement, used under wlock */
+	atomic_uint_least64_t gen;  /* bumped after each committed change but touches */
+	struct store_hot *hot;  /* the reader's cache (store_hot.c); NULL read-only */
 };
+
+/* store_hot.c: the reader's cache of lookups by request key and by alias. */
+enum store_hot_kind { STORE_HOT_RKEY, STORE_HOT_ALIAS };
+int store_hot_init(struct store *s);
+void store_hot_fini(struct store *s);
+/* Every committed change of entries or aliases calls this after the commit. */
+void store_changed(struct store *s);
+/* Before a lookup: empties the cache when something changed since it was
+ * filled; returns the counter to pass to store_hot_put. */
+uint64_t store_hot_begin(struct store *s);
+/* A cached answer: 0 with a copy (free with store_entries_free), -ENOENT for
+ * a cached "none", -EAGAIN when not cached. */
+int store_hot_get(struct store *s, enum store_hot_kind kind, const char *name,
+		  struct store_entry **out, size_t *n);
+/* Caches what a lookup begun at gen found (n may be 0), unless stale. */
+void store_hot_put(struct store *s, uint64_t gen, enum store_hot_kind kind, const char *name,
+		   const struct store_entry *list, size_t n);
 
 /* Maps an SQLite result code to a negative errno. */
 int store_sql_errno(int rc);

@@ -443,6 +443,7 @@ static int step_change(struct store *s, sqlite3_stmt *st, int rc)
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
 	sqlite3_finalize(st);
+	store_changed(s);
 	if (rc == SQLITE_DONE)
 		return sqlite3_changes(s->wr) > 0 ? 0 : -ENOENT;
 	return store_step_err(rc);
@@ -489,7 +490,12 @@ int store_touch(struct store *s, const char *const *keys, const int64_t *times,
 		sqlite3_reset(s->q_touch);
 		sqlite3_clear_bindings(s->q_touch);
 	}
-	rc = store_txn_end(s, rc);
+	/* Not store_txn_end: use counts and times are not what the reader's
+	 * cache holds, so a touch must not empty it. */
+	if (rc == 0)
+		rc = store_exec(s->wr, "COMMIT");
+	if (rc < 0)
+		store_exec(s->wr, "ROLLBACK");
 	pthread_mutex_unlock(&s->wlock);
 	return rc;
 }

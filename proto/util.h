@@ -44,6 +44,9 @@ ssize_t util_read_retry(int fd, void *buf, size_t len);
 void util_sha256(const void *buf, size_t len, uint8_t out[32]);
 /* SHA-256 of a file's content. Returns 0 or a negative errno. */
 int util_sha256_file(const char *path, uint8_t out[32]);
+/* OpenSSL's SHA-256 (an EVP_MD), fetched once (digest.c). */
+struct evp_md_st;
+const struct evp_md_st *util_sha256_md(void);
 
 /* Monotonic and wall clocks. */
 uint64_t util_now_ns(void);       /* CLOCK_MONOTONIC */

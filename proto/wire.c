@@ -87,6 +87,7 @@ void wire_conn_init(struct wire_conn *c, int fd, size_t max_frame)
 {
 	c->fd = fd;
 	frame_decoder_init(&c->dec, max_frame);
+	c->rbuf = NULL;
 	c->rlen = 0;
 	c->roff = 0;
 	c->nfds = 0;
@@ -103,6 +104,8 @@ void wire_conn_fini(struct wire_conn *c)
 		close(c->fd);
 	c->fd = -1;
 	frame_decoder_fini(&c->dec);
+	free(c->rbuf);
+	c->rbuf = NULL;
 	c->rlen = 0;
 	c->roff = 0;
 }
@@ -186,8 +189,15 @@ static int fill_rbuf(struct wire_conn *c)
 
 	c->rlen = 0;
 	c->roff = 0;
+	/* Allocated here rather than with the connection: a fresh process
+	 * then faults in only the pages its replies fill, not 64 KiB of zeros. */
+	if (!c->rbuf) {
+		c->rbuf = malloc(WIRE_RBUF);
+		if (!c->rbuf)
+			return -ENOMEM;
+	}
 	iov.iov_base = c->rbuf;
-	iov.iov_len = sizeof(c->rbuf);
+	iov.iov_len = WIRE_RBUF;
 	for (;;) {
 		memset(&mh, 0, sizeof(mh));
 		mh.msg_iov = &iov;
@@ -249,25 +259,27 @@ int wire_take_fd(struct wire_conn *c)
 	return fd;
 }
 
-long wire_sendmsgv(int sock, const struct iovec *iov, size_t iovcnt, int pass_fd)
+long wire_sendmsgv(int sock, const struct iovec *iov, size_t iovcnt, const int *fds, size_t nfds)
 {
 	union wire_cmsg_buf cbuf;
 	struct cmsghdr *cm;
 	struct msghdr mh;
 	ssize_t n;
 
+	if (nfds > WIRE_SEND_FDS_MAX)
+		return -EINVAL;
 	memset(&mh, 0, sizeof(mh));
 	mh.msg_iov = (struct iovec *)iov;
 	mh.msg_iovlen = iovcnt;
-	if (pass_fd >= 0) {
+	if (nfds > 0) {
 		memset(&cbuf, 0, sizeof(cbuf));
 		mh.msg_control = cbuf.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int));
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
 		cm = CMSG_FIRSTHDR(&mh);
 		cm->cmsg_level = SOL_SOCKET;
 		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+		cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
 	}
 	for (;;) {
 		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
@@ -318,5 +330,5 @@ long wire_sendmsg(int sock, const void *buf, size_t len, int pass_fd)
 	/* A descriptor needs at least one byte of data to travel with. */
 	if (len == 0 && pass_fd >= 0)
 		return -EINVAL;
-	return wire_sendmsgv(sock, &iov, 1, pass_fd);
+	return wire_sendmsgv(sock, &iov, 1, &pass_fd, pass_fd >= 0 ? 1 : 0);
 }

@@ -11,13 +11,20 @@
 #include "frame.h"
 
 #define WIRE_MAX_FDS 64
+#define WIRE_RBUF 65536
+/*
+ * The most descriptors one sendmsg may carry. A receiver holds the ones of
+ * one sendmsg (they come with its first byte) plus at most one of a frame
+ * still being read, so WIRE_MAX_FDS leaves room to spare.
+ */
+#define WIRE_SEND_FDS_MAX 16
 
 /* Receive state of one connection: the frame decoder plus descriptors received
  * but not yet claimed by a reply, in arrival order. */
 struct wire_conn {
 	int fd;
 	struct frame_decoder dec;
-	char rbuf[65536];
+	char *rbuf;              /* WIRE_RBUF bytes, allocated by the first read */
 	size_t rlen, roff;       /* bytes read but not yet fed */
 	int fds[WIRE_MAX_FDS];   /* received descriptors, FIFO */
 	size_t nfds;
@@ -52,8 +59,9 @@ int wire_take_fd(struct wire_conn *c);
  * pipelined behind hello reaches the daemon in one read). 0 or -errno. */
 int wire_send_frames(struct wire_conn *c, const char *const *payloads, const size_t *lens, size_t n);
 
-/* As wire_sendmsg, for a vector of buffers; pass_fd goes with the first byte. */
-long wire_sendmsgv(int sock, const struct iovec *iov, size_t iovcnt, int pass_fd);
+/* As wire_sendmsg, for a vector of buffers and up to WIRE_SEND_FDS_MAX
+ * descriptors, which all go with the first byte (-EINVAL for more). */
+long wire_sendmsgv(int sock, const struct iovec *iov, size_t iovcnt, const int *fds, size_t nfds);
 
 /*
  * Sends len bytes on a non-blocking or blocking socket with sendmsg, attaching

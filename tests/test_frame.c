@@ -357,6 +357,58 @@ START_TEST(test_wire_fifo_and_fini)
 }
 END_TEST
 
+START_TEST(test_wire_many_fds_one_sendmsg)
+{
+	struct wire_conn c;
+	struct iovec iov[WIRE_SEND_FDS_MAX];
+	int sv[2], fds[WIRE_SEND_FDS_MAX + 1], i, before;
+	char *frames[WIRE_SEND_FDS_MAX], *out;
+	size_t n;
+
+	before = count_fds();
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	for (i = 0; i < WIRE_SEND_FDS_MAX; i++) {
+		char text[32];
+
+		snprintf(text, sizeof(text), "{\"i\":%d}", i);
+		frames[i] = frame_encode(text, strlen(text), &n);
+		iov[i].iov_base = frames[i];
+		iov[i].iov_len = n;
+		fds[i] = temp_file();
+	}
+	fds[WIRE_SEND_FDS_MAX] = temp_file();
+	/* More than a receiver is sure to hold in one go is refused. */
+	ck_assert_int_eq(wire_sendmsgv(sv[0], iov, 1, fds, WIRE_SEND_FDS_MAX + 1), -EINVAL);
+	ck_assert_int_gt(wire_sendmsgv(sv[0], iov, WIRE_SEND_FDS_MAX, fds, WIRE_SEND_FDS_MAX), 0);
+	wire_conn_init(&c, sv[1], 0);
+	/* Every frame finds its own descriptor, in order. */
+	for (i = 0; i < WIRE_SEND_FDS_MAX; i++) {
+		char want[32];
+		struct stat a, b;
+		int got;
+
+		ck_assert_int_eq(wire_recv_frame(&c, &out, NULL), 0);
+		snprintf(want, sizeof(want), "{\"i\":%d}", i);
+		ck_assert_str_eq(out, want);
+		free(out);
+		got = wire_take_fd(&c);
+		ck_assert_int_ge(got, 0);
+		ck_assert_int_eq(fstat(fds[i], &a), 0);
+		ck_assert_int_eq(fstat(got, &b), 0);
+		ck_assert_uint_eq(a.st_ino, b.st_ino);
+		close(got);
+	}
+	ck_assert_int_eq(wire_take_fd(&c), -1);
+	wire_conn_fini(&c);
+	close(sv[0]);
+	for (i = 0; i <= WIRE_SEND_FDS_MAX; i++)
+		close(fds[i]);
+	for (i = 0; i < WIRE_SEND_FDS_MAX; i++)
+		free(frames[i]);
+	ck_assert_int_eq(count_fds(), before);
+}
+END_TEST
+
 START_TEST(test_wire_ctrunc)
 {
 	enum { N = WIRE_MAX_FDS + 1 };
@@ -544,6 +596,7 @@ static Suite *frame_suite(void)
 
 	tcase_add_test(tw, test_wire_pass_fd);
 	tcase_add_test(tw, test_wire_fifo_and_fini);
+	tcase_add_test(tw, test_wire_many_fds_one_sendmsg);
 	tcase_add_test(tw, test_wire_ctrunc);
 	tcase_add_test(tw, test_wire_sendmsg_nonblocking);
 	tcase_add_test(tw, test_wire_large_frame);

@@ -107,8 +107,9 @@ int kiln_get(struct kiln *k, const struct kiln_request *req, struct kiln_program
  * one after another. out[i] receives program i (NULL when it failed);
  * status, when not NULL, receives each request's code. Returns KILN_OK when
  * every request succeeded, else the code of the first failing one (by
- * index), with its text, prefixed "request I: ", in kiln_errmsg(). Uses up
- * to 64 threads internally. Thread-safe.
+ * index), with its text, prefixed "request I: ", in kiln_errmsg(). The
+ * calling thread writes all requests at once and loads each program as its
+ * reply arrives (no threads are created). Thread-safe.
  */
 int kiln_get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
 		  struct kiln_program **out, int *status);

@@ -246,6 +246,117 @@ START_TEST(alias_fast_path_makes_no_ipc)
 }
 END_TEST
 
+/* A fresh process's view: a new handle, so nothing is answered locally. */
+static int fresh_value(const char *alias, int *value)
+{
+	struct kiln_program *p = NULL;
+	struct kiln *k = NULL;
+	int (*fn)(void);
+	int rc;
+
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	rc = kiln_lookup(k, alias, &p);
+	if (rc == KILN_OK) {
+		*(void **)&fn = kiln_sym(p, "kiln_test_value");
+		ck_assert_ptr_nonnull(fn);
+		*value = fn();
+	}
+	kiln_close(k);
+	return rc;
+}
+
+/*
+ * kilnd keeps hits in memory (daemon/store_hot.c); every change of the index
+ * must show at once: a removed entry is a miss and is rebuilt, an alias that
+ * moves answers with its new target, a miss turns into a hit once built.
+ */
+START_TEST(daemon_hit_cache_follows_changes)
+{
+	char key_a[72], key_b[72];
+	struct kiln *k = NULL;
+	int value = 0;
+	cJSON *st;
+
+	harness_start(NULL);
+	/* A cached miss first: the alias does not exist yet. */
+	ck_assert_int_eq(fresh_value("it:hot", &value), KILN_ENOTFOUND);
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	harness_get_program(k, "hot_a", 501, "it:hot", key_a);
+	kiln_close(k);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(fresh_value("it:hot", &value), KILN_OK);
+		ck_assert_int_eq(value, 501);
+	}
+	/* The alias moves to another program. */
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	harness_get_program(k, "hot_b", 502, "it:hot", key_b);
+	kiln_close(k);
+	ck_assert_int_eq(fresh_value("it:hot", &value), KILN_OK);
+	ck_assert_int_eq(value, 502);
+	/* Removed: a lookup misses, and the same get builds it again. */
+	cli_ok("rm", key_b, NULL);
+	ck_assert_int_eq(fresh_value("it:hot", &value), KILN_ENOTFOUND);
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	harness_get_program(k, "hot_b", 502, "it:hot", key_b);
+	kiln_close(k);
+	ck_assert_int_eq(fresh_value("it:hot", &value), KILN_OK);
+	ck_assert_int_eq(value, 502);
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "builds_started"), 3);
+	cJSON_Delete(st);
+	harness_stop();
+}
+END_TEST
+
+#define WIDE_BATCH 60
+
+/*
+ * A warm batch larger than the descriptors one sendmsg carries: every
+ * program still arrives with its own descriptor (kilnd sends several per
+ * write, libkiln pairs them with replies in order).
+ */
+START_TEST(warm_batch_pairs_descriptors_with_replies)
+{
+	struct kiln_request reqs[WIDE_BATCH];
+	struct kiln_source srcs[WIDE_BATCH];
+	struct kiln_program *out[WIDE_BATCH];
+	int status[WIDE_BATCH];
+	char *texts[WIDE_BATCH];
+	struct kiln *k;
+	int (*fn)(void);
+
+	harness_start("--jobs", "2", NULL);
+	for (int i = 0; i < WIDE_BATCH; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "wide_%d", i);
+		texts[i] = harness_program(name, 3000 + i);
+		harness_request(&reqs[i], &srcs[i], "wide.c", texts[i]);
+	}
+	/* Cold in one process, then warm in a fresh one (no local hits). */
+	for (int round = 0; round < 2; round++) {
+		ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+		ck_assert_msg(kiln_get_many(k, reqs, WIDE_BATCH, out, status) == KILN_OK, "%s",
+			      kiln_errmsg(k));
+		for (int i = 0; i < WIDE_BATCH; i++) {
+			ck_assert_int_eq(status[i], KILN_OK);
+			*(void **)&fn = kiln_sym(out[i], "kiln_test_value");
+			ck_assert_ptr_nonnull(fn);
+			ck_assert_int_eq(fn(), 3000 + i);
+			ck_assert_int_ge(kiln_program_fd(out[i]), 0);
+		}
+		kiln_close(k);
+	}
+	cJSON *st = harness_status();
+	ck_assert_int_eq(harness_num(st, "builds_started"), WIDE_BATCH);
+	ck_assert_int_ge(harness_num(st, "hits"), WIDE_BATCH);
+	cJSON_Delete(st);
+	harness_stop();
+	for (int i = 0; i < WIDE_BATCH; i++)
+		free(texts[i]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cache");
@@ -254,5 +365,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("max_size", max_size_evicts_least_recent_but_not_pinned, 90));
 	suite_add_tcase(s, harness_tcase("recent_use", gc_counts_a_use_just_made, 60));
 	suite_add_tcase(s, harness_tcase("fast_path", alias_fast_path_makes_no_ipc, 60));
+	suite_add_tcase(s, harness_tcase("hit_cache", daemon_hit_cache_follows_changes, 60));
+	suite_add_tcase(s, harness_tcase("wide_batch", warm_batch_pairs_descriptors_with_replies, 180));
 	return harness_main(s);
 }

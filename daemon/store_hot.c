@@ -1,0 +1,229 @@
+/*
+ * The reader's hot cache: what store_get_by_rkey and store_get_by_alias found
+ * (or did not find), kept in memory so that a repeated hit costs no SQLite
+ * read transaction (two file locks, a B-tree walk and a row decode each).
+ *
+ * Correctness rests on one counter, s->gen, which every committed change of
+ * entries or aliases bumps after its commit (store_changed); touches, which
+ * change only use counts and times, do not. Each lookup first compares the
+ * counter with the one the cache was filled under and empties the cache when
+ * they differ; a lookup that misses the cache reads the counter before its
+ * SQLite query, so a result that a concurrent commit made stale is flushed by
+ * the next lookup, never served twice. The cache therefore never answers
+ * with anything older than a plain read just before the commit would have.
+ *
+ * Only the daemon's store (the one writer while it runs) caches; a read-only
+ * store of the CLI cannot see another process's commits in the counter.
+ * Memory is bounded: past HOT_BYTES_MAX the cache is emptied and refills.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+#include "store_int.h"
+#include "table.h"
+
+#define HOT_BYTES_MAX ((size_t)4 << 20)
+
+/* A cached answer: the entries found (n may be 0: a cached miss). */
+struct hot_val {
+	struct store_entry *list;
+	size_t n;
+};
+
+struct store_hot {
+	struct table *rkey;   /* rkey -> struct hot_val */
+	struct table *alias;  /* alias -> struct hot_val (n 0 or 1) */
+	uint64_t gen;         /* s->gen the contents were read under */
+	size_t bytes;         /* rough size of the contents */
+};
+
+static void hot_val_free(void *p)
+{
+	struct hot_val *v = p;
+
+	if (v) {
+		store_entries_free(v->list, v->n);
+		free(v);
+	}
+}
+
+static void hot_clear(struct store_hot *h)
+{
+	table_free(h->rkey, hot_val_free);
+	table_free(h->alias, hot_val_free);
+	h->rkey = table_new();
+	h->alias = table_new();
+	h->bytes = 0;
+}
+
+int store_hot_init(struct store *s)
+{
+	if (s->readonly)
+		return 0;
+	s->hot = calloc(1, sizeof(*s->hot));
+	if (!s->hot)
+		return -ENOMEM;
+	hot_clear(s->hot);
+	if (!s->hot->rkey || !s->hot->alias) {
+		store_hot_fini(s);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void store_hot_fini(struct store *s)
+{
+	if (!s->hot)
+		return;
+	table_free(s->hot->rkey, hot_val_free);
+	table_free(s->hot->alias, hot_val_free);
+	free(s->hot);
+	s->hot = NULL;
+}
+
+void store_changed(struct store *s)
+{
+	atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
+}
+
+uint64_t store_hot_begin(struct store *s)
+{
+	uint64_t g = atomic_load_explicit(&s->gen, memory_order_acquire);
+
+	if (s->hot && s->hot->gen != g) {
+		hot_clear(s->hot);
+		s->hot->gen = g;
+	}
+	return g;
+}
+
+static char *dup_or_null(const char *p, bool *ok)
+{
+	char *d;
+
+	if (!p)
+		return NULL;
+	d = strdup(p);
+	if (!d)
+		*ok = false;
+	return d;
+}
+
+static size_t entry_bytes(const struct store_entry *e)
+{
+	size_t b = sizeof(*e) + 128, i;
+
+	for (i = 0; i < e->ndeps; i++)
+		b += sizeof(e->deps[i]) + (e->deps[i].path ? strlen(e->deps[i].path) + 1 : 0);
+	return b;
+}
+
+/* Deep copy of src into dst; 0 or -ENOMEM (dst is then empty). */
+static int entry_copy(struct store_entry *dst, const struct store_entry *src)
+{
+	bool ok = true;
+	size_t i;
+
+	*dst = *src;
+	dst->deps = NULL;
+	dst->ndeps = 0;
+	dst->alias = dup_or_null(src->alias, &ok);
+	dst->label = dup_or_null(src->label, &ok);
+	dst->toolchain = dup_or_null(src->toolchain, &ok);
+	dst->output = dup_or_null(src->output, &ok);
+	dst->args_json = dup_or_null(src->args_json, &ok);
+	dst->sources_json = dup_or_null(src->sources_json, &ok);
+	if (ok && src->ndeps > 0) {
+		dst->deps = calloc(src->ndeps, sizeof(*dst->deps));
+		if (!dst->deps)
+			ok = false;
+		for (i = 0; ok && i < src->ndeps; i++) {
+			dst->deps[i] = src->deps[i];
+			dst->deps[i].path = dup_or_null(src->deps[i].path, &ok);
+			dst->ndeps = i + 1;
+		}
+	}
+	if (!ok) {
+		store_entry_free(dst);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int list_copy(const struct store_entry *src, size_t n, struct store_entry **out)
+{
+	struct store_entry *list;
+	size_t i;
+
+	*out = NULL;
+	if (n == 0)
+		return 0;
+	list = calloc(n, sizeof(*list));
+	if (!list)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		if (entry_copy(&list[i], &src[i]) < 0) {
+			store_entries_free(list, i);
+			return -ENOMEM;
+		}
+	}
+	*out = list;
+	return 0;
+}
+
+static struct table *hot_table(struct store *s, enum store_hot_kind kind)
+{
+	return kind == STORE_HOT_RKEY ? s->hot->rkey : s->hot->alias;
+}
+
+int store_hot_get(struct store *s, enum store_hot_kind kind, const char *name,
+		  struct store_entry **out, size_t *n)
+{
+	const struct hot_val *v;
+
+	*out = NULL;
+	*n = 0;
+	if (!s->hot)
+		return -EAGAIN;
+	v = table_get(hot_table(s, kind), name);
+	if (!v)
+		return -EAGAIN;
+	if (v->n == 0)
+		return -ENOENT;
+	if (list_copy(v->list, v->n, out) < 0)
+		return -EAGAIN;   /* let SQLite answer instead */
+	*n = v->n;
+	return 0;
+}
+
+void store_hot_put(struct store *s, uint64_t gen, enum store_hot_kind kind, const char *name,
+		   const struct store_entry *list, size_t n)
+{
+	struct hot_val *v;
+	void *old = NULL;
+	size_t bytes = strlen(name) + sizeof(*v) + 64, i;
+
+	/* A commit since the query began: the answer may be stale already. */
+	if (!s->hot || gen != s->hot->gen)
+		return;
+	for (i = 0; i < n; i++)
+		bytes += entry_bytes(&list[i]);
+	if (bytes > HOT_BYTES_MAX / 16)
+		return;
+	if (s->hot->bytes + bytes > HOT_BYTES_MAX)
+		hot_clear(s->hot);
+	v = calloc(1, sizeof(*v));
+	if (!v || list_copy(list, n, &v->list) < 0) {
+		free(v);
+		return;
+	}
+	v->n = n;
+	if (!hot_table(s, kind) || table_put(hot_table(s, kind), name, v, &old) < 0) {
+		hot_val_free(v);
+		return;
+	}
+	hot_val_free(old);
+	s->hot->bytes += bytes;
+}
