@@ -60,6 +60,10 @@ static void hot_clear(struct store_hot *h)
 
 int store_hot_init(struct store *s)
 {
+#ifdef KILN_NO_HOT_CACHE
+	/* For A/B measurements of the cache only. */
+	return 0;
+#endif
 	if (s->readonly)
 		return 0;
 	s->hot = calloc(1, sizeof(*s->hot));
