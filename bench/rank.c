@@ -48,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -96,6 +97,14 @@ static double now_s(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* CPU time of the whole process (all threads), user + system. */
+static double cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
@@ -676,6 +685,7 @@ int main(int argc, char **argv)
 		}
 	}
 	wait_start();
+	double c0 = cpu_s();
 	double t0 = now_s();
 	if (opt.mode == M_KILN && kiln_open(opt.socket, &kh) != KILN_OK) {
 		fprintf(stderr, "rank %d: kiln_open: %s\n", opt.rank, kiln_errmsg(NULL));
@@ -686,14 +696,16 @@ int main(int argc, char **argv)
 		run_programs();
 	}
 	double t1 = now_s();
+	double c1 = cpu_s();
 	struct kiln_stats st = { 0 };
 	if (kh != NULL)
 		kiln_get_stats(kh, &st);
 	printf("{\"rank\":%d,\"mode\":\"%s\",\"programs\":%zu,\"jobs\":%d,\"start\":%.9f,"
 	       "\"many\":%d,\"end\":%.9f,\"wall_s\":%.9f,\"compiled\":%d,\"links\":%d,\"errors\":%d,"
-	       "\"requests\":%llu,\"local_hits\":%llu,\"loads\":%llu,\"checksum\":%.6g}\n",
+	       "\"cpu_s\":%.6f,\"requests\":%llu,\"local_hits\":%llu,\"loads\":%llu,"
+	       "\"checksum\":%.6g}\n",
 	       opt.rank, mode_names[opt.mode], nprogs, opt.jobs, t0, opt.many, t1, t1 - t0,
-	       atomic_load(&compiled), atomic_load(&links), atomic_load(&errors),
+	       atomic_load(&compiled), atomic_load(&links), atomic_load(&errors), c1 - c0,
 	       (unsigned long long)st.requests, (unsigned long long)st.local_hits,
 	       (unsigned long long)st.loads, checksum);
 	fflush(stdout);

@@ -74,6 +74,7 @@ static const struct {
 	{ "builds_ok", "builds ok", F_INT },
 	{ "builds_failed", "builds failed", F_INT },
 	{ "joined", "joined", F_INT },
+	{ "need_sources", "sources asked", F_INT },
 	{ "in_flight", "in flight", F_INT },
 	{ "queued", "queued", F_INT },
 };

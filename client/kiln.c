@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lib_internal.h"
+#include "sha256.h"
 #include "validate.h"
 
 #ifndef KILN_BINDIR
@@ -142,7 +143,16 @@ static int request_source(const struct kiln_source *s, size_t i, struct msg_sour
 				   s->name, (size_t)(nul - s->text));
 	m->text = (char *)s->text;
 	m->len = s->len ? s->len : strlen(s->text);
+	/* By digest first: a warm hit then costs neither side the text. */
+	sha256_buf(m->text, m->len, m->digest);
+	m->has_digest = true;
 	return 0;
+}
+
+void lib_request_with_text(struct msg_request *m)
+{
+	for (size_t i = 0; i < m->nsources; i++)
+		m->sources[i].has_digest = false;
 }
 
 /* Checks the request's arguments with the daemon's rules and text. */
@@ -262,6 +272,12 @@ int kiln_get(struct kiln *k, const struct kiln_request *req, struct kiln_program
 	rc = lib_request_build(req, &m);
 	if (rc == 0)
 		rc = kiln_fetch(k, &m, req->alias, out);
+	if (rc == LIB_ENEEDSRC) {
+		lib_request_with_text(&m);
+		rc = kiln_fetch(k, &m, req->alias, out);
+		if (rc == LIB_ENEEDSRC)
+			rc = lib_err_set(KILN_EPROTO, "kilnd asked for the text of sources it was sent");
+	}
 	free(m.sources);
 	return rc;
 }

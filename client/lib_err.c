@@ -110,6 +110,8 @@ int lib_err_map(enum msg_err err)
 	case ERR_BAD_FRAME:
 	case ERR_BAD_JSON:
 		return KILN_EPROTO;
+	case ERR_NEED_SOURCES:
+		return LIB_ENEEDSRC;
 	case ERR_IO:
 	case ERR_INTERNAL:
 	case ERR__COUNT:

@@ -103,9 +103,18 @@ typedef void (*lib_reply_fn)(void *arg, size_t i, int rc, cJSON *reply, int fd);
 int lib_conn_call_many(struct kiln *k, struct msg_request *const *reqs, size_t n,
 		       lib_reply_fn fn, void *arg);
 
+/*
+ * A daemon's answer that a get by digest missed (need_sources): internal to
+ * the library, which then sends the text; never returned to callers.
+ */
+#define LIB_ENEEDSRC (-1000)
+
 /* kiln.c: checks a get request with the daemon's rules and fills its wire
- * form (strings borrowed from req; free m->sources). 0 or a status code. */
+ * form (strings borrowed from req; free m->sources). 0 or a status code.
+ * Inline sources go by digest (msg_source.has_digest): a hit needs no text.
+ * lib_request_with_text turns them back into text for the second try. */
 int lib_request_build(const struct kiln_request *req, struct msg_request *m);
+void lib_request_with_text(struct msg_request *m);
 
 /* lib_spawn.c: autospawn. */
 

@@ -6,6 +6,8 @@
  * (lib_conn_call_many), and loads each program as its reply arrives, so that
  * programs already cached are loaded while the others build. No threads:
  * a warm batch costs the daemon one read and the client a few writes.
+ * Sources go by digest first; the requests that kilnd answers need_sources
+ * (it has no entry for them) go again, with their text, as a second batch.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,9 @@ struct many {
 	struct kiln_program **out;
 	int *status;
 	size_t *index;            /* batch position -> request index */
+	bool *again;              /* by request index: kilnd asked for the text */
+	size_t nagain;
+	bool with_text;           /* this batch already carries the text */
 	size_t n;
 	size_t first_failed;      /* index of the first failure seen, or n */
 	int first_rc;
@@ -41,11 +46,31 @@ static void many_reply(void *arg, size_t pos, int rc, cJSON *reply, int fd)
 	struct many *m = arg;
 	size_t i = m->index[pos];
 
+	if (rc == LIB_ENEEDSRC && !m->with_text) {
+		m->again[i] = true;
+		m->nagain++;
+		return;
+	}
+	if (rc == LIB_ENEEDSRC)
+		rc = lib_err_set(KILN_EPROTO, "kilnd asked for the text of sources it was sent");
 	if (rc == 0) {
 		rc = lib_prog_from_reply(m->k, reply, fd, m->reqs[i].alias, &m->out[i]);
 		cJSON_Delete(reply);
 	}
 	many_result(m, i, rc);
+}
+
+/* Sends one batch; 0, or the status that every request of it failed with. */
+static int many_send(struct many *m, struct msg_request *const *batch, size_t nbatch)
+{
+	int rc = lib_conn_call_many(m->k, batch, nbatch, many_reply, m);
+
+	if (rc < 0) {
+		/* Nothing was answered: every request of the batch failed alike. */
+		for (size_t i = 0; i < nbatch; i++)
+			many_result(m, m->index[i], rc);
+	}
+	return rc;
 }
 
 int kiln_get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
@@ -65,10 +90,12 @@ int kiln_get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
 	msgs = calloc(n, sizeof(*msgs));
 	batch = calloc(n, sizeof(*batch));
 	m.index = calloc(n, sizeof(*m.index));
-	if (!msgs || !batch || !m.index) {
+	m.again = calloc(n, sizeof(*m.again));
+	if (!msgs || !batch || !m.index || !m.again) {
 		free(msgs);
 		free(batch);
 		free(m.index);
+		free(m.again);
 		return lib_err_set(KILN_ENOMEM, "out of memory for a batch of %zu requests", n);
 	}
 	for (i = 0; i < n; i++) {
@@ -89,17 +116,25 @@ int kiln_get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
 		m.index[nbatch] = i;
 		batch[nbatch++] = &msgs[i];
 	}
-	rc = lib_conn_call_many(k, batch, nbatch, many_reply, &m);
-	if (rc < 0) {
-		/* Nothing was answered: every request of the batch failed alike. */
-		for (i = 0; i < nbatch; i++)
-			many_result(&m, m.index[i], rc);
+	rc = many_send(&m, batch, nbatch);
+	if (rc == 0 && m.nagain > 0) {
+		nbatch = 0;
+		for (i = 0; i < n; i++) {
+			if (!m.again[i])
+				continue;
+			lib_request_with_text(&msgs[i]);
+			m.index[nbatch] = i;
+			batch[nbatch++] = &msgs[i];
+		}
+		m.with_text = true;
+		many_send(&m, batch, nbatch);
 	}
 	for (i = 0; i < n; i++)
 		free(msgs[i].sources);
 	free(msgs);
 	free(batch);
 	free(m.index);
+	free(m.again);
 	if (m.first_failed == n)
 		return KILN_OK;
 	return lib_err_set(m.first_rc, "%s", m.msg);

@@ -26,6 +26,7 @@ struct build_input {
 	size_t nsrc;
 	const struct toolchain *tc;
 	char rkey[65];
+	bool by_digest;             /* a source came as a digest: keyed, not buildable */
 };
 
 void build_input_free(struct build_input *in);

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "build.h"
 #include "build_int.h"
 #include "dispatch.h"
+#include "fdcache.h"
 #include "headers.h"
 #include "kilnd.h"
 #include "log.h"
@@ -45,6 +47,67 @@ static void send_ok(struct conn *c, cJSON *r)
 	conn_reply(c, r, -1);
 }
 
+/* Appends s to buf as a JSON string; false when it does not fit. */
+static bool put_json_str(char *buf, size_t cap, size_t *off, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = *off;
+	if (o + 1 >= cap)
+		return false;
+	buf[o++] = '"';
+	for (; *s != '\0'; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (o + 7 >= cap)
+			return false;
+		if (ch == '"' || ch == '\\') {
+			buf[o++] = '\\';
+			buf[o++] = (char)ch;
+		} else if (ch < 0x20) {
+			memcpy(buf + o, "\\u00", 4);
+			buf[o + 4] = hex[ch >> 4];
+			buf[o + 5] = hex[ch & 15];
+			o += 6;
+		} else {
+			buf[o++] = (char)ch;
+		}
+	}
+	buf[o++] = '"';
+	*off = o;
+	return true;
+}
+
+/*
+ * The reply to a hit, printed directly: it is the one reply on the warm path,
+ * and cJSON would allocate a node per member and print each number with
+ * sprintf and check it with sscanf. Returns its length, or 0 when it does
+ * not fit (a cache directory path near PATH_MAX full of escapes).
+ */
+static size_t hit_reply_text(char *buf, size_t cap, uint64_t id, const struct store_entry *e,
+			     const char *path)
+{
+	size_t off;
+	int n = snprintf(buf, cap, "{\"id\":%llu,\"ok\":true,\"key\":\"%s\",\"path\":",
+			 (unsigned long long)id, e->key);
+	if (n < 0 || (size_t)n >= cap)
+		return 0;
+	off = (size_t)n;
+	if (!put_json_str(buf, cap, &off, path))
+		return 0;
+	n = snprintf(buf + off, cap - off, ",\"output\":");
+	if (n < 0 || (size_t)n >= cap - off)
+		return 0;
+	off += (size_t)n;
+	if (!put_json_str(buf, cap, &off, e->output))
+		return 0;
+	n = snprintf(buf + off, cap - off,
+		     ",\"size\":%llu,\"cached\":true,\"joined\":false,\"build_ms\":%llu,"
+		     "\"fd\":true}",
+		     (unsigned long long)e->size, (unsigned long long)e->build_ms);
+	if (n < 0 || (size_t)n >= cap - off)
+		return 0;
+	return off + (size_t)n;
+}
+
 /* Answers a hit: the artifact's descriptor and where it lives. Returns 0, 1
  * when it answered with an error instead (no descriptor left, say), or a
  * negative errno when the object is gone (then nothing is sent). */
@@ -54,9 +117,9 @@ static int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, c
 	char *path = store_object_path(d->store, e->key, e->output);
 	if (path == NULL)
 		return -ENOMEM;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = fdcache_open(d->fds, store_generation(d->store), e->key, path);
 	if (fd < 0) {
-		int rc = -errno;
+		int rc = fd;
 		free(path);
 		if (rc != -ENOENT) {
 			/* Out of descriptors, say: the object is fine, building would not help. */
@@ -66,21 +129,16 @@ static int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, c
 		log_warn("entry %.16s has lost its object; rebuilding", e->key);
 		return rc;
 	}
-	cJSON *r = ok_reply(id);
-	if (r == NULL) {
-		close(fd);
-		free(path);
-		return -ENOMEM;
-	}
-	cJSON_AddStringToObject(r, "key", e->key);
-	cJSON_AddStringToObject(r, "path", path);
-	cJSON_AddStringToObject(r, "output", e->output);
-	cJSON_AddNumberToObject(r, "size", (double)e->size);
-	cJSON_AddBoolToObject(r, "cached", 1);
-	cJSON_AddBoolToObject(r, "joined", 0);
-	cJSON_AddNumberToObject(r, "build_ms", (double)e->build_ms);
+	char text[PATH_MAX * 2 + 512];
+	size_t len = hit_reply_text(text, sizeof(text), id, e, path);
 	free(path);
-	conn_reply(c, r, fd);
+	if (len == 0) {
+		close(fd);
+		conn_reply_error(c, id, ERR_INTERNAL, NULL, "the reply does not fit in %zu bytes",
+				 sizeof(text));
+		return 1;
+	}
+	conn_reply_text(c, text, len, fd);
 	kilnd_touch(d, e->key);
 	if (alias != NULL && (e->alias == NULL || strcmp(e->alias, alias) != 0)) {
 		struct store_entry cur = { 0 };
@@ -147,6 +205,15 @@ static void resolve_get(struct conn *c, struct build_input *in)
 			}
 		}
 		store_entries_free(list, n);
+	}
+	if (in->by_digest) {
+		/* Nothing to build from: the client sends the text next. */
+		d->c.need_sources++;
+		conn_reply_error(c, id, ERR_NEED_SOURCES, "sources",
+				 "no entry for these sources; send their text");
+		build_input_free(in);
+		free(in);
+		return;
 	}
 	d->c.misses++;
 	int rc = flight_start(d, in, c, id);
@@ -255,6 +322,10 @@ static void op_get(struct conn *c, struct msg_request *req)
 		in->src[i].name = in->req.sources[i].name;
 		in->src[i].text = in->req.sources[i].text;
 		in->src[i].len = in->req.sources[i].len;
+		if (in->req.sources[i].has_digest) {
+			in->src[i].digest = in->req.sources[i].digest;
+			in->by_digest = true;
+		}
 	}
 	if (!any_path && inline_len <= INLINE_KEY_MAX) {
 		key_request(tc, in->req.output, in->req.args, in->req.nargs, in->src, in->nsrc,
@@ -325,6 +396,7 @@ static void op_status(struct conn *c, struct msg_request *req)
 	ADD_NUM(r, "builds_ok", d->c.builds_ok);
 	ADD_NUM(r, "builds_failed", d->c.builds_failed);
 	ADD_NUM(r, "joined", d->c.joined);
+	ADD_NUM(r, "need_sources", d->c.need_sources);
 	ADD_NUM(r, "in_flight", d->in_flight);
 	ADD_NUM(r, "queued", d->queued);
 	cJSON *tcs = cJSON_AddArrayToObject(r, "toolchains");

@@ -23,7 +23,7 @@ extern char **environ;
 
 enum key_tag {
 	TAG_VERSION = 1, TAG_TOOLCHAIN, TAG_OUTPUT, TAG_CPU, TAG_NARGS, TAG_ARG,
-	TAG_NSOURCES, TAG_SOURCE_NAME, TAG_SOURCE_TEXT, TAG_RKEY, TAG_NDEPS, TAG_DEP_PATH,
+	TAG_NSOURCES, TAG_SOURCE_NAME, TAG_SOURCE_DIGEST, TAG_RKEY, TAG_NDEPS, TAG_DEP_PATH,
 	TAG_DEP_DIGEST, TAG_TC_PATH, TAG_TC_STAT, TAG_TC_VERSION, TAG_ENV,
 };
 
@@ -284,8 +284,11 @@ void key_request(const struct toolchain *tc, const char *output, char *const *ar
 		put_str(md, TAG_ARG, args[i]);
 	put_u64(md, TAG_NSOURCES, nsrc);
 	for (size_t i = 0; i < nsrc; i++) {
+		uint8_t sd[32];
 		put_str(md, TAG_SOURCE_NAME, src[i].name);
-		put_field(md, TAG_SOURCE_TEXT, src[i].text, src[i].len);
+		if (src[i].digest == NULL)
+			util_sha256(src[i].text, src[i].len, sd);
+		put_field(md, TAG_SOURCE_DIGEST, src[i].digest != NULL ? src[i].digest : sd, 32);
 	}
 	key_end(md, digest);
 	util_hex(digest, sizeof(digest), out);

@@ -16,7 +16,9 @@
 #include "msg.h"
 #include "store.h"
 
-#define KEY_FORMAT_VERSION 1
+/* 2: a source enters the request key by the SHA-256 of its text, so that a
+ * client can name it by digest alone. */
+#define KEY_FORMAT_VERSION 2
 
 /* A configured compiler and its identity digest. */
 struct toolchain {
@@ -28,11 +30,13 @@ struct toolchain {
 	bool link_depfile;   /* its linker writes -Wl,--dependency-file */
 };
 
-/* Source contents for keying; text points into the request or a read buffer. */
+/* Source contents for keying; text points into the request or a read buffer.
+ * A source the client named by digest has text NULL and digest set. */
 struct key_source {
 	const char *name;
 	const char *text;
 	size_t len;
+	const uint8_t *digest;  /* SHA-256 of the text, or NULL: computed here */
 };
 
 /*

@@ -17,6 +17,7 @@ struct table;
 struct headers;
 struct server;
 struct build;
+struct fdcache;
 
 struct counters {
 	uint64_t requests;
@@ -26,6 +27,7 @@ struct counters {
 	uint64_t builds_ok;
 	uint64_t builds_failed;
 	uint64_t joined;
+	uint64_t need_sources;       /* gets by digest that missed: text asked for */
 };
 
 struct kilnd {
@@ -48,6 +50,7 @@ struct kilnd {
 	struct build *queue_head, *queue_tail;
 	struct build *running;       /* builds holding a slot, for shutdown */
 	struct table *touches;       /* key -> struct touch, uses not yet written */
+	struct fdcache *fds;         /* open descriptors of served objects (fdcache.h) */
 
 	uint64_t work_pending;       /* thread-pool jobs not yet completed */
 	bool stopping;

@@ -12,6 +12,7 @@
 
 #include "build.h"
 #include "config.h"
+#include "fdcache.h"
 #include "headers.h"
 #include "instance.h"
 #include "kilnd.h"
@@ -212,7 +213,8 @@ int main(int argc, char **argv)
 	threadpool_size(&cfg);
 	d.loop = uv_default_loop();
 	d.touches = table_new();
-	if (d.touches == NULL || headers_init(&d) != 0 || flight_init(&d) != 0 ||
+	d.fds = fdcache_new(FDCACHE_MAX);
+	if (d.touches == NULL || d.fds == NULL || headers_init(&d) != 0 || flight_init(&d) != 0 ||
 	    server_init(&d, err, sizeof(err)) != 0) {
 		fail_start(&cfg, err[0] != '\0' ? err : "out of memory");
 		goto out_loop;
@@ -237,6 +239,7 @@ out_loop:
 		}
 		server_free(&d);
 		flight_fini(&d);
+		fdcache_free(d.fds);
 		table_free(d.touches, free);
 		uv_loop_close(d.loop);
 	}

@@ -109,14 +109,10 @@ static int add_dep(const char *dir, struct table *seen, struct store_dep **deps,
  * with "\ " for a space in a name and "$$" for a dollar sign. Relative names
  * are the sources in the build directory, which the key covers already.
  */
-static int parse_depfile(const char *dir, const char *path, struct table *seen,
-			 struct store_dep **deps, size_t *n, size_t *cap)
+static int parse_make_rule(const char *dir, char *text, size_t len, struct table *seen,
+			   struct store_dep **deps, size_t *n, size_t *cap)
 {
-	char *text;
-	size_t len;
-	int rc = util_read_file(path, DEPFILE_MAX, &text, &len);
-	if (rc != 0)
-		return rc;
+	int rc = 0;
 	char *p = text;
 	/* Skip the target: up to the first unescaped colon. */
 	while (*p != '\0' && !(*p == ':' && (p == text || p[-1] != '\\')))
@@ -151,6 +147,53 @@ static int parse_depfile(const char *dir, const char *path, struct table *seen,
 	if (tok == NULL)
 		rc = -ENOMEM;
 	free(tok);
+	return rc;
+}
+
+/*
+ * Parses the rule GNU ld writes for --dependency-file: "target: \", then one
+ * input per line ("  path \"), then a phony "path:" rule per input. ld does
+ * not escape anything, so a space in a path (a cache directory "My Cache")
+ * is part of the name: each line is one name.
+ */
+static int parse_ld_rule(const char *dir, char *text, struct table *seen,
+			 struct store_dep **deps, size_t *n, size_t *cap)
+{
+	int rc = 0;
+	char *line = strchr(text, '\n');
+	while (rc == 0 && line != NULL) {
+		char *p = line + 1, *end;
+		line = strchr(p, '\n');
+		if (line != NULL)
+			*line = '\0';
+		while (*p == ' ' || *p == '\t')
+			p++;
+		end = p + strlen(p);
+		while (end > p && (end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
+			end--;
+		if (end > p && end[-1] == '\\') {
+			end--;
+			while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+				end--;
+		}
+		*end = '\0';
+		if (end > p)
+			rc = add_dep(dir, seen, deps, n, cap, p);
+	}
+	return rc;
+}
+
+/* Adds the dependencies a depfile lists: gcc's (make rule) or ld's. */
+static int parse_depfile(const char *dir, const char *path, bool ld, struct table *seen,
+			 struct store_dep **deps, size_t *n, size_t *cap)
+{
+	char *text;
+	size_t len;
+	int rc = util_read_file(path, DEPFILE_MAX, &text, &len);
+	if (rc != 0)
+		return rc;
+	rc = ld ? parse_ld_rule(dir, text, seen, deps, n, cap)
+		: parse_make_rule(dir, text, len, seen, deps, n, cap);
 	free(text);
 	return rc;
 }
@@ -186,12 +229,12 @@ static int collect_deps(struct build *b)
 		snprintf(path, sizeof(path), "%s/out/dep%zu.d", b->dir, i);
 		if (access(path, F_OK) != 0)
 			break;
-		rc = parse_depfile(b->dir, path, seen, &deps, &n, &cap);
+		rc = parse_depfile(b->dir, path, false, seen, &deps, &n, &cap);
 	}
 	/* What the linker read: libraries, archives, linker scripts. */
 	snprintf(path, sizeof(path), "%s/out/link.d", b->dir);
 	if (rc == 0 && access(path, F_OK) == 0)
-		rc = parse_depfile(b->dir, path, seen, &deps, &n, &cap);
+		rc = parse_depfile(b->dir, path, true, seen, &deps, &n, &cap);
 	table_free(seen, NULL);
 	if (rc == 0)
 		hash_deps(b, deps, n);

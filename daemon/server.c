@@ -190,42 +190,49 @@ static void conn_flush(struct conn *c)
 	conn_update_events(c);
 }
 
-void conn_reply(struct conn *c, cJSON *reply, int fd)
+void conn_reply_text(struct conn *c, const char *json, size_t len, int fd)
 {
-	char *json = NULL;
 	struct outbuf *o = NULL;
 	if (c->dead)
 		goto drop;
-	if (fd >= 0)
-		cJSON_AddBoolToObject(reply, "fd", 1);
-	json = cJSON_PrintUnformatted(reply);
 	o = calloc(1, sizeof(*o));
-	if (json == NULL || o == NULL)
-		goto fail;
-	o->data = frame_encode(json, strlen(json), &o->len);
-	if (o->data == NULL)
-		goto fail;
+	if (o == NULL || (o->data = frame_encode(json, len, &o->len)) == NULL) {
+		log_error("out of memory writing a reply; closing the connection");
+		free(o);
+		conn_kill(c);
+		goto drop;
+	}
 	o->fd = fd;
-	fd = -1;
 	if (c->out_tail != NULL)
 		c->out_tail->next = o;
 	else
 		c->out_head = o;
 	c->out_tail = o;
-	free(json);
-	cJSON_Delete(reply);
 	/* Replies to requests of one read go out together, after it. */
 	if (!c->batching)
 		conn_flush(c);
 	return;
-fail:
-	log_error("out of memory writing a reply; closing the connection");
-	free(o);
-	conn_kill(c);
 drop:
-	free(json);
 	if (fd >= 0)
 		close(fd);
+}
+
+void conn_reply(struct conn *c, cJSON *reply, int fd)
+{
+	char *json = NULL;
+	if (!c->dead && fd >= 0)
+		cJSON_AddBoolToObject(reply, "fd", 1);
+	if (!c->dead && (json = cJSON_PrintUnformatted(reply)) == NULL) {
+		log_error("out of memory writing a reply; closing the connection");
+		conn_kill(c);
+	}
+	if (json != NULL) {
+		conn_reply_text(c, json, strlen(json), fd);
+		fd = -1;
+	}
+	if (fd >= 0)
+		close(fd);
+	free(json);
 	cJSON_Delete(reply);
 }
 

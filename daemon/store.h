@@ -77,6 +77,9 @@ const char *store_dir(const struct store *s);
 const char *store_output_ext(const char *output);
 /* malloc'd paths, owned by the caller. */
 char *store_object_path(const struct store *s, const char *key, const char *output);
+/* A counter that moves after every committed change of the index except use
+ * counts; what is derived from the index is valid while it stands still. */
+uint64_t store_generation(struct store *s);
 char *store_log_path(const struct store *s, const char *key);
 char *store_tmp_dir(const struct store *s);
 

@@ -92,6 +92,11 @@ void store_changed(struct store *s)
 	atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
 }
 
+uint64_t store_generation(struct store *s)
+{
+	return atomic_load_explicit(&s->gen, memory_order_acquire);
+}
+
 uint64_t store_hot_begin(struct store *s)
 {
 	uint64_t g = atomic_load_explicit(&s->gen, memory_order_acquire);

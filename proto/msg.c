@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "msg.h"
+#include "util.h"
 #include "validate.h"
 
 #define MSG_MAX_REF 256
@@ -65,6 +66,7 @@ static const char *const err_names[ERR__COUNT] = {
 	[ERR_SHUTTING_DOWN] = "shutting_down",
 	[ERR_DENIED] = "denied",
 	[ERR_INTERNAL] = "internal",
+	[ERR_NEED_SOURCES] = "need_sources",
 };
 
 const char *msg_op_name(enum msg_op op)
@@ -312,32 +314,59 @@ static int parse_args(const cJSON *obj, struct msg_request *req, struct msg_erro
 	return 0;
 }
 
+/* 64 lower-case hex digits into 32 bytes; false for anything else. */
+static bool parse_digest(const char *hex, uint8_t out[32])
+{
+	size_t i;
+
+	if (strlen(hex) != 64)
+		return false;
+	for (i = 0; i < 64; i++) {
+		char c = hex[i];
+		int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+
+		if (v < 0)
+			return false;
+		if (i % 2 == 0)
+			out[i / 2] = (uint8_t)(v << 4);
+		else
+			out[i / 2] |= (uint8_t)v;
+	}
+	return true;
+}
+
 /* Parses sources[i] into src; i is 0-based, messages count from 1. */
 static int parse_source(const cJSON *v, size_t i, struct msg_source *src,
 			struct msg_error *err)
 {
-	const cJSON *name, *text, *path;
+	const cJSON *name, *text, *path, *digest;
 	char why[200];
 
 	if (!cJSON_IsObject(v))
 		return msg_error_set(err, ERR_BAD_REQUEST, "sources",
-				     "source %zu must be an object with \"name\" and \"text\" or \"path\"",
-				     i + 1);
+				     "source %zu must be an object with \"name\" and \"text\", "
+				     "\"path\" or \"sha256\"", i + 1);
 	name = member(v, "name");
 	text = member(v, "text");
 	path = member(v, "path");
+	digest = member(v, "sha256");
 	if (!cJSON_IsString(name) || !name->valuestring)
 		return msg_error_set(err, ERR_BAD_REQUEST, "sources",
 				     "source %zu has no \"name\" string", i + 1);
 	if (validate_source_name(name->valuestring, why, sizeof(why)) < 0)
 		return msg_error_set(err, ERR_BAD_NAME, "sources", "%s", why);
-	if (!text == !path)
+	if ((text != NULL) + (path != NULL) + (digest != NULL) != 1)
 		return msg_error_set(err, ERR_BAD_REQUEST, "sources",
-				     "source \"%s\" must have exactly one of \"text\" or \"path\"",
-				     name->valuestring);
+				     "source \"%s\" must have exactly one of \"text\", \"path\" "
+				     "and \"sha256\"", name->valuestring);
 	if (text && (!cJSON_IsString(text) || !text->valuestring))
 		return msg_error_set(err, ERR_BAD_REQUEST, "sources",
 				     "\"text\" of source \"%s\" must be a string",
+				     name->valuestring);
+	if (digest && (!cJSON_IsString(digest) || !digest->valuestring ||
+		       !parse_digest(digest->valuestring, src->digest)))
+		return msg_error_set(err, ERR_BAD_REQUEST, "sources",
+				     "\"sha256\" of source \"%s\" must be 64 lower-case hex digits",
 				     name->valuestring);
 	if (path) {
 		if (!cJSON_IsString(path) || !path->valuestring)
@@ -361,10 +390,12 @@ static int parse_source(const cJSON *v, size_t i, struct msg_source *src,
 		src->text = strdup(text->valuestring);
 		if (!src->text)
 			return oom(err);
-	} else {
+	} else if (path) {
 		src->path = strdup(path->valuestring);
 		if (!src->path)
 			return oom(err);
+	} else {
+		src->has_digest = true;
 	}
 	return 0;
 }
@@ -620,6 +651,14 @@ static bool pack_sources(cJSON *obj, const struct msg_request *req)
 		}
 		if (!add_str(s, "name", src->name) || !add_str(s, "path", src->path))
 			return false;
+		if (src->has_digest) {
+			char hex[65];
+
+			util_hex(src->digest, sizeof(src->digest), hex);
+			if (!cJSON_AddStringToObject(s, "sha256", hex))
+				return false;
+			continue;
+		}
 		if (!src->text)
 			continue;
 		/* text need not be NUL-terminated at len, so copy that many. */

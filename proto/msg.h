@@ -12,7 +12,7 @@
 
 #include <cjson/cJSON.h>
 
-#define KILN_PROTO_VERSION 1
+#define KILN_PROTO_VERSION 2
 
 /* Limits enforced by msg_request_parse(). */
 #define MSG_MAX_SOURCES 256
@@ -59,6 +59,7 @@ enum msg_err {
 	ERR_SHUTTING_DOWN,
 	ERR_DENIED,
 	ERR_INTERNAL,
+	ERR_NEED_SOURCES, /* a get named its sources by digest only, and missed */
 	ERR__COUNT
 };
 
@@ -69,11 +70,16 @@ enum msg_op msg_op_parse(const char *name);
 const char *msg_err_name(enum msg_err err);
 enum msg_err msg_err_parse(const char *code);
 
+/* Exactly one of text, path and digest names a source's content. A source
+ * by digest (its SHA-256) can only be served from the cache; on a miss kilnd
+ * answers need_sources and the client sends the text. */
 struct msg_source {
 	char *name;
-	char *text;   /* inline text, or NULL */
-	size_t len;   /* length of text */
-	char *path;   /* absolute path, or NULL */
+	char *text;          /* inline text, or NULL */
+	size_t len;          /* length of text */
+	char *path;          /* absolute path, or NULL */
+	bool has_digest;     /* the content is named by digest alone */
+	uint8_t digest[32];  /* SHA-256 of the text, when has_digest */
 };
 
 /* One request. Strings are owned by the struct (msg_request_free). Absent

@@ -28,6 +28,7 @@
 #include "kiln/kiln.h"
 #include "frame.h"
 #include "msg.h"
+#include "util.h"
 #include "wire.h"
 
 extern char **environ;
@@ -68,6 +69,10 @@ struct fake {
 	atomic_int closed;         /* connections the fake closed on purpose */
 	atomic_int drop_on_get;    /* close instead of answering the next get */
 	atomic_int close_after_first;  /* close once the first call after hello is answered */
+	atomic_int ask_text;       /* answer need_sources to a get by digest */
+	atomic_int asked;          /* gets by digest answered need_sources */
+	atomic_int texts;          /* gets with text whose digest came before */
+	uint8_t digest[32];        /* the last digest answered need_sources */
 	char last_toolchain[64];   /* of the last get; read after the call returns */
 	char last_output[64];
 };
@@ -203,6 +208,20 @@ static void fake_serve(struct fake *f, int cfd)
 				msg_request_free(&req);
 				atomic_fetch_add(&f->closed, 1);
 				break;
+			}
+			if (req.op == OP_GET && atomic_load(&f->ask_text) && req.sources[0].has_digest) {
+				memcpy(f->digest, req.sources[0].digest, 32);
+				atomic_fetch_add(&f->asked, 1);
+				fake_reply_error(cfd, req.id, "need_sources", "send the text", NULL);
+				msg_request_free(&req);
+				continue;
+			}
+			if (req.op == OP_GET && atomic_load(&f->ask_text) && req.sources[0].text) {
+				uint8_t d[32];
+
+				util_sha256(req.sources[0].text, req.sources[0].len, d);
+				if (memcmp(d, f->digest, 32) == 0)
+					atomic_fetch_add(&f->texts, 1);
 			}
 			match = req.alias ? req.alias : req.op == OP_GET ? req.sources[0].name : NULL;
 			e = fake_find(f, match);
@@ -477,7 +496,9 @@ START_TEST(test_hello_mismatch)
 	ck_assert_int_eq(kiln_lookup(k, "gt4py:any", &p), KILN_EPROTO);
 	ck_assert_ptr_null(p);
 	ck_assert_ptr_nonnull(strstr(kiln_errmsg(k), "version 7"));
-	ck_assert_ptr_nonnull(strstr(kiln_errmsg(k), "version 1"));
+	char mine[32];
+	snprintf(mine, sizeof(mine), "version %d", KILN_PROTO_VERSION);
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(k), mine));
 	ck_assert_ptr_nonnull(strstr(kiln_errmsg(k), F->sock));
 	kiln_close(k);
 }
@@ -525,6 +546,43 @@ START_TEST(test_get_loads_then_local_hits)
 	ck_assert_uint_eq(st2.loads, 1);
 	ck_assert_uint_eq(st2.local_hits, 2);
 	ck_assert_int_eq(atomic_load(&F->frames), frames);
+	ck_assert_int_eq(atomic_load(&F->bad), 0);
+	kiln_close(k);
+}
+END_TEST
+
+/* A get goes by digest first; when the daemon asks for the text, the
+ * library sends it (with the same content) and the caller sees one get. */
+START_TEST(test_need_sources_resends_text)
+{
+	struct kiln_source src[3];
+	struct kiln_request reqs[3];
+	struct kiln_program *out[3];
+	int status[3];
+	char alias[3][16];
+	struct kiln *k;
+
+	build_so("a.so", 21);
+	for (int i = 0; i < 3; i++) {
+		snprintf(alias[i], sizeof(alias[i]), "ask:%d", i);
+		reqs[i] = one_source(&src[i], alias[i]);
+		add_entry(alias[i], "a.so", 21);
+	}
+	F->ask_text = 1;
+	fake_start();
+	k = open_fake();
+	ck_assert_msg(kiln_get(k, &reqs[0], &out[0]) == KILN_OK, "%s", kiln_errmsg(k));
+	ck_assert_int_eq(call_value(out[0]), 21);
+	ck_assert_int_eq(atomic_load(&F->asked), 1);
+	ck_assert_int_eq(atomic_load(&F->texts), 1);
+	/* A batch: every request asked for goes again in a second batch. */
+	ck_assert_msg(kiln_get_many(k, &reqs[1], 2, &out[1], status) == KILN_OK, "%s",
+		      kiln_errmsg(k));
+	ck_assert_int_eq(status[0], KILN_OK);
+	ck_assert_int_eq(status[1], KILN_OK);
+	ck_assert_int_eq(call_value(out[2]), 21);
+	ck_assert_int_eq(atomic_load(&F->asked), 3);
+	ck_assert_int_eq(atomic_load(&F->texts), 3);
 	ck_assert_int_eq(atomic_load(&F->bad), 0);
 	kiln_close(k);
 }
@@ -1029,6 +1087,7 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_hello_mismatch);
 	tcase_add_test(tc, test_get_loads_then_local_hits);
 	tcase_add_test(tc, test_same_key_reused);
+	tcase_add_test(tc, test_need_sources_resends_text);
 	tcase_add_test(tc, test_get_without_alias);
 	tcase_add_test(tc, test_lookup_not_found);
 	tcase_add_test(tc, test_build_failed);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "key.h"
+#include "util.h"
 
 static struct toolchain tc;
 static uint8_t cpu_a[32], cpu_b[32];
@@ -40,7 +41,7 @@ static void base(struct req *r)
 	r->args[0] = (char *)"-O2";
 	r->args[1] = (char *)"-DN=4";
 	r->nargs = 2;
-	r->src[0] = (struct key_source){ "a.c", "int f(void){return 1;}", 22 };
+	r->src[0] = (struct key_source){ "a.c", "int f(void){return 1;}", 22, NULL };
 	r->nsrc = 1;
 	r->cpu = cpu_a;
 }
@@ -104,7 +105,7 @@ START_TEST(each_input_changes_key)
 	ck_assert_str_ne(k0, k);
 
 	base(&r);
-	r.src[1] = (struct key_source){ "x.h", "", 0 };
+	r.src[1] = (struct key_source){ "x.h", "", 0, NULL };
 	r.nsrc = 2;
 	rkey(&r, k);
 	ck_assert_str_ne(k0, k);
@@ -133,11 +134,30 @@ START_TEST(no_ambiguous_concatenation)
 	ck_assert_str_ne(k1, k2);
 
 	base(&r);
-	r.src[0] = (struct key_source){ "a.c", "xy", 2 };
+	r.src[0] = (struct key_source){ "a.c", "xy", 2, NULL };
 	rkey(&r, k1);
-	r.src[0] = (struct key_source){ "a.cx", "y", 1 };
+	r.src[0] = (struct key_source){ "a.cx", "y", 1, NULL };
 	rkey(&r, k2);
 	ck_assert_str_ne(k1, k2);
+}
+END_TEST
+
+/* A source named by its digest keys exactly like its text, and a different
+ * digest keys differently. */
+START_TEST(digest_keys_like_text)
+{
+	struct req r;
+	char k1[65], k2[65], k3[65];
+	uint8_t d[32];
+	base(&r);
+	rkey(&r, k1);
+	util_sha256(r.src[0].text, r.src[0].len, d);
+	r.src[0] = (struct key_source){ "a.c", NULL, 0, d };
+	rkey(&r, k2);
+	ck_assert_str_eq(k1, k2);
+	d[31] ^= 1;
+	rkey(&r, k3);
+	ck_assert_str_ne(k1, k3);
 }
 END_TEST
 
@@ -213,6 +233,7 @@ static Suite *key_suite(void)
 	tcase_add_test(tcase, each_input_changes_key);
 	tcase_add_test(tcase, no_ambiguous_concatenation);
 	tcase_add_test(tcase, cpu_only_with_native);
+	tcase_add_test(tcase, digest_keys_like_text);
 	tcase_add_test(tcase, artifact_key_covers_deps);
 	tcase_add_test(tcase, toolchain_errors);
 	suite_add_tcase(s, tcase);

@@ -124,6 +124,25 @@ START_TEST(test_parse_get)
 }
 END_TEST
 
+/* A source named by digest: no text, no path, the 32 bytes. */
+START_TEST(test_parse_get_digest)
+{
+	struct msg_request req;
+
+	parse_ok("{\"op\":\"get\",\"id\":3,\"sources\":[{\"name\":\"a.c\",\"sha256\":"
+		 "\"00ff0123456789abcdef0123456789abcdef0123456789abcdef0123456789ab\"}]}", &req);
+	ck_assert_uint_eq(req.nsources, 1);
+	ck_assert(req.sources[0].has_digest);
+	ck_assert_ptr_null(req.sources[0].text);
+	ck_assert_ptr_null(req.sources[0].path);
+	ck_assert_uint_eq(req.sources[0].digest[0], 0x00);
+	ck_assert_uint_eq(req.sources[0].digest[1], 0xff);
+	ck_assert_uint_eq(req.sources[0].digest[2], 0x01);
+	ck_assert_uint_eq(req.sources[0].digest[31], 0xab);
+	msg_request_free(&req);
+}
+END_TEST
+
 START_TEST(test_parse_get_defaults)
 {
 	struct msg_request req;
@@ -290,6 +309,19 @@ START_TEST(test_parse_get_errors)
 		  ERR_BAD_REQUEST, "sources", 2);
 	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"a.c\",\"text\":\"x\","
 		  "\"path\":\"/a.c\"}]}", ERR_BAD_REQUEST, "sources", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"a.c\",\"text\":\"x\","
+		  "\"sha256\":\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"}]}",
+		  ERR_BAD_REQUEST, "sources", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"a.c\",\"sha256\":5}]}",
+		  ERR_BAD_REQUEST, "sources", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"a.c\",\"sha256\":\"abc\"}]}",
+		  ERR_BAD_REQUEST, "sources", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"a.c\",\"sha256\":"
+		  "\"0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef\"}]}",
+		  ERR_BAD_REQUEST, "sources", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"a.c\",\"sha256\":"
+		  "\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdeg\"}]}",
+		  ERR_BAD_REQUEST, "sources", 2);
 	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"a.c\",\"text\":5}]}",
 		  ERR_BAD_REQUEST, "sources", 2);
 	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"a.c\",\"path\":true}]}",
@@ -493,6 +525,13 @@ static void assert_req_eq(const struct msg_request *a, const struct msg_request 
 	for (i = 0; i < a->nsources; i++) {
 		ck_assert_str_eq(a->sources[i].name, b->sources[i].name);
 		assert_str_eq_null(a->sources[i].path, b->sources[i].path);
+		ck_assert_int_eq(a->sources[i].has_digest, b->sources[i].has_digest);
+		if (a->sources[i].has_digest) {
+			/* By digest, the text stays home. */
+			ck_assert_mem_eq(a->sources[i].digest, b->sources[i].digest, 32);
+			ck_assert_ptr_null(b->sources[i].text);
+			continue;
+		}
 		ck_assert_uint_eq(!a->sources[i].text, !b->sources[i].text);
 		if (a->sources[i].text) {
 			ck_assert_uint_eq(a->sources[i].len, b->sources[i].len);
@@ -541,9 +580,11 @@ START_TEST(test_round_trip)
 	char *args[] = { "-O2", "-I/opt/dace/include", "-DN=\"quoted\\\"\"", "-Wl,-rpath,/x" };
 	/* The text is not NUL-terminated at len: pack copies len bytes. */
 	char text[] = "int f(void) { return '\\n' + \"\xc3\xa9\t\"[0]; }\nTRAILING";
-	struct msg_source src[2] = {
+	struct msg_source src[3] = {
 		{ .name = "prog.cpp", .text = text, .len = sizeof(text) - 1 - 9 },
 		{ .name = "util.cpp", .path = "/abs/util.cpp" },
+		{ .name = "big.cpp", .text = text, .len = 3, .has_digest = true,
+		  .digest = { 0x00, 0x01, 0xfe, 0xff, [31] = 0xa5 } },
 	};
 	struct msg_request r;
 
@@ -558,7 +599,7 @@ START_TEST(test_round_trip)
 	r.args = args;
 	r.nargs = 4;
 	r.sources = src;
-	r.nsources = 2;
+	r.nsources = 3;
 	r.alias = "gt4py:4f3a\"\\";
 	r.label = "diffusion \xe2\x88\x87 step";
 	round_trip(&r);
@@ -629,6 +670,7 @@ static Suite *msg_suite(void)
 	tcase_add_test(tp, test_parse_hello);
 	tcase_add_test(tp, test_parse_get);
 	tcase_add_test(tp, test_parse_get_defaults);
+	tcase_add_test(tp, test_parse_get_digest);
 	tcase_add_test(tp, test_parse_other_ops);
 	tcase_add_test(tp, test_parse_id);
 	tcase_add_test(tp, test_parse_limits);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "table.h"
+#include "sha256.h"
 #include "util.h"
 
 START_TEST(test_parse_size)
@@ -288,6 +289,46 @@ START_TEST(test_sha256)
 }
 END_TEST
 
+/*
+ * libkiln's own SHA-256 (proto/sha256.c), both the portable and the SHA-NI
+ * compression, against OpenSSL: every length through four blocks (all the
+ * padding cases), then long and unaligned buffers of pseudo-random bytes.
+ */
+START_TEST(test_sha256_own)
+{
+	enum { MAX = 70000 };
+	uint8_t *buf = malloc(MAX + 1), want[32], got[32], port[32];
+	uint64_t x = 0x9E3779B97F4A7C15ULL;
+
+	ck_assert_ptr_nonnull(buf);
+	for (size_t i = 0; i <= MAX; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		buf[i] = (uint8_t)x;
+	}
+	sha256_buf("abc", 3, got);
+	util_sha256("abc", 3, want);
+	ck_assert_mem_eq(got, want, 32);
+	for (size_t len = 0; len <= 260; len++) {
+		util_sha256(buf, len, want);
+		sha256_buf(buf, len, got);
+		sha256_buf_portable(buf, len, port);
+		ck_assert_msg(memcmp(got, want, 32) == 0, "length %zu (hw %d)", len, sha256_hw());
+		ck_assert_msg(memcmp(port, want, 32) == 0, "portable, length %zu", len);
+	}
+	static const size_t lens[] = { 1000, 4095, 4096, 11264, 65535, 65536, MAX };
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		util_sha256(buf + 1, lens[i], want);
+		sha256_buf(buf + 1, lens[i], got);
+		sha256_buf_portable(buf + 1, lens[i], port);
+		ck_assert_msg(memcmp(got, want, 32) == 0, "length %zu", lens[i]);
+		ck_assert_msg(memcmp(port, want, 32) == 0, "portable, length %zu", lens[i]);
+	}
+	free(buf);
+}
+END_TEST
+
 START_TEST(test_hex_and_clocks)
 {
 	static const uint8_t in[] = { 0x00, 0x0f, 0xa5, 0xff };
@@ -464,6 +505,7 @@ static Suite *util_suite(void)
 	tcase_add_test(tu, test_read_write_file);
 	tcase_add_test(tu, test_read_large_file);
 	tcase_add_test(tu, test_sha256);
+	tcase_add_test(tu, test_sha256_own);
 	tcase_add_test(tu, test_hex_and_clocks);
 	suite_add_tcase(s, tu);
 

@@ -141,6 +141,10 @@ const char *harness_str(const cJSON *obj, const char *name);
  */
 char *harness_program(const char *name, int value);
 
+/* The SHA-256 of text as 64 lower-case hex digits plus NUL, as a source by
+ * digest names it on the wire. */
+void harness_sha256_hex(const char *text, char out[65]);
+
 /* A request for one inline source; src and req are filled, text is kept. */
 void harness_request(struct kiln_request *req, struct kiln_source *src,
 		     const char *source_name, const char *text);

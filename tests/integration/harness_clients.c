@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,6 +22,16 @@
 #include <unistd.h>
 
 /* Programs and toolchains. */
+
+void harness_sha256_hex(const char *text, char out[65])
+{
+	unsigned char d[32];
+	unsigned n = 0;
+
+	ck_assert(EVP_Digest(text, strlen(text), d, &n, EVP_sha256(), NULL) == 1 && n == 32);
+	for (int i = 0; i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
 
 char *harness_program(const char *name, int value)
 {

@@ -308,6 +308,38 @@ START_TEST(daemon_hit_cache_follows_changes)
 }
 END_TEST
 
+/*
+ * kilnd prints the reply to a hit itself (not through cJSON): a cache path
+ * with a quote, a backslash, a space and non-ASCII must come back intact.
+ * The space also reaches the linker's dependency file, which does not
+ * escape it: the entry must still be a hit.
+ */
+START_TEST(hit_reply_escapes_the_path)
+{
+	char key[72], prefix[HARNESS_PATH + 32];
+	struct kiln_program *p = NULL;
+	struct kiln *k = NULL;
+	int value = 0;
+
+	harness_path(harness.cache, "my ca\"che\\\xc3\xa9");
+	harness_start(NULL);
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	harness_get_program(k, "odd_path", 611, "it:odd", key);
+	kiln_close(k);
+	/* A fresh process: the hit reply names the object under that path. */
+	ck_assert_int_eq(fresh_value("it:odd", &value), KILN_OK);
+	ck_assert_int_eq(value, 611);
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	ck_assert_int_eq(kiln_lookup(k, "it:odd", &p), KILN_OK);
+	snprintf(prefix, sizeof(prefix), "%s/", harness.cache);
+	ck_assert_msg(strncmp(kiln_program_path(p), prefix, strlen(prefix)) == 0,
+		      "path %s is not under %s", kiln_program_path(p), prefix);
+	ck_assert_ptr_nonnull(strstr(kiln_program_path(p), key));
+	kiln_close(k);
+	harness_stop();
+}
+END_TEST
+
 #define WIDE_BATCH 60
 
 /*
@@ -366,6 +398,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("recent_use", gc_counts_a_use_just_made, 60));
 	suite_add_tcase(s, harness_tcase("fast_path", alias_fast_path_makes_no_ipc, 60));
 	suite_add_tcase(s, harness_tcase("hit_cache", daemon_hit_cache_follows_changes, 60));
+	suite_add_tcase(s, harness_tcase("odd_path", hit_reply_escapes_the_path, 60));
 	suite_add_tcase(s, harness_tcase("wide_batch", warm_batch_pairs_descriptors_with_replies, 180));
 	return harness_main(s);
 }

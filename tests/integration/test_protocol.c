@@ -17,12 +17,12 @@ static int hello(void)
 	int fd = harness_raw_connect(harness.socket);
 	cJSON *r;
 
-	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":1,\"client\":\"kiln-tests\"}");
+	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":2,\"client\":\"kiln-tests\"}");
 	r = harness_raw_recv(fd);
 	ck_assert_msg(r != NULL, "no reply to hello");
 	ck_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok")));
 	ck_assert_int_eq(harness_num(r, "id"), 1);
-	ck_assert_int_eq(harness_num(r, "proto"), 1);
+	ck_assert_int_eq(harness_num(r, "proto"), 2);
 	cJSON_Delete(r);
 	return fd;
 }
@@ -150,7 +150,7 @@ START_TEST(invalid_requests_get_errors_and_the_connection_stays)
 		ck_assert_ptr_nonnull(r);
 		ck_assert_str_eq(harness_error_code(r), "proto_mismatch");
 		err = cJSON_GetObjectItemCaseSensitive(r, "error");
-		ck_assert_int_eq(harness_num(err, "proto"), 1);
+		ck_assert_int_eq(harness_num(err, "proto"), 2);
 		cJSON_Delete(r);
 	}
 	close(fd);
@@ -162,7 +162,7 @@ END_TEST
 START_TEST(pipelined_requests_are_answered_in_order)
 {
 	static const char *reqs[] = {
-		"{\"op\":\"hello\",\"id\":1,\"proto\":1}",
+		"{\"op\":\"hello\",\"id\":1,\"proto\":2}",
 		"{\"op\":\"status\",\"id\":2}",
 		"{\"op\":\"list\",\"id\":3}",
 		"{\"op\":\"frobnicate\",\"id\":4}",
@@ -300,6 +300,93 @@ START_TEST(abrupt_clients_do_not_hurt_the_daemon)
 }
 END_TEST
 
+/* A get whose source is named by "sha256" or "text"; malloc'd JSON. */
+static char *get_json(uint64_t id, const char *text, bool by_digest)
+{
+	cJSON *o = cJSON_CreateObject(), *srcs, *src;
+	char hex[65];
+	char *s;
+
+	cJSON_AddStringToObject(o, "op", "get");
+	cJSON_AddNumberToObject(o, "id", (double)id);
+	srcs = cJSON_AddArrayToObject(o, "sources");
+	src = cJSON_CreateObject();
+	cJSON_AddItemToArray(srcs, src);
+	cJSON_AddStringToObject(src, "name", "prog.c");
+	if (by_digest) {
+		harness_sha256_hex(text, hex);
+		cJSON_AddStringToObject(src, "sha256", hex);
+	} else {
+		cJSON_AddStringToObject(src, "text", text);
+	}
+	s = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	ck_assert_ptr_nonnull(s);
+	return s;
+}
+
+/*
+ * A source named by digest: a miss is answered need_sources and builds
+ * nothing; once the text has been sent and built, the digest alone is a hit
+ * on the same key, from a raw client and through libkiln.
+ */
+START_TEST(get_by_digest_hits_without_the_text)
+{
+	char *text = harness_program("digest", 31);
+	char *by_digest = get_json(2, text, true), *with_text = get_json(3, text, false);
+	char key[65];
+	cJSON *r, *st;
+	int fd;
+
+	harness_start(NULL);
+	fd = hello();
+	expect_error(fd, by_digest, 2, "need_sources");
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "need_sources"), 1);
+	ck_assert_int_eq(harness_num(st, "builds_started"), 0);
+	ck_assert_int_eq(harness_num(st, "misses"), 0);
+	cJSON_Delete(st);
+
+	harness_raw_send(fd, with_text);
+	r = harness_raw_recv(fd);
+	ck_assert_msg(r && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok")),
+		      "the get with text failed");
+	ck_assert(!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "cached")));
+	snprintf(key, sizeof(key), "%s", harness_str(r, "key"));
+	cJSON_Delete(r);
+
+	harness_raw_send(fd, by_digest);
+	r = harness_raw_recv(fd);
+	ck_assert_msg(r && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok")),
+		      "the get by digest missed after the build");
+	ck_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "cached")));
+	ck_assert_str_eq(harness_str(r, "key"), key);
+	cJSON_Delete(r);
+	close(fd);
+
+	/* libkiln goes by digest first: a fresh process hits without a second try. */
+	{
+		struct kiln_request kreq;
+		struct kiln_source ksrc;
+		struct harness_result res;
+
+		harness_request(&kreq, &ksrc, "prog.c", text);
+		res = harness_in_child(&kreq, NULL);
+		ck_assert_msg(res.rc == KILN_OK, "%s: %s", kiln_strerror(res.rc), res.msg);
+		ck_assert_int_eq(res.value, 31);
+	}
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "need_sources"), 1);
+	ck_assert_int_eq(harness_num(st, "builds_started"), 1);
+	ck_assert_int_eq(harness_num(st, "hits"), 2);
+	cJSON_Delete(st);
+	harness_stop();
+	free(by_digest);
+	free(with_text);
+	free(text);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("protocol");
@@ -308,6 +395,7 @@ int main(void)
 					 invalid_requests_get_errors_and_the_connection_stays, 60));
 	suite_add_tcase(s, harness_tcase("pipelining", pipelined_requests_are_answered_in_order, 60));
 	suite_add_tcase(s, harness_tcase("framing", framing_errors_get_a_reply_then_a_close, 60));
+	suite_add_tcase(s, harness_tcase("digest", get_by_digest_hits_without_the_text, 60));
 	suite_add_tcase(s, harness_tcase("abrupt", abrupt_clients_do_not_hurt_the_daemon, 90));
 	return harness_main(s);
 }
