@@ -150,11 +150,26 @@ static int parse_make_rule(const char *dir, char *text, size_t len, struct table
 	return rc;
 }
 
+/* Undoes make's escapes ("\\ ", "\\#", "\\\\", "$$") in place. */
+static void make_unescape(char *s)
+{
+	char *w = s;
+	for (char *r = s; *r != '\0'; r++) {
+		if ((*r == '\\' && (r[1] == ' ' || r[1] == '#' || r[1] == '\\')) ||
+		    (*r == '$' && r[1] == '$'))
+			r++;
+		*w++ = *r;
+	}
+	*w = '\0';
+}
+
 /*
- * Parses the rule GNU ld writes for --dependency-file: "target: \", then one
- * input per line ("  path \"), then a phony "path:" rule per input. ld does
- * not escape anything, so a space in a path (a cache directory "My Cache")
- * is part of the name: each line is one name.
+ * Parses a linker's --dependency-file, one name per line after "target: \":
+ * "  path \" lines and phony "path:" rules (GNU ld, lld and mold all write
+ * the latter; mold puts its inputs on the first line, so they count). GNU ld
+ * escapes nothing, so a space in a path ("My Cache") is part of the name;
+ * lld escapes the make way ("\\ "). A name is taken as written when that
+ * file exists, else unescaped; a name that exists in neither form is left out.
  */
 static int parse_ld_rule(const char *dir, char *text, struct table *seen,
 			 struct store_dep **deps, size_t *n, size_t *cap)
@@ -163,6 +178,7 @@ static int parse_ld_rule(const char *dir, char *text, struct table *seen,
 	char *line = strchr(text, '\n');
 	while (rc == 0 && line != NULL) {
 		char *p = line + 1, *end;
+		struct stat st;
 		line = strchr(p, '\n');
 		if (line != NULL)
 			*line = '\0';
@@ -171,14 +187,26 @@ static int parse_ld_rule(const char *dir, char *text, struct table *seen,
 		end = p + strlen(p);
 		while (end > p && (end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
 			end--;
-		if (end > p && end[-1] == '\\') {
+		if (end > p && (end[-1] == '\\' || end[-1] == ':')) {
 			end--;
 			while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
 				end--;
 		}
 		*end = '\0';
-		if (end > p)
-			rc = add_dep(dir, seen, deps, n, cap, p);
+		if (end == p)
+			continue;
+		if (stat(p, &st) != 0) {
+			make_unescape(p);
+			/* Neither form exists: a temporary the driver removed, or
+			 * a name the linker rewrote (lld turns a '\\' into '/');
+			 * it could never be validated, so it would make the entry
+			 * a miss forever. */
+			if (stat(p, &st) != 0) {
+				log_debug("linker input %s does not exist; not a dependency", p);
+				continue;
+			}
+		}
+		rc = add_dep(dir, seen, deps, n, cap, p);
 	}
 	return rc;
 }

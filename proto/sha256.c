@@ -3,7 +3,8 @@
  * OpenSSL's. The padding and the portable compression follow the standard
  * directly; the x86 path does the same rounds with the SHA-NI instructions
  * (sha256rnds2 does two rounds, sha256msg1/msg2 extend the message schedule
- * four words at a time) and is chosen at run time with cpuid.
+ * four words at a time) and is chosen at run time from glibc's record of
+ * the CPU's features (cpuid where glibc has none).
  */
 #include <pthread.h>
 #include <string.h>
@@ -15,8 +16,10 @@
 #include <immintrin.h>
 #if defined(__has_include)
 #if __has_include(<sys/platform/x86.h>)
-#include <sys/platform/x86.h>   /* glibc 2.33+: the loader's CPU features */
+#include <sys/platform/x86.h>   /* glibc: the loader's CPU features */
+#ifdef CPU_FEATURE_ACTIVE       /* glibc 2.34+; older ones name it otherwise */
 #define SHA256_GLIBC_FEATURES 1
+#endif
 #endif
 #endif
 #ifndef SHA256_GLIBC_FEATURES

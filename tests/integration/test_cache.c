@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define EVICT_PROGRAMS 4
 #define LRU_PROGRAMS 5
@@ -336,6 +337,22 @@ START_TEST(hit_reply_escapes_the_path)
 		      "path %s is not under %s", kiln_program_path(p), prefix);
 	ck_assert_ptr_nonnull(strstr(kiln_program_path(p), key));
 	kiln_close(k);
+	/* lld escapes the space in its dependency file (GNU ld does not). */
+	if (access("/usr/bin/ld.lld", X_OK) == 0) {
+		char src[HARNESS_PATH], *text = harness_program("odd_lld", 612);
+
+		harness_path(src, "lld.c");
+		harness_write_file(src, text);
+		free(text);
+		char *out, *err;
+		int rc = harness_cli(&out, &err, "build", "--alias", "it:odd-lld", src, "--",
+				     "-fuse-ld=lld", NULL);
+		ck_assert_msg(rc == 0, "kiln build with lld exited with %d: %s", rc, err);
+		free(out);
+		free(err);
+		ck_assert_int_eq(fresh_value("it:odd-lld", &value), KILN_OK);
+		ck_assert_int_eq(value, 612);
+	}
 	harness_stop();
 }
 END_TEST
