@@ -100,6 +100,7 @@ int lib_err_map(enum msg_err err)
 	case ERR_BAD_NAME:
 	case ERR_BAD_ARG:
 	case ERR_TOO_LARGE:
+	case ERR_MISMATCH:
 		return KILN_EREFUSED;
 	case ERR_DENIED:
 		return KILN_EDENIED;

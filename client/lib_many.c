@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "kiln_x.h"
 #include "lib_internal.h"
 
 struct many {
@@ -25,6 +27,9 @@ struct many {
 	size_t nagain;
 	bool with_text;           /* this batch already carries the text */
 	size_t n;
+	char **msgs;              /* by request index: the failure's text (or NULL) */
+	int *fds;                 /* fetch only: descriptors instead of loads */
+	char (*keys)[65];         /* fetch only: the keys */
 	size_t first_failed;      /* index of the first failure seen, or n */
 	int first_rc;
 	char msg[4096];           /* its kiln_errmsg, for the calling thread */
@@ -34,6 +39,8 @@ static void many_result(struct many *m, size_t i, int rc)
 {
 	if (m->status != NULL)
 		m->status[i] = rc;
+	if (rc != KILN_OK && m->msgs != NULL && m->msgs[i] == NULL)
+		m->msgs[i] = strdup(kiln_errmsg(m->k));
 	if (rc != KILN_OK && i < m->first_failed) {
 		m->first_failed = i;
 		m->first_rc = rc;
@@ -53,7 +60,19 @@ static void many_reply(void *arg, size_t pos, int rc, cJSON *reply, int fd)
 	}
 	if (rc == LIB_ENEEDSRC)
 		rc = lib_err_set(KILN_EPROTO, "kilnd asked for the text of sources it was sent");
-	if (rc == 0) {
+	if (rc == 0 && m->fds) {
+		const char *key = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(reply, "key"));
+
+		if (fd < 0 || !key || strlen(key) != 64) {
+			if (fd >= 0)
+				close(fd);
+			rc = lib_err_set(KILN_EPROTO, "kilnd sent a reply without a key and descriptor");
+		} else {
+			m->fds[i] = fd;
+			memcpy(m->keys[i], key, 65);
+		}
+		cJSON_Delete(reply);
+	} else if (rc == 0) {
 		rc = lib_prog_from_reply(m->k, reply, fd, m->reqs[i].alias, &m->out[i]);
 		cJSON_Delete(reply);
 	}
@@ -73,11 +92,43 @@ static int many_send(struct many *m, struct msg_request *const *batch, size_t nb
 	return rc;
 }
 
+static int get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
+		    struct kiln_program **out, int *status, char **errs, int *fds,
+		    char (*keys)[65]);
+
 int kiln_get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
 		  struct kiln_program **out, int *status)
 {
+	return kiln_x_get_many(k, reqs, n, out, status, NULL);
+}
+
+int kiln_x_get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
+		    struct kiln_program **out, int *status, char **errs)
+{
+	return get_many(k, reqs, n, out, status, errs, NULL, NULL);
+}
+
+int kiln_x_fetch_many(struct kiln *k, const struct kiln_request *reqs, size_t n, int *fds,
+		      char (*keys)[65], int *status, char **errs)
+{
+	struct kiln_program **out = calloc(n + 1, sizeof(*out));
+	int rc;
+
+	for (size_t i = 0; i < n; i++)
+		fds[i] = -1;
+	if (!out)
+		return lib_err_set(KILN_ENOMEM, "out of memory");
+	rc = get_many(k, reqs, n, out, status, errs, fds, keys);
+	free(out);
+	return rc;
+}
+
+static int get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
+		    struct kiln_program **out, int *status, char **errs, int *fds,
+		    char (*keys)[65])
+{
 	struct many m = { .k = k, .reqs = reqs, .out = out, .status = status, .n = n,
-			  .first_failed = n };
+			  .msgs = errs, .fds = fds, .keys = keys, .first_failed = n };
 	struct msg_request *msgs = NULL, **batch = NULL;
 	size_t nbatch = 0, i;
 	int rc;
@@ -87,6 +138,8 @@ int kiln_get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
 	if (n == 0)
 		return KILN_OK;
 	memset(out, 0, n * sizeof(*out));
+	if (m.msgs != NULL)
+		memset(m.msgs, 0, n * sizeof(*m.msgs));
 	msgs = calloc(n, sizeof(*msgs));
 	batch = calloc(n, sizeof(*batch));
 	m.index = calloc(n, sizeof(*m.index));
@@ -100,7 +153,7 @@ int kiln_get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
 	}
 	for (i = 0; i < n; i++) {
 		/* As kiln_get: a loaded alias needs no IPC. */
-		if (reqs[i].alias) {
+		if (reqs[i].alias && !fds) {
 			out[i] = lib_prog_by_alias(k, reqs[i].alias);
 			if (out[i]) {
 				atomic_fetch_add_explicit(&k->local_hits, 1, memory_order_relaxed);

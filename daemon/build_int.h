@@ -80,5 +80,9 @@ void prepare_work(void *arg);
 void publish_start(struct build *b);
 void publish_cleanup(struct kilnd *d, struct build *b);
 void publish_set_alias(struct kilnd *d, const char *alias, const char *key);
+/* Fills e's alias, label, toolchain, output, args and source names from in. */
+int publish_names(struct store_entry *e, const struct build_input *in);
+/* Writes logs/<key>.log (replacing it atomically). Thread pool. */
+void publish_write_log(struct kilnd *d, const char *key, const char *log, size_t len);
 
 #endif

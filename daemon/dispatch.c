@@ -19,6 +19,7 @@
 #include "dispatch.h"
 #include "fdcache.h"
 #include "headers.h"
+#include "import.h"
 #include "kilnd.h"
 #include "log.h"
 #include "msg.h"
@@ -176,12 +177,13 @@ static void op_hello(struct conn *c, struct msg_request *req)
 	send_ok(c, r);
 }
 
-/* After the key is known: join a build, serve a hit, or start a build. */
-static void resolve_get(struct conn *c, struct build_input *in)
+/* After the key is known: join a build, serve a hit, or start a build. A
+ * probe ("build": false) only serves a hit. */
+static void resolve_get(struct conn *c, struct build_input *in, int fd)
 {
 	struct kilnd *d = c->d;
 	uint64_t id = in->req.id;
-	struct build *b = flight_find(d, in->rkey);
+	struct build *b = in->req.no_build ? NULL : flight_find(d, in->rkey);
 	if (b != NULL) {
 		d->c.misses++;
 		d->c.joined++;
@@ -206,6 +208,13 @@ static void resolve_get(struct conn *c, struct build_input *in)
 		}
 		store_entries_free(list, n);
 	}
+	if (in->req.no_build) {
+		d->c.misses++;
+		conn_reply_error(c, id, ERR_NOT_FOUND, NULL, "no valid entry for this request");
+		build_input_free(in);
+		free(in);
+		return;
+	}
 	if (in->by_digest) {
 		/* Nothing to build from: the client sends the text next. */
 		d->c.need_sources++;
@@ -228,6 +237,8 @@ struct keying_job {
 	struct conn *c;
 	struct build_input *in;
 	struct msg_error err;
+	int fd;
+	dispatch_next_fn next;
 };
 
 /* Thread pool: reads sources given by path and computes the request key. */
@@ -277,13 +288,16 @@ static void keying_done(void *arg)
 		build_input_free(j->in);
 		free(j->in);
 	} else {
-		resolve_get(c, j->in);
+		j->next(c, j->in, j->fd);
+		j->fd = -1;
 	}
+	if (j->fd >= 0)
+		close(j->fd);
 	conn_unref(c);
 	free(j);
 }
 
-static void op_get(struct conn *c, struct msg_request *req)
+void dispatch_key_request(struct conn *c, struct msg_request *req, int fd, dispatch_next_fn next)
 {
 	struct kilnd *d = c->d;
 	const struct toolchain *tc = kilnd_toolchain(d, req->toolchain);
@@ -291,6 +305,8 @@ static void op_get(struct conn *c, struct msg_request *req)
 		conn_reply_error(c, req->id, ERR_BAD_TOOLCHAIN, "toolchain",
 				 "toolchain \"%s\" is not configured in kilnd (see kilnd --toolchain)",
 				 req->toolchain);
+		if (fd >= 0)
+			close(fd);
 		return;
 	}
 	bool any_compiled = false, any_path = false;
@@ -303,6 +319,8 @@ static void op_get(struct conn *c, struct msg_request *req)
 	if (!any_compiled) {
 		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "sources",
 				 "every source is a header; nothing to compile");
+		if (fd >= 0)
+			close(fd);
 		return;
 	}
 	struct build_input *in = calloc(1, sizeof(*in));
@@ -312,6 +330,8 @@ static void op_get(struct conn *c, struct msg_request *req)
 			free(in->src);
 		free(in);
 		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
+		if (fd >= 0)
+			close(fd);
 		return;
 	}
 	in->req = *req;
@@ -330,7 +350,7 @@ static void op_get(struct conn *c, struct msg_request *req)
 	if (!any_path && inline_len <= INLINE_KEY_MAX) {
 		key_request(tc, in->req.output, in->req.args, in->req.nargs, in->src, in->nsrc,
 			    d->cpu_id, in->rkey);
-		resolve_get(c, in);
+		next(c, in, fd);
 		return;
 	}
 	struct keying_job *j = calloc(1, sizeof(*j));
@@ -338,18 +358,35 @@ static void op_get(struct conn *c, struct msg_request *req)
 		conn_reply_error(c, in->req.id, ERR_INTERNAL, NULL, "out of memory");
 		build_input_free(in);
 		free(in);
+		if (fd >= 0)
+			close(fd);
 		return;
 	}
 	j->c = c;
 	j->in = in;
+	j->fd = fd;
+	j->next = next;
 	conn_ref(c);
 	if (kilnd_work(d, keying_work, keying_done, j) != 0) {
 		conn_unref(c);
 		conn_reply_error(c, in->req.id, ERR_INTERNAL, NULL, "cannot queue work");
 		build_input_free(in);
 		free(in);
+		if (fd >= 0)
+			close(fd);
 		free(j);
 	}
+}
+
+static void op_get(struct conn *c, struct msg_request *req)
+{
+	for (size_t i = 0; i < req->nsources; i++) {
+		if (req->sources[i].text != NULL) {
+			c->d->c.source_texts++;
+			break;
+		}
+	}
+	dispatch_key_request(c, req, -1, resolve_get);
 }
 
 static void op_lookup(struct conn *c, struct msg_request *req)
@@ -397,6 +434,8 @@ static void op_status(struct conn *c, struct msg_request *req)
 	ADD_NUM(r, "builds_failed", d->c.builds_failed);
 	ADD_NUM(r, "joined", d->c.joined);
 	ADD_NUM(r, "need_sources", d->c.need_sources);
+	ADD_NUM(r, "source_texts", d->c.source_texts);
+	ADD_NUM(r, "imports", d->c.imports);
 	ADD_NUM(r, "in_flight", d->in_flight);
 	ADD_NUM(r, "queued", d->queued);
 	cJSON *tcs = cJSON_AddArrayToObject(r, "toolchains");
@@ -567,6 +606,9 @@ static void run_op(struct conn *c, struct msg_request *req)
 		break;
 	case OP_LOOKUP:
 		op_lookup(c, req);
+		break;
+	case OP_PUT:
+		op_put(c, req);
 		break;
 	case OP_STATUS:
 		op_status(c, req);

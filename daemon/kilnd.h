@@ -28,6 +28,8 @@ struct counters {
 	uint64_t builds_failed;
 	uint64_t joined;
 	uint64_t need_sources;       /* gets by digest that missed: text asked for */
+	uint64_t source_texts;       /* gets that carried source text */
+	uint64_t imports;            /* artifacts imported with put */
 };
 
 struct kilnd {

@@ -298,9 +298,15 @@ static int fill_entry(struct build *b)
 	e->created = e->last_used = util_wall_s();
 	e->uses = 0;
 	e->build_ms = (util_now_ns() - b->start_ns) / 1000000;
+	return publish_names(e, &b->in);
+}
+
+int publish_names(struct store_entry *e, const struct build_input *in)
+{
+	const struct msg_request *r = &in->req;
 	e->alias = r->alias != NULL ? strdup(r->alias) : NULL;
 	e->label = r->label != NULL ? strdup(r->label) : NULL;
-	e->toolchain = strdup(b->in.tc->name);
+	e->toolchain = strdup(in->tc->name);
 	e->output = strdup(r->output);
 	e->args_json = json_strings(r->args, r->nargs, sizeof(char *));
 	e->sources_json = json_strings(&r->sources[0].name, r->nsources, sizeof(struct msg_source));
@@ -310,7 +316,7 @@ static int fill_entry(struct build *b)
 }
 
 /* The log of the last build of key, replaced atomically. */
-static void write_log(struct kilnd *d, const char *key, const char *log, size_t len)
+void publish_write_log(struct kilnd *d, const char *key, const char *log, size_t len)
 {
 	char *path = store_log_path(d->store, key);
 	char tmp[4200];
@@ -334,7 +340,7 @@ static void publish_work(void *arg)
 		build_fail(b, ERR_IO, "cannot read the build's outputs: %s", strerror(-rc));
 		return;
 	}
-	write_log(b->d, b->entry.key, b->log, b->loglen);
+	publish_write_log(b->d, b->entry.key, b->log, b->loglen);
 	snprintf(path, sizeof(path), "%s/out/artifact.%s", b->dir, store_output_ext(b->entry.output));
 	rc = store_publish(b->d->store, &b->entry, path);
 	if (rc != 0) {
@@ -388,7 +394,7 @@ static void cleanup_work(void *arg)
 	struct cleanup_job *j = arg;
 	/* A failed build keeps its output under the request key for `kiln log`. */
 	if (j->log != NULL)
-		write_log(j->d, j->rkey, j->log, j->loglen);
+		publish_write_log(j->d, j->rkey, j->log, j->loglen);
 	store_rm_tree(j->dir);
 }
 

@@ -73,6 +73,8 @@ void conn_unref(struct conn *c)
 {
 	if (--c->refs > 0)
 		return;
+	while (c->nrx > 0)
+		close(c->rx_fds[--c->nrx]);
 	frame_decoder_fini(&c->dec);
 	free(c);
 }
@@ -278,11 +280,59 @@ static void conn_read(struct conn *c)
 		conn_flush(c);
 }
 
+int conn_take_fd(struct conn *c)
+{
+	if (c->nrx == 0)
+		return -1;
+	int fd = c->rx_fds[0];
+	c->nrx--;
+	memmove(c->rx_fds, c->rx_fds + 1, c->nrx * sizeof(c->rx_fds[0]));
+	return fd;
+}
+
+/* Keeps the descriptors that came with a read (a put's artifact); beyond
+ * CONN_RX_FDS they are closed, and the put that wanted one is refused. */
+static void conn_keep_fds(struct conn *c, struct msghdr *mh)
+{
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm != NULL; cm = CMSG_NXTHDR(mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (c->nrx < CONN_RX_FDS) {
+				c->rx_fds[c->nrx++] = fd;
+			} else {
+				log_warn("pid %d sent more descriptors than it may; closed", (int)c->pid);
+				close(fd);
+			}
+		}
+	}
+}
+
+static ssize_t conn_recv(struct conn *c, char *buf, size_t len)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * CONN_RX_FDS)];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr mh = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf),
+	};
+	ssize_t n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	if (n >= 0 && mh.msg_controllen > 0)
+		conn_keep_fds(c, &mh);
+	return n;
+}
+
 static void conn_read_frames(struct conn *c)
 {
 	char buf[65536];
 	for (int rounds = 0; rounds < 16 && !c->closing; rounds++) {
-		ssize_t n = read(c->fd, buf, sizeof(buf));
+		ssize_t n = conn_recv(c, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))

@@ -19,6 +19,10 @@
 struct kilnd;
 struct outbuf;
 
+/* Descriptors a connection may have received and not yet used: a put sends
+ * one with its frame; more is a broken or hostile peer, and they are closed. */
+#define CONN_RX_FDS 4
+
 struct conn {
 	struct kilnd *d;
 	int fd;
@@ -33,6 +37,8 @@ struct conn {
 	bool batching;              /* in a read: replies wait for its end */
 	uid_t uid;
 	pid_t pid;
+	int rx_fds[CONN_RX_FDS];    /* descriptors received, oldest first (put) */
+	unsigned nrx;
 	struct conn *prev, *next;
 };
 
@@ -61,6 +67,9 @@ void conn_reply_error(struct conn *c, uint64_t id, int code, const char *field,
 		      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* Stops reading from c and closes it once queued replies are written. */
 void conn_close_after_reply(struct conn *c);
+/* The oldest descriptor received on c and not yet taken (owned by the
+ * caller), or -1. */
+int conn_take_fd(struct conn *c);
 /* Keeps c's memory alive across asynchronous work; conn_unref releases it. */
 void conn_ref(struct conn *c);
 void conn_unref(struct conn *c);

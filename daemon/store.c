@@ -774,6 +774,16 @@ static bool add_detail(const struct store *s, const struct store_entry *e, cJSON
 	ok = ok && deps;
 	for (i = 0; ok && i < e->ndeps; i++)
 		ok = add_item(deps, NULL, cJSON_CreateString(e->deps[i].path));
+	/* Their digests, in the same order: what another node checks before
+	 * it imports the artifact (put). */
+	deps = ok ? cJSON_AddArrayToObject(o, "dep_sha256") : NULL;
+	ok = ok && deps;
+	for (i = 0; ok && i < e->ndeps; i++) {
+		char hex[65];
+
+		util_hex(e->deps[i].digest, 32, hex);
+		ok = add_item(deps, NULL, cJSON_CreateString(hex));
+	}
 	log = store_log_path(s, e->key);
 	ok = ok && add_str_or_null(o, "log", log);
 	free(log);

@@ -44,6 +44,7 @@ static const char *const op_names[OP__COUNT] = {
 	[OP_UNPIN] = "unpin",
 	[OP_GC] = "gc",
 	[OP_SHUTDOWN] = "shutdown",
+	[OP_PUT] = "put",
 };
 
 static const char *const err_names[ERR__COUNT] = {
@@ -67,6 +68,7 @@ static const char *const err_names[ERR__COUNT] = {
 	[ERR_DENIED] = "denied",
 	[ERR_INTERNAL] = "internal",
 	[ERR_NEED_SOURCES] = "need_sources",
+	[ERR_MISMATCH] = "mismatch",
 };
 
 const char *msg_op_name(enum msg_op op)
@@ -162,6 +164,8 @@ static void request_reset(struct msg_request *req)
 	req->op = OP_UNKNOWN;
 	req->proto = -1;
 	req->max_size = -1;
+	req->art_size = -1;
+	req->build_ms = -1;
 }
 
 void msg_request_free(struct msg_request *req)
@@ -186,6 +190,10 @@ void msg_request_free(struct msg_request *req)
 	free(req->label);
 	free(req->key);
 	free(req->ref);
+	for (i = 0; i < req->ndeps; i++)
+		free(req->deps[i].path);
+	free(req->deps);
+	free(req->log);
 	request_reset(req);
 }
 
@@ -457,6 +465,7 @@ static int parse_name(const cJSON *obj, const char *field,
 static int parse_get(const cJSON *obj, struct msg_request *req, struct msg_error *err)
 {
 	char why[200], q[68];
+	const cJSON *build;
 
 	if (get_str(obj, "toolchain", false, 0, &req->toolchain, err) < 0)
 		return -1;
@@ -473,10 +482,74 @@ static int parse_get(const cJSON *obj, struct msg_request *req, struct msg_error
 	    parse_name(obj, "alias", validate_alias, &req->alias, err) < 0 ||
 	    parse_name(obj, "label", validate_label, &req->label, err) < 0)
 		return -1;
+	build = member(obj, "build");
+	if (build && !cJSON_IsBool(build))
+		return msg_error_set(err, ERR_BAD_REQUEST, "build", "\"build\" must be true or false");
+	req->no_build = cJSON_IsFalse(build);
 	if (!req->toolchain && !(req->toolchain = strdup("cc")))
 		return oom(err);
 	if (!req->output && !(req->output = strdup("shared")))
 		return oom(err);
+	return 0;
+}
+
+static int parse_dep(const cJSON *v, size_t i, struct msg_dep *dep, struct msg_error *err)
+{
+	const cJSON *path = member(v, "path"), *digest = member(v, "sha256");
+
+	if (!cJSON_IsObject(v) || !cJSON_IsString(path) || !path->valuestring ||
+	    !cJSON_IsString(digest) || !digest->valuestring)
+		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
+				     "dependency %zu must be an object with \"path\" and \"sha256\" strings",
+				     i + 1);
+	if (path->valuestring[0] != '/' || strlen(path->valuestring) > MSG_MAX_PATH)
+		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
+				     "\"path\" of dependency %zu must be absolute and at most %d bytes",
+				     i + 1, MSG_MAX_PATH);
+	if (!parse_digest(digest->valuestring, dep->digest))
+		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
+				     "\"sha256\" of dependency %zu must be 64 lower-case hex digits", i + 1);
+	dep->path = strdup(path->valuestring);
+	return dep->path ? 0 : oom(err);
+}
+
+/* put: a get's fields naming the program, plus the artifact's key, digest,
+ * size and dependencies; the artifact itself comes as a descriptor. */
+static int parse_put(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+{
+	const cJSON *arr, *v, *digest;
+	size_t n, i = 0;
+
+	if (parse_get(obj, req, err) < 0 || get_str(obj, "key", true, 0, &req->key, err) < 0 ||
+	    get_uint(obj, "size", true, MSG_MAX_ID, &req->art_size, err) < 0 ||
+	    get_uint(obj, "build_ms", false, MSG_MAX_ID, &req->build_ms, err) < 0 ||
+	    get_str(obj, "log", false, MSG_MAX_LOG, &req->log, err) < 0)
+		return -1;
+	if (validate_key(req->key) < 0)
+		return msg_error_set(err, ERR_BAD_REQUEST, "key",
+				     "\"key\" must be 64 lower-case hex digits");
+	digest = member(obj, "sha256");
+	if (!cJSON_IsString(digest) || !digest->valuestring ||
+	    !parse_digest(digest->valuestring, req->art_digest))
+		return msg_error_set(err, ERR_BAD_REQUEST, "sha256",
+				     "\"sha256\" must be the artifact's SHA-256 as 64 lower-case hex digits");
+	arr = member(obj, "deps");
+	if (!arr)
+		return 0;
+	if (!cJSON_IsArray(arr))
+		return msg_error_set(err, ERR_BAD_REQUEST, "deps", "\"deps\" must be an array");
+	n = (size_t)cJSON_GetArraySize(arr);
+	if (n > MSG_MAX_DEPS)
+		return msg_error_set(err, ERR_TOO_LARGE, "deps",
+				     "%zu dependencies; at most %d are allowed", n, MSG_MAX_DEPS);
+	if (n && !(req->deps = calloc(n, sizeof(*req->deps))))
+		return oom(err);
+	cJSON_ArrayForEach(v, arr) {
+		req->ndeps = i + 1;
+		if (parse_dep(v, i, &req->deps[i], err) < 0)
+			return -1;
+		i++;
+	}
 	return 0;
 }
 
@@ -514,6 +587,8 @@ static int parse_fields(const cJSON *obj, struct msg_request *req, struct msg_er
 		return parse_hello(obj, req, err);
 	case OP_GET:
 		return parse_get(obj, req, err);
+	case OP_PUT:
+		return parse_put(obj, req, err);
 	case OP_LOOKUP:
 		return parse_lookup(obj, req, err);
 	case OP_SHOW:
@@ -677,6 +752,31 @@ static bool pack_sources(cJSON *obj, const struct msg_request *req)
 	return true;
 }
 
+static bool pack_put(cJSON *obj, const struct msg_request *req)
+{
+	char hex[65];
+	cJSON *arr, *d;
+	size_t i;
+
+	util_hex(req->art_digest, sizeof(req->art_digest), hex);
+	if (!add_str(obj, "key", req->key) || !cJSON_AddStringToObject(obj, "sha256", hex) ||
+	    !add_num(obj, "size", req->art_size) || !add_num(obj, "build_ms", req->build_ms) ||
+	    !add_str(obj, "log", req->log))
+		return false;
+	arr = cJSON_AddArrayToObject(obj, "deps");
+	for (i = 0; arr && i < req->ndeps; i++) {
+		d = cJSON_CreateObject();
+		if (!d || !cJSON_AddItemToArray(arr, d)) {
+			cJSON_Delete(d);
+			return false;
+		}
+		util_hex(req->deps[i].digest, 32, hex);
+		if (!add_str(d, "path", req->deps[i].path) || !cJSON_AddStringToObject(d, "sha256", hex))
+			return false;
+	}
+	return arr != NULL;
+}
+
 static bool pack_fields(cJSON *obj, const struct msg_request *req)
 {
 	cJSON *arr;
@@ -684,7 +784,13 @@ static bool pack_fields(cJSON *obj, const struct msg_request *req)
 	switch (req->op) {
 	case OP_HELLO:
 		return add_num(obj, "proto", req->proto) && add_str(obj, "client", req->client);
+	case OP_PUT:
 	case OP_GET:
+		/* put names its program as a get does */
+		if (req->op == OP_PUT && !pack_put(obj, req))
+			return false;
+		if (req->no_build && !cJSON_AddFalseToObject(obj, "build"))
+			return false;
 		if (!add_str(obj, "toolchain", req->toolchain) ||
 		    !add_str(obj, "output", req->output))
 			return false;

@@ -22,6 +22,8 @@
 #define MSG_MAX_LABEL 256
 #define MSG_MAX_NAME 255
 #define MSG_MAX_ID 9007199254740991.0 /* 2^53 - 1 */
+#define MSG_MAX_DEPS 65536
+#define MSG_MAX_LOG ((size_t)1 << 20)
 
 enum msg_op {
 	OP_UNKNOWN = -1,
@@ -36,6 +38,7 @@ enum msg_op {
 	OP_UNPIN,
 	OP_GC,
 	OP_SHUTDOWN,
+	OP_PUT,
 	OP__COUNT
 };
 
@@ -60,6 +63,7 @@ enum msg_err {
 	ERR_DENIED,
 	ERR_INTERNAL,
 	ERR_NEED_SOURCES, /* a get named its sources by digest only, and missed */
+	ERR_MISMATCH,     /* a put's artifact does not fit this node (key, headers, bytes) */
 	ERR__COUNT
 };
 
@@ -82,6 +86,12 @@ struct msg_source {
 	uint8_t digest[32];  /* SHA-256 of the text, when has_digest */
 };
 
+/* A dependency of an artifact carried by put: what the building node read. */
+struct msg_dep {
+	char *path;          /* absolute */
+	uint8_t digest[32];  /* SHA-256 of its content there */
+};
+
 /* One request. Strings are owned by the struct (msg_request_free). Absent
  * optional strings are NULL; absent numbers are -1. */
 struct msg_request {
@@ -97,9 +107,17 @@ struct msg_request {
 	size_t nargs;
 	struct msg_source *sources;
 	size_t nsources;
-	char *alias;       /* get, lookup */
+	char *alias;       /* get, lookup, put */
 	char *label;
-	/* lookup */
+	bool no_build;     /* get with "build": false: answer not_found on a miss */
+	/* put: the artifact (its descriptor travels beside the frame) */
+	uint8_t art_digest[32];
+	int64_t art_size;
+	int64_t build_ms;
+	struct msg_dep *deps;
+	size_t ndeps;
+	char *log;
+	/* lookup, put */
 	char *key;
 	/* show, remove, pin, unpin */
 	char *ref;

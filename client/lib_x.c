@@ -1,0 +1,381 @@
+/*
+ * The private interface for kiln's own libraries (kiln_x.h): request
+ * skeletons, probes that build nothing, and moving artifacts between daemons
+ * (export on the node that has an artifact, put on the node that needs it).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kiln_x.h"
+#include "lib_internal.h"
+#include "sha256.h"
+#include "table.h"
+#include "validate.h"
+#include "wire.h"
+
+int kiln_x_fail(int code, const char *fmt, ...)
+{
+	char buf[8192];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	return lib_err_set(code, "%s", buf);
+}
+
+char *kiln_x_skeleton(const struct kiln_request *req)
+{
+	struct msg_request m;
+	char *s = NULL;
+
+	if (lib_request_build(req, &m) == 0) {
+		m.alias = NULL;
+		m.label = NULL;
+		s = msg_request_pack(&m, NULL);
+		if (!s)
+			lib_err_set(KILN_ENOMEM, "out of memory packing a request");
+	}
+	free(m.sources);
+	return s;
+}
+
+/* Parses a skeleton into m (owned: msg_request_free). */
+static int skeleton_parse(const char *skel, struct msg_request *m)
+{
+	struct msg_error err;
+
+	if (msg_request_parse(skel, strlen(skel), m, &err) != 0)
+		return lib_err_set(KILN_EINVAL, "invalid request skeleton: %s", err.message);
+	if (m->op != OP_GET) {
+		msg_request_free(m);
+		return lib_err_set(KILN_EINVAL, "a request skeleton must be a get");
+	}
+	return 0;
+}
+
+struct probe {
+	char (*keys)[65];
+	int *status;
+};
+
+static void probe_reply(void *arg, size_t i, int rc, cJSON *reply, int fd)
+{
+	struct probe *p = arg;
+	const char *key = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(reply, "key"));
+
+	if (fd >= 0)
+		close(fd);
+	if (rc == 0 && (!key || validate_key(key) < 0))
+		rc = lib_err_set(KILN_EPROTO, "kilnd answered a probe without a valid key");
+	if (rc == 0)
+		memcpy(p->keys[i], key, 65);
+	p->status[i] = rc;
+	cJSON_Delete(reply);
+}
+
+int kiln_x_probe_many(struct kiln *k, const char *const *skels, size_t n, char (*keys)[65],
+		      int *status)
+{
+	struct msg_request *msgs = calloc(n ? n : 1, sizeof(*msgs));
+	struct msg_request **batch = calloc(n ? n : 1, sizeof(*batch));
+	struct probe p = { .keys = keys, .status = status };
+	size_t i, nb = 0;
+	size_t *index = calloc(n ? n : 1, sizeof(*index));
+	int rc = 0;
+
+	if (!msgs || !batch || !index) {
+		rc = lib_err_set(KILN_ENOMEM, "out of memory for %zu probes", n);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		status[i] = skeleton_parse(skels[i], &msgs[i]);
+		if (status[i] != 0)
+			continue;
+		msgs[i].no_build = true;
+		index[nb] = i;
+		batch[nb++] = &msgs[i];
+	}
+	/* The replies come by batch position: map them back through keys and
+	 * status arrays of the batch's own order. */
+	{
+		char (*bkeys)[65] = calloc(nb ? nb : 1, sizeof(*bkeys));
+		int *bstatus = calloc(nb ? nb : 1, sizeof(*bstatus));
+		struct probe bp = { .keys = bkeys, .status = bstatus };
+
+		if (!bkeys || !bstatus) {
+			rc = lib_err_set(KILN_ENOMEM, "out of memory for %zu probes", n);
+		} else if (nb > 0) {
+			rc = lib_conn_call_many(k, batch, nb, probe_reply, &bp);
+			for (i = 0; rc == 0 && i < nb; i++) {
+				p.status[index[i]] = bstatus[i];
+				memcpy(p.keys[index[i]], bkeys[i], 65);
+			}
+		}
+		free(bkeys);
+		free(bstatus);
+	}
+out:
+	for (i = 0; msgs && i < n; i++)
+		msg_request_free(&msgs[i]);
+	free(msgs);
+	free(batch);
+	free(index);
+	return rc;
+}
+
+static const cJSON *member(const cJSON *obj, const char *name)
+{
+	return cJSON_GetObjectItemCaseSensitive(obj, name);
+}
+
+/* The artifact's SHA-256 and size, read through its descriptor. */
+static int hash_fd(int fd, uint8_t digest[32], uint64_t *size)
+{
+	struct stat st;
+	char *buf;
+	ssize_t n;
+	size_t off = 0;
+
+	if (fstat(fd, &st) != 0)
+		return lib_err_set(KILN_EIO, "cannot stat the artifact: %s", strerror(errno));
+	buf = malloc(st.st_size > 0 ? (size_t)st.st_size : 1);
+	if (!buf)
+		return lib_err_set(KILN_ENOMEM, "out of memory for a %lld-byte artifact",
+				   (long long)st.st_size);
+	while (off < (size_t)st.st_size) {
+		n = pread(fd, buf + off, (size_t)st.st_size - off, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			free(buf);
+			return lib_err_set(KILN_EIO, "cannot read the artifact: %s",
+					   n < 0 ? strerror(errno) : "it is shorter than its size");
+		}
+		off += (size_t)n;
+	}
+	sha256_buf(buf, off, digest);
+	free(buf);
+	*size = off;
+	return 0;
+}
+
+int kiln_x_export(struct kiln *k, const char *key, int afd, char **meta)
+{
+	struct msg_request m = { .op = OP_SHOW, .proto = -1, .max_size = -1 };
+	cJSON *reply = NULL, *out = NULL, *deps;
+	const cJSON *e, *paths, *digests, *v;
+	uint8_t digest[32];
+	uint64_t size = 0;
+	char hex[65], *log = NULL;
+	size_t loglen;
+	int fd = -1, rc, i, nd;
+
+	*meta = NULL;
+	rc = hash_fd(afd, digest, &size);
+	if (rc < 0)
+		return rc;
+	m.ref = (char *)key;
+	rc = lib_conn_call(k, &m, &reply, &fd);
+	if (rc < 0)
+		return rc;
+	if (fd >= 0)
+		close(fd);
+	e = member(reply, "entry");
+	paths = member(e, "deps");
+	digests = member(e, "dep_sha256");
+	nd = cJSON_GetArraySize(paths);
+	if (!cJSON_IsArray(paths) || !cJSON_IsArray(digests) || cJSON_GetArraySize(digests) != nd) {
+		cJSON_Delete(reply);
+		return lib_err_set(KILN_EPROTO, "kilnd's entry %.16s lacks its dependencies' digests",
+				   key);
+	}
+	out = cJSON_CreateObject();
+	util_hex(digest, 32, hex);
+	cJSON_AddStringToObject(out, "key", key);
+	cJSON_AddStringToObject(out, "sha256", hex);
+	msg_add_int(out, "size", (int64_t)size);
+	v = member(e, "build_ms");
+	if (cJSON_IsNumber(v))
+		msg_add_int(out, "build_ms", (int64_t)v->valuedouble);
+	v = member(e, "label");
+	if (cJSON_IsString(v))
+		cJSON_AddStringToObject(out, "label", v->valuestring);
+	/* The compiler's warnings travel too, for `kiln log` on every node. */
+	v = member(e, "log");
+	if (cJSON_IsString(v) && util_read_file(v->valuestring, MSG_MAX_LOG, &log, &loglen) == 0 &&
+	    strlen(log) == loglen)
+		cJSON_AddStringToObject(out, "log", log);
+	free(log);
+	deps = cJSON_AddArrayToObject(out, "deps");
+	for (i = 0; deps && i < nd; i++) {
+		cJSON *d = cJSON_CreateObject();
+
+		cJSON_AddItemToArray(deps, d);
+		cJSON_AddStringToObject(d, "path", cJSON_GetStringValue(cJSON_GetArrayItem(paths, i)));
+		cJSON_AddStringToObject(d, "sha256",
+					cJSON_GetStringValue(cJSON_GetArrayItem(digests, i)));
+	}
+	*meta = cJSON_PrintUnformatted(out);
+	cJSON_Delete(out);
+	cJSON_Delete(reply);
+	return *meta ? 0 : lib_err_set(KILN_ENOMEM, "out of memory");
+}
+
+/* Merges skeleton and meta into one put request's JSON (malloc'd). */
+static char *put_json(const char *skel, const char *meta, uint64_t id)
+{
+	cJSON *s = cJSON_Parse(skel), *m = cJSON_Parse(meta), *v;
+	char *out = NULL;
+
+	if (!cJSON_IsObject(s) || !cJSON_IsObject(m))
+		goto done;
+	cJSON_ReplaceItemInObjectCaseSensitive(s, "op", cJSON_CreateString("put"));
+	cJSON_DeleteItemFromObjectCaseSensitive(s, "id");
+	msg_add_int(s, "id", (int64_t)id);
+	while ((v = m->child) != NULL) {
+		cJSON_DetachItemViaPointer(m, v);
+		if (!v->string || cJSON_GetObjectItemCaseSensitive(s, v->string)) {
+			cJSON_Delete(v);
+			continue;
+		}
+		cJSON_AddItemToObject(s, v->string, v);
+	}
+	out = cJSON_PrintUnformatted(s);
+done:
+	cJSON_Delete(s);
+	cJSON_Delete(m);
+	return out;
+}
+
+int kiln_x_put(struct kiln *k, const char *skeleton, const char *meta, int fd)
+{
+	struct msg_request hello = {
+		.op = OP_HELLO, .id = 1, .proto = KILN_PROTO_VERSION,
+		.client = (char *)"libkiln-put/" KILN_VERSION, .max_size = -1,
+	};
+	struct msg_request check;
+	struct msg_error err;
+	struct wire_conn w;
+	struct iovec iov[2];
+	char *frames[2], *enc[2] = { NULL, NULL }, *reply = NULL;
+	size_t lens[2], elens[2], rlen, done = 0, total;
+	long n;
+	cJSON *r = NULL;
+	int sock, rc, i;
+
+	frames[0] = msg_request_pack(&hello, &lens[0]);
+	frames[1] = put_json(skeleton, meta, 2);
+	if (!frames[0] || !frames[1]) {
+		free(frames[0]);
+		free(frames[1]);
+		return lib_err_set(KILN_EINVAL, "cannot make a put request of this skeleton and meta");
+	}
+	lens[1] = strlen(frames[1]);
+	/* The daemon's rules, here first: a bad meta costs no connection. */
+	if (msg_request_parse(frames[1], lens[1], &check, &err) != 0) {
+		free(frames[0]);
+		free(frames[1]);
+		return lib_err_set(KILN_EINVAL, "invalid put: %s", err.message);
+	}
+	msg_request_free(&check);
+	sock = wire_connect(k->socket_path);
+	if (sock < 0) {
+		free(frames[0]);
+		free(frames[1]);
+		return lib_err_set(KILN_ECONNECT, "cannot connect to kilnd at %s: %s", k->socket_path,
+				   strerror(-sock));
+	}
+	wire_conn_init(&w, sock, FRAME_MAX_DEFAULT);
+	for (i = 0; i < 2; i++) {
+		enc[i] = frame_encode(frames[i], lens[i], &elens[i]);
+		free(frames[i]);
+	}
+	rc = enc[0] && enc[1] ? 0 : -ENOMEM;
+	total = rc == 0 ? elens[0] + elens[1] : 0;
+	/* The artifact's descriptor goes with the first byte; the daemon keeps
+	 * it for the put that follows hello. */
+	while (rc == 0 && done < total) {
+		size_t skip = done, k0 = 0;
+
+		for (i = 0; i < 2; i++) {
+			if (skip >= elens[i]) {
+				skip -= elens[i];
+				continue;
+			}
+			iov[k0].iov_base = enc[i] + skip;
+			iov[k0++].iov_len = elens[i] - skip;
+			skip = 0;
+		}
+		n = wire_sendmsgv(sock, iov, k0, &fd, done == 0 ? 1 : 0);
+		if (n == -EINTR || n == -EAGAIN)
+			continue;
+		if (n < 0)
+			rc = (int)n;
+		else
+			done += (size_t)n;
+	}
+	free(enc[0]);
+	free(enc[1]);
+	if (rc < 0) {
+		rc = lib_err_set(KILN_EIO, "cannot send the put request: %s", strerror(-rc));
+		goto out;
+	}
+	for (i = 0; i < 2; i++) {
+		free(reply);
+		reply = NULL;
+		cJSON_Delete(r);
+		rc = wire_recv_frame(&w, &reply, &rlen);
+		if (rc < 0) {
+			rc = lib_err_set(KILN_EIO, "kilnd closed the connection during put: %s",
+					 strerror(-rc));
+			goto out;
+		}
+		r = cJSON_ParseWithLength(reply, rlen);
+		if (!cJSON_IsTrue(member(r, "ok"))) {
+			rc = r ? lib_err_from_reply(r) : lib_err_set(KILN_EPROTO, "kilnd's reply is not JSON");
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	cJSON_Delete(r);
+	free(reply);
+	wire_conn_fini(&w);
+	return rc;
+}
+
+int kiln_x_lookup_key(struct kiln *k, const char *key, const char *alias,
+		      struct kiln_program **out)
+{
+	struct msg_request m = { .op = OP_LOOKUP, .proto = -1, .max_size = -1 };
+	struct kiln_program *p;
+	cJSON *reply = NULL;
+	int fd = -1, rc;
+
+	*out = NULL;
+	if (!key || validate_key(key) < 0)
+		return lib_err_set(KILN_EINVAL, "not a key: %s", key ? key : "(null)");
+	pthread_mutex_lock(&k->load_lock);
+	p = table_get(k->by_key, key);
+	if (p && alias)
+		(void)alias_map_put(&k->by_alias, alias, p);
+	pthread_mutex_unlock(&k->load_lock);
+	if (p) {
+		atomic_fetch_add_explicit(&k->local_hits, 1, memory_order_relaxed);
+		*out = p;
+		return 0;
+	}
+	m.key = (char *)key;
+	rc = lib_conn_call(k, &m, &reply, &fd);
+	if (rc < 0)
+		return rc;
+	rc = lib_prog_from_reply(k, reply, fd, alias, out);
+	cJSON_Delete(reply);
+	return rc;
+}

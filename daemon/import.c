@@ -1,0 +1,269 @@
+/*
+ * put: an artifact built on another node, imported into this cache. The
+ * request names the program as a get does, plus the artifact's key, size and
+ * SHA-256 and the dependencies (headers, libraries) it was built against, and
+ * carries the artifact as a descriptor. Nothing is taken on trust:
+ *
+ *   1. the request key is computed here, with this node's toolchain identity;
+ *   2. every dependency is hashed here and must match the recorded digest
+ *      (another node's header is only good if this node has the same bytes);
+ *   3. the artifact key from (1) and (2) must equal the key that was sent, so
+ *      an artifact can only enter the cache under the key this node computes;
+ *   4. the bytes are copied into tmp/ while hashing, and size and SHA-256 must
+ *      match before the copy is published like a local build.
+ *
+ * A mismatch in 1-3 is the error "mismatch" (the sender then builds it on
+ * this node); in 4 it is "mismatch" too, and nothing is published.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "build.h"
+#include "build_int.h"
+#include "dispatch.h"
+#include "headers.h"
+#include "import.h"
+#include "kilnd.h"
+#include "log.h"
+#include "server.h"
+#include "util.h"
+
+struct import_job {
+	struct conn *c;
+	struct build_input *in;
+	int fd;
+	struct store_entry entry;
+	struct msg_error err;
+};
+
+static void import_free(struct import_job *j)
+{
+	if (j->fd >= 0)
+		close(j->fd);
+	store_entry_free(&j->entry);
+	build_input_free(j->in);
+	free(j->in);
+	free(j);
+}
+
+/* Checks the dependencies against this node's files and fills entry.deps. */
+static int import_deps(struct import_job *j)
+{
+	const struct msg_request *r = &j->in->req;
+	struct store_entry *e = &j->entry;
+	if (r->ndeps > 0 && (e->deps = calloc(r->ndeps, sizeof(*e->deps))) == NULL)
+		return msg_error_set(&j->err, ERR_INTERNAL, NULL, "out of memory");
+	for (size_t i = 0; i < r->ndeps; i++) {
+		struct store_dep *dep = &e->deps[i];
+		struct stat st;
+		if ((dep->path = strdup(r->deps[i].path)) == NULL)
+			return msg_error_set(&j->err, ERR_INTERNAL, NULL, "out of memory");
+		e->ndeps = i + 1;
+		if (stat(dep->path, &st) != 0 || !S_ISREG(st.st_mode) ||
+		    util_sha256_file(dep->path, dep->digest) != 0)
+			return msg_error_set(&j->err, ERR_MISMATCH, "deps",
+					     "dependency %s is missing or unreadable on this node",
+					     dep->path);
+		if (memcmp(dep->digest, r->deps[i].digest, 32) != 0)
+			return msg_error_set(&j->err, ERR_MISMATCH, "deps",
+					     "dependency %s differs on this node", dep->path);
+		dep->size = (uint64_t)st.st_size;
+		dep->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	}
+	return 0;
+}
+
+/* Copies the artifact into a new file at tmp while hashing it; checks size
+ * and digest. */
+static int import_copy(struct import_job *j, const char *tmp)
+{
+	const struct msg_request *r = &j->in->req;
+	struct stat st;
+	if (fstat(j->fd, &st) != 0 || !S_ISREG(st.st_mode))
+		return msg_error_set(&j->err, ERR_BAD_REQUEST, "fd",
+				     "the descriptor sent with put is not a regular file");
+	if ((uint64_t)st.st_size != (uint64_t)r->art_size)
+		return msg_error_set(&j->err, ERR_MISMATCH, "size",
+				     "the artifact has %lld bytes, the request says %lld",
+				     (long long)st.st_size, (long long)r->art_size);
+	int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (out < 0)
+		return msg_error_set(&j->err, ERR_IO, NULL, "cannot create %s: %s", tmp, strerror(errno));
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	size_t cap = (size_t)1 << 20;
+	char *buf = malloc(cap);
+	int rc = md != NULL && buf != NULL && EVP_DigestInit_ex(md, util_sha256_md(), NULL) == 1 ? 0 : -ENOMEM;
+	uint64_t off = 0;
+	while (rc == 0) {
+		ssize_t n = pread(j->fd, buf, cap, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		EVP_DigestUpdate(md, buf, (size_t)n);
+		rc = util_write_all(out, buf, (size_t)n);
+		off += (uint64_t)n;
+	}
+	uint8_t digest[32];
+	if (rc == 0 && EVP_DigestFinal_ex(md, digest, NULL) != 1)
+		rc = -ENOMEM;
+	if (close(out) != 0 && rc == 0)
+		rc = -errno;
+	EVP_MD_CTX_free(md);
+	free(buf);
+	if (rc != 0)
+		return msg_error_set(&j->err, rc == -ENOSPC ? ERR_IO : ERR_IO, NULL,
+				     "cannot copy the artifact into the cache: %s", strerror(-rc));
+	if (off != (uint64_t)r->art_size || memcmp(digest, r->art_digest, 32) != 0)
+		return msg_error_set(&j->err, ERR_MISMATCH, "sha256",
+				     "the artifact's bytes do not match its size and SHA-256 (%llu bytes read)",
+				     (unsigned long long)off);
+	j->entry.size = off;
+	return 0;
+}
+
+/* Thread pool: the checks, the copy and the publish. */
+static void import_work(void *arg)
+{
+	struct import_job *j = arg;
+	struct build_input *in = j->in;
+	struct kilnd *d = j->c->d;
+	struct store_entry *e = &j->entry;
+	if (import_deps(j) != 0)
+		return;
+	key_artifact(in->rkey, e->deps, e->ndeps, e->key);
+	if (strcmp(e->key, in->req.key) != 0) {
+		msg_error_set(&j->err, ERR_MISMATCH, "key",
+			      "this node computes key %.16s for the request, not %.16s: its "
+			      "compiler, environment or CPU differ; build it here instead",
+			      e->key, in->req.key);
+		return;
+	}
+	char *tmpdir = store_tmp_dir(d->store);
+	char tmp[4200];
+	if (tmpdir == NULL) {
+		msg_error_set(&j->err, ERR_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	snprintf(tmp, sizeof(tmp), "%s/put-%.16s-%d", tmpdir, e->key, (int)gettid());
+	free(tmpdir);
+	unlink(tmp);
+	if (import_copy(j, tmp) != 0) {
+		unlink(tmp);
+		return;
+	}
+	memcpy(e->rkey, in->rkey, sizeof(e->rkey));
+	e->created = e->last_used = util_wall_s();
+	e->build_ms = in->req.build_ms >= 0 ? (uint64_t)in->req.build_ms : 0;
+	if (publish_names(e, in) != 0) {
+		unlink(tmp);
+		msg_error_set(&j->err, ERR_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	if (in->req.log != NULL)
+		publish_write_log(d, e->key, in->req.log, strlen(in->req.log));
+	int rc = store_publish(d->store, e, tmp);
+	if (rc != 0)
+		msg_error_set(&j->err, ERR_IO, NULL, "cannot publish the artifact into the cache: %s",
+			      strerror(-rc));
+}
+
+static void import_done(void *arg)
+{
+	struct import_job *j = arg;
+	struct conn *c = j->c;
+	struct kilnd *d = c->d;
+	uint64_t id = j->in->req.id;
+	if (j->err.code != ERR_NONE) {
+		log_info("put of %.16s refused: %s", j->in->req.key, j->err.message);
+		conn_reply_error(c, id, j->err.code, j->err.field[0] != '\0' ? j->err.field : NULL,
+				 "%s", j->err.message);
+	} else {
+		d->c.imports++;
+		kilnd_refresh_totals(d);
+		log_info("imported %.16s (%s, %llu bytes)", j->entry.key,
+			 j->entry.label != NULL ? j->entry.label : "no label",
+			 (unsigned long long)j->entry.size);
+		cJSON *r = cJSON_CreateObject();
+		if (r != NULL) {
+			msg_add_int(r, "id", (int64_t)id);
+			cJSON_AddBoolToObject(r, "ok", 1);
+			cJSON_AddStringToObject(r, "key", j->entry.key);
+			cJSON_AddBoolToObject(r, "imported", 1);
+			conn_reply(c, r, -1);
+		}
+	}
+	conn_unref(c);
+	import_free(j);
+}
+
+/* Once the request key is known (loop thread). */
+static void import_keyed(struct conn *c, struct build_input *in, int fd)
+{
+	struct kilnd *d = c->d;
+	struct store_entry cur = { 0 };
+	uint64_t id = in->req.id;
+	if (store_get(d->store, in->req.key, &cur) == 0 && strcmp(cur.rkey, in->rkey) == 0 &&
+	    headers_valid(d, &cur)) {
+		/* Already here (built or imported before): nothing to copy. */
+		store_entry_free(&cur);
+		close(fd);
+		cJSON *r = cJSON_CreateObject();
+		if (r != NULL) {
+			msg_add_int(r, "id", (int64_t)id);
+			cJSON_AddBoolToObject(r, "ok", 1);
+			cJSON_AddStringToObject(r, "key", in->req.key);
+			cJSON_AddBoolToObject(r, "imported", 0);
+			conn_reply(c, r, -1);
+		}
+		build_input_free(in);
+		free(in);
+		return;
+	}
+	store_entry_free(&cur);
+	struct import_job *j = calloc(1, sizeof(*j));
+	if (j == NULL) {
+		close(fd);
+		build_input_free(in);
+		free(in);
+		conn_reply_error(c, id, ERR_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	j->c = c;
+	j->in = in;
+	j->fd = fd;
+	conn_ref(c);
+	if (kilnd_work(d, import_work, import_done, j) != 0) {
+		conn_unref(c);
+		import_free(j);
+		conn_reply_error(c, id, ERR_INTERNAL, NULL, "cannot queue work");
+	}
+}
+
+void op_put(struct conn *c, struct msg_request *req)
+{
+	int fd = conn_take_fd(c);
+	if (fd < 0) {
+		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "fd",
+				 "put carries the artifact as a descriptor (SCM_RIGHTS) with its frame; none came");
+		return;
+	}
+	for (size_t i = 0; i < req->nsources; i++) {
+		if (req->sources[i].text != NULL) {
+			c->d->c.source_texts++;
+			break;
+		}
+	}
+	dispatch_key_request(c, req, fd, import_keyed);
+}

@@ -1,0 +1,246 @@
+/*
+ * One MPI rank of the libkiln-mpi tests (test_mpi.c) and of bench/mpi: run
+ * under mpiexec with KILN_SOCKET naming one daemon per simulated node ("%n")
+ * and KILN_MPI_NODE_SIZE. Each rank checks what it can see itself (values of
+ * the loaded programs, return codes, the errors' text) and writes
+ * "name value" lines to OUTDIR/rank-R.txt; the test reads the daemons'
+ * counters. Exit status 0 when this rank's checks passed.
+ *
+ *   mpi_worker same N OUTDIR       N programs, the same on every rank: warm, then get each
+ *   mpi_worker mixed N U OUTDIR    N shared programs plus U unique to each rank
+ *   mpi_worker herd OUTDIR         kiln_mpi_get of one program on every rank
+ *   mpi_worker fail OUTDIR         3 good programs and 1 with a compile error
+ *   mpi_worker solo N OUTDIR       no coordination: every rank gets its N programs
+ *                                  from its node's daemon (the baseline of bench/mpi)
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include <kiln/kiln.h>
+#include <kiln/kiln_mpi.h>
+
+static int rank, size;
+static FILE *out;
+static int failures;
+
+static void check(int ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (ok)
+		return;
+	failures++;
+	fprintf(out, "FAIL ");
+	va_start(ap, fmt);
+	vfprintf(out, fmt, ap);
+	va_end(ap);
+	fprintf(out, "\n");
+	fflush(out);
+}
+
+struct prog {
+	char text[512];
+	char label[64];
+	char alias[64];
+	struct kiln_source src;
+	struct kiln_request req;
+	int value;
+};
+
+/* A program whose kiln_test_value() returns value; salt makes it unique. */
+static void prog_make(struct prog *p, int value, const char *tag)
+{
+	snprintf(p->text, sizeof(p->text),
+		 "/* %s */\nint kiln_test_value(void) { return %d; }\n", tag, value);
+	snprintf(p->label, sizeof(p->label), "%s", tag);
+	snprintf(p->alias, sizeof(p->alias), "mpi-%s", tag);
+	p->src = (struct kiln_source){ .name = "prog.c", .text = p->text };
+	p->req = (struct kiln_request){ .toolchain = "cc", .sources = &p->src, .nsources = 1,
+					.label = p->label, .alias = p->alias };
+	p->value = value;
+}
+
+static void prog_broken(struct prog *p)
+{
+	snprintf(p->text, sizeof(p->text), "int kiln_test_value(void) { return undeclared_thing; }\n");
+	snprintf(p->label, sizeof(p->label), "broken");
+	p->src = (struct kiln_source){ .name = "prog.c", .text = p->text };
+	p->req = (struct kiln_request){ .toolchain = "cc", .sources = &p->src, .nsources = 1,
+					.label = p->label };
+}
+
+/* Loads p with kiln_get and calls it. */
+static void get_and_call(struct kiln *k, struct prog *p)
+{
+	struct kiln_program *kp;
+	int rc = kiln_get(k, &p->req, &kp);
+	int (*fn)(void);
+
+	check(rc == KILN_OK, "get %s: %s", p->label, kiln_errmsg(k));
+	if (rc != KILN_OK)
+		return;
+	*(void **)&fn = kiln_sym(kp, "kiln_test_value");
+	check(fn && fn() == p->value, "%s returned %d, not %d", p->label, fn ? fn() : -1, p->value);
+}
+
+static void report_out(const char *what, const struct kiln_warm_report *r, int rc, double s)
+{
+	fprintf(out, "%s_rc %d\n%s_built_here %zu\n%s_received %zu\n%s_cached %zu\n%s_failed %zu\n"
+		"%s_wall_s %.3f\n",
+		what, rc, what, r->built_here, what, r->received, what, r->already_cached, what,
+		r->failed, what, s);
+}
+
+/* Every rank's kiln_errmsg text equal to rank 0's? (collective) */
+static int same_everywhere(const char *msg)
+{
+	int len = (int)strlen(msg) + 1, maxlen, ok, all;
+	char *root;
+
+	MPI_Allreduce(&len, &maxlen, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	root = calloc((size_t)maxlen, 1);
+	if (rank == 0)
+		memcpy(root, msg, (size_t)len);
+	MPI_Bcast(root, maxlen, MPI_CHAR, 0, MPI_COMM_WORLD);
+	ok = strcmp(root, msg) == 0;
+	MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+	free(root);
+	return all;
+}
+
+static void run_warm(struct kiln *k, struct prog *progs, int n)
+{
+	struct kiln_request *reqs = calloc((size_t)n + 1, sizeof(*reqs));
+	struct kiln_warm_report rep;
+	double t0;
+	int rc;
+
+	for (int i = 0; i < n; i++)
+		reqs[i] = progs[i].req;
+	MPI_Barrier(MPI_COMM_WORLD);
+	t0 = MPI_Wtime();
+	rc = kiln_mpi_warm(k, MPI_COMM_WORLD, reqs, (size_t)n, &rep);
+	MPI_Barrier(MPI_COMM_WORLD);
+	report_out("warm", &rep, rc, MPI_Wtime() - t0);
+	check(rc == KILN_OK, "kiln_mpi_warm: %s", kiln_errmsg(k));
+	check(rep.failed == 0, "warm report: %zu failed", rep.failed);
+	for (int i = 0; i < n; i++)
+		get_and_call(k, &progs[i]);
+	free(reqs);
+}
+
+int main(int argc, char **argv)
+{
+	struct kiln *k = NULL;
+	struct kiln_stats st;
+	struct prog *progs = NULL;
+	const char *mode = argc > 1 ? argv[1] : "";
+	const char *dir = argv[argc - 1];
+	char path[4096], tag[64];
+	int n = 0, u = 0, rc;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	snprintf(path, sizeof(path), "%s/rank-%d.txt", dir, rank);
+	out = fopen(path, "w");
+	if (!out)
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	rc = kiln_mpi_open(MPI_COMM_WORLD, NULL, &k);
+	check(rc == KILN_OK, "kiln_mpi_open: %s", kiln_errmsg(NULL));
+	if (rc != KILN_OK)
+		goto done;
+
+	if (strcmp(mode, "same") == 0 || strcmp(mode, "mixed") == 0 || strcmp(mode, "solo") == 0) {
+		n = atoi(argv[2]);
+		u = strcmp(mode, "mixed") == 0 ? atoi(argv[3]) : 0;
+		progs = calloc((size_t)(n + u) + 1, sizeof(*progs));
+		for (int i = 0; i < n; i++) {
+			snprintf(tag, sizeof(tag), "shared-%d", i);
+			prog_make(&progs[i], 1000 + i, tag);
+		}
+		for (int j = 0; j < u; j++) {
+			snprintf(tag, sizeof(tag), "rank%d-%d", rank, j);
+			prog_make(&progs[n + j], 100000 + rank * 100 + j, tag);
+		}
+		if (strcmp(mode, "solo") == 0) {
+			struct kiln_request *reqs = calloc((size_t)n + 1, sizeof(*reqs));
+			struct kiln_program **ps = calloc((size_t)n + 1, sizeof(*ps));
+			double t0;
+
+			for (int i = 0; i < n; i++)
+				reqs[i] = progs[i].req;
+			MPI_Barrier(MPI_COMM_WORLD);
+			t0 = MPI_Wtime();
+			rc = kiln_get_many(k, reqs, (size_t)n, ps, NULL);
+			MPI_Barrier(MPI_COMM_WORLD);
+			fprintf(out, "solo_rc %d\nsolo_wall_s %.3f\n", rc, MPI_Wtime() - t0);
+			check(rc == KILN_OK, "kiln_get_many: %s", kiln_errmsg(k));
+			for (int i = 0; i < n; i++)
+				get_and_call(k, &progs[i]);
+			free(reqs);
+			free(ps);
+		} else {
+			run_warm(k, progs, n + u);
+		}
+	} else if (strcmp(mode, "herd") == 0) {
+		struct prog p;
+		struct kiln_program *kp = NULL;
+		int (*fn)(void) = NULL;
+
+		prog_make(&p, 4242, "herd");
+		MPI_Barrier(MPI_COMM_WORLD);
+		rc = kiln_mpi_get(k, MPI_COMM_WORLD, &p.req, &kp);
+		check(rc == KILN_OK, "kiln_mpi_get: %s", kiln_errmsg(k));
+		if (kp)
+			*(void **)&fn = kiln_sym(kp, "kiln_test_value");
+		check(fn && fn() == 4242, "the herd program returned %d", fn ? fn() : -1);
+		/* The alias now resolves in this process without IPC. */
+		check(kiln_lookup(k, p.alias, &kp) == KILN_OK, "lookup of the alias: %s",
+		      kiln_errmsg(k));
+	} else if (strcmp(mode, "fail") == 0) {
+		struct prog p[4];
+		struct kiln_request reqs[4];
+		struct kiln_program *kp = NULL;
+		const char *msg;
+
+		for (int i = 0; i < 3; i++) {
+			snprintf(tag, sizeof(tag), "good-%d", i);
+			prog_make(&p[i], 7000 + i, tag);
+		}
+		prog_broken(&p[3]);
+		/* The broken one first on odd ranks: the order must not matter. */
+		for (int i = 0; i < 4; i++)
+			reqs[i] = p[(rank % 2) ? 3 - i : i].req;
+		rc = kiln_mpi_warm(k, MPI_COMM_WORLD, reqs, 4, NULL);
+		msg = kiln_errmsg(k);
+		fprintf(out, "warm_rc %d\n", rc);
+		check(rc == KILN_EBUILD, "kiln_mpi_warm returned %d (%s), not KILN_EBUILD", rc, msg);
+		check(strstr(msg, "undeclared_thing") != NULL, "the diagnostics lack the error: %s", msg);
+		check(same_everywhere(msg), "the warm error text differs between ranks");
+		for (int i = 0; i < 3; i++)
+			get_and_call(k, &p[i]);
+		rc = kiln_mpi_get(k, MPI_COMM_WORLD, &p[3].req, &kp);
+		msg = kiln_errmsg(k);
+		fprintf(out, "get_rc %d\n", rc);
+		check(rc == KILN_EBUILD && kp == NULL, "kiln_mpi_get of the broken program returned %d", rc);
+		check(strstr(msg, "undeclared_thing") != NULL, "get diagnostics lack the error: %s", msg);
+		check(same_everywhere(msg), "the get error text differs between ranks");
+	} else {
+		check(0, "unknown mode %s", mode);
+	}
+	kiln_get_stats(k, &st);
+	fprintf(out, "requests %llu\nloads %llu\n", (unsigned long long)st.requests,
+		(unsigned long long)st.loads);
+done:
+	kiln_close(k);
+	fprintf(out, "failures %d\n", failures);
+	fclose(out);
+	free(progs);
+	MPI_Finalize();
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,283 @@
+/*
+ * libkiln-mpi with real MPI processes (MPICH's mpiexec) and one real kilnd
+ * per simulated node: KILN_MPI_NODE_SIZE makes every n ranks a node, and
+ * KILN_SOCKET=<dir>/n%n.sock sends each node's ranks to its own daemon. The
+ * ranks run tests/integration/mpi_worker.c, which checks what a rank sees;
+ * this file counts what the daemons did. Skipped (77) without MPI.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define MAX_NODES 8
+
+static pid_t daemons[MAX_NODES];
+static int ndaemons;
+
+static const char *worker(void)
+{
+	return getenv("KILN_TEST_MPI_WORKER");
+}
+
+static char *node_path(char *buf, const char *what, int i)
+{
+	return harness_path(buf, "%s%d", what, i);
+}
+
+/* Starts one kilnd per node, each with its own socket and cache; extra_env
+ * (may be NULL) goes to the daemon of node odd_node only. */
+static void start_daemons(int n, int odd_node, const char *extra_env)
+{
+	char sock[HARNESS_PATH], cache[HARNESS_PATH], log[HARNESS_PATH], out[HARNESS_PATH];
+
+	ndaemons = n;
+	for (int i = 0; i < n; i++) {
+		const char *argv[] = {
+			harness_kilnd(), "--socket", harness_path(sock, "n%d.sock", i), "--cache-dir",
+			node_path(cache, "cache", i), "--log-file", node_path(log, "kilnd.log.", i),
+			"--log-level", "debug", "--jobs", "2", NULL,
+		};
+		const char *env[] = { extra_env, NULL };
+		double end;
+
+		daemons[i] = harness_spawn(argv, i == odd_node ? env : NULL,
+					   node_path(out, "kilnd.out.", i), NULL);
+		end = harness_now_s() + 30;
+		while (!harness_socket_answers(sock)) {
+			ck_assert_msg(harness_alive(daemons[i]), "kilnd %d exited:\n%s", i,
+				      harness_read_file(out));
+			ck_assert_msg(harness_now_s() < end, "kilnd %d does not answer", i);
+			harness_sleep_ms(10);
+		}
+	}
+}
+
+static cJSON *daemon_status(int i)
+{
+	char sock[HARNESS_PATH];
+	int fd;
+	cJSON *r;
+
+	fd = harness_raw_connect(harness_path(sock, "n%d.sock", i));
+	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":2}");
+	cJSON_Delete(harness_raw_recv(fd));
+	harness_raw_send(fd, "{\"op\":\"status\",\"id\":2}");
+	r = harness_raw_recv(fd);
+	close(fd);
+	ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItem(r, "ok")), "status of kilnd %d failed", i);
+	return r;
+}
+
+/* The sum of a status counter over all daemons. */
+static int64_t sum_status(const char *field)
+{
+	int64_t sum = 0;
+
+	for (int i = 0; i < ndaemons; i++) {
+		cJSON *st = daemon_status(i);
+
+		sum += harness_num(st, field);
+		cJSON_Delete(st);
+	}
+	return sum;
+}
+
+static int64_t node_status(int i, const char *field)
+{
+	cJSON *st = daemon_status(i);
+	int64_t v = harness_num(st, field);
+
+	cJSON_Delete(st);
+	return v;
+}
+
+/* A number from a rank's result file ("name value" lines); -1 when absent. */
+static long long rank_value(int rank, const char *name)
+{
+	char path[HARNESS_PATH], *text, *p;
+	long long v = -1;
+	size_t nl = strlen(name);
+
+	harness_path(path, "out/rank-%d.txt", rank);
+	text = harness_read_file(path);
+	for (p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p)) {
+		if (strncmp(p, name, nl) == 0 && p[nl] == ' ') {
+			v = atoll(p + nl + 1);
+			break;
+		}
+	}
+	free(text);
+	return v;
+}
+
+/* Runs mpiexec -n ranks mpi_worker ARGS... <dir>/out with node_size ranks
+ * per node (0: real shared-memory nodes); fails with every rank's output. */
+static void run_ranks(int ranks, int node_size, const char *const *args)
+{
+	char outdir[HARNESS_PATH], sockenv[HARNESS_PATH + 32], nsenv[64], nranks[16];
+	const char *argv[32];
+	const char *env[] = { sockenv, node_size > 0 ? nsenv : NULL, NULL };
+	size_t n = 0;
+	int status;
+
+	harness_path(outdir, "out");
+	mkdir(outdir, 0700);
+	snprintf(sockenv, sizeof(sockenv), "KILN_SOCKET=%s/n%%n.sock", harness.dir);
+	snprintf(nsenv, sizeof(nsenv), "KILN_MPI_NODE_SIZE=%d", node_size);
+	snprintf(nranks, sizeof(nranks), "%d", ranks);
+	argv[n++] = getenv("KILN_TEST_MPIEXEC");
+	argv[n++] = "-n";
+	argv[n++] = nranks;
+	argv[n++] = worker();
+	for (size_t i = 0; args[i]; i++)
+		argv[n++] = args[i];
+	argv[n++] = outdir;
+	argv[n] = NULL;
+	char log[HARNESS_PATH];
+	harness_path(log, "mpiexec.out");
+	pid_t pid = harness_spawn(argv, env, log, NULL);
+	status = harness_wait(pid, 240);
+	if (status != 0) {
+		char msg[16384] = "";
+
+		for (int r = 0; r < ranks; r++) {
+			char path[HARNESS_PATH], *t;
+
+			harness_path(path, "out/rank-%d.txt", r);
+			t = harness_read_file(path);
+			snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), "rank %d:\n%.600s\n", r,
+				 t ? t : "(no output)");
+			free(t);
+		}
+		char *mo = harness_read_file(log);
+		ck_abort_msg("mpiexec exited with status 0x%x\n%s\nmpiexec:\n%.2000s", status, msg,
+			     mo ? mo : "");
+	}
+	for (int r = 0; r < ranks; r++)
+		ck_assert_int_eq(rank_value(r, "failures"), 0);
+}
+
+static long long sum_leaders(int ranks, int node_size, const char *name)
+{
+	long long sum = 0;
+
+	for (int r = 0; r < ranks; r += node_size)
+		sum += rank_value(r, name);
+	return sum;
+}
+
+/* 8 ranks as 4 nodes, 20 programs on every rank: 20 compiler runs in all. */
+START_TEST(same_programs_once_per_job)
+{
+	const char *args[] = { "same", "20", NULL };
+
+	start_daemons(4, -1, NULL);
+	run_ranks(8, 2, args);
+	ck_assert_int_eq(sum_status("builds_started"), 20);
+	ck_assert_int_eq(sum_status("builds_failed"), 0);
+	/* Each program went to the 3 nodes that did not build it. */
+	ck_assert_int_eq(sum_status("imports"), 60);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(node_status(i, "entries"), 20);
+	ck_assert_int_eq(sum_leaders(8, 2, "warm_built_here"), 20);
+	ck_assert_int_eq(sum_leaders(8, 2, "warm_received"), 60);
+	/* Shared out: every node built 5. */
+	for (int r = 0; r < 8; r += 2)
+		ck_assert_int_eq(rank_value(r, "warm_built_here"), 5);
+
+	/* The next job step: everything is cached on every node. */
+	run_ranks(8, 2, args);
+	ck_assert_int_eq(sum_status("builds_started"), 20);
+	ck_assert_int_eq(sum_leaders(8, 2, "warm_cached"), 80);
+	ck_assert_int_eq(sum_leaders(8, 2, "warm_built_here"), 0);
+}
+END_TEST
+
+/* 10 shared programs plus 3 unique to each of 8 ranks: 34 distinct keys. */
+START_TEST(mixed_requests_distinct_keys)
+{
+	const char *args[] = { "mixed", "10", "3", NULL };
+
+	start_daemons(4, -1, NULL);
+	run_ranks(8, 2, args);
+	ck_assert_int_eq(sum_status("builds_started"), 10 + 8 * 3);
+	/* A program only one node needs is built there and sent nowhere;
+	 * each shared one goes to the 3 nodes that did not build it. */
+	ck_assert_int_eq(sum_status("imports"), 30);
+}
+END_TEST
+
+/* 16 ranks on one node, one program: one compiler run, one rank's text. */
+START_TEST(herd_one_node)
+{
+	const char *args[] = { "herd", NULL };
+
+	start_daemons(1, -1, NULL);
+	run_ranks(16, 0, args);
+	ck_assert_int_eq(node_status(0, "builds_started"), 1);
+	ck_assert_int_eq(node_status(0, "source_texts"), 1);
+	ck_assert_int_eq(node_status(0, "imports"), 0);
+}
+END_TEST
+
+/* A compile error is reported on every rank, identically; it is built once
+ * per collective call. */
+START_TEST(failure_same_on_every_rank)
+{
+	const char *args[] = { "fail", NULL };
+
+	start_daemons(4, -1, NULL);
+	run_ranks(8, 2, args);
+	/* 3 good programs once, the broken one once by kiln_mpi_warm and once
+	 * more by kiln_mpi_get (failures are not cached). */
+	ck_assert_int_eq(sum_status("builds_started"), 5);
+	ck_assert_int_eq(sum_status("builds_failed"), 2);
+	for (int r = 0; r < 8; r++) {
+		ck_assert_int_eq(rank_value(r, "warm_rc"), KILN_EBUILD);
+		ck_assert_int_eq(rank_value(r, "get_rc"), KILN_EBUILD);
+	}
+}
+END_TEST
+
+/* A node whose compiler environment differs refuses the others' artifacts
+ * (put answers mismatch) and builds them itself; every rank still works. */
+START_TEST(mismatched_node_builds_itself)
+{
+	const char *args[] = { "same", "8", NULL };
+
+	start_daemons(4, 3, "SOURCE_DATE_EPOCH=1");
+	run_ranks(8, 2, args);
+	ck_assert_int_eq(node_status(3, "imports"), 0);
+	ck_assert_int_eq(node_status(3, "builds_started"), 8);
+	ck_assert_int_eq(node_status(3, "entries"), 8);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(node_status(i, "entries"), 8);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s;
+
+	if (!worker() || !*worker()) {
+		printf("SKIP: kiln was configured without MPI (libkiln-mpi not built)\n");
+		return 77;
+	}
+	if (!getenv("KILN_TEST_MPIEXEC") || access(getenv("KILN_TEST_MPIEXEC"), X_OK) != 0) {
+		printf("SKIP: mpiexec is not installed\n");
+		return 77;
+	}
+	s = suite_create("mpi");
+	suite_add_tcase(s, harness_tcase("same_programs_once_per_job", same_programs_once_per_job, 240));
+	suite_add_tcase(s, harness_tcase("mixed_requests_distinct_keys", mixed_requests_distinct_keys, 240));
+	suite_add_tcase(s, harness_tcase("herd_one_node", herd_one_node, 240));
+	suite_add_tcase(s, harness_tcase("failure_same_on_every_rank", failure_same_on_every_rank, 240));
+	suite_add_tcase(s, harness_tcase("mismatched_node_builds_itself", mismatched_node_builds_itself, 240));
+	return harness_main(s);
+}
