@@ -63,8 +63,8 @@ static const struct {
 	  "With --json, prints the daemon's status reply as one object, without \"id\"\n"
 	  "and \"ok\": pid, version, proto, socket, cache_dir, jobs, max_size, entries,\n"
 	  "bytes, uptime_s, connections, requests, hits, misses, builds_started,\n"
-	  "builds_ok, builds_failed, joined, need_sources, in_flight, queued, and\n"
-	  "whatever else the daemon reports (such as its toolchains).\n"
+	  "builds_ok, builds_failed, joined, need_sources, source_texts, imports,\n"
+	  "in_flight, queued, and whatever else the daemon reports (such as its toolchains).\n"
 	  "\n" GLOBAL_OPTS },
 	{ "ls",
 	  "Usage: kiln ls\n"

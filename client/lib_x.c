@@ -89,6 +89,10 @@ int kiln_x_probe_many(struct kiln *k, const char *const *skels, size_t n, char (
 	size_t *index = calloc(n ? n : 1, sizeof(*index));
 	int rc = 0;
 
+	if (!k) {
+		rc = lib_err_set(KILN_EINVAL, "kiln_x_probe_many: k is NULL");
+		goto out;
+	}
 	if (!msgs || !batch || !index) {
 		rc = lib_err_set(KILN_ENOMEM, "out of memory for %zu probes", n);
 		goto out;
@@ -177,6 +181,8 @@ int kiln_x_export(struct kiln *k, const char *key, int afd, char **meta)
 	int fd = -1, rc, i, nd;
 
 	*meta = NULL;
+	if (!k || !key)
+		return lib_err_set(KILN_EINVAL, "kiln_x_export: k and key must not be NULL");
 	rc = hash_fd(afd, digest, &size);
 	if (rc < 0)
 		return rc;
@@ -269,6 +275,8 @@ int kiln_x_put(struct kiln *k, const char *skeleton, const char *meta, int fd)
 	cJSON *r = NULL;
 	int sock, rc, i;
 
+	if (!k || !skeleton || !meta)
+		return lib_err_set(KILN_EINVAL, "kiln_x_put: k, skeleton and meta must not be NULL");
 	frames[0] = msg_request_pack(&hello, &lens[0]);
 	frames[1] = put_json(skeleton, meta, 2);
 	if (!frames[0] || !frames[1]) {
@@ -359,6 +367,8 @@ int kiln_x_lookup_key(struct kiln *k, const char *key, const char *alias,
 	int fd = -1, rc;
 
 	*out = NULL;
+	if (!k)
+		return lib_err_set(KILN_EINVAL, "kiln_x_lookup_key: k is NULL");
 	if (!key || validate_key(key) < 0)
 		return lib_err_set(KILN_EINVAL, "not a key: %s", key ? key : "(null)");
 	pthread_mutex_lock(&k->load_lock);

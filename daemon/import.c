@@ -123,7 +123,7 @@ static int import_copy(struct import_job *j, const char *tmp)
 	EVP_MD_CTX_free(md);
 	free(buf);
 	if (rc != 0)
-		return msg_error_set(&j->err, rc == -ENOSPC ? ERR_IO : ERR_IO, NULL,
+		return msg_error_set(&j->err, ERR_IO, NULL,
 				     "cannot copy the artifact into the cache: %s", strerror(-rc));
 	if (off != (uint64_t)r->art_size || memcmp(digest, r->art_digest, 32) != 0)
 		return msg_error_set(&j->err, ERR_MISMATCH, "sha256",

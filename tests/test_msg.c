@@ -575,6 +575,100 @@ static struct msg_request blank(enum msg_op op, uint64_t id)
 	return r;
 }
 
+#define PUT_HEAD "{\"op\":\"put\",\"id\":9,\"sources\":[{\"name\":\"a.c\",\"sha256\":\"" \
+	"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"}]"
+#define KEYF ",\"key\":\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\""
+#define SHAF ",\"sha256\":\"fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210\""
+
+START_TEST(test_parse_put)
+{
+	struct msg_request req, back;
+	char *packed;
+	size_t len;
+
+	parse_ok(PUT_HEAD KEYF SHAF ",\"size\":123,\"build_ms\":45,\"label\":\"x\","
+		 "\"log\":\"warning: y\",\"deps\":[{\"path\":\"/usr/include/stdio.h\","
+		 "\"sha256\":\"00000000000000000000000000000000000000000000000000000000000000ff\"}]}",
+		 &req);
+	ck_assert_int_eq(req.op, OP_PUT);
+	ck_assert_str_eq(req.key, key64);
+	ck_assert_int_eq(req.art_size, 123);
+	ck_assert_int_eq(req.build_ms, 45);
+	ck_assert_int_eq(req.art_digest[0], 0xfe);
+	ck_assert_int_eq(req.art_digest[31], 0x10);
+	ck_assert_uint_eq(req.ndeps, 1);
+	ck_assert_str_eq(req.deps[0].path, "/usr/include/stdio.h");
+	ck_assert_int_eq(req.deps[0].digest[31], 0xff);
+	ck_assert_str_eq(req.log, "warning: y");
+	ck_assert_str_eq(req.toolchain, "cc");
+	ck_assert(req.sources[0].has_digest);
+	/* Packed and parsed again: the same request. */
+	packed = msg_request_pack(&req, &len);
+	ck_assert_ptr_nonnull(packed);
+	parse_ok(packed, &back);
+	ck_assert_int_eq(back.op, OP_PUT);
+	ck_assert_str_eq(back.key, req.key);
+	ck_assert_mem_eq(back.art_digest, req.art_digest, 32);
+	ck_assert_int_eq(back.art_size, 123);
+	ck_assert_uint_eq(back.ndeps, 1);
+	ck_assert_mem_eq(back.deps[0].digest, req.deps[0].digest, 32);
+	ck_assert_str_eq(back.log, "warning: y");
+	free(packed);
+	msg_request_free(&back);
+	msg_request_free(&req);
+	/* No deps is fine (a program that includes nothing absolute). */
+	parse_ok(PUT_HEAD KEYF SHAF ",\"size\":0}", &req);
+	ck_assert_uint_eq(req.ndeps, 0);
+	msg_request_free(&req);
+}
+END_TEST
+
+START_TEST(test_parse_put_errors)
+{
+	parse_err(PUT_HEAD SHAF ",\"size\":1}", ERR_BAD_REQUEST, "key", 9);
+	parse_err(PUT_HEAD ",\"key\":\"ABC\"" SHAF ",\"size\":1}", ERR_BAD_REQUEST, "key", 9);
+	parse_err(PUT_HEAD KEYF ",\"size\":1}", ERR_BAD_REQUEST, "sha256", 9);
+	parse_err(PUT_HEAD KEYF ",\"sha256\":\"xyz\",\"size\":1}", ERR_BAD_REQUEST, "sha256", 9);
+	parse_err(PUT_HEAD KEYF SHAF "}", ERR_BAD_REQUEST, "size", 9);
+	parse_err(PUT_HEAD KEYF SHAF ",\"size\":-1}", ERR_BAD_REQUEST, "size", 9);
+	parse_err(PUT_HEAD KEYF SHAF ",\"size\":1,\"deps\":{}}", ERR_BAD_REQUEST, "deps", 9);
+	parse_err(PUT_HEAD KEYF SHAF ",\"size\":1,\"deps\":[\"/a\"]}", ERR_BAD_REQUEST, "deps", 9);
+	parse_err(PUT_HEAD KEYF SHAF ",\"size\":1,\"deps\":[{\"path\":\"rel.h\",\"sha256\":"
+		  "\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"}]}",
+		  ERR_BAD_REQUEST, "deps", 9);
+	parse_err(PUT_HEAD KEYF SHAF ",\"size\":1,\"deps\":[{\"path\":\"/a.h\",\"sha256\":\"no\"}]}",
+		  ERR_BAD_REQUEST, "deps", 9);
+	parse_err(PUT_HEAD KEYF SHAF ",\"size\":1,\"log\":5}", ERR_BAD_REQUEST, "log", 9);
+	/* The program part follows get's rules. */
+	parse_err("{\"op\":\"put\",\"id\":9" KEYF SHAF ",\"size\":1}", ERR_BAD_REQUEST,
+		  "sources", 9);
+}
+END_TEST
+
+START_TEST(test_parse_get_probe)
+{
+	struct msg_request req;
+	char *packed;
+
+	parse_ok("{\"op\":\"get\",\"id\":1,\"sources\":[{\"name\":\"a.c\",\"text\":\"x\"}],"
+		 "\"build\":false}", &req);
+	ck_assert(req.no_build);
+	packed = msg_request_pack(&req, NULL);
+	ck_assert_ptr_nonnull(strstr(packed, "\"build\":false"));
+	free(packed);
+	msg_request_free(&req);
+	parse_ok("{\"op\":\"get\",\"id\":1,\"sources\":[{\"name\":\"a.c\",\"text\":\"x\"}],"
+		 "\"build\":true}", &req);
+	ck_assert(!req.no_build);
+	packed = msg_request_pack(&req, NULL);
+	ck_assert_ptr_null(strstr(packed, "build"));
+	free(packed);
+	msg_request_free(&req);
+	parse_err("{\"op\":\"get\",\"id\":1,\"sources\":[{\"name\":\"a.c\",\"text\":\"x\"}],"
+		  "\"build\":0}", ERR_BAD_REQUEST, "build", 1);
+}
+END_TEST
+
 START_TEST(test_round_trip)
 {
 	char *args[] = { "-O2", "-I/opt/dace/include", "-DN=\"quoted\\\"\"", "-Wl,-rpath,/x" };
@@ -674,6 +768,8 @@ static Suite *msg_suite(void)
 	tcase_add_test(tp, test_parse_other_ops);
 	tcase_add_test(tp, test_parse_id);
 	tcase_add_test(tp, test_parse_limits);
+	tcase_add_test(tp, test_parse_put);
+	tcase_add_test(tp, test_parse_get_probe);
 	suite_add_tcase(s, tp);
 
 	tcase_add_test(te, test_parse_op);
@@ -683,6 +779,7 @@ static Suite *msg_suite(void)
 	tcase_add_test(te, test_parse_get_messages);
 	tcase_add_test(te, test_parse_lookup_errors);
 	tcase_add_test(te, test_parse_ref_and_gc_errors);
+	tcase_add_test(te, test_parse_put_errors);
 	suite_add_tcase(s, te);
 
 	tcase_add_test(tk, test_round_trip);

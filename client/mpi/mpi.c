@@ -107,7 +107,8 @@ static int share_outcome(MPI_Comm node, bool leader, int *code, char *text, size
 int kiln_mpi_get(struct kiln *k, MPI_Comm comm, const struct kiln_request *req,
 		 struct kiln_program **out)
 {
-	static char text[65536];
+	enum { TEXT_MAX = 65536 };
+	char *text;
 	struct kiln_warm_report rep;
 	struct topo t;
 	uint8_t mine[32] = { 0 }, theirs[32];
@@ -122,6 +123,9 @@ int kiln_mpi_get(struct kiln *k, MPI_Comm comm, const struct kiln_request *req,
 	}
 	/* Built once for the job, and cached on every node. */
 	rc = kiln_mpi_warm(k, comm, req, 1, &rep);
+	text = malloc(TEXT_MAX);
+	if (!text)
+		MPI_Abort(comm, 1); /* the ranks of the node would wait for us */
 	topo_make(comm, &t);
 	skel = kiln_x_skeleton(req);
 	if (skel)
@@ -135,17 +139,20 @@ int kiln_mpi_get(struct kiln *k, MPI_Comm comm, const struct kiln_request *req,
 
 		/* A failed warm already carries the diagnostics every rank shares. */
 		code = rc != 0 ? rc : kiln_get(k, req, &p);
-		snprintf(text, sizeof(text), "%s", code == 0 ? kiln_program_key(p) : kiln_errmsg(k));
+		snprintf(text, TEXT_MAX, "%s", code == 0 ? kiln_program_key(p) : kiln_errmsg(k));
 		*out = p;
 	}
-	if (share_outcome(t.node, t.leader, &code, text, sizeof(text)) != 0)
+	if (share_outcome(t.node, t.leader, &code, text, TEXT_MAX) != 0)
 		code = kiln_x_fail(KILN_EPROTO, "the node leader's answer did not arrive");
 	topo_free(&t);
 	if (t.leader)
-		return code != 0 ? kiln_x_fail(code, "%s", text) : KILN_OK;
-	if (!same)
-		return kiln_get(k, req, out);
-	if (code != 0)
-		return kiln_x_fail(code, "%s", text);
-	return kiln_x_lookup_key(k, text, req->alias, out);
+		rc = code != 0 ? kiln_x_fail(code, "%s", text) : KILN_OK;
+	else if (!same)
+		rc = kiln_get(k, req, out);
+	else if (code != 0)
+		rc = kiln_x_fail(code, "%s", text);
+	else
+		rc = kiln_x_lookup_key(k, text, req->alias, out);
+	free(text);
+	return rc;
 }

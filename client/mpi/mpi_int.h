@@ -67,6 +67,16 @@ void pack_request(struct buf *b, const struct kiln_request *req);
 int unpack_request(struct rd *r, struct kiln_request *req);
 void unpack_free(struct kiln_request *req);
 
+/*
+ * Waiting without spinning. MPI implementations busy-poll inside blocking
+ * calls, and while a node's daemon compiles, every rank spinning in a
+ * collective takes a core from the compilers. These poll with a sleep that
+ * grows from 20 us to 1 ms instead.
+ */
+void polite_wait(MPI_Request *rq);
+void polite_barrier(MPI_Comm comm);
+void polite_probe(int source, int tag, MPI_Comm comm, MPI_Status *st);
+
 /* MPI counts are ints: refuses a size above INT_MAX with the error text. */
 int mpi_count(size_t n, const char *what, int *out);
 

@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kiln_x.h"
 #include "mpi_int.h"
@@ -238,4 +239,46 @@ bad:
 	memset(req, 0, sizeof(*req));
 	r->bad = true;
 	return -1;
+}
+
+void polite_wait(MPI_Request *rq)
+{
+	struct timespec ts = { 0, 0 };
+	int done = 0;
+
+	for (;;) {
+		MPI_Test(rq, &done, MPI_STATUS_IGNORE);
+		if (done)
+			return;
+		/* 20 us doubling to 1 ms: a quick answer stays quick, a long
+		 * build costs a thousand wake-ups a second, not a core. */
+		ts.tv_nsec = ts.tv_nsec == 0 ? 20000 : ts.tv_nsec * 2;
+		if (ts.tv_nsec > 1000000)
+			ts.tv_nsec = 1000000;
+		nanosleep(&ts, NULL);
+	}
+}
+
+void polite_barrier(MPI_Comm comm)
+{
+	MPI_Request rq;
+
+	MPI_Ibarrier(comm, &rq);
+	polite_wait(&rq);
+}
+
+void polite_probe(int source, int tag, MPI_Comm comm, MPI_Status *st)
+{
+	struct timespec ts = { 0, 0 };
+	int flag = 0;
+
+	for (;;) {
+		MPI_Iprobe(source, tag, comm, &flag, st);
+		if (flag)
+			return;
+		ts.tv_nsec = ts.tv_nsec == 0 ? 20000 : ts.tv_nsec * 2;
+		if (ts.tv_nsec > 1000000)
+			ts.tv_nsec = 1000000;
+		nanosleep(&ts, NULL);
+	}
 }

@@ -474,9 +474,13 @@ static void get_selected(struct warm *w, struct need **sel, struct kiln_request 
 		for (size_t i = 0; i < n; i++)
 			need_fail(sel[i], KILN_ENOMEM, "out of memory");
 	} else {
-		kiln_x_fetch_many(w->k, reqs, n, fds, keys, st, errs);
+		for (size_t i = 0; i < n; i++)
+			st[i] = 1; /* not answered */
+		int rc = kiln_x_fetch_many(w->k, reqs, n, fds, keys, st, errs);
 		for (size_t i = 0; i < n; i++) {
-			if (st[i] == KILN_OK) {
+			if (st[i] == 1) {
+				need_fail(sel[i], rc != 0 ? rc : KILN_EDAEMON, kiln_errmsg(w->k));
+			} else if (st[i] == KILN_OK) {
 				sel[i]->fd = fds[i];
 				memcpy(sel[i]->key, keys[i], 65);
 				if (count_built && !sel[i]->have)
@@ -632,7 +636,7 @@ static int exchange(struct warm *w, struct send *sends, size_t nsends)
 
 		if (nd->source < 0)
 			continue;
-		MPI_Probe(nd->source, TAG_XFER, w->t.leaders, &st);
+		polite_probe(nd->source, TAG_XFER, w->t.leaders, &st);
 		MPI_Get_count(&st, MPI_BYTE, &count);
 		hdr = malloc((size_t)count + 1);
 		MPI_Recv(hdr, count, MPI_BYTE, nd->source, TAG_XFER, w->t.leaders, MPI_STATUS_IGNORE);
@@ -659,18 +663,8 @@ static int exchange(struct warm *w, struct send *sends, size_t nsends)
 		free(data);
 		free(hdr);
 	}
-	if (nrq > 0) {
-		/* An array rather than MPI_STATUSES_IGNORE, which gcc 12 takes
-		 * for a zero-length array (-Wstringop-overflow). */
-		MPI_Status *sts = malloc(nrq * sizeof(*sts));
-
-		if (sts)
-			MPI_Waitall((int)nrq, rq, sts);
-		else
-			for (size_t i = 0; i < nrq; i++)
-				MPI_Wait(&rq[i], MPI_STATUS_IGNORE);
-		free(sts);
-	}
+	for (size_t i = 0; i < nrq; i++)
+		polite_wait(&rq[i]);
 	free(rq);
 	for (size_t i = 0; i < nouts; i++) {
 		free(outs[i].data);
@@ -821,9 +815,12 @@ int warm_run(struct kiln *k, MPI_Comm comm, const struct kiln_request *reqs, siz
 				need_fail(nd, KILN_EDAEMON, "no node was planned to build this program");
 		}
 	}
+	/* The other ranks wait for the plan, then for the builds, politely. */
+	polite_barrier(w.t.node);
 	serve_round(&w, pick_serve, true);
 	if (w.t.leader)
 		exchange(&w, sends, nsends);
+	polite_barrier(w.t.node);
 	free(sends);
 	serve_round(&w, pick_fallback, true);
 	if (w.t.leader)

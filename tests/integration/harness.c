@@ -523,6 +523,56 @@ pid_t harness_start(const char *arg, ...)
 	return harness_startv(extra);
 }
 
+pid_t harness_start_named(const char *name, const char *const *extra,
+			  const char *const *env_add, char sock[HARNESS_PATH])
+{
+	char cache[HARNESS_PATH], log[HARNESS_PATH], out[HARNESS_PATH];
+	const char *argv[MAX_ARGS];
+	size_t n = 0;
+	double end;
+	pid_t pid;
+
+	harness_path(sock, "%s.sock", name);
+	argv[n++] = harness_kilnd();
+	argv[n++] = "--socket";
+	argv[n++] = sock;
+	argv[n++] = "--cache-dir";
+	argv[n++] = harness_path(cache, "%s.cache", name);
+	argv[n++] = "--log-file";
+	argv[n++] = harness_path(log, "%s.log", name);
+	argv[n++] = "--log-level";
+	argv[n++] = "debug";
+	for (size_t i = 0; extra && extra[i]; i++) {
+		ck_assert(n < MAX_ARGS - 1);
+		argv[n++] = extra[i];
+	}
+	argv[n] = NULL;
+	pid = harness_spawn(argv, env_add, harness_path(out, "%s.out", name), NULL);
+	end = harness_now_s() + 30;
+	while (!harness_socket_answers(sock)) {
+		ck_assert_msg(harness_alive(pid), "kilnd %s exited before it answered:\n%s", name,
+			      tail_of(out));
+		ck_assert_msg(harness_now_s() < end, "kilnd %s did not answer within 30 s", name);
+		harness_sleep_ms(10);
+	}
+	return pid;
+}
+
+cJSON *harness_status_at(const char *sock)
+{
+	int fd = harness_raw_connect(sock);
+	cJSON *r;
+
+	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":2}");
+	cJSON_Delete(harness_raw_recv(fd));
+	harness_raw_send(fd, "{\"op\":\"status\",\"id\":2}");
+	r = harness_raw_recv(fd);
+	close(fd);
+	ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItem(r, "ok")), "status of the kilnd at %s failed",
+		      sock);
+	return r;
+}
+
 void harness_stop(void)
 {
 	pid_t pid = harness.pid;

@@ -77,6 +77,17 @@ bool harness_exists(const char *path);
 pid_t harness_start(const char *arg, ...);
 /* As harness_start() with the extra arguments as a NULL-terminated array. */
 pid_t harness_startv(const char *const *extra);
+/*
+ * Starts another kilnd in the test directory, as if on another node: socket
+ * <dir>/<name>.sock (copied to sock), cache <dir>/<name>.cache, log
+ * <dir>/<name>.log, output <dir>/<name>.out, then the NULL-terminated extra
+ * arguments (may be NULL); env_add (may be NULL) as for harness_spawn. Waits
+ * until it answers. The fixture kills it after the test.
+ */
+pid_t harness_start_named(const char *name, const char *const *extra,
+			  const char *const *env_add, char sock[HARNESS_PATH]);
+/* The status reply of the kilnd at sock, from a raw connection. */
+cJSON *harness_status_at(const char *sock);
 /* Sends SIGTERM to harness.pid and waits; fails the test unless kilnd exits
  * with status 0 and removes its socket. */
 void harness_stop(void);

@@ -43,7 +43,7 @@ static void check(int ok, const char *fmt, ...)
 }
 
 struct prog {
-	char text[512];
+	char *text;
 	char label[64];
 	char alias[64];
 	struct kiln_source src;
@@ -51,22 +51,38 @@ struct prog {
 	int value;
 };
 
-/* A program whose kiln_test_value() returns value; salt makes it unique. */
+/*
+ * A program whose kiln_test_value() returns value; tag makes it unique.
+ * $KILN_WORKER_FUNCS adds that many stencil-like functions compiled with
+ * -O2, for compiles as long as real generated programs (bench/mpi).
+ */
 static void prog_make(struct prog *p, int value, const char *tag)
 {
-	snprintf(p->text, sizeof(p->text),
-		 "/* %s */\nint kiln_test_value(void) { return %d; }\n", tag, value);
+	static const char *const o2[] = { "-O2" };
+	const char *env = getenv("KILN_WORKER_FUNCS");
+	int funcs = env ? atoi(env) : 0;
+	size_t cap = 512 + (size_t)(funcs > 0 ? funcs : 0) * 256, off;
+
+	p->text = malloc(cap);
+	off = (size_t)snprintf(p->text, cap, "/* %s */\nint kiln_test_value(void) { return %d; }\n",
+			       tag, value);
+	for (int i = 0; i < funcs; i++)
+		off += (size_t)snprintf(p->text + off, cap - off,
+					"void st_%d(double *o, const double *a, int n) { for (int j = 1; "
+					"j < n - 1; j++) o[j] = %d.5 * a[j] - 0.25 * (a[j - 1] + a[j + 1]) "
+					"+ o[j] * a[j] / (1.0 + a[j] * a[j]); }\n", i, i % 7);
 	snprintf(p->label, sizeof(p->label), "%s", tag);
 	snprintf(p->alias, sizeof(p->alias), "mpi-%s", tag);
 	p->src = (struct kiln_source){ .name = "prog.c", .text = p->text };
 	p->req = (struct kiln_request){ .toolchain = "cc", .sources = &p->src, .nsources = 1,
-					.label = p->label, .alias = p->alias };
+					.label = p->label, .alias = p->alias,
+					.args = funcs > 0 ? o2 : NULL, .nargs = funcs > 0 ? 1 : 0 };
 	p->value = value;
 }
 
 static void prog_broken(struct prog *p)
 {
-	snprintf(p->text, sizeof(p->text), "int kiln_test_value(void) { return undeclared_thing; }\n");
+	p->text = strdup("int kiln_test_value(void) { return undeclared_thing; }\n");
 	snprintf(p->label, sizeof(p->label), "broken");
 	p->src = (struct kiln_source){ .name = "prog.c", .text = p->text };
 	p->req = (struct kiln_request){ .toolchain = "cc", .sources = &p->src, .nsources = 1,

@@ -25,53 +25,26 @@ static const char *worker(void)
 	return getenv("KILN_TEST_MPI_WORKER");
 }
 
-static char *node_path(char *buf, const char *what, int i)
-{
-	return harness_path(buf, "%s%d", what, i);
-}
-
-/* Starts one kilnd per node, each with its own socket and cache; extra_env
+/* Starts one kilnd per node, n<i>.sock with cache n<i>.cache; extra_env
  * (may be NULL) goes to the daemon of node odd_node only. */
 static void start_daemons(int n, int odd_node, const char *extra_env)
 {
-	char sock[HARNESS_PATH], cache[HARNESS_PATH], log[HARNESS_PATH], out[HARNESS_PATH];
+	const char *extra[] = { "--jobs", "2", NULL };
+	const char *env[] = { extra_env, NULL };
+	char name[16], sock[HARNESS_PATH];
 
 	ndaemons = n;
 	for (int i = 0; i < n; i++) {
-		const char *argv[] = {
-			harness_kilnd(), "--socket", harness_path(sock, "n%d.sock", i), "--cache-dir",
-			node_path(cache, "cache", i), "--log-file", node_path(log, "kilnd.log.", i),
-			"--log-level", "debug", "--jobs", "2", NULL,
-		};
-		const char *env[] = { extra_env, NULL };
-		double end;
-
-		daemons[i] = harness_spawn(argv, i == odd_node ? env : NULL,
-					   node_path(out, "kilnd.out.", i), NULL);
-		end = harness_now_s() + 30;
-		while (!harness_socket_answers(sock)) {
-			ck_assert_msg(harness_alive(daemons[i]), "kilnd %d exited:\n%s", i,
-				      harness_read_file(out));
-			ck_assert_msg(harness_now_s() < end, "kilnd %d does not answer", i);
-			harness_sleep_ms(10);
-		}
+		snprintf(name, sizeof(name), "n%d", i);
+		daemons[i] = harness_start_named(name, extra, i == odd_node ? env : NULL, sock);
 	}
 }
 
 static cJSON *daemon_status(int i)
 {
 	char sock[HARNESS_PATH];
-	int fd;
-	cJSON *r;
 
-	fd = harness_raw_connect(harness_path(sock, "n%d.sock", i));
-	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":2}");
-	cJSON_Delete(harness_raw_recv(fd));
-	harness_raw_send(fd, "{\"op\":\"status\",\"id\":2}");
-	r = harness_raw_recv(fd);
-	close(fd);
-	ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItem(r, "ok")), "status of kilnd %d failed", i);
-	return r;
+	return harness_status_at(harness_path(sock, "n%d.sock", i));
 }
 
 /* The sum of a status counter over all daemons. */
