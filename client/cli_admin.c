@@ -75,8 +75,16 @@ static const struct {
 	{ "builds_failed", "builds failed", F_INT },
 	{ "joined", "joined", F_INT },
 	{ "need_sources", "sources asked", F_INT },
+	{ "source_texts", "sources sent", F_INT },
+	{ "imports", "imported", F_INT },
 	{ "in_flight", "in flight", F_INT },
 	{ "queued", "queued", F_INT },
+	{ "upstream", "upstream", F_STR },
+	{ "upstream_hits", "upstream hits", F_INT },
+	{ "upstream_publishes", "upstream publishes", F_INT },
+	{ "upstream_waits", "upstream waits", F_INT },
+	{ "upstream_takeovers", "upstream takeovers", F_INT },
+	{ "upstream_errors", "upstream errors", F_INT },
 };
 
 static void print_status(const cJSON *st)
@@ -84,8 +92,10 @@ static void print_status(const cJSON *st)
 	int width = 0;
 	char buf[64];
 
+	/* Aligned to the names shown: the upstream ones only come with --upstream. */
 	for (size_t i = 0; i < sizeof(status_fields) / sizeof(status_fields[0]); i++)
-		if ((int)strlen(status_fields[i].name) > width)
+		if (cJSON_GetObjectItemCaseSensitive(st, status_fields[i].field) &&
+		    (int)strlen(status_fields[i].name) > width)
 			width = (int)strlen(status_fields[i].name);
 	/* Members the daemon did not send are left out rather than guessed. */
 	for (size_t i = 0; i < sizeof(status_fields) / sizeof(status_fields[0]); i++) {

@@ -65,6 +65,9 @@ static const struct {
 	  "bytes, uptime_s, connections, requests, hits, misses, builds_started,\n"
 	  "builds_ok, builds_failed, joined, need_sources, source_texts, imports,\n"
 	  "in_flight, queued, and whatever else the daemon reports (such as its toolchains).\n"
+	  "A daemon started with --upstream adds upstream, upstream_stale_s,\n"
+	  "upstream_hits, upstream_publishes, upstream_waits, upstream_takeovers and\n"
+	  "upstream_errors (shown as text too).\n"
 	  "\n" GLOBAL_OPTS },
 	{ "ls",
 	  "Usage: kiln ls\n"

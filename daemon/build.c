@@ -22,6 +22,7 @@
 #include "log.h"
 #include "server.h"
 #include "table.h"
+#include "upstream.h"
 #include "util.h"
 
 void build_input_free(struct build_input *in)
@@ -207,7 +208,7 @@ static cJSON *success_reply(struct build *b, struct waiter *w)
 	cJSON_AddStringToObject(r, "path", b->obj_path);
 	cJSON_AddStringToObject(r, "output", b->entry.output);
 	cJSON_AddNumberToObject(r, "size", (double)b->entry.size);
-	cJSON_AddBoolToObject(r, "cached", 0);
+	cJSON_AddBoolToObject(r, "cached", b->from_upstream);
 	cJSON_AddBoolToObject(r, "joined", w->joined);
 	cJSON_AddNumberToObject(r, "build_ms", (double)b->entry.build_ms);
 	return r;
@@ -222,6 +223,8 @@ static void reply_all(struct build *b)
 			continue;
 		if (b->err_code != ERR_NONE) {
 			struct msg_error err = { .code = (enum msg_err)b->err_code };
+			if (b->err_code == ERR_NEED_SOURCES)
+				snprintf(err.field, sizeof(err.field), "sources");
 			snprintf(err.message, sizeof(err.message), "%s",
 				 b->err_msg != NULL ? b->err_msg : "build failed");
 			cJSON *r = msg_error_reply(w->id, &err);
@@ -257,17 +260,23 @@ void build_finish(struct build *b)
 	struct kilnd *d = b->d;
 	running_del(d, b);
 	table_del(d->flights, b->in.rkey);
-	if (b->err_code == ERR_NONE) {
+	if (b->err_code == ERR_NONE && b->from_upstream) {
+		log_info("fetched %.16s (%s) from upstream", b->entry.key,
+			 b->in.req.label != NULL ? b->in.req.label : "no label");
+		kilnd_refresh_totals(d);
+	} else if (b->err_code == ERR_NONE) {
 		d->c.builds_ok++;
 		log_info("built %.16s (%s) in %llu ms", b->entry.key,
 			 b->in.req.label != NULL ? b->in.req.label : "no label",
 			 (unsigned long long)b->entry.build_ms);
 		kilnd_refresh_totals(d);
-	} else if (b->err_code != ERR_SHUTTING_DOWN) {
+	} else if (b->err_code != ERR_SHUTTING_DOWN && b->err_code != ERR_NEED_SOURCES) {
 		d->c.builds_failed++;
 		log_info("build of %.16s failed: %s", b->in.rkey, b->err_msg != NULL ? b->err_msg : "");
 	}
 	reply_all(b);
+	/* After the replies: publishing upstream must not delay the clients. */
+	upstream_flight_end(b);
 	if (b->dir != NULL)
 		publish_cleanup(d, b);
 	build_close_handles(b);
@@ -320,7 +329,25 @@ static void on_prepared(void *arg)
 	step_next(b);
 }
 
-/* Moves queued builds into free slots. */
+void build_begin(struct build *b)
+{
+	struct kilnd *d = b->d;
+	b->start_ns = util_now_ns();
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	b->start_wall_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	d->c.builds_started++;
+	b->in_pool = true;
+	if (kilnd_work(d, prepare_work, on_prepared, b) != 0) {
+		b->in_pool = false;
+		build_fail(b, ERR_INTERNAL, "cannot queue work on the thread pool");
+		build_finish(b);
+	}
+}
+
+/* Moves queued builds into free slots. With --upstream a build claims its
+ * key in the slot first, so that a node claims no more than it can build
+ * now and the other nodes' slots take the rest (upstream.c). */
 static void pump(struct kilnd *d)
 {
 	while (!d->stopping && d->in_flight < d->cfg->jobs) {
@@ -328,18 +355,30 @@ static void pump(struct kilnd *d)
 		if (b == NULL)
 			return;
 		running_add(d, b);
-		b->start_ns = util_now_ns();
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		b->start_wall_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-		d->c.builds_started++;
-		b->in_pool = true;
-		if (kilnd_work(d, prepare_work, on_prepared, b) != 0) {
-			b->in_pool = false;
-			build_fail(b, ERR_INTERNAL, "cannot queue work on the thread pool");
-			build_finish(b);
-		}
+		if (d->up != NULL)
+			upstream_claim(b);
+		else
+			build_begin(b);
 	}
+}
+
+void build_enqueue(struct build *b)
+{
+	queue_push(b->d, b);
+	pump(b->d);
+}
+
+void flight_join_input(struct build *b, struct build_input *in)
+{
+	if (b->in.by_digest && !in->by_digest) {
+		/* The flight waits on the upstream tier with digests only;
+		 * with the text it can build when upstream misses. */
+		build_input_free(&b->in);
+		b->in = *in;
+		memset(in, 0, sizeof(*in));
+		return;
+	}
+	build_input_free(in);
 }
 
 int flight_start(struct kilnd *d, struct build_input *in, struct conn *c, uint64_t id)
@@ -363,14 +402,17 @@ int flight_start(struct kilnd *d, struct build_input *in, struct conn *c, uint64
 		build_free(b);
 		return -ENOMEM;
 	}
-	queue_push(d, b);
-	pump(d);
+	if (d->up != NULL)
+		upstream_flight_start(b);
+	else
+		build_enqueue(b);
 	return 0;
 }
 
 void flight_abort_all(struct kilnd *d)
 {
 	struct build *b;
+	upstream_stop(d);
 	while ((b = queue_pop(d)) != NULL) {
 		build_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
 		build_finish(b);

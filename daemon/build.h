@@ -41,13 +41,23 @@ struct build *flight_find(struct kilnd *d, const char *rkey);
 /*
  * Starts (queues) a build for in, taking ownership of in (freed on failure
  * too), with c's request id as its first waiter (attached before the build
- * can run, so that even an immediate failure is answered). Returns 0, or
+ * can run, so that even an immediate failure is answered). With --upstream
+ * the upstream tier is asked first; a flight whose sources are known by
+ * digest only never builds: its waiters get need_sources when upstream
+ * misses, unless a request with the text joined meanwhile. Returns 0, or
  * -ESHUTDOWN while the daemon stops, or -ENOMEM; then nothing was attached.
  */
 int flight_start(struct kilnd *d, struct build_input *in, struct conn *c, uint64_t id);
 /* Attaches a waiter: c gets the reply to request id. alias (may be NULL) is
  * pointed at the artifact on success. Returns 0 or -ENOMEM. */
 int build_add_waiter(struct build *b, struct conn *c, uint64_t id, const char *alias, bool joined);
+/*
+ * A request with the text joined b: when b knows its sources by digest only
+ * (a by-digest get waiting on the upstream tier), b takes in over, so that it
+ * can build if upstream misses; otherwise in is freed. Takes ownership of
+ * in's contents either way (in itself is the caller's).
+ */
+void flight_join_input(struct build *b, struct build_input *in);
 /* Shutdown: kills running compilers; every waiter gets shutting_down. */
 void flight_abort_all(struct kilnd *d);
 

@@ -16,6 +16,8 @@
 #include "build.h"
 #include "store.h"
 
+struct up_flight;
+
 struct waiter {
 	struct waiter *next;
 	struct conn *c;
@@ -62,12 +64,20 @@ struct build {
 	struct store_entry entry;    /* filled by publish */
 	char *obj_path;
 	int fd;                      /* the published object, open, or -1 */
+
+	struct up_flight *up;        /* the --upstream side of the flight (upstream.c) */
+	bool from_upstream;          /* fetched from --upstream: no compiler ran */
 };
 
 void build_log_append(struct build *b, const char *data, size_t len);
 /* Records the first failure of b (later ones are ignored); returns -1. */
 int build_fail(struct build *b, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Gives the --jobs slot back once the compiler steps are over. */
+/* Puts b in the queue for a --jobs slot (after the upstream tier missed). */
+void build_enqueue(struct build *b);
+/* Starts the compiler work of b, which holds a --jobs slot. */
+void build_begin(struct build *b);
+/* Gives the --jobs slot back once the compiler steps are over (or when the
+ * key turned out to be claimed by another node). */
 void build_release_slot(struct build *b);
 /* Replies to every waiter and frees b (loop thread). */
 void build_finish(struct build *b);

@@ -20,6 +20,9 @@
 #define DEFAULT_MAX_SIZE ((uint64_t)10 << 30)
 #define DEFAULT_BUILD_TIMEOUT 600.0
 #define DEFAULT_MAX_OUTPUT ((uint64_t)1 << 20)
+/* Well above NFS's default attribute cache (acregmax 60 s), so that a claim
+ * refreshed every 30 s never looks unchanged for that long to another node. */
+#define DEFAULT_UPSTREAM_STALE 120.0
 
 static void usage(FILE *fp)
 {
@@ -40,6 +43,14 @@ static void usage(FILE *fp)
 		"  --build-timeout SECONDS kill a build running longer (default 600)\n"
 		"  --max-frame SIZE        largest request accepted (default 64M)\n"
 		"  --max-output SIZE       compiler output kept per build (default 1M)\n"
+		"  --upstream DIR          shared tier on a filesystem all nodes see (Lustre,\n"
+		"                          GPFS, NFS): a local miss is looked up there before\n"
+		"                          building, and every build is published there; DIR\n"
+		"                          must be yours and not writable by others (it is\n"
+		"                          created when its parent exists)\n"
+		"  --upstream-stale SECONDS\n"
+		"                          take over another node's claim on a build once it\n"
+		"                          has not been refreshed for SECONDS (default 120)\n"
 		"  --daemonize             run in the background; return once the socket\n"
 		"                          accepts connections and print the daemon's pid\n"
 		"  --idle-exit SECONDS     exit after SECONDS with no connection and no build\n"
@@ -159,7 +170,7 @@ static char *find_exec_helper(void)
 enum {
 	OPT_SOCKET = 256, OPT_CACHE_DIR, OPT_JOBS, OPT_MAX_SIZE, OPT_TOOLCHAIN,
 	OPT_BUILD_TIMEOUT, OPT_DAEMONIZE, OPT_IDLE_EXIT, OPT_LOG_LEVEL, OPT_LOG_FILE,
-	OPT_MAX_FRAME, OPT_MAX_OUTPUT,
+	OPT_MAX_FRAME, OPT_MAX_OUTPUT, OPT_UPSTREAM, OPT_UPSTREAM_STALE,
 };
 
 static const struct option long_opts[] = {
@@ -175,6 +186,8 @@ static const struct option long_opts[] = {
 	{ "log-file", required_argument, NULL, OPT_LOG_FILE },
 	{ "max-frame", required_argument, NULL, OPT_MAX_FRAME },
 	{ "max-output", required_argument, NULL, OPT_MAX_OUTPUT },
+	{ "upstream", required_argument, NULL, OPT_UPSTREAM },
+	{ "upstream-stale", required_argument, NULL, OPT_UPSTREAM_STALE },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -185,6 +198,32 @@ static int replace_str(char **dst, const char *src)
 	free(*dst);
 	*dst = strdup(src);
 	return *dst != NULL ? 0 : -1;
+}
+
+/*
+ * The upstream directory, made absolute: --daemonize changes to "/", and the
+ * directory may not exist yet, so realpath() cannot do it.
+ */
+static int set_upstream(struct config *cfg, const char *arg)
+{
+	char cwd[PATH_MAX];
+	if (arg[0] == '\0') {
+		fprintf(stderr, "kilnd: --upstream: the directory name is empty\n");
+		return -1;
+	}
+	if (arg[0] == '/')
+		return replace_str(&cfg->upstream_dir, arg);
+	if (getcwd(cwd, sizeof(cwd)) == NULL) {
+		fprintf(stderr, "kilnd: --upstream %s: cannot resolve a relative path: %s\n", arg,
+			strerror(errno));
+		return -1;
+	}
+	free(cfg->upstream_dir);
+	if (asprintf(&cfg->upstream_dir, "%s/%s", cwd, arg) < 0) {
+		cfg->upstream_dir = NULL;
+		return -1;
+	}
+	return 0;
 }
 
 static int parse_one(struct config *cfg, int c, const char *arg)
@@ -234,6 +273,16 @@ static int parse_one(struct config *cfg, int c, const char *arg)
 		return parse_size_opt("--max-frame", arg, &cfg->max_frame);
 	case OPT_MAX_OUTPUT:
 		return parse_size_opt("--max-output", arg, &cfg->max_output);
+	case OPT_UPSTREAM:
+		return set_upstream(cfg, arg);
+	case OPT_UPSTREAM_STALE:
+		if (parse_seconds("--upstream-stale", arg, &cfg->upstream_stale_s) != 0)
+			return -1;
+		if (cfg->upstream_stale_s < 1) {
+			fprintf(stderr, "kilnd: --upstream-stale must be at least 1 second\n");
+			return -1;
+		}
+		return 0;
 	default:
 		fprintf(stderr, "Try 'kilnd --help' for more information.\n");
 		return -1;
@@ -250,6 +299,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
 	cfg->log_level = LOG_INFO;
 	cfg->max_frame = FRAME_MAX_DEFAULT;
 	cfg->max_output = DEFAULT_MAX_OUTPUT;
+	cfg->upstream_stale_s = DEFAULT_UPSTREAM_STALE;
 
 	int c;
 	opterr = 1;
@@ -288,6 +338,7 @@ void config_fini(struct config *cfg)
 	free(cfg->cache_dir);
 	free(cfg->log_file);
 	free(cfg->exec_helper);
+	free(cfg->upstream_dir);
 	for (size_t i = 0; i < cfg->ntoolchains; i++) {
 		free(cfg->toolchains[i].name);
 		free(cfg->toolchains[i].path);

@@ -33,6 +33,8 @@ struct config {
 	uint64_t max_frame;
 	uint64_t max_output;       /* cap on captured compiler output per build */
 	char *exec_helper;         /* path of kiln-exec */
+	char *upstream_dir;        /* --upstream: shared tier (absolute), or NULL */
+	double upstream_stale_s;   /* a claim unchanged this long is taken over */
 };
 
 /*

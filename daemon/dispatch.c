@@ -24,6 +24,7 @@
 #include "log.h"
 #include "msg.h"
 #include "server.h"
+#include "upstream.h"
 #include "util.h"
 
 /* Requests with more inline source text than this are keyed on the pool. */
@@ -189,7 +190,7 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 		d->c.joined++;
 		if (build_add_waiter(b, c, id, in->req.alias, true) != 0)
 			conn_reply_error(c, id, ERR_INTERNAL, NULL, "out of memory");
-		build_input_free(in);
+		flight_join_input(b, in);
 		free(in);
 		return;
 	}
@@ -215,7 +216,7 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 		free(in);
 		return;
 	}
-	if (in->by_digest) {
+	if (in->by_digest && d->up == NULL) {
 		/* Nothing to build from: the client sends the text next. */
 		d->c.need_sources++;
 		conn_reply_error(c, id, ERR_NEED_SOURCES, "sources",
@@ -224,7 +225,10 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 		free(in);
 		return;
 	}
-	d->c.misses++;
+	/* By digest (with --upstream), the miss is counted when upstream
+	 * answered, unless it was need_sources after all (upstream.c). */
+	if (!in->by_digest)
+		d->c.misses++;
 	int rc = flight_start(d, in, c, id);
 	free(in);
 	if (rc == -ESHUTDOWN)
@@ -438,6 +442,7 @@ static void op_status(struct conn *c, struct msg_request *req)
 	ADD_NUM(r, "imports", d->c.imports);
 	ADD_NUM(r, "in_flight", d->in_flight);
 	ADD_NUM(r, "queued", d->queued);
+	upstream_status(d, r);
 	cJSON *tcs = cJSON_AddArrayToObject(r, "toolchains");
 	for (size_t i = 0; tcs != NULL && i < d->ntoolchains; i++) {
 		cJSON *t = cJSON_CreateObject();

@@ -23,8 +23,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "build.h"
 #include "build_int.h"
 #include "dispatch.h"
@@ -96,32 +94,11 @@ static int import_copy(struct import_job *j, const char *tmp)
 	int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (out < 0)
 		return msg_error_set(&j->err, ERR_IO, NULL, "cannot create %s: %s", tmp, strerror(errno));
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	size_t cap = (size_t)1 << 20;
-	char *buf = malloc(cap);
-	int rc = md != NULL && buf != NULL && EVP_DigestInit_ex(md, util_sha256_md(), NULL) == 1 ? 0 : -ENOMEM;
-	uint64_t off = 0;
-	while (rc == 0) {
-		ssize_t n = pread(j->fd, buf, cap, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = -errno;
-			break;
-		}
-		if (n == 0)
-			break;
-		EVP_DigestUpdate(md, buf, (size_t)n);
-		rc = util_write_all(out, buf, (size_t)n);
-		off += (uint64_t)n;
-	}
 	uint8_t digest[32];
-	if (rc == 0 && EVP_DigestFinal_ex(md, digest, NULL) != 1)
-		rc = -ENOMEM;
+	uint64_t off = 0;
+	int rc = util_copy_sha256(j->fd, out, &off, digest);
 	if (close(out) != 0 && rc == 0)
 		rc = -errno;
-	EVP_MD_CTX_free(md);
-	free(buf);
 	if (rc != 0)
 		return msg_error_set(&j->err, ERR_IO, NULL,
 				     "cannot copy the artifact into the cache: %s", strerror(-rc));
@@ -179,6 +156,18 @@ static void import_work(void *arg)
 			      strerror(-rc));
 }
 
+static void put_reply(struct conn *c, uint64_t id, const char *key, bool imported)
+{
+	cJSON *r = cJSON_CreateObject();
+	if (r == NULL)
+		return;
+	msg_add_int(r, "id", (int64_t)id);
+	cJSON_AddBoolToObject(r, "ok", 1);
+	cJSON_AddStringToObject(r, "key", key);
+	cJSON_AddBoolToObject(r, "imported", imported);
+	conn_reply(c, r, -1);
+}
+
 static void import_done(void *arg)
 {
 	struct import_job *j = arg;
@@ -195,14 +184,7 @@ static void import_done(void *arg)
 		log_info("imported %.16s (%s, %llu bytes)", j->entry.key,
 			 j->entry.label != NULL ? j->entry.label : "no label",
 			 (unsigned long long)j->entry.size);
-		cJSON *r = cJSON_CreateObject();
-		if (r != NULL) {
-			msg_add_int(r, "id", (int64_t)id);
-			cJSON_AddBoolToObject(r, "ok", 1);
-			cJSON_AddStringToObject(r, "key", j->entry.key);
-			cJSON_AddBoolToObject(r, "imported", 1);
-			conn_reply(c, r, -1);
-		}
+		put_reply(c, id, j->entry.key, true);
 	}
 	conn_unref(c);
 	import_free(j);
@@ -219,14 +201,7 @@ static void import_keyed(struct conn *c, struct build_input *in, int fd)
 		/* Already here (built or imported before): nothing to copy. */
 		store_entry_free(&cur);
 		close(fd);
-		cJSON *r = cJSON_CreateObject();
-		if (r != NULL) {
-			msg_add_int(r, "id", (int64_t)id);
-			cJSON_AddBoolToObject(r, "ok", 1);
-			cJSON_AddStringToObject(r, "key", in->req.key);
-			cJSON_AddBoolToObject(r, "imported", 0);
-			conn_reply(c, r, -1);
-		}
+		put_reply(c, id, in->req.key, false);
 		build_input_free(in);
 		free(in);
 		return;

@@ -18,6 +18,7 @@ struct headers;
 struct server;
 struct build;
 struct fdcache;
+struct upstream;
 
 struct counters {
 	uint64_t requests;
@@ -30,6 +31,11 @@ struct counters {
 	uint64_t need_sources;       /* gets by digest that missed: text asked for */
 	uint64_t source_texts;       /* gets that carried source text */
 	uint64_t imports;            /* artifacts imported with put */
+	uint64_t upstream_hits;      /* local misses served from --upstream */
+	uint64_t upstream_publishes; /* entries this daemon wrote to --upstream */
+	uint64_t upstream_waits;     /* flights that waited on another node's claim */
+	uint64_t upstream_takeovers; /* stale claims taken over */
+	uint64_t upstream_errors;    /* corrupt upstream entries, failed upstream I/O */
 };
 
 struct kilnd {
@@ -53,6 +59,7 @@ struct kilnd {
 	struct build *running;       /* builds holding a slot, for shutdown */
 	struct table *touches;       /* key -> struct touch, uses not yet written */
 	struct fdcache *fds;         /* open descriptors of served objects (fdcache.h) */
+	struct upstream *up;         /* the --upstream tier (upstream.h), or NULL */
 
 	uint64_t work_pending;       /* thread-pool jobs not yet completed */
 	bool stopping;

@@ -20,6 +20,7 @@
 #include "server.h"
 #include "store.h"
 #include "table.h"
+#include "upstream.h"
 #include "util.h"
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -215,7 +216,7 @@ int main(int argc, char **argv)
 	d.touches = table_new();
 	d.fds = fdcache_new(FDCACHE_MAX);
 	if (d.touches == NULL || d.fds == NULL || headers_init(&d) != 0 || flight_init(&d) != 0 ||
-	    server_init(&d, err, sizeof(err)) != 0) {
+	    upstream_init(&d, err, sizeof(err)) != 0 || server_init(&d, err, sizeof(err)) != 0) {
 		fail_start(&cfg, err[0] != '\0' ? err : "out of memory");
 		goto out_loop;
 	}
@@ -234,11 +235,13 @@ int main(int argc, char **argv)
 out_loop:
 	if (d.loop != NULL) {
 		if (!d.stopping) {
+			upstream_stop(&d);
 			headers_fini(&d);
 			uv_run(d.loop, UV_RUN_NOWAIT);
 		}
 		server_free(&d);
 		flight_fini(&d);
+		upstream_fini(&d);
 		fdcache_free(d.fds);
 		table_free(d.touches, free);
 		uv_loop_close(d.loop);

@@ -78,3 +78,35 @@ cleanup:
 	return rc;
 }
 
+int util_copy_sha256(int in, int out, uint64_t *size, uint8_t digest[32])
+{
+	enum { CHUNK = 1 << 20 };
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	char *buf = malloc(CHUNK);
+	int rc = md && buf && EVP_DigestInit_ex(md, util_sha256_md(), NULL) == 1 ? 0 : -ENOMEM;
+	uint64_t off = 0;
+
+	while (rc == 0) {
+		ssize_t n = pread(in, buf, CHUNK, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		if (EVP_DigestUpdate(md, buf, (size_t)n) != 1)
+			rc = -ENOMEM;
+		else if (out >= 0)
+			rc = util_write_all(out, buf, (size_t)n);
+		off += (uint64_t)n;
+	}
+	if (rc == 0 && EVP_DigestFinal_ex(md, digest, NULL) != 1)
+		rc = -ENOMEM;
+	EVP_MD_CTX_free(md);
+	free(buf);
+	*size = off;
+	return rc;
+}

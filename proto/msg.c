@@ -322,26 +322,6 @@ static int parse_args(const cJSON *obj, struct msg_request *req, struct msg_erro
 	return 0;
 }
 
-/* 64 lower-case hex digits into 32 bytes; false for anything else. */
-static bool parse_digest(const char *hex, uint8_t out[32])
-{
-	size_t i;
-
-	if (strlen(hex) != 64)
-		return false;
-	for (i = 0; i < 64; i++) {
-		char c = hex[i];
-		int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-
-		if (v < 0)
-			return false;
-		if (i % 2 == 0)
-			out[i / 2] = (uint8_t)(v << 4);
-		else
-			out[i / 2] |= (uint8_t)v;
-	}
-	return true;
-}
 
 /* Parses sources[i] into src; i is 0-based, messages count from 1. */
 static int parse_source(const cJSON *v, size_t i, struct msg_source *src,
@@ -372,7 +352,7 @@ static int parse_source(const cJSON *v, size_t i, struct msg_source *src,
 				     "\"text\" of source \"%s\" must be a string",
 				     name->valuestring);
 	if (digest && (!cJSON_IsString(digest) || !digest->valuestring ||
-		       !parse_digest(digest->valuestring, src->digest)))
+		       !util_unhex32(digest->valuestring, src->digest)))
 		return msg_error_set(err, ERR_BAD_REQUEST, "sources",
 				     "\"sha256\" of source \"%s\" must be 64 lower-case hex digits",
 				     name->valuestring);
@@ -506,7 +486,7 @@ static int parse_dep(const cJSON *v, size_t i, struct msg_dep *dep, struct msg_e
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
 				     "\"path\" of dependency %zu must be absolute and at most %d bytes",
 				     i + 1, MSG_MAX_PATH);
-	if (!parse_digest(digest->valuestring, dep->digest))
+	if (!util_unhex32(digest->valuestring, dep->digest))
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
 				     "\"sha256\" of dependency %zu must be 64 lower-case hex digits", i + 1);
 	dep->path = strdup(path->valuestring);
@@ -530,7 +510,7 @@ static int parse_put(const cJSON *obj, struct msg_request *req, struct msg_error
 				     "\"key\" must be 64 lower-case hex digits");
 	digest = member(obj, "sha256");
 	if (!cJSON_IsString(digest) || !digest->valuestring ||
-	    !parse_digest(digest->valuestring, req->art_digest))
+	    !util_unhex32(digest->valuestring, req->art_digest))
 		return msg_error_set(err, ERR_BAD_REQUEST, "sha256",
 				     "\"sha256\" must be the artifact's SHA-256 as 64 lower-case hex digits");
 	arr = member(obj, "deps");

@@ -367,3 +367,23 @@ int64_t util_wall_s(void)
 {
 	return (int64_t)time(NULL);
 }
+
+bool util_unhex32(const char *hex, uint8_t out[32])
+{
+	size_t i;
+
+	if (!hex || strlen(hex) != 64)
+		return false;
+	for (i = 0; i < 64; i++) {
+		char c = hex[i];
+		int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+
+		if (v < 0)
+			return false;
+		if (i % 2 == 0)
+			out[i / 2] = (uint8_t)(v << 4);
+		else
+			out[i / 2] |= (uint8_t)v;
+	}
+	return true;
+}

@@ -37,6 +37,8 @@ int util_read_file(const char *path, size_t max, char **out, size_t *outlen);
 
 /* Lower-case hex of n bytes into out (2n + 1 bytes). */
 void util_hex(const uint8_t *in, size_t n, char *out);
+/* 64 lower-case hex digits into 32 bytes; false for anything else (NULL too). */
+bool util_unhex32(const char *hex, uint8_t out[32]);
 /* read() that retries EINTR: bytes read, 0 at end of file, or -errno. */
 ssize_t util_read_retry(int fd, void *buf, size_t len);
 
@@ -47,6 +49,12 @@ int util_sha256_file(const char *path, uint8_t out[32]);
 /* OpenSSL's SHA-256 (an EVP_MD), fetched once (digest.c). */
 struct evp_md_st;
 const struct evp_md_st *util_sha256_md(void);
+/*
+ * Copies the file open as in (read with pread from offset 0) to out, or only
+ * reads it when out is -1, while hashing; *size and digest get the bytes
+ * read and their SHA-256. Returns 0 or a negative errno (digest.c).
+ */
+int util_copy_sha256(int in, int out, uint64_t *size, uint8_t digest[32]);
 
 /* Monotonic and wall clocks. */
 uint64_t util_now_ns(void);       /* CLOCK_MONOTONIC */

@@ -465,21 +465,20 @@ bool harness_socket_answers(const char *path)
 	return r == 0;
 }
 
-pid_t harness_startv(const char *const *extra)
+/* kilnd's command line for a socket, cache and log, debug logging, then the
+ * NULL-terminated extra arguments. */
+static void kilnd_argv(const char **argv, const char *sock, const char *cache, const char *log,
+			 const char *const *extra)
 {
-	const char *argv[MAX_ARGS];
-	double end;
 	size_t n = 0;
-	pid_t pid;
 
-	ck_assert_msg(harness.pid == 0, "a kilnd started by the test is still running");
 	argv[n++] = harness_kilnd();
 	argv[n++] = "--socket";
-	argv[n++] = harness.socket;
+	argv[n++] = sock;
 	argv[n++] = "--cache-dir";
-	argv[n++] = harness.cache;
+	argv[n++] = cache;
 	argv[n++] = "--log-file";
-	argv[n++] = harness.log;
+	argv[n++] = log;
 	argv[n++] = "--log-level";
 	argv[n++] = "debug";
 	for (size_t i = 0; extra && extra[i]; i++) {
@@ -487,6 +486,16 @@ pid_t harness_startv(const char *const *extra)
 		argv[n++] = extra[i];
 	}
 	argv[n] = NULL;
+}
+
+pid_t harness_startv(const char *const *extra)
+{
+	const char *argv[MAX_ARGS];
+	double end;
+	pid_t pid;
+
+	ck_assert_msg(harness.pid == 0, "a kilnd started by the test is still running");
+	kilnd_argv(argv, harness.socket, harness.cache, harness.log, extra);
 	pid = harness_spawn(argv, NULL, harness.out, NULL);
 	end = harness_now_s() + 30;
 	for (;;) {
@@ -528,25 +537,12 @@ pid_t harness_start_named(const char *name, const char *const *extra,
 {
 	char cache[HARNESS_PATH], log[HARNESS_PATH], out[HARNESS_PATH];
 	const char *argv[MAX_ARGS];
-	size_t n = 0;
 	double end;
 	pid_t pid;
 
 	harness_path(sock, "%s.sock", name);
-	argv[n++] = harness_kilnd();
-	argv[n++] = "--socket";
-	argv[n++] = sock;
-	argv[n++] = "--cache-dir";
-	argv[n++] = harness_path(cache, "%s.cache", name);
-	argv[n++] = "--log-file";
-	argv[n++] = harness_path(log, "%s.log", name);
-	argv[n++] = "--log-level";
-	argv[n++] = "debug";
-	for (size_t i = 0; extra && extra[i]; i++) {
-		ck_assert(n < MAX_ARGS - 1);
-		argv[n++] = extra[i];
-	}
-	argv[n] = NULL;
+	kilnd_argv(argv, sock, harness_path(cache, "%s.cache", name),
+		       harness_path(log, "%s.log", name), extra);
 	pid = harness_spawn(argv, env_add, harness_path(out, "%s.out", name), NULL);
 	end = harness_now_s() + 30;
 	while (!harness_socket_answers(sock)) {

@@ -218,6 +218,7 @@ int main(int argc, char **argv)
 		/* The alias now resolves in this process without IPC. */
 		check(kiln_lookup(k, p.alias, &kp) == KILN_OK, "lookup of the alias: %s",
 		      kiln_errmsg(k));
+		free(p.text);
 	} else if (strcmp(mode, "fail") == 0) {
 		struct prog p[4];
 		struct kiln_request reqs[4];
@@ -246,6 +247,8 @@ int main(int argc, char **argv)
 		check(rc == KILN_EBUILD && kp == NULL, "kiln_mpi_get of the broken program returned %d", rc);
 		check(strstr(msg, "undeclared_thing") != NULL, "get diagnostics lack the error: %s", msg);
 		check(same_everywhere(msg), "the get error text differs between ranks");
+		for (int i = 0; i < 4; i++)
+			free(p[i].text);
 	} else {
 		check(0, "unknown mode %s", mode);
 	}
@@ -256,6 +259,8 @@ done:
 	kiln_close(k);
 	fprintf(out, "failures %d\n", failures);
 	fclose(out);
+	for (int i = 0; progs && i < n + u; i++)
+		free(progs[i].text);
 	free(progs);
 	MPI_Finalize();
 	return failures ? 1 : 0;

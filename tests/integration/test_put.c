@@ -5,7 +5,6 @@
  * bytes, a key this node would not compute, a dependency that differs here,
  * another compiler environment, no descriptor, a descriptor that is no file.
  */
-#define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +50,13 @@ static void export_program(struct exported *x, const char *name, int value, cons
 	kiln_close(k);
 	/* The text stays alive: req pointed into it, and the skeleton is made. */
 	free(full);
+}
+
+static void exported_free(struct exported *x)
+{
+	free(x->skel);
+	free(x->meta);
+	free(x->bytes);
 }
 
 static int memfd_of(const char *bytes, size_t size)
@@ -132,6 +138,7 @@ START_TEST(put_then_hit_without_building)
 	ck_assert_int_eq(status_num(sock, "builds_started"), 0);
 	ck_assert_int_eq(status_num(sock, "hits"), 1);
 	free(text);
+	exported_free(&x);
 }
 END_TEST
 
@@ -158,6 +165,7 @@ START_TEST(put_refuses_bad_bytes)
 	ck_assert_int_eq(harness_count_dir(harness_path(tmp, "b.cache/tmp")), 0);
 	/* The intact artifact still goes in. */
 	ck_assert_msg(put_to(sock, &x, NULL, x.bytes, x.size, msg, sizeof(msg)) == KILN_OK, "%s", msg);
+	exported_free(&x);
 }
 END_TEST
 
@@ -203,6 +211,7 @@ START_TEST(put_refuses_foreign_key_and_deps)
 	ck_assert_int_eq(put_to(sock, &x, NULL, x.bytes, x.size, msg, sizeof(msg)), KILN_EREFUSED);
 	ck_assert_msg(harness_contains(msg, "differs on this node"), "%s", msg);
 	ck_assert_int_eq(status_num(sock, "entries"), 0);
+	exported_free(&x);
 }
 END_TEST
 
@@ -218,6 +227,7 @@ START_TEST(put_refuses_other_toolchain_environment)
 	ck_assert_int_eq(put_to(sock, &x, NULL, x.bytes, x.size, msg, sizeof(msg)), KILN_EREFUSED);
 	ck_assert_msg(harness_contains(msg, "computes key"), "%s", msg);
 	ck_assert_int_eq(status_num(sock, "entries"), 0);
+	exported_free(&x);
 }
 END_TEST
 
@@ -266,6 +276,7 @@ START_TEST(put_needs_a_file_descriptor)
 	close(p[1]);
 	/* The daemon is still fine. */
 	ck_assert(harness_socket_answers(harness.socket));
+	exported_free(&x);
 }
 END_TEST
 

@@ -1,0 +1,659 @@
+/*
+ * The upstream tier on the loop thread: what a flight does before it builds
+ * (look upstream, claim the key or wait for the node that holds it), what it
+ * does after (publish, release the claim), and the two timers that poll
+ * waiting flights and keep this daemon's claims fresh. The filesystem work
+ * (upstream_fs.c, upstream_entry.c) runs on the thread pool; a job gets copies of
+ * what it needs, never the build, whose input the loop may swap meanwhile
+ * (flight_join_input).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "build.h"
+#include "build_int.h"
+#include "kilnd.h"
+#include "log.h"
+#include "upstream.h"
+#include "upstream_int.h"
+#include "util.h"
+
+/* Waiting flights look again after POLL_FIRST_MS, then less and less often
+ * up to POLL_MAX_MS: a claim is usually held for a compile of seconds, and
+ * each look costs the shared filesystem's metadata server a few requests. */
+#define POLL_FIRST_MS 250
+#define POLL_MAX_MS 2000
+/* The compiler output published with an entry, read from the local cache. */
+#define LOG_MAX ((size_t)16 << 20)
+
+/* A claim this daemon holds: open, so that it can be refreshed. */
+struct up_claim {
+	struct up_claim *prev, *next;
+	int fd;
+	char *path;
+};
+
+/* The upstream side of one flight (struct build's up). */
+struct up_flight {
+	struct build *b;
+	struct up_flight *prev, *next;   /* in the waiting list */
+	bool waiting;
+	bool waited;                     /* counted in upstream_waits */
+	bool digest_first;               /* began by digest only: its miss is counted at the end */
+	uint64_t due_ns;
+	uint64_t interval_ms;
+	struct up_claim *claim;          /* held, or NULL */
+	struct up_seen seen;             /* the other node's claim, while waiting */
+};
+
+struct upstream {
+	struct kilnd *d;
+	struct up_dirs fs;
+	uv_timer_t poll;                 /* runs while flights wait */
+	uv_timer_t refresh;              /* runs while claims are held */
+	bool poll_on, refresh_on, refreshing, closed;
+	uint64_t tick_ms, refresh_ms;
+	struct up_flight *waiting;
+	struct up_claim *claims;
+};
+
+/*
+ * FIND looks for an entry. WATCH also looks at the key's claim, without
+ * making one, so that a flight does not queue for a slot while another node
+ * builds the program. CLAIM runs in a --jobs slot: it makes the claim (or
+ * takes over a stale one) and looks again.
+ */
+enum job_kind { JOB_FIND, JOB_WATCH, JOB_CLAIM };
+enum job_result { RES_MISS, RES_HIT, RES_FREE, RES_BUSY, RES_CLAIMED, RES_ERROR };
+
+struct up_job {
+	struct kilnd *d;
+	struct build *b;                 /* the loop's: the pool never touches it */
+	enum job_kind kind;
+	char rkey[65];
+	struct store_entry entry;        /* names in; the fetched entry out */
+	struct up_seen seen;
+	enum job_result result;
+	int err;                         /* a failed upstream operation (-errno), or 0 */
+	unsigned bad;                    /* broken upstream entries seen */
+	int claim_fd;
+	char *claim_path;
+	bool took_over;
+	char *obj_path;
+	int fd;
+};
+
+static void start_job(struct build *b, enum job_kind kind);
+static void on_refresh(uv_timer_t *t);
+
+/* Claims and their refresh. */
+
+static void claims_add(struct upstream *u, struct up_claim *c)
+{
+	c->prev = NULL;
+	c->next = u->claims;
+	if (u->claims != NULL)
+		u->claims->prev = c;
+	u->claims = c;
+	if (!u->refresh_on && !u->closed) {
+		uv_timer_start(&u->refresh, on_refresh, u->refresh_ms, u->refresh_ms);
+		u->refresh_on = true;
+	}
+}
+
+struct refresh_job {
+	struct upstream *u;
+	int *fds;
+	size_t n;
+	unsigned failed;
+};
+
+static void refresh_work(void *arg)
+{
+	struct refresh_job *j = arg;
+	for (size_t i = 0; i < j->n; i++) {
+		if (upfs_touch(j->fds[i]) != 0)
+			j->failed++;
+		close(j->fds[i]);
+	}
+}
+
+static void refresh_done(void *arg)
+{
+	struct refresh_job *j = arg;
+	j->u->refreshing = false;
+	if (j->failed > 0) {
+		j->u->d->c.upstream_errors += j->failed;
+		log_warn("cannot refresh %u upstream claims; other nodes may take them over", j->failed);
+	}
+	free(j->fds);
+	free(j);
+}
+
+/* Every stale/4: sets the mtime of every claim held, on the pool, through
+ * duplicates of the descriptors (a claim released meanwhile closes its own). */
+static void on_refresh(uv_timer_t *t)
+{
+	struct upstream *u = t->data;
+	size_t n = 0;
+	if (u->claims == NULL) {
+		uv_timer_stop(t);
+		u->refresh_on = false;
+		return;
+	}
+	if (u->refreshing)
+		return;
+	for (struct up_claim *c = u->claims; c != NULL; c = c->next)
+		n++;
+	struct refresh_job *j = calloc(1, sizeof(*j));
+	if (j == NULL || (j->fds = calloc(n, sizeof(int))) == NULL) {
+		free(j);
+		return;
+	}
+	j->u = u;
+	for (struct up_claim *c = u->claims; c != NULL; c = c->next) {
+		int fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0);
+		if (fd >= 0)
+			j->fds[j->n++] = fd;
+	}
+	u->refreshing = true;
+	if (kilnd_work(u->d, refresh_work, refresh_done, j) != 0) {
+		u->refreshing = false;
+		for (size_t i = 0; i < j->n; i++)
+			close(j->fds[i]);
+		free(j->fds);
+		free(j);
+	}
+}
+
+static void unclaim_work(void *arg)
+{
+	struct up_claim *c = arg;
+	upfs_unclaim(c->path, c->fd);
+}
+
+static void unclaim_done(void *arg)
+{
+	struct up_claim *c = arg;
+	free(c->path);
+	free(c);
+}
+
+/* Removes the claim from the refresh list, then from the directory. */
+static void claim_release(struct upstream *u, struct up_claim *c)
+{
+	if (c->prev != NULL)
+		c->prev->next = c->next;
+	else
+		u->claims = c->next;
+	if (c->next != NULL)
+		c->next->prev = c->prev;
+	if (kilnd_work(u->d, unclaim_work, unclaim_done, c) != 0) {
+		/* Left for the stale timeout of the other nodes. */
+		log_warn("cannot queue the release of claim %s", c->path);
+		close(c->fd);
+		unclaim_done(c);
+	}
+}
+
+/* Waiting flights. */
+
+static void wait_del(struct upstream *u, struct up_flight *f)
+{
+	if (!f->waiting)
+		return;
+	f->waiting = false;
+	if (f->prev != NULL)
+		f->prev->next = f->next;
+	else
+		u->waiting = f->next;
+	if (f->next != NULL)
+		f->next->prev = f->prev;
+	if (u->waiting == NULL && u->poll_on) {
+		uv_timer_stop(&u->poll);
+		u->poll_on = false;
+	}
+}
+
+static void on_poll(uv_timer_t *t);
+
+static void wait_add(struct upstream *u, struct up_flight *f)
+{
+	f->interval_ms = f->interval_ms == 0 ? u->tick_ms : f->interval_ms * 3 / 2;
+	if (f->interval_ms > POLL_MAX_MS)
+		f->interval_ms = POLL_MAX_MS;
+	/* Look at least four times per stale period, to see refreshes. */
+	if (f->interval_ms > u->refresh_ms)
+		f->interval_ms = u->refresh_ms;
+	f->due_ns = util_now_ns() + f->interval_ms * 1000000;
+	f->waiting = true;
+	f->prev = NULL;
+	f->next = u->waiting;
+	if (u->waiting != NULL)
+		u->waiting->prev = f;
+	u->waiting = f;
+	if (!u->poll_on && !u->closed) {
+		uv_timer_start(&u->poll, on_poll, u->tick_ms, u->tick_ms);
+		u->poll_on = true;
+	}
+}
+
+static void on_poll(uv_timer_t *t)
+{
+	struct upstream *u = t->data;
+	uint64_t now = util_now_ns();
+	struct up_flight *f = u->waiting;
+	while (f != NULL) {
+		struct up_flight *next = f->next;
+		if (f->due_ns <= now) {
+			wait_del(u, f);
+			start_job(f->b, JOB_WATCH);
+		}
+		f = next;
+	}
+}
+
+/* Lookups, claims and fetches on the pool. */
+
+static void job_free(struct up_job *j)
+{
+	store_entry_free(&j->entry);
+	free(j->claim_path);
+	free(j->obj_path);
+	if (j->fd >= 0)
+		close(j->fd);
+	free(j);
+}
+
+/* Looks upstream and, on a hit, publishes the entry into the local cache
+ * and opens it. 1 hit, 0 miss, or a negative errno. */
+static int find_and_take(struct up_job *j)
+{
+	struct kilnd *d = j->d;
+	char *tmpdir = store_tmp_dir(d->store);
+	char tmp[4200], *log = NULL;
+	if (tmpdir == NULL)
+		return -ENOMEM;
+	snprintf(tmp, sizeof(tmp), "%s/up-%.16s-%d", tmpdir, j->rkey, (int)gettid());
+	free(tmpdir);
+	int rc = upfs_find(&d->up->fs, j->rkey, j->entry.output, tmp, &j->entry, &log, &j->bad);
+	if (rc != 1) {
+		free(log);
+		return rc;
+	}
+	j->entry.created = j->entry.last_used = util_wall_s();
+	if (log != NULL)
+		publish_write_log(d, j->entry.key, log, strlen(log));
+	free(log);
+	rc = store_publish(d->store, &j->entry, tmp);
+	if (rc != 0) {
+		unlink(tmp);
+		log_warn("cannot publish upstream entry %.16s into the cache: %s", j->entry.key,
+			 strerror(-rc));
+		return rc;
+	}
+	j->obj_path = store_object_path(d->store, j->entry.key, j->entry.output);
+	j->fd = j->obj_path != NULL ? open(j->obj_path, O_RDONLY | O_CLOEXEC) : -1;
+	return j->fd >= 0 ? 1 : -errno;
+}
+
+static void job_work(void *arg)
+{
+	struct up_job *j = arg;
+	struct up_dirs *fs = &j->d->up->fs;
+	int rc;
+	if (j->kind != JOB_CLAIM) {
+		rc = find_and_take(j);
+		if (rc == 1) {
+			j->result = RES_HIT;
+			return;
+		}
+		j->err = rc;
+		j->result = RES_MISS;
+		if (j->kind == JOB_FIND)
+			return;
+		/* An error looking at the claim is no reason to wait. */
+		rc = upfs_watch(fs, j->rkey, &j->seen);
+		if (rc < 0)
+			j->err = rc;
+		j->result = rc == 1 ? RES_BUSY : RES_FREE;
+		return;
+	}
+	rc = upfs_claim(fs, j->rkey, &j->seen, &j->claim_fd, &j->took_over);
+	if (rc < 0) {
+		j->err = rc;
+		j->result = RES_ERROR;
+		return;
+	}
+	if (rc == 1) {
+		j->result = RES_BUSY;
+		return;
+	}
+	j->claim_path = upfs_claim_path(fs, j->rkey);
+	/* Another node may have published and released its claim between
+	 * the first look and the claim: look again before building. */
+	rc = find_and_take(j);
+	if (rc == 1) {
+		upfs_unclaim(j->claim_path, j->claim_fd);
+		j->claim_fd = -1;
+		j->result = RES_HIT;
+		return;
+	}
+	j->result = RES_CLAIMED;
+}
+
+/* A hit: the flight ends as if it had built, with the fetched entry. */
+static void take_hit(struct build *b, struct up_job *j)
+{
+	struct kilnd *d = b->d;
+	d->c.upstream_hits++;
+	store_entry_free(&b->entry);
+	b->entry = j->entry;
+	memset(&j->entry, 0, sizeof(j->entry));
+	b->obj_path = j->obj_path;
+	j->obj_path = NULL;
+	b->fd = j->fd;
+	j->fd = -1;
+	b->from_upstream = true;
+}
+
+static void keep_claim(struct upstream *u, struct up_flight *f, struct up_job *j)
+{
+	struct up_claim *c = calloc(1, sizeof(*c));
+	if (c == NULL) {
+		/* Not refreshed, so it goes stale; the build goes on. */
+		close(j->claim_fd);
+		j->claim_fd = -1;
+		return;
+	}
+	c->fd = j->claim_fd;
+	c->path = j->claim_path;
+	j->claim_fd = -1;
+	j->claim_path = NULL;
+	f->claim = c;
+	claims_add(u, c);
+	if (j->took_over) {
+		u->d->c.upstream_takeovers++;
+		log_info("took over the stale claim of %.16s", j->rkey);
+	}
+}
+
+static void job_done(void *arg)
+{
+	struct up_job *j = arg;
+	struct build *b = j->b;
+	struct kilnd *d = j->d;
+	struct upstream *u = d->up;
+	struct up_flight *f = b->up;
+	enum job_result res = j->result;
+	b->in_pool = false;
+	d->c.upstream_errors += j->bad + (j->err != 0);
+	f->seen = j->seen;
+	if (res == RES_HIT) {
+		take_hit(b, j);
+		job_free(j);
+		build_finish(b);
+		return;
+	}
+	if (res == RES_CLAIMED)
+		keep_claim(u, f, j);
+	if (j->err != 0)
+		log_warn("upstream tier %s: %s; %s", u->fs.dir, strerror(-j->err),
+			 res == RES_ERROR ? "building here without a claim" : "going on as if it missed");
+	job_free(j);
+	if (d->stopping) {
+		build_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
+		build_finish(b);
+		return;
+	}
+	switch (res) {
+	case RES_MISS:
+		if (!b->in.by_digest) {
+			/* A request with the text joined meanwhile. */
+			start_job(b, JOB_WATCH);
+			return;
+		}
+		d->c.need_sources++;
+		build_fail(b, ERR_NEED_SOURCES, "no entry for these sources here or upstream; send their text");
+		build_finish(b);
+		return;
+	case RES_BUSY:
+		if (!f->waited) {
+			f->waited = true;
+			d->c.upstream_waits++;
+			log_info("%.16s is being built by %s; waiting for it", b->in.rkey, f->seen.owner);
+		}
+		/* Claimed by another node while this one waited for a slot. */
+		if (b->has_slot)
+			build_release_slot(b);
+		wait_add(u, f);
+		return;
+	case RES_FREE:
+		build_enqueue(b);
+		return;
+	default:
+		/* Claimed (or no claim can be made here): build. */
+		build_begin(b);
+		return;
+	}
+}
+
+static void start_job(struct build *b, enum job_kind kind)
+{
+	struct kilnd *d = b->d;
+	struct up_job *j = calloc(1, sizeof(*j));
+	if (j == NULL || publish_names(&j->entry, &b->in) != 0) {
+		if (j != NULL)
+			store_entry_free(&j->entry);
+		free(j);
+		build_fail(b, ERR_INTERNAL, "out of memory");
+		build_finish(b);
+		return;
+	}
+	j->d = d;
+	j->b = b;
+	j->kind = kind;
+	j->fd = -1;
+	j->claim_fd = -1;
+	j->seen = b->up->seen;
+	memcpy(j->rkey, b->in.rkey, sizeof(j->rkey));
+	b->in_pool = true;
+	if (kilnd_work(d, job_work, job_done, j) != 0) {
+		b->in_pool = false;
+		job_free(j);
+		build_fail(b, ERR_INTERNAL, "cannot queue work on the thread pool");
+		build_finish(b);
+	}
+}
+
+void upstream_flight_start(struct build *b)
+{
+	struct up_flight *f = calloc(1, sizeof(*f));
+	if (f == NULL) {
+		build_fail(b, ERR_INTERNAL, "out of memory");
+		build_finish(b);
+		return;
+	}
+	f->b = b;
+	f->digest_first = b->in.by_digest;
+	b->up = f;
+	start_job(b, b->in.by_digest ? JOB_FIND : JOB_WATCH);
+}
+
+void upstream_claim(struct build *b)
+{
+	start_job(b, JOB_CLAIM);
+}
+
+/* Publishing a build upstream, after its replies. */
+
+struct publish_job {
+	struct kilnd *d;
+	struct store_entry entry;
+	char *obj_path;
+	struct up_claim *claim;          /* released once published, or NULL */
+	int rc;
+};
+
+static void publish_work(void *arg)
+{
+	struct publish_job *j = arg;
+	char *log = NULL, *path = store_log_path(j->d->store, j->entry.key);
+	size_t len = 0;
+	if (path == NULL || util_read_file(path, LOG_MAX, &log, &len) != 0)
+		log = NULL;
+	free(path);
+	j->rc = upfs_publish(&j->d->up->fs, &j->entry, j->obj_path, log, len);
+	free(log);
+}
+
+static void publish_done(void *arg)
+{
+	struct publish_job *j = arg;
+	struct kilnd *d = j->d;
+	if (j->rc == 1) {
+		d->c.upstream_publishes++;
+		log_debug("published %.16s upstream", j->entry.key);
+	} else if (j->rc < 0) {
+		d->c.upstream_errors++;
+		log_warn("cannot publish %.16s to the upstream tier %s: %s", j->entry.key, d->up->fs.dir,
+			 strerror(-j->rc));
+	}
+	/* Only now: a node waiting on the claim finds the entry when it goes. */
+	if (j->claim != NULL)
+		claim_release(d->up, j->claim);
+	store_entry_free(&j->entry);
+	free(j->obj_path);
+	free(j);
+}
+
+static void publish_upstream(struct build *b, struct up_claim *claim)
+{
+	struct kilnd *d = b->d;
+	struct publish_job *j = calloc(1, sizeof(*j));
+	if (j == NULL) {
+		if (claim != NULL)
+			claim_release(d->up, claim);
+		return;
+	}
+	j->d = d;
+	j->claim = claim;
+	j->entry = b->entry;
+	memset(&b->entry, 0, sizeof(b->entry));
+	j->obj_path = b->obj_path;
+	b->obj_path = NULL;
+	if (kilnd_work(d, publish_work, publish_done, j) != 0) {
+		j->rc = -ENOMEM;
+		publish_done(j);
+	}
+}
+
+void upstream_flight_end(struct build *b)
+{
+	struct up_flight *f = b->up;
+	struct kilnd *d = b->d;
+	if (f == NULL)
+		return;
+	b->up = NULL;
+	wait_del(d->up, f);
+	/* A get by digest counts as a miss once it is not need_sources. */
+	if (f->digest_first && b->err_code != ERR_NEED_SOURCES)
+		d->c.misses++;
+	if (b->err_code == ERR_NONE && !b->from_upstream)
+		publish_upstream(b, f->claim);
+	else if (f->claim != NULL)
+		claim_release(d->up, f->claim);
+	free(f);
+}
+
+/* Start and stop. */
+
+static void sweep_work(void *arg)
+{
+	struct upstream *u = arg;
+	upfs_sweep(&u->fs);
+}
+
+int upstream_init(struct kilnd *d, char *err, size_t errlen)
+{
+	const struct config *cfg = d->cfg;
+	if (cfg->upstream_dir == NULL)
+		return 0;
+	struct upstream *u = calloc(1, sizeof(*u));
+	if (u == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	int rc = upfs_open(&u->fs, cfg->upstream_dir, cfg->upstream_stale_s, err, errlen);
+	if (rc != 0) {
+		upfs_close(&u->fs);
+		free(u);
+		return rc;
+	}
+	u->d = d;
+	u->refresh_ms = (uint64_t)(cfg->upstream_stale_s * 1000.0 / 4);
+	u->tick_ms = u->refresh_ms < POLL_FIRST_MS ? u->refresh_ms : POLL_FIRST_MS;
+	uv_timer_init(d->loop, &u->poll);
+	uv_timer_init(d->loop, &u->refresh);
+	u->poll.data = u->refresh.data = u;
+	d->up = u;
+	if (kilnd_work(d, sweep_work, NULL, u) != 0)
+		log_debug("cannot queue the sweep of the upstream tmp/");
+	log_info("upstream tier %s (claims go stale after %.0f s)", u->fs.dir, cfg->upstream_stale_s);
+	return 0;
+}
+
+void upstream_stop(struct kilnd *d)
+{
+	struct upstream *u = d->up;
+	if (u == NULL || u->closed)
+		return;
+	u->closed = true;
+	while (u->waiting != NULL) {
+		struct build *b = u->waiting->b;
+		wait_del(u, u->waiting);
+		build_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
+		build_finish(b);
+	}
+	uv_timer_stop(&u->poll);
+	uv_timer_stop(&u->refresh);
+	uv_close((uv_handle_t *)&u->poll, NULL);
+	uv_close((uv_handle_t *)&u->refresh, NULL);
+}
+
+void upstream_fini(struct kilnd *d)
+{
+	struct upstream *u = d->up;
+	if (u == NULL)
+		return;
+	/* Claims still listed were released by their jobs' completions;
+	 * whatever is left (a failed queue) goes stale on its own. */
+	while (u->claims != NULL) {
+		struct up_claim *c = u->claims;
+		u->claims = c->next;
+		close(c->fd);
+		free(c->path);
+		free(c);
+	}
+	upfs_close(&u->fs);
+	free(u);
+	d->up = NULL;
+}
+
+void upstream_status(struct kilnd *d, cJSON *r)
+{
+	struct upstream *u = d->up;
+	if (u == NULL)
+		return;
+	cJSON_AddStringToObject(r, "upstream", u->fs.dir);
+	cJSON_AddNumberToObject(r, "upstream_stale_s", u->fs.stale_s);
+	cJSON_AddNumberToObject(r, "upstream_hits", (double)d->c.upstream_hits);
+	cJSON_AddNumberToObject(r, "upstream_publishes", (double)d->c.upstream_publishes);
+	cJSON_AddNumberToObject(r, "upstream_waits", (double)d->c.upstream_waits);
+	cJSON_AddNumberToObject(r, "upstream_takeovers", (double)d->c.upstream_takeovers);
+	cJSON_AddNumberToObject(r, "upstream_errors", (double)d->c.upstream_errors);
+}

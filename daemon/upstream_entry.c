@@ -1,0 +1,548 @@
+/*
+ * The upstream tier on disk, part two: entries. A lookup verifies all it
+ * takes (every dependency hashed on this node, the artifact key recomputed,
+ * the object's size and SHA-256 checked while it is copied into the local
+ * cache); a publish writes the object, then the metadata, each through
+ * tmp/, fsync and link() or rename(), so metadata present implies its object
+ * complete. Runs on the thread pool.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "key.h"
+#include "log.h"
+#include "upstream_int.h"
+#include "util.h"
+
+/* A metadata file is small (the dependency list, the build's output). */
+#define META_MAX ((size_t)16 << 20)
+/* Entries tried per request key; more is a directory someone filled by hand. */
+#define CANDIDATES_MAX 256
+
+/* The metadata of one upstream entry, as read. */
+struct up_meta {
+	char key[65];
+	char rkey[65];
+	char *output;
+	uint64_t size;
+	uint8_t sha256[32];
+	uint64_t build_ms;
+	char *label;
+	char *log;
+	struct store_dep *deps;
+	size_t ndeps;
+};
+
+static void meta_free(struct up_meta *m)
+{
+	free(m->output);
+	free(m->label);
+	free(m->log);
+	for (size_t i = 0; i < m->ndeps; i++)
+		free(m->deps[i].path);
+	free(m->deps);
+	memset(m, 0, sizeof(*m));
+}
+
+/* Some filesystems cannot fsync a directory (EINVAL): nothing more to ask. */
+static int fsync_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc = 0;
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) != 0 && errno != EINVAL)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+static bool is_key(const char *s)
+{
+	uint8_t tmp[32];
+	return util_unhex32(s, tmp);
+}
+
+/* True when the file at path has exactly size bytes with this SHA-256. */
+static bool object_ok(const char *path, uint64_t size, const uint8_t digest[32])
+{
+	struct stat st;
+	uint8_t got[32];
+	uint64_t n = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == size &&
+		  util_copy_sha256(fd, -1, &n, got) == 0 && n == size && memcmp(got, digest, 32) == 0;
+	close(fd);
+	return ok;
+}
+
+static void object_path(const struct up_dirs *u, const uint8_t sha[32], const char *output,
+			char *buf, size_t len)
+{
+	char hex[65];
+	util_hex(sha, 32, hex);
+	snprintf(buf, len, "%s/%.2s/%s.%s", u->objects, hex, hex, store_output_ext(output));
+}
+/* Metadata. */
+
+static const char *json_str(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static bool json_u64(const cJSON *o, const char *name, uint64_t *out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740992.0)
+		return false;
+	*out = (uint64_t)v->valuedouble;
+	return true;
+}
+
+static int parse_deps(const cJSON *arr, struct up_meta *m)
+{
+	const cJSON *d;
+	if (!cJSON_IsArray(arr))
+		return -EBADMSG;
+	int n = cJSON_GetArraySize(arr);
+	if (n == 0)
+		return 0;
+	if ((m->deps = calloc((size_t)n, sizeof(*m->deps))) == NULL)
+		return -ENOMEM;
+	cJSON_ArrayForEach(d, arr) {
+		struct store_dep *dep = &m->deps[m->ndeps];
+		const char *path = json_str(d, "path");
+		if (path == NULL || path[0] != '/' || !json_u64(d, "size", &dep->size) ||
+		    !util_unhex32(json_str(d, "sha256"), dep->digest))
+			return -EBADMSG;
+		if ((dep->path = strdup(path)) == NULL)
+			return -ENOMEM;
+		m->ndeps++;
+	}
+	return 0;
+}
+
+/* Reads and checks the shape of a metadata file. 0, -EBADMSG for a file
+ * that is not what kiln writes, or another negative errno. */
+static int meta_read(const char *path, struct up_meta *m)
+{
+	char *text = NULL;
+	size_t len;
+	memset(m, 0, sizeof(*m));
+	int rc = util_read_file(path, META_MAX, &text, &len);
+	if (rc != 0)
+		return rc;
+	cJSON *o = cJSON_ParseWithLength(text, len);
+	free(text);
+	const char *key = json_str(o, "key"), *rkey = json_str(o, "rkey");
+	const char *output = json_str(o, "output"), *label = json_str(o, "label");
+	const char *log = json_str(o, "log");
+	uint64_t version = 0;
+	rc = -EBADMSG;
+	if (o == NULL || !json_u64(o, "kiln_upstream", &version) || version != UPSTREAM_META_VERSION ||
+	    !is_key(key) || !is_key(rkey) || output == NULL || store_output_ext(output) == NULL ||
+	    !json_u64(o, "size", &m->size) || !util_unhex32(json_str(o, "sha256"), m->sha256))
+		goto out;
+	if (!json_u64(o, "build_ms", &m->build_ms))
+		m->build_ms = 0;
+	memcpy(m->key, key, 65);
+	memcpy(m->rkey, rkey, 65);
+	rc = -ENOMEM;
+	if ((m->output = strdup(output)) == NULL || (label != NULL && (m->label = strdup(label)) == NULL) ||
+	    (log != NULL && (m->log = strdup(log)) == NULL))
+		goto out;
+	rc = parse_deps(cJSON_GetObjectItemCaseSensitive(o, "deps"), m);
+out:
+	cJSON_Delete(o);
+	if (rc != 0)
+		meta_free(m);
+	return rc;
+}
+
+/* Lookup. */
+
+/*
+ * Checks every dependency against this node's file: the same size and the
+ * same SHA-256, or the entry is not for this node (a header differs here).
+ * On success m->deps carry this node's mtimes.
+ */
+static bool deps_match(struct up_meta *m)
+{
+	for (size_t i = 0; i < m->ndeps; i++) {
+		struct store_dep *dep = &m->deps[i];
+		struct stat st;
+		uint8_t got[32];
+		if (stat(dep->path, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != dep->size ||
+		    util_sha256_file(dep->path, got) != 0 || memcmp(got, dep->digest, 32) != 0) {
+			log_debug("upstream entry %.16s: %s differs on this node", m->key, dep->path);
+			return false;
+		}
+		dep->mtime_ns = upfs_mtime_ns(&st);
+	}
+	return true;
+}
+
+/* Copies the object of m into tmp_object, checking size and SHA-256. */
+static int fetch_object(const struct up_dirs *u, const struct up_meta *m, const char *tmp_object)
+{
+	char path[PATH_MAX];
+	uint8_t got[32];
+	uint64_t n = 0;
+	object_path(u, m->sha256, m->output, path, sizeof(path));
+	int in = open(path, O_RDONLY | O_CLOEXEC);
+	if (in < 0) {
+		log_warn("upstream entry %.16s names object %s, which cannot be opened: %s", m->key, path,
+			 strerror(errno));
+		return -EBADMSG;
+	}
+	unlink(tmp_object);
+	int out = open(tmp_object, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (out < 0) {
+		int rc = -errno;
+		log_warn("cannot create %s in the cache: %s", tmp_object, strerror(-rc));
+		close(in);
+		return rc;
+	}
+	int rc = util_copy_sha256(in, out, &n, got);
+	if (close(out) != 0 && rc == 0)
+		rc = -errno;
+	close(in);
+	if (rc == 0 && (n != m->size || memcmp(got, m->sha256, 32) != 0)) {
+		log_warn("upstream object %s does not match its metadata (%llu bytes, %llu expected, or "
+			 "another SHA-256); not using it", path, (unsigned long long)n,
+			 (unsigned long long)m->size);
+		rc = -EBADMSG;
+	} else if (rc != 0) {
+		log_warn("cannot copy upstream object %s: %s", path, strerror(-rc));
+		rc = -EBADMSG;
+	}
+	if (rc != 0)
+		unlink(tmp_object);
+	return rc;
+}
+
+/* One candidate: 1 taken, 0 not for this node, -EBADMSG broken. */
+static int try_entry(const struct up_dirs *u, const char *dir, const char *name, const char *rkey,
+		     const char *output, const char *tmp_object, struct up_meta *m)
+{
+	char path[PATH_MAX + 320], key[65];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	int rc = meta_read(path, m);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc != 0) {
+		log_warn("ignoring upstream metadata %s: %s", path,
+			 rc == -EBADMSG ? "not valid kiln metadata" : strerror(-rc));
+		return -EBADMSG;
+	}
+	if (strncmp(name, m->key, 64) != 0 || strcmp(m->rkey, rkey) != 0 || strcmp(m->output, output) != 0) {
+		log_warn("ignoring upstream metadata %s: its key, request key or output do not match "
+			 "its place", path);
+		return -EBADMSG;
+	}
+	if (!deps_match(m))
+		return 0;
+	key_artifact(rkey, m->deps, m->ndeps, key);
+	if (strcmp(key, m->key) != 0) {
+		log_warn("ignoring upstream metadata %s: its dependencies give key %.16s", path, key);
+		return -EBADMSG;
+	}
+	rc = fetch_object(u, m, tmp_object);
+	return rc == 0 ? 1 : rc;
+}
+
+/* The metadata files of dir ("<key>.json"), malloc'd names. */
+static int list_candidates(const char *dir, char ***out, size_t *n)
+{
+	DIR *dp = opendir(dir);
+	struct dirent *de;
+	*out = NULL;
+	*n = 0;
+	if (dp == NULL)
+		return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+	char **names = calloc(CANDIDATES_MAX, sizeof(*names));
+	if (names == NULL) {
+		closedir(dp);
+		return -ENOMEM;
+	}
+	while ((de = readdir(dp)) != NULL && *n < CANDIDATES_MAX) {
+		char key[65];
+		size_t len = strlen(de->d_name);
+		if (len != 64 + 5 || strcmp(de->d_name + 64, ".json") != 0)
+			continue;
+		memcpy(key, de->d_name, 64);
+		key[64] = '\0';
+		if (is_key(key) && (names[*n] = strdup(de->d_name)) != NULL)
+			(*n)++;
+	}
+	closedir(dp);
+	*out = names;
+	return 0;
+}
+
+int upfs_find(const struct up_dirs *u, const char *rkey, const char *output,
+	      const char *tmp_object, struct store_entry *e, char **log, unsigned *bad)
+{
+	char dir[PATH_MAX];
+	char **names;
+	size_t n;
+	int found = 0;
+	*log = NULL;
+	snprintf(dir, sizeof(dir), "%s/%.2s/%s", u->entries, rkey, rkey);
+	int rc = list_candidates(dir, &names, &n);
+	if (rc != 0)
+		return rc;
+	for (size_t i = 0; i < n && found == 0; i++) {
+		struct up_meta m;
+		rc = try_entry(u, dir, names[i], rkey, output, tmp_object, &m);
+		if (rc == -EBADMSG)
+			(*bad)++;
+		if (rc == 1) {
+			found = 1;
+			memcpy(e->key, m.key, sizeof(e->key));
+			memcpy(e->rkey, m.rkey, sizeof(e->rkey));
+			e->size = m.size;
+			e->build_ms = m.build_ms;
+			e->deps = m.deps;
+			e->ndeps = m.ndeps;
+			m.deps = NULL;
+			m.ndeps = 0;
+			if (e->label == NULL) {
+				e->label = m.label;
+				m.label = NULL;
+			}
+			*log = m.log;
+			m.log = NULL;
+		}
+		meta_free(&m);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return found;
+}
+
+/* Publishing. */
+
+static bool deps_publishable(const struct store_entry *e)
+{
+	static const uint8_t zero[32];
+	for (size_t i = 0; i < e->ndeps; i++) {
+		if (memcmp(e->deps[i].digest, zero, 32) == 0)
+			return false;
+	}
+	return true;
+}
+
+/* Makes a file in tmp/ from data or from the file src; read-only, fsync'ed.
+ * With src, reports its size and SHA-256. 0 or a negative errno. */
+static int write_tmp(const struct up_dirs *u, const char *tag, const char *key, const char *data,
+		     size_t len, const char *src, uint64_t *size, uint8_t digest[32], char *path,
+		     size_t pathlen)
+{
+	int in = -1, rc = 0;
+	snprintf(path, pathlen, "%s/%s-%.16s-%s-%d-XXXXXX", u->tmp, tag, key, u->host, (int)getpid());
+	if (src != NULL && (in = open(src, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	int fd = mkostemp(path, O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		if (in >= 0)
+			close(in);
+		return rc;
+	}
+	rc = src != NULL ? util_copy_sha256(in, fd, size, digest) : util_write_all(fd, data, len);
+	if (rc == 0 && (fchmod(fd, 0444) != 0 || fsync(fd) != 0))
+		rc = -errno;
+	/* close() reports deferred write errors on NFS and quota overruns. */
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
+	if (in >= 0)
+		close(in);
+	if (rc != 0)
+		unlink(path);
+	return rc;
+}
+
+/*
+ * Puts the object in place under its digest; 1 written, 0 an existing one
+ * kept. link() never replaces, so a concurrent publisher's file stays; an
+ * existing file is checked, and one that does not hold these bytes
+ * (damaged) is replaced with rename().
+ */
+static int place_object(const char *tmp, const char *path, uint64_t size, const uint8_t digest[32])
+{
+	int rc = 1;
+	if (link(tmp, path) == 0) {
+		unlink(tmp);
+		return 1;
+	}
+	int err = errno;
+	if (err == EEXIST && object_ok(path, size, digest)) {
+		unlink(tmp);
+		return 0;
+	}
+	if (err != EEXIST)
+		log_debug("link %s: %s; renaming instead", path, strerror(err));
+	/* A damaged object, or a filesystem without hard links: since the
+	 * name is the digest, whatever rename() replaces held the same bytes
+	 * or wrong ones. */
+	if (rename(tmp, path) != 0) {
+		rc = -errno;
+		unlink(tmp);
+	}
+	return rc;
+}
+
+/* True when the metadata at path is valid for key and its object verifies. */
+static bool entry_ok(const struct up_dirs *u, const char *path, const char *key)
+{
+	struct up_meta m;
+	char obj[PATH_MAX];
+	if (meta_read(path, &m) != 0)
+		return false;
+	object_path(u, m.sha256, m.output, obj, sizeof(obj));
+	bool ok = strcmp(m.key, key) == 0 && object_ok(obj, m.size, m.sha256);
+	meta_free(&m);
+	return ok;
+}
+
+/* Puts the metadata in place; 1 written, 0 an existing valid entry kept. */
+static int place_meta(const struct up_dirs *u, const char *tmp, const char *path, const char *key)
+{
+	if (link(tmp, path) == 0) {
+		unlink(tmp);
+		return 1;
+	}
+	if (errno == EEXIST && entry_ok(u, path, key)) {
+		unlink(tmp);
+		return 0;
+	}
+	if (rename(tmp, path) != 0) {
+		int rc = -errno;
+		unlink(tmp);
+		return rc;
+	}
+	return 1;
+}
+
+static char *meta_text(const struct up_dirs *u, const struct store_entry *e, uint64_t size,
+		       const uint8_t sha[32], const char *log, size_t loglen)
+{
+	char hex[65], obj[PATH_MAX];
+	cJSON *o = cJSON_CreateObject();
+	cJSON *deps = o != NULL ? cJSON_AddArrayToObject(o, "deps") : NULL;
+	char *text = NULL;
+	if (deps == NULL)
+		goto out;
+	util_hex(sha, 32, hex);
+	snprintf(obj, sizeof(obj), "objects/%.2s/%s.%s", hex, hex, store_output_ext(e->output));
+	cJSON_AddNumberToObject(o, "kiln_upstream", UPSTREAM_META_VERSION);
+	cJSON_AddStringToObject(o, "key", e->key);
+	cJSON_AddStringToObject(o, "rkey", e->rkey);
+	cJSON_AddStringToObject(o, "output", e->output);
+	cJSON_AddStringToObject(o, "object", obj);
+	cJSON_AddNumberToObject(o, "size", (double)size);
+	cJSON_AddStringToObject(o, "sha256", hex);
+	for (size_t i = 0; i < e->ndeps; i++) {
+		cJSON *d = cJSON_CreateObject();
+		if (d == NULL || !cJSON_AddItemToArray(deps, d)) {
+			cJSON_Delete(d);
+			goto out;
+		}
+		util_hex(e->deps[i].digest, 32, hex);
+		cJSON_AddStringToObject(d, "path", e->deps[i].path);
+		cJSON_AddNumberToObject(d, "size", (double)e->deps[i].size);
+		cJSON_AddStringToObject(d, "sha256", hex);
+	}
+	cJSON_AddStringToObject(o, "toolchain", e->toolchain);
+	if (e->label != NULL)
+		cJSON_AddStringToObject(o, "label", e->label);
+	if (e->args_json != NULL)
+		cJSON_AddItemToObject(o, "args", cJSON_Parse(e->args_json));
+	if (e->sources_json != NULL)
+		cJSON_AddItemToObject(o, "sources", cJSON_Parse(e->sources_json));
+	cJSON_AddNumberToObject(o, "build_ms", (double)e->build_ms);
+	cJSON_AddNumberToObject(o, "created", (double)time(NULL));
+	cJSON_AddStringToObject(o, "host", u->host);
+	if (log != NULL && loglen > 0 && strlen(log) == loglen)
+		cJSON_AddStringToObject(o, "log", log);
+	text = cJSON_Print(o);
+out:
+	cJSON_Delete(o);
+	return text;
+}
+
+static int publish_object(const struct up_dirs *u, const struct store_entry *e, const char *object,
+			  uint64_t *size, uint8_t sha[32])
+{
+	char tmp[PATH_MAX], dir[PATH_MAX], path[PATH_MAX], hex[65];
+	int rc = write_tmp(u, "o", e->key, NULL, 0, object, size, sha, tmp, sizeof(tmp));
+	if (rc != 0)
+		return rc;
+	util_hex(sha, 32, hex);
+	snprintf(dir, sizeof(dir), "%s/%.2s", u->objects, hex);
+	object_path(u, sha, e->output, path, sizeof(path));
+	rc = upfs_mkdir(dir);
+	if (rc == 0)
+		rc = place_object(tmp, path, *size, sha);
+	else
+		unlink(tmp);
+	if (rc >= 0) {
+		int src = fsync_dir(dir);
+		if (src != 0)
+			rc = src;
+	}
+	return rc;
+}
+
+int upfs_publish(const struct up_dirs *u, const struct store_entry *e, const char *object,
+		 const char *log, size_t loglen)
+{
+	char tmp[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 80];
+	uint8_t sha[32];
+	uint64_t size = 0;
+	if (!deps_publishable(e)) {
+		log_debug("not publishing %.16s upstream: a dependency changed during its build", e->key);
+		return 0;
+	}
+	int wrote = publish_object(u, e, object, &size, sha);
+	if (wrote < 0)
+		return wrote;
+	char *text = meta_text(u, e, size, sha, log, loglen);
+	if (text == NULL)
+		return -ENOMEM;
+	int rc = write_tmp(u, "m", e->key, text, strlen(text), NULL, NULL, NULL, tmp, sizeof(tmp));
+	free(text);
+	if (rc != 0)
+		return rc;
+	snprintf(dir, sizeof(dir), "%s/%.2s", u->entries, e->rkey);
+	rc = upfs_mkdir(dir);
+	snprintf(dir, sizeof(dir), "%s/%.2s/%s", u->entries, e->rkey, e->rkey);
+	if (rc == 0)
+		rc = upfs_mkdir(dir);
+	snprintf(path, sizeof(path), "%s/%s.json", dir, e->key);
+	if (rc == 0)
+		rc = place_meta(u, tmp, path, e->key);
+	else
+		unlink(tmp);
+	if (rc >= 0) {
+		int src = fsync_dir(dir);
+		if (src != 0)
+			rc = src;
+	}
+	return rc < 0 ? rc : rc == 1 || wrote == 1;
+}

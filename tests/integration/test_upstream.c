@@ -1,0 +1,752 @@
+/*
+ * Integration tests of the upstream tier (kilnd --upstream DIR): several
+ * daemons, each with its own socket and cache as on separate nodes, share
+ * one upstream directory. Every program is compiled once among them, a new
+ * set of daemons gets everything from upstream, a daemon killed while it
+ * holds a claim is taken over, and nothing broken or foreign is served.
+ */
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NODES 4
+#define PROGRAMS 10
+
+/* One daemon as if on its own node: socket and cache of its own. All log
+ * into the harness's one log and output file (each line names its pid), so
+ * that a failed test shows them. */
+struct node {
+	char socket[HARNESS_PATH];
+	char cache[HARNESS_PATH];
+	char log[HARNESS_PATH];
+	char out[HARNESS_PATH];
+	pid_t pid;
+};
+
+/* What the client process of one node saw. */
+struct node_result {
+	int done;
+	int failures;
+	char msg[1024];
+};
+
+static void node_init(struct node *n, const char *name)
+{
+	char dir[HARNESS_PATH];
+
+	harness_path(dir, "%s", name);
+	ck_assert_msg(mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
+	harness_path(n->socket, "%s/kilnd.sock", name);
+	harness_path(n->cache, "%s/cache", name);
+	harness_path(n->log, "kilnd.log");
+	harness_path(n->out, "kilnd.out");
+	n->pid = 0;
+}
+
+/* Points the harness (CLI, start, stop, failure output) at node n. */
+static void node_use(const struct node *n)
+{
+	snprintf(harness.socket, sizeof(harness.socket), "%s", n->socket);
+	snprintf(harness.cache, sizeof(harness.cache), "%s", n->cache);
+	snprintf(harness.log, sizeof(harness.log), "%s", n->log);
+	snprintf(harness.out, sizeof(harness.out), "%s", n->out);
+	harness.pid = n->pid;
+}
+
+static void node_start(struct node *n, const char *const *extra)
+{
+	node_use(n);
+	n->pid = harness_startv(extra);
+	harness.pid = 0;
+}
+
+static void node_stop(struct node *n)
+{
+	node_use(n);
+	harness_stop();
+	n->pid = 0;
+}
+
+static cJSON *node_status(const struct node *n)
+{
+	node_use(n);
+	harness.pid = 0;
+	return harness_status();
+}
+
+/* The sum of a status counter over nodes. */
+static int64_t sum_status(const struct node *nodes, int n, const char *field)
+{
+	int64_t sum = 0;
+
+	for (int i = 0; i < n; i++) {
+		cJSON *st = node_status(&nodes[i]);
+
+		sum += harness_num(st, field);
+		cJSON_Delete(st);
+	}
+	return sum;
+}
+
+/* The extra kilnd arguments every node of a test gets. */
+struct node_args {
+	char upstream[HARNESS_PATH];
+	char toolchain[HARNESS_PATH + 8];
+	const char *argv[8];
+};
+
+static void node_args_init(struct node_args *a, const char *wrapper, const char *stale)
+{
+	size_t n = 0;
+
+	harness_path(a->upstream, "upstream");
+	a->argv[n++] = "--upstream";
+	a->argv[n++] = a->upstream;
+	if (wrapper) {
+		snprintf(a->toolchain, sizeof(a->toolchain), "cc=%s", wrapper);
+		a->argv[n++] = "--toolchain";
+		a->argv[n++] = a->toolchain;
+	}
+	if (stale) {
+		a->argv[n++] = "--upstream-stale";
+		a->argv[n++] = stale;
+	}
+	a->argv[n] = NULL;
+}
+
+/* Child of run_clients: all programs in one batch through one node. */
+static void node_client(const struct node *n, const struct kiln_request *reqs, const int *values,
+			int nreqs, struct node_result *r, int go_fd)
+{
+	struct kiln_program *out[PROGRAMS];
+	int status[PROGRAMS];
+	struct kiln *k = NULL;
+	char buf[16];
+	int rc = kiln_open(n->socket, &k);
+
+	/* The barrier: the parent closes its end once every child exists. */
+	while (read(go_fd, buf, sizeof(buf)) > 0)
+		;
+	if (rc != KILN_OK) {
+		r->failures = nreqs;
+		snprintf(r->msg, sizeof(r->msg), "kiln_open: %s", kiln_errmsg(NULL));
+		goto out;
+	}
+	rc = kiln_get_many(k, reqs, (size_t)nreqs, out, status);
+	if (rc != KILN_OK)
+		snprintf(r->msg, sizeof(r->msg), "kiln_get_many: %s", kiln_errmsg(k));
+	for (int i = 0; i < nreqs; i++) {
+		int (*fn)(void) = NULL;
+
+		if (status[i] == KILN_OK)
+			*(void **)&fn = kiln_sym(out[i], "kiln_test_value");
+		if (!fn || fn() != values[i]) {
+			r->failures++;
+			if (!r->msg[0])
+				snprintf(r->msg, sizeof(r->msg), "program %d: status %s, value %d", i,
+					 kiln_strerror(status[i]), fn ? fn() : -1);
+		}
+	}
+out:
+	kiln_close(k);
+	__atomic_store_n(&r->done, 1, __ATOMIC_SEQ_CST);
+	_exit(0);
+}
+
+/* One client process per node, released together, each asking its node
+ * for every program at once; requires that all of them load and return
+ * the right values. */
+static void run_clients(const struct node *nodes, int n, const struct kiln_request *reqs,
+			const int *values, int nreqs)
+{
+	struct node_result *res = mmap(NULL, (size_t)n * sizeof(*res), PROT_READ | PROT_WRITE,
+				       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	pid_t pids[NODES];
+	int go[2];
+
+	ck_assert(res != MAP_FAILED && n <= NODES);
+	ck_assert_int_eq(pipe2(go, O_CLOEXEC), 0);
+	for (int i = 0; i < n; i++) {
+		pids[i] = fork();
+		ck_assert_msg(pids[i] >= 0, "fork: %s", strerror(errno));
+		if (pids[i] == 0) {
+			close(go[1]);
+			node_client(&nodes[i], reqs, values, nreqs, &res[i], go[0]);
+		}
+	}
+	close(go[0]);
+	close(go[1]);
+	for (int i = 0; i < n; i++) {
+		int status = harness_wait(pids[i], 240);
+
+		if (status == -1)
+			kill(pids[i], SIGKILL);
+		ck_assert_msg(status != -1, "the client of node %d did not finish", i);
+		ck_assert_msg(WIFEXITED(status) && res[i].done, "the client of node %d died (0x%x)", i,
+			      status);
+		ck_assert_msg(res[i].failures == 0, "node %d: %d programs failed: %s", i,
+			      res[i].failures, res[i].msg);
+	}
+	munmap(res, (size_t)n * sizeof(*res));
+}
+
+/* Files under dir whose names end in suffix (recursively). */
+static const char *count_suffix;
+static int count_found;
+
+static int count_visit(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	size_t len = strlen(path), sl = strlen(count_suffix);
+
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_F && len >= sl && strcmp(path + len - sl, count_suffix) == 0)
+		count_found++;
+	return 0;
+}
+
+static int count_files(const char *dir, const char *suffix)
+{
+	count_suffix = suffix;
+	count_found = 0;
+	nftw(dir, count_visit, 16, FTW_PHYS);
+	return count_found;
+}
+
+/* The one file under dir ending in suffix; fails the test otherwise. */
+static char found_path[HARNESS_PATH];
+
+static int find_visit(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	size_t len = strlen(path), sl = strlen(count_suffix);
+
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_F && len >= sl && strcmp(path + len - sl, count_suffix) == 0)
+		snprintf(found_path, sizeof(found_path), "%s", path);
+	return 0;
+}
+
+static const char *find_one(const char *dir, const char *suffix)
+{
+	ck_assert_int_eq(count_files(dir, suffix), 1);
+	found_path[0] = '\0';
+	nftw(dir, find_visit, 16, FTW_PHYS);
+	return found_path;
+}
+
+/* Gets one request through node n and requires its value. */
+static void get_value(const struct node *n, const struct kiln_request *req, int value)
+{
+	struct kiln_program *p = NULL;
+	struct kiln *k = NULL;
+	int (*fn)(void);
+	int rc;
+
+	ck_assert_int_eq(kiln_open(n->socket, &k), KILN_OK);
+	rc = kiln_get(k, req, &p);
+	ck_assert_msg(rc == KILN_OK, "kiln_get through %s: %s: %s", n->socket, kiln_strerror(rc),
+		      kiln_errmsg(k));
+	*(void **)&fn = kiln_sym(p, "kiln_test_value");
+	ck_assert_ptr_nonnull(fn);
+	ck_assert_int_eq(fn(), value);
+	kiln_close(k);
+}
+
+/*
+ * Four nodes ask for the same ten programs at once: ten compiler runs in
+ * all. Then four fresh nodes (a new job, empty caches) get all ten from
+ * upstream without a compiler and without sending any source text.
+ */
+START_TEST(nodes_share_one_build_per_program)
+{
+	char wrapper[HARNESS_PATH], log[HARNESS_PATH], claims[HARNESS_PATH];
+	struct kiln_request reqs[PROGRAMS];
+	struct kiln_source srcs[PROGRAMS];
+	char *texts[PROGRAMS];
+	int values[PROGRAMS];
+	struct node job1[NODES], job2[NODES];
+	struct harness_wrapper_log wl;
+	struct node_args args;
+
+	/* One wrapper for all: the toolchain's identity is in the key. */
+	harness_write_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(log, "wrapper.log"),
+			      NULL, 0.2);
+	node_args_init(&args, wrapper, NULL);
+	for (int i = 0; i < PROGRAMS; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "shared_%d", i);
+		values[i] = 100 + i;
+		texts[i] = harness_program(name, values[i]);
+		harness_request(&reqs[i], &srcs[i], "prog.c", texts[i]);
+	}
+	for (int i = 0; i < NODES; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "a%d", i);
+		node_init(&job1[i], name);
+		node_start(&job1[i], args.argv);
+	}
+	run_clients(job1, NODES, reqs, values, PROGRAMS);
+
+	harness_wrapper_log_read(log, &wl);
+	ck_assert_msg(wl.starts == PROGRAMS, "%d compiler runs for %d programs", wl.starts, PROGRAMS);
+	ck_assert_int_eq(sum_status(job1, NODES, "builds_started"), PROGRAMS);
+	ck_assert_int_eq(sum_status(job1, NODES, "builds_failed"), 0);
+	ck_assert_int_eq(sum_status(job1, NODES, "upstream_hits"), (NODES - 1) * PROGRAMS);
+	ck_assert_int_eq(sum_status(job1, NODES, "upstream_takeovers"), 0);
+	ck_assert_int_eq(sum_status(job1, NODES, "upstream_errors"), 0);
+	for (int i = 0; i < NODES; i++)
+		node_stop(&job1[i]);
+	/* Publishing ends after the replies; a stop waits for it. */
+	ck_assert_int_eq(count_files(args.upstream, ".json"), PROGRAMS);
+	ck_assert_int_eq(count_files(args.upstream, ".so"), PROGRAMS);
+	ck_assert_int_eq(harness_count_dir(harness_path(claims, "upstream/claims")), 0);
+
+	/* A new job: fresh nodes, empty local caches. */
+	for (int i = 0; i < NODES; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "b%d", i);
+		node_init(&job2[i], name);
+		node_start(&job2[i], args.argv);
+	}
+	run_clients(job2, NODES, reqs, values, PROGRAMS);
+	harness_wrapper_log_read(log, &wl);
+	ck_assert_msg(wl.starts == PROGRAMS, "the new job ran the compiler %d times",
+		      wl.starts - PROGRAMS);
+	ck_assert_int_eq(sum_status(job2, NODES, "builds_started"), 0);
+	ck_assert_int_eq(sum_status(job2, NODES, "upstream_hits"), NODES * PROGRAMS);
+	/* By digest first, and upstream had it: no source text was needed. */
+	ck_assert_int_eq(sum_status(job2, NODES, "need_sources"), 0);
+	ck_assert_int_eq(sum_status(job2, NODES, "source_texts"), 0);
+	ck_assert_int_eq(sum_status(job2, NODES, "upstream_publishes"), 0);
+	for (int i = 0; i < NODES; i++)
+		node_stop(&job2[i]);
+	for (int i = 0; i < PROGRAMS; i++)
+		free(texts[i]);
+}
+END_TEST
+
+/*
+ * A daemon killed while it holds a claim: another daemon waits (holding no
+ * --jobs slot) while the claim is fresh, takes it over once it went stale,
+ * and builds.
+ */
+START_TEST(killed_claim_holder_is_taken_over)
+{
+	char wrapper[HARNESS_PATH], log[HARNESS_PATH], gate[HARNESS_PATH], claims[HARNESS_PATH];
+	char *text = harness_program("orphaned", 77);
+	struct kiln_request req;
+	struct kiln_source src;
+	struct harness_fleet *fa, *fb;
+	struct harness_wrapper_log wl;
+	struct node a, b;
+	struct node_args args;
+	cJSON *st;
+
+	harness_write_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(log, "wrapper.log"),
+			      harness_path(gate, "gate"), 0);
+	node_args_init(&args, wrapper, "2");
+	harness_request(&req, &src, "prog.c", text);
+	node_init(&a, "a");
+	node_init(&b, "b");
+	node_start(&a, args.argv);
+	node_start(&b, args.argv);
+
+	/* a claims the program and compiles it behind the gate. */
+	fa = harness_fleet_start(1, &(struct harness_fleet_opts){
+		.socket = a.socket, .reqs = &req, .nreqs = 1 });
+	harness_wait_wrapper_starts(log, 1, 60);
+	ck_assert_int_eq(harness_count_dir(harness_path(claims, "upstream/claims")), 1);
+
+	/* b waits for a's claim, without a slot. */
+	fb = harness_fleet_start(1, &(struct harness_fleet_opts){
+		.socket = b.socket, .reqs = &req, .nreqs = 1 });
+	node_use(&b);
+	harness.pid = 0;
+	harness_wait_status("upstream_waits", 1, 60);
+	st = node_status(&b);
+	ck_assert_int_eq(harness_num(st, "in_flight"), 0);
+	ck_assert_int_eq(harness_num(st, "queued"), 0);
+	ck_assert_int_eq(harness_num(st, "builds_started"), 0);
+	cJSON_Delete(st);
+
+	node_use(&a);
+	harness_kill9();
+	a.pid = 0;
+	harness_fleet_wait(fa, 60);
+	ck_assert_msg(fa->results[0].rc != KILN_OK, "a's client got a program from a killed daemon");
+	harness_write_file(gate, "");
+
+	harness_fleet_wait(fb, 120);
+	ck_assert_msg(fb->results[0].rc == KILN_OK, "b's client failed in %s: %s: %s",
+		      fb->results[0].stage, kiln_strerror(fb->results[0].rc), fb->results[0].msg);
+	ck_assert_int_eq(fb->results[0].value, 77);
+	st = node_status(&b);
+	ck_assert_int_eq(harness_num(st, "upstream_takeovers"), 1);
+	ck_assert_int_eq(harness_num(st, "builds_started"), 1);
+	ck_assert_int_eq(harness_num(st, "builds_ok"), 1);
+	cJSON_Delete(st);
+	harness_wrapper_log_read(log, &wl);
+	ck_assert_int_eq(wl.starts, 2);
+	node_stop(&b);
+	ck_assert_int_eq(harness_count_dir(claims), 0);
+	ck_assert_int_eq(count_files(args.upstream, ".json"), 1);
+	harness_fleet_free(fa);
+	harness_fleet_free(fb);
+	free(text);
+}
+END_TEST
+
+/* A daemon stopped while it waits on another node's claim answers its
+ * client and exits cleanly; the claim holder goes on and publishes. */
+START_TEST(stop_while_waiting_on_a_claim)
+{
+	char wrapper[HARNESS_PATH], log[HARNESS_PATH], gate[HARNESS_PATH], claims[HARNESS_PATH];
+	char *text = harness_program("patient", 5);
+	struct kiln_request req;
+	struct kiln_source src;
+	struct harness_fleet *fa, *fb;
+	struct node a, b;
+	struct node_args args;
+
+	harness_write_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(log, "wrapper.log"),
+			      harness_path(gate, "gate"), 0);
+	node_args_init(&args, wrapper, NULL);
+	harness_request(&req, &src, "prog.c", text);
+	node_init(&a, "a");
+	node_init(&b, "b");
+	node_start(&a, args.argv);
+	node_start(&b, args.argv);
+	fa = harness_fleet_start(1, &(struct harness_fleet_opts){
+		.socket = a.socket, .reqs = &req, .nreqs = 1 });
+	harness_wait_wrapper_starts(log, 1, 60);
+	fb = harness_fleet_start(1, &(struct harness_fleet_opts){
+		.socket = b.socket, .reqs = &req, .nreqs = 1 });
+	node_use(&b);
+	harness.pid = 0;
+	harness_wait_status("upstream_waits", 1, 60);
+
+	node_stop(&b);
+	harness_fleet_wait(fb, 60);
+	ck_assert_msg(fb->results[0].rc == KILN_EBUSY, "b's client got %s, expected KILN_EBUSY: %s",
+		      kiln_strerror(fb->results[0].rc), fb->results[0].msg);
+
+	harness_write_file(gate, "");
+	harness_fleet_wait(fa, 60);
+	ck_assert_msg(fa->results[0].rc == KILN_OK, "a's client: %s", fa->results[0].msg);
+	ck_assert_int_eq(fa->results[0].value, 5);
+	node_stop(&a);
+	ck_assert_int_eq(harness_count_dir(harness_path(claims, "upstream/claims")), 0);
+	ck_assert_int_eq(count_files(args.upstream, ".json"), 1);
+	harness_fleet_free(fa);
+	harness_fleet_free(fb);
+	free(text);
+}
+END_TEST
+
+/* An upstream object whose bytes do not match its metadata is not served:
+ * the next node rebuilds and repairs it, and the one after that fetches. */
+START_TEST(corrupt_upstream_object_is_rebuilt)
+{
+	char objects[HARNESS_PATH], obj[HARNESS_PATH];
+	char *text = harness_program("damaged", 31);
+	struct kiln_request req;
+	struct kiln_source src;
+	struct node a, b, c;
+	struct node_args args;
+	struct stat sb;
+	cJSON *st;
+	int fd;
+
+	node_args_init(&args, NULL, NULL);
+	harness_request(&req, &src, "prog.c", text);
+	node_init(&a, "a");
+	node_start(&a, args.argv);
+	get_value(&a, &req, 31);
+	node_stop(&a);
+
+	/* Flip one byte in the middle, keeping the size. */
+	snprintf(obj, sizeof(obj), "%s", find_one(harness_path(objects, "upstream/objects"), ".so"));
+	ck_assert_int_eq(chmod(obj, 0600), 0);
+	fd = open(obj, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &sb), 0);
+	{
+		unsigned char byte;
+		off_t mid = sb.st_size / 2;
+
+		ck_assert_int_eq(pread(fd, &byte, 1, mid), 1);
+		byte ^= 0xff;
+		ck_assert_int_eq(pwrite(fd, &byte, 1, mid), 1);
+	}
+	close(fd);
+	ck_assert_int_eq(chmod(obj, 0444), 0);
+
+	node_init(&b, "b");
+	node_start(&b, args.argv);
+	get_value(&b, &req, 31);
+	st = node_status(&b);
+	ck_assert_int_eq(harness_num(st, "upstream_hits"), 0);
+	ck_assert_int_ge(harness_num(st, "upstream_errors"), 1);
+	ck_assert_int_eq(harness_num(st, "builds_started"), 1);
+	cJSON_Delete(st);
+	/* The rebuild replaces what was damaged, after its reply. */
+	node_use(&b);
+	harness.pid = 0;
+	harness_wait_status("upstream_publishes", 1, 60);
+	node_stop(&b);
+	{
+		char *log = harness_read_file(b.log);
+
+		ck_assert_msg(harness_contains(log, "does not match its metadata"),
+			      "the log does not say why the upstream entry was refused:\n%s", log);
+		free(log);
+	}
+
+	node_init(&c, "c");
+	node_start(&c, args.argv);
+	get_value(&c, &req, 31);
+	st = node_status(&c);
+	ck_assert_int_eq(harness_num(st, "upstream_hits"), 1);
+	ck_assert_int_eq(harness_num(st, "upstream_errors"), 0);
+	ck_assert_int_eq(harness_num(st, "builds_started"), 0);
+	cJSON_Delete(st);
+	node_stop(&c);
+	free(text);
+}
+END_TEST
+
+/*
+ * An entry built against a header that differs on this node is no hit: the
+ * node builds its own, upstream then holds both, and a node with the first
+ * header again fetches the first.
+ */
+START_TEST(changed_header_is_not_an_upstream_hit)
+{
+	static const char text[] =
+		"#include <kiln_up_value.h>\n"
+		"int kiln_test_value(void) { return KILN_UP_VALUE; }\n";
+	char inc[HARNESS_PATH], header[HARNESS_PATH + 32], incarg[HARNESS_PATH + 8];
+	char rkeydir[HARNESS_PATH * 2];
+	const char *argv[1];
+	struct kiln_request req;
+	struct kiln_source src;
+	struct node a, b, c;
+	struct node_args args;
+	cJSON *st, *ls;
+
+	harness_path(inc, "include");
+	ck_assert_int_eq(mkdir(inc, 0700), 0);
+	snprintf(header, sizeof(header), "%s/kiln_up_value.h", inc);
+	harness_write_file(header, "#define KILN_UP_VALUE 11\n");
+	snprintf(incarg, sizeof(incarg), "-I%s", inc);
+	argv[0] = incarg;
+	node_args_init(&args, NULL, NULL);
+	harness_request(&req, &src, "prog.c", text);
+	req.args = argv;
+	req.nargs = 1;
+
+	node_init(&a, "a");
+	node_start(&a, args.argv);
+	get_value(&a, &req, 11);
+	node_stop(&a);
+
+	/* This node's copy of the header differs. */
+	harness_write_file(header, "#define KILN_UP_VALUE 22\n");
+	node_init(&b, "b");
+	node_start(&b, args.argv);
+	get_value(&b, &req, 22);
+	st = node_status(&b);
+	ck_assert_int_eq(harness_num(st, "upstream_hits"), 0);
+	ck_assert_int_eq(harness_num(st, "upstream_errors"), 0);
+	ck_assert_int_eq(harness_num(st, "builds_started"), 1);
+	cJSON_Delete(st);
+	node_use(&b);
+	ls = harness_cli_json("ls", NULL);
+	ck_assert_int_eq(cJSON_GetArraySize(ls), 1);
+	snprintf(rkeydir, sizeof(rkeydir), "%s/entries/%.2s/%s", args.upstream,
+		 harness_str(cJSON_GetArrayItem(ls, 0), "rkey"),
+		 harness_str(cJSON_GetArrayItem(ls, 0), "rkey"));
+	cJSON_Delete(ls);
+	node_stop(&b);
+	ck_assert_int_eq(harness_count_dir(rkeydir), 2);
+
+	harness_write_file(header, "#define KILN_UP_VALUE 11\n");
+	node_init(&c, "c");
+	node_start(&c, args.argv);
+	get_value(&c, &req, 11);
+	st = node_status(&c);
+	ck_assert_int_eq(harness_num(st, "upstream_hits"), 1);
+	ck_assert_int_eq(harness_num(st, "builds_started"), 0);
+	cJSON_Delete(st);
+	node_stop(&c);
+}
+END_TEST
+
+/*
+ * A get by digest and the same get with the text, in one write: the text
+ * joins the digest-only flight while it looks upstream, so neither is
+ * answered need_sources, and the program is built once.
+ */
+START_TEST(text_joins_a_digest_only_flight)
+{
+	char *text = harness_program("joiner", 9);
+	char digest[65];
+	struct node a;
+	struct node_args args;
+	cJSON *req, *src, *srcs, *r, *st;
+	char *by_digest, *with_text, *both;
+	size_t l1, l2;
+	int fd;
+
+	node_args_init(&args, NULL, NULL);
+	node_init(&a, "a");
+	node_start(&a, args.argv);
+	harness_sha256_hex(text, digest);
+
+	req = cJSON_CreateObject();
+	cJSON_AddStringToObject(req, "op", "get");
+	cJSON_AddNumberToObject(req, "id", 2);
+	srcs = cJSON_AddArrayToObject(req, "sources");
+	src = cJSON_CreateObject();
+	cJSON_AddStringToObject(src, "name", "prog.c");
+	cJSON_AddStringToObject(src, "sha256", digest);
+	cJSON_AddItemToArray(srcs, src);
+	by_digest = cJSON_PrintUnformatted(req);
+	cJSON_ReplaceItemInObject(req, "id", cJSON_CreateNumber(3));
+	cJSON_DeleteItemFromObject(src, "sha256");
+	cJSON_AddStringToObject(src, "text", text);
+	with_text = cJSON_PrintUnformatted(req);
+	cJSON_Delete(req);
+
+	/* Both frames in one write, so the daemon reads them together. */
+	l1 = strlen(by_digest);
+	l2 = strlen(with_text);
+	both = malloc(8 + l1 + l2);
+	ck_assert_ptr_nonnull(both);
+	for (int i = 0; i < 4; i++) {
+		both[i] = (char)(l1 >> (24 - 8 * i));
+		both[4 + l1 + i] = (char)(l2 >> (24 - 8 * i));
+	}
+	memcpy(both + 4, by_digest, l1);
+	memcpy(both + 8 + l1, with_text, l2);
+
+	fd = harness_raw_connect(a.socket);
+	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":2}");
+	r = harness_raw_recv(fd);
+	ck_assert(r && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok")));
+	cJSON_Delete(r);
+	harness_raw_send_bytes(fd, both, 8 + l1 + l2);
+	for (int i = 0; i < 2; i++) {
+		char *s;
+
+		r = harness_raw_recv(fd);
+		ck_assert_msg(r != NULL, "the daemon closed the connection");
+		s = cJSON_PrintUnformatted(r);
+		ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok")),
+			      "a get failed: %s", s);
+		free(s);
+		cJSON_Delete(r);
+	}
+	close(fd);
+	st = node_status(&a);
+	ck_assert_int_eq(harness_num(st, "need_sources"), 0);
+	ck_assert_int_eq(harness_num(st, "builds_started"), 1);
+	ck_assert_int_eq(harness_num(st, "joined"), 1);
+	cJSON_Delete(st);
+	node_stop(&a);
+	free(both);
+	free(by_digest);
+	free(with_text);
+	free(text);
+}
+END_TEST
+
+/* Runs kilnd with --upstream dir; requires exit status 1 and msg. */
+static void expect_refused(const char *dir, const char *msg)
+{
+	char sock[HARNESS_PATH], cache[HARNESS_PATH], out[HARNESS_PATH];
+	const char *argv[] = { harness_kilnd(), "--socket", harness_path(sock, "refused.sock"),
+			       "--cache-dir", harness_path(cache, "refused-cache"), "--upstream", dir,
+			       NULL };
+	char *text;
+	int status;
+
+	harness_path(out, "refused.out");
+	unlink(out);
+	status = harness_run(argv, out, NULL, 30);
+	text = harness_read_file(out);
+	ck_assert_msg(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 1,
+		      "kilnd --upstream %s: status 0x%x, expected exit 1:\n%s", dir, status, text);
+	ck_assert_msg(harness_contains(text, msg), "kilnd --upstream %s said:\n%s\nexpected \"%s\"",
+		      dir, text, msg);
+	ck_assert_msg(harness_contains(text, dir), "the message does not name %s:\n%s", dir, text);
+	free(text);
+}
+
+/* An upstream directory that cannot be used stops the start with a reason;
+ * one whose parent exists is created. */
+START_TEST(unusable_upstream_dir_is_refused)
+{
+	char dir[HARNESS_PATH], file[HARNESS_PATH];
+	struct node a;
+	struct node_args args;
+
+	expect_refused(harness_path(dir, "no/such/upstream"), "does not exist");
+	harness_write_file(harness_path(file, "plain-file"), "");
+	expect_refused(file, "is not a directory");
+	ck_assert_int_eq(mkdir(harness_path(dir, "open-upstream"), 0700), 0);
+	ck_assert_int_eq(chmod(dir, 0777), 0);
+	expect_refused(dir, "writable by group or others");
+	/* Writing fails (here because tmp/ is a file; root can write anywhere). */
+	ck_assert_int_eq(mkdir(harness_path(dir, "odd-upstream"), 0700), 0);
+	harness_write_file(harness_path(file, "odd-upstream/tmp"), "");
+	expect_refused(dir, "not writable");
+	if (geteuid() != 0) {
+		/* A read-only directory stops only an ordinary user. */
+		ck_assert_int_eq(mkdir(harness_path(dir, "ro-upstream"), 0700), 0);
+		ck_assert_int_eq(chmod(dir, 0500), 0);
+		expect_refused(dir, "not writable");
+	}
+
+	node_args_init(&args, NULL, NULL);
+	node_init(&a, "a");
+	node_start(&a, args.argv);
+	ck_assert_msg(harness_exists(args.upstream), "kilnd did not create %s", args.upstream);
+	{
+		cJSON *st = node_status(&a);
+
+		ck_assert_str_eq(harness_str(st, "upstream"), args.upstream);
+		ck_assert_int_eq(harness_num(st, "upstream_hits"), 0);
+		cJSON_Delete(st);
+	}
+	node_stop(&a);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("upstream");
+
+	suite_add_tcase(s, harness_tcase("shared", nodes_share_one_build_per_program, 240));
+	suite_add_tcase(s, harness_tcase("takeover", killed_claim_holder_is_taken_over, 120));
+	suite_add_tcase(s, harness_tcase("stop_waiting", stop_while_waiting_on_a_claim, 120));
+	suite_add_tcase(s, harness_tcase("corrupt", corrupt_upstream_object_is_rebuilt, 120));
+	suite_add_tcase(s, harness_tcase("header", changed_header_is_not_an_upstream_hit, 120));
+	suite_add_tcase(s, harness_tcase("join", text_joins_a_digest_only_flight, 60));
+	suite_add_tcase(s, harness_tcase("refused", unusable_upstream_dir_is_refused, 60));
+	return harness_main(s);
+}
