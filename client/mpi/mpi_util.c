@@ -241,22 +241,23 @@ bad:
 	return -1;
 }
 
+/* One sleep of a polite wait: 20 us, doubling up to 1 ms. A quick answer
+ * stays quick; a long build costs a thousand wake-ups a second, not a core. */
+static void backoff(struct timespec *ts)
+{
+	ts->tv_nsec = ts->tv_nsec == 0 ? 20000 : ts->tv_nsec * 2;
+	if (ts->tv_nsec > 1000000)
+		ts->tv_nsec = 1000000;
+	nanosleep(ts, NULL);
+}
+
 void polite_wait(MPI_Request *rq)
 {
 	struct timespec ts = { 0, 0 };
 	int done = 0;
 
-	for (;;) {
-		MPI_Test(rq, &done, MPI_STATUS_IGNORE);
-		if (done)
-			return;
-		/* 20 us doubling to 1 ms: a quick answer stays quick, a long
-		 * build costs a thousand wake-ups a second, not a core. */
-		ts.tv_nsec = ts.tv_nsec == 0 ? 20000 : ts.tv_nsec * 2;
-		if (ts.tv_nsec > 1000000)
-			ts.tv_nsec = 1000000;
-		nanosleep(&ts, NULL);
-	}
+	for (MPI_Test(rq, &done, MPI_STATUS_IGNORE); !done; MPI_Test(rq, &done, MPI_STATUS_IGNORE))
+		backoff(&ts);
 }
 
 void polite_barrier(MPI_Comm comm)
@@ -272,13 +273,6 @@ void polite_probe(int source, int tag, MPI_Comm comm, MPI_Status *st)
 	struct timespec ts = { 0, 0 };
 	int flag = 0;
 
-	for (;;) {
-		MPI_Iprobe(source, tag, comm, &flag, st);
-		if (flag)
-			return;
-		ts.tv_nsec = ts.tv_nsec == 0 ? 20000 : ts.tv_nsec * 2;
-		if (ts.tv_nsec > 1000000)
-			ts.tv_nsec = 1000000;
-		nanosleep(&ts, NULL);
-	}
+	for (MPI_Iprobe(source, tag, comm, &flag, st); !flag; MPI_Iprobe(source, tag, comm, &flag, st))
+		backoff(&ts);
 }
