@@ -29,6 +29,10 @@ char *kiln_x_skeleton(const struct kiln_request *req);
 int kiln_x_probe_many(struct kiln *k, const char *const *skels, size_t n, char (*keys)[65],
 		      int *status);
 
+/* Points each request's alias (those that have one) at the daemon's entry
+ * for it, with probes that build nothing. KILN_OK, or the first failure. */
+int kiln_x_alias_many(struct kiln *k, const struct kiln_request *reqs, size_t n);
+
 /* kiln_get_many, plus each failed request's kiln_errmsg text in errs[i]
  * (malloc'd, caller frees; NULL for successes). errs may be NULL. */
 int kiln_x_get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
@@ -40,11 +44,11 @@ int kiln_x_fetch_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
 		      char (*keys)[65], int *status, char **errs);
 
 /*
- * What another node needs to import the artifact key (open as fd): a JSON object with key, sha256,
+ * What another node needs to import the artifact key (its bytes: data, size): a JSON object with key, sha256,
  * size, deps ([{path, sha256}]), build_ms, label and log (malloc'd, caller
- * frees). Asks the daemon for the entry and hashes the artifact through fd.
+ * frees). Asks the daemon for the entry and hashes the bytes.
  */
-int kiln_x_export(struct kiln *k, const char *key, int fd, char **meta);
+int kiln_x_export(struct kiln *k, const char *key, const void *data, size_t size, char **meta);
 
 /*
  * Imports an artifact (fd, read from offset 0; not closed) built for

@@ -133,59 +133,68 @@ out:
 	return rc;
 }
 
+static void alias_reply(void *arg, size_t i, int rc, cJSON *reply, int fd)
+{
+	int *status = arg;
+
+	if (fd >= 0)
+		close(fd);
+	cJSON_Delete(reply);
+	status[i] = rc;
+}
+
+int kiln_x_alias_many(struct kiln *k, const struct kiln_request *reqs, size_t n)
+{
+	struct msg_request *msgs = calloc(n + 1, sizeof(*msgs));
+	struct msg_request **batch = calloc(n + 1, sizeof(*batch));
+	int *status = calloc(n + 1, sizeof(*status));
+	size_t nb = 0, i;
+	int rc = 0;
+
+	if (!k || !msgs || !batch || !status) {
+		rc = lib_err_set(k ? KILN_ENOMEM : KILN_EINVAL, "kiln_x_alias_many: %s",
+				 k ? "out of memory" : "k is NULL");
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if (!reqs[i].alias || lib_request_build(&reqs[i], &msgs[i]) != 0)
+			continue;
+		msgs[i].no_build = true;
+		batch[nb++] = &msgs[i];
+	}
+	if (nb > 0)
+		rc = lib_conn_call_many(k, batch, nb, alias_reply, status);
+	for (i = 0; rc == 0 && i < nb; i++)
+		if (status[i] != 0)
+			rc = status[i];
+out:
+	for (i = 0; msgs && i < n; i++)
+		free(msgs[i].sources);
+	free(msgs);
+	free(batch);
+	free(status);
+	return rc;
+}
+
 static const cJSON *member(const cJSON *obj, const char *name)
 {
 	return cJSON_GetObjectItemCaseSensitive(obj, name);
 }
 
-/* The artifact's SHA-256 and size, read through its descriptor. */
-static int hash_fd(int fd, uint8_t digest[32], uint64_t *size)
-{
-	struct stat st;
-	char *buf;
-	ssize_t n;
-	size_t off = 0;
-
-	if (fstat(fd, &st) != 0)
-		return lib_err_set(KILN_EIO, "cannot stat the artifact: %s", strerror(errno));
-	buf = malloc(st.st_size > 0 ? (size_t)st.st_size : 1);
-	if (!buf)
-		return lib_err_set(KILN_ENOMEM, "out of memory for a %lld-byte artifact",
-				   (long long)st.st_size);
-	while (off < (size_t)st.st_size) {
-		n = pread(fd, buf + off, (size_t)st.st_size - off, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			free(buf);
-			return lib_err_set(KILN_EIO, "cannot read the artifact: %s",
-					   n < 0 ? strerror(errno) : "it is shorter than its size");
-		}
-		off += (size_t)n;
-	}
-	sha256_buf(buf, off, digest);
-	free(buf);
-	*size = off;
-	return 0;
-}
-
-int kiln_x_export(struct kiln *k, const char *key, int afd, char **meta)
+int kiln_x_export(struct kiln *k, const char *key, const void *data, size_t size, char **meta)
 {
 	struct msg_request m = { .op = OP_SHOW, .proto = -1, .max_size = -1 };
 	cJSON *reply = NULL, *out = NULL, *deps;
 	const cJSON *e, *paths, *digests, *v;
 	uint8_t digest[32];
-	uint64_t size = 0;
 	char hex[65], *log = NULL;
 	size_t loglen;
 	int fd = -1, rc, i, nd;
 
 	*meta = NULL;
-	if (!k || !key)
-		return lib_err_set(KILN_EINVAL, "kiln_x_export: k and key must not be NULL");
-	rc = hash_fd(afd, digest, &size);
-	if (rc < 0)
-		return rc;
+	if (!k || !key || (size && !data))
+		return lib_err_set(KILN_EINVAL, "kiln_x_export: k, key and data must not be NULL");
+	sha256_buf(data, size, digest);
 	m.ref = (char *)key;
 	rc = lib_conn_call(k, &m, &reply, &fd);
 	if (rc < 0)

@@ -148,12 +148,12 @@ static void import_work(void *arg)
 		msg_error_set(&j->err, ERR_INTERNAL, NULL, "out of memory");
 		return;
 	}
-	if (in->req.log != NULL)
-		publish_write_log(d, e->key, in->req.log, strlen(in->req.log));
 	int rc = store_publish(d->store, e, tmp);
 	if (rc != 0)
 		msg_error_set(&j->err, ERR_IO, NULL, "cannot publish the artifact into the cache: %s",
 			      strerror(-rc));
+	else if (in->req.log != NULL)
+		publish_write_log(d, e->key, in->req.log, strlen(in->req.log));
 }
 
 static void put_reply(struct conn *c, uint64_t id, const char *key, bool imported)

@@ -2,6 +2,7 @@
  * libkiln-mpi's entry points (include/kiln/kiln_mpi.h): connecting each
  * rank to its node's daemon, and the collective get and warm.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,13 +42,15 @@ int kiln_mpi_open(MPI_Comm comm, const char *socket_path, struct kiln **out)
 	struct topo t;
 	const char *path = socket_path ? socket_path : getenv("KILN_SOCKET");
 	char *expanded = NULL;
+	struct kiln *scratch = NULL, **kp = out ? out : &scratch;
 	int rc, worst;
 
-	if (!out)
-		return kiln_x_fail(KILN_EINVAL, "kiln_mpi_open: out must not be NULL");
-	*out = NULL;
+	*kp = NULL;
 	topo_make(comm, &t);
-	if (path && *path) {
+	/* A bad argument still takes part in the collectives below. */
+	if (!out) {
+		rc = kiln_x_fail(KILN_EINVAL, "kiln_mpi_open: out must not be NULL");
+	} else if (path && *path) {
 		expanded = expand_node(path, t.node_index);
 		rc = expanded ? kiln_open(expanded, out) : kiln_x_fail(KILN_ENOMEM, "out of memory");
 	} else {
@@ -58,8 +61,8 @@ int kiln_mpi_open(MPI_Comm comm, const char *socket_path, struct kiln **out)
 	/* All or none: a rank without a daemon would fail the collectives. */
 	MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, comm);
 	if (rc == 0 && worst != 0) {
-		kiln_close(*out);
-		*out = NULL;
+		kiln_close(*kp);
+		*kp = NULL;
 		rc = kiln_x_fail(worst, "another rank could not connect to its kilnd (%s)",
 				 kiln_strerror(worst));
 	}
@@ -74,12 +77,13 @@ int kiln_mpi_warm(struct kiln *k, MPI_Comm comm, const struct kiln_request *reqs
 
 	if (report)
 		memset(report, 0, sizeof(*report));
-	if (!status || !k || (n > 0 && !reqs)) {
+	if (!status)
+		mpi_oom();
+	if (!k || (n > 0 && !reqs)) {
 		/* Still take part, with nothing, so that the others go on. */
-		rc = warm_run(k, comm, NULL, 0, report, status);
+		warm_run(k, comm, NULL, 0, report, status);
 		free(status);
-		return kiln_x_fail(!status ? KILN_ENOMEM : KILN_EINVAL,
-				   "kiln_mpi_warm: k and reqs must not be NULL");
+		return kiln_x_fail(KILN_EINVAL, "kiln_mpi_warm: k and reqs must not be NULL");
 	}
 	rc = warm_run(k, comm, reqs, n, report, status);
 	free(status);
@@ -114,20 +118,20 @@ int kiln_mpi_get(struct kiln *k, MPI_Comm comm, const struct kiln_request *req,
 	uint8_t mine[32] = { 0 }, theirs[32];
 	char *skel;
 	int rc, code = 0, same;
+	bool bad = !k || !req || !out;
 
 	if (out)
 		*out = NULL;
-	if (!k || !req || !out) {
-		kiln_mpi_warm(k, comm, NULL, 0, NULL);
-		return kiln_x_fail(KILN_EINVAL, "kiln_mpi_get: k, req and out must not be NULL");
-	}
-	/* Built once for the job, and cached on every node. */
-	rc = kiln_mpi_warm(k, comm, req, 1, &rep);
+	/* Built once for the job, and cached on every node. A rank with bad
+	 * arguments takes part with nothing, so that no other rank waits. */
+	rc = kiln_mpi_warm(k, comm, bad ? NULL : req, bad ? 0 : 1, &rep);
+	if (bad)
+		rc = kiln_x_fail(KILN_EINVAL, "kiln_mpi_get: k, req and out must not be NULL");
 	text = malloc(TEXT_MAX);
 	if (!text)
 		MPI_Abort(comm, 1); /* the ranks of the node would wait for us */
 	topo_make(comm, &t);
-	skel = kiln_x_skeleton(req);
+	skel = bad ? NULL : kiln_x_skeleton(req);
 	if (skel)
 		sha256_buf(skel, strlen(skel), mine);
 	free(skel);
@@ -140,13 +144,16 @@ int kiln_mpi_get(struct kiln *k, MPI_Comm comm, const struct kiln_request *req,
 		/* A failed warm already carries the diagnostics every rank shares. */
 		code = rc != 0 ? rc : kiln_get(k, req, &p);
 		snprintf(text, TEXT_MAX, "%s", code == 0 ? kiln_program_key(p) : kiln_errmsg(k));
-		*out = p;
+		if (out)
+			*out = p;
 	}
 	if (share_outcome(t.node, t.leader, &code, text, TEXT_MAX) != 0)
 		code = kiln_x_fail(KILN_EPROTO, "the node leader's answer did not arrive");
 	topo_free(&t);
 	if (t.leader)
 		rc = code != 0 ? kiln_x_fail(code, "%s", text) : KILN_OK;
+	else if (bad)
+		rc = kiln_x_fail(KILN_EINVAL, "kiln_mpi_get: k, req and out must not be NULL");
 	else if (!same)
 		rc = kiln_get(k, req, out);
 	else if (code != 0)

@@ -77,6 +77,10 @@ void polite_wait(MPI_Request *rq);
 void polite_barrier(MPI_Comm comm);
 void polite_probe(int source, int tag, MPI_Comm comm, MPI_Status *st);
 
+/* Out of memory where the ranks must stay in step: reports it and aborts
+ * the job (MPI_Abort), which is better than a job that hangs. */
+void mpi_oom(void) __attribute__((noreturn));
+
 /* MPI counts are ints: refuses a size above INT_MAX with the error text. */
 int mpi_count(size_t n, const char *what, int *out);
 

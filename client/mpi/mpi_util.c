@@ -3,6 +3,7 @@
  * of requests that travel from ranks to their node leader.
  */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,6 +18,14 @@ int mpi_count(size_t n, const char *what, int *out)
 				   what, n);
 	*out = (int)n;
 	return 0;
+}
+
+void mpi_oom(void)
+{
+	fprintf(stderr, "libkiln-mpi: out of memory in a collective step; aborting the job, "
+		"since the other ranks would wait for this one forever\n");
+	MPI_Abort(MPI_COMM_WORLD, 12);
+	abort(); /* MPI_Abort does not return, but is not declared so */
 }
 
 /* $KILN_MPI_NODE_SIZE as a positive number, or 0 when unset or invalid. */

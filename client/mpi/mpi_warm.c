@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kiln_x.h"
@@ -48,7 +49,9 @@ struct need {
 	int source;              /* node that serves it to us, or -1 */
 	bool serve;              /* this node builds or sends it */
 	bool fallback;           /* a received artifact was refused: build here */
-	int fd;                  /* the artifact, when this node serves it */
+	bool targets;            /* this node sends it to other nodes */
+	const char *map;         /* the artifact, mapped, when this node sends it */
+	size_t map_size;
 };
 
 /* A program of the job-wide plan (leaders only). */
@@ -106,7 +109,7 @@ static int need_cmp(const void *a, const void *b)
 static int gather_skeletons(struct warm *w)
 {
 	struct buf b = { 0 };
-	int len, *counts = NULL, *displs = NULL, total = 0, rc = 0, i;
+	int len, *counts = NULL, *displs = NULL, total = 0, rc = 0, i, go = 1;
 	char *all = NULL;
 
 	buf_u32(&b, (uint32_t)w->n);
@@ -122,19 +125,27 @@ static int gather_skeletons(struct warm *w)
 	if (w->t.leader) {
 		size_t sum = 0;
 
+		if (!counts || !displs)
+			mpi_oom();
 		for (i = 0; i < w->t.node_size; i++) {
-			displs[i] = (int)sum;
-			sum += counts[i] > 0 ? (size_t)counts[i] : 0;
 			if (counts[i] < 0)
 				counts[i] = 0;
+			if (sum <= INT32_MAX)
+				displs[i] = (int)sum;
+			sum += (size_t)counts[i];
 		}
-		if (sum > INT32_MAX)
+		go = sum <= INT32_MAX;
+		if (!go)
 			rc = kiln_x_fail(KILN_EINVAL, "the node's request skeletons exceed 2 GiB");
-		total = (int)sum;
-		all = malloc(sum ? sum : 1);
+		else if (!(all = malloc(sum ? sum : 1)))
+			mpi_oom();
+		total = (int)(go ? sum : 0);
 	}
-	MPI_Gatherv(len > 0 ? b.data : NULL, len > 0 ? len : 0, MPI_BYTE, all, counts, displs,
-		    MPI_BYTE, 0, w->t.node);
+	/* Everyone learns whether the gather happens, so nobody waits in it. */
+	MPI_Bcast(&go, 1, MPI_INT, 0, w->t.node);
+	if (go)
+		MPI_Gatherv(len > 0 ? b.data : NULL, len > 0 ? len : 0, MPI_BYTE, all, counts,
+			    displs, MPI_BYTE, 0, w->t.node);
 	buf_free(&b);
 	if (w->t.leader && rc == 0 && all) {
 		size_t cap = 0;
@@ -165,7 +176,6 @@ static int gather_skeletons(struct warm *w)
 				nd->owner_rank = i;
 				nd->owner_index = j;
 				nd->source = -1;
-				nd->fd = -1;
 				w->nneeds++;
 			}
 		}
@@ -245,10 +255,8 @@ static int plan(struct warm *w, struct send **outs, size_t *nouts)
 	*nouts = 0;
 	rec = malloc(w->nneeds * 33 + 1);
 	if (!counts || !displs || !rec || !load_build || !load_send ||
-	    mpi_count(w->nneeds * 33, "the program list", &mine) != 0) {
-		rc = kiln_x_fail(KILN_ENOMEM, "out of memory for the plan");
-		mine = 0;
-	}
+	    mpi_count(w->nneeds * 33, "the program list", &mine) != 0)
+		mpi_oom(); /* every leader must make the same plan, or none */
 	for (size_t j = 0; rc == 0 && j < w->nneeds; j++) {
 		memcpy(rec + j * 33, w->needs[j].id, 32);
 		rec[j * 33 + 32] = w->needs[j].have ? 2 : 1;
@@ -258,24 +266,19 @@ static int plan(struct warm *w, struct send **outs, size_t *nouts)
 		displs[i] = (int)total;
 		total += (size_t)counts[i];
 	}
-	all = malloc(total ? total : 1);
+	if (total > INT32_MAX || !(all = malloc(total ? total : 1)))
+		mpi_oom();
 	MPI_Allgatherv(rec, mine, MPI_BYTE, all, counts, displs, MPI_BYTE, w->t.leaders);
-	if (rc != 0 || !all)
-		goto out;
 	/* The distinct programs, sorted, each with its nodes' needs. */
 	g = calloc(total / 33 + 1, sizeof(*g));
-	if (!g) {
-		rc = kiln_x_fail(KILN_ENOMEM, "out of memory for the plan");
-		goto out;
-	}
+	if (!g)
+		mpi_oom();
 	{
 		uint8_t (*ids)[32] = malloc((total / 33 + 1) * 32);
 		size_t nid = 0;
 
-		if (!ids) {
-			rc = kiln_x_fail(KILN_ENOMEM, "out of memory for the plan");
-			goto out;
-		}
+		if (!ids)
+			mpi_oom();
 		for (size_t off = 0; off + 33 <= total; off += 33)
 			memcpy(ids[nid++], all + off, 32);
 		qsort(ids, nid, 32, id_cmp);
@@ -286,7 +289,7 @@ static int plan(struct warm *w, struct send **outs, size_t *nouts)
 			g[ng].from = -1;
 			g[ng].needs = calloc((size_t)nn, 1);
 			if (!g[ng].needs)
-				rc = kiln_x_fail(KILN_ENOMEM, "out of memory for the plan");
+				mpi_oom();
 			ng++;
 		}
 		free(ids);
@@ -330,13 +333,12 @@ static int plan(struct warm *w, struct send **outs, size_t *nouts)
 				if (nsend == capsend) {
 					capsend = capsend ? capsend * 2 : 64;
 					struct send *ns = realloc(sends, capsend * sizeof(*ns));
-					if (!ns) {
-						rc = kiln_x_fail(KILN_ENOMEM, "out of memory for the plan");
-						goto out;
-					}
+					if (!ns)
+						mpi_oom();
 					sends = ns;
 				}
 				sends[nsend].nd = need_find(w, p->id);
+				sends[nsend].nd->targets = true;
 				sends[nsend++].to = i;
 			}
 		}
@@ -374,7 +376,7 @@ out:
 static int gather_texts(struct warm *w, bool (*pick)(const struct need *), struct need ***sel,
 			struct kiln_request **reqs, size_t *nsel, char **store)
 {
-	int ns = w->t.node_size, mycount = 0, len, rc = 0, i;
+	int ns = w->t.node_size, mycount = 0, len, rc = 0, i, go = 1;
 	int *wcounts = NULL, *wdispls = NULL, *want = NULL, *mywant = NULL;
 	int *lens = NULL, *ldispls = NULL;
 	struct buf b = { 0 };
@@ -415,14 +417,25 @@ static int gather_texts(struct warm *w, bool (*pick)(const struct need *), struc
 	MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, w->t.node);
 	if (w->t.leader) {
 		for (i = 0; i < ns; i++) {
-			ldispls[i] = (int)sum;
+			if (sum <= INT32_MAX)
+				ldispls[i] = (int)sum;
 			sum += (size_t)lens[i];
 		}
-		if (sum > INT32_MAX)
+		go = sum <= INT32_MAX;
+		if (!go) {
 			rc = kiln_x_fail(KILN_EINVAL, "the node's request texts exceed 2 GiB");
-		*store = malloc(sum ? sum : 1);
+			for (size_t j = 0; j < w->nneeds; j++)
+				if (pick(&w->needs[j]))
+					need_fail(&w->needs[j], KILN_EINVAL,
+						  "the text of the programs one node builds exceeds 2 GiB "
+						  "in one kiln_mpi_warm; warm them in several calls");
+		} else if (!(*store = malloc(sum ? sum : 1))) {
+			mpi_oom();
+		}
 	}
-	MPI_Gatherv(b.data, len, MPI_BYTE, *store, lens, ldispls, MPI_BYTE, 0, w->t.node);
+	MPI_Bcast(&go, 1, MPI_INT, 0, w->t.node);
+	if (go)
+		MPI_Gatherv(b.data, len, MPI_BYTE, *store, lens, ldispls, MPI_BYTE, 0, w->t.node);
 	buf_free(&b);
 	if (w->t.leader && rc == 0 && *store && *sel && *reqs) {
 		for (i = 0; i < ns; i++) {
@@ -460,6 +473,8 @@ static bool pick_fallback(const struct need *nd)
 	return nd->fallback && nd->code == 0;
 }
 
+static void map_artifact(struct need *nd, int fd);
+
 /* Gets the selected programs through the node's daemon (leader), without
  * loading them: the leader keeps their descriptors to send them on. */
 static void get_selected(struct warm *w, struct need **sel, struct kiln_request *reqs, size_t n,
@@ -481,7 +496,12 @@ static void get_selected(struct warm *w, struct need **sel, struct kiln_request 
 			if (st[i] == 1) {
 				need_fail(sel[i], rc != 0 ? rc : KILN_EDAEMON, kiln_errmsg(w->k));
 			} else if (st[i] == KILN_OK) {
-				sel[i]->fd = fds[i];
+				/* Kept as a mapping, not a descriptor: a node may serve
+				 * thousands of programs, and the page cache holds the
+				 * bytes, not this process's heap. */
+				if (sel[i]->targets)
+					map_artifact(sel[i], fds[i]);
+				close(fds[i]);
 				memcpy(sel[i]->key, keys[i], 65);
 				if (count_built && !sel[i]->have)
 					w->rep.built_here++;
@@ -497,34 +517,26 @@ static void get_selected(struct warm *w, struct need **sel, struct kiln_request 
 	free(errs);
 }
 
-/* The whole artifact, read through its descriptor (malloc'd). */
-static char *read_artifact(int fd, size_t *size)
+/* Maps the artifact open as fd for sending; a failure leaves map NULL. */
+static void map_artifact(struct need *nd, int fd)
 {
-	off_t end = lseek(fd, 0, SEEK_END);
-	char *data;
-	size_t off = 0;
+	struct stat st;
+	void *m;
 
-	if (end < 0)
-		return NULL;
-	data = malloc((size_t)end + 1);
-	while (data && off < (size_t)end) {
-		ssize_t r = pread(fd, data + off, (size_t)end - off, (off_t)off);
-
-		if (r <= 0) {
-			free(data);
-			return NULL;
-		}
-		off += (size_t)r;
-	}
-	*size = off;
-	return data;
+	if (fstat(fd, &st) != 0 || st.st_size <= 0)
+		return;
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (m == MAP_FAILED)
+		return;
+	nd->map = m;
+	nd->map_size = (size_t)st.st_size;
 }
 
 /* What one program's message to a target holds: a header, then its bytes. */
 struct outgoing {
 	struct need *nd;
 	struct buf hdr;
-	char *data;
+	const char *data;        /* the need's mapping */
 	size_t size;
 };
 
@@ -535,22 +547,24 @@ static void outgoing_fill(struct warm *w, struct outgoing *o)
 	int code = nd->code;
 	const char *msg = nd->msg;
 
-	if (code == 0 && nd->fd >= 0) {
-		code = kiln_x_export(w->k, nd->key, nd->fd, &meta);
-		if (code == 0)
-			o->data = read_artifact(nd->fd, &o->size);
-		if (code == 0 && !o->data)
-			code = kiln_x_fail(KILN_EIO, "cannot read the artifact %.16s to send it",
-					   nd->key);
+	if (code == 0 && nd->map) {
+		code = kiln_x_export(w->k, nd->key, nd->map, nd->map_size, &meta);
+		o->data = nd->map;
+		o->size = nd->map_size;
 		if (code != 0)
 			msg = kiln_errmsg(w->k);
 	} else if (code == 0) {
-		code = KILN_EDAEMON;
-		msg = "the serving node has no artifact";
+		code = kiln_x_fail(KILN_EIO, "the serving node could not map the artifact %.16s",
+				   nd->key);
+		msg = kiln_errmsg(w->k);
 	}
+	if (o->hdr.oom)
+		mpi_oom();
 	buf_u32(&o->hdr, (uint32_t)code);
 	buf_str(&o->hdr, code == 0 ? meta : msg, code == 0 ? strlen(meta) : strlen(msg ? msg : ""));
 	buf_u64(&o->hdr, code == 0 ? o->size : 0);
+	if (o->hdr.oom)
+		mpi_oom();
 	free(meta);
 }
 
@@ -588,11 +602,8 @@ static int exchange(struct warm *w, struct send *sends, size_t nsends)
 	size_t nouts = 0, nrq = 0, caprq = 0;
 	int rc = 0;
 
-	if (!outs || !which) {
-		free(outs);
-		free(which);
-		return kiln_x_fail(KILN_ENOMEM, "out of memory");
-	}
+	if (!outs || !which)
+		mpi_oom();
 	for (size_t i = 0; i < nsends; i++) {
 		if (nouts == 0 || outs[nouts - 1].nd != sends[i].nd) {
 			outs[nouts].nd = sends[i].nd;
@@ -604,16 +615,13 @@ static int exchange(struct warm *w, struct send *sends, size_t nsends)
 	 * all without blocking, so that no two leaders wait on each other. */
 	for (size_t i = 0; i < nsends && rc == 0; i++) {
 		const struct outgoing *o = &outs[which[i]];
-		size_t nchunks = o->data ? (o->size + CHUNK - 1) / CHUNK : 0;
+		size_t nchunks = o->hdr.len && o->data ? (o->size + CHUNK - 1) / CHUNK : 0;
 
 		if (nrq + nchunks + 1 > caprq) {
 			caprq = (nrq + nchunks + 1) * 2;
 			MPI_Request *nr = realloc(rq, caprq * sizeof(*nr));
-			if (!nr) {
-				/* Not recoverable: the targets would wait for it. */
-				rc = kiln_x_fail(KILN_ENOMEM, "out of memory");
-				MPI_Abort(MPI_COMM_WORLD, 1);
-			}
+			if (!nr)
+				mpi_oom(); /* the targets would wait for what we cannot send */
 			rq = nr;
 		}
 		MPI_Isend(o->hdr.data, (int)o->hdr.len, MPI_BYTE, sends[i].to, TAG_XFER,
@@ -638,14 +646,15 @@ static int exchange(struct warm *w, struct send *sends, size_t nsends)
 			continue;
 		polite_probe(nd->source, TAG_XFER, w->t.leaders, &st);
 		MPI_Get_count(&st, MPI_BYTE, &count);
-		hdr = malloc((size_t)count + 1);
+		if (!(hdr = malloc((size_t)count + 1)))
+			mpi_oom();
 		MPI_Recv(hdr, count, MPI_BYTE, nd->source, TAG_XFER, w->t.leaders, MPI_STATUS_IGNORE);
 		r = (struct rd){ .p = hdr, .len = (size_t)count };
 		int code = (int)rd_u32(&r);
 		const char *text = rd_str(&r, &ml);
 		size = rd_u64(&r);
-		if (size > 0)
-			data = malloc(size);
+		if (size > 0 && !(data = malloc(size)))
+			mpi_oom();
 		for (size_t off = 0; off < size; off += CHUNK) {
 			size_t len = size - off < CHUNK ? size - off : CHUNK;
 
@@ -654,10 +663,13 @@ static int exchange(struct warm *w, struct send *sends, size_t nsends)
 		}
 		if (r.bad || !text)
 			need_fail(nd, KILN_EPROTO, "a malformed artifact message came from another node");
+		else if (code == KILN_EBUILD || code == KILN_ETIMEDOUT || code == KILN_EREFUSED ||
+			 code == KILN_EINVAL)
+			need_fail(nd, code, text); /* the program's own failure: the same everywhere */
 		else if (code != 0)
-			need_fail(nd, code, text);
+			nd->fallback = true; /* the serving node's trouble: build it here */
 		else if (!data && size > 0)
-			need_fail(nd, KILN_ENOMEM, "out of memory for a received artifact");
+			nd->fallback = true;
 		else
 			import_one(w, nd, text, data, size);
 		free(data);
@@ -666,10 +678,8 @@ static int exchange(struct warm *w, struct send *sends, size_t nsends)
 	for (size_t i = 0; i < nrq; i++)
 		polite_wait(&rq[i]);
 	free(rq);
-	for (size_t i = 0; i < nouts; i++) {
-		free(outs[i].data);
+	for (size_t i = 0; i < nouts; i++)
 		buf_free(&outs[i].hdr);
-	}
 	free(outs);
 	free(which);
 	return rc;
@@ -768,8 +778,8 @@ static void warm_free(struct warm *w)
 	for (size_t i = 0; i < w->nneeds; i++) {
 		free(w->needs[i].skel);
 		free(w->needs[i].msg);
-		if (w->needs[i].fd >= 0)
-			close(w->needs[i].fd);
+		if (w->needs[i].map)
+			munmap((void *)w->needs[i].map, w->needs[i].map_size);
 	}
 	free(w->needs);
 	topo_free(&w->t);
@@ -789,7 +799,7 @@ int warm_run(struct kiln *k, MPI_Comm comm, const struct kiln_request *reqs, siz
 	w.status = status;
 	w.msgs = calloc(n + 1, sizeof(*w.msgs));
 	if (!w.skels || !w.ids || !w.msgs)
-		rc = kiln_x_fail(KILN_ENOMEM, "out of memory for %zu requests", n);
+		mpi_oom();
 	for (size_t i = 0; i < n; i++) {
 		if (rc == 0 && (w.skels[i] = kiln_x_skeleton(&reqs[i])) != NULL) {
 			sha256_buf(w.skels[i], strlen(w.skels[i]), w.ids[i]);
@@ -826,9 +836,28 @@ int warm_run(struct kiln *k, MPI_Comm comm, const struct kiln_request *reqs, siz
 	if (w.t.leader)
 		for (size_t i = 0; i < w.nneeds; i++)
 			w.rep.failed += w.needs[i].code != 0;
+	polite_barrier(w.t.node);
 	broadcast_results(&w);
 	if (report)
 		*report = w.rep;
+	/* Each rank's aliases, so that kiln_lookup by alias is a hit too (the
+	 * skeletons, the builds and the imports carry none). */
+	{
+		struct kiln_request *named = calloc(n + 1, sizeof(*named));
+		size_t nn = 0;
+
+		for (size_t i = 0; named && i < n; i++)
+			if (status[i] == KILN_OK && reqs[i].alias)
+				named[nn++] = reqs[i];
+		if (nn > 0 && kiln_x_alias_many(k, named, nn) != 0)
+			for (size_t i = 0; i < n; i++)
+				if (status[i] == KILN_OK && reqs[i].alias) {
+					status[i] = KILN_EDAEMON;
+					w.msgs[i] = strdup(kiln_errmsg(k));
+					break;
+				}
+		free(named);
+	}
 	rc = KILN_OK;
 	for (size_t i = 0; i < n; i++) {
 		if (status[i] != KILN_OK) {

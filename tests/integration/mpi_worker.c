@@ -10,10 +10,12 @@
  *   mpi_worker mixed N U OUTDIR    N shared programs plus U unique to each rank
  *   mpi_worker herd OUTDIR         kiln_mpi_get of one program on every rank
  *   mpi_worker fail OUTDIR         3 good programs and 1 with a compile error
+ *   mpi_worker badargs OUTDIR      rank 1 passes NULL to every call; the others must not hang
  *   mpi_worker solo N OUTDIR       no coordination: every rank gets its N programs
  *                                  from its node's daemon (the baseline of bench/mpi)
  */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +146,13 @@ static void run_warm(struct kiln *k, struct prog *progs, int n)
 	report_out("warm", &rep, rc, MPI_Wtime() - t0);
 	check(rc == KILN_OK, "kiln_mpi_warm: %s", kiln_errmsg(k));
 	check(rep.failed == 0, "warm report: %zu failed", rep.failed);
+	/* The aliases resolve at the daemon (nothing is loaded here yet). */
+	for (int i = 0; i < n; i++) {
+		struct kiln_program *kp;
+
+		check(kiln_lookup(k, progs[i].alias, &kp) == KILN_OK, "lookup of %s after warm: %s",
+		      progs[i].alias, kiln_errmsg(k));
+	}
 	for (int i = 0; i < n; i++)
 		get_and_call(k, &progs[i]);
 	free(reqs);
@@ -218,6 +227,27 @@ int main(int argc, char **argv)
 		/* The alias now resolves in this process without IPC. */
 		check(kiln_lookup(k, p.alias, &kp) == KILN_OK, "lookup of the alias: %s",
 		      kiln_errmsg(k));
+		free(p.text);
+	} else if (strcmp(mode, "badargs") == 0) {
+		struct prog p;
+		struct kiln_program *kp = NULL;
+		struct kiln_warm_report rep;
+		bool odd = rank == 1;
+
+		prog_make(&p, 31337, "badargs");
+		rc = kiln_mpi_get(k, MPI_COMM_WORLD, odd ? NULL : &p.req, &kp);
+		fprintf(out, "get_rc %d\n", rc);
+		check(odd ? rc == KILN_EINVAL : rc == KILN_OK, "kiln_mpi_get returned %d: %s", rc,
+		      kiln_errmsg(k));
+		rc = kiln_mpi_warm(odd ? NULL : k, MPI_COMM_WORLD, &p.req, 1, &rep);
+		fprintf(out, "warm_rc %d\n", rc);
+		check(odd ? rc == KILN_EINVAL : rc == KILN_OK, "kiln_mpi_warm returned %d: %s", rc,
+		      kiln_errmsg(k));
+		struct kiln *k2 = NULL;
+		rc = kiln_mpi_open(MPI_COMM_WORLD, NULL, odd ? NULL : &k2);
+		fprintf(out, "open_rc %d\n", rc);
+		check(rc != KILN_OK, "kiln_mpi_open succeeded although rank 1 passed NULL");
+		check(k2 == NULL, "kiln_mpi_open left a handle after failing");
 		free(p.text);
 	} else if (strcmp(mode, "fail") == 0) {
 		struct prog p[4];

@@ -225,6 +225,20 @@ START_TEST(failure_same_on_every_rank)
 }
 END_TEST
 
+/* Bad arguments on one rank fail there and leave no other rank waiting. */
+START_TEST(bad_arguments_do_not_hang)
+{
+	const char *args[] = { "badargs", NULL };
+
+	start_daemons(2, -1, NULL);
+	run_ranks(4, 2, args);
+	ck_assert_int_eq(sum_status("builds_started"), 1);
+	ck_assert_int_eq(rank_value(1, "get_rc"), KILN_EINVAL);
+	ck_assert_int_eq(rank_value(0, "get_rc"), KILN_OK);
+	ck_assert_int_eq(rank_value(2, "warm_rc"), KILN_OK);
+}
+END_TEST
+
 /* A node whose compiler environment differs refuses the others' artifacts
  * (put answers mismatch) and builds them itself; every rank still works. */
 START_TEST(mismatched_node_builds_itself)
@@ -258,6 +272,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("mixed_requests_distinct_keys", mixed_requests_distinct_keys, 240));
 	suite_add_tcase(s, harness_tcase("herd_one_node", herd_one_node, 240));
 	suite_add_tcase(s, harness_tcase("failure_same_on_every_rank", failure_same_on_every_rank, 240));
+	suite_add_tcase(s, harness_tcase("bad_arguments_do_not_hang", bad_arguments_do_not_hang, 240));
 	suite_add_tcase(s, harness_tcase("mismatched_node_builds_itself", mismatched_node_builds_itself, 240));
 	return harness_main(s);
 }

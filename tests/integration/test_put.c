@@ -42,11 +42,11 @@ static void export_program(struct exported *x, const char *name, int value, cons
 	snprintf(x->key, sizeof(x->key), "%s", kiln_program_key(p));
 	x->skel = kiln_x_skeleton(&req);
 	ck_assert_ptr_nonnull(x->skel);
-	ck_assert_msg(kiln_x_export(k, x->key, kiln_program_fd(p), &x->meta) == KILN_OK, "%s",
-		      kiln_errmsg(k));
 	x->size = (size_t)lseek(kiln_program_fd(p), 0, SEEK_END);
 	x->bytes = malloc(x->size);
 	ck_assert_int_eq(pread(kiln_program_fd(p), x->bytes, x->size, 0), (ssize_t)x->size);
+	ck_assert_msg(kiln_x_export(k, x->key, x->bytes, x->size, &x->meta) == KILN_OK, "%s",
+		      kiln_errmsg(k));
 	kiln_close(k);
 	/* The text stays alive: req pointed into it, and the skeleton is made. */
 	free(full);
