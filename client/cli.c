@@ -32,6 +32,8 @@ static const struct cli_optdef global_defs[] = {
 
 /* Prints "kiln: " and the message as one line on stderr, after what is
  * already on stdout so that the two streams keep their order on a terminal. */
+static void report(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
+
 static void report(const char *fmt, va_list ap)
 {
 	fflush(stdout);
