@@ -218,7 +218,8 @@ int cli_conn_open(const struct cli *cli, struct cli_conn *c)
 		return fd;
 	}
 	if (fd == -EPERM) {
-		cli_error("the socket %s is served by another user's process; refusing it", cli->socket);
+		cli_error("the socket %s is served by another user's process; refusing it "
+			  "(set KILN_DAEMON_UID to trust another user's kilnd)", cli->socket);
 		return fd;
 	}
 	if (fd < 0) {

@@ -391,7 +391,8 @@ static int conn_connect(struct kiln *k)
 		if (fd == -EPERM)
 			return lib_err_set(KILN_EDENIED,
 					   "the socket %s is served by another user's process; "
-					   "refusing to load code from it", k->socket_path);
+					   "refusing to load code from it (set KILN_DAEMON_UID to trust "
+					   "another user's kilnd)", k->socket_path);
 		return lib_err_set(KILN_ECONNECT, "could not connect to kilnd at %s: %s%s",
 				   k->socket_path, strerror(-fd),
 				   conn_nobody_home(fd) && !k->autospawn

@@ -387,6 +387,11 @@ int flight_start(struct kilnd *d, struct build_input *in, struct conn *c, uint64
 		build_input_free(in);
 		return -ESHUTDOWN;
 	}
+	if (d->queued >= d->cfg->max_queue) {
+		d->c.busy++;
+		build_input_free(in);
+		return -EBUSY;
+	}
 	struct build *b = calloc(1, sizeof(*b));
 	if (b == NULL) {
 		build_input_free(in);

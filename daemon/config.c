@@ -5,6 +5,8 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,11 @@
 /* Well above NFS's default attribute cache (acregmax 60 s), so that a claim
  * refreshed every 30 s never looks unchanged for that long to another node. */
 #define DEFAULT_UPSTREAM_STALE 120.0
+#define DEFAULT_MAX_CONNECTIONS 1024
+#define DEFAULT_MAX_REQUESTS 256
+#define DEFAULT_MAX_PENDING 16384
+#define DEFAULT_MAX_QUEUE 4096
+#define DEFAULT_FRAME_TIMEOUT 10.0
 
 static void usage(FILE *fp)
 {
@@ -51,6 +58,20 @@ static void usage(FILE *fp)
 		"  --upstream-stale SECONDS\n"
 		"                          take over another node's claim on a build once it\n"
 		"                          has not been refreshed for SECONDS (default 120)\n"
+		"  --allow-uid USER        also serve USER (name or uid; repeatable); the\n"
+		"                          socket becomes 0666 in a directory others may\n"
+		"                          enter, and each peer's uid is checked on connect\n"
+		"  --allow-group GROUP     also serve processes whose group or supplementary\n"
+		"                          groups include GROUP (name or gid; repeatable)\n"
+		"  --max-connections N     connections at once; more get \"busy\" (default 1024)\n"
+		"  --max-requests N        requests in progress per connection; more wait\n"
+		"                          unread in the socket (default 256)\n"
+		"  --max-pending N         get and put requests in progress in all; more get\n"
+		"                          \"busy\" (default 16384)\n"
+		"  --max-queue N           builds waiting for a compiler slot; a request for\n"
+		"                          one more gets \"busy\" (default 4096)\n"
+		"  --frame-timeout SECONDS close a connection whose request stops arriving\n"
+		"                          halfway for SECONDS (default 10; 0: never)\n"
 		"  --daemonize             run in the background; return once the socket\n"
 		"                          accepts connections and print the daemon's pid\n"
 		"  --idle-exit SECONDS     exit after SECONDS with no connection and no build\n"
@@ -171,6 +192,8 @@ enum {
 	OPT_SOCKET = 256, OPT_CACHE_DIR, OPT_JOBS, OPT_MAX_SIZE, OPT_TOOLCHAIN,
 	OPT_BUILD_TIMEOUT, OPT_DAEMONIZE, OPT_IDLE_EXIT, OPT_LOG_LEVEL, OPT_LOG_FILE,
 	OPT_MAX_FRAME, OPT_MAX_OUTPUT, OPT_UPSTREAM, OPT_UPSTREAM_STALE,
+	OPT_ALLOW_UID, OPT_ALLOW_GROUP, OPT_MAX_CONNECTIONS, OPT_MAX_REQUESTS, OPT_MAX_PENDING,
+	OPT_MAX_QUEUE, OPT_FRAME_TIMEOUT,
 };
 
 static const struct option long_opts[] = {
@@ -188,6 +211,13 @@ static const struct option long_opts[] = {
 	{ "max-output", required_argument, NULL, OPT_MAX_OUTPUT },
 	{ "upstream", required_argument, NULL, OPT_UPSTREAM },
 	{ "upstream-stale", required_argument, NULL, OPT_UPSTREAM_STALE },
+	{ "allow-uid", required_argument, NULL, OPT_ALLOW_UID },
+	{ "allow-group", required_argument, NULL, OPT_ALLOW_GROUP },
+	{ "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
+	{ "max-requests", required_argument, NULL, OPT_MAX_REQUESTS },
+	{ "max-pending", required_argument, NULL, OPT_MAX_PENDING },
+	{ "max-queue", required_argument, NULL, OPT_MAX_QUEUE },
+	{ "frame-timeout", required_argument, NULL, OPT_FRAME_TIMEOUT },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -226,10 +256,82 @@ static int set_upstream(struct config *cfg, const char *arg)
 	return 0;
 }
 
+static int parse_count(const char *opt, const char *s, unsigned max, unsigned *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v < 1 || v > (long)max) {
+		fprintf(stderr, "kilnd: %s: \"%s\" is not a number from 1 to %u\n", opt, s, max);
+		return -1;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+/* A user or group given by name or number. Names are looked up once, here;
+ * connections are checked against the numbers. */
+static int parse_id(const char *opt, const char *s, bool group, unsigned *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (*s != '\0' && *s != '-' && errno == 0 && *end == '\0' && v < (unsigned long)(uid_t)-1) {
+		*out = (unsigned)v;
+		return 0;
+	}
+	if (group) {
+		struct group *gr = getgrnam(s);
+		if (gr != NULL) {
+			*out = (unsigned)gr->gr_gid;
+			return 0;
+		}
+	} else {
+		struct passwd *pw = getpwnam(s);
+		if (pw != NULL) {
+			*out = (unsigned)pw->pw_uid;
+			return 0;
+		}
+	}
+	fprintf(stderr, "kilnd: %s: no %s \"%s\"\n", opt, group ? "group" : "user", s);
+	return -1;
+}
+
+static int add_allowed(struct config *cfg, const char *opt, const char *arg, bool group)
+{
+	size_t *n = group ? &cfg->nallow_gids : &cfg->nallow_uids;
+	unsigned id;
+	if (*n == CONFIG_MAX_ALLOW) {
+		fprintf(stderr, "kilnd: %s: at most %d\n", opt, CONFIG_MAX_ALLOW);
+		return -1;
+	}
+	if (parse_id(opt, arg, group, &id) != 0)
+		return -1;
+	if (group)
+		cfg->allow_gids[(*n)++] = (gid_t)id;
+	else
+		cfg->allow_uids[(*n)++] = (uid_t)id;
+	return 0;
+}
+
 static int parse_one(struct config *cfg, int c, const char *arg)
 {
 	char *end;
 	switch (c) {
+	case OPT_ALLOW_UID:
+		return add_allowed(cfg, "--allow-uid", arg, false);
+	case OPT_ALLOW_GROUP:
+		return add_allowed(cfg, "--allow-group", arg, true);
+	case OPT_MAX_CONNECTIONS:
+		return parse_count("--max-connections", arg, 1u << 20, &cfg->max_connections);
+	case OPT_MAX_REQUESTS:
+		return parse_count("--max-requests", arg, 1u << 20, &cfg->max_requests);
+	case OPT_MAX_PENDING:
+		return parse_count("--max-pending", arg, 1u << 24, &cfg->max_pending);
+	case OPT_MAX_QUEUE:
+		return parse_count("--max-queue", arg, 1u << 24, &cfg->max_queue);
+	case OPT_FRAME_TIMEOUT:
+		return parse_seconds("--frame-timeout", arg, &cfg->frame_timeout_s);
 	case OPT_SOCKET:
 		return replace_str(&cfg->socket_path, arg);
 	case OPT_CACHE_DIR:
@@ -300,6 +402,11 @@ int config_parse(struct config *cfg, int argc, char **argv)
 	cfg->max_frame = FRAME_MAX_DEFAULT;
 	cfg->max_output = DEFAULT_MAX_OUTPUT;
 	cfg->upstream_stale_s = DEFAULT_UPSTREAM_STALE;
+	cfg->max_connections = DEFAULT_MAX_CONNECTIONS;
+	cfg->max_requests = DEFAULT_MAX_REQUESTS;
+	cfg->max_pending = DEFAULT_MAX_PENDING;
+	cfg->max_queue = DEFAULT_MAX_QUEUE;
+	cfg->frame_timeout_s = DEFAULT_FRAME_TIMEOUT;
 
 	int c;
 	opterr = 1;

@@ -7,10 +7,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "log.h"
 
 #define CONFIG_MAX_TOOLCHAINS 32
+#define CONFIG_MAX_ALLOW 64
 
 struct config_toolchain {
 	char *name;
@@ -35,6 +37,19 @@ struct config {
 	char *exec_helper;         /* path of kiln-exec */
 	char *upstream_dir;        /* --upstream: shared tier (absolute), or NULL */
 	double upstream_stale_s;   /* a claim unchanged this long is taken over */
+
+	/* Who else may connect (--allow-uid, --allow-group); the own uid always. */
+	uid_t allow_uids[CONFIG_MAX_ALLOW];
+	size_t nallow_uids;
+	gid_t allow_gids[CONFIG_MAX_ALLOW];
+	size_t nallow_gids;
+
+	/* Resource limits (docs/security.md, "Limits"). */
+	unsigned max_connections;  /* beyond: busy, then closed */
+	unsigned max_requests;     /* per connection in progress; beyond: not read */
+	unsigned max_pending;      /* get/put in progress in all; beyond: busy */
+	unsigned max_queue;        /* builds waiting for a slot; beyond: busy */
+	double frame_timeout_s;    /* a frame stalled this long closes its connection */
 };
 
 /*

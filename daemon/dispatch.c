@@ -233,6 +233,10 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 	free(in);
 	if (rc == -ESHUTDOWN)
 		conn_reply_error(c, id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
+	else if (rc == -EBUSY)
+		conn_reply_error(c, id, ERR_BUSY, NULL,
+				 "%u builds wait for a compiler already (--max-queue); try again later",
+				 d->queued);
 	else if (rc != 0)
 		conn_reply_error(c, id, ERR_INTERNAL, NULL, "out of memory");
 }
@@ -251,6 +255,10 @@ static void keying_work(void *arg)
 	struct keying_job *j = arg;
 	struct build_input *in = j->in;
 	struct kilnd *d = j->c->d;
+	/* Sources by path may add up to no more than a frame of text could. */
+	uint64_t total = 0;
+	for (size_t i = 0; i < in->nsrc; i++)
+		total += in->req.sources[i].path == NULL ? in->req.sources[i].len : 0;
 	for (size_t i = 0; i < in->nsrc; i++) {
 		const struct msg_source *s = &in->req.sources[i];
 		if (s->path == NULL)
@@ -271,6 +279,13 @@ static void keying_work(void *arg)
 		}
 		in->src[i].text = in->bufs[i];
 		in->src[i].len = len;
+		total += len;
+		if (total > d->cfg->max_frame) {
+			msg_error_set(&j->err, ERR_TOO_LARGE, "sources",
+				      "the sources add up to more than %llu bytes (--max-frame)",
+				      (unsigned long long)d->cfg->max_frame);
+			return;
+		}
 	}
 	key_request(in->tc, in->req.output, in->req.args, in->req.nargs, in->src, in->nsrc,
 		    d->cpu_id, in->rkey);
@@ -442,6 +457,10 @@ static void op_status(struct conn *c, struct msg_request *req)
 	ADD_NUM(r, "imports", d->c.imports);
 	ADD_NUM(r, "in_flight", d->in_flight);
 	ADD_NUM(r, "queued", d->queued);
+	ADD_NUM(r, "pending", server_pending(d));
+	ADD_NUM(r, "busy", d->c.busy);
+	ADD_NUM(r, "denied", d->c.denied);
+	ADD_NUM(r, "stalled", d->c.stalled);
 	upstream_status(d, r);
 	cJSON *tcs = cJSON_AddArrayToObject(r, "toolchains");
 	for (size_t i = 0; tcs != NULL && i < d->ntoolchains; i++) {
@@ -658,6 +677,12 @@ void dispatch_frame(struct conn *c, const char *payload, size_t len)
 		conn_reply_error(c, req.id, ERR_BAD_REQUEST, "op", "send hello first");
 	} else if (d->stopping && req.op != OP_STATUS && req.op != OP_HELLO) {
 		conn_reply_error(c, req.id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
+	} else if ((req.op == OP_GET || req.op == OP_PUT) &&
+		   server_pending(d) > d->cfg->max_pending) {
+		d->c.busy++;
+		conn_reply_error(c, req.id, ERR_BUSY, NULL,
+				 "%u requests are in progress (--max-pending); try again later",
+				 server_pending(d) - 1);
 	} else {
 		log_debug("pid %d: %s id %llu", (int)c->pid, msg_op_name(req.op),
 			  (unsigned long long)req.id);

@@ -85,11 +85,22 @@ static int make_dirs(const struct config *cfg, char *err, size_t errlen)
 	int rc = 0;
 	if (slash != NULL && slash != sockdir) {
 		*slash = '\0';
+		/* Users let in by --allow-uid/--allow-group must reach the socket:
+		 * they may enter the directory, not list or change it. */
+		bool shared = cfg->nallow_uids + cfg->nallow_gids > 0;
+		struct stat st;
+		bool existed = stat(sockdir, &st) == 0;
 		rc = util_mkdir_p(sockdir, 0700);
+		if (rc == 0 && shared && !existed && chmod(sockdir, 0711) != 0)
+			rc = -errno;
 		if (rc != 0)
 			snprintf(err, errlen, "cannot create %s: %s", sockdir, strerror(-rc));
 		else
 			rc = check_private(sockdir, "socket directory", err, errlen);
+		if (rc == 0 && shared && stat(sockdir, &st) == 0 && (st.st_mode & 0011) != 0011)
+			log_warn("socket directory %s (mode %03o) is closed to other users: those "
+				 "--allow-uid/--allow-group name cannot reach the socket; chmod go+x it",
+				 sockdir, (unsigned)(st.st_mode & 0777));
 	}
 	free(sockdir);
 	if (rc == 0 && (rc = util_mkdir_p(cfg->cache_dir, 0700)) != 0)

@@ -39,15 +39,34 @@ struct server {
 	uv_timer_t retry;           /* resumes accepting after running out of descriptors */
 	bool listening;
 	char *path;
+	uv_timer_t stall;           /* --frame-timeout sweep */
+	uv_timer_t resume_timer;    /* feeds held bytes (conn_resume) */
+	struct conn *resume;        /* connections to feed, each with a reference */
 	struct conn *conns;
 	unsigned nconns;
+	unsigned pending;           /* sum of the live connections' pending */
+	uint64_t busy_log_ns;       /* last "refusing connections" warning */
 };
 
 static void conn_on_io(uv_poll_t *h, int status, int events);
+static void conn_resume(struct conn *c);
 
 unsigned server_connections(const struct kilnd *d)
 {
 	return d->server != NULL ? d->server->nconns : 0;
+}
+
+unsigned server_pending(const struct kilnd *d)
+{
+	return d->server != NULL ? d->server->pending : 0;
+}
+
+/* A connection stops being read once this many of its requests are in
+ * progress or answered but not yet written: a client that pipelines without
+ * reading its replies fills its own socket, not kilnd's memory. */
+static bool conn_full(const struct conn *c)
+{
+	return c->pending + c->nout >= c->d->cfg->max_requests;
 }
 
 static void outbuf_free(struct outbuf *o)
@@ -76,6 +95,7 @@ void conn_unref(struct conn *c)
 	while (c->nrx > 0)
 		close(c->rx_fds[--c->nrx]);
 	frame_decoder_fini(&c->dec);
+	free(c->held);
 	free(c);
 }
 
@@ -94,6 +114,10 @@ static void conn_kill(struct conn *c)
 		outbuf_free(o);
 	}
 	c->out_tail = NULL;
+	c->nout = 0;
+	/* Its requests go on (a build others wait for), unanswered. */
+	s->pending -= c->pending;
+	c->pending = 0;
 	close(c->fd);
 	c->fd = -1;
 	if (c->prev != NULL)
@@ -121,8 +145,11 @@ static void conn_set_events(struct conn *c, int events)
 static void conn_update_events(struct conn *c)
 {
 	int ev = 0;
-	if (!c->closing)
+	if (!c->closing && !conn_full(c)) {
 		ev |= UV_READABLE | UV_DISCONNECT;
+		if (c->held != NULL)
+			conn_resume(c);
+	}
 	if (c->out_head != NULL)
 		ev |= UV_WRITABLE;
 	if (ev == 0 && c->closing) {
@@ -185,6 +212,7 @@ static void conn_flush(struct conn *c)
 			if (c->out_head == NULL)
 				c->out_tail = NULL;
 			outbuf_free(o);
+			c->nout--;
 		}
 		if (c->out_head != NULL && c->out_head->off > 0)
 			break;
@@ -197,6 +225,11 @@ void conn_reply_text(struct conn *c, const char *json, size_t len, int fd)
 	struct outbuf *o = NULL;
 	if (c->dead)
 		goto drop;
+	/* Every request gets one reply; a framing error's reply answers none. */
+	if (c->pending > 0) {
+		c->pending--;
+		c->d->server->pending--;
+	}
 	o = calloc(1, sizeof(*o));
 	if (o == NULL || (o->data = frame_encode(json, len, &o->len)) == NULL) {
 		log_error("out of memory writing a reply; closing the connection");
@@ -210,6 +243,7 @@ void conn_reply_text(struct conn *c, const char *json, size_t len, int fd)
 	else
 		c->out_head = o;
 	c->out_tail = o;
+	c->nout++;
 	/* Replies to requests of one read go out together, after it. */
 	if (!c->batching)
 		conn_flush(c);
@@ -328,10 +362,77 @@ static ssize_t conn_recv(struct conn *c, char *buf, size_t len)
 	return n;
 }
 
+/*
+ * Feeds n bytes to c's decoder and dispatches each complete frame. Stops
+ * early when c closes or is full (conn_full); returns the bytes consumed,
+ * or -1 when c is gone or closing after a framing error.
+ */
+static ssize_t conn_feed(struct conn *c, const char *data, size_t n)
+{
+	size_t off = 0;
+	while (off < n && !c->closing && !conn_full(c)) {
+		char *payload;
+		size_t plen;
+		ssize_t used = frame_decoder_feed(&c->dec, data + off, n - off, &payload, &plen);
+		if (used < 0) {
+			conn_fatal(c, ERR_BAD_FRAME, used == -EMSGSIZE ?
+				   "frame length is above the daemon's --max-frame" :
+				   "frame length is zero or invalid");
+			return -1;
+		}
+		off += (size_t)used;
+		if (payload != NULL) {
+			kilnd_activity(c->d);
+			c->pending++;
+			c->d->server->pending++;
+			dispatch_frame(c, payload, plen);
+			free(payload);
+			if (c->dead)
+				return -1;
+		}
+	}
+	return (ssize_t)off;
+}
+
+/* Keeps bytes read but not fed because c is full; they are fed first once
+ * it has room (conn_resume). */
+static void conn_hold(struct conn *c, const char *data, size_t n)
+{
+	char *held = malloc(n);
+	if (held == NULL) {
+		log_error("out of memory holding a request; closing the connection");
+		conn_kill(c);
+		return;
+	}
+	memcpy(held, data, n);
+	free(c->held);
+	c->held = held;
+	c->held_len = n;
+}
+
+/* Feeds what c holds; false while some of it is still held. */
+static bool conn_feed_held(struct conn *c)
+{
+	if (c->held == NULL)
+		return true;
+	ssize_t used = conn_feed(c, c->held, c->held_len);
+	if (used < 0 || (size_t)used == c->held_len || c->closing) {
+		free(c->held);
+		c->held = NULL;
+		c->held_len = 0;
+		return used >= 0 && !c->closing;
+	}
+	memmove(c->held, c->held + used, c->held_len - (size_t)used);
+	c->held_len -= (size_t)used;
+	return false;
+}
+
 static void conn_read_frames(struct conn *c)
 {
 	char buf[65536];
-	for (int rounds = 0; rounds < 16 && !c->closing; rounds++) {
+	if (!conn_feed_held(c))
+		return;
+	for (int rounds = 0; rounds < 16 && !c->closing && !conn_full(c); rounds++) {
 		ssize_t n = conn_recv(c, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -343,28 +444,53 @@ static void conn_read_frames(struct conn *c)
 			return;
 		}
 		headers_requests_read(c->d);
-		size_t off = 0;
-		while (off < (size_t)n && !c->closing) {
-			char *payload;
-			size_t plen;
-			ssize_t used = frame_decoder_feed(&c->dec, buf + off, (size_t)n - off,
-							  &payload, &plen);
-			if (used < 0) {
-				conn_fatal(c, ERR_BAD_FRAME, used == -EMSGSIZE ?
-					   "frame length is above the daemon's --max-frame" :
-					   "frame length is zero or invalid");
-				return;
-			}
-			off += (size_t)used;
-			if (payload != NULL) {
-				kilnd_activity(c->d);
-				dispatch_frame(c, payload, plen);
-				free(payload);
-				if (c->dead)
-					return;
-			}
+		c->rx_ns = util_now_ns();
+		ssize_t used = conn_feed(c, buf, (size_t)n);
+		if (used < 0 || c->closing)
+			return;
+		if ((size_t)used < (size_t)n) {
+			conn_hold(c, buf + used, (size_t)n - (size_t)used);
+			return;
 		}
 	}
+}
+
+/* Connections that hold bytes and have room again: fed on the next turn of
+ * the loop, since the room appears in the middle of writing a reply. */
+static void on_resume(uv_timer_t *t)
+{
+	struct kilnd *d = t->data;
+	struct server *s = d->server;
+	while (s->resume != NULL) {
+		struct conn *c = s->resume;
+		s->resume = c->resume_next;
+		c->resume_next = NULL;
+		c->resume_queued = false;
+		if (!c->dead && !conn_full(c)) {
+			c->batching = true;
+			conn_read_frames(c);
+			c->batching = false;
+			if (!c->dead) {
+				if (c->out_head != NULL)
+					conn_flush(c);
+				else
+					conn_update_events(c);
+			}
+		}
+		conn_unref(c);
+	}
+}
+
+static void conn_resume(struct conn *c)
+{
+	struct server *s = c->d->server;
+	if (c->resume_queued || s == NULL)
+		return;
+	c->resume_queued = true;
+	conn_ref(c);
+	c->resume_next = s->resume;
+	s->resume = c;
+	uv_timer_start(&s->resume_timer, on_resume, 0, 0);
 }
 
 static void conn_on_io(uv_poll_t *h, int status, int events)
@@ -384,8 +510,33 @@ static void conn_on_io(uv_poll_t *h, int status, int events)
 	conn_unref(c);
 }
 
-/* Only the daemon's own user may talk to it (DESIGN.md, one daemon per user). */
-static int check_peer(int fd, uid_t *uid, pid_t *pid)
+static bool id_listed(unsigned id, const unsigned *ids, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] == id)
+			return true;
+	return false;
+}
+
+/* Whether the peer's groups (SO_PEERGROUPS: the supplementary groups it had
+ * when it connected, no name service lookup) include an allowed group. */
+static bool peer_in_group(int fd, const struct config *cfg, gid_t gid)
+{
+	gid_t groups[256];
+	socklen_t len = sizeof(groups);
+	if (id_listed(gid, cfg->allow_gids, cfg->nallow_gids))
+		return true;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) != 0)
+		return false;
+	for (size_t i = 0; i < len / sizeof(gid_t); i++)
+		if (id_listed(groups[i], cfg->allow_gids, cfg->nallow_gids))
+			return true;
+	return false;
+}
+
+/* The daemon's own user may talk to it (DESIGN.md, one daemon per user),
+ * and whoever --allow-uid or --allow-group name. */
+static int check_peer(int fd, const struct config *cfg, uid_t *uid, pid_t *pid)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
@@ -393,15 +544,24 @@ static int check_peer(int fd, uid_t *uid, pid_t *pid)
 		return -errno;
 	*uid = cred.uid;
 	*pid = cred.pid;
-	return cred.uid == geteuid() ? 0 : -EPERM;
+	if (cred.uid == geteuid() || id_listed(cred.uid, cfg->allow_uids, cfg->nallow_uids))
+		return 0;
+	if (cfg->nallow_gids > 0 && peer_in_group(fd, cfg, cred.gid))
+		return 0;
+	return -EPERM;
 }
 
-static void refuse_peer(int fd, uid_t uid, pid_t pid)
+/* Answers a connection kilnd will not serve with one error, then closes it. */
+static void refuse_conn(int fd, enum msg_err code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void refuse_conn(int fd, enum msg_err code, const char *fmt, ...)
 {
-	struct msg_error err = { .code = ERR_DENIED };
-	snprintf(err.message, sizeof(err.message),
-		 "kilnd serves uid %d only; connection from uid %d refused", (int)geteuid(), (int)uid);
-	log_warn("refused connection from uid %d (pid %d)", (int)uid, (int)pid);
+	struct msg_error err = { .code = code };
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err.message, sizeof(err.message), fmt, ap);
+	va_end(ap);
 	cJSON *r = msg_error_reply(0, &err);
 	char *json = r != NULL ? cJSON_PrintUnformatted(r) : NULL;
 	size_t len;
@@ -444,8 +604,24 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 		}
 		uid_t uid = (uid_t)-1;
 		pid_t pid = 0;
-		if (check_peer(fd, &uid, &pid) != 0) {
-			refuse_peer(fd, uid, pid);
+		if (check_peer(fd, d->cfg, &uid, &pid) != 0) {
+			log_warn("refused connection from uid %d (pid %d)", (int)uid, (int)pid);
+			d->c.denied++;
+			refuse_conn(fd, ERR_DENIED, "kilnd serves uid %d%s; connection from uid %d refused",
+				    (int)geteuid(), d->cfg->nallow_uids + d->cfg->nallow_gids > 0 ?
+				    " and the users and groups it allows" : " only", (int)uid);
+			continue;
+		}
+		if (s->nconns >= d->cfg->max_connections) {
+			/* Logged once per second at most: a flood must not fill the log. */
+			uint64_t now = util_now_ns();
+			if (now - s->busy_log_ns > 1000000000ull) {
+				log_warn("refusing connections: %u open (--max-connections)", s->nconns);
+				s->busy_log_ns = now;
+			}
+			d->c.busy++;
+			refuse_conn(fd, ERR_BUSY, "kilnd has %u connections open, its --max-connections; "
+				    "try again later", s->nconns);
 			continue;
 		}
 		struct conn *c = calloc(1, sizeof(*c));
@@ -458,6 +634,7 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 		c->uid = uid;
 		c->pid = pid;
 		c->refs = 1;
+		c->rx_ns = util_now_ns();
 		frame_decoder_init(&c->dec, d->cfg->max_frame);
 		uv_poll_init(d->loop, &c->poll, fd);
 		c->poll.data = c;
@@ -473,6 +650,30 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 		 * after another turn of the loop. */
 		conn_ref(c);
 		conn_read(c);
+		conn_unref(c);
+	}
+}
+
+/* A client that sends part of a frame and stops would hold its connection
+ * and the bytes it sent for ever: after --frame-timeout without a byte, it
+ * gets bad_frame and is closed. An idle connection between frames is fine. */
+static void on_stall_sweep(uv_timer_t *t)
+{
+	struct kilnd *d = t->data;
+	uint64_t now = util_now_ns();
+	uint64_t limit = (uint64_t)(d->cfg->frame_timeout_s * 1e9);
+	struct conn *next;
+	for (struct conn *c = d->server->conns; c != NULL; c = next) {
+		next = c->next;
+		if (c->closing || !frame_decoder_partial(&c->dec) || now - c->rx_ns < limit)
+			continue;
+		log_warn("pid %d sent part of a request and nothing for %.0f s; closing its connection",
+			 (int)c->pid, d->cfg->frame_timeout_s);
+		d->c.stalled++;
+		conn_ref(c);
+		conn_fatal(c, ERR_BAD_FRAME, "the request stopped arriving halfway (--frame-timeout)");
+		if (!c->dead && c->out_head != NULL)
+			conn_kill(c);   /* and it does not read either */
 		conn_unref(c);
 	}
 }
@@ -528,7 +729,10 @@ int server_init(struct kilnd *d, char *err, size_t errlen)
 	mode_t old = umask(0177);
 	rc = bind(s->fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
-	if (rc != 0 || chmod(path, 0600) != 0 || listen(s->fd, 1024) != 0) {
+	/* Allowed users need to write to the socket; SO_PEERCRED keeps out
+	 * everyone else (check_peer). */
+	bool shared = d->cfg->nallow_uids + d->cfg->nallow_gids > 0;
+	if (rc != 0 || chmod(path, shared ? 0666 : 0600) != 0 || listen(s->fd, 1024) != 0) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(-rc));
 		goto fail;
@@ -537,6 +741,16 @@ int server_init(struct kilnd *d, char *err, size_t errlen)
 	s->poll.data = d;
 	uv_timer_init(d->loop, &s->retry);
 	s->retry.data = d;
+	uv_timer_init(d->loop, &s->stall);
+	s->stall.data = d;
+	uv_timer_init(d->loop, &s->resume_timer);
+	s->resume_timer.data = d;
+	if (d->cfg->frame_timeout_s > 0) {
+		/* Swept four times per timeout, at least every second. */
+		double ms = d->cfg->frame_timeout_s * 250.0;
+		uint64_t every = ms < 1 ? 1 : ms > 1000 ? 1000 : (uint64_t)ms;
+		uv_timer_start(&s->stall, on_stall_sweep, every, every);
+	}
 	uv_poll_start(&s->poll, UV_READABLE, server_on_accept);
 	s->listening = true;
 	d->server = s;
@@ -559,6 +773,10 @@ void server_stop_listening(struct kilnd *d)
 	uv_close((uv_handle_t *)&s->poll, NULL);
 	uv_timer_stop(&s->retry);
 	uv_close((uv_handle_t *)&s->retry, NULL);
+	uv_timer_stop(&s->stall);
+	uv_close((uv_handle_t *)&s->stall, NULL);
+	uv_timer_stop(&s->resume_timer);
+	uv_close((uv_handle_t *)&s->resume_timer, NULL);
 	unlink(s->path);
 	close(s->fd);
 	s->fd = -1;
@@ -570,6 +788,12 @@ void server_fini(struct kilnd *d)
 	if (s == NULL)
 		return;
 	server_stop_listening(d);
+	while (s->resume != NULL) {
+		struct conn *c = s->resume;
+		s->resume = c->resume_next;
+		c->resume_queued = false;
+		conn_unref(c);
+	}
 	while (s->conns != NULL) {
 		struct conn *c = s->conns;
 		/* One last attempt to deliver queued replies (e.g. to shutdown). */

@@ -37,6 +37,13 @@ struct conn {
 	bool batching;              /* in a read: replies wait for its end */
 	uid_t uid;
 	pid_t pid;
+	unsigned pending;           /* requests read and not yet answered */
+	unsigned nout;              /* replies queued and not yet fully written */
+	uint64_t rx_ns;             /* when the last byte arrived (--frame-timeout) */
+	char *held;                 /* bytes read while full, not yet fed */
+	size_t held_len;
+	bool resume_queued;         /* on the server's resume list */
+	struct conn *resume_next;
 	int rx_fds[CONN_RX_FDS];    /* descriptors received, oldest first (put) */
 	unsigned nrx;
 	struct conn *prev, *next;
@@ -52,6 +59,8 @@ void server_fini(struct kilnd *d);
 /* Frees the server after server_fini and the last loop run. */
 void server_free(struct kilnd *d);
 unsigned server_connections(const struct kilnd *d);
+/* get and put requests read and not yet answered, on every live connection. */
+unsigned server_pending(const struct kilnd *d);
 
 /*
  * Queues reply (consumed: freed here) on c, with fd attached when fd >= 0

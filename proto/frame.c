@@ -22,6 +22,7 @@ void frame_decoder_fini(struct frame_decoder *d)
 	d->hdr_have = 0;
 	d->len = 0;
 	d->have = 0;
+	d->cap = 0;
 }
 
 /* Turns a complete header into a payload buffer, or refuses the length. */
@@ -33,12 +34,31 @@ static int start_payload(struct frame_decoder *d)
 		return -EBADMSG;
 	if (d->len > d->max)
 		return -EMSGSIZE;
-	/* One extra byte so that the payload can be handed out NUL-terminated
-	 * and parsed as a C string without a copy. */
-	d->buf = malloc(d->len + 1);
-	if (!d->buf)
-		return -ENOMEM;
 	d->have = 0;
+	d->cap = 0;
+	return 0;
+}
+
+/*
+ * Makes room for need payload bytes. The buffer grows with what has arrived
+ * (doubling, from FRAME_FIRST_ALLOC) rather than with what the header
+ * claims: a peer that announces 64 MiB and sends one byte holds 64 KiB. One
+ * extra byte lets the payload be handed out NUL-terminated.
+ */
+static int reserve(struct frame_decoder *d, size_t need)
+{
+	if (need + 1 <= d->cap)
+		return 0;
+	size_t cap = d->cap ? d->cap : FRAME_FIRST_ALLOC;
+	while (cap < need + 1)
+		cap *= 2;
+	if (cap > d->len + 1)
+		cap = d->len + 1;
+	char *buf = realloc(d->buf, cap);
+	if (!buf)
+		return -ENOMEM;
+	d->buf = buf;
+	d->cap = cap;
 	return 0;
 }
 
@@ -70,6 +90,9 @@ ssize_t frame_decoder_feed(struct frame_decoder *d, const void *data, size_t len
 	n = d->len - d->have;
 	if (n > len - used)
 		n = len - used;
+	rc = reserve(d, d->have + n);
+	if (rc < 0)
+		return rc;
 	memcpy(d->buf + d->have, p + used, n);
 	d->have += n;
 	used += n;
@@ -86,7 +109,13 @@ ssize_t frame_decoder_feed(struct frame_decoder *d, const void *data, size_t len
 	d->hdr_have = 0;
 	d->len = 0;
 	d->have = 0;
+	d->cap = 0;
 	return (ssize_t)used;
+}
+
+bool frame_decoder_partial(const struct frame_decoder *d)
+{
+	return d->hdr_have > 0;
 }
 
 void frame_put_header(uint8_t hdr[FRAME_HDR_LEN], uint32_t len)

@@ -5,19 +5,22 @@
 #ifndef KILN_PROTO_FRAME_H
 #define KILN_PROTO_FRAME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #define FRAME_HDR_LEN 4
 #define FRAME_MAX_DEFAULT ((size_t)64 << 20)
+#define FRAME_FIRST_ALLOC ((size_t)64 << 10)
 
 struct frame_decoder {
 	uint8_t hdr[FRAME_HDR_LEN];
 	size_t hdr_have;
 	size_t len;   /* payload length of the frame being read */
-	char *buf;    /* payload being read, len + 1 bytes */
+	char *buf;    /* payload being read, cap bytes (at most len + 1) */
 	size_t have;
+	size_t cap;
 	size_t max;   /* largest payload accepted */
 };
 
@@ -35,6 +38,9 @@ void frame_decoder_fini(struct frame_decoder *d);
  */
 ssize_t frame_decoder_feed(struct frame_decoder *d, const void *data, size_t len,
 			   char **out, size_t *outlen);
+
+/* True while a frame has begun and not ended (bytes fed, no payload out). */
+bool frame_decoder_partial(const struct frame_decoder *d);
 
 /* Writes the 4-byte big-endian header for a payload of len bytes. */
 void frame_put_header(uint8_t hdr[FRAME_HDR_LEN], uint32_t len);

@@ -616,6 +616,31 @@ static bool has_nul_escape(const char *json, size_t len)
 	return false;
 }
 
+/* The deepest nesting of objects and arrays in json, outside strings (a
+ * scan, so that the parser never recurses deeper than MSG_MAX_DEPTH). */
+static int json_depth(const char *json, size_t len)
+{
+	int depth = 0, max = 0;
+	bool in_str = false;
+	for (size_t i = 0; i < len; i++) {
+		char ch = json[i];
+		if (in_str) {
+			if (ch == '\\')
+				i++;
+			else if (ch == '"')
+				in_str = false;
+		} else if (ch == '"') {
+			in_str = true;
+		} else if (ch == '{' || ch == '[') {
+			if (++depth > max)
+				max = depth;
+		} else if (ch == '}' || ch == ']') {
+			depth--;
+		}
+	}
+	return max;
+}
+
 int msg_request_parse(const char *json, size_t len, struct msg_request *req,
 		      struct msg_error *err)
 {
@@ -634,6 +659,12 @@ int msg_request_parse(const char *json, size_t len, struct msg_request *req,
 	/* A NUL byte inside the payload would cut strings short unseen. */
 	if (!json || len == 0 || memchr(json, '\0', len)) {
 		msg_error_set(err, ERR_BAD_JSON, NULL, "the request is not a JSON object");
+		goto cleanup;
+	}
+	if (json_depth(json, len) > MSG_MAX_DEPTH) {
+		msg_error_set(err, ERR_BAD_REQUEST, NULL,
+			      "the request nests objects and arrays deeper than %d levels",
+			      MSG_MAX_DEPTH);
 		goto cleanup;
 	}
 	root = cJSON_ParseWithLengthOpts(json, len, &end, 0);

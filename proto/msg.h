@@ -24,6 +24,7 @@
 #define MSG_MAX_ID 9007199254740991.0 /* 2^53 - 1 */
 #define MSG_MAX_DEPS 65536
 #define MSG_MAX_LOG ((size_t)1 << 20)
+#define MSG_MAX_DEPTH 8 /* objects and arrays inside each other; requests need 3 */
 
 enum msg_op {
 	OP_UNKNOWN = -1,

@@ -1,0 +1,405 @@
+/*
+ * Integration tests of kilnd's resource limits (docs/security.md, "Limits"):
+ * connections, requests in progress per connection and in all, the build
+ * queue, stalled frames, nesting and the size of sources read by path.
+ */
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Does the printed reply contain needle? */
+static bool reply_says(const cJSON *r, const char *needle)
+{
+	char *text = cJSON_PrintUnformatted(r);
+	bool yes = harness_contains(text, needle);
+
+	free(text);
+	return yes;
+}
+
+/* A raw connection that said hello. */
+static int hello_conn(void)
+{
+	int fd = harness_raw_connect(harness.socket);
+	cJSON *r;
+
+	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":2}");
+	r = harness_raw_recv(fd);
+	ck_assert_msg(r != NULL, "no reply to hello");
+	ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItem(r, "ok")), "hello failed");
+	cJSON_Delete(r);
+	return fd;
+}
+
+START_TEST(connections_beyond_the_limit_get_busy)
+{
+	int fds[3], extra;
+	cJSON *r, *st;
+
+	harness_start("--max-connections", "3", NULL);
+	for (int i = 0; i < 3; i++)
+		fds[i] = hello_conn();
+	extra = harness_raw_connect(harness.socket);
+	r = harness_raw_recv(extra);
+	ck_assert_msg(r != NULL, "the 4th connection got no reply");
+	ck_assert_str_eq(harness_error_code(r), "busy");
+	ck_assert_msg(reply_says(r, "--max-connections"),
+		      "the busy reply does not name the limit");
+	cJSON_Delete(r);
+	ck_assert_msg(harness_raw_recv(extra) == NULL, "the refused connection stays open");
+	close(extra);
+
+	/* A freed place is taken again, once kilnd saw the close. */
+	close(fds[0]);
+	for (int tries = 0;; tries++) {
+		int fd = harness_raw_connect(harness.socket);
+
+		harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":2}");
+		r = harness_raw_recv(fd);
+		ck_assert_ptr_nonnull(r);
+		if (cJSON_IsTrue(cJSON_GetObjectItem(r, "ok"))) {
+			cJSON_Delete(r);
+			harness_raw_send(fd, "{\"op\":\"status\",\"id\":2}");
+			st = harness_raw_recv(fd);
+			ck_assert_ptr_nonnull(st);
+			close(fd);
+			break;
+		}
+		ck_assert_str_eq(harness_error_code(r), "busy");
+		cJSON_Delete(r);
+		close(fd);
+		ck_assert_msg(tries < 100, "no place 5 s after closing a connection");
+		harness_sleep_ms(50);
+	}
+	ck_assert_int_ge(harness_num(st, "busy"), 1);
+	cJSON_Delete(st);
+	close(fds[1]);
+	close(fds[2]);
+	harness_stop();
+}
+END_TEST
+
+/* Sends n status requests, ids from first; returns how many whole frames
+ * went before the socket filled. *rest gets the unsent tail of a frame
+ * that went in part (malloc'd, *restlen bytes), or NULL. */
+static int send_until_full(int fd, int first, int n, char **rest, size_t *restlen)
+{
+	*rest = NULL;
+	*restlen = 0;
+	for (int i = 0; i < n; i++) {
+		char json[96], frame[100];
+		int len = snprintf(json, sizeof(json), "{\"op\":\"status\",\"id\":%d}", first + i);
+		ssize_t sent;
+
+		frame[0] = frame[1] = frame[2] = 0;
+		frame[3] = (char)len;
+		memcpy(frame + 4, json, (size_t)len);
+		sent = send(fd, frame, (size_t)len + 4, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return i;
+		ck_assert_msg(sent > 0, "send: %s", strerror(errno));
+		if (sent < len + 4) {
+			*restlen = (size_t)(len + 4 - sent);
+			*rest = malloc(*restlen);
+			memcpy(*rest, frame + sent, *restlen);
+			return i + 1;
+		}
+	}
+	return n;
+}
+
+/*
+ * A client that pipelines requests and never reads its replies: kilnd stops
+ * reading it at --max-requests, so the client's socket fills and stays full
+ * (kilnd's memory does not grow with it), other clients are served, and once
+ * the client reads, every request is answered in order.
+ */
+START_TEST(pipelining_without_reading_is_throttled)
+{
+	enum { MANY = 200000 };
+	char *rest;
+	size_t restlen, off = 0;
+	int fd, sent, got = 0;
+	struct pollfd pfd;
+	cJSON *st;
+
+	harness_start("--max-requests", "4", NULL);
+	fd = hello_conn();
+	/* Fill the socket; a daemon still reading empties it again. Given a
+	 * moment after each fill, a throttled one leaves it full. */
+	sent = 0;
+	rest = NULL;
+	for (int round = 0;; round++) {
+		if (rest == NULL)
+			sent += send_until_full(fd, 100 + sent, MANY - sent, &rest, &restlen);
+		ck_assert_msg(sent < MANY, "%d requests went in without the socket filling", sent);
+		harness_sleep_ms(500);
+		pfd = (struct pollfd){ .fd = fd, .events = POLLOUT };
+		if (poll(&pfd, 1, 0) == 0)
+			break;
+		ck_assert_msg(round < 5, "kilnd goes on reading a client that does not read "
+			      "(%d requests sent)", sent);
+		if (rest != NULL) {
+			/* The tail of a frame that went in part goes first. */
+			ssize_t n = send(fd, rest + off, restlen - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+			if (n > 0 && (off += (size_t)n) == restlen) {
+				free(rest);
+				rest = NULL;
+				off = 0;
+			}
+		}
+	}
+	st = harness_status();
+	ck_assert_int_le(harness_num(st, "pending"), 4);
+	cJSON_Delete(st);
+
+	/* Now read: everything sent is answered, in order. */
+	while (got < sent) {
+		cJSON *r;
+
+		if (rest != NULL) {
+			pfd = (struct pollfd){ .fd = fd, .events = POLLIN | POLLOUT };
+			ck_assert_int_ge(poll(&pfd, 1, 5000), 1);
+			if (pfd.revents & POLLOUT) {
+				ssize_t n = send(fd, rest + off, restlen - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+				if (n > 0 && (off += (size_t)n) == restlen) {
+					free(rest);
+					rest = NULL;
+				}
+			}
+			if (!(pfd.revents & POLLIN))
+				continue;
+		}
+		r = harness_raw_recv(fd);
+		ck_assert_msg(r != NULL, "connection closed after %d of %d replies", got, sent);
+		ck_assert_int_eq(harness_num(r, "id"), 100 + got);
+		cJSON_Delete(r);
+		got++;
+	}
+	free(rest);
+	close(fd);
+	harness_stop();
+}
+END_TEST
+
+/* One build runs, one waits for the only slot; a third is "busy". */
+START_TEST(full_build_queue_answers_busy)
+{
+	char wrapper[HARNESS_PATH], log[HARNESS_PATH], gate[HARNESS_PATH], tc[HARNESS_PATH + 8];
+	struct kiln_request reqs[3];
+	struct kiln_source srcs[3];
+	char *texts[3];
+	struct harness_fleet *f;
+	struct harness_result r;
+
+	harness_write_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(log, "wrapper.log"),
+			      harness_path(gate, "gate"), 0);
+	snprintf(tc, sizeof(tc), "cc=%s", wrapper);
+	harness_start("--jobs", "1", "--max-queue", "1", "--toolchain", tc, NULL);
+	for (int i = 0; i < 3; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "queued_%d", i);
+		texts[i] = harness_program(name, 300 + i);
+		harness_request(&reqs[i], &srcs[i], "queued.c", texts[i]);
+	}
+	f = harness_fleet_start(2, &(struct harness_fleet_opts){
+		.socket = harness.socket, .reqs = reqs, .nreqs = 2 });
+	harness_wait_wrapper_starts(log, 1, 60);
+	harness_wait_status("queued", 1, 60);
+
+	r = harness_in_child(&reqs[2], NULL);
+	ck_assert_msg(r.rc == KILN_EBUSY, "a build beyond --max-queue got %s: %s",
+		      kiln_strerror(r.rc), r.msg);
+	ck_assert_msg(harness_contains(r.msg, "--max-queue"), "message: %s", r.msg);
+	/* A hit or a join is not a new build: it still waits. */
+	harness_write_file(gate, "open");
+	harness_fleet_wait(f, 120);
+	for (int i = 0; i < 2; i++)
+		ck_assert_msg(f->results[i].rc == KILN_OK && f->results[i].value == 300 + i,
+			      "client %d: %s", i, f->results[i].msg);
+	/* With room again, the refused request builds. */
+	r = harness_in_child(&reqs[2], NULL);
+	ck_assert_msg(r.rc == KILN_OK && r.value == 302, "retry: %s", r.msg);
+	harness_fleet_free(f);
+	harness_stop();
+	for (int i = 0; i < 3; i++)
+		free(texts[i]);
+}
+END_TEST
+
+/* Two gets wait on a slow build; with --max-pending 2 a third get is busy,
+ * while status is still answered. */
+START_TEST(too_many_pending_requests_answer_busy)
+{
+	char wrapper[HARNESS_PATH], log[HARNESS_PATH], gate[HARNESS_PATH], tc[HARNESS_PATH + 8];
+	char *text = harness_program("pending", 77);
+	struct kiln_request req;
+	struct kiln_source src;
+	struct harness_fleet *f;
+	struct harness_result r;
+	cJSON *st;
+
+	harness_write_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(log, "wrapper.log"),
+			      harness_path(gate, "gate"), 0);
+	snprintf(tc, sizeof(tc), "cc=%s", wrapper);
+	harness_start("--max-pending", "2", "--toolchain", tc, NULL);
+	harness_request(&req, &src, "pending.c", text);
+	f = harness_fleet_start(2, &(struct harness_fleet_opts){
+		.socket = harness.socket, .reqs = &req, .nreqs = 1 });
+	harness_wait_wrapper_starts(log, 1, 60);
+	harness_wait_status("pending", 2, 60);
+	r = harness_in_child(&req, NULL);
+	ck_assert_msg(r.rc == KILN_EBUSY, "a get beyond --max-pending got %s: %s",
+		      kiln_strerror(r.rc), r.msg);
+	ck_assert_msg(harness_contains(r.msg, "--max-pending"), "message: %s", r.msg);
+	st = harness_status();
+	ck_assert_int_ge(harness_num(st, "busy"), 1);
+	cJSON_Delete(st);
+	harness_write_file(gate, "open");
+	harness_fleet_wait(f, 120);
+	for (int i = 0; i < 2; i++)
+		ck_assert_msg(f->results[i].rc == KILN_OK && f->results[i].value == 77,
+			      "client %d: %s", i, f->results[i].msg);
+	harness_fleet_free(f);
+	harness_stop();
+	free(text);
+}
+END_TEST
+
+/* One byte of a frame, then nothing: closed after --frame-timeout. A frame
+ * sent slowly but steadily is served. */
+START_TEST(stalled_frame_is_closed)
+{
+	static const char hello[] = "{\"op\":\"hello\",\"id\":1,\"proto\":2}";
+	unsigned char hdr[4] = { 0, 0, 0, sizeof(hello) - 1 };
+	int stalled, slow;
+	double t0;
+	cJSON *r, *st;
+
+	harness_start("--frame-timeout", "1", NULL);
+	stalled = harness_raw_connect(harness.socket);
+	harness_raw_send_bytes(stalled, hdr, 1);
+	t0 = harness_now_s();
+	r = harness_raw_recv(stalled);
+	ck_assert_msg(r != NULL, "a stalled connection was closed without a reply");
+	ck_assert_str_eq(harness_error_code(r), "bad_frame");
+	cJSON_Delete(r);
+	ck_assert_msg(harness_raw_recv(stalled) == NULL, "the stalled connection stays open");
+	ck_assert_msg(harness_now_s() - t0 < 10, "closed only after %.1f s", harness_now_s() - t0);
+	close(stalled);
+
+	/* 0.25 s between bytes: slow, never stalled for a second. */
+	slow = harness_raw_connect(harness.socket);
+	harness_raw_send_bytes(slow, hdr, 4);
+	for (size_t i = 0; i < sizeof(hello) - 1; i += 8) {
+		size_t n = sizeof(hello) - 1 - i < 8 ? sizeof(hello) - 1 - i : 8;
+
+		harness_sleep_ms(250);
+		harness_raw_send_bytes(slow, hello + i, n);
+	}
+	r = harness_raw_recv(slow);
+	ck_assert_msg(r != NULL && cJSON_IsTrue(cJSON_GetObjectItem(r, "ok")),
+		      "a slow hello was not answered");
+	cJSON_Delete(r);
+	close(slow);
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "stalled"), 1);
+	cJSON_Delete(st);
+	harness_stop();
+}
+END_TEST
+
+/* Deep nesting is refused before parsing; the connection stays usable. */
+START_TEST(deep_nesting_is_refused)
+{
+	char deep[4096];
+	size_t n = 0;
+	int fd;
+	cJSON *r;
+
+	harness_start(NULL);
+	fd = hello_conn();
+	n += (size_t)snprintf(deep, sizeof(deep), "{\"op\":\"status\",\"id\":2,\"x\":");
+	for (int i = 0; i < 1000; i++)
+		deep[n++] = '[';
+	for (int i = 0; i < 1000; i++)
+		deep[n++] = ']';
+	deep[n++] = '}';
+	deep[n] = '\0';
+	harness_raw_send(fd, deep);
+	r = harness_raw_recv(fd);
+	ck_assert_msg(r != NULL, "no reply to a deep request");
+	ck_assert_str_eq(harness_error_code(r), "bad_request");
+	ck_assert_msg(reply_says(r, "deeper than"),
+		      "the reply does not say why");
+	cJSON_Delete(r);
+	harness_raw_send(fd, "{\"op\":\"status\",\"id\":3}");
+	r = harness_raw_recv(fd);
+	ck_assert_msg(r != NULL && harness_num(r, "id") == 3, "the connection did not survive");
+	cJSON_Delete(r);
+	close(fd);
+	harness_stop();
+}
+END_TEST
+
+/* Sources by path may not add up to more than --max-frame. */
+START_TEST(sources_by_path_are_capped_in_total)
+{
+	char a[HARNESS_PATH], b[HARNESS_PATH];
+	struct kiln_request req = { .toolchain = "cc", .output = "shared" };
+	struct kiln_source srcs[2];
+	size_t big = 700 * 1024;
+	char *text = malloc(big + 1);
+	struct kiln_program *p;
+	struct kiln *k;
+	int rc;
+
+	memset(text, ' ', big);
+	memcpy(text, "int x;", 6);
+	text[big] = '\0';
+	harness_write_file(harness_path(a, "a.c"), text);
+	memcpy(text, "int y;", 6);
+	harness_write_file(harness_path(b, "b.c"), text);
+	harness_start("--max-frame", "1M", NULL);
+	srcs[0] = (struct kiln_source){ .name = "a.c", .path = a };
+	srcs[1] = (struct kiln_source){ .name = "b.c", .path = b };
+	req.sources = srcs;
+	req.nsources = 2;
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	rc = kiln_get(k, &req, &p);
+	ck_assert_msg(rc == KILN_EREFUSED, "two 700 KiB sources got %s: %s", kiln_strerror(rc),
+		      kiln_errmsg(k));
+	ck_assert_msg(harness_contains(kiln_errmsg(k), "add up"), "message: %s", kiln_errmsg(k));
+	/* One of them alone is fine. */
+	req.nsources = 1;
+	rc = kiln_get(k, &req, &p);
+	ck_assert_msg(rc == KILN_OK, "one 700 KiB source got %s: %s", kiln_strerror(rc),
+		      kiln_errmsg(k));
+	kiln_close(k);
+	harness_stop();
+	free(text);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("limits");
+
+	suite_add_tcase(s, harness_tcase("connections", connections_beyond_the_limit_get_busy, 60));
+	suite_add_tcase(s, harness_tcase("pipelining", pipelining_without_reading_is_throttled, 120));
+	suite_add_tcase(s, harness_tcase("queue", full_build_queue_answers_busy, 120));
+	suite_add_tcase(s, harness_tcase("pending", too_many_pending_requests_answer_busy, 120));
+	suite_add_tcase(s, harness_tcase("stalled", stalled_frame_is_closed, 60));
+	suite_add_tcase(s, harness_tcase("nesting", deep_nesting_is_refused, 60));
+	suite_add_tcase(s, harness_tcase("sources_total", sources_by_path_are_capped_in_total, 60));
+	return harness_main(s);
+}

@@ -1,0 +1,175 @@
+/*
+ * Integration tests of who may talk to kilnd: the real CLI run as another
+ * user (setpriv as root) against a socket whose file modes let everyone in,
+ * so that only kilnd's SO_PEERCRED check stands in the way. Without root or
+ * setpriv the test skips (77) and says why.
+ */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SETPRIV "/usr/bin/setpriv"
+#define NOBODY "65534"
+#define STRANGER_GID "12345"   /* a group nobody is in */
+
+struct run_as {
+	int status;     /* exit status, or -1 */
+	char *out, *err;
+};
+
+/* Runs "kiln --socket S --json ARG" as uid nobody with gid regid and either
+ * no supplementary groups (groups NULL) or groups; trusting the daemon's
+ * uid (KILN_DAEMON_UID) when trust is set. */
+static struct run_as cli_as_nobody(const char *regid, const char *groups, bool trust,
+				   const char *arg)
+{
+	char out[HARNESS_PATH], err[HARNESS_PATH], regid_opt[64], groups_opt[64];
+	char trust_env[64];
+	const char *env[] = { trust_env, NULL };
+	const char *argv[] = { SETPRIV, "--reuid=" NOBODY, regid_opt,
+			       groups != NULL ? groups_opt : "--clear-groups",
+			       harness_cli_path(), "--socket", harness.socket, "--json", arg, NULL };
+	struct run_as r;
+	pid_t pid;
+
+	snprintf(regid_opt, sizeof(regid_opt), "--regid=%s", regid);
+	snprintf(groups_opt, sizeof(groups_opt), "--groups=%s", groups != NULL ? groups : "");
+	snprintf(trust_env, sizeof(trust_env), "KILN_DAEMON_UID=%s", trust ? "0" : "");
+	harness_path(out, "as-nobody.out");
+	harness_path(err, "as-nobody.err");
+	unlink(out);
+	unlink(err);
+	pid = harness_spawn(argv, env, out, err);
+	r.status = harness_wait(pid, 30);
+	ck_assert_msg(r.status != -1, "the CLI as nobody hangs");
+	r.status = WIFEXITED(r.status) ? WEXITSTATUS(r.status) : -1;
+	r.out = harness_read_file(out);
+	r.err = harness_read_file(err);
+	return r;
+}
+
+static void run_as_free(struct run_as *r)
+{
+	free(r->out);
+	free(r->err);
+}
+
+/* Opens the test directory to other users: they may enter it, nothing more.
+ * kilnd with --allow-* makes its socket 0666. */
+static void open_test_dir(void)
+{
+	ck_assert_int_eq(chmod(harness.dir, 0711), 0);
+}
+
+static int64_t status_num(const char *field)
+{
+	cJSON *st = harness_status();
+	int64_t n = harness_num(st, field);
+
+	cJSON_Delete(st);
+	return n;
+}
+
+/* Another user reaches the socket (0666) but is not allowed: refused. */
+START_TEST(other_user_is_refused_and_logged)
+{
+	struct run_as r;
+	char *log;
+	struct stat st;
+
+	open_test_dir();
+	harness_start("--allow-group", STRANGER_GID, NULL);
+	ck_assert_int_eq(stat(harness.socket, &st), 0);
+	ck_assert_msg((st.st_mode & 0777) == 0666, "socket mode %o", st.st_mode & 0777);
+	r = cli_as_nobody(NOBODY, NULL, true, "status");
+	ck_assert_msg(r.status != 0, "uid nobody was served: %s", r.out);
+	ck_assert_msg(harness_contains(r.err, "refused") || harness_contains(r.err, "denied"),
+		      "the refusal does not say so: %s", r.err);
+	log = harness_read_file(harness.log);
+	ck_assert_msg(harness_contains(log, "refused connection from uid 65534"),
+		      "the refusal is not logged");
+	free(log);
+	ck_assert_int_eq(status_num("denied"), 1);
+	run_as_free(&r);
+	harness_stop();
+}
+END_TEST
+
+/* --allow-uid nobody: served, once the client trusts the daemon's uid. */
+START_TEST(allowed_uid_is_served)
+{
+	struct run_as r;
+	cJSON *st;
+
+	open_test_dir();
+	harness_start("--allow-uid", "nobody", NULL);
+	r = cli_as_nobody(NOBODY, NULL, true, "status");
+	ck_assert_msg(r.status == 0, "uid nobody was not served: %s", r.err);
+	st = cJSON_Parse(r.out);
+	ck_assert_msg(st != NULL, "not JSON: %s", r.out);
+	ck_assert_int_eq(harness_num(st, "pid"), harness.pid);
+	cJSON_Delete(st);
+	run_as_free(&r);
+
+	/* Without KILN_DAEMON_UID the client refuses a daemon of another user. */
+	r = cli_as_nobody(NOBODY, NULL, false, "status");
+	ck_assert_msg(r.status != 0, "the client trusted another user's kilnd");
+	ck_assert_msg(harness_contains(r.err, "KILN_DAEMON_UID"), "stderr: %s", r.err);
+	run_as_free(&r);
+	ck_assert_int_eq(status_num("denied"), 0);
+	harness_stop();
+}
+END_TEST
+
+/* --allow-group: by the peer's group or one of its supplementary groups. */
+START_TEST(allowed_group_is_served)
+{
+	struct run_as r;
+
+	open_test_dir();
+	harness_start("--allow-group", "nogroup", NULL);
+	r = cli_as_nobody(NOBODY, NULL, true, "status");
+	ck_assert_msg(r.status == 0, "gid nogroup was not served: %s", r.err);
+	run_as_free(&r);
+	r = cli_as_nobody(STRANGER_GID, NOBODY, true, "status");
+	ck_assert_msg(r.status == 0, "supplementary group nogroup was not served: %s", r.err);
+	run_as_free(&r);
+	r = cli_as_nobody(STRANGER_GID, NULL, true, "status");
+	ck_assert_msg(r.status != 0, "a peer outside the group was served");
+	run_as_free(&r);
+	ck_assert_int_eq(status_num("denied"), 1);
+	harness_stop();
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("peers");
+	const char *cli = getenv("KILN_TEST_CLI");
+	char cmd[1024];
+
+	if (geteuid() != 0) {
+		printf("SKIP: playing another user needs root (setpriv --reuid)\n");
+		return 77;
+	}
+	if (access(SETPRIV, X_OK) != 0) {
+		printf("SKIP: %s is missing (Debian package util-linux)\n", SETPRIV);
+		return 77;
+	}
+	snprintf(cmd, sizeof(cmd), SETPRIV " --reuid=" NOBODY " --regid=" NOBODY
+		 " --clear-groups %s --version >/dev/null 2>&1", cli != NULL ? cli : "kiln");
+	if (system(cmd) != 0) {
+		printf("SKIP: user nobody cannot run %s (a directory on its path is closed)\n",
+		       cli != NULL ? cli : "kiln (KILN_TEST_CLI is not set)");
+		return 77;
+	}
+	suite_add_tcase(s, harness_tcase("refused", other_user_is_refused_and_logged, 60));
+	suite_add_tcase(s, harness_tcase("allow_uid", allowed_uid_is_served, 60));
+	suite_add_tcase(s, harness_tcase("allow_group", allowed_group_is_served, 60));
+	return harness_main(s);
+}
