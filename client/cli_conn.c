@@ -49,7 +49,7 @@ int cli_call(const struct cli *cli, struct cli_conn *c, struct msg_request *req,
 	char *buf = NULL;
 	cJSON *obj = NULL;
 	size_t len;
-	int rc;
+	int rc, send_rc;
 
 	*reply = NULL;
 	req->id = c->next_id++;
@@ -59,8 +59,11 @@ int cli_call(const struct cli *cli, struct cli_conn *c, struct msg_request *req,
 		rc = -ENOMEM;
 		goto cleanup;
 	}
-	rc = wire_send_frame(&c->wc, payload, len);
-	if (rc < 0) {
+	/* A daemon that closes on us may have said why first (denied, busy):
+	 * read that before reporting the broken pipe. */
+	send_rc = wire_send_frame(&c->wc, payload, len);
+	if (send_rc < 0 && send_rc != -EPIPE && send_rc != -ECONNRESET) {
+		rc = send_rc;
 		report_io(cli, rc);
 		goto cleanup;
 	}
@@ -72,6 +75,7 @@ int cli_call(const struct cli *cli, struct cli_conn *c, struct msg_request *req,
 
 		rc = wire_recv_frame(&c->wc, &buf, &blen);
 		if (rc < 0) {
+			rc = send_rc < 0 ? send_rc : rc;
 			report_io(cli, rc);
 			goto cleanup;
 		}
