@@ -310,6 +310,7 @@ static const struct {
 	{ "pin", cmd_pin },
 	{ "unpin", cmd_unpin },
 	{ "gc", cmd_gc },
+	{ "verify", cmd_verify },
 	{ "stop", cmd_stop },
 	{ "help", cmd_help },
 };

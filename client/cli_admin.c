@@ -338,6 +338,47 @@ cleanup:
 	return status;
 }
 
+int cmd_verify(struct cli *cli, int argc, char **argv)
+{
+	struct cli_conn c;
+	struct msg_request req;
+	cJSON *reply = NULL;
+	const cJSON *item;
+	uint64_t checked = 0, ok = 0, removed = 0, unverified = 0;
+	int status = CLI_EXIT_ERROR, nrefs;
+
+	status = cli_parse_refs(cli, argc, argv, NULL, 0, &nrefs);
+	if (status != -1)
+		return status;
+	status = CLI_EXIT_ERROR;
+	if (cli_conn_require(cli, &c) < 0)
+		return status;
+	cli_request_init(&req, OP_VERIFY);
+	if (call_report(cli, &c, &req, &reply) < 0)
+		goto cleanup;
+	cli_json_u64(reply, "checked", &checked);
+	cli_json_u64(reply, "intact", &ok);
+	cli_json_u64(reply, "removed", &removed);
+	cli_json_u64(reply, "unverified", &unverified);
+	if (!cli->json) {
+		cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "damaged"))
+			printf("damaged  %s  %s\n", cli_json_str(item, "key"), cli_json_str(item, "problem"));
+		printf("checked %llu %s: %llu ok, %llu damaged and removed",
+		       (unsigned long long)checked, cli_entries_word(checked), (unsigned long long)ok,
+		       (unsigned long long)removed);
+		if (unverified > 0)
+			printf(" (%llu without a recorded SHA-256: size checked only)",
+			       (unsigned long long)unverified);
+		printf("\n");
+	}
+	status = cli_finish_stdout(checked == ok ? CLI_EXIT_OK : CLI_EXIT_ERROR);
+
+cleanup:
+	cJSON_Delete(reply);
+	cli_conn_close(&c);
+	return status;
+}
+
 /* Waits until the daemon closed our connection, which it does last thing
  * before exiting. Returns 0, or -ETIMEDOUT at the deadline. */
 static int wait_closed(struct cli_conn *c, uint64_t deadline)

@@ -25,6 +25,8 @@ static const char global_help[] =
 	"  pin REF               protect an entry from eviction\n"
 	"  unpin REF             let an entry be evicted again\n"
 	"  gc [--max-size SIZE]  evict least recently used entries\n"
+	"  verify                check every object against its size and SHA-256;\n"
+	"                        remove damaged entries (rebuilt on their next request)\n"
 	"  stop                  stop the daemon\n"
 	"  help [COMMAND]        show this help, or a command's\n"
 	"\n"
@@ -149,6 +151,20 @@ static const struct {
 	  "Let a pinned entry be evicted again. Prints \"unpinned KEY\". Needs kilnd.\n"
 	  "\n"
 	  "With --json, prints {\"ref\", \"key\", \"pinned\": false}.\n"
+	  "\n" GLOBAL_OPTS },
+	{ "verify",
+	  "Usage: kiln verify\n"
+	  "\n"
+	  "Check every entry's object against the size and SHA-256 recorded when it\n"
+	  "was published. Damaged entries (missing, truncated or altered objects) are\n"
+	  "removed, so that their next request builds them again. Prints one line per\n"
+	  "damaged entry, then \"checked N entries: N ok, N damaged and removed\".\n"
+	  "Entries from caches older than schema 3 have no recorded SHA-256; only their\n"
+	  "size is checked (\"unverified\"). Needs kilnd. Exits 0 when every entry is\n"
+	  "intact, 1 when some were damaged (and removed) or the check failed.\n"
+	  "\n"
+	  "With --json, prints {\"checked\", \"intact\", \"removed\", \"unverified\",\n"
+	  "\"damaged\": [{\"key\", \"problem\"}]}.\n"
 	  "\n" GLOBAL_OPTS },
 	{ "gc",
 	  "Usage: kiln gc [--max-size SIZE]\n"

@@ -26,6 +26,7 @@
 #include "server.h"
 #include "upstream.h"
 #include "util.h"
+#include "verify.h"
 
 /* Requests with more inline source text than this are keyed on the pool. */
 #define INLINE_KEY_MAX ((size_t)256 << 10)
@@ -120,6 +121,15 @@ static int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, c
 	if (path == NULL)
 		return -ENOMEM;
 	int fd = fdcache_open(d->fds, store_generation(d->store), e->key, path);
+	char why[96];
+	if (fd >= 0 && verify_served(d, e, fd, why, sizeof(why)) != 0) {
+		/* Never served: the flight that follows rebuilds and replaces it. */
+		log_error("entry %.16s: its object %s is damaged (%s); rebuilding", e->key, path, why);
+		d->c.damaged++;
+		close(fd);
+		free(path);
+		return -ENOENT;
+	}
 	if (fd < 0) {
 		int rc = fd;
 		free(path);
@@ -461,6 +471,7 @@ static void op_status(struct conn *c, struct msg_request *req)
 	ADD_NUM(r, "busy", d->c.busy);
 	ADD_NUM(r, "denied", d->c.denied);
 	ADD_NUM(r, "stalled", d->c.stalled);
+	ADD_NUM(r, "damaged", d->c.damaged);
 	upstream_status(d, r);
 	cJSON *tcs = cJSON_AddArrayToObject(r, "toolchains");
 	for (size_t i = 0; tcs != NULL && i < d->ntoolchains; i++) {
@@ -651,6 +662,9 @@ static void run_op(struct conn *c, struct msg_request *req)
 		break;
 	case OP_SHUTDOWN:
 		op_shutdown(c, req);
+		break;
+	case OP_VERIFY:
+		op_verify(c, req);
 		break;
 	default:
 		conn_reply_error(c, req->id, ERR_UNKNOWN_OP, "op", "unknown operation");

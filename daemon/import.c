@@ -107,6 +107,8 @@ static int import_copy(struct import_job *j, const char *tmp)
 				     "the artifact's bytes do not match its size and SHA-256 (%llu bytes read)",
 				     (unsigned long long)off);
 	j->entry.size = off;
+	memcpy(j->entry.sha256, digest, 32);
+	j->entry.has_sha256 = true;
 	return 0;
 }
 

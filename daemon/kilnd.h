@@ -39,6 +39,7 @@ struct counters {
 	uint64_t busy;               /* requests and connections answered "busy" */
 	uint64_t denied;             /* connections of users not allowed */
 	uint64_t stalled;            /* connections closed by --frame-timeout */
+	uint64_t damaged;            /* objects found damaged (serving, verify) */
 };
 
 struct kilnd {
@@ -62,6 +63,7 @@ struct kilnd {
 	struct build *running;       /* builds holding a slot, for shutdown */
 	struct table *touches;       /* key -> struct touch, uses not yet written */
 	struct fdcache *fds;         /* open descriptors of served objects (fdcache.h) */
+	struct table *verified;      /* key -> stamp of objects checked intact (verify.h) */
 	struct upstream *up;         /* the --upstream tier (upstream.h), or NULL */
 
 	uint64_t work_pending;       /* thread-pool jobs not yet completed */

@@ -3,6 +3,7 @@
  * shut-down sequence; the work happens in the modules it initialises.
  */
 #include <errno.h>
+#include <time.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include "table.h"
 #include "upstream.h"
 #include "util.h"
+#include "verify.h"
 
 static void on_signal(uv_signal_t *s, int signum)
 {
@@ -145,9 +147,59 @@ static void threadpool_size(const struct config *cfg)
 	setenv("UV_THREADPOOL_SIZE", n, 0);
 }
 
+/*
+ * A damaged index is moved aside (index.db.damaged-TIME) and a new one is
+ * built from the objects and their metadata files, which hold everything a
+ * row does: entries are kept, only use counts since the last metadata write
+ * are lost. Returns 0 when it moved the files.
+ */
+static int set_index_aside(const char *cache_dir, const char *why)
+{
+	static const char *const suffixes[] = { "", "-wal", "-shm" };
+	char from[4200], to[4300];
+	long now = (long)time(NULL);
+	log_error("the cache index %s/index.db is damaged (%s); moving it to "
+		  "index.db.damaged-%ld and rebuilding it from the objects", cache_dir, why, now);
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(from, sizeof(from), "%s/index.db%s", cache_dir, suffixes[i]);
+		snprintf(to, sizeof(to), "%s/index.db.damaged-%ld%s", cache_dir, now, suffixes[i]);
+		if (rename(from, to) != 0 && errno != ENOENT)
+			return -errno;
+	}
+	snprintf(from, sizeof(from), "%s/clean-stop", cache_dir);
+	unlink(from);
+	return 0;
+}
+
+static int store_open_checked(struct kilnd *d, char *err, size_t errlen)
+{
+	char mark[4200];
+	/* After a crash the index gets SQLite's quick_check (a scan of every
+	 * page); after a clean stop, opening it is check enough. */
+	snprintf(mark, sizeof(mark), "%s/clean-stop", d->cfg->cache_dir);
+	bool crashed = access(mark, F_OK) != 0;
+	int rc = store_open(d->cfg->cache_dir, 0, &d->store, err, errlen);
+	if (rc == 0 && crashed && store_quick_check(d->store) == -EBADMSG) {
+		store_close(d->store);
+		d->store = NULL;
+		rc = -EBADMSG;
+		snprintf(err, errlen, "quick_check failed");
+	}
+	if (rc != -EBADMSG)
+		return rc;
+	if (set_index_aside(d->cfg->cache_dir, err) != 0) {
+		snprintf(err, errlen, "the cache index in %s is damaged and cannot be moved aside: %s; "
+			 "move index.db away by hand and start kilnd again", d->cfg->cache_dir,
+			 strerror(errno));
+		return -EBADMSG;
+	}
+	err[0] = '\0';
+	return store_open(d->cfg->cache_dir, 0, &d->store, err, errlen);
+}
+
 static int store_init(struct kilnd *d, char *err, size_t errlen)
 {
-	int rc = store_open(d->cfg->cache_dir, 0, &d->store, err, errlen);
+	int rc = store_open_checked(d, err, errlen);
 	if (rc != 0)
 		return rc;
 	struct store_reconcile_stats st = { 0 };
@@ -254,6 +306,7 @@ out_loop:
 		flight_fini(&d);
 		upstream_fini(&d);
 		fdcache_free(d.fds);
+		verify_fini(&d);
 		table_free(d.touches, free);
 		uv_loop_close(d.loop);
 	}

@@ -292,6 +292,9 @@ static int fill_entry(struct build *b)
 	snprintf(path, sizeof(path), "%s/out/artifact.%s", b->dir, store_output_ext(r->output));
 	if (stat(path, &st) != 0)
 		return -errno;
+	if (util_sha256_file(path, e->sha256) != 0)
+		return -EIO;
+	e->has_sha256 = true;
 	key_artifact(b->in.rkey, e->deps, e->ndeps, e->key);
 	memcpy(e->rkey, b->in.rkey, sizeof(e->rkey));
 	e->size = (uint64_t)st.st_size;

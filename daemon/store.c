@@ -66,11 +66,17 @@ static const char schema_v2_sql[] =
 	" UPDATE totals SET bytes = bytes - OLD.size + NEW.size WHERE id = 1; END;"
 	"PRAGMA user_version = 2;";
 
+/* Version 3: the object's SHA-256 (NULL in older rows), checked before an
+ * object is served for the first time and by verify. */
+static const char schema_v3_sql[] =
+	"ALTER TABLE entries ADD COLUMN sha256 BLOB;"
+	"PRAGMA user_version = 3;";
+
 /* Column order shared by every entry query (see row_to_entry). An alias is
  * replaced by delete and insert, so the highest rowid is the newest one. */
 #define ENTRY_COLS_HEAD \
 	"SELECT e.key, e.rkey, e.label, e.toolchain, e.output, e.size, e.created," \
-	" e.last_used, e.uses, e.build_ms, e.pinned, e.args, e.sources, "
+	" e.last_used, e.uses, e.build_ms, e.pinned, e.args, e.sources, e.sha256, "
 #define ENTRY_COLS_TAIL \
 	", (SELECT a.alias FROM aliases a WHERE a.key = e.key" \
 	" ORDER BY a.rowid DESC LIMIT 1) FROM entries e "
@@ -79,7 +85,7 @@ static const char schema_v2_sql[] =
 
 enum {
 	C_KEY, C_RKEY, C_LABEL, C_TOOLCHAIN, C_OUTPUT, C_SIZE, C_CREATED,
-	C_LAST_USED, C_USES, C_BUILD_MS, C_PINNED, C_ARGS, C_SOURCES, C_DEPS,
+	C_LAST_USED, C_USES, C_BUILD_MS, C_PINNED, C_ARGS, C_SOURCES, C_SHA256, C_DEPS,
 	C_ALIAS,
 };
 
@@ -264,6 +270,8 @@ static int open_writer(struct store *s, const char *path, char *err, size_t errl
 	/* Upgrades run in this transaction: all of them or none. */
 	if (rc == 0 && version <= 1)
 		rc = store_exec(s->wr, schema_v2_sql);
+	if (rc == 0 && version <= 2)
+		rc = store_exec(s->wr, schema_v3_sql);
 	else if (rc == 0)
 		rc = check_version(path, version, err, errlen);
 	if (rc == 0)
@@ -373,6 +381,23 @@ fail:
 		set_err(err, errlen, "out of memory opening the store");
 	free(db_path);
 	store_close(s);
+	return rc;
+}
+
+int store_quick_check(struct store *s)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(s->wr != NULL ? s->wr : s->rd, "PRAGMA quick_check(1)", -1,
+				    &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		const char *t = (const char *)sqlite3_column_text(st, 0);
+		rc = t != NULL && strcmp(t, "ok") == 0 ? 0 : -EBADMSG;
+	} else {
+		rc = store_sql_errno(rc);
+	}
+	sqlite3_finalize(st);
 	return rc;
 }
 
@@ -536,6 +561,10 @@ static int row_to_entry(sqlite3_stmt *st, struct store_entry *e)
 	e->uses = (uint64_t)sqlite3_column_int64(st, C_USES);
 	e->build_ms = (uint64_t)sqlite3_column_int64(st, C_BUILD_MS);
 	e->pinned = sqlite3_column_int(st, C_PINNED) != 0;
+	if (sqlite3_column_bytes(st, C_SHA256) == 32) {
+		memcpy(e->sha256, sqlite3_column_blob(st, C_SHA256), 32);
+		e->has_sha256 = true;
+	}
 	return 0;
 }
 
@@ -768,6 +797,13 @@ static bool add_detail(const struct store *s, const struct store_entry *e, cJSON
 	bool ok;
 	size_t i;
 
+	if (e->has_sha256) {
+		char hex[65];
+		util_hex(e->sha256, 32, hex);
+		ok = add_item(o, "sha256", cJSON_CreateString(hex));
+		if (!ok)
+			return false;
+	}
 	ok = add_item(o, "args", parse_array(e->args_json));
 	ok = ok && add_item(o, "sources", parse_array(e->sources_json));
 	deps = ok ? cJSON_AddArrayToObject(o, "deps") : NULL;

@@ -20,7 +20,7 @@
 
 #include <cjson/cJSON.h>
 
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 
 struct store;
 
@@ -41,6 +41,8 @@ struct store_entry {
 	char *toolchain;     /* toolchain name, e.g. "c++" */
 	char *output;        /* output kind, e.g. "shared" */
 	uint64_t size;       /* object size in bytes */
+	bool has_sha256;     /* false in rows from before schema 3 */
+	uint8_t sha256[32];  /* SHA-256 of the object: checked before serving it */
 	int64_t created;     /* Unix seconds */
 	int64_t last_used;   /* Unix seconds */
 	uint64_t uses;
@@ -71,6 +73,9 @@ enum store_flags {
  */
 int store_open(const char *cache_dir, int flags, struct store **out, char *err, size_t errlen);
 void store_close(struct store *s);
+/* PRAGMA quick_check on the index: 0 when it is intact, -EBADMSG when SQLite
+ * finds it damaged, another negative errno when it cannot tell. */
+int store_quick_check(struct store *s);
 
 const char *store_dir(const struct store *s);
 /* File extension for an output kind ("shared" -> "so"), NULL if unknown. */

@@ -329,6 +329,10 @@ static int meta_to_entry(const cJSON *m, struct store_entry *e)
 		rc = get_str(m, "output", true, &e->output);
 	if (rc == 0)
 		rc = get_num(m, "size", &e->size);
+	if (rc == 0 && cJSON_GetObjectItemCaseSensitive(m, "sha256") != NULL) {
+		rc = get_digest(m, e->sha256);
+		e->has_sha256 = rc == 0;
+	}
 	if (rc == 0)
 		rc = get_num(m, "created", &created);
 	if (rc == 0)

@@ -92,8 +92,8 @@ int store_insert_row(struct store *s, const struct store_entry *e, bool replace_
 		return rc;
 	rc = sqlite3_prepare_v2(s->wr, "INSERT OR REPLACE INTO entries (key, rkey, label,"
 		" toolchain, output, size, created, last_used, uses, build_ms, pinned, args,"
-		" sources, deps) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
-		" ?13, ?14)", -1, &st, NULL);
+		" sources, deps, sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
+		" ?12, ?13, ?14, ?15)", -1, &st, NULL);
 	if (rc == SQLITE_OK) {
 		sqlite3_bind_text(st, 1, e->key, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, e->rkey, -1, SQLITE_STATIC);
@@ -110,6 +110,8 @@ int store_insert_row(struct store *s, const struct store_entry *e, bool replace_
 		sqlite3_bind_text(st, 13, e->sources_json, -1, SQLITE_STATIC);
 		if (blob)
 			sqlite3_bind_blob(st, 14, blob, (int)blen, SQLITE_STATIC);
+		if (e->has_sha256)
+			sqlite3_bind_blob(st, 15, e->sha256, 32, SQLITE_STATIC);
 		rc = sqlite3_step(st);
 	}
 	sqlite3_finalize(st);
@@ -238,6 +240,11 @@ static int meta_text(const struct store_entry *e, char **out)
 	ok = ok && add_str(o, "label", e->label) && add_str(o, "alias", e->alias);
 	ok = ok && add_str(o, "toolchain", e->toolchain) && add_str(o, "output", e->output);
 	ok = ok && cJSON_AddNumberToObject(o, "size", (double)e->size);
+	if (e->has_sha256) {
+		char hex[65];
+		util_hex(e->sha256, 32, hex);
+		ok = ok && add_str(o, "sha256", hex);
+	}
 	ok = ok && cJSON_AddNumberToObject(o, "created", (double)e->created);
 	ok = ok && cJSON_AddNumberToObject(o, "last_used", (double)e->last_used);
 	ok = ok && cJSON_AddNumberToObject(o, "uses", (double)e->uses);
@@ -335,17 +342,21 @@ static int check_entry(const struct store_entry *e)
 }
 
 /*
- * Moves meta and object into objects/ab. An object already there is kept:
- * the key addresses the content, so it is the same file, and clients may
- * hold it open. RENAME_NOREPLACE settles a race with a concurrent publish
- * of the same key the same way.
+ * Moves meta and object into objects/ab. An intact object already there is
+ * kept: the key addresses the content, so it is the same program, and
+ * clients may hold it open. RENAME_NOREPLACE settles a race with a
+ * concurrent publish of the same key the same way. A damaged one (replace)
+ * is renamed over: whoever has it open keeps the old inode.
  */
-static int place_files(const struct publish *p, const char *tmp_object, bool exists)
+static int place_files(const struct publish *p, const char *tmp_object, bool exists,
+		       bool replace)
 {
 	int rc;
 
 	if (rename(p->tmp_meta, p->meta) < 0)
 		return -errno;
+	if (replace)
+		return rename(tmp_object, p->object) < 0 ? -errno : 0;
 	if (exists)
 		return unlink(tmp_object) < 0 && errno != ENOENT ? -errno : 0;
 	if (renameat2(AT_FDCWD, tmp_object, AT_FDCWD, p->object, RENAME_NOREPLACE) == 0)
@@ -390,7 +401,7 @@ int store_publish(struct store *s, const struct store_entry *e, const char *tmp_
 	struct store_entry row = *e;
 	struct stat sb;
 	uint64_t tmp_size = 0;
-	bool exists, new_subdir = false;
+	bool exists, replace = false, new_subdir = false;
 	int rc;
 
 	if (s->readonly)
@@ -403,7 +414,15 @@ int store_publish(struct store *s, const struct store_entry *e, const char *tmp_
 	if (rc < 0)
 		goto out;
 	exists = lstat(p.object, &sb) == 0 && S_ISREG(sb.st_mode);
-	row.size = exists ? (uint64_t)sb.st_size : tmp_size;
+	/* An object left in place must be one the row can describe: the same
+	 * bytes as this build, else it is damaged and replaced. */
+	if (exists && e->has_sha256) {
+		uint8_t got[32];
+		if ((uint64_t)sb.st_size != tmp_size || util_sha256_file(p.object, got) != 0 ||
+		    memcmp(got, e->sha256, 32) != 0)
+			replace = true;
+	}
+	row.size = exists && !replace ? (uint64_t)sb.st_size : tmp_size;
 	row.created = e->created ? e->created : util_wall_s();
 	row.last_used = e->last_used ? e->last_used : row.created;
 	rc = write_meta(s, &row, &p.tmp_meta);
@@ -414,7 +433,7 @@ int store_publish(struct store *s, const struct store_entry *e, const char *tmp_
 	else if (errno != EEXIST)
 		rc = -errno;
 	if (rc == 0)
-		rc = place_files(&p, tmp_object, exists);
+		rc = place_files(&p, tmp_object, exists, replace);
 	if (rc == 0)
 		rc = store_fsync_dir(p.subdir);
 	if (rc == 0 && new_subdir)

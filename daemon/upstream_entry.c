@@ -315,6 +315,8 @@ int upfs_find(const struct up_dirs *u, const char *rkey, const char *output,
 			memcpy(e->key, m.key, sizeof(e->key));
 			memcpy(e->rkey, m.rkey, sizeof(e->rkey));
 			e->size = m.size;
+			memcpy(e->sha256, m.sha256, 32);
+			e->has_sha256 = true;
 			e->build_ms = m.build_ms;
 			e->deps = m.deps;
 			e->ndeps = m.ndeps;

@@ -43,6 +43,7 @@ static const char *const op_names[OP__COUNT] = {
 	[OP_PIN] = "pin",
 	[OP_UNPIN] = "unpin",
 	[OP_GC] = "gc",
+	[OP_VERIFY] = "verify",
 	[OP_SHUTDOWN] = "shutdown",
 	[OP_PUT] = "put",
 };
@@ -581,6 +582,7 @@ static int parse_fields(const cJSON *obj, struct msg_request *req, struct msg_er
 	case OP_STATUS:
 	case OP_LIST:
 	case OP_SHUTDOWN:
+	case OP_VERIFY:
 		return 0;
 	default:
 		return msg_error_set(err, ERR_INTERNAL, "op", "operation has no parser");

@@ -40,6 +40,7 @@ enum msg_op {
 	OP_GC,
 	OP_SHUTDOWN,
 	OP_PUT,
+	OP_VERIFY,
 	OP__COUNT
 };
 

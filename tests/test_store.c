@@ -919,9 +919,10 @@ START_TEST(test_totals_kept)
 	ck_assert_uint_eq(bytes, 5);
 	store_close(s);
 
-	/* Back to version 1 (no totals table), as an older kiln left it. */
+	/* Back to version 1 (no totals table, no sha256 column), as an older
+	 * kiln left it. */
 	sql("DROP TRIGGER totals_insert; DROP TRIGGER totals_delete; DROP TRIGGER totals_size;"
-	    " DROP TABLE totals; PRAGMA user_version = 1");
+	    " DROP TABLE totals; ALTER TABLE entries DROP COLUMN sha256; PRAGMA user_version = 1");
 	s = NULL;
 	ck_assert_int_eq(store_open(dir, STORE_READONLY, &s, err, sizeof(err)), -ENOENT);
 	ck_assert_ptr_nonnull(strstr(err, "upgrade"));

@@ -1,0 +1,28 @@
+/*
+ * Checks that objects are what the index recorded (size and SHA-256): before
+ * an object is served, and for every entry on `verify`.
+ */
+#ifndef KILN_DAEMON_VERIFY_H
+#define KILN_DAEMON_VERIFY_H
+
+#include "store.h"
+
+struct kilnd;
+struct conn;
+struct msg_request;
+
+/*
+ * Whether fd (open on e's object) holds what e records. The first time an
+ * object is served, and whenever its inode, size or ctime changed since, it
+ * is hashed (on the calling thread); otherwise an fstat decides. Returns 0,
+ * or -EBADMSG with a short reason in why when it is damaged.
+ */
+int verify_served(struct kilnd *d, const struct store_entry *e, int fd, char *why, size_t whylen);
+/* Frees the record of verified objects (at shutdown). */
+void verify_fini(struct kilnd *d);
+
+/* The verify operation: every entry checked on the pool, damaged ones
+ * removed; replies {checked, ok, removed, unverified, damaged: [...]}. */
+void op_verify(struct conn *c, struct msg_request *req);
+
+#endif
