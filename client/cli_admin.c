@@ -146,10 +146,42 @@ static void print_toolchains(const cJSON *st)
 		const char *path = cli_json_str(t, "path");
 		const char *version = cli_json_str(t, "version");
 
+		const cJSON *arch = cJSON_GetObjectItemCaseSensitive(t, "cuda_arch");
+
 		printf("  %s = %s", name ? name : "?", path ? path : "?");
 		if (version && *version)
 			printf(" (%s)", version);
+		if (cJSON_IsString(arch))
+			printf(", builds for %s", arch->valuestring);
+		else if (cJSON_IsNull(arch))
+			printf(", no default GPU architecture");
 		putchar('\n');
+	}
+}
+
+/* "gpus:" with one line per GPU, or why there is none (only when the daemon
+ * has an nvcc toolchain and so asked the driver). */
+static void print_gpus(const cJSON *st)
+{
+	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(st, "gpus");
+	const char *note = cli_json_str(st, "gpu_note");
+	const cJSON *g;
+	uint64_t driver = 0;
+
+	if (cJSON_GetArraySize(arr) == 0) {
+		if (note)
+			printf("gpus:           none (%s)\n", note);
+		return;
+	}
+	cli_json_u64(st, "cuda_driver", &driver);
+	printf("gpus:           driver %llu.%llu\n", (unsigned long long)driver / 1000,
+	       (unsigned long long)(driver % 1000) / 10);
+	cJSON_ArrayForEach(g, arr) {
+		uint64_t index = 0;
+
+		cli_json_u64(g, "index", &index);
+		printf("  %llu: %s (%s)\n", (unsigned long long)index, cli_json_str(g, "name"),
+		       cli_json_str(g, "arch"));
 	}
 }
 
@@ -170,6 +202,7 @@ int cmd_status(struct cli *cli, int argc, char **argv)
 	if (!cli->json) {
 		print_status(reply);
 		print_toolchains(reply);
+		print_gpus(reply);
 	}
 	status = cli_finish_stdout(CLI_EXIT_OK);
 

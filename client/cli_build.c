@@ -13,12 +13,13 @@
 #include "cli.h"
 #include "validate.h"
 
-enum { OPT_TOOLCHAIN = 1, OPT_ALIAS, OPT_LABEL };
+enum { OPT_TOOLCHAIN = 1, OPT_ALIAS, OPT_LABEL, OPT_OUTPUT };
 
 static const struct cli_optdef build_opts[] = {
 	{ "toolchain", 't', true, OPT_TOOLCHAIN },
 	{ "alias", 0, true, OPT_ALIAS },
 	{ "label", 0, true, OPT_LABEL },
+	{ "output", 0, true, OPT_OUTPUT },
 	{ NULL, 0, false, 0 },
 };
 
@@ -27,6 +28,7 @@ struct build_args {
 	const char *toolchain;
 	const char *alias;
 	const char *label;
+	const char *output;
 	const char **files;
 	size_t nfiles;
 	const char **args;
@@ -57,6 +59,9 @@ static int build_parse(struct cli *cli, int argc, char **argv, struct build_args
 			break;
 		case OPT_ALIAS:
 			b->alias = val;
+			break;
+		case OPT_OUTPUT:
+			b->output = val;
 			break;
 		default:
 			b->label = val;
@@ -226,6 +231,7 @@ int cmd_build(struct cli *cli, int argc, char **argv)
 	req.toolchain = (char *)b.toolchain;
 	req.alias = (char *)b.alias;
 	req.label = (char *)b.label;
+	req.output = (char *)b.output;
 	req.args = (char **)b.args;
 	req.nargs = b.nargs;
 	req.sources = srcs;

@@ -176,6 +176,8 @@ const char *kiln_strerror(int code)
 		return "kilnd is busy or shutting down";
 	case KILN_EDAEMON:
 		return "kilnd failed internally";
+	case KILN_ECUDA:
+		return "the CUDA driver failed";
 	}
 	return "unknown status code";
 }

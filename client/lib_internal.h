@@ -27,7 +27,10 @@ struct kiln_program {
 	char *path;      /* the path the daemon named, owned */
 	int fd;          /* the artifact's descriptor, owned */
 	bool fd_named;   /* loaded as /proc/self/fd/<fd>: the fd must outlive us */
-	void *handle;    /* dlopen handle, never dlclosed */
+	void *handle;    /* dlopen handle, never dlclosed; NULL for GPU outputs */
+	char output[8];  /* "shared", "cubin", "fatbin" or "ptx" */
+	void *data;      /* GPU outputs: the bytes, mapped read-only, never unmapped */
+	size_t size;
 };
 
 /*

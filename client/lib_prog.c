@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -92,10 +93,47 @@ static int prog_dlopen(struct kiln_program *p)
 			   why ? why : "unknown dlopen error");
 }
 
+/*
+ * A GPU output (cubin, fatbin, ptx) is data for the CUDA driver, not a
+ * library: it is mapped read-only from the descriptor, plus a NUL after the
+ * end for PTX text (cuModuleLoadData reads PTX as a C string). The mapping
+ * of the descriptor cannot change under us: objects are replaced by rename,
+ * never rewritten.
+ */
+static int prog_map(struct kiln_program *p)
+{
+	struct stat st;
+	if (fstat(p->fd, &st) < 0)
+		return lib_err_set(KILN_EIO, "could not stat the descriptor of %s: %s", p->path,
+				   strerror(errno));
+	p->size = (size_t)st.st_size;
+	/* One byte more than the file, zero-filled by mmap when the file does
+	 * not end on a page boundary; a fresh page otherwise. */
+	long page = sysconf(_SC_PAGESIZE);
+	size_t len = p->size + 1;
+	if (p->size % (size_t)page == 0) {
+		char *buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (buf == MAP_FAILED || (p->size > 0 && pread(p->fd, buf, p->size, 0) != (ssize_t)p->size)) {
+			if (buf != MAP_FAILED)
+				munmap(buf, len);
+			return lib_err_set(KILN_EIO, "could not read %s: %s", p->path, strerror(errno));
+		}
+		mprotect(buf, len, PROT_READ);
+		p->data = buf;
+		return 0;
+	}
+	p->data = mmap(NULL, p->size, PROT_READ, MAP_PRIVATE, p->fd, 0);
+	if (p->data == MAP_FAILED) {
+		p->data = NULL;
+		return lib_err_set(KILN_EIO, "could not map %s: %s", p->path, strerror(errno));
+	}
+	return 0;
+}
+
 /* Makes and loads a program from a reply's key, path and descriptor; takes
  * the descriptor. */
-static int prog_load(struct kiln *k, const char *key, const char *path, int fd,
-		     struct kiln_program **out)
+static int prog_load(struct kiln *k, const char *key, const char *path, const char *output,
+		     int fd, struct kiln_program **out)
 {
 	struct kiln_program *p;
 	int rc;
@@ -113,7 +151,8 @@ static int prog_load(struct kiln *k, const char *key, const char *path, int fd,
 		rc = lib_err_set(KILN_ENOMEM, "out of memory");
 		goto fail;
 	}
-	rc = prog_dlopen(p);
+	snprintf(p->output, sizeof(p->output), "%s", output);
+	rc = strcmp(p->output, "shared") == 0 ? prog_dlopen(p) : prog_map(p);
 	if (rc < 0)
 		goto fail;
 	atomic_fetch_add(&k->loads, 1);
@@ -135,6 +174,7 @@ int lib_prog_from_reply(struct kiln *k, const cJSON *reply, int fd, const char *
 {
 	const char *key = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(reply, "key"));
 	const char *path = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(reply, "path"));
+	const char *output = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(reply, "output"));
 	struct kiln_program *p;
 	int rc = 0;
 
@@ -155,7 +195,7 @@ int lib_prog_from_reply(struct kiln *k, const cJSON *reply, int fd, const char *
 	if (p) {
 		close(fd);
 	} else {
-		rc = prog_load(k, key, path, fd, &p);
+		rc = prog_load(k, key, path, output != NULL ? output : "shared", fd, &p);
 		if (rc < 0)
 			goto out;
 	}
@@ -172,9 +212,21 @@ out:
 
 void *kiln_sym(const struct kiln_program *p, const char *name)
 {
-	if (!p || !name)
+	if (!p || !name || !p->handle)
 		return NULL;
 	return dlsym(p->handle, name);
+}
+
+const void *kiln_program_data(const struct kiln_program *p, size_t *size)
+{
+	if (size)
+		*size = p && p->data ? p->size : 0;
+	return p ? p->data : NULL;
+}
+
+const char *kiln_program_output(const struct kiln_program *p)
+{
+	return p ? p->output : NULL;
 }
 
 const char *kiln_program_key(const struct kiln_program *p)

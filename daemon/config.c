@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "frame.h"
+#include "gpu.h"
 #include "msg.h"
 #include "util.h"
 #include "validate.h"
@@ -46,7 +47,9 @@ static void usage(FILE *fp)
 		"  --max-size SIZE         evict least recently used entries above SIZE\n"
 		"                          (e.g. 500M, 10G; default 10G)\n"
 		"  --toolchain NAME=PATH   compiler that requests may name (repeatable);\n"
-		"                          defaults: cc=$CC or /usr/bin/cc, c++=$CXX or /usr/bin/c++\n"
+		"                          defaults: cc=$CC or /usr/bin/cc, c++=$CXX or /usr/bin/c++,\n"
+		"                          nvcc=$NVCC, else nvcc on $PATH, else\n"
+		"                          /usr/local/cuda/bin/nvcc (each skipped when missing)\n"
 		"  --build-timeout SECONDS kill a build running longer (default 600)\n"
 		"  --max-frame SIZE        largest request accepted (default 64M)\n"
 		"  --max-output SIZE       compiler output kept per build (default 1M)\n"
@@ -76,6 +79,9 @@ static void usage(FILE *fp)
 		"                          accepts connections and print the daemon's pid\n"
 		"  --idle-exit SECONDS     exit after SECONDS with no connection and no build\n"
 		"                          (default 0: never)\n"
+		"  --cuda-arch LIST        GPU architectures for nvcc requests that name none,\n"
+		"                          e.g. sm_80 or sm_80,sm_90 (default: the node's GPUs,\n"
+		"                          found through the CUDA driver)\n"
 		"  --log-level LEVEL       error, warn, info (default) or debug\n"
 		"  --log-file PATH         log to PATH (default: stderr; with --daemonize\n"
 		"                          CACHE_DIR/kilnd.log)\n"
@@ -146,11 +152,29 @@ static int add_toolchain(struct config *cfg, const char *spec)
 	return 0;
 }
 
+/* nvcc on $PATH, else the toolkit's standard place. */
+static const char *default_nvcc(char *buf, size_t len)
+{
+	const char *path = getenv("PATH");
+	while (path != NULL && *path != '\0') {
+		size_t n = strcspn(path, ":");
+		if (n > 0 && path[0] == '/' && (size_t)snprintf(buf, len, "%.*s/nvcc", (int)n, path) < len &&
+		    access(buf, X_OK) == 0)
+			return buf;
+		path += n;
+		if (*path == ':')
+			path++;
+	}
+	return "/usr/local/cuda/bin/nvcc";
+}
+
 /* The default toolchains, unless the command line named them already. */
 static int add_default_toolchains(struct config *cfg)
 {
-	const char *defs[][3] = { { "cc", "CC", "/usr/bin/cc" }, { "c++", "CXX", "/usr/bin/c++" } };
-	for (size_t i = 0; i < 2; i++) {
+	char nvcc[PATH_MAX];
+	const char *defs[][3] = { { "cc", "CC", "/usr/bin/cc" }, { "c++", "CXX", "/usr/bin/c++" },
+				  { "nvcc", "NVCC", default_nvcc(nvcc, sizeof(nvcc)) } };
+	for (size_t i = 0; i < 3; i++) {
 		bool have = false;
 		for (size_t j = 0; j < cfg->ntoolchains; j++)
 			have = have || strcmp(cfg->toolchains[j].name, defs[i][0]) == 0;
@@ -193,7 +217,7 @@ enum {
 	OPT_BUILD_TIMEOUT, OPT_DAEMONIZE, OPT_IDLE_EXIT, OPT_LOG_LEVEL, OPT_LOG_FILE,
 	OPT_MAX_FRAME, OPT_MAX_OUTPUT, OPT_UPSTREAM, OPT_UPSTREAM_STALE,
 	OPT_ALLOW_UID, OPT_ALLOW_GROUP, OPT_MAX_CONNECTIONS, OPT_MAX_REQUESTS, OPT_MAX_PENDING,
-	OPT_MAX_QUEUE, OPT_FRAME_TIMEOUT,
+	OPT_MAX_QUEUE, OPT_FRAME_TIMEOUT, OPT_CUDA_ARCH,
 };
 
 static const struct option long_opts[] = {
@@ -218,6 +242,7 @@ static const struct option long_opts[] = {
 	{ "max-pending", required_argument, NULL, OPT_MAX_PENDING },
 	{ "max-queue", required_argument, NULL, OPT_MAX_QUEUE },
 	{ "frame-timeout", required_argument, NULL, OPT_FRAME_TIMEOUT },
+	{ "cuda-arch", required_argument, NULL, OPT_CUDA_ARCH },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -332,6 +357,14 @@ static int parse_one(struct config *cfg, int c, const char *arg)
 		return parse_count("--max-queue", arg, 1u << 24, &cfg->max_queue);
 	case OPT_FRAME_TIMEOUT:
 		return parse_seconds("--frame-timeout", arg, &cfg->frame_timeout_s);
+	case OPT_CUDA_ARCH:
+		free(cfg->cuda_arch);
+		if (gpu_arch_parse(arg, &cfg->cuda_arch) != 0) {
+			fprintf(stderr, "kilnd: --cuda-arch: \"%s\" is not a list like sm_80 or "
+				"sm_80,sm_90\n", arg);
+			return -1;
+		}
+		return 0;
 	case OPT_SOCKET:
 		return replace_str(&cfg->socket_path, arg);
 	case OPT_CACHE_DIR:
@@ -441,6 +474,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
 
 void config_fini(struct config *cfg)
 {
+	free(cfg->cuda_arch);
 	free(cfg->socket_path);
 	free(cfg->cache_dir);
 	free(cfg->log_file);

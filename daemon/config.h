@@ -50,6 +50,7 @@ struct config {
 	unsigned max_pending;      /* get/put in progress in all; beyond: busy */
 	unsigned max_queue;        /* builds waiting for a slot; beyond: busy */
 	double frame_timeout_s;    /* a frame stalled this long closes its connection */
+	char *cuda_arch;           /* --cuda-arch, normalized ("sm_80,sm_90"), or NULL */
 };
 
 /*

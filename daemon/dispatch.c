@@ -18,6 +18,7 @@
 #include "build_int.h"
 #include "dispatch.h"
 #include "fdcache.h"
+#include "gpu.h"
 #include "headers.h"
 #include "import.h"
 #include "kilnd.h"
@@ -326,6 +327,47 @@ static void keying_done(void *arg)
 	free(j);
 }
 
+/* GPU outputs need nvcc and one compiled source; nvcc needs an architecture
+ * (from the request, --cuda-arch or the node's GPUs). Answers and returns
+ * true when req cannot be built. */
+static bool gpu_request_refused(struct conn *c, const struct msg_request *req,
+				const struct toolchain *tc)
+{
+	bool gpu_output = strcmp(req->output, "shared") != 0;
+	size_t compiled = 0;
+	for (size_t i = 0; i < req->nsources; i++)
+		compiled += !build_is_header(req->sources[i].name);
+	if (gpu_output && !tc->is_nvcc) {
+		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "output",
+				 "output \"%s\" needs an nvcc toolchain; \"%s\" is %s", req->output,
+				 tc->name, tc->real_path);
+		return true;
+	}
+	if (gpu_output && compiled != 1) {
+		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "sources",
+				 "output \"%s\" is built from one .cu source (and headers); got %zu",
+				 req->output, compiled);
+		return true;
+	}
+	if (tc->is_nvcc && tc->cuda_arch != NULL && strchr(tc->cuda_arch, ',') != NULL &&
+	    (strcmp(req->output, "cubin") == 0 || strcmp(req->output, "ptx") == 0) &&
+	    !key_args_name_arch(req->args, req->nargs)) {
+		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "args",
+				 "a %s holds one architecture and kilnd targets %s; name one with "
+				 "-arch=sm_XY, or ask for a fatbin", req->output, tc->cuda_arch);
+		return true;
+	}
+	if (tc->is_nvcc && tc->cuda_arch == NULL && !key_args_name_arch(req->args, req->nargs)) {
+		const struct gpus *g = c->d->gpus;
+		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "args",
+				 "no GPU architecture for this request: this node has no GPU (%s) and "
+				 "kilnd has no --cuda-arch; add -arch=sm_XY to the arguments",
+				 g != NULL && g->note[0] != '\0' ? g->note : "none found");
+		return true;
+	}
+	return false;
+}
+
 void dispatch_key_request(struct conn *c, struct msg_request *req, int fd, dispatch_next_fn next)
 {
 	struct kilnd *d = c->d;
@@ -348,6 +390,11 @@ void dispatch_key_request(struct conn *c, struct msg_request *req, int fd, dispa
 	if (!any_compiled) {
 		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "sources",
 				 "every source is a header; nothing to compile");
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	if (gpu_request_refused(c, req, tc)) {
 		if (fd >= 0)
 			close(fd);
 		return;
@@ -438,6 +485,32 @@ static void op_lookup(struct conn *c, struct msg_request *req)
 
 #define ADD_NUM(obj, name, v) cJSON_AddNumberToObject(obj, name, (double)(v))
 
+/* "gpus" (what the driver reported at start), "cuda_driver", and
+ * "gpu_note" saying why there are none. */
+static void add_gpus(const struct kilnd *d, cJSON *r)
+{
+	const struct gpus *g = d->gpus;
+	cJSON *arr = cJSON_AddArrayToObject(r, "gpus");
+	if (g == NULL || arr == NULL)
+		return;
+	for (size_t i = 0; i < g->n; i++) {
+		cJSON *o = cJSON_CreateObject();
+		char arch[16];
+		if (o == NULL || !cJSON_AddItemToArray(arr, o)) {
+			cJSON_Delete(o);
+			return;
+		}
+		snprintf(arch, sizeof(arch), "sm_%d%d", g->dev[i].major, g->dev[i].minor);
+		ADD_NUM(o, "index", g->dev[i].index);
+		cJSON_AddStringToObject(o, "name", g->dev[i].name);
+		cJSON_AddStringToObject(o, "arch", arch);
+	}
+	if (g->driver_version > 0)
+		ADD_NUM(r, "cuda_driver", g->driver_version);
+	if (g->n == 0 && g->note[0] != '\0')
+		cJSON_AddStringToObject(r, "gpu_note", g->note);
+}
+
 static void op_status(struct conn *c, struct msg_request *req)
 {
 	struct kilnd *d = c->d;
@@ -479,8 +552,15 @@ static void op_status(struct conn *c, struct msg_request *req)
 		cJSON_AddStringToObject(t, "name", d->toolchains[i].name);
 		cJSON_AddStringToObject(t, "path", d->toolchains[i].path);
 		cJSON_AddStringToObject(t, "version", d->toolchains[i].version);
+		if (d->toolchains[i].is_nvcc) {
+			if (d->toolchains[i].cuda_arch != NULL)
+				cJSON_AddStringToObject(t, "cuda_arch", d->toolchains[i].cuda_arch);
+			else
+				cJSON_AddNullToObject(t, "cuda_arch");
+		}
 		cJSON_AddItemToArray(tcs, t);
 	}
+	add_gpus(d, r);
 	send_ok(c, r);
 }
 

@@ -24,13 +24,15 @@ extern char **environ;
 enum key_tag {
 	TAG_VERSION = 1, TAG_TOOLCHAIN, TAG_OUTPUT, TAG_CPU, TAG_NARGS, TAG_ARG,
 	TAG_NSOURCES, TAG_SOURCE_NAME, TAG_SOURCE_DIGEST, TAG_RKEY, TAG_NDEPS, TAG_DEP_PATH,
-	TAG_DEP_DIGEST, TAG_TC_PATH, TAG_TC_STAT, TAG_TC_VERSION, TAG_ENV,
+	TAG_DEP_DIGEST, TAG_TC_PATH, TAG_TC_STAT, TAG_TC_VERSION, TAG_ENV, TAG_CUDA_ARCH,
 };
 
 const char *const key_env_vars[] = {
 	"CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH", "LIBRARY_PATH",
 	"COMPILER_PATH", "GCC_EXEC_PREFIX", "GCC_COMPARE_DEBUG", "SOURCE_DATE_EPOCH",
-	"SDKROOT", "DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES", NULL,
+	"SDKROOT", "DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES",
+	/* nvcc's: flags added to every run, its host compiler, its search. */
+	"NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "CUDA_PATH", NULL,
 };
 
 static void put_field(EVP_MD_CTX *md, enum key_tag tag, const void *data, size_t len)
@@ -224,15 +226,46 @@ int key_toolchain_init(struct toolchain *tc, const char *name, const char *path,
 		put_u64(md, TAG_ENV, v != NULL);
 		put_str(md, TAG_ENV, v);
 	}
+	tc->is_nvcc = strstr(ver, "Cuda compilation tools") != NULL;
+	if (tc->is_nvcc) {
+		/* nvcc runs the host compiler it finds on $PATH: its identity
+		 * changes the host code. */
+		char *argv[] = { (char *)"gcc", (char *)"--version", NULL };
+		char *host = run_capture(argv);
+		put_str(md, TAG_ENV, "PATH");
+		put_str(md, TAG_ENV, getenv("PATH"));
+		put_str(md, TAG_TC_VERSION, host);
+		free(host);
+	}
 	key_end(md, tc->id);
-	tc->link_depfile = probe_link_depfile(path);
+	tc->link_depfile = !tc->is_nvcc && probe_link_depfile(path);
+	/* nvcc's first line names the driver; the release line says more. */
+	const char *line = tc->is_nvcc ? strstr(ver, "Cuda compilation tools") : NULL;
+	if (line != NULL)
+		memmove(ver, line, strlen(line) + 1);
 	ver[strcspn(ver, "\n")] = '\0';
 	tc->version = ver;
 	return 0;
 }
 
+bool key_args_name_arch(char *const *args, size_t nargs)
+{
+	static const char *const opts[] = {
+		"-arch", "--gpu-architecture", "-gencode", "--generate-code", "-code",
+		"--gpu-code", NULL,
+	};
+	for (size_t i = 0; i < nargs; i++)
+		for (size_t j = 0; opts[j] != NULL; j++) {
+			size_t n = strlen(opts[j]);
+			if (strncmp(args[i], opts[j], n) == 0 && (args[i][n] == '\0' || args[i][n] == '='))
+				return true;
+		}
+	return false;
+}
+
 void key_toolchain_fini(struct toolchain *tc)
 {
+	free(tc->cuda_arch);
 	free(tc->name);
 	free(tc->path);
 	free(tc->real_path);
@@ -279,6 +312,10 @@ void key_request(const struct toolchain *tc, const char *output, char *const *ar
 	put_str(md, TAG_OUTPUT, output);
 	if (key_args_native(args, nargs))
 		put_field(md, TAG_CPU, cpu_id, 32);
+	/* Code for one GPU architecture is never served to another: the
+	 * architecture the daemon chose is part of the key. */
+	if (tc->is_nvcc && !key_args_name_arch(args, nargs))
+		put_str(md, TAG_CUDA_ARCH, tc->cuda_arch);
 	put_u64(md, TAG_NARGS, nargs);
 	for (size_t i = 0; i < nargs; i++)
 		put_str(md, TAG_ARG, args[i]);

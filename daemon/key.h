@@ -28,7 +28,13 @@ struct toolchain {
 	uint8_t id[32];      /* digest of path, size, mtime, version output, env */
 	char *version;       /* first line of --version output */
 	bool link_depfile;   /* its linker writes -Wl,--dependency-file */
+	bool is_nvcc;        /* NVIDIA's nvcc: GPU outputs, an architecture */
+	char *cuda_arch;     /* nvcc: the architectures for requests that name
+	                      * none ("sm_80" or "sm_80,sm_90"), or NULL */
 };
+
+/* Whether args choose a GPU architecture themselves (-arch, -gencode, ...). */
+bool key_args_name_arch(char *const *args, size_t nargs);
 
 /* Source contents for keying; text points into the request or a read buffer.
  * A source the client named by digest has text NULL and digest set. */

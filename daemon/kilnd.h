@@ -65,6 +65,7 @@ struct kilnd {
 	struct fdcache *fds;         /* open descriptors of served objects (fdcache.h) */
 	struct table *verified;      /* key -> stamp of objects checked intact (verify.h) */
 	struct upstream *up;         /* the --upstream tier (upstream.h), or NULL */
+	struct gpus *gpus;           /* detected at start (gpu.h) */
 
 	uint64_t work_pending;       /* thread-pool jobs not yet completed */
 	bool stopping;

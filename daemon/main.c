@@ -23,6 +23,7 @@
 #include "table.h"
 #include "upstream.h"
 #include "util.h"
+#include "gpu.h"
 #include "verify.h"
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -112,6 +113,37 @@ static int make_dirs(const struct config *cfg, char *err, size_t errlen)
 	return rc;
 }
 
+/* The node's GPUs, and the architectures nvcc toolchains build for when a
+ * request names none. Only asked when an nvcc toolchain is configured. */
+static void gpus_init(struct kilnd *d)
+{
+	bool nvcc = false;
+	for (size_t i = 0; i < d->ntoolchains; i++)
+		nvcc = nvcc || d->toolchains[i].is_nvcc;
+	d->gpus = calloc(1, sizeof(*d->gpus));
+	if (!nvcc || d->gpus == NULL)
+		return;
+	gpu_detect(d->gpus);
+	for (size_t i = 0; i < d->gpus->n; i++)
+		log_info("GPU %d: %s, compute capability %d.%d", d->gpus->dev[i].index,
+			 d->gpus->dev[i].name, d->gpus->dev[i].major, d->gpus->dev[i].minor);
+	if (d->gpus->n == 0)
+		log_info("no GPU: %s", d->gpus->note);
+	char *arch = gpu_arch_list(d->gpus, d->cfg->cuda_arch);
+	for (size_t i = 0; i < d->ntoolchains; i++) {
+		if (!d->toolchains[i].is_nvcc)
+			continue;
+		d->toolchains[i].cuda_arch = arch != NULL ? strdup(arch) : NULL;
+		if (arch != NULL)
+			log_info("toolchain %s builds for %s unless a request names an architecture",
+				 d->toolchains[i].name, arch);
+		else
+			log_warn("toolchain %s: no GPU and no --cuda-arch; its requests must name "
+				 "an architecture (-arch=sm_XY)", d->toolchains[i].name);
+	}
+	free(arch);
+}
+
 static int toolchains_init(struct kilnd *d, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < d->cfg->ntoolchains; i++) {
@@ -127,6 +159,7 @@ static int toolchains_init(struct kilnd *d, char *err, size_t errlen)
 		log_info("toolchain %s: %s (%s)", tc->name, tc->real_path, tc->version);
 		d->ntoolchains++;
 	}
+	gpus_init(d);
 	if (d->ntoolchains == 0) {
 		snprintf(err, errlen, "no usable toolchain; name one with --toolchain NAME=PATH");
 		return -ENOENT;
@@ -311,6 +344,7 @@ out_loop:
 		uv_loop_close(d.loop);
 	}
 out:
+	free(d.gpus);
 	for (size_t i = 0; i < d.ntoolchains; i++)
 		key_toolchain_fini(&d.toolchains[i]);
 	store_close(d.store);

@@ -103,6 +103,69 @@ static bool linker_lists_inputs(const struct build *b)
 }
 
 /*
+ * nvcc's architecture arguments when the request names none: one
+ * architecture as -arch=sm_XY (its code and its PTX), several as one
+ * -gencode each, plus the newest one's PTX for GPUs to come.
+ */
+static void push_cuda_arch(struct argv_buf *a, const struct build *b)
+{
+	const char *list = b->in.tc->cuda_arch;
+	if (!b->in.tc->is_nvcc || list == NULL || key_args_name_arch(b->in.req.args, b->in.req.nargs))
+		return;
+	if (strchr(list, ',') == NULL) {
+		push(a, "-arch=%s", list);
+		return;
+	}
+	const char *p = list, *last = list;
+	while (*p != '\0') {
+		size_t n = strcspn(p, ",");
+		push(a, "-gencode");
+		push(a, "arch=compute_%.*s,code=sm_%.*s", (int)(n - 3), p + 3, (int)(n - 3), p + 3);
+		last = p;
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	size_t n = strcspn(last, ",");
+	push(a, "-gencode");
+	push(a, "arch=compute_%.*s,code=compute_%.*s", (int)(n - 3), last + 3, (int)(n - 3), last + 3);
+}
+
+/* Position-independent code: nvcc passes it on to its host compiler. */
+static void push_pic(struct argv_buf *a, const struct build *b)
+{
+	if (b->in.tc->is_nvcc) {
+		push(a, "-Xcompiler");
+		push(a, "-fPIC");
+	} else {
+		push(a, "-fPIC");
+	}
+}
+
+/* A GPU output (cubin, fatbin, ptx): one nvcc run, no load check. */
+static bool gpu_step_argv(struct build *b, struct argv_buf *a, size_t src)
+{
+	const char *out = b->in.req.output;
+	if (b->step > 0)
+		return false;
+	push(a, "%s", b->d->cfg->exec_helper);
+	push(a, "run");
+	push(a, "%d", (int)getpid());
+	push(a, "--");
+	push(a, "%s", b->in.tc->path);
+	push_cuda_arch(a, b);
+	push_args(a, b, false);
+	push(a, "-%s", out);
+	push(a, "-MD");
+	push(a, "-MF");
+	push(a, "out/dep0.d");
+	push(a, "-o");
+	push(a, ARTIFACT ".%s", store_output_ext(out));
+	push(a, "src/%s", b->in.src[src].name);
+	return true;
+}
+
+/*
  * Builds the argv of step b->step: compile steps (only with several
  * sources), the link step, then the load check. Returns false when there
  * is no step left.
@@ -115,6 +178,8 @@ static bool step_argv(struct build *b, struct argv_buf *a, bool *is_check)
 	size_t ncompile_steps = ncomp == 1 ? 0 : ncomp;
 	size_t s = (size_t)b->step;
 	*is_check = false;
+	if (strcmp(b->in.req.output, "shared") != 0)
+		return gpu_step_argv(b, a, idx[0]);
 	if (s > ncompile_steps + 1)
 		return false;
 	if (s == ncompile_steps + 1) {
@@ -130,8 +195,9 @@ static bool step_argv(struct build *b, struct argv_buf *a, bool *is_check)
 	push(a, "%d", (int)getpid());
 	push(a, "--");
 	push(a, "%s", b->in.tc->path);
+	push_cuda_arch(a, b);
 	push_args(a, b, false);
-	push(a, "-fPIC");
+	push_pic(a, b);
 	if (s < ncompile_steps) {
 		push(a, "-c");
 		push(a, "-MD");

@@ -455,9 +455,11 @@ static int parse_get(const cJSON *obj, struct msg_request *req, struct msg_error
 		return msg_error_set(err, ERR_BAD_TOOLCHAIN, "toolchain", "%s", why);
 	if (get_str(obj, "output", false, 0, &req->output, err) < 0)
 		return -1;
-	if (req->output && strcmp(req->output, "shared") != 0)
+	if (req->output && strcmp(req->output, "shared") != 0 && strcmp(req->output, "cubin") != 0 &&
+	    strcmp(req->output, "fatbin") != 0 && strcmp(req->output, "ptx") != 0)
 		return msg_error_set(err, ERR_BAD_REQUEST, "output",
-				     "output kind \"%s\" is not supported; use \"shared\"",
+				     "output kind \"%s\" is not supported; use \"shared\", or with "
+				     "nvcc \"cubin\", \"fatbin\" or \"ptx\"",
 				     printable(req->output, q));
 	if (parse_args(obj, req, err) < 0 || parse_sources(obj, req, err) < 0 ||
 	    parse_name(obj, "alias", validate_alias, &req->alias, err) < 0 ||

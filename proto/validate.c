@@ -307,6 +307,9 @@ static const char why_deps[] = "the daemon writes and reads the dependency file 
 static const char why_kind[] = "it changes the kind of output the daemon builds";
 static const char why_plugin[] = "it loads code into the compiler that the cache key does not cover";
 static const char why_temps[] = "it writes files outside the build";
+static const char why_host[] = "it picks the host compiler, which only kilnd's configuration may";
+static const char why_optf[] = "options files would read options the request does not show";
+static const char why_run[] = "it runs the program it builds";
 
 static const struct arg_rule arg_rules[] = {
 	{ "-o", true, why_output },
@@ -327,7 +330,79 @@ static const struct arg_rule arg_rules[] = {
 	{ "--save-temps", true, why_temps },
 	{ "-dumpdir", true, why_temps },
 	{ "-dumpbase", true, why_temps },
+	/* nvcc's */
+	{ "-ccbin", true, why_host },
+	{ "--compiler-bindir", true, why_host },
+	{ "-optf", true, why_optf },
+	{ "--options-file", true, why_optf },
+	{ "-run", false, why_run },
+	{ "--run", true, why_run },
+	{ "-keep", true, why_temps },
+	{ "--keep", true, why_temps },
+	{ "--dependency-output", true, why_deps },
+	{ "--generate-dependencies", true, why_deps },
+	{ "--generate-nonsystem-dependencies", true, why_deps },
+	{ "-cubin", false, why_kind },
+	{ "--cubin", false, why_kind },
+	{ "-ptx", false, why_kind },
+	{ "--ptx", false, why_kind },
+	{ "-fatbin", false, why_kind },
+	{ "--fatbin", false, why_kind },
+	{ "-dc", false, why_kind },
+	{ "--device-c", false, why_kind },
+	{ "-dw", false, why_kind },
+	{ "--device-w", false, why_kind },
+	{ "-dlink", false, why_kind },
+	{ "--device-link", false, why_kind },
+	{ "-lib", false, why_kind },
+	{ "--lib", false, why_kind },
+	{ "-cuda", false, why_kind },
+	{ "--cuda", false, why_kind },
+	{ "-link", false, why_kind },
+	{ "--link", false, why_kind },
+	{ "-optix-ir", false, why_kind },
+	{ "--optix-ir", false, why_kind },
 };
+
+/* nvcc's options that pass their value, a comma-separated list, to another
+ * tool: the host compiler's is checked like the driver's arguments, the
+ * others for outputs and response files. */
+static const struct {
+	const char *opt;
+	bool host;
+} nvcc_tool_opts[] = {
+	{ "-Xcompiler", true }, { "--compiler-options", true },
+	{ "-Xptxas", false }, { "--ptxas-options", false },
+	{ "-Xnvlink", false }, { "--nvlink-options", false },
+	{ "-Xfatbin", false }, { "--fatbin-options", false },
+	{ "-Xarchive", false }, { "--archive-options", false },
+};
+
+static int check_arg_alone(const char *arg, char *why, size_t whylen);
+
+/* Checks the value of an nvcc tool option (list) for the tool named opt. */
+static int check_tool_list(const char *opt, bool host, const char *list, char *why, size_t whylen)
+{
+	char q[QUOTE_MAX + 4], elem[256];
+	const char *p = list;
+	for (;;) {
+		size_t n = strcspn(p, ",");
+		if (n >= sizeof(elem))
+			n = sizeof(elem) - 1;
+		memcpy(elem, p, n);
+		elem[n] = '\0';
+		if (host && elem[0] != '\0' && check_arg_alone(elem, why, whylen) != 0)
+			return -1;
+		if (!host && tool_arg_redirects(elem, false))
+			return refuse(why, whylen,
+				      "argument \"%s\" is not allowed after \"%s\": it passes an output or "
+				      "response file to that tool", quote(list, q), opt);
+		p = strchr(p, ',');
+		if (p == NULL)
+			return 0;
+		p++;
+	}
+}
 
 /* gcc's long spellings of refused options, matched with abbreviations. */
 static const struct arg_rule long_rules[] = {
@@ -395,6 +470,14 @@ int validate_arg(const char *arg, const char *prev, char *why, size_t whylen)
 
 	if (!arg || !*arg)
 		return refuse(why, whylen, "an empty argument is not allowed");
+	for (size_t i = 0; i < sizeof(nvcc_tool_opts) / sizeof(nvcc_tool_opts[0]); i++) {
+		const char *opt = nvcc_tool_opts[i].opt;
+		size_t n = strlen(opt);
+		if (prev && strcmp(prev, opt) == 0)
+			return check_tool_list(opt, nvcc_tool_opts[i].host, arg, why, whylen);
+		if (strncmp(arg, opt, n) == 0 && arg[n] == '=')
+			return check_tool_list(opt, nvcc_tool_opts[i].host, arg + n + 1, why, whylen);
+	}
 	if (prev && strcmp(prev, "-o") == 0)
 		return refuse(why, whylen, "argument \"%s\" is not allowed after \"-o\": %s",
 			      quote(arg, q), why_output);

@@ -34,6 +34,7 @@ enum kiln_status {
 	KILN_EDENIED = -11,   /* the daemon refused this peer */
 	KILN_EBUSY = -12,     /* the daemon is overloaded or shutting down */
 	KILN_EDAEMON = -13,   /* the daemon failed internally (disk full, I/O) */
+	KILN_ECUDA = -14,     /* the CUDA driver failed (libkiln-cuda; see kiln_errmsg) */
 };
 
 /* A connection to kilnd plus the process-local program table; thread-safe. */
@@ -128,6 +129,14 @@ const char *kiln_program_key(const struct kiln_program *p);
 const char *kiln_program_path(const struct kiln_program *p);
 /* The open descriptor of the artifact, owned by p (do not close it). */
 int kiln_program_fd(const struct kiln_program *p);
+/* The output kind the program was built as: "shared", "cubin", "fatbin" or
+ * "ptx". */
+const char *kiln_program_output(const struct kiln_program *p);
+/* The bytes of a GPU output (cubin, fatbin, ptx), mapped read-only for the
+ * life of the process, with *size set (may be NULL); a NUL follows the last
+ * byte, so PTX is a C string. NULL (and 0) for a shared library: use
+ * kiln_sym. kiln_sym returns NULL for GPU outputs. */
+const void *kiln_program_data(const struct kiln_program *p, size_t *size);
 
 /*
  * The detailed text of the calling thread's last failure, including compiler

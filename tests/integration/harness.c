@@ -490,13 +490,18 @@ static void kilnd_argv(const char **argv, const char *sock, const char *cache, c
 
 pid_t harness_startv(const char *const *extra)
 {
+	return harness_start_env(extra, NULL);
+}
+
+pid_t harness_start_env(const char *const *extra, const char *const *env_add)
+{
 	const char *argv[MAX_ARGS];
 	double end;
 	pid_t pid;
 
 	ck_assert_msg(harness.pid == 0, "a kilnd started by the test is still running");
 	kilnd_argv(argv, harness.socket, harness.cache, harness.log, extra);
-	pid = harness_spawn(argv, NULL, harness.out, NULL);
+	pid = harness_spawn(argv, env_add, harness.out, NULL);
 	end = harness_now_s() + 30;
 	for (;;) {
 		int status;

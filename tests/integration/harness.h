@@ -77,6 +77,8 @@ bool harness_exists(const char *path);
 pid_t harness_start(const char *arg, ...);
 /* As harness_start() with the extra arguments as a NULL-terminated array. */
 pid_t harness_startv(const char *const *extra);
+/* As harness_startv(), with env_add (as for harness_spawn) in its environment. */
+pid_t harness_start_env(const char *const *extra, const char *const *env_add);
 /*
  * Starts another kilnd in the test directory, as if on another node: socket
  * <dir>/<name>.sock (copied to sock), cache <dir>/<name>.cache, log
