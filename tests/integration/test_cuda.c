@@ -182,6 +182,19 @@ START_TEST(daemon_arch_is_in_the_key)
 		cJSON_Delete(st);
 	}
 	kiln_close(k);
+
+	/* nvcc's environment is in the key too. */
+	{
+		const char *const a80b[] = { "--toolchain", tc_arg, "--cuda-arch", "sm_80", NULL };
+		const char *const env[] = { "NVCC_APPEND_FLAGS=-lineinfo", NULL };
+		char sock[HARNESS_PATH];
+
+		harness_start_named("appendflags", a80b, env, sock);
+		ck_assert_int_eq(kiln_open(sock, &k), KILN_OK);
+		ck_assert_msg(get_gpu(k, "cubin", NULL, &p) == KILN_OK, "%s", kiln_errmsg(k));
+		ck_assert_str_ne(kiln_program_key(p), key80);
+		kiln_close(k);
+	}
 	harness_stop();
 }
 END_TEST
