@@ -242,6 +242,7 @@ END_TEST
 START_TEST(no_driver_no_arch_and_compile_errors)
 {
 	struct kiln_source bad = { .name = "bad.cu", .text = "__global__ void k( { }\n" };
+	const char *arch_args[] = { "-arch=sm_80", "-ccbin", "/bin/sh" };
 	struct kiln_request req = { .toolchain = "nvcc", .output = "cubin", .sources = &bad,
 				    .nsources = 1 };
 	struct kiln_program *p;
@@ -262,9 +263,7 @@ START_TEST(no_driver_no_arch_and_compile_errors)
 	ck_assert_msg(harness_contains(kiln_errmsg(k), "-arch=sm_"), "%s", kiln_errmsg(k));
 	/* With an architecture in the request it builds; the error is nvcc's. */
 	{
-		const char *args[] = { "-arch=sm_80" };
-
-		req.args = args;
+		req.args = arch_args;
 		req.nargs = 1;
 		ck_assert_int_eq(kiln_get(k, &req, &p), KILN_EBUILD);
 		ck_assert_msg(harness_contains(kiln_errmsg(k), "error"), "%s", kiln_errmsg(k));
@@ -273,10 +272,8 @@ START_TEST(no_driver_no_arch_and_compile_errors)
 	req.toolchain = "cc";
 	ck_assert_int_eq(kiln_get(k, &req, &p), KILN_EREFUSED);
 	{
-		const char *args[] = { "-arch=sm_80", "-ccbin", "/bin/sh" };
-
 		req.toolchain = "nvcc";
-		req.args = args;
+		req.args = arch_args;
 		req.nargs = 3;
 		/* libkiln checks arguments before it sends them. */
 		ck_assert_int_eq(kiln_get(k, &req, &p), KILN_EINVAL);
@@ -289,13 +286,14 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("cuda");
+	Suite *s;
 
 	if (nvcc() == NULL || access(nvcc(), X_OK) != 0) {
 		printf("SKIP: no nvcc (the CUDA toolkit; meson looks in -Dcudatoolkit=DIR/bin)\n");
 		return 77;
 	}
 	snprintf(tc_arg, sizeof(tc_arg), "nvcc=%s", nvcc());
+	s = suite_create("cuda");
 	suite_add_tcase(s, harness_tcase("outputs", gpu_outputs_for_an_explicit_arch, 240));
 	suite_add_tcase(s, harness_tcase("arch_key", daemon_arch_is_in_the_key, 240));
 	suite_add_tcase(s, harness_tcase("cpp_cu", cpp_and_cu_link_into_one_library, 240));

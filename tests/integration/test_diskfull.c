@@ -105,7 +105,7 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("diskfull");
+	Suite *s;
 	char probe[] = "/tmp/kiln-mount-probe-XXXXXX";
 
 	if (geteuid() != 0) {
@@ -119,6 +119,7 @@ int main(void)
 	}
 	umount(probe);
 	rmdir(probe);
+	s = suite_create("diskfull");
 	suite_add_tcase(s, harness_tcase("full", full_disk_fails_the_build_cleanly, 180));
 	return harness_main(s);
 }

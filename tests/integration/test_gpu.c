@@ -242,7 +242,7 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("gpu");
+	Suite *s;
 	const char *why;
 
 	if (getenv("KILN_TEST_NVCC") == NULL) {
@@ -253,6 +253,7 @@ int main(void)
 		printf("SKIP: %s; run this on a machine with an NVIDIA GPU (docs/cuda.md)\n", why);
 		return 77;
 	}
+	s = suite_create("gpu");
 	suite_add_tcase(s, harness_tcase("saxpy", saxpy_through_kiln, 300));
 	suite_add_tcase(s, harness_tcase("cold_warm", cold_and_warm, 600));
 	return harness_main(s);

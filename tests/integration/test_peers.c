@@ -149,7 +149,7 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("peers");
+	Suite *s;
 	const char *cli = getenv("KILN_TEST_CLI");
 	char cmd[1024];
 
@@ -168,6 +168,7 @@ int main(void)
 		       cli != NULL ? cli : "kiln (KILN_TEST_CLI is not set)");
 		return 77;
 	}
+	s = suite_create("peers");
 	suite_add_tcase(s, harness_tcase("refused", other_user_is_refused_and_logged, 60));
 	suite_add_tcase(s, harness_tcase("allow_uid", allowed_uid_is_served, 60));
 	suite_add_tcase(s, harness_tcase("allow_group", allowed_group_is_served, 60));
