@@ -541,6 +541,7 @@ static void op_status(struct conn *c, struct msg_request *req)
 	ADD_NUM(r, "in_flight", d->in_flight);
 	ADD_NUM(r, "queued", d->queued);
 	ADD_NUM(r, "pending", server_pending(d));
+	cJSON_AddBoolToObject(r, "socket_activated", d->activated);
 	ADD_NUM(r, "busy", d->c.busy);
 	ADD_NUM(r, "denied", d->c.denied);
 	ADD_NUM(r, "stalled", d->c.stalled);

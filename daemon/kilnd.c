@@ -11,6 +11,7 @@
 #include "headers.h"
 #include "kilnd.h"
 #include "log.h"
+#include "sdnotify.h"
 #include "server.h"
 #include "table.h"
 #include "util.h"
@@ -296,6 +297,7 @@ void kilnd_stop(struct kilnd *d)
 		return;
 	d->stopping = true;
 	log_info("stopping");
+	sd_stopping();
 	server_stop_listening(d);
 	flight_abort_all(d);
 	uv_timer_stop(&d->touch_timer);

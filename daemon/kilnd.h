@@ -66,6 +66,8 @@ struct kilnd {
 	struct table *verified;      /* key -> stamp of objects checked intact (verify.h) */
 	struct upstream *up;         /* the --upstream tier (upstream.h), or NULL */
 	struct gpus *gpus;           /* detected at start (gpu.h) */
+	bool activated;              /* the socket came from systemd (sdnotify.h) */
+	int activated_fd;
 
 	uint64_t work_pending;       /* thread-pool jobs not yet completed */
 	bool stopping;

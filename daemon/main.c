@@ -24,6 +24,7 @@
 #include "upstream.h"
 #include "util.h"
 #include "gpu.h"
+#include "sdnotify.h"
 #include "verify.h"
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -64,7 +65,8 @@ static int check_private(const char *dir, const char *what, char *err, size_t er
 		snprintf(err, errlen, "%s %s is not a directory", what, dir);
 		return -ENOTDIR;
 	}
-	if (st.st_uid != geteuid()) {
+	/* root's own directories are safe too (systemd's /run/kiln/USER). */
+	if (st.st_uid != geteuid() && st.st_uid != 0) {
 		snprintf(err, errlen, "%s %s is owned by uid %d, not by this user (uid %d); "
 			 "use a directory of your own", what, dir, (int)st.st_uid, (int)geteuid());
 		return -EPERM;
@@ -288,6 +290,18 @@ int main(int argc, char **argv)
 	d.start_ns = util_now_ns();
 	if (cfg.daemonize && instance_daemonize() != 0)
 		goto out;
+	/* Socket activation: the socket systemd passed decides the path. */
+	char *apath = NULL;
+	d.activated_fd = sd_activation_socket(&apath, err, sizeof(err));
+	if (d.activated_fd == -2) {
+		fail_start(&cfg, err);
+		goto out;
+	}
+	if (d.activated_fd >= 0) {
+		d.activated = true;
+		free(cfg.socket_path);
+		cfg.socket_path = apath;
+	}
 	if (make_dirs(&cfg, err, sizeof(err)) != 0 || open_log(&cfg) != 0) {
 		fail_start(&cfg, err[0] != '\0' ? err : "cannot open the log file");
 		goto out;
@@ -323,6 +337,9 @@ int main(int argc, char **argv)
 		 KILN_VERSION_STR, (int)getpid(), cfg.socket_path, cfg.cache_dir, cfg.jobs,
 		 (unsigned long long)cfg.max_size);
 	instance_ready(0, (long)getpid(), NULL);
+	char status[4200];
+	snprintf(status, sizeof(status), "serving %s", cfg.socket_path);
+	sd_ready(status);
 	uv_run(d.loop, UV_RUN_DEFAULT);
 	kilnd_flush_touches(&d);
 	store_mark_clean(d.store);
@@ -344,6 +361,8 @@ out_loop:
 		uv_loop_close(d.loop);
 	}
 out:
+	if (d.activated && d.activated_fd >= 0)
+		close(d.activated_fd);   /* it never reached the server */
 	free(d.gpus);
 	for (size_t i = 0; i < d.ntoolchains; i++)
 		key_toolchain_fini(&d.toolchains[i]);

@@ -711,13 +711,24 @@ int server_init(struct kilnd *d, char *err, size_t errlen)
 		snprintf(err, errlen, "socket path %s is longer than %zu bytes", path, sizeof(sa.sun_path) - 1);
 		return -ENAMETOOLONG;
 	}
-	int rc = prepare_dir(path, err, errlen);
+	int rc = d->activated ? 0 : prepare_dir(path, err, errlen);
 	if (rc != 0)
 		return rc;
 	struct server *s = calloc(1, sizeof(*s));
 	if (s == NULL)
 		return -ENOMEM;
 	s->path = strdup(path);
+	if (d->activated) {
+		/* systemd bound and listens; kilnd only accepts. The server
+		 * owns the descriptor from here on. */
+		s->fd = d->activated_fd;
+		d->activated_fd = -1;
+		if (s->path == NULL) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+		goto listening;
+	}
 	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (s->path == NULL || s->fd < 0) {
 		rc = -errno;
@@ -737,6 +748,7 @@ int server_init(struct kilnd *d, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(-rc));
 		goto fail;
 	}
+listening:
 	uv_poll_init(d->loop, &s->poll, s->fd);
 	s->poll.data = d;
 	uv_timer_init(d->loop, &s->retry);
@@ -777,7 +789,9 @@ void server_stop_listening(struct kilnd *d)
 	uv_close((uv_handle_t *)&s->stall, NULL);
 	uv_timer_stop(&s->resume_timer);
 	uv_close((uv_handle_t *)&s->resume_timer, NULL);
-	unlink(s->path);
+	/* An activated socket is systemd's: it stays, for the next start. */
+	if (!d->activated)
+		unlink(s->path);
 	close(s->fd);
 	s->fd = -1;
 }
