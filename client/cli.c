@@ -311,6 +311,7 @@ static const struct {
 	{ "unpin", cmd_unpin },
 	{ "gc", cmd_gc },
 	{ "verify", cmd_verify },
+	{ "stats", cmd_stats },
 	{ "stop", cmd_stop },
 	{ "help", cmd_help },
 };

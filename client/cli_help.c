@@ -26,6 +26,8 @@ static const char global_help[] =
 	"  pin REF               protect an entry from eviction\n"
 	"  unpin REF             let an entry be evicted again\n"
 	"  gc [--max-size SIZE]  evict least recently used entries\n"
+	"  stats [--prometheus [-o FILE]]\n"
+	"                        the daemon's counters (Prometheus text format)\n"
 	"  verify                check every object against its size and SHA-256;\n"
 	"                        remove damaged entries (rebuilt on their next request)\n"
 	"  stop                  stop the daemon\n"
@@ -155,6 +157,21 @@ static const struct {
 	  "Let a pinned entry be evicted again. Prints \"unpinned KEY\". Needs kilnd.\n"
 	  "\n"
 	  "With --json, prints {\"ref\", \"key\", \"pinned\": false}.\n"
+	  "\n" GLOBAL_OPTS },
+	{ "stats",
+	  "Usage: kiln stats [--prometheus [-o FILE]]\n"
+	  "\n"
+	  "Print the daemon's counters and gauges, one per line (\"NAME VALUE\").\n"
+	  "Needs kilnd.\n"
+	  "\n"
+	  "Options:\n"
+	  "  --prometheus     print them in Prometheus' text exposition format\n"
+	  "                   (kiln_hits_total{socket=\"...\"} 588, ...), for a node\n"
+	  "                   exporter's textfile collector\n"
+	  "  -o, --output FILE  with --prometheus: write FILE through a temporary file\n"
+	  "                   and a rename, so the collector never reads half of it\n"
+	  "\n"
+	  "With --json, prints the same counters as one object.\n"
 	  "\n" GLOBAL_OPTS },
 	{ "verify",
 	  "Usage: kiln verify\n"

@@ -79,17 +79,38 @@ static void many_reply(void *arg, size_t pos, int rc, cJSON *reply, int fd)
 	many_result(m, i, rc);
 }
 
-/* Sends one batch; 0, or the status that every request of it failed with. */
+/*
+ * Requests written before their replies are read. kilnd stops reading a
+ * connection while --max-requests of its requests are in progress or 4 MiB
+ * of its replies wait (docs/security.md, "Limits"), and this thread writes a
+ * window whole before it reads: a window's replies must fit in what kilnd
+ * queues, or both sides would wait on each other. 512 hits are ~200 KB.
+ */
+#define MANY_WINDOW 512
+
+/* Sends one batch, a window at a time; 0, or the status that every request
+ * of some window failed with. */
 static int many_send(struct many *m, struct msg_request *const *batch, size_t nbatch)
 {
-	int rc = lib_conn_call_many(m->k, batch, nbatch, many_reply, m);
+	size_t *index = m->index;
+	int first = 0;
 
-	if (rc < 0) {
-		/* Nothing was answered: every request of the batch failed alike. */
-		for (size_t i = 0; i < nbatch; i++)
-			many_result(m, m->index[i], rc);
+	for (size_t start = 0; start < nbatch; start += MANY_WINDOW) {
+		size_t cnt = nbatch - start < MANY_WINDOW ? nbatch - start : MANY_WINDOW;
+		int rc;
+
+		m->index = index + start;
+		rc = lib_conn_call_many(m->k, batch + start, cnt, many_reply, m);
+		if (rc < 0) {
+			/* Nothing of the window was answered: all failed alike. */
+			for (size_t i = 0; i < cnt; i++)
+				many_result(m, m->index[i], rc);
+			if (first == 0)
+				first = rc;
+		}
 	}
-	return rc;
+	m->index = index;
+	return first;
 }
 
 static int get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,

@@ -61,12 +61,17 @@ unsigned server_pending(const struct kilnd *d)
 	return d->server != NULL ? d->server->pending : 0;
 }
 
-/* A connection stops being read once this many of its requests are in
- * progress or answered but not yet written: a client that pipelines without
- * reading its replies fills its own socket, not kilnd's memory. */
+/*
+ * A connection stops being read while --max-requests of its requests are in
+ * progress, or while CONN_OUT_MAX bytes of its replies wait to be written: a
+ * client that pipelines without reading its replies fills its own socket,
+ * not kilnd's memory. Replies already answered do not count against
+ * --max-requests, so a client that writes a large batch before it reads
+ * (libkiln's kiln_get_many) is not stopped while its replies queue here.
+ */
 static bool conn_full(const struct conn *c)
 {
-	return c->pending + c->nout >= c->d->cfg->max_requests;
+	return c->pending >= c->d->cfg->max_requests || c->out_bytes >= CONN_OUT_MAX;
 }
 
 static void outbuf_free(struct outbuf *o)
@@ -115,6 +120,7 @@ static void conn_kill(struct conn *c)
 	}
 	c->out_tail = NULL;
 	c->nout = 0;
+	c->out_bytes = 0;
 	/* Its requests go on (a build others wait for), unanswered. */
 	s->pending -= c->pending;
 	c->pending = 0;
@@ -211,6 +217,7 @@ static void conn_flush(struct conn *c)
 			c->out_head = o->next;
 			if (c->out_head == NULL)
 				c->out_tail = NULL;
+			c->out_bytes -= o->len;
 			outbuf_free(o);
 			c->nout--;
 		}
@@ -244,6 +251,7 @@ void conn_reply_text(struct conn *c, const char *json, size_t len, int fd)
 		c->out_head = o;
 	c->out_tail = o;
 	c->nout++;
+	c->out_bytes += o->len;
 	/* Replies to requests of one read go out together, after it. */
 	if (!c->batching)
 		conn_flush(c);

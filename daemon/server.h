@@ -22,6 +22,8 @@ struct outbuf;
 /* Descriptors a connection may have received and not yet used: a put sends
  * one with its frame; more is a broken or hostile peer, and they are closed. */
 #define CONN_RX_FDS 4
+/* Bytes of replies queued for a connection beyond which it is not read. */
+#define CONN_OUT_MAX ((size_t)4 << 20)
 
 struct conn {
 	struct kilnd *d;
@@ -39,6 +41,7 @@ struct conn {
 	pid_t pid;
 	unsigned pending;           /* requests read and not yet answered */
 	unsigned nout;              /* replies queued and not yet fully written */
+	size_t out_bytes;           /* their size (whole frames, written part too) */
 	uint64_t rx_ns;             /* when the last byte arrived (--frame-timeout) */
 	char *held;                 /* bytes read while full, not yet fed */
 	size_t held_len;

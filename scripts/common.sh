@@ -5,7 +5,7 @@
 # shellcheck shell=bash
 
 KILN_PACKAGES=(meson ninja-build pkg-config gcc g++ libuv1-dev libsqlite3-dev libcjson-dev
-	libssl-dev check sqlite3 libmpich-dev mpich clang)
+	libssl-dev check sqlite3 libmpich-dev mpich clang libsystemd-dev)
 
 kiln_say() {
 	printf '%s\n' "$*" >&2
