@@ -392,6 +392,47 @@ START_TEST(sources_by_path_are_capped_in_total)
 }
 END_TEST
 
+/* A batch far larger than --max-requests and than what the sockets hold
+ * (kiln_get_many writes before it reads) completes: back-pressure must not
+ * make client and daemon wait on each other. */
+START_TEST(large_batch_completes)
+{
+	enum { BATCH = 20000, DISTINCT = 10 };
+	struct kiln_request *reqs = calloc(BATCH, sizeof(*reqs));
+	struct kiln_source *srcs = calloc(BATCH, sizeof(*srcs));
+	struct kiln_program **out = calloc(BATCH, sizeof(*out));
+	int *status = calloc(BATCH, sizeof(*status));
+	char *texts[DISTINCT];
+	struct kiln *k;
+
+	harness_start("--max-requests", "16", NULL);
+	for (int i = 0; i < DISTINCT; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "batch_%d", i);
+		texts[i] = harness_program(name, 400 + i);
+	}
+	for (int i = 0; i < BATCH; i++)
+		harness_request(&reqs[i], &srcs[i], "batch.c", texts[i % DISTINCT]);
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	ck_assert_msg(kiln_get_many(k, reqs, BATCH, out, status) == KILN_OK, "%s", kiln_errmsg(k));
+	for (int i = 0; i < BATCH; i++) {
+		int (*fn)(void);
+
+		*(void **)&fn = kiln_sym(out[i], "kiln_test_value");
+		ck_assert_int_eq(fn(), 400 + i % DISTINCT);
+	}
+	kiln_close(k);
+	harness_stop();
+	for (int i = 0; i < DISTINCT; i++)
+		free(texts[i]);
+	free(reqs);
+	free(srcs);
+	free(out);
+	free(status);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("limits");
@@ -403,5 +444,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("stalled", stalled_frame_is_closed, 60));
 	suite_add_tcase(s, harness_tcase("nesting", deep_nesting_is_refused, 60));
 	suite_add_tcase(s, harness_tcase("sources_total", sources_by_path_are_capped_in_total, 60));
+	suite_add_tcase(s, harness_tcase("large_batch", large_batch_completes, 120));
 	return harness_main(s);
 }
