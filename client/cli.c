@@ -312,6 +312,7 @@ static const struct {
 	{ "gc", cmd_gc },
 	{ "verify", cmd_verify },
 	{ "stats", cmd_stats },
+	{ "warm", cmd_warm },
 	{ "stop", cmd_stop },
 	{ "help", cmd_help },
 };

@@ -156,6 +156,7 @@ int cmd_unpin(struct cli *cli, int argc, char **argv);
 int cmd_gc(struct cli *cli, int argc, char **argv);
 int cmd_verify(struct cli *cli, int argc, char **argv);
 int cmd_stats(struct cli *cli, int argc, char **argv);
+int cmd_warm(struct cli *cli, int argc, char **argv);
 int cmd_stop(struct cli *cli, int argc, char **argv);
 
 #endif

@@ -1,0 +1,397 @@
+/*
+ * kiln warm MANIFEST.json: builds (or finds) a list of programs through the
+ * daemon, many requests in flight on one connection so that kilnd keeps all
+ * its --jobs busy, with a live progress line on a terminal.
+ *
+ * The manifest is {"requests": [REQUEST, ...]} or a bare array. A REQUEST
+ * has "sources" (required: each a path string, relative to the manifest's
+ * directory, or {"name", "path"} or {"name", "text"}), and optionally
+ * "toolchain" (default "cc"), "output", "args", "alias" and "label".
+ */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "util.h"
+
+/* Requests written ahead of their replies (see MANY_WINDOW in lib_many.c). */
+#define WARM_WINDOW 64
+#define WARM_MAX_REQUESTS 100000
+
+struct warm_item {
+	struct msg_request req;
+	char *payload;
+	size_t len;
+	int rc;              /* 0 ok, 1 failed, -1 not answered yet */
+	bool cached, joined;
+	uint64_t build_ms;
+	char key[65];
+	char *error;         /* the daemon's message, malloc'd */
+};
+
+struct warm {
+	struct cli *cli;
+	struct warm_item *items;
+	size_t n, sent, done, failed, built, cached;
+	double start;
+	bool tty;
+	char *dir;           /* the manifest's directory */
+};
+
+static double now_s(void)
+{
+	return (double)util_now_ns() / 1e9;
+}
+
+static char *str_dup_json(const cJSON *o, const char *name, bool *bad)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+	if (v == NULL || cJSON_IsNull(v))
+		return NULL;
+	if (!cJSON_IsString(v)) {
+		*bad = true;
+		return NULL;
+	}
+	return strdup(v->valuestring);
+}
+
+/* A path from the manifest, relative to its directory, made absolute. */
+static char *manifest_path(const struct warm *w, const char *p)
+{
+	char *joined = NULL, *real;
+	if (p[0] != '/' && asprintf(&joined, "%s/%s", w->dir, p) < 0)
+		return NULL;
+	real = realpath(joined != NULL ? joined : p, NULL);
+	free(joined);
+	return real;
+}
+
+/* Fills one source from a path string or a {"name", "path"|"text"} object. */
+static int parse_source(const struct warm *w, const cJSON *s, struct msg_source *src, size_t i,
+			size_t r)
+{
+	const char *path = cJSON_IsString(s) ? s->valuestring :
+			   cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "path"));
+	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "name"));
+	const char *text = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "text"));
+
+	if (path != NULL) {
+		src->path = manifest_path(w, path);
+		if (src->path == NULL) {
+			cli_error("manifest request %zu: source %zu: cannot read %s: %s", r, i, path,
+				  strerror(errno));
+			return -1;
+		}
+		const char *slash = strrchr(path, '/');
+		src->name = strdup(name != NULL ? name : slash != NULL ? slash + 1 : path);
+	} else if (name != NULL && text != NULL) {
+		src->name = strdup(name);
+		src->text = strdup(text);
+		src->len = strlen(text);
+	} else {
+		cli_error("manifest request %zu: source %zu is neither a path nor {\"name\", \"path\"} "
+			  "or {\"name\", \"text\"}", r, i);
+		return -1;
+	}
+	return src->name != NULL ? 0 : -1;
+}
+
+static int parse_request(struct warm *w, const cJSON *o, struct warm_item *it, size_t r)
+{
+	const cJSON *srcs = cJSON_GetObjectItemCaseSensitive(o, "sources");
+	const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, "args");
+	bool bad = false;
+	size_t i = 0;
+	const cJSON *s;
+
+	cli_request_init(&it->req, OP_GET);
+	if (!cJSON_IsObject(o) || !cJSON_IsArray(srcs) || cJSON_GetArraySize(srcs) == 0 ||
+	    cJSON_GetArraySize(srcs) > MSG_MAX_SOURCES) {
+		cli_error("manifest request %zu: needs \"sources\", an array of 1 to %d sources", r,
+			  MSG_MAX_SOURCES);
+		return -1;
+	}
+	it->req.toolchain = str_dup_json(o, "toolchain", &bad);
+	it->req.output = str_dup_json(o, "output", &bad);
+	it->req.alias = str_dup_json(o, "alias", &bad);
+	it->req.label = str_dup_json(o, "label", &bad);
+	if (it->req.toolchain == NULL && !bad)
+		it->req.toolchain = strdup("cc");
+	if (args != NULL && !cJSON_IsArray(args))
+		bad = true;
+	it->req.nargs = (size_t)cJSON_GetArraySize(args);
+	it->req.args = calloc(it->req.nargs + 1, sizeof(char *));
+	cJSON_ArrayForEach(s, args) {
+		if (!cJSON_IsString(s) || it->req.args == NULL) {
+			bad = true;
+			break;
+		}
+		it->req.args[i++] = strdup(s->valuestring);
+	}
+	if (bad) {
+		cli_error("manifest request %zu: toolchain, output, alias, label must be strings and "
+			  "args an array of strings", r);
+		return -1;
+	}
+	it->req.nsources = (size_t)cJSON_GetArraySize(srcs);
+	it->req.sources = calloc(it->req.nsources, sizeof(*it->req.sources));
+	if (it->req.sources == NULL)
+		return -1;
+	i = 0;
+	cJSON_ArrayForEach(s, srcs)
+		if (parse_source(w, s, &it->req.sources[i], i, r) != 0)
+			return -1;
+		else
+			i++;
+	it->rc = -1;
+	return 0;
+}
+
+static int load_manifest(struct warm *w, const char *file)
+{
+	char *text = NULL, *real = realpath(file, NULL);
+	size_t len;
+	cJSON *root, *list;
+	int rc = -1;
+
+	if (real == NULL || util_read_file(real, 64u << 20, &text, &len) != 0) {
+		cli_error("cannot read %s: %s", file, strerror(errno));
+		free(real);
+		return -1;
+	}
+	*strrchr(real, '/') = '\0';
+	w->dir = real;
+	root = cJSON_ParseWithLength(text, len);
+	free(text);
+	list = cJSON_IsArray(root) ? root : cJSON_GetObjectItemCaseSensitive(root, "requests");
+	if (!cJSON_IsArray(list)) {
+		cli_error("%s is not a manifest: expected {\"requests\": [...]} or a JSON array", file);
+		goto out;
+	}
+	w->n = (size_t)cJSON_GetArraySize(list);
+	if (w->n == 0 || w->n > WARM_MAX_REQUESTS) {
+		cli_error("%s has %zu requests; a manifest has 1 to %d", file, w->n, WARM_MAX_REQUESTS);
+		goto out;
+	}
+	w->items = calloc(w->n, sizeof(*w->items));
+	if (w->items == NULL)
+		goto out;
+	size_t i = 0;
+	const cJSON *o;
+	cJSON_ArrayForEach(o, list) {
+		if (parse_request(w, o, &w->items[i], i) != 0)
+			goto out;
+		i++;
+	}
+	rc = 0;
+out:
+	cJSON_Delete(root);
+	return rc;
+}
+
+/* "[3/10] 1 failed, 4 in flight, 12 s elapsed, ETA 28 s", redrawn in place. */
+static void progress(const struct warm *w, bool final)
+{
+	double el = now_s() - w->start;
+	if (!w->tty)
+		return;
+	fprintf(stderr, "\r\033[K[%zu/%zu] %zu failed, %zu in flight, %.0f s elapsed", w->done,
+		w->n, w->failed, w->sent - w->done, el);
+	if (w->done > 0 && w->done < w->n)
+		fprintf(stderr, ", ETA %.0f s", el / (double)w->done * (double)(w->n - w->done));
+	if (final)
+		fputc('\n', stderr);
+	fflush(stderr);
+}
+
+static const char *item_name(const struct warm_item *it, char *buf, size_t len, size_t i)
+{
+	if (it->req.alias != NULL)
+		return it->req.alias;
+	snprintf(buf, len, "#%zu (%s)", i, it->req.sources[0].name);
+	return buf;
+}
+
+static void record(struct warm *w, const cJSON *reply)
+{
+	uint64_t id = 0;
+	cli_json_u64(reply, "id", &id);
+	if (id < 1 || id > w->n || w->items[id - 1].rc != -1)
+		return;
+	struct warm_item *it = &w->items[id - 1];
+	char buf[300];
+	w->done++;
+	if (cli_json_true(reply, "ok")) {
+		const char *key = cli_json_str(reply, "key");
+		it->rc = 0;
+		snprintf(it->key, sizeof(it->key), "%s", key != NULL ? key : "");
+		it->cached = cli_json_true(reply, "cached");
+		it->joined = cli_json_true(reply, "joined");
+		cli_json_u64(reply, "build_ms", &it->build_ms);
+		if (it->cached)
+			w->cached++;
+		else
+			w->built++;
+	} else {
+		const cJSON *err = cJSON_GetObjectItemCaseSensitive(reply, "error");
+		const char *msg = cli_json_str(err, "message");
+		it->rc = 1;
+		it->error = strdup(msg != NULL ? msg : "failed");
+		w->failed++;
+	}
+	if (w->tty || w->cli->json)
+		return;
+	if (it->rc == 0)
+		printf("%s %s %s", it->cached ? "cached" : it->joined ? "joined" : "built ", it->key,
+		       item_name(it, buf, sizeof(buf), id - 1));
+	else
+		printf("failed %s: %s", item_name(it, buf, sizeof(buf), id - 1), it->error);
+	printf(it->rc == 0 && !it->cached ? " (%llu ms)\n" : "\n", (unsigned long long)it->build_ms);
+	fflush(stdout);
+}
+
+/* Keeps WARM_WINDOW requests in flight until every one is answered. */
+static int run(struct warm *w, struct cli_conn *c)
+{
+	while (w->done < w->n) {
+		while (w->sent < w->n && w->sent - w->done < WARM_WINDOW) {
+			struct warm_item *it = &w->items[w->sent];
+			it->req.id = w->sent + 1;
+			it->payload = msg_request_pack(&it->req, &it->len);
+			int rc = it->payload != NULL ? wire_send_frame(&c->wc, it->payload, it->len) : -ENOMEM;
+			free(it->payload);
+			it->payload = NULL;
+			if (rc < 0) {
+				cli_error("cannot send request %zu to kilnd at %s: %s", w->sent,
+					  w->cli->socket, strerror(-rc));
+				return rc;
+			}
+			w->sent++;
+		}
+		/* Redraw at least twice a second while compilers run. */
+		if (w->tty && c->wc.rlen <= c->wc.roff) {
+			struct pollfd pfd = { .fd = c->wc.fd, .events = POLLIN };
+			if (poll(&pfd, 1, 500) == 0) {
+				progress(w, false);
+				continue;
+			}
+		}
+		char *buf;
+		size_t blen;
+		int rc = wire_recv_frame(&c->wc, &buf, &blen);
+		if (rc < 0) {
+			cli_error("lost kilnd at %s after %zu of %zu replies: %s", w->cli->socket, w->done,
+				  w->n, strerror(-rc));
+			return rc;
+		}
+		cJSON *reply = cJSON_ParseWithLength(buf, blen);
+		free(buf);
+		if (cli_json_true(reply, "fd")) {
+			int fd = wire_take_fd(&c->wc);
+			if (fd >= 0)
+				close(fd);
+		}
+		record(w, reply);
+		cJSON_Delete(reply);
+		progress(w, false);
+	}
+	return 0;
+}
+
+static void print_json(const struct warm *w, double elapsed)
+{
+	cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "results");
+	cJSON_AddNumberToObject(o, "requests", (double)w->n);
+	cJSON_AddNumberToObject(o, "built", (double)w->built);
+	cJSON_AddNumberToObject(o, "cached", (double)w->cached);
+	cJSON_AddNumberToObject(o, "failed", (double)w->failed);
+	cJSON_AddNumberToObject(o, "elapsed_s", elapsed);
+	for (size_t i = 0; arr != NULL && i < w->n; i++) {
+		const struct warm_item *it = &w->items[i];
+		cJSON *r = cJSON_CreateObject();
+		if (r == NULL || !cJSON_AddItemToArray(arr, r)) {
+			cJSON_Delete(r);
+			break;
+		}
+		cJSON_AddBoolToObject(r, "ok", it->rc == 0);
+		if (it->req.alias != NULL)
+			cJSON_AddStringToObject(r, "alias", it->req.alias);
+		if (it->rc == 0) {
+			cJSON_AddStringToObject(r, "key", it->key);
+			cJSON_AddBoolToObject(r, "cached", it->cached);
+			cJSON_AddNumberToObject(r, "build_ms", (double)it->build_ms);
+		} else {
+			cJSON_AddStringToObject(r, "error", it->error != NULL ? it->error : "not answered");
+		}
+	}
+	cli_print_json(o);
+	cJSON_Delete(o);
+}
+
+static void warm_free(struct warm *w)
+{
+	for (size_t i = 0; w->items != NULL && i < w->n; i++) {
+		struct msg_request *r = &w->items[i].req;
+		for (size_t j = 0; r->sources != NULL && j < r->nsources; j++) {
+			free(r->sources[j].name);
+			free(r->sources[j].path);
+			free(r->sources[j].text);
+		}
+		for (size_t j = 0; r->args != NULL && j < r->nargs; j++)
+			free(r->args[j]);
+		free(r->sources);
+		free(r->args);
+		free(r->toolchain);
+		free(r->output);
+		free(r->alias);
+		free(r->label);
+		free(w->items[i].error);
+	}
+	free(w->items);
+	free(w->dir);
+}
+
+int cmd_warm(struct cli *cli, int argc, char **argv)
+{
+	struct warm w = { .cli = cli };
+	struct cli_conn c = { .wc.fd = -1 };
+	const char *refs[2];
+	int nrefs, status;
+
+	status = cli_parse_refs(cli, argc, argv, refs, 1, &nrefs);
+	if (status >= 0)
+		return status;
+	if (nrefs != 1)
+		return cli_usage_error(cli, "warm needs a MANIFEST.json");
+	status = CLI_EXIT_ERROR;
+	if (load_manifest(&w, refs[0]) != 0 || cli_conn_require(cli, &c) < 0)
+		goto out;
+	w.tty = !cli->json && isatty(STDERR_FILENO) && isatty(STDOUT_FILENO);
+	w.start = now_s();
+	int rc = run(&w, &c);
+	double elapsed = now_s() - w.start;
+	progress(&w, true);
+	if (cli->json)
+		print_json(&w, elapsed);
+	else {
+		if (w.tty)
+			for (size_t i = 0; i < w.n; i++)
+				if (w.items[i].rc == 1) {
+					char buf[300];
+					printf("failed %s: %s\n", item_name(&w.items[i], buf, sizeof(buf), i),
+					       w.items[i].error);
+				}
+		printf("warmed %zu of %zu programs in %.1f s: %zu built, %zu cached, %zu failed\n",
+		       w.done - w.failed, w.n, elapsed, w.built, w.cached, w.failed);
+	}
+	status = cli_finish_stdout(rc == 0 && w.failed == 0 ? CLI_EXIT_OK : CLI_EXIT_ERROR);
+out:
+	cli_conn_close(&c);
+	warm_free(&w);
+	return status;
+}
