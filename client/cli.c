@@ -313,6 +313,8 @@ static const struct {
 	{ "verify", cmd_verify },
 	{ "stats", cmd_stats },
 	{ "warm", cmd_warm },
+	{ "export", cmd_export },
+	{ "import", cmd_import },
 	{ "stop", cmd_stop },
 	{ "help", cmd_help },
 };

@@ -27,6 +27,9 @@ static const char global_help[] =
 	"  unpin REF             let an entry be evicted again\n"
 	"  gc [--max-size SIZE]  evict least recently used entries\n"
 	"  warm MANIFEST.json    build a list of programs in parallel, with progress\n"
+	"  export PATH           write the cache's entries to PATH (a directory or\n"
+	"                        a .tar/.tar.gz file)\n"
+	"  import PATH           take the entries of PATH that fit this node\n"
 	"  stats [--prometheus [-o FILE]]\n"
 	"                        the daemon's counters (Prometheus text format)\n"
 	"  verify                check every object against its size and SHA-256;\n"
@@ -179,6 +182,30 @@ static const struct {
 	  "With --json, prints {\"requests\", \"built\", \"cached\", \"failed\",\n"
 	  "\"elapsed_s\", \"results\": [{\"ok\", \"alias\", \"key\", \"cached\",\n"
 	  "\"build_ms\"} or {\"ok\": false, \"error\"}]}.\n"
+	  "\n" GLOBAL_OPTS },
+	{ "export",
+	  "Usage: kiln export PATH\n"
+	  "\n"
+	  "Write every entry of the cache (objects, dependencies, logs) to PATH: a\n"
+	  "directory (created; the upstream tier's layout, docs/design.md), or a\n"
+	  "tar archive of one when PATH ends in .tar, .tar.gz or .tgz. Use it to fill\n"
+	  "compute nodes' caches from a login node: kiln import there. Entries\n"
+	  "whose headers changed while they were built are not exported. Needs kilnd.\n"
+	  "\n"
+	  "With --json, prints {\"dir\", \"exported\", \"kept\", \"skipped\", \"damaged\"}.\n"
+	  "\n" GLOBAL_OPTS },
+	{ "import",
+	  "Usage: kiln import PATH\n"
+	  "\n"
+	  "Take the entries of PATH (made by kiln export: a directory or a .tar,\n"
+	  ".tar.gz or .tgz archive, unpacked privately) into the cache, checked as\n"
+	  "upstream entries are: every dependency is hashed on this node, the key\n"
+	  "recomputed, the object's size and SHA-256 checked. Entries built with\n"
+	  "another compiler or against other headers are skipped; they would never\n"
+	  "be asked for here. The request keys in PATH are trusted: import only\n"
+	  "exports you made or trust. Needs kilnd.\n"
+	  "\n"
+	  "With --json, prints {\"dir\", \"imported\", \"kept\", \"skipped\", \"damaged\"}.\n"
 	  "\n" GLOBAL_OPTS },
 	{ "stats",
 	  "Usage: kiln stats [--prometheus [-o FILE]]\n"

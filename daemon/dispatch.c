@@ -27,6 +27,7 @@
 #include "server.h"
 #include "upstream.h"
 #include "util.h"
+#include "transfer.h"
 #include "verify.h"
 
 /* Requests with more inline source text than this are keyed on the pool. */
@@ -746,6 +747,10 @@ static void run_op(struct conn *c, struct msg_request *req)
 		break;
 	case OP_VERIFY:
 		op_verify(c, req);
+		break;
+	case OP_EXPORT:
+	case OP_IMPORT:
+		op_transfer(c, req);
 		break;
 	default:
 		conn_reply_error(c, req->id, ERR_UNKNOWN_OP, "op", "unknown operation");

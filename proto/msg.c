@@ -44,6 +44,8 @@ static const char *const op_names[OP__COUNT] = {
 	[OP_UNPIN] = "unpin",
 	[OP_GC] = "gc",
 	[OP_VERIFY] = "verify",
+	[OP_EXPORT] = "export",
+	[OP_IMPORT] = "import",
 	[OP_SHUTDOWN] = "shutdown",
 	[OP_PUT] = "put",
 };
@@ -191,6 +193,7 @@ void msg_request_free(struct msg_request *req)
 	free(req->label);
 	free(req->key);
 	free(req->ref);
+	free(req->dir);
 	for (i = 0; i < req->ndeps; i++)
 		free(req->deps[i].path);
 	free(req->deps);
@@ -563,9 +566,22 @@ static int parse_ref(const cJSON *obj, struct msg_request *req, struct msg_error
 	return 0;
 }
 
+/* export and import: an absolute directory without NUL or newline. */
+static int parse_dir(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+{
+	if (get_str(obj, "dir", true, 4095, &req->dir, err) < 0)
+		return -1;
+	if (req->dir[0] != '/' || strchr(req->dir, '\n') != NULL)
+		return msg_error_set(err, ERR_BAD_REQUEST, "dir", "\"dir\" must be an absolute path");
+	return 0;
+}
+
 static int parse_fields(const cJSON *obj, struct msg_request *req, struct msg_error *err)
 {
 	switch (req->op) {
+	case OP_EXPORT:
+	case OP_IMPORT:
+		return parse_dir(obj, req, err);
 	case OP_HELLO:
 		return parse_hello(obj, req, err);
 	case OP_GET:
@@ -828,6 +844,9 @@ static bool pack_fields(cJSON *obj, const struct msg_request *req)
 		return add_str(obj, "ref", req->ref);
 	case OP_GC:
 		return add_num(obj, "max_size", req->max_size);
+	case OP_EXPORT:
+	case OP_IMPORT:
+		return add_str(obj, "dir", req->dir);
 	default:
 		return true;
 	}

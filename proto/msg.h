@@ -41,6 +41,8 @@ enum msg_op {
 	OP_SHUTDOWN,
 	OP_PUT,
 	OP_VERIFY,
+	OP_EXPORT,
+	OP_IMPORT,
 	OP__COUNT
 };
 
@@ -125,6 +127,8 @@ struct msg_request {
 	char *ref;
 	/* gc */
 	int64_t max_size;
+	/* export, import: a directory in the upstream tier's layout */
+	char *dir;
 };
 
 /* Details of a refused request. */

@@ -1,0 +1,221 @@
+/*
+ * export and import: entries moved between caches through a directory in
+ * the upstream tier's layout (upstream_int.h), for example to fill compute
+ * nodes' caches from a login node. Export publishes entries there as a node
+ * publishes to its upstream tier; import takes every entry that fits this
+ * node exactly as an upstream hit is taken: each dependency hashed here,
+ * the artifact key recomputed, the object's size and SHA-256 checked while
+ * it is copied into the cache. An entry built by another compiler or
+ * against other headers is skipped (its request key would never be asked
+ * here, or its dependencies differ). Both run on the thread pool.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "build_int.h"
+#include "kilnd.h"
+#include "log.h"
+#include "msg.h"
+#include "server.h"
+#include "transfer.h"
+#include "upstream_int.h"
+#include "util.h"
+
+static const char *const outputs[] = { "shared", "cubin", "fatbin", "ptx" };
+
+struct transfer_job {
+	struct conn *c;
+	enum msg_op op;
+	uint64_t id;
+	char *dir;
+	struct store_entry *list;   /* export: the entries, with their dependencies */
+	size_t n;
+	uint64_t done, kept, skipped, bad;
+	int rc;
+	char err[512];
+};
+
+/* Every dependency-complete entry, for export (read on the loop thread). */
+static int export_entries(struct kilnd *d, struct transfer_job *j)
+{
+	struct store_entry *brief = NULL;
+	size_t n = 0;
+	int rc = store_list(d->store, &brief, &n);
+	if (rc != 0)
+		return rc;
+	j->list = calloc(n ? n : 1, sizeof(*j->list));
+	if (j->list == NULL) {
+		store_entries_free(brief, n);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (store_get(d->store, brief[i].key, &j->list[j->n]) == 0)
+			j->n++;
+	store_entries_free(brief, n);
+	return 0;
+}
+
+static void export_work(struct transfer_job *j, struct up_dirs *u)
+{
+	struct kilnd *d = j->c->d;
+	for (size_t i = 0; i < j->n; i++) {
+		struct store_entry *e = &j->list[i];
+		char *obj = store_object_path(d->store, e->key, e->output);
+		int rc = obj != NULL ? upfs_publish(u, e, obj, NULL, 0) : -ENOMEM;
+		free(obj);
+		if (rc == 1)
+			j->done++;
+		else if (rc == 0)
+			j->kept++;
+		else
+			j->skipped++;
+	}
+}
+
+/* Takes rkey's entry from the directory into the cache, if one fits. */
+static void import_rkey(struct transfer_job *j, struct up_dirs *u, const char *rkey)
+{
+	struct kilnd *d = j->c->d;
+	char *tmpdir = store_tmp_dir(d->store), tmp[4200];
+	if (tmpdir == NULL)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s/import-%.16s-%d", tmpdir, rkey, (int)gettid());
+	free(tmpdir);
+	for (size_t o = 0; o < sizeof(outputs) / sizeof(outputs[0]); o++) {
+		struct store_entry e = { 0 };
+		char *log = NULL;
+		unsigned bad = 0;
+		e.output = strdup(outputs[o]);
+		e.toolchain = strdup("imported");
+		int rc = e.output != NULL && e.toolchain != NULL ?
+			 upfs_find(u, rkey, outputs[o], tmp, &e, &log, &bad) : -ENOMEM;
+		j->bad += bad;
+		if (rc == 1) {
+			e.created = e.last_used = util_wall_s();
+			if (log != NULL)
+				publish_write_log(d, e.key, log, strlen(log));
+			rc = store_publish(d->store, &e, tmp);
+			if (rc == 0)
+				j->done++;
+			else {
+				unlink(tmp);
+				j->skipped++;
+				log_warn("import: cannot publish %.16s: %s", e.key, strerror(-rc));
+			}
+		}
+		free(log);
+		store_entry_free(&e);
+		if (rc == 1 || rc == 0)
+			return;
+	}
+	j->skipped++;
+}
+
+/* Walks entries/<2 hex>/<rkey>/ of the directory. */
+static void import_work(struct transfer_job *j, struct up_dirs *u)
+{
+	DIR *top = opendir(u->entries);
+	struct dirent *a, *b;
+	if (top == NULL) {
+		j->rc = -errno;
+		snprintf(j->err, sizeof(j->err), "cannot read %s: %s", u->entries, strerror(errno));
+		return;
+	}
+	while ((a = readdir(top)) != NULL) {
+		char sub[4200];
+		if (a->d_name[0] == '.' || strlen(a->d_name) != 2)
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", u->entries, a->d_name);
+		DIR *mid = opendir(sub);
+		while (mid != NULL && (b = readdir(mid)) != NULL)
+			if (strlen(b->d_name) == 64 && strspn(b->d_name, "0123456789abcdef") == 64)
+				import_rkey(j, u, b->d_name);
+		if (mid != NULL)
+			closedir(mid);
+	}
+	closedir(top);
+}
+
+static void transfer_work(void *arg)
+{
+	struct transfer_job *j = arg;
+	struct up_dirs u = { 0 };
+	/* The same checks as --upstream: the directory must be the user's and
+	 * private, since what is imported is loaded as code. */
+	j->rc = upfs_open(&u, j->dir, 3600, j->err, sizeof(j->err));
+	if (j->rc != 0)
+		return;
+	if (j->op == OP_EXPORT)
+		export_work(j, &u);
+	else
+		import_work(j, &u);
+	upfs_close(&u);
+}
+
+static void transfer_done(void *arg)
+{
+	struct transfer_job *j = arg;
+	struct conn *c = j->c;
+	struct kilnd *d = c->d;
+	if (j->op == OP_IMPORT) {
+		kilnd_refresh_totals(d);
+		d->c.imports += j->done;
+	}
+	if (j->rc != 0) {
+		conn_reply_error(c, j->id, ERR_IO, "dir", "%s", j->err[0] != '\0' ? j->err : strerror(-j->rc));
+	} else {
+		cJSON *r = cJSON_CreateObject();
+		if (r != NULL) {
+			msg_add_int(r, "id", (int64_t)j->id);
+			cJSON_AddBoolToObject(r, "ok", 1);
+			cJSON_AddStringToObject(r, "dir", j->dir);
+			cJSON_AddNumberToObject(r, j->op == OP_EXPORT ? "exported" : "imported",
+						(double)j->done);
+			cJSON_AddNumberToObject(r, "kept", (double)j->kept);
+			cJSON_AddNumberToObject(r, "skipped", (double)j->skipped);
+			cJSON_AddNumberToObject(r, "damaged", (double)j->bad);
+			conn_reply(c, r, -1);
+		} else {
+			conn_reply_error(c, j->id, ERR_INTERNAL, NULL, "out of memory");
+		}
+		log_info("%s %s: %llu entries, %llu kept, %llu skipped, %llu damaged",
+			 j->op == OP_EXPORT ? "exported to" : "imported from", j->dir,
+			 (unsigned long long)j->done, (unsigned long long)j->kept,
+			 (unsigned long long)j->skipped, (unsigned long long)j->bad);
+	}
+	store_entries_free(j->list, j->n);
+	free(j->dir);
+	conn_unref(c);
+	free(j);
+}
+
+void op_transfer(struct conn *c, struct msg_request *req)
+{
+	struct kilnd *d = c->d;
+	struct transfer_job *j = calloc(1, sizeof(*j));
+	int rc = -ENOMEM;
+	if (j != NULL && (j->dir = strdup(req->dir)) != NULL) {
+		j->c = c;
+		j->op = req->op;
+		j->id = req->id;
+		rc = req->op == OP_EXPORT ? export_entries(d, j) : 0;
+	}
+	if (rc == 0) {
+		conn_ref(c);
+		if (kilnd_work(d, transfer_work, transfer_done, j) == 0)
+			return;
+		conn_unref(c);
+		rc = -EAGAIN;
+	}
+	if (j != NULL) {
+		store_entries_free(j->list, j->n);
+		free(j->dir);
+		free(j);
+	}
+	conn_reply_error(c, req->id, rc == -ENOMEM ? ERR_INTERNAL : ERR_IO, NULL, "cannot %s: %s",
+			 msg_op_name(req->op), strerror(-rc));
+}

@@ -1,0 +1,195 @@
+/*
+ * Integration tests of the CLI's fleet tools: kiln warm (a manifest built in
+ * parallel), kiln stats --prometheus, and kiln export / kiln import between
+ * two daemons.
+ */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void write_program(const char *rel, const char *name, int value)
+{
+	char path[HARNESS_PATH];
+	char *text = harness_program(name, value);
+
+	harness_write_file(harness_path(path, "%s", rel), text);
+	free(text);
+}
+
+START_TEST(warm_builds_a_manifest)
+{
+	char manifest[HARNESS_PATH], *out = NULL;
+	cJSON *r, *results, *st;
+	int rc;
+
+	ck_assert_int_eq(mkdir(harness_path(manifest, "m"), 0700), 0);
+	write_program("m/a.c", "warm_a", 1);
+	write_program("m/b.c", "warm_b", 2);
+	write_program("m/c.c", "warm_c", 3);
+	harness_write_file(harness_path(manifest, "m/bad.c"), "int broken( {\n");
+	harness_write_file(harness_path(manifest, "m/manifest.json"),
+		"{\"requests\": [\n"
+		" {\"sources\": [\"a.c\"], \"alias\": \"warm:a\", \"args\": [\"-O2\"]},\n"
+		" {\"sources\": [\"b.c\"], \"alias\": \"warm:b\"},\n"
+		" {\"sources\": [{\"name\": \"c.c\", \"path\": \"c.c\"}], \"label\": \"c\"},\n"
+		" {\"sources\": [{\"name\": \"d.c\", \"text\": \"int kiln_test_value(void) { return 4; }\\n\"}]},\n"
+		" {\"sources\": [\"bad.c\"], \"alias\": \"warm:bad\"}\n"
+		"]}\n");
+	harness_start(NULL);
+	rc = harness_cli(&out, NULL, "--json", "warm", manifest, NULL);
+	ck_assert_msg(rc == 1, "warm with a failing request exited %d", rc);
+	r = cJSON_Parse(out);
+	ck_assert_msg(r != NULL, "not JSON: %s", out);
+	free(out);
+	ck_assert_int_eq(harness_num(r, "requests"), 5);
+	ck_assert_int_eq(harness_num(r, "built"), 4);
+	ck_assert_int_eq(harness_num(r, "failed"), 1);
+	results = cJSON_GetObjectItem(r, "results");
+	ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetArrayItem(results, 4), "ok")));
+	ck_assert_msg(harness_contains(harness_str(cJSON_GetArrayItem(results, 4), "error"), "compiler"),
+		      "the failure does not say why");
+	cJSON_Delete(r);
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "builds_started"), 5);
+	cJSON_Delete(st);
+	/* The aliases work, and a second warm finds everything cached. */
+	{
+		struct harness_result h = harness_in_child(NULL, "warm:b");
+
+		ck_assert_msg(h.rc == KILN_OK && h.value == 2, "%s", h.msg);
+	}
+	rc = harness_cli(&out, NULL, "warm", manifest, NULL);
+	ck_assert_int_eq(rc, 1);
+	ck_assert_msg(harness_contains(out, "0 built, 4 cached, 1 failed"), "output: %s", out);
+	ck_assert_msg(harness_contains(out, "failed warm:bad"), "output: %s", out);
+	free(out);
+	/* A malformed manifest is refused before anything is sent. */
+	harness_write_file(manifest, "{\"requests\": [{\"sources\": 3}]}");
+	ck_assert_int_eq(harness_cli(NULL, &out, "warm", manifest, NULL), 1);
+	ck_assert_msg(harness_contains(out, "sources"), "stderr: %s", out);
+	free(out);
+	harness_stop();
+}
+END_TEST
+
+START_TEST(stats_in_prometheus_format)
+{
+	char file[HARNESS_PATH], key[72], *out = NULL, *text;
+	cJSON *st;
+
+	harness_start(NULL);
+	harness_get_program(NULL, "stats", 5, NULL, key);
+	ck_assert_int_eq(harness_cli(&out, NULL, "stats", "--prometheus", NULL), 0);
+	st = harness_status();
+	{
+		char want[HARNESS_PATH + 128];
+
+		snprintf(want, sizeof(want), "kiln_builds_started_total{socket=\"%s\"} %lld\n",
+			 harness.socket, (long long)harness_num(st, "builds_started"));
+		ck_assert_msg(harness_contains(out, want), "no \"%s\" in:\n%s", want, out);
+	}
+	ck_assert(harness_contains(out, "# TYPE kiln_hits_total counter\n"));
+	ck_assert(harness_contains(out, "# TYPE kiln_cache_entries gauge\n"));
+	ck_assert(harness_contains(out, "kiln_up{"));
+	cJSON_Delete(st);
+	free(out);
+	ck_assert_int_eq(harness_cli(NULL, NULL, "stats", "--prometheus", "-o",
+				     harness_path(file, "kiln.prom"), NULL), 0);
+	text = harness_read_file(file);
+	ck_assert_msg(harness_contains(text, "kiln_cache_entries{"), "%s", text);
+	free(text);
+	ck_assert_int_eq(harness_cli(NULL, NULL, "stats", "-o", file, NULL), 2);
+	harness_stop();
+}
+END_TEST
+
+START_TEST(export_then_import_on_another_node)
+{
+	char keys[3][72], tgz[HARNESS_PATH], dir[HARNESS_PATH], sock2[HARNESS_PATH];
+	char *out = NULL, obj[HARNESS_PATH * 2];
+	cJSON *r, *st;
+
+	harness_start(NULL);
+	harness_get_program(NULL, "exp_0", 60, NULL, keys[0]);
+	harness_get_program(NULL, "exp_1", 61, NULL, keys[1]);
+	harness_get_program(NULL, "exp_2", 62, NULL, keys[2]);
+	ck_assert_int_eq(harness_cli(&out, NULL, "export", harness_path(tgz, "cache.tgz"), NULL), 0);
+	ck_assert_msg(harness_contains(out, "exported 3 entries"), "%s", out);
+	free(out);
+	ck_assert_int_eq(harness_cli(NULL, NULL, "export", harness_path(dir, "exportdir"), NULL), 0);
+
+	/* Another node: every program is served from the import, no compiler. */
+	harness_start_named("node2", NULL, NULL, sock2);
+	{
+		const char *args[] = { harness_cli_path(), "--socket", sock2, "--json", "import", tgz,
+				       NULL };
+
+		ck_assert_int_eq(harness_run(args, harness_path(obj, "import.out"), NULL, 60), 0);
+		out = harness_read_file(obj);
+		r = cJSON_Parse(out);
+		ck_assert_msg(r != NULL, "%s", out);
+		ck_assert_int_eq(harness_num(r, "imported"), 3);
+		cJSON_Delete(r);
+		free(out);
+	}
+	for (int i = 0; i < 3; i++) {
+		struct kiln_request req;
+		struct kiln_source src;
+		char name[16];
+		char *text;
+		struct kiln *k;
+		struct kiln_program *p;
+		int (*fn)(void);
+
+		snprintf(name, sizeof(name), "exp_%d", i);
+		text = harness_program(name, 60 + i);
+		harness_request(&req, &src, "prog.c", text);
+		ck_assert_int_eq(kiln_open(sock2, &k), KILN_OK);
+		ck_assert_msg(kiln_get(k, &req, &p) == KILN_OK, "%s", kiln_errmsg(k));
+		ck_assert_str_eq(kiln_program_key(p), keys[i]);
+		*(void **)&fn = kiln_sym(p, "kiln_test_value");
+		ck_assert_int_eq(fn(), 60 + i);
+		kiln_close(k);
+		free(text);
+	}
+	st = harness_status_at(sock2);
+	ck_assert_int_eq(harness_num(st, "builds_started"), 0);
+	ck_assert_int_eq(harness_num(st, "imports"), 3);
+	cJSON_Delete(st);
+
+	/* A damaged object in an export is counted and not imported. */
+	snprintf(obj, sizeof(obj), "find %s/objects -name '*.so' | head -1 | xargs truncate -s 100",
+		 dir);
+	ck_assert_int_eq(system(obj), 0);
+	{
+		char sock3[HARNESS_PATH];
+		const char *args[] = { harness_cli_path(), "--socket", sock3, "--json", "import", dir,
+				       NULL };
+
+		harness_start_named("node3", NULL, NULL, sock3);
+		ck_assert_int_eq(harness_run(args, harness_path(obj, "import3.out"), NULL, 60), 0);
+		out = harness_read_file(obj);
+		r = cJSON_Parse(out);
+		ck_assert_msg(r != NULL, "%s", out);
+		ck_assert_int_eq(harness_num(r, "imported"), 2);
+		ck_assert_int_eq(harness_num(r, "damaged"), 1);
+		cJSON_Delete(r);
+		free(out);
+	}
+	harness_stop();
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("tools");
+
+	suite_add_tcase(s, harness_tcase("warm", warm_builds_a_manifest, 120));
+	suite_add_tcase(s, harness_tcase("stats", stats_in_prometheus_format, 60));
+	suite_add_tcase(s, harness_tcase("transfer", export_then_import_on_another_node, 120));
+	return harness_main(s);
+}
