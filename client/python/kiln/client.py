@@ -1,0 +1,385 @@
+"""
+Kiln, a connection to kilnd, and Program, a loaded artifact: the Python face
+of struct kiln and struct kiln_program. Requests are built as the C structs
+of kiln.h, with every buffer they point into held by Python until the call
+returns. ctypes drops the GIL around each libkiln call, so threads sharing
+one Kiln really do have their requests in flight together, as in C.
+"""
+
+import collections
+import contextlib
+import ctypes
+import os
+import threading
+
+from . import _lib
+from .errors import error_for, invalid
+
+__all__ = ["Kiln", "Program", "KilnStats"]
+
+KilnStats = collections.namedtuple("KilnStats", "requests local_hits loads")
+KilnStats.__doc__ = """Counters of one Kiln (kiln_get_stats): requests sent to the
+daemon, calls answered by the process-local alias table, artifacts loaded."""
+
+# dlopen mode that finds an object already loaded in the process and never
+# loads one (ctypes adds RTLD_NOW).
+_NOLOAD = getattr(os, "RTLD_NOLOAD", 4) | getattr(os, "RTLD_LOCAL", 0)
+
+
+def _noload(names):
+    """A ctypes.CDLL for an object that libkiln already loaded, or None.
+
+    libkiln does not hand out its dlopen handle, so take a second reference
+    to the same object: dlopen with RTLD_NOLOAD returns the loaded object
+    that the name belongs to, and never loads anything. The reference is
+    never dropped, as libkiln never dlcloses.
+    """
+    for name in names:
+        try:
+            return ctypes.CDLL(name, mode=_NOLOAD)
+        except OSError:
+            continue
+    return None
+
+
+class _KilnSymbols(ctypes.CDLL):
+    """A ctypes.CDLL whose symbols come from kiln_sym instead of a dlopen
+    handle of its own; only used where RTLD_NOLOAD found nothing, and only
+    while the Kiln is open."""
+
+    def __init__(self, kiln, handle, name):
+        # handle=0: CDLL must not dlopen anything; __getitem__ resolves.
+        super().__init__(name, handle=0)
+        self._kiln_owner = kiln
+        self._kiln_program = handle
+
+    def __getitem__(self, name_or_ordinal):
+        if not isinstance(name_or_ordinal, str):
+            raise TypeError("symbols are looked up by name")
+        with self._kiln_owner._using():
+            addr = self._kiln_owner._c.kiln_sym(self._kiln_program, name_or_ordinal.encode())
+        if not addr:
+            raise AttributeError("%s: undefined symbol: %s" % (self._name, name_or_ordinal))
+        func = self._FuncPtr(addr)
+        func.__name__ = name_or_ordinal
+        return func
+
+
+class Program:
+    """A program (artifact) that kilnd built or found, loaded in this process.
+
+    key     the artifact's key, 64 hex digits
+    path    its real path in the cache
+    output  "shared", or for nvcc "cubin", "fatbin" or "ptx"
+    lib     for a shared library, a ctypes.CDLL of the loaded object:
+            lib.entry or lib["entry"] is a function with restype c_int,
+            whose restype and argtypes you set as with any CDLL; None for
+            GPU outputs
+    data    for a GPU output, its bytes; None for a shared library
+
+    A Program stays usable after its Kiln is closed: the object is never
+    unloaded, and everything above was taken while the Kiln was open.
+    Programs are made by Kiln.get, get_many and lookup only; one artifact is
+    one Program object per Kiln.
+    """
+
+    __slots__ = ("key", "path", "output", "lib", "_data_addr", "_data_size", "_data",
+                 "__weakref__")
+
+    def __init__(self, kiln, handle):
+        c = kiln._c
+        raw_path = c.kiln_program_path(handle)
+        self.key = _lib.decode(c.kiln_program_key(handle))
+        self.path = os.fsdecode(raw_path)
+        self.output = _lib.decode(c.kiln_program_output(handle)) or "shared"
+        self.lib = None
+        self._data = None
+        self._data_addr = None
+        self._data_size = 0
+        if self.output == "shared":
+            fd = c.kiln_program_fd(handle)
+            # libkiln loaded the path, or, when the path no longer named the
+            # file it was sent, /proc/self/fd/N, keeping N open for good.
+            # The path goes first: a /proc name that libkiln did not load
+            # would match the object by inode and be added to its names,
+            # and after N is closed and reused, a later dlopen of that name
+            # (libkiln's own too) would return this object for another file.
+            names = [self.path] + (["/proc/self/fd/%d" % fd] if fd >= 0 else [])
+            self.lib = _noload(names) or _KilnSymbols(kiln, handle, self.path)
+        else:
+            size = ctypes.c_size_t(0)
+            self._data_addr = c.kiln_program_data(handle, ctypes.byref(size))
+            self._data_size = size.value
+
+    @property
+    def data(self):
+        """The bytes of a GPU output (a copy of libkiln's read-only mapping,
+        which lasts for the life of the process); None for a shared
+        library."""
+        if self._data is None and self._data_addr:
+            self._data = ctypes.string_at(self._data_addr, self._data_size)
+        return self._data
+
+    def sym(self, name):
+        """The address of a symbol as an int (kiln_sym), None when the
+        program has none of that name or is a GPU output."""
+        if self.lib is None:
+            return None
+        try:
+            f = self.lib[name]
+        except AttributeError:
+            return None
+        return ctypes.cast(f, ctypes.c_void_p).value
+
+    def __repr__(self):
+        return "<kiln.Program %s %s %s>" % (self.output, self.key[:12], self.path)
+
+
+def _cstr(value, what):
+    """str (or bytes) as NUL-free bytes for a char * field; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = value.encode("utf-8")
+    elif not isinstance(value, bytes):
+        raise TypeError("%s must be a str, not %s" % (what, type(value).__name__))
+    if b"\0" in value:
+        raise invalid("%s contains a NUL character" % what)
+    return value
+
+
+def _source(src, name, value):
+    """Fills one struct kiln_source; returns the Python objects it points into."""
+    src.name = _cstr(name, "a source name")
+    if isinstance(value, (str, bytes, bytearray, memoryview)):
+        text = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+        # A NUL in the text is refused by libkiln itself (len covers it).
+        src.text = text
+        src.len = len(text)
+        return (src.name, text)
+    if isinstance(value, os.PathLike):
+        path = os.fsencode(os.path.abspath(os.fspath(value)))
+        if b"\0" in path:
+            raise invalid("the path of source %r contains a NUL character" % name)
+        src.path = path
+        return (src.name, path)
+    raise TypeError("source %r must be text (str or bytes) or a path (pathlib.Path), not %s"
+                    % (name, type(value).__name__))
+
+
+def _fill_request(req, toolchain="c++", sources=None, args=(), output="shared",
+                  alias=None, label=None):
+    """Fills a struct kiln_request; returns what must stay alive during the
+    call."""
+    keep = []
+    req.toolchain = _cstr(toolchain, "toolchain")
+    req.output = _cstr(output, "output")
+    req.alias = _cstr(alias, "alias")
+    req.label = _cstr(label, "label")
+    if isinstance(args, (str, bytes)):
+        raise TypeError("args must be a list of arguments, not one string")
+    cargs = [_cstr(a, "an argument") for a in (args or ())]
+    if cargs:
+        arr = (ctypes.c_char_p * len(cargs))(*cargs)
+        req.args = arr
+        req.nargs = len(cargs)
+        keep += [arr, cargs]
+    items = list(dict(sources or {}).items())
+    if items:
+        arr = (_lib.Source * len(items))()
+        for i, (name, value) in enumerate(items):
+            keep.append(_source(arr[i], name, value))
+        req.sources = arr
+        req.nsources = len(items)
+        keep.append(arr)
+    keep += [req.toolchain, req.output, req.alias, req.label]
+    return keep
+
+
+class Kiln:
+    """A connection to kilnd (struct kiln), shared by all threads.
+
+    Kiln(socket=None) connects to the kilnd at socket: a path, else
+    $KILN_SOCKET, else $XDG_RUNTIME_DIR/kiln/kilnd.sock, else
+    /tmp/kiln-<uid>/kilnd.sock. With autospawn=True (or $KILN_AUTOSPAWN=1) a
+    kilnd is started when none answers: kilnd names the one to start (else
+    $KILN_KILND, else the installed one), cache_dir its --cache-dir.
+    Raises ConnectError when no daemon answers.
+
+    Use it as a context manager, or call close(). Every method is
+    thread-safe; close() waits for calls in progress in other threads.
+    """
+
+    def __init__(self, socket=None, *, autospawn=False, kilnd=None, cache_dir=None):
+        self._c = _lib.load()
+        self._k = None
+        self._cond = threading.Condition()
+        self._busy = 0
+        self._closed = True
+        self._programs = {}
+        handle = _lib.KilnP()
+        sock = os.fsencode(socket) if socket is not None else None
+        if autospawn or kilnd is not None or cache_dir is not None:
+            opts = _lib.Options()
+            opts.socket_path = sock
+            opts.autospawn = 1 if autospawn else 0
+            opts.kilnd_path = os.fsencode(kilnd) if kilnd is not None else None
+            opts.cache_dir = os.fsencode(cache_dir) if cache_dir is not None else None
+            rc = self._c.kiln_open_with(ctypes.byref(opts), ctypes.byref(handle))
+        else:
+            rc = self._c.kiln_open(sock, ctypes.byref(handle))
+        if rc != _lib.KILN_OK:
+            raise error_for(rc, _lib.decode(self._c.kiln_errmsg(None)))
+        self._k = handle.value
+        self._closed = False
+        self.socket = os.fsdecode(socket) if socket is not None else None
+
+    # The handle's life: calls count themselves in and out, so that close()
+    # never frees it under a call (kiln.h forbids that).
+    @contextlib.contextmanager
+    def _using(self):
+        with self._cond:
+            if self._closed:
+                raise ValueError("operation on a closed Kiln")
+            self._busy += 1
+        try:
+            yield self._k
+        finally:
+            with self._cond:
+                self._busy -= 1
+                if self._busy == 0:
+                    self._cond.notify_all()
+
+    def _fail(self, rc, k):
+        # kiln_errmsg is per thread, and this is the thread that failed.
+        return error_for(rc, _lib.decode(self._c.kiln_errmsg(k)))
+
+    def _program(self, handle):
+        with self._cond:
+            prog = self._programs.get(handle)
+        if prog is None:
+            prog = Program(self, handle)
+            with self._cond:
+                prog = self._programs.setdefault(handle, prog)
+        return prog
+
+    @property
+    def closed(self):
+        return self._closed
+
+    def close(self):
+        """Closes the connection (kiln_close). Loaded programs stay loaded
+        and their Program objects usable. Idempotent; waits for calls that
+        other threads have in progress."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            while self._busy:
+                self._cond.wait()
+            k, self._k = self._k, None
+        self._c.kiln_close(k)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        # Only reached with no call in progress: a call holds a reference.
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        state = "closed" if self._closed else "open"
+        return "<kiln.Kiln %s socket=%r>" % (state, self.socket)
+
+    def get(self, toolchain="c++", sources=None, args=(), output="shared", alias=None,
+            label=None):
+        """Gets the program for a request, building it in kilnd if needed,
+        and loads it (kiln_get).
+
+        toolchain  a toolchain kilnd knows: "c++" (the default), "cc", "nvcc"
+        sources    {file name: text (str or bytes) or pathlib.Path}; the
+                   file name's extension picks the language; a Path is sent
+                   as an absolute path for kilnd to read
+        args       extra compiler arguments, e.g. ["-O3", "-DN=64"]
+        output     "shared" (default); for nvcc "cubin", "fatbin", "ptx"
+        alias      optional stable name of the program (e.g. a code
+                   generator's hash); later lookups need no sources
+        label      optional human-readable name for `kiln ls`
+
+        Returns a Program. Raises BuildError with the compiler's output,
+        InvalidRequest (a ValueError) for a request libkiln refuses before
+        sending it, Refused for one kilnd refuses, and the other KilnErrors.
+        """
+        req = _lib.Request()
+        keep = _fill_request(req, toolchain, sources, args, output, alias, label)
+        out = _lib.ProgramP()
+        with self._using() as k:
+            rc = self._c.kiln_get(k, ctypes.byref(req), ctypes.byref(out))
+            if rc != _lib.KILN_OK:
+                raise self._fail(rc, k)
+            del keep
+            return self._program(out.value)
+
+    def get_many(self, requests, return_exceptions=False):
+        """Gets many programs at once (kiln_get_many): all requests are in
+        flight together, so kilnd builds the missing ones in parallel.
+
+        requests is a list of dicts of get()'s keyword arguments. Returns
+        the Programs in order. When one fails, raises the error of the
+        first failing one (by index), whose message starts "request I: ";
+        with return_exceptions=True, the list holds the exception in place
+        of each failed Program instead (libkiln has the detailed text for
+        the first failure only; the others carry their status).
+        """
+        requests = list(requests)
+        n = len(requests)
+        if n == 0:
+            return []
+        reqs = (_lib.Request * n)()
+        keep = [_fill_request(reqs[i], **r) for i, r in enumerate(requests)]
+        out = (_lib.ProgramP * n)()
+        status = (ctypes.c_int * n)()
+        with self._using() as k:
+            rc = self._c.kiln_get_many(k, reqs, n, out, status)
+            first = self._fail(rc, k) if rc != _lib.KILN_OK else None
+            del keep
+            result = []
+            for i in range(n):
+                if status[i] == _lib.KILN_OK and out[i]:
+                    result.append(self._program(out[i]))
+                elif first is not None and first.code == status[i] and \
+                        first.message.startswith("request %d: " % i):
+                    result.append(first)
+                else:
+                    code = status[i] if status[i] != _lib.KILN_OK else _lib.KILN_EIO
+                    result.append(error_for(code, "request %d failed" % i))
+        if first is not None and not return_exceptions:
+            raise first
+        return result
+
+    def lookup(self, alias):
+        """Finds the program an alias names and loads it (kiln_lookup);
+        never builds. Answered from the process when the alias was loaded
+        here before, else by kilnd. Raises NotFound on a miss."""
+        a = _cstr(alias, "alias")
+        if a is None:
+            raise TypeError("lookup needs an alias")
+        out = _lib.ProgramP()
+        with self._using() as k:
+            rc = self._c.kiln_lookup(k, a, ctypes.byref(out))
+            if rc != _lib.KILN_OK:
+                raise self._fail(rc, k)
+            return self._program(out.value)
+
+    def stats(self):
+        """The connection's counters (kiln_get_stats) as a KilnStats."""
+        st = _lib.Stats()
+        with self._using() as k:
+            self._c.kiln_get_stats(k, ctypes.byref(st))
+        return KilnStats(st.requests, st.local_hits, st.loads)

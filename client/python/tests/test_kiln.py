@@ -1,0 +1,374 @@
+"""
+Tests of the Python package `kiln` against a real kilnd (conftest.py): what
+a Python user sees from get, lookup, the program handle and the exceptions,
+with threads, and the DaCe-style example run as a user would run it.
+"""
+
+import ctypes
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+import pytest
+
+import kiln
+import kiln.client
+
+AXPY = 'extern "C" double axpy(double a, double x, double y) { return a * x + y; }\n'
+
+
+def unique(prefix):
+    """A name no other test (or earlier session) uses: a fresh program."""
+    return "%s_%s" % (prefix, uuid.uuid4().hex[:12])
+
+
+def returns(value, name="f"):
+    """C source of a function that returns value; distinct values are
+    distinct programs."""
+    return "int %s(void) { return %d; }\n" % (name, value)
+
+
+def test_get_and_call(k):
+    prog = k.get(sources={"axpy.cpp": AXPY}, args=["-O2"], label="axpy")
+    assert len(prog.key) == 64 and all(c in "0123456789abcdef" for c in prog.key)
+    assert os.path.isabs(prog.path) and prog.path.endswith(".so")
+    assert os.path.exists(prog.path)
+    assert prog.output == "shared"
+    assert prog.data is None
+    assert isinstance(prog.lib, ctypes.CDLL)
+    axpy = prog.lib.axpy
+    axpy.restype = ctypes.c_double
+    axpy.argtypes = [ctypes.c_double] * 3
+    assert axpy(2.0, 3.0, 1.0) == 7.0
+    # As with any CDLL: attribute access is cached, item access is not.
+    assert prog.lib.axpy is axpy
+    other = prog.lib["axpy"]
+    assert other is not axpy
+    other.restype = ctypes.c_double
+    other.argtypes = [ctypes.c_double] * 3
+    assert other(1.0, 1.0, 1.0) == 2.0
+    assert prog.sym("axpy") == ctypes.cast(axpy, ctypes.c_void_p).value
+    assert prog.sym("no_such_symbol") is None
+    with pytest.raises(AttributeError):
+        prog.lib.no_such_symbol
+
+
+def test_struct_layouts_match_kiln_h(k):
+    # Built against the installed header itself: sizeof and offsetof of
+    # every struct the package declares, as the C compiler lays them out.
+    from kiln import _lib
+    structs = {"kiln_source": _lib.Source, "kiln_request": _lib.Request,
+               "kiln_options": _lib.Options, "kiln_stats": _lib.Stats}
+    lines = ["#include <stddef.h>", "#include <kiln/kiln.h>",
+             "const size_t layout[] = {"]
+    want = []
+    for cname, cls in structs.items():
+        lines.append("sizeof(struct %s)," % cname)
+        want.append(ctypes.sizeof(cls))
+        for field, _ in cls._fields_:
+            lines.append("offsetof(struct %s, %s)," % (cname, field))
+            want.append(getattr(cls, field).offset)
+    lines.append("};")
+    include = os.environ["KILN_TEST_INCLUDE"]
+    prog = k.get(toolchain="cc", sources={"layout.c": "\n".join(lines) + "\n"},
+                 args=["-I" + include])
+    got = (ctypes.c_size_t * len(want)).in_dll(prog.lib, "layout")
+    assert list(got) == want
+
+
+def test_default_restype_is_int_as_with_cdll(k):
+    prog = k.get(toolchain="cc", sources={"r.c": returns(-5)})
+    assert prog.lib.f() == -5
+
+
+def test_repeated_get_is_the_same_program(k, daemon):
+    src = {"same.cpp": 'extern "C" int same(void) { return 11; }\n'}
+    alias = unique("py:same")
+    first = k.get(sources=src, args=["-O1"], alias=alias)
+    before = k.stats()
+    second = k.get(sources=src, args=["-O1"], alias=alias)
+    after = k.stats()
+    assert second is first
+    # An alias loaded in this process is answered without IPC.
+    assert after.local_hits == before.local_hits + 1
+    assert after.requests == before.requests
+    # Without an alias the daemon is asked, but the key is the same, and
+    # the program is not loaded a second time.
+    third = k.get(sources=src, args=["-O1"])
+    assert third is first and k.stats().loads == after.loads
+    # Another connection gets the same artifact from the cache.
+    with kiln.Kiln(daemon.socket) as k2:
+        again = k2.get(sources=src, args=["-O1"])
+        assert again.key == first.key and again.path == first.path
+        assert again.lib.same() == 11
+    # A different argument is a different program.
+    assert k.get(sources=src, args=["-O2"]).key != first.key
+
+
+def test_sources_by_path(k, tmp_path, monkeypatch):
+    main = tmp_path / "main.c"
+    main.write_text('#include "defs.h"\nint scaled(void) { return FACTOR * 6; }\n')
+    prog = k.get(toolchain="cc", sources={"main.c": main, "defs.h": "#define FACTOR 7\n"})
+    assert prog.lib.scaled() == 42
+    # A relative path is sent as an absolute one.
+    monkeypatch.chdir(tmp_path)
+    rel = k.get(toolchain="cc", sources={"main.c": pathlib.Path("main.c"),
+                                         "defs.h": b"#define FACTOR 7\n"})
+    assert rel is prog
+    # The daemon reads the file, so a changed file is a new program.
+    main.write_text('#include "defs.h"\nint scaled(void) { return FACTOR * 7; }\n')
+    changed = k.get(toolchain="cc", sources={"main.c": main, "defs.h": "#define FACTOR 7\n"})
+    assert changed.key != prog.key and changed.lib.scaled() == 49
+
+
+def test_lookup_hit_and_miss(k, daemon):
+    alias = unique("py:lookup")
+    prog = k.get(toolchain="cc", sources={"l.c": returns(3)}, alias=alias, label="lookup")
+    assert k.lookup(alias) is prog
+    # A fresh connection has only the daemon to ask.
+    with kiln.Kiln(daemon.socket) as k2:
+        found = k2.lookup(alias)
+        assert found.key == prog.key
+        assert found.lib.f() == 3
+        assert k2.stats().loads == 1
+    with pytest.raises(kiln.NotFound) as e:
+        k.lookup(unique("py:missing"))
+    assert e.value.code == -6 and e.value.name == "KILN_ENOTFOUND"
+    assert isinstance(e.value, LookupError) and isinstance(e.value, kiln.KilnError)
+    assert "py:missing" in e.value.message
+
+
+def test_build_error_carries_the_diagnostics(k):
+    bad = "int ok(void) { return 1; }\nint broken(void) { return undeclared_name; }\n"
+    with pytest.raises(kiln.BuildError) as e:
+        k.get(toolchain="cc", sources={"broken.c": bad}, alias=unique("py:broken"))
+    err = e.value
+    assert err.code == -7 and err.name == "KILN_EBUILD"
+    assert err.summary and "\n" not in err.summary
+    # The compiler's own error line, with file and line number.
+    assert "broken.c:2:" in err.diagnostics
+    assert "undeclared_name" in err.diagnostics and "error" in err.diagnostics
+    assert err.diagnostics in str(err)
+    # Failures are not cached: asking again asks the daemon again.
+    with pytest.raises(kiln.BuildError):
+        k.get(toolchain="cc", sources={"broken.c": bad})
+
+
+def test_invalid_requests(k):
+    ok = {"x.c": returns(1)}
+    with pytest.raises(kiln.InvalidRequest) as e:
+        k.get(toolchain="cc", sources=ok, args=["-o", "x"])
+    assert isinstance(e.value, ValueError) and e.value.code == -1
+    assert '"-o"' in e.value.message
+    with pytest.raises(kiln.InvalidRequest):
+        k.get(sources={"a/b.c": returns(1)})
+    with pytest.raises(kiln.InvalidRequest):
+        k.get(sources={})
+    with pytest.raises(kiln.InvalidRequest):
+        k.get(sources={"nul.c": "int f(void) { return 0; }\0\n"})
+    with pytest.raises(kiln.InvalidRequest):
+        k.get(sources=ok, alias="has\0nul")
+    with pytest.raises(TypeError):
+        k.get(sources=ok, args="-O2")
+    with pytest.raises(TypeError):
+        k.get(sources={"x.c": 42})
+    with pytest.raises(TypeError):
+        k.lookup(None)
+    # Refused by the daemon, not by libkiln.
+    with pytest.raises(kiln.Refused) as e:
+        k.get(toolchain="no-such-compiler", sources=ok)
+    assert isinstance(e.value, ValueError) and e.value.code == -10
+    assert "no-such-compiler" in e.value.message
+
+
+def test_get_many(k):
+    reqs = [dict(toolchain="cc", sources={"m%d.c" % i: returns(100 + i)}) for i in range(4)]
+    progs = k.get_many(reqs)
+    assert [p.lib.f() for p in progs] == [100, 101, 102, 103]
+    assert k.get_many([]) == []
+    reqs[2] = dict(toolchain="cc", sources={"m2.c": "int f(void) { return }\n"})
+    with pytest.raises(kiln.BuildError) as e:
+        k.get_many(reqs)
+    assert e.value.message.startswith("request 2: ")
+    mixed = k.get_many(reqs, return_exceptions=True)
+    assert isinstance(mixed[2], kiln.BuildError) and "m2.c" in mixed[2].diagnostics
+    assert mixed[3] is progs[3]
+
+
+@pytest.mark.skipif(not os.environ.get("KILN_TEST_NVCC"), reason="no nvcc (KILN_TEST_NVCC)")
+def test_gpu_output_is_data(k):
+    kernel = ('extern "C" __global__ void scale(float *x, float a, int n)\n'
+              "{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a; }\n")
+    prog = k.get(toolchain="nvcc", output="ptx", sources={"scale.cu": kernel},
+                 args=["-arch=sm_80"], alias=unique("py:ptx"))
+    assert prog.output == "ptx" and prog.path.endswith(".ptx")
+    assert prog.lib is None and prog.sym("scale") is None
+    data = prog.data
+    assert isinstance(data, bytes) and data is prog.data
+    assert b".version" in data and b".entry scale" in data
+    assert len(data) == os.path.getsize(prog.path)
+
+
+def test_context_manager_closes(daemon):
+    with kiln.Kiln(daemon.socket) as k:
+        assert not k.closed
+        prog = k.get(toolchain="cc", sources={"cm.c": returns(8)})
+    assert k.closed and "closed" in repr(k)
+    with pytest.raises(ValueError):
+        k.lookup("anything")
+    with pytest.raises(ValueError):
+        k.stats()
+    k.close()  # idempotent
+    # The program outlives its Kiln: nothing is ever unloaded.
+    assert prog.lib.f() == 8
+    assert prog.lib["f"]() == 8 and prog.sym("f") is not None
+    assert len(prog.key) == 64
+
+
+def test_each_program_gets_its_own_object_across_connections(daemon):
+    # Closing a Kiln closes its programs' descriptors, and the next
+    # connection's programs reuse the numbers: prog.lib must still be the
+    # object libkiln loaded for each program, never an older one.
+    seen = []
+    for i in range(4):
+        with kiln.Kiln(daemon.socket) as k:
+            progs = [k.get(toolchain="cc", sources={"fd%d.c" % j: returns(500 + 10 * i + j)})
+                     for j in range(2)]
+            seen += [(p, 500 + 10 * i + j) for j, p in enumerate(progs)]
+    for p, want in seen:
+        assert p.lib.f() == want, p
+
+
+def test_connect_error(tmp_path):
+    with pytest.raises(kiln.ConnectError) as e:
+        kiln.Kiln(str(tmp_path / "nobody.sock"))
+    assert isinstance(e.value, ConnectionError) and e.value.code == -3
+    assert "nobody.sock" in e.value.message
+
+
+@pytest.mark.skipif(not os.environ.get("KILN_TEST_CLI"), reason="no kiln CLI (KILN_TEST_CLI)")
+def test_autospawn_starts_a_daemon():
+    # A directory of its own, short enough for a socket path.
+    base = tempfile.mkdtemp(prefix="kiln-py-spawn-", dir="/tmp")
+    sock, cache = os.path.join(base, "s.sock"), os.path.join(base, "cache")
+    try:
+        with kiln.Kiln(sock, autospawn=True, kilnd=os.environ["KILN_TEST_KILND"],
+                       cache_dir=cache) as k:
+            prog = k.get(toolchain="cc", sources={"spawned.c": returns(61)})
+            assert prog.lib.f() == 61
+        assert prog.path.startswith(cache + "/")
+    finally:
+        stop = subprocess.run([os.environ["KILN_TEST_CLI"], "--socket", sock, "stop"],
+                              capture_output=True, text=True, timeout=60)
+        if stop.returncode != 0:
+            _kill_daemon_of(cache)
+        shutil.rmtree(base, ignore_errors=True)
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+
+
+def _kill_daemon_of(cache):
+    """SIGKILLs the kilnd that holds cache's lock (its pid is the lock file's
+    first line), if its command line names that cache."""
+    try:
+        with open(os.path.join(cache, "kilnd.lock")) as f:
+            pid = int(f.readline())
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            if cache.encode() in f.read():
+                os.kill(pid, signal.SIGKILL)
+    except (OSError, ValueError):
+        pass
+
+
+def test_threads_share_one_kiln(k):
+    nthreads, rounds = 8, 3
+    shared = {"shared.c": returns(77, "shared")}
+    results, errors = {}, []
+    start = threading.Barrier(nthreads)
+
+    def work(i):
+        try:
+            start.wait()
+            for r in range(rounds):
+                p = k.get(toolchain="cc", sources={"t%d.c" % i: returns(1000 * i + r)})
+                s = k.get(toolchain="cc", sources=shared, alias="py:threads:shared")
+                results[(i, r)] = (p.lib.f(), s.lib.shared(), s)
+            with pytest.raises(kiln.NotFound):
+                k.lookup("py:threads:missing:%d" % i)
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(nthreads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert len(results) == nthreads * rounds
+    for (i, r), (value, shared_value, _) in results.items():
+        assert value == 1000 * i + r and shared_value == 77
+    # Every thread got the one Program object of the shared artifact.
+    assert len({id(s) for _, _, s in results.values()}) == 1
+
+
+def test_close_waits_for_calls_in_flight(daemon):
+    k = kiln.Kiln(daemon.socket)
+    got = []
+    # A build takes long enough that close() runs while the get is in flight.
+    t = threading.Thread(target=lambda: got.append(
+        k.get(sources={"slow.cpp": "#include <map>\n#include <string>\n"
+                       "std::map<std::string, int> m;\nextern \"C\" int slow(void) { return 5; }\n"
+                       "// %s\n" % uuid.uuid4().hex})))
+    t.start()
+    while not k._busy and t.is_alive():
+        time.sleep(0.001)
+    k.close()
+    t.join(60)
+    assert k.closed and len(got) == 1 and got[0].lib.slow() == 5
+
+
+def test_symbols_without_rtld_noload(k, monkeypatch):
+    # Where dlopen(RTLD_NOLOAD) finds nothing, symbols come from kiln_sym.
+    monkeypatch.setattr(kiln.client, "_noload", lambda names: None)
+    prog = k.get(toolchain="cc", sources={"nl.c": returns(31, "nl") + returns(32, "nl2")})
+    assert isinstance(prog.lib, ctypes.CDLL)
+    assert prog.lib.nl() == 31 and prog.lib["nl2"]() == 32
+    assert prog.sym("missing") is None
+
+
+def test_errors_and_strerror():
+    assert kiln.strerror(-7) == "build failed"
+    e = kiln.BuildError(-7, "the compiler exited with status 1\nx.c:1:1: error: boom\n")
+    assert e.summary == "the compiler exited with status 1"
+    assert e.diagnostics == "x.c:1:1: error: boom\n"
+    assert issubclass(kiln.Busy, kiln.KilnError) and issubclass(kiln.Refused, ValueError)
+
+
+def test_missing_library_is_explained():
+    env = dict(os.environ, KILN_LIBRARY="/nonexistent/libkiln.so.0")
+    r = subprocess.run([sys.executable, "-c", "import kiln; kiln.Kiln()"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "OSError" in r.stderr and "KILN_LIBRARY" in r.stderr
+
+
+def test_dace_like_example(daemon):
+    example = os.path.join(os.environ.get("KILN_TEST_EXAMPLES", ""), "dace_like.py")
+    assert os.path.exists(example), example
+    env = dict(os.environ, KILN_SOCKET=daemon.socket)
+    name = unique("sdfg")
+    runs = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, example, "--name", name, "-n", "32", "--steps", "5"],
+                           env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        runs.append(r.stdout)
+    assert "got from kilnd" in runs[0] and "found by alias" in runs[1]
+    for out in runs:
+        assert "checksum" in out and out.splitlines()[-1] == "ok"
