@@ -5,7 +5,8 @@
 # shellcheck shell=bash
 
 KILN_PACKAGES=(meson ninja-build pkg-config gcc g++ libuv1-dev libsqlite3-dev libcjson-dev
-	libssl-dev check sqlite3 libmpich-dev mpich clang libsystemd-dev)
+	libssl-dev check sqlite3 libmpich-dev mpich clang libsystemd-dev gfortran
+	python3 python3-pytest)
 
 kiln_say() {
 	printf '%s\n' "$*" >&2
