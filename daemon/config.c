@@ -194,7 +194,9 @@ static int add_default_toolchains(struct config *cfg)
 	return 0;
 }
 
-/* kiln-exec lives next to kilnd in a build tree, in libexecdir when installed. */
+/* kiln-exec lives next to kilnd in a build tree, in libexecdir when
+ * installed: found relative to kilnd first (../libexec), so that an
+ * installation moved or staged elsewhere (DESTDIR) works as is. */
 static char *find_exec_helper(void)
 {
 	char self[PATH_MAX];
@@ -204,8 +206,11 @@ static char *find_exec_helper(void)
 		char *slash = strrchr(self, '/');
 		if (slash != NULL) {
 			*slash = '\0';
-			char cand[PATH_MAX + 16];
+			char cand[PATH_MAX + 32];
 			snprintf(cand, sizeof(cand), "%s/kiln-exec", self);
+			if (access(cand, X_OK) == 0)
+				return strdup(cand);
+			snprintf(cand, sizeof(cand), "%s/../libexec/kiln-exec", self);
 			if (access(cand, X_OK) == 0)
 				return strdup(cand);
 		}
