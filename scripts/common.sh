@@ -6,7 +6,7 @@
 
 KILN_PACKAGES=(meson ninja-build pkg-config gcc g++ libuv1-dev libsqlite3-dev libcjson-dev
 	libssl-dev check sqlite3 libmpich-dev mpich clang libsystemd-dev gfortran
-	python3 python3-pytest)
+	python3 python3-pytest slurm-wlm munge)
 
 kiln_say() {
 	printf '%s\n' "$*" >&2

@@ -4,29 +4,30 @@
 #   source /path/to/kiln/scripts/slurm/kiln-job.sh
 #   kiln_job_start            # one kilnd per node, returns when all answer
 #   srun ./my_simulation      # ranks find the daemon through $KILN_SOCKET
-#   kiln_job_stop             # stops every node's kilnd
-# kilnd runs as a job step of its own (srun --overlap), because Slurm ends the
-# processes of a step, daemonized or not, when that step ends.
+#   kiln_job_stop             # prints each node's statistics, stops every kilnd
+# A thin wrapper around systemd/slurm/kiln-prologue.sh and kiln-epilogue.sh,
+# which say how it works (kilnd runs as a job step of its own, because Slurm
+# ends the processes of a step, daemonized or not, when that step ends).
+# Unlike those, it keeps a KILN_SOCKET or KILN_CACHE_DIR that is set already;
+# the defaults are /tmp/kiln-UID/job-JOBID/kilnd.sock and /tmp/kiln-UID/cache.
+# Arguments of kiln_job_start go to kilnd (e.g. --jobs 16 --upstream DIR).
+# shellcheck source-path=SCRIPTDIR
+
+_kiln_job_scripts=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../systemd/slurm" && pwd)
+export KILN_SLURM_DEFINE_ONLY=1
+# shellcheck source=../../systemd/slurm/kiln-prologue.sh
+source "$_kiln_job_scripts/kiln-prologue.sh"
+# shellcheck source=../../systemd/slurm/kiln-epilogue.sh
+source "$_kiln_job_scripts/kiln-epilogue.sh"
+unset KILN_SLURM_DEFINE_ONLY
 
 export KILN_SOCKET="${KILN_SOCKET:-/tmp/kiln-$(id -u)/job-${SLURM_JOB_ID:-0}/kilnd.sock}"
 export KILN_CACHE_DIR="${KILN_CACHE_DIR:-/tmp/kiln-$(id -u)/cache}"
 
 kiln_job_start() {
-	srun --ntasks-per-node=1 --overlap --kill-on-bad-exit=0 \
-		kilnd --socket "$KILN_SOCKET" --cache-dir "$KILN_CACHE_DIR" "$@" &
-	KILN_JOB_STEP=$!
-	# Wait until the daemon of every node answers (at most ~30 s).
-	srun --ntasks-per-node=1 --overlap bash -c '
-		for _ in $(seq 300); do
-			kiln --socket "$KILN_SOCKET" status >/dev/null 2>&1 && exit 0
-			sleep 0.1
-		done
-		echo "kilnd did not come up on $(hostname)" >&2; exit 1'
+	KILN_SLURM_SOCKET=$KILN_SOCKET KILN_SLURM_CACHE_DIR=$KILN_CACHE_DIR kiln_slurm_start "$@"
 }
 
 kiln_job_stop() {
-	srun --ntasks-per-node=1 --overlap kiln --socket "$KILN_SOCKET" stop >/dev/null
-	if [ -n "${KILN_JOB_STEP:-}" ]; then
-		wait "$KILN_JOB_STEP" || true
-	fi
+	kiln_slurm_stop
 }
