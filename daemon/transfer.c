@@ -39,24 +39,30 @@ struct transfer_job {
 	char err[512];
 };
 
-/* Every dependency-complete entry, for export (read on the loop thread). */
+/*
+ * Every entry with its dependencies, for export. Read on the pool through a
+ * read-only connection of its own (the index is in WAL mode, so it reads a
+ * snapshot beside the daemon's), so that a large cache does not hold up the
+ * loop.
+ */
 static int export_entries(struct kilnd *d, struct transfer_job *j)
 {
 	struct store_entry *brief = NULL;
+	struct store *ro = NULL;
 	size_t n = 0;
-	int rc = store_list(d->store, &brief, &n);
-	if (rc != 0)
-		return rc;
-	j->list = calloc(n ? n : 1, sizeof(*j->list));
-	if (j->list == NULL) {
-		store_entries_free(brief, n);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < n; i++)
-		if (store_get(d->store, brief[i].key, &j->list[j->n]) == 0)
+	int rc = store_open(d->cfg->cache_dir, STORE_READONLY, &ro, j->err, sizeof(j->err));
+	if (rc == 0)
+		rc = store_list(ro, &brief, &n);
+	if (rc == 0 && (j->list = calloc(n ? n : 1, sizeof(*j->list))) == NULL)
+		rc = -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		if (store_get(ro, brief[i].key, &j->list[j->n]) == 0)
 			j->n++;
 	store_entries_free(brief, n);
-	return 0;
+	store_close(ro);
+	if (rc != 0 && j->err[0] == '\0')
+		snprintf(j->err, sizeof(j->err), "cannot read the index: %s", strerror(-rc));
+	return rc;
 }
 
 static void export_work(struct transfer_job *j, struct up_dirs *u)
@@ -149,10 +155,13 @@ static void transfer_work(void *arg)
 	j->rc = upfs_open(&u, j->dir, 3600, j->err, sizeof(j->err));
 	if (j->rc != 0)
 		return;
-	if (j->op == OP_EXPORT)
-		export_work(j, &u);
-	else
+	if (j->op == OP_EXPORT) {
+		j->rc = export_entries(j->c->d, j);
+		if (j->rc == 0)
+			export_work(j, &u);
+	} else {
 		import_work(j, &u);
+	}
 	upfs_close(&u);
 }
 
@@ -202,7 +211,7 @@ void op_transfer(struct conn *c, struct msg_request *req)
 		j->c = c;
 		j->op = req->op;
 		j->id = req->id;
-		rc = req->op == OP_EXPORT ? export_entries(d, j) : 0;
+		rc = 0;
 	}
 	if (rc == 0) {
 		conn_ref(c);
