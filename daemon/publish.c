@@ -20,6 +20,7 @@
 #include "log.h"
 #include "table.h"
 #include "util.h"
+#include "verify.h"
 
 #define DEPFILE_MAX ((size_t)16 << 20)
 
@@ -368,6 +369,9 @@ static void on_published(void *arg)
 	b->in_pool = false;
 	if (b->d->stopping && b->err_code == ERR_NONE)
 		log_debug("build %.16s published during shutdown", b->in.rkey);
+	/* publish_work hashed the object it placed (fill_entry, store_publish). */
+	if (b->err_code == ERR_NONE && b->fd >= 0)
+		verify_record(b->d, b->entry.key, b->fd);
 	build_finish(b);
 }
 

@@ -79,10 +79,6 @@ void sd_stopping(void)
 	sd_notify(0, "STOPPING=1");
 }
 
-int sd_notify_built(void)
-{
-	return 1;
-}
 #else
 void sd_ready(const char *status)
 {
@@ -93,8 +89,4 @@ void sd_stopping(void)
 {
 }
 
-int sd_notify_built(void)
-{
-	return 0;
-}
 #endif

@@ -21,7 +21,5 @@ int sd_activation_socket(char **path, char *err, size_t errlen);
  * stopping (STOPPING=1). No-ops without NOTIFY_SOCKET or libsystemd. */
 void sd_ready(const char *status);
 void sd_stopping(void);
-/* Whether readiness notification was built in. */
-int sd_notify_built(void);
 
 #endif

@@ -142,12 +142,10 @@ static void push_pic(struct argv_buf *a, const struct build *b)
 	}
 }
 
-/* A GPU output (cubin, fatbin, ptx): one nvcc run, no load check. */
-static bool gpu_step_argv(struct build *b, struct argv_buf *a, size_t src)
+/* kiln-exec running the toolchain, with the architecture and the request's
+ * arguments (libraries last, by the caller): the start of every compile. */
+static void push_compiler(struct argv_buf *a, const struct build *b)
 {
-	const char *out = b->in.req.output;
-	if (b->step > 0)
-		return false;
 	push(a, "%s", b->d->cfg->exec_helper);
 	push(a, "run");
 	push(a, "%d", (int)getpid());
@@ -155,6 +153,15 @@ static bool gpu_step_argv(struct build *b, struct argv_buf *a, size_t src)
 	push(a, "%s", b->in.tc->path);
 	push_cuda_arch(a, b);
 	push_args(a, b, false);
+}
+
+/* A GPU output (cubin, fatbin, ptx): one nvcc run, no load check. */
+static bool gpu_step_argv(struct build *b, struct argv_buf *a, size_t src)
+{
+	const char *out = b->in.req.output;
+	if (b->step > 0)
+		return false;
+	push_compiler(a, b);
 	push(a, "-%s", out);
 	push(a, "-MD");
 	push(a, "-MF");
@@ -190,13 +197,7 @@ static bool step_argv(struct build *b, struct argv_buf *a, bool *is_check)
 		push(a, ARTIFACT ".%s", store_output_ext(b->in.req.output));
 		return true;
 	}
-	push(a, "%s", d->cfg->exec_helper);
-	push(a, "run");
-	push(a, "%d", (int)getpid());
-	push(a, "--");
-	push(a, "%s", b->in.tc->path);
-	push_cuda_arch(a, b);
-	push_args(a, b, false);
+	push_compiler(a, b);
 	push_pic(a, b);
 	if (s < ncompile_steps) {
 		push(a, "-c");

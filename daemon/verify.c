@@ -70,6 +70,38 @@ static int check_bytes(const struct store_entry *e, int fd, char *why, size_t wh
 	return 0;
 }
 
+/* Records now as the stamp of key's intact object. */
+static void remember(struct kilnd *d, const char *key, const struct stamp *now)
+{
+	if (d->verified == NULL && (d->verified = table_new()) == NULL)
+		return;
+	struct stamp *seen = table_get(d->verified, key);
+	if (seen != NULL) {
+		*seen = *now;
+		return;
+	}
+	if (table_count(d->verified) >= VERIFIED_MAX) {
+		table_free(d->verified, free);
+		if ((d->verified = table_new()) == NULL)
+			return;
+	}
+	struct stamp *s = malloc(sizeof(*s));
+	if (s != NULL) {
+		*s = *now;
+		if (table_put(d->verified, key, s, NULL) != 0)
+			free(s);
+	}
+}
+
+void verify_record(struct kilnd *d, const char *key, int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) == 0) {
+		struct stamp now = stamp_of(&st);
+		remember(d, key, &now);
+	}
+}
+
 int verify_served(struct kilnd *d, const struct store_entry *e, int fd, char *why, size_t whylen)
 {
 	struct stat st;
@@ -78,31 +110,16 @@ int verify_served(struct kilnd *d, const struct store_entry *e, int fd, char *wh
 		return -EBADMSG;
 	}
 	struct stamp now = stamp_of(&st);
-	if (d->verified == NULL && (d->verified = table_new()) == NULL)
-		return check_bytes(e, fd, why, whylen);
-	struct stamp *seen = table_get(d->verified, e->key);
+	struct stamp *seen = d->verified != NULL ? table_get(d->verified, e->key) : NULL;
 	if (seen != NULL && memcmp(seen, &now, sizeof(now)) == 0)
 		return 0;
 	int rc = check_bytes(e, fd, why, whylen);
 	if (rc != 0) {
-		free(table_del(d->verified, e->key));
+		if (d->verified != NULL)
+			free(table_del(d->verified, e->key));
 		return rc;
 	}
-	if (seen != NULL) {
-		*seen = now;
-		return 0;
-	}
-	if (table_count(d->verified) >= VERIFIED_MAX) {
-		table_free(d->verified, free);
-		if ((d->verified = table_new()) == NULL)
-			return 0;
-	}
-	struct stamp *s = malloc(sizeof(*s));
-	if (s != NULL) {
-		*s = now;
-		if (table_put(d->verified, e->key, s, NULL) != 0)
-			free(s);
-	}
+	remember(d, e->key, &now);
 	return 0;
 }
 

@@ -18,6 +18,9 @@ struct msg_request;
  * or -EBADMSG with a short reason in why when it is damaged.
  */
 int verify_served(struct kilnd *d, const struct store_entry *e, int fd, char *why, size_t whylen);
+/* Records the object open on fd as key's, intact: a build just hashed it
+ * while publishing, so its first serve needs no second hash (loop thread). */
+void verify_record(struct kilnd *d, const char *key, int fd);
 /* Frees the record of verified objects (at shutdown). */
 void verify_fini(struct kilnd *d);
 

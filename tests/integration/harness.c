@@ -784,3 +784,14 @@ int harness_find_procs(const char *exe, pid_t *pids, int max)
 	closedir(d);
 	return n < max ? n : max;
 }
+
+char *harness_data_file(const char *name)
+{
+	char path[HARNESS_PATH];
+	char *text;
+
+	snprintf(path, sizeof(path), "%s/%s", harness_data(), name);
+	text = harness_read_file(path);
+	ck_assert_msg(text != NULL, "cannot read %s", path);
+	return text;
+}

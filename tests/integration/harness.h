@@ -250,6 +250,10 @@ const char *harness_error_code(const cJSON *reply);
  * or environment mentions the test directory. Returns how many (<= max). */
 int harness_find_procs(const char *exe, pid_t *pids, int max);
 
+/* The content of a file of tests/integration/data/ (malloc'd, NUL-terminated;
+ * caller frees); fails the test when it cannot be read. */
+char *harness_data_file(const char *name);
+
 /* Contains s the text needle? NULL-safe. */
 bool harness_contains(const char *s, const char *needle);
 

@@ -21,13 +21,6 @@
 
 #define EM_CUDA 190
 
-static const char saxpy_cu[] =
-	"extern \"C\" __global__ void saxpy(int n, float a, const float *x, float *y)\n"
-	"{\n"
-	"\tint i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-	"\tif (i < n)\n"
-	"\t\ty[i] = a * x[i] + y[i];\n"
-	"}\n";
 
 static char tc_arg[HARNESS_PATH + 16];
 
@@ -63,12 +56,15 @@ static void start_without_driver(const char *const *extra)
 
 static int get_gpu(struct kiln *k, const char *output, const char *arg, struct kiln_program **p)
 {
-	struct kiln_source src = { .name = "saxpy.cu", .text = saxpy_cu };
+	char *text = harness_data_file("saxpy.cu");
+	struct kiln_source src = { .name = "saxpy.cu", .text = text };
 	const char *args[] = { arg };
 	struct kiln_request req = { .toolchain = "nvcc", .output = output, .sources = &src,
 				    .nsources = 1, .args = args, .nargs = arg != NULL ? 1 : 0 };
+	int rc = kiln_get(k, &req, p);
 
-	return kiln_get(k, &req, p);
+	free(text);
+	return rc;
 }
 
 static bool contains(const void *data, size_t size, const char *needle)

@@ -22,13 +22,6 @@
 
 #define N (1 << 20)
 
-static const char saxpy_cu[] =
-	"extern \"C\" __global__ void saxpy(int n, float a, const float *x, float *y)\n"
-	"{\n"
-	"\tint i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-	"\tif (i < n)\n"
-	"\t\ty[i] = a * x[i] + y[i];\n"
-	"}\n";
 
 /* The driver calls the test makes itself. */
 static struct {
@@ -135,7 +128,8 @@ static void run_saxpy(struct kiln_program *p)
 START_TEST(saxpy_through_kiln)
 {
 	static const char *const outputs[] = { "cubin", "fatbin", "ptx" };
-	struct kiln_source src = { .name = "saxpy.cu", .text = saxpy_cu };
+	char *text = harness_data_file("saxpy.cu");
+	struct kiln_source src = { .name = "saxpy.cu", .text = text };
 	struct kiln *k;
 	cJSON *st;
 
@@ -159,6 +153,7 @@ START_TEST(saxpy_through_kiln)
 	}
 	kiln_close(k);
 	harness_stop();
+	free(text);
 }
 END_TEST
 
