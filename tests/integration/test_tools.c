@@ -121,6 +121,12 @@ START_TEST(export_then_import_on_another_node)
 	ck_assert_msg(harness_contains(out, "exported 3 entries"), "%s", out);
 	free(out);
 	ck_assert_int_eq(harness_cli(NULL, NULL, "export", harness_path(dir, "exportdir"), NULL), 0);
+	/* A directory others may write to is refused, saying why. */
+	ck_assert_int_eq(mkdir(harness_path(obj, "open"), 0700), 0);
+	ck_assert_int_eq(chmod(obj, 0777), 0);
+	ck_assert_int_eq(harness_cli(NULL, &out, "export", obj, NULL), 1);
+	ck_assert_msg(harness_contains(out, "writable by group or others"), "stderr: %s", out);
+	free(out);
 
 	/* Another node: every program is served from the import, no compiler. */
 	harness_start_named("node2", NULL, NULL, sock2);
