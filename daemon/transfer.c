@@ -153,8 +153,10 @@ static void transfer_work(void *arg)
 	/* The same checks as --upstream: the directory must be the user's and
 	 * private, since what is imported is loaded as code. */
 	j->rc = upfs_open(&u, j->dir, 3600, j->err, sizeof(j->err));
-	if (j->rc != 0)
+	if (j->rc != 0) {
+		upfs_close(&u);   /* what it allocated before refusing */
 		return;
+	}
 	if (j->op == OP_EXPORT) {
 		j->rc = export_entries(j->c->d, j);
 		if (j->rc == 0)

@@ -151,6 +151,7 @@ START_TEST(daemon_arch_is_in_the_key)
 	const char *const a80[] = { "--cuda-arch", "sm_80", NULL };
 	const char *const a90[] = { "--toolchain", tc_arg, "--cuda-arch", "90", NULL };
 	char sock90[HARNESS_PATH], key80[72];
+	const unsigned char *data;
 	struct kiln_program *p;
 	struct kiln *k;
 	size_t size;
@@ -164,7 +165,8 @@ START_TEST(daemon_arch_is_in_the_key)
 	ck_assert_int_eq(kiln_open(sock90, &k), KILN_OK);
 	ck_assert_msg(get_gpu(k, "cubin", NULL, &p) == KILN_OK, "%s", kiln_errmsg(k));
 	ck_assert_str_ne(kiln_program_key(p), key80);
-	ck_assert_int_eq(cubin_sm(kiln_program_data(p, &size), size), 90);
+	data = kiln_program_data(p, &size);
+	ck_assert_int_eq(cubin_sm(data, size), 90);
 	{
 		cJSON *st = harness_status_at(sock90), *tc;
 		bool seen = false;
