@@ -282,7 +282,7 @@ static int fill(int argc, char **argv)
 						 -1, &ali, NULL);
 		uint8_t *blob = NULL;
 		size_t blen = 0;
-		if (prc == SQLITE_OK && store_deps_encode(deps, ndeps, &blob, &blen) != 0)
+		if (prc == SQLITE_OK && store_deps_encode(deps, ndeps, STORE_DEPS_OBSERVED, &blob, &blen) != 0)
 			prc = SQLITE_NOMEM;
 		for (long k = 0; prc == SQLITE_OK && rc == 0 && k < n; k++) {
 			struct fill_entry fe;

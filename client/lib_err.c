@@ -90,6 +90,7 @@ int lib_err_map(enum msg_err err)
 	case ERR_NOT_FOUND:
 		return KILN_ENOTFOUND;
 	case ERR_BUILD_FAILED:
+	case ERR_INPUTS_CHANGED:
 		return KILN_EBUILD;
 	case ERR_BUILD_TIMEOUT:
 		return KILN_ETIMEDOUT;

@@ -185,7 +185,7 @@ int kiln_x_export(struct kiln *k, const char *key, const void *data, size_t size
 {
 	struct msg_request m = { .op = OP_SHOW, .proto = -1, .max_size = -1 };
 	cJSON *reply = NULL, *out = NULL, *deps;
-	const cJSON *e, *paths, *digests, *v;
+	const cJSON *e, *paths, *digests, *kinds, *modes, *v;
 	uint8_t digest[32];
 	char hex[65], *log = NULL;
 	size_t loglen;
@@ -204,6 +204,8 @@ int kiln_x_export(struct kiln *k, const char *key, const void *data, size_t size
 	e = member(reply, "entry");
 	paths = member(e, "deps");
 	digests = member(e, "dep_sha256");
+	kinds = member(e, "dep_kinds");
+	modes = member(e, "dep_modes");
 	nd = cJSON_GetArraySize(paths);
 	if (!cJSON_IsArray(paths) || !cJSON_IsArray(digests) || cJSON_GetArraySize(digests) != nd) {
 		cJSON_Delete(reply);
@@ -233,8 +235,17 @@ int kiln_x_export(struct kiln *k, const char *key, const void *data, size_t size
 
 		cJSON_AddItemToArray(deps, d);
 		cJSON_AddStringToObject(d, "path", cJSON_GetStringValue(cJSON_GetArrayItem(paths, i)));
-		cJSON_AddStringToObject(d, "sha256",
-					cJSON_GetStringValue(cJSON_GetArrayItem(digests, i)));
+		const char *kind = cJSON_GetStringValue(cJSON_GetArrayItem(kinds, i));
+		const cJSON *mode = cJSON_GetArrayItem(modes, i);
+		if (kind != NULL)
+			cJSON_AddStringToObject(d, "kind", kind);
+		if (kind == NULL || strcmp(kind, "file") == 0 || strcmp(kind, "env") == 0)
+			cJSON_AddStringToObject(d, "sha256",
+						cJSON_GetStringValue(cJSON_GetArrayItem(digests, i)));
+		if (kind != NULL && strcmp(kind, "exists") == 0 && cJSON_IsNumber(mode))
+			cJSON_AddNumberToObject(d, "mode", mode->valuedouble);
+		if (kind != NULL && strcmp(kind, "env") == 0)
+			cJSON_AddBoolToObject(d, "set", cJSON_IsNumber(mode) && mode->valuedouble != 0);
 	}
 	*meta = cJSON_PrintUnformatted(out);
 	cJSON_Delete(out);

@@ -5,16 +5,26 @@
  * SIGTERM when kilnd dies and answers it by killing that whole group, so a
  * killed daemon leaves no compiler burning CPU or writing into the cache.
  *
- *   kiln-exec run PARENT_PID -- PROGRAM [ARG]...   run a compiler
+ *   kiln-exec run PARENT_PID [--trace FILE] -- PROGRAM [ARG]...   run a compiler
  *   kiln-exec check PARENT_PID FILE                dlopen(FILE, RTLD_NOW)
+ *
+ * With --trace, the compiler runs with kiln-observe.so (found next to
+ * kiln-exec) preloaded and KILN_TRACE_FILE naming FILE, so that every
+ * process of the toolchain records what it reads (daemon/observe.c). The
+ * first record, the program about to run, is written here; when the
+ * library is missing, a record says so and kilnd falls back to the
+ * compiler's dependency files.
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,7 +54,55 @@ static int watch_parent(const char *ppid_arg)
 	return 0;
 }
 
-static int run(char **argv)
+/* Appends one NUL-terminated record to the trace. */
+static void trace_record(int fd, const char *head, const char *path)
+{
+	char rec[PATH_MAX * 2 + 256];
+	int n = snprintf(rec, sizeof(rec), "%s\t%s", head, path);
+	if (fd >= 0 && n > 0 && (size_t)n < sizeof(rec))
+		(void)!write(fd, rec, (size_t)n + 1);
+}
+
+/*
+ * Prepares the child's environment for observation: LD_PRELOAD gets
+ * kiln-observe.so first, KILN_TRACE_FILE names the trace. Writes the record
+ * of the program about to run. Runs in the forked child, before execv.
+ */
+static void trace_setup(const char *trace, const char *prog)
+{
+	char self[PATH_MAX], lib[PATH_MAX + 32], head[256];
+	int fd = open(trace, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	struct stat st;
+	self[n > 0 ? n : 0] = '\0';
+	char *slash = strrchr(self, '/');
+	if (slash != NULL)
+		*slash = '\0';
+	snprintf(lib, sizeof(lib), "%s/kiln-observe.so", self);
+	if (n <= 0 || access(lib, R_OK) != 0) {
+		trace_record(fd, "N 0", "kiln-observe.so not found next to kiln-exec");
+	} else {
+		const char *old = getenv("LD_PRELOAD");
+		char *pre = NULL;
+		if (asprintf(&pre, "%s%s%s", lib, old != NULL ? " " : "", old != NULL ? old : "") > 0)
+			setenv("LD_PRELOAD", pre, 1);
+		setenv("KILN_TRACE_FILE", trace, 1);
+		free(pre);
+	}
+	if (stat(prog, &st) == 0) {
+		snprintf(head, sizeof(head), "X %d %llu %llu %lld %lld %lld %o", (int)getpid(),
+			 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+			 (long long)st.st_size,
+			 (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec,
+			 (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec,
+			 (unsigned)st.st_mode);
+		trace_record(fd, head, prog);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+static int run(char **argv, const char *trace)
 {
 	/* One stream: diagnostics from stdout and stderr stay in order. */
 	if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0)
@@ -57,6 +115,8 @@ static int run(char **argv)
 	if (pid == 0) {
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGHUP, SIG_DFL);
+		if (trace != NULL)
+			trace_setup(trace, argv[0]);
 		execv(argv[0], argv);
 		fprintf(stderr, "kiln-exec: cannot run %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
@@ -92,7 +152,13 @@ int main(int argc, char **argv)
 	if (argc >= 5 && strcmp(argv[1], "run") == 0 && strcmp(argv[3], "--") == 0) {
 		if (watch_parent(argv[2]) != 0)
 			return 127;
-		return run(argv + 4);
+		return run(argv + 4, NULL);
+	}
+	if (argc >= 7 && strcmp(argv[1], "run") == 0 && strcmp(argv[3], "--trace") == 0 &&
+	    argv[4][0] == '/' && strcmp(argv[5], "--") == 0) {
+		if (watch_parent(argv[2]) != 0)
+			return 127;
+		return run(argv + 6, argv[4]);
 	}
 	if (argc == 4 && strcmp(argv[1], "check") == 0) {
 		if (watch_parent(argv[2]) != 0)
@@ -100,7 +166,7 @@ int main(int argc, char **argv)
 		return check(argv[3]);
 	}
 	fprintf(stderr,
-		"usage: kiln-exec run PARENT_PID -- PROGRAM [ARG]...\n"
+		"usage: kiln-exec run PARENT_PID [--trace FILE] -- PROGRAM [ARG]...\n"
 		"       kiln-exec check PARENT_PID FILE\n"
 		"kiln-exec is started by kilnd; it is not meant to be run by hand.\n");
 	return 2;

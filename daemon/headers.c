@@ -1,15 +1,26 @@
 /*
- * Header validation with inotify; see headers.h for why. A header is watched
- * through its directory, and every directory above it is watched for
- * renames and deletions, so that replacing /opt/stack/include or /opt itself
- * is seen too. A path through a symlink (a "current" link flipped to a new
- * release, /lib on a merged-/usr system) is watched both along the path as
- * written, to see the link change, and at its target, to see the file change.
- * Watches are added before a header is examined, so a change that lands
- * while it is being hashed still marks it dirty. Headers on a network
- * filesystem (where inotify does not see other nodes' writes), or that
- * cannot be watched, are checked with stat (device, inode, size, mtime,
- * ctime) on every use.
+ * Validation of what an entry depends on (headers.h says why). Each path
+ * has one state: whether it exists, its identity (device, inode, size,
+ * mtime, ctime, mode) and, once a file dependency needed it, its digest.
+ *
+ * A state is brought up to date with stat() at most once per batch of
+ * requests read (an "epoch": a change made before a request was sent is
+ * visible to a stat made after the request was read), unless an event
+ * source that sees every change of it says it did not change:
+ *   - names (a path found, or looked for and missing): inotify on every
+ *     directory along the path, as written and after symlinks, on a
+ *     filesystem of the allow-list below, plus /proc/self/mountinfo for
+ *     mounts; names change only through those directories.
+ *   - content: the same, and only for files kilnd's user cannot write
+ *     (owned by another user, no write permission), since inotify does not
+ *     see writes through a shared mapping. An inode watch on the file sees
+ *     writes through hard links elsewhere.
+ * Everything else (files the user can write, other filesystems, no
+ * inotify) pays one stat per batch. A changed identity means hashing again
+ * (any size, on the loop); an identity that stands for the digest recorded
+ * with the entry (kept from the build, or from before a restart) needs no
+ * hashing at all. A digest taken within DIGESTS_RACY_NS of the file's last
+ * change is not trusted next time (digests.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,13 +34,13 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "digests.h"
 #include "headers.h"
 #include "kilnd.h"
 #include "log.h"
 #include "table.h"
 #include "util.h"
 
-#define HEADER_HASH_MAX ((uint64_t)1 << 20)
 #define VALIDATED_MAX 65536
 /* Directories above a header: only renames, creations and deletions matter. */
 #define TREE_MASK (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | \
@@ -37,18 +48,20 @@
 /* A header's own directory: writes to its files too. */
 #define FILE_MASK (TREE_MASK | IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE)
 
-enum hmode { MODE_NEW = 0, MODE_WATCHED, MODE_STAT };
-
 struct hstate {
-	enum hmode mode;
-	uint64_t size;
-	int64_t mtime_ns, ctime_ns;
-	uint64_t dev, ino;
+	bool names_watched;  /* events see it appear, go or change type */
+	bool content_watched; /* events see every change of its content too */
+	bool chosen;         /* the two above were decided */
+	bool known;          /* the fields below describe the path */
+	bool exists, lexists; /* stat / lstat found it */
+	struct stat st;
+	bool has_digest;
+	bool racy;           /* hashed too soon after a change to trust later */
 	uint8_t digest[32];
-	char *real;     /* the path with symlinks resolved, when it differs */
-	bool known;     /* the fields above describe the file */
-	bool clean;     /* watched, and no event since they were computed */
-	bool evented;   /* an event came: rehash even if stat looks the same */
+	uint64_t epoch;      /* of the last stat */
+	char *real;          /* the path with symlinks resolved, when it differs */
+	bool clean;          /* watched, and no event since it was stat'ed */
+	bool evented;        /* an event came: rehash even if stat looks the same */
 };
 
 struct hdir {
@@ -64,9 +77,21 @@ struct headers {
 	struct table *files;      /* path -> struct hstate */
 	struct table *dirs;       /* directory -> struct hdir */
 	struct table *wds;        /* decimal wd -> struct hdir */
-	struct table *validated;  /* artifact key -> generation + 1 */
+	struct table *validated;  /* artifact key -> struct hvalid */
 	uintptr_t gen;            /* bumped whenever any header turns dirty */
+	uint64_t epoch;           /* bumped per batch of requests read */
 	bool stale;               /* a request was read since the last drain */
+	int mfd;                  /* /proc/self/mountinfo, polled for mounts */
+	uv_poll_t mpoll;
+	bool mpolling;
+	int closing;              /* polls still closing at the end */
+};
+
+/* When an entry was last found valid. */
+struct hvalid {
+	uintptr_t gen;
+	uint64_t epoch;
+	bool all_watched;         /* no dependency needs a stat per batch */
 };
 
 struct dirty_ctx {
@@ -92,7 +117,7 @@ static void mark_dirty_in(const char *key, void *val, void *arg)
 		return;
 	hs->evented = true;
 	if (ctx->rewatch)
-		hs->mode = MODE_NEW;
+		hs->chosen = false;
 	if (hs->clean) {
 		hs->clean = false;
 		ctx->marked++;
@@ -167,8 +192,13 @@ static void handle_event(struct headers *h, const struct inotify_event *ev)
 		mark_dirty(h, dir, true);
 		return;
 	}
-	if (ev->len == 0)
+	if (ev->len == 0) {
+		/* On the watched file or directory itself: written, chmod'ed. */
+		char self[PATH_MAX];
+		snprintf(self, sizeof(self), "%s", hd->dir);
+		mark_dirty(h, self, false);
 		return;
+	}
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s%s%s", hd->dir, strcmp(hd->dir, "/") == 0 ? "" : "/", ev->name);
 	/* A name created, removed or renamed here may be a directory or a
@@ -244,30 +274,29 @@ static bool watch_dir(struct headers *h, const char *dir, uint32_t mask)
 	return true;
 }
 
-/* inotify sees only this node's writes: not good enough on shared filesystems. */
-static bool local_fs(const char *dir)
+/*
+ * Filesystems whose inotify events are known to cover every change made on
+ * this node through the VFS (an allow-list: overlayfs misses changes in its
+ * lower layers, network filesystems miss other nodes' writes, FUSE and the
+ * rest are not known to be complete).
+ */
+static bool events_fs(const char *dir)
 {
-	static const long remote[] = {
-		0x6969,      /* NFS */
-		0x0BD00BD0,  /* Lustre */
-		0x47504653,  /* GPFS */
-		0xFF534D42,  /* CIFS */
-		0xFE534D42,  /* SMB2 */
-		0x00C36400,  /* Ceph */
-		0xAAD7AAEA,  /* PanFS */
-		0x19830326,  /* BeeGFS */
-		0x5346414F,  /* AFS */
-		0x65735546,  /* FUSE */
-		0x013111A8,  /* IBRIX */
+	static const long local[] = {
+		0xEF53,      /* ext2, ext3, ext4 */
+		0x58465342,  /* XFS */
+		0x9123683E,  /* Btrfs */
+		0x01021994,  /* tmpfs */
+		0xF2F52010,  /* F2FS */
 	};
 	struct statfs fs;
 	if (statfs(dir, &fs) != 0)
 		return false;
-	for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++) {
-		if ((long)fs.f_type == remote[i])
-			return false;
+	for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++) {
+		if ((long)fs.f_type == local[i])
+			return true;
 	}
-	return true;
+	return false;
 }
 
 /* Cuts path to its directory ("/" for top-level names); false if none. */
@@ -298,97 +327,203 @@ static bool watch_path(struct headers *h, const char *path, uint32_t mask)
 	return true;
 }
 
-/*
- * Decides how a header is tracked: by events when its directory is local and
- * every directory on the way (as written and after symlinks) can be watched,
- * else by stat on every use.
- */
-static enum hmode choose_mode(struct headers *h, const char *path, struct hstate *hs)
+/* The deepest existing directory at or above path's directory, into dir. */
+static bool existing_dir(const char *path, char *dir, size_t cap)
 {
-	char real[PATH_MAX], dir[PATH_MAX];
-	free(hs->real);
-	hs->real = NULL;
-	if (h->ifd < 0 || path[0] != '/' || realpath(path, real) == NULL)
-		return MODE_STAT;
-	snprintf(dir, sizeof(dir), "%s", real);
-	if (!parent_dir(dir) || !local_fs(dir))
-		return MODE_STAT;
-	/* The target first, so that each watch is known by its canonical name. */
-	if (!watch_path(h, real, FILE_MASK))
-		return MODE_STAT;
-	if (strcmp(real, path) != 0) {
-		if ((hs->real = strdup(real)) == NULL || !watch_path(h, path, TREE_MASK))
-			return MODE_STAT;
+	struct stat st;
+	snprintf(dir, cap, "%s", path);
+	while (parent_dir(dir)) {
+		if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+			return true;
+		if (strcmp(dir, "/") == 0)
+			return false;
 	}
-	return MODE_WATCHED;
+	return false;
 }
 
-/* Brings a header's state up to date; false when it cannot be known. A
- * large file is only trusted when it still has the size and mtime that the
- * build recorded along with its digest. */
-static bool refresh(struct headers *h, const struct store_dep *dep, struct hstate *hs)
+/* kilnd's own user could write the file (so also through a mapping,
+ * which no event reports). */
+static bool user_writable(const char *path, const struct stat *st)
 {
-	if (hs->mode == MODE_NEW)
-		hs->mode = choose_mode(h, dep->path, hs);
+	uid_t me = geteuid();
+	return me == 0 || st->st_uid == me || faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) == 0;
+}
+
+/*
+ * Decides how a path is tracked: by events when inotify and the mount
+ * watch work, its directory is on an allow-listed filesystem and every
+ * directory on the way (as written and after symlinks) can be watched;
+ * its content by events only when, in addition, kilnd's user cannot write
+ * it. Otherwise by a stat per batch of requests.
+ */
+static void choose_mode(struct headers *h, const char *path, struct hstate *hs)
+{
+	char real[PATH_MAX], dir[PATH_MAX], rest[PATH_MAX];
 	struct stat st;
-	if (stat(dep->path, &st) != 0 || !S_ISREG(st.st_mode)) {
+	free(hs->real);
+	hs->real = NULL;
+	hs->chosen = true;
+	hs->names_watched = hs->content_watched = false;
+	if (h->ifd < 0 || !h->mpolling || path[0] != '/')
+		return;
+	bool present = realpath(path, real) != NULL;
+	if (!present) {
+		/* Missing: watch the deepest directory that exists, resolved. */
+		if (!existing_dir(path, dir, sizeof(dir)) || realpath(dir, real) == NULL)
+			return;
+		/* real + what is missing below it ("/a" + "/b/h.h"). */
+		snprintf(rest, sizeof(rest), "%s", path + strlen(dir));
+		size_t rl = strlen(real);
+		const char *tail = rl == 1 && rest[0] == '/' ? rest + 1 : rest;
+		if (rl + strlen(tail) + 2 > sizeof(real))
+			return;
+		if (rl > 1 && tail[0] != '/')
+			real[rl++] = '/';
+		memcpy(real + rl, tail, strlen(tail) + 1);
+	}
+	snprintf(dir, sizeof(dir), "%s", real);
+	if (!parent_dir(dir))
+		return;
+	if (!present && !existing_dir(real, dir, sizeof(dir)))
+		return;
+	if (!events_fs(dir))
+		return;
+	/* The target first, so that each watch is known by its canonical name. */
+	if (!(present ? watch_path(h, real, FILE_MASK) : watch_dir(h, dir, FILE_MASK) &&
+	      watch_path(h, dir, TREE_MASK)))
+		return;
+	if (strcmp(real, path) != 0) {
+		if ((hs->real = strdup(real)) == NULL || !watch_path(h, path, TREE_MASK))
+			return;
+	}
+	hs->names_watched = true;
+	if (present && stat(real, &st) == 0 && S_ISREG(st.st_mode) && !user_writable(real, &st))
+		/* Writes through another hard link show on the inode itself. */
+		hs->content_watched = watch_dir(h, real, IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE |
+					       IN_DELETE_SELF | IN_MOVE_SELF);
+}
+
+static bool same_ident(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mode == b->st_mode &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* Brings a state up to date with stat (and lstat where stat finds nothing). */
+static void restat(struct headers *h, const char *path, struct hstate *hs)
+{
+	struct stat st;
+	if (!hs->chosen)
+		choose_mode(h, path, hs);
+	bool exists = stat(path, &st) == 0;
+	if (!exists)
+		memset(&st, 0, sizeof(st));
+	if (!hs->known || hs->evented || hs->racy || exists != hs->exists ||
+	    (exists && !same_ident(&st, &hs->st)))
+		hs->has_digest = false;
+	hs->exists = exists;
+	hs->lexists = exists;
+	if (!exists) {
+		struct stat lst;
+		hs->lexists = lstat(path, &lst) == 0;
+	}
+	hs->st = st;
+	hs->known = true;
+	hs->evented = false;
+	hs->racy = false;
+	hs->epoch = h->epoch;
+	hs->clean = hs->names_watched;
+}
+
+/* The file's digest, from the state, from the entry's record when the
+ * identity it was recorded with is the file's now, or hashed. */
+static bool file_digest(struct hstate *hs, const struct store_dep *dep, const char *path)
+{
+	if (hs->has_digest)
+		return true;
+	const struct stat *st = &hs->st;
+	if (dep->ino != 0 && dep->dev == (uint64_t)st->st_dev && dep->ino == (uint64_t)st->st_ino &&
+	    dep->size == (uint64_t)st->st_size &&
+	    dep->mtime_ns == (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec &&
+	    dep->ctime_ns == (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec) {
+		memcpy(hs->digest, dep->digest, 32);
+		hs->has_digest = true;
+		return true;
+	}
+	struct stat now;
+	if (digests_file(path, hs->digest, &now) != 0 || !same_ident(&now, st)) {
 		hs->known = false;
 		return false;
 	}
-	int64_t mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-	int64_t ctime = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
-	bool same = hs->known && !hs->evented && hs->size == (uint64_t)st.st_size &&
-		    hs->mtime_ns == mtime && hs->ctime_ns == ctime && hs->dev == (uint64_t)st.st_dev &&
-		    hs->ino == (uint64_t)st.st_ino;
-	if (!same) {
-		hs->known = false;
-		if ((uint64_t)st.st_size > HEADER_HASH_MAX) {
-			/* Like make: size and mtime stand for the content of a file
-			 * too large to hash on the loop. */
-			if (dep->size != (uint64_t)st.st_size || dep->mtime_ns != mtime)
-				return false;
-			memcpy(hs->digest, dep->digest, 32);
-		} else if (util_sha256_file(dep->path, hs->digest) != 0) {
-			return false;
-		}
-		hs->size = (uint64_t)st.st_size;
-		hs->mtime_ns = mtime;
-		hs->ctime_ns = ctime;
-		hs->dev = (uint64_t)st.st_dev;
-		hs->ino = (uint64_t)st.st_ino;
-		hs->known = true;
-	}
-	hs->evented = false;
-	hs->clean = hs->mode == MODE_WATCHED;
+	hs->has_digest = true;
+	hs->racy = !digests_settled(st);
+	if (hs->racy)
+		hs->clean = false;
 	return true;
 }
 
-static bool dep_valid(struct headers *h, const struct store_dep *dep, bool *cacheable)
+static struct hstate *state_of(struct headers *h, const char *path)
 {
-	struct hstate *hs = table_get(h->files, dep->path);
+	struct hstate *hs = table_get(h->files, path);
+	if (hs != NULL)
+		return hs;
+	hs = calloc(1, sizeof(*hs));
+	if (hs == NULL || table_put(h->files, path, hs, NULL) != 0) {
+		free(hs);
+		return NULL;
+	}
+	return hs;
+}
+
+static bool env_valid(const struct store_dep *dep)
+{
+	const char *v = getenv(dep->path);
+	uint8_t digest[32];
+	if ((v != NULL) != (dep->mode != 0))
+		return false;
+	util_sha256(v != NULL ? v : "", v != NULL ? strlen(v) : 0, digest);
+	return memcmp(digest, dep->digest, 32) == 0;
+}
+
+/* One dependency; *watched turns false when it needed a stat this batch. */
+static bool dep_valid(struct headers *h, const struct store_dep *dep, bool *watched)
+{
+	if (dep->kind == STORE_DEP_ENV)
+		return env_valid(dep); /* kilnd's environment never changes */
+	struct hstate *hs = state_of(h, dep->path);
 	if (hs == NULL) {
-		hs = calloc(1, sizeof(*hs));
-		if (hs == NULL || table_put(h->files, dep->path, hs, NULL) != 0) {
-			free(hs);
-			*cacheable = false;
-			return false;
-		}
+		*watched = false;
+		return false;
 	}
-	if (!hs->clean || !hs->known) {
-		if (!refresh(h, dep, hs)) {
-			*cacheable = false;
-			return false;
-		}
+	bool content = dep->kind == STORE_DEP_FILE;
+	bool fresh = hs->known && hs->clean && (content ? hs->content_watched : hs->names_watched);
+	if (!fresh && !(hs->known && hs->epoch == h->epoch))
+		restat(h, dep->path, hs);
+	if (!(content ? hs->content_watched : hs->names_watched) || !hs->clean)
+		*watched = false;
+	switch (dep->kind) {
+	case STORE_DEP_ABSENT:
+		return !hs->exists;
+	case STORE_DEP_EXISTS:
+		if (!hs->exists)
+			return hs->lexists && (dep->mode & S_IFMT) == S_IFLNK;
+		return hs->st.st_mode == dep->mode;
+	case STORE_DEP_FILE:
+		return hs->exists && S_ISREG(hs->st.st_mode) && file_digest(hs, dep, dep->path) &&
+		       memcmp(hs->digest, dep->digest, 32) == 0;
+	default:
+		return false;
 	}
-	if (!hs->clean)
-		*cacheable = false;
-	return memcmp(hs->digest, dep->digest, 32) == 0;
 }
 
 void headers_requests_read(struct kilnd *d)
 {
-	if (d->headers != NULL)
+	if (d->headers != NULL) {
 		d->headers->stale = true;
+		d->headers->epoch++;
+	}
 }
 
 bool headers_valid(struct kilnd *d, const struct store_entry *e)
@@ -398,23 +533,52 @@ bool headers_valid(struct kilnd *d, const struct store_entry *e)
 		return true;
 	if (h->ifd >= 0 && h->stale)
 		drain(h);
-	uintptr_t seen = (uintptr_t)table_get(h->validated, e->key);
-	if (seen == h->gen + 1)
+	struct hvalid *v = table_get(h->validated, e->key);
+	if (v != NULL && v->gen == h->gen && (v->all_watched || v->epoch == h->epoch))
 		return true;
-	bool cacheable = true;
+	bool watched = true;
 	for (size_t i = 0; i < e->ndeps; i++) {
-		if (!dep_valid(h, &e->deps[i], &cacheable))
+		if (!dep_valid(h, &e->deps[i], &watched))
 			return false;
 	}
-	if (cacheable) {
+	if (v == NULL) {
 		if (table_count(h->validated) >= VALIDATED_MAX) {
-			table_free(h->validated, NULL);
+			table_free(h->validated, free);
 			h->validated = table_new();
 		}
-		if (h->validated != NULL)
-			table_put(h->validated, e->key, (void *)(h->gen + 1), NULL);
+		v = calloc(1, sizeof(*v));
+		if (v == NULL || h->validated == NULL || table_put(h->validated, e->key, v, NULL) != 0) {
+			free(v);
+			return true;
+		}
 	}
+	v->gen = h->gen;
+	v->epoch = h->epoch;
+	v->all_watched = watched;
 	return true;
+}
+
+/* Any mount or unmount: every path may lead elsewhere now. */
+static void on_mounts(uv_poll_t *p, int status, int events)
+{
+	struct kilnd *d = p->data;
+	mark_dirty(d->headers, NULL, true);
+}
+
+static void watch_mounts(struct kilnd *d, struct headers *h)
+{
+	h->mfd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	if (h->mfd < 0 || uv_poll_init(d->loop, &h->mpoll, h->mfd) != 0) {
+		log_warn("cannot watch the mount table (%s): every dependency is checked with stat "
+			 "once per batch of requests", strerror(errno));
+		if (h->mfd >= 0)
+			close(h->mfd);
+		h->mfd = -1;
+		return;
+	}
+	h->mpoll.data = d;
+	uv_poll_start(&h->mpoll, UV_PRIORITIZED, on_mounts);
+	h->mpolling = true;
 }
 
 int headers_init(struct kilnd *d)
@@ -423,6 +587,7 @@ int headers_init(struct kilnd *d)
 	if (h == NULL)
 		return -ENOMEM;
 	h->ifd = -1;
+	h->mfd = -1;
 	h->files = table_new();
 	h->dirs = table_new();
 	h->wds = table_new();
@@ -434,16 +599,22 @@ int headers_init(struct kilnd *d)
 	}
 	h->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (h->ifd < 0) {
-		log_warn("inotify unavailable (%s): headers are checked with stat on every use",
-			 strerror(errno));
+		log_warn("inotify unavailable (%s): every dependency is checked with stat once per "
+			 "batch of requests", strerror(errno));
 	} else {
 		uv_poll_init(d->loop, &h->poll, h->ifd);
 		h->poll.data = d;
 		uv_poll_start(&h->poll, UV_READABLE, on_inotify);
 		h->polling = true;
+		watch_mounts(d, h);
 	}
 	d->headers = h;
 	return 0;
+}
+
+bool headers_events_complete(const struct kilnd *d)
+{
+	return d->headers != NULL && d->headers->ifd >= 0 && d->headers->mpolling;
 }
 
 static void free_hstate(void *val)
@@ -462,10 +633,16 @@ static void free_hdir(const char *key, void *val, void *ctx)
 	free(hd);
 }
 
+/* Both polls live in h: it goes with the last of them. */
 static void on_poll_closed(uv_handle_t *handle)
 {
 	struct headers *h = handle->data;
-	close(h->ifd);
+	if (--h->closing > 0)
+		return;
+	if (h->mfd >= 0)
+		close(h->mfd);
+	if (h->ifd >= 0)
+		close(h->ifd);
 	free(h);
 }
 
@@ -480,13 +657,20 @@ void headers_fini(struct kilnd *d)
 		table_foreach(h->wds, free_hdir, NULL);
 	table_free(h->wds, NULL);
 	table_free(h->dirs, NULL);
-	table_free(h->validated, NULL);
+	table_free(h->validated, free);
+	h->closing = h->polling + h->mpolling;
+	if (h->mpolling) {
+		uv_poll_stop(&h->mpoll);
+		h->mpoll.data = h;
+		uv_close((uv_handle_t *)&h->mpoll, on_poll_closed);
+	}
 	if (h->polling) {
 		uv_poll_stop(&h->poll);
 		h->poll.data = h;
 		uv_close((uv_handle_t *)&h->poll, on_poll_closed);
-		return;
 	}
+	if (h->closing > 0)
+		return;
 	if (h->ifd >= 0)
 		close(h->ifd);
 	free(h);

@@ -1,9 +1,9 @@
 /*
- * Validation of the headers an entry was built with. A hit must not serve an
- * artifact whose headers changed, yet checking dozens of headers with stat()
- * on every request would put system calls on the hot path. So each header
- * directory is watched with inotify: a header's state (size, mtime, digest)
- * is computed once and trusted until an event says it changed.
+ * Validation of what an entry was built from. A hit must not serve an
+ * artifact whose inputs changed, yet checking hundreds of headers and
+ * probed paths with stat() on every request would put system calls on the
+ * hot path. So paths are watched with inotify where its events are
+ * complete, and stat'ed once per batch of requests elsewhere (headers.c).
  */
 #ifndef KILN_DAEMON_HEADERS_H
 #define KILN_DAEMON_HEADERS_H
@@ -19,17 +19,20 @@ int headers_init(struct kilnd *d);
 void headers_fini(struct kilnd *d);
 
 /*
- * True when every dependency of e still has the recorded content. Runs on the
- * loop thread; costs one non-blocking read of the inotify descriptor when a
- * request was read since the last one (headers_requests_read), plus,
- * only for headers that changed since they were last checked (or that cannot
- * be watched: behind a symlink, or on a network filesystem), a stat and a
- * digest of the file. A changed file above 1 MiB counts as invalid (a rebuild
- * is correct, just maybe unneeded) so that the loop never hashes a large
- * file; unchanged large files (shared libraries a link read) are trusted when
- * their size and mtime still match what the build recorded.
+ * True when every dependency of e is still in its recorded state: files
+ * with the recorded content, found paths still there with the same type
+ * and permissions, missing paths still missing, environment variables as
+ * recorded. Runs on the loop thread. Costs one non-blocking read of the
+ * inotify descriptor when a request was read since the last one
+ * (headers_requests_read); then a hash-table probe when nothing changed
+ * since e was last found valid and every dependency is watched by a
+ * complete event source; otherwise a stat per dependency not yet checked
+ * in this batch of requests, and a digest of every file whose identity
+ * changed.
  */
 bool headers_valid(struct kilnd *d, const struct store_entry *e);
+/* Whether inotify and the mount watch work (`kiln status`). */
+bool headers_events_complete(const struct kilnd *d);
 /*
  * The server calls this after each read of request bytes. A client that
  * changed a header before sending its request had the change's inotify

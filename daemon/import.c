@@ -25,6 +25,7 @@
 
 #include "build.h"
 #include "build_int.h"
+#include "deps.h"
 #include "dispatch.h"
 #include "headers.h"
 #include "import.h"
@@ -58,22 +59,17 @@ static int import_deps(struct import_job *j)
 	struct store_entry *e = &j->entry;
 	if (r->ndeps > 0 && (e->deps = calloc(r->ndeps, sizeof(*e->deps))) == NULL)
 		return msg_error_set(&j->err, ERR_INTERNAL, NULL, "out of memory");
+	char why[512];
 	for (size_t i = 0; i < r->ndeps; i++) {
 		struct store_dep *dep = &e->deps[i];
-		struct stat st;
 		if ((dep->path = strdup(r->deps[i].path)) == NULL)
 			return msg_error_set(&j->err, ERR_INTERNAL, NULL, "out of memory");
 		e->ndeps = i + 1;
-		if (stat(dep->path, &st) != 0 || !S_ISREG(st.st_mode) ||
-		    util_sha256_file(dep->path, dep->digest) != 0)
-			return msg_error_set(&j->err, ERR_MISMATCH, "deps",
-					     "dependency %s is missing or unreadable on this node",
-					     dep->path);
-		if (memcmp(dep->digest, r->deps[i].digest, 32) != 0)
-			return msg_error_set(&j->err, ERR_MISMATCH, "deps",
-					     "dependency %s differs on this node", dep->path);
-		dep->size = (uint64_t)st.st_size;
-		dep->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+		dep->kind = (uint8_t)r->deps[i].kind;
+		dep->mode = r->deps[i].mode;
+		memcpy(dep->digest, r->deps[i].digest, 32);
+		if (deps_check_here(dep, why, sizeof(why)) != 0)
+			return msg_error_set(&j->err, ERR_MISMATCH, "deps", "%s", why);
 	}
 	return 0;
 }

@@ -25,12 +25,15 @@ enum key_tag {
 	TAG_VERSION = 1, TAG_TOOLCHAIN, TAG_OUTPUT, TAG_CPU, TAG_NARGS, TAG_ARG,
 	TAG_NSOURCES, TAG_SOURCE_NAME, TAG_SOURCE_DIGEST, TAG_RKEY, TAG_NDEPS, TAG_DEP_PATH,
 	TAG_DEP_DIGEST, TAG_TC_PATH, TAG_TC_STAT, TAG_TC_VERSION, TAG_ENV, TAG_CUDA_ARCH,
+	TAG_DEP_KIND, TAG_DEP_MODE, TAG_TC_PROG,
 };
 
 const char *const key_env_vars[] = {
 	"CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH", "LIBRARY_PATH",
 	"COMPILER_PATH", "GCC_EXEC_PREFIX", "GCC_COMPARE_DEBUG", "SOURCE_DATE_EPOCH",
 	"SDKROOT", "DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES",
+	/* the linker's: a run path baked into the artifact, the target. */
+	"LD_RUN_PATH", "GNUTARGET", "LDEMULATION",
 	/* nvcc's: flags added to every run, its host compiler, its search. */
 	"NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "CUDA_PATH", NULL,
 };
@@ -186,6 +189,85 @@ static bool probe_link_depfile(const char *path)
 	return ok;
 }
 
+/* The first executable regular file called name on $PATH, into out. */
+static bool search_path(const char *name, char *out, size_t cap)
+{
+	const char *p = getenv("PATH");
+	for (p = p != NULL ? p : "/usr/bin:/bin"; *p != '\0';) {
+		size_t n = strcspn(p, ":");
+		struct stat st;
+		snprintf(out, cap, "%.*s%s%s", (int)n, p, n > 0 ? "/" : "", name);
+		if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0)
+			return true;
+		p += n + (p[n] == ':');
+	}
+	return false;
+}
+
+/* One program of the toolchain in the identity: its name, where it is,
+ * its size and mtime (as for the driver), or that it is not there. */
+static void put_program(EVP_MD_CTX *md, const char *name, const char *path)
+{
+	struct stat st;
+	char real[PATH_MAX];
+	bool ok = path != NULL && realpath(path, real) != NULL && stat(real, &st) == 0;
+	put_str(md, TAG_TC_PROG, name);
+	put_str(md, TAG_TC_PROG, ok ? real : "");
+	put_u64(md, TAG_TC_STAT, ok ? (uint64_t)st.st_size : 0);
+	put_u64(md, TAG_TC_STAT, ok ? (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec : 0);
+}
+
+/*
+ * The programs a gcc-like driver runs, as it resolves them with kilnd's
+ * $PATH (`-print-prog-name` answers a bare name when the driver would look
+ * on $PATH): a kilnd restarted after `module load binutils`, or after a
+ * binutils upgrade, has another identity.
+ */
+static void put_driver_programs(EVP_MD_CTX *md, const char *driver)
+{
+	static const char *const progs[] = { "as", "ld", "collect2", "cc1", "cc1plus", "lto-wrapper",
+					     "lto1", "ld.bfd", "ld.gold", "ld.lld", "ld.mold", NULL };
+	for (size_t i = 0; progs[i] != NULL; i++) {
+		char opt[64], found[PATH_MAX];
+		snprintf(opt, sizeof(opt), "-print-prog-name=%s", progs[i]);
+		char *argv[] = { (char *)driver, opt, NULL };
+		char *out = run_capture(argv);
+		const char *path = NULL;
+		if (out != NULL) {
+			out[strcspn(out, "\n")] = '\0';
+			if (strchr(out, '/') != NULL)
+				path = out;
+			else if (out[0] != '\0' && search_path(out, found, sizeof(found)))
+				path = found;
+		}
+		put_program(md, progs[i], path);
+		free(out);
+	}
+}
+
+/* nvcc's: its own tools beside it, cicc in nvvm/, and the host compiler
+ * (NVCC_CCBIN or gcc on $PATH) with the programs that one runs. */
+static void put_nvcc_programs(EVP_MD_CTX *md, const char *real_nvcc)
+{
+	static const char *const tools[] = { "ptxas", "fatbinary", "nvlink", "cudafe++", "bin2c",
+					     "nvcc.profile", "../nvvm/bin/cicc", NULL };
+	char dir[PATH_MAX], path[PATH_MAX * 2], host[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", real_nvcc);
+	char *slash = strrchr(dir, '/');
+	if (slash != NULL)
+		*slash = '\0';
+	for (size_t i = 0; tools[i] != NULL; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, tools[i]);
+		put_program(md, tools[i], path);
+	}
+	const char *ccbin = getenv("NVCC_CCBIN");
+	bool found = ccbin != NULL ? snprintf(host, sizeof(host), "%s", ccbin) > 0
+				   : search_path("gcc", host, sizeof(host));
+	put_program(md, "host compiler", found ? host : NULL);
+	if (found)
+		put_driver_programs(md, host);
+}
+
 int key_toolchain_init(struct toolchain *tc, const char *name, const char *path,
 		       char *err, size_t errlen)
 {
@@ -220,13 +302,25 @@ int key_toolchain_init(struct toolchain *tc, const char *name, const char *path,
 	put_u64(md, TAG_TC_STAT, (uint64_t)st.st_size);
 	put_u64(md, TAG_TC_STAT, (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec);
 	put_str(md, TAG_TC_VERSION, ver);
+	bool native = false;
 	for (size_t i = 0; key_env_vars[i] != NULL; i++) {
 		const char *v = getenv(key_env_vars[i]);
 		put_str(md, TAG_ENV, key_env_vars[i]);
 		put_u64(md, TAG_ENV, v != NULL);
 		put_str(md, TAG_ENV, v);
+		native = native || (v != NULL && strstr(v, "native") != NULL);
+	}
+	if (native) {
+		/* NVCC_APPEND_FLAGS="-Xcompiler -march=native" reaches every build. */
+		uint8_t cpu[32];
+		key_cpu_id(cpu);
+		put_field(md, TAG_CPU, cpu, sizeof(cpu));
 	}
 	tc->is_nvcc = strstr(ver, "Cuda compilation tools") != NULL;
+	if (tc->is_nvcc)
+		put_nvcc_programs(md, real);
+	else
+		put_driver_programs(md, path);
 	if (tc->is_nvcc) {
 		/* nvcc runs the host compiler it finds on $PATH: its identity
 		 * changes the host code. */
@@ -293,11 +387,17 @@ void key_cpu_id(uint8_t out[32])
 	key_end(md, out);
 }
 
+/*
+ * Any argument that says "native" anywhere: -march=native and its kin, but
+ * also every way nvcc forwards them to the host compiler (-Xcompiler
+ * -march=native, -Xcompiler=-O2,-march=native, --compiler-options=...).
+ * Taking the CPU into the key when it was not needed costs sharing
+ * between different CPUs only; missing it serves code for the wrong CPU.
+ */
 bool key_args_native(char *const *args, size_t nargs)
 {
 	for (size_t i = 0; i < nargs; i++) {
-		const char *a = args[i];
-		if (strncmp(a, "-m", 2) == 0 && strstr(a, "=native") != NULL)
+		if (strstr(args[i], "native") != NULL)
 			return true;
 	}
 	return false;
@@ -314,7 +414,7 @@ void key_request(const struct toolchain *tc, const char *output, char *const *ar
 		put_field(md, TAG_CPU, cpu_id, 32);
 	/* Code for one GPU architecture is never served to another: the
 	 * architecture the daemon chose is part of the key. */
-	if (tc->is_nvcc && !key_args_name_arch(args, nargs))
+	if (tc->is_nvcc && (!key_args_name_arch(args, nargs) || key_args_native(args, nargs)))
 		put_str(md, TAG_CUDA_ARCH, tc->cuda_arch);
 	put_u64(md, TAG_NARGS, nargs);
 	for (size_t i = 0; i < nargs; i++)
@@ -334,7 +434,8 @@ void key_request(const struct toolchain *tc, const char *output, char *const *ar
 static int dep_cmp(const void *a, const void *b)
 {
 	const struct store_dep *const *x = a, *const *y = b;
-	return strcmp((*x)->path, (*y)->path);
+	int c = strcmp((*x)->path, (*y)->path);
+	return c != 0 ? c : (int)(*x)->kind - (int)(*y)->kind;
 }
 
 void key_artifact(const char *rkey, const struct store_dep *deps, size_t ndeps, char out[65])
@@ -351,8 +452,14 @@ void key_artifact(const char *rkey, const struct store_dep *deps, size_t ndeps, 
 	put_str(md, TAG_RKEY, rkey);
 	put_u64(md, TAG_NDEPS, ndeps);
 	for (size_t i = 0; i < ndeps; i++) {
-		put_str(md, TAG_DEP_PATH, sorted[i]->path);
-		put_field(md, TAG_DEP_DIGEST, sorted[i]->digest, 32);
+		const struct store_dep *d = sorted[i];
+		put_str(md, TAG_DEP_PATH, d->path);
+		put_u64(md, TAG_DEP_KIND, d->kind);
+		/* What the state is: content, type and permissions, or a value. */
+		if (d->kind == STORE_DEP_FILE || d->kind == STORE_DEP_ENV)
+			put_field(md, TAG_DEP_DIGEST, d->digest, 32);
+		if (d->kind == STORE_DEP_EXISTS || d->kind == STORE_DEP_ENV)
+			put_u64(md, TAG_DEP_MODE, d->mode);
 	}
 	key_end(md, digest);
 	free(sorted);

@@ -18,7 +18,9 @@
 
 /* 2: a source enters the request key by the SHA-256 of its text, so that a
  * client can name it by digest alone. */
-#define KEY_FORMAT_VERSION 2
+/* 3: dependencies carry their kind (file, exists, absent, env), and the
+ * toolchain's identity covers the programs its driver runs. */
+#define KEY_FORMAT_VERSION 3
 
 /* A configured compiler and its identity digest. */
 struct toolchain {

@@ -16,13 +16,12 @@
 #include <cjson/cJSON.h>
 
 #include "build_int.h"
+#include "deps.h"
 #include "kilnd.h"
 #include "log.h"
 #include "table.h"
 #include "util.h"
 #include "verify.h"
-
-#define DEPFILE_MAX ((size_t)16 << 20)
 
 static int write_file(const char *path, const char *data, size_t len)
 {
@@ -71,205 +70,6 @@ void prepare_work(void *arg)
 	return;
 fail:
 	build_fail(b, ERR_IO, "cannot write the build directory %s: %s", b->dir, strerror(errno));
-}
-
-/*
- * Appends one absolute path of a dependency file to deps (deduplicated).
- * Skipped: relative names (the sources, the objects in out/), files inside
- * the build directory (the compiler's temporaries, TMPDIR points there), and
- * the phony "path:" targets that GNU ld writes after the rule.
- */
-static int add_dep(const char *dir, struct table *seen, struct store_dep **deps, size_t *n,
-		   size_t *cap, char *tok)
-{
-	size_t dl = strlen(dir), tl = strlen(tok);
-	if (tok[0] != '/' || tok[tl - 1] == ':' || table_get(seen, tok) != NULL)
-		return 0;
-	if (strncmp(tok, dir, dl) == 0 && tok[dl] == '/')
-		return 0;
-	if (*n == *cap) {
-		size_t ncap = *cap == 0 ? 64 : *cap * 2;
-		struct store_dep *nd = realloc(*deps, ncap * sizeof(*nd));
-		if (nd == NULL)
-			return -ENOMEM;
-		*deps = nd;
-		*cap = ncap;
-	}
-	struct store_dep *dep = &(*deps)[*n];
-	memset(dep, 0, sizeof(*dep));
-	if ((dep->path = strdup(tok)) == NULL || table_put(seen, tok, dep, NULL) != 0) {
-		free(dep->path);
-		return -ENOMEM;
-	}
-	(*n)++;
-	return 0;
-}
-
-/*
- * Parses a make rule as gcc -MD writes it: "target: dep dep \<newline> dep",
- * with "\ " for a space in a name and "$$" for a dollar sign. Relative names
- * are the sources in the build directory, which the key covers already.
- */
-static int parse_make_rule(const char *dir, char *text, size_t len, struct table *seen,
-			   struct store_dep **deps, size_t *n, size_t *cap)
-{
-	int rc = 0;
-	char *p = text;
-	/* Skip the target: up to the first unescaped colon. */
-	while (*p != '\0' && !(*p == ':' && (p == text || p[-1] != '\\')))
-		p++;
-	if (*p == ':')
-		p++;
-	char *tok = malloc(len + 1);
-	size_t tl = 0;
-	for (; tok != NULL && rc == 0; p++) {
-		bool end = *p == '\0' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r';
-		if (*p == '\\' && (p[1] == '\n' || (p[1] == '\r' && p[2] == '\n'))) {
-			end = true;
-			p += p[1] == '\r' ? 2 : 1;
-		} else if (*p == '\\' && (p[1] == ' ' || p[1] == '#' || p[1] == '\\')) {
-			tok[tl++] = *++p;
-			continue;
-		} else if (*p == '$' && p[1] == '$') {
-			tok[tl++] = *++p;
-			continue;
-		}
-		if (!end) {
-			tok[tl++] = *p;
-			continue;
-		}
-		tok[tl] = '\0';
-		if (tl > 0)
-			rc = add_dep(dir, seen, deps, n, cap, tok);
-		tl = 0;
-		if (*p == '\0')
-			break;
-	}
-	if (tok == NULL)
-		rc = -ENOMEM;
-	free(tok);
-	return rc;
-}
-
-/* Undoes make's escapes ("\\ ", "\\#", "\\\\", "$$") in place. */
-static void make_unescape(char *s)
-{
-	char *w = s;
-	for (char *r = s; *r != '\0'; r++) {
-		if ((*r == '\\' && (r[1] == ' ' || r[1] == '#' || r[1] == '\\')) ||
-		    (*r == '$' && r[1] == '$'))
-			r++;
-		*w++ = *r;
-	}
-	*w = '\0';
-}
-
-/*
- * Parses a linker's --dependency-file, one name per line after "target: \":
- * "  path \" lines and phony "path:" rules (GNU ld, lld and mold all write
- * the latter; mold puts its inputs on the first line, so they count). GNU ld
- * escapes nothing, so a space in a path ("My Cache") is part of the name;
- * lld escapes the make way ("\\ "). A name is taken as written when that
- * file exists, else unescaped; a name that exists in neither form is left out.
- */
-static int parse_ld_rule(const char *dir, char *text, struct table *seen,
-			 struct store_dep **deps, size_t *n, size_t *cap)
-{
-	int rc = 0;
-	char *line = strchr(text, '\n');
-	while (rc == 0 && line != NULL) {
-		char *p = line + 1, *end;
-		struct stat st;
-		line = strchr(p, '\n');
-		if (line != NULL)
-			*line = '\0';
-		while (*p == ' ' || *p == '\t')
-			p++;
-		end = p + strlen(p);
-		while (end > p && (end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
-			end--;
-		if (end > p && (end[-1] == '\\' || end[-1] == ':')) {
-			end--;
-			while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
-				end--;
-		}
-		*end = '\0';
-		if (end == p)
-			continue;
-		if (stat(p, &st) != 0) {
-			make_unescape(p);
-			/* Neither form exists: a temporary the driver removed, or
-			 * a name the linker rewrote (lld turns a '\\' into '/');
-			 * it could never be validated, so it would make the entry
-			 * a miss forever. */
-			if (stat(p, &st) != 0) {
-				log_debug("linker input %s does not exist; not a dependency", p);
-				continue;
-			}
-		}
-		rc = add_dep(dir, seen, deps, n, cap, p);
-	}
-	return rc;
-}
-
-/* Adds the dependencies a depfile lists: gcc's (make rule) or ld's. */
-static int parse_depfile(const char *dir, const char *path, bool ld, struct table *seen,
-			 struct store_dep **deps, size_t *n, size_t *cap)
-{
-	char *text;
-	size_t len;
-	int rc = util_read_file(path, DEPFILE_MAX, &text, &len);
-	if (rc != 0)
-		return rc;
-	rc = ld ? parse_ld_rule(dir, text, seen, deps, n, cap)
-		: parse_make_rule(dir, text, len, seen, deps, n, cap);
-	free(text);
-	return rc;
-}
-
-/*
- * Records size, mtime and digest of every dependency. A header modified
- * after the build started may not be what the compiler read: it gets a zero
- * digest, which never matches, so the next request rebuilds.
- */
-static void hash_deps(struct build *b, struct store_dep *deps, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		struct stat st;
-		if (stat(deps[i].path, &st) != 0 || util_sha256_file(deps[i].path, deps[i].digest) != 0) {
-			memset(deps[i].digest, 0, 32);
-			continue;
-		}
-		deps[i].size = (uint64_t)st.st_size;
-		deps[i].mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-		if (deps[i].mtime_ns >= b->start_wall_ns)
-			memset(deps[i].digest, 0, 32);
-	}
-}
-
-static int collect_deps(struct build *b)
-{
-	struct table *seen = table_new();
-	struct store_dep *deps = NULL;
-	size_t n = 0, cap = 0;
-	int rc = seen != NULL ? 0 : -ENOMEM;
-	char path[4096];
-	for (size_t i = 0; rc == 0; i++) {
-		snprintf(path, sizeof(path), "%s/out/dep%zu.d", b->dir, i);
-		if (access(path, F_OK) != 0)
-			break;
-		rc = parse_depfile(b->dir, path, false, seen, &deps, &n, &cap);
-	}
-	/* What the linker read: libraries, archives, linker scripts. */
-	snprintf(path, sizeof(path), "%s/out/link.d", b->dir);
-	if (rc == 0 && access(path, F_OK) == 0)
-		rc = parse_depfile(b->dir, path, true, seen, &deps, &n, &cap);
-	table_free(seen, NULL);
-	if (rc == 0)
-		hash_deps(b, deps, n);
-	b->entry.deps = deps;
-	b->entry.ndeps = n;
-	return rc;
 }
 
 static char *json_strings(char *const *v, size_t n, size_t stride)
@@ -336,8 +136,12 @@ void publish_write_log(struct kilnd *d, const char *key, const char *log, size_t
 static void publish_work(void *arg)
 {
 	struct build *b = arg;
-	char path[4096];
-	int rc = collect_deps(b);
+	char path[4096], why[768];
+	int rc = deps_collect(b, why, sizeof(why));
+	if (rc == -EAGAIN) {
+		build_fail(b, ERR_INPUTS_CHANGED, "an input changed while the build ran: %s", why);
+		return;
+	}
 	if (rc == 0)
 		rc = fill_entry(b);
 	if (rc != 0) {

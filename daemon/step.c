@@ -149,6 +149,9 @@ static void push_compiler(struct argv_buf *a, const struct build *b)
 	push(a, "%s", b->d->cfg->exec_helper);
 	push(a, "run");
 	push(a, "%d", (int)getpid());
+	/* Every process of the toolchain records what it reads (observe.c). */
+	push(a, "--trace");
+	push(a, "%s/out/trace", b->dir);
 	push(a, "--");
 	push(a, "%s", b->in.tc->path);
 	push_cuda_arch(a, b);
@@ -379,7 +382,7 @@ void step_next(struct build *b)
 	}
 	b->log_mark = b->loglen;
 	b->is_check = is_check;
-	log_debug("build %.16s step %d: %s", b->in.rkey, b->step, is_check ? "load check" : a.v[4]);
+	log_debug("build %.16s step %d: %s", b->in.rkey, b->step, is_check ? "load check" : a.v[6]);
 	step_spawn(b, a.v);
 	argv_free(&a);
 }

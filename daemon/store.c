@@ -530,7 +530,7 @@ static int key_col(sqlite3_stmt *st, int col, char dst[65])
 
 static int row_to_entry(sqlite3_stmt *st, struct store_entry *e)
 {
-	int rc;
+	int rc, source = STORE_DEPS_DEPFILE;
 
 	memset(e, 0, sizeof(*e));
 	rc = key_col(st, C_KEY, e->key);
@@ -550,11 +550,12 @@ static int row_to_entry(sqlite3_stmt *st, struct store_entry *e)
 		rc = dup_col(st, C_ALIAS, false, &e->alias);
 	if (rc == 0)
 		rc = store_deps_decode(sqlite3_column_blob(st, C_DEPS),
-			(size_t)sqlite3_column_bytes(st, C_DEPS), &e->deps, &e->ndeps);
+			(size_t)sqlite3_column_bytes(st, C_DEPS), &e->deps, &e->ndeps, &source);
 	if (rc < 0) {
 		store_entry_free(e);
 		return rc;
 	}
+	e->deps_source = (uint8_t)source;
 	e->size = (uint64_t)sqlite3_column_int64(st, C_SIZE);
 	e->created = sqlite3_column_int64(st, C_CREATED);
 	e->last_used = sqlite3_column_int64(st, C_LAST_USED);
@@ -820,6 +821,17 @@ static bool add_detail(const struct store *s, const struct store_entry *e, cJSON
 		util_hex(e->deps[i].digest, 32, hex);
 		ok = add_item(deps, NULL, cJSON_CreateString(hex));
 	}
+	/* And their kinds and modes: a put carries them (docs/protocol.md). */
+	deps = ok ? cJSON_AddArrayToObject(o, "dep_kinds") : NULL;
+	ok = ok && deps;
+	for (i = 0; ok && i < e->ndeps; i++)
+		ok = add_item(deps, NULL, cJSON_CreateString(store_dep_kind_name(e->deps[i].kind)));
+	deps = ok ? cJSON_AddArrayToObject(o, "dep_modes") : NULL;
+	ok = ok && deps;
+	for (i = 0; ok && i < e->ndeps; i++)
+		ok = add_item(deps, NULL, cJSON_CreateNumber(e->deps[i].mode));
+	ok = ok && add_item(o, "deps_source",
+			    cJSON_CreateString(store_deps_source_name(e->deps_source)));
 	log = store_log_path(s, e->key);
 	ok = ok && add_str_or_null(o, "log", log);
 	free(log);

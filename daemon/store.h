@@ -24,12 +24,38 @@
 
 struct store;
 
-/* A header (or other file) the compiler read, as recorded after the build. */
+/*
+ * What an entry depends on: one thing the toolchain looked at during the
+ * build (docs/design.md, "What the key covers"). A hit needs every one of
+ * them in the recorded state.
+ */
+enum store_dep_kind {
+	STORE_DEP_FILE = 0,   /* read: its content (digest) counts */
+	STORE_DEP_EXISTS,     /* looked at and found: its type and permissions count */
+	STORE_DEP_ABSENT,     /* looked for and not found: must stay absent */
+	STORE_DEP_ENV,        /* an environment variable read: path is its name,
+	                       * mode 1 when set, digest the SHA-256 of its value */
+	STORE_DEP__COUNT
+};
+
+/* How an entry's dependencies were recorded. */
+enum store_deps_source {
+	STORE_DEPS_DEPFILE = 0, /* the compiler's dependency files (no absent
+	                         * probes, no assembler or positional inputs) */
+	STORE_DEPS_OBSERVED,    /* every file the toolchain opened or probed */
+};
+
 struct store_dep {
-	char *path;          /* absolute */
+	char *path;          /* absolute; the variable's name for STORE_DEP_ENV */
+	uint8_t kind;        /* enum store_dep_kind */
+	uint32_t mode;       /* st_mode (EXISTS, FILE), or set/unset (ENV) */
 	uint64_t size;
 	int64_t mtime_ns;
-	uint8_t digest[32];  /* SHA-256 of the content */
+	/* The file's identity when it was hashed; dev == 0 && ino == 0 when
+	 * it may not stand for the content (it changed too recently). */
+	int64_t ctime_ns;
+	uint64_t dev, ino;
+	uint8_t digest[32];  /* SHA-256 of the content (FILE) or value (ENV) */
 };
 
 /* One entry. Strings are owned by the entry (store_entry_free). */
@@ -52,6 +78,7 @@ struct store_entry {
 	char *sources_json;  /* JSON array of source names, or NULL */
 	struct store_dep *deps;
 	size_t ndeps;
+	uint8_t deps_source; /* enum store_deps_source */
 };
 
 struct store_reconcile_stats {
@@ -87,6 +114,17 @@ char *store_object_path(const struct store *s, const char *key, const char *outp
 uint64_t store_generation(struct store *s);
 char *store_log_path(const struct store *s, const char *key);
 char *store_tmp_dir(const struct store *s);
+
+/* "file", "exists", "absent", "env"; the kind from such a name (-1: none). */
+const char *store_dep_kind_name(int kind);
+int store_dep_kind_parse(const char *name);
+/* "observed" or "depfile". */
+const char *store_deps_source_name(int source);
+/* A dep as JSON {path, kind, size, mode, sha256} (metadata, show, upstream)
+ * and back; store_dep_from_json fills dep (path malloc'd) or returns
+ * -EINVAL. */
+cJSON *store_dep_json(const struct store_dep *dep);
+int store_dep_from_json(const cJSON *o, struct store_dep *dep);
 
 /* Frees the members of e (not e itself) and zeroes it. */
 void store_entry_free(struct store_entry *e);

@@ -1,6 +1,7 @@
 /*
- * The compact encoding of an entry's deps for the index (one blob per row),
- * apart from store.c so that each file keeps to one concern.
+ * An entry's dependencies: the compact encoding for the index (one blob per
+ * row) and the JSON form of metadata files, `kiln show` and the upstream
+ * tier, apart from store.c so that each file keeps to one concern.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -9,119 +10,242 @@
 
 #include "store.h"
 #include "store_int.h"
+#include "util.h"
 
-#define DEPS_BLOB_VERSION 1
-/* Per dep: u16 path length, path, u64 size, i64 mtime_ns, 32-byte digest. */
-#define DEP_FIXED (2 + 8 + 8 + 32)
+/* 1: files only (path, size, mtime, digest), from the compiler's
+ *    dependency files; decoded as kind "file", source "depfile".
+ * 2: a source byte, then per dep its kind, mode and identity as well. */
+#define DEPS_BLOB_V1 1
+#define DEPS_BLOB_V2 2
+/* v1 per dep: u16 path length, path, u64 size, i64 mtime_ns, 32-byte digest. */
+#define DEP_FIXED_V1 (2 + 8 + 8 + 32)
+/* v2 per dep: u8 kind, u32 mode, u16 path length, path, u64 size,
+ * i64 mtime_ns, i64 ctime_ns, u64 dev, u64 ino, 32-byte digest. */
+#define DEP_FIXED_V2 (1 + 4 + 2 + 8 * 5 + 32)
+#define HEAD_V2 6
+
+static const char *const kind_names[STORE_DEP__COUNT] = { "file", "exists", "absent", "env" };
+
+const char *store_dep_kind_name(int kind)
+{
+	return kind >= 0 && kind < STORE_DEP__COUNT ? kind_names[kind] : "unknown";
+}
+
+int store_dep_kind_parse(const char *name)
+{
+	for (int i = 0; name != NULL && i < STORE_DEP__COUNT; i++) {
+		if (strcmp(name, kind_names[i]) == 0)
+			return i;
+	}
+	return -1;
+}
+
+const char *store_deps_source_name(int source)
+{
+	return source == STORE_DEPS_OBSERVED ? "observed" : "depfile";
+}
 
 static void put_le(uint8_t *p, uint64_t v, int nbytes)
 {
-	int i;
-
-	for (i = 0; i < nbytes; i++)
+	for (int i = 0; i < nbytes; i++)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
 
 static uint64_t get_le(const uint8_t *p, int nbytes)
 {
 	uint64_t v = 0;
-	int i;
-
-	for (i = 0; i < nbytes; i++)
+	for (int i = 0; i < nbytes; i++)
 		v |= (uint64_t)p[i] << (8 * i);
 	return v;
 }
 
 /*
- * Blob layout, little-endian: u8 version, u32 count, then per dep u16 path
- * length, the path bytes (no NUL), u64 size, i64 mtime_ns, 32-byte SHA-256.
- * One blob per row lets store_get fill the deps with its one indexed query.
+ * Blob layout, little-endian: u8 version (2), u8 source, u32 count, then
+ * the deps as DEP_FIXED_V2 says. One blob per row lets store_get fill the
+ * deps with its one indexed query. No deps and the depfile source is an
+ * empty blob (NULL), as in version 1.
  */
-int store_deps_encode(const struct store_dep *deps, size_t n, uint8_t **out, size_t *len)
+int store_deps_encode(const struct store_dep *deps, size_t n, int source, uint8_t **out,
+		      size_t *len)
 {
-	size_t total = 5, i, plen;
-	uint8_t *buf, *p;
-
+	size_t total = HEAD_V2, plen;
 	*out = NULL;
 	*len = 0;
-	if (n == 0)
+	if (n == 0 && source == STORE_DEPS_DEPFILE)
 		return 0;
 	if (n > UINT32_MAX)
 		return -E2BIG;
-	for (i = 0; i < n; i++) {
-		if (!deps[i].path || (plen = strlen(deps[i].path)) == 0)
+	for (size_t i = 0; i < n; i++) {
+		if (deps[i].path == NULL || (plen = strlen(deps[i].path)) == 0)
 			return -EINVAL;
 		if (plen > UINT16_MAX)
 			return -ENAMETOOLONG;
-		total += DEP_FIXED + plen;
+		total += DEP_FIXED_V2 + plen;
 	}
-	buf = malloc(total);
-	if (!buf)
+	uint8_t *buf = malloc(total), *p;
+	if (buf == NULL)
 		return -ENOMEM;
-	buf[0] = DEPS_BLOB_VERSION;
-	put_le(buf + 1, n, 4);
-	p = buf + 5;
-	for (i = 0; i < n; i++) {
-		plen = strlen(deps[i].path);
-		put_le(p, plen, 2);
-		memcpy(p + 2, deps[i].path, plen);
-		p += 2 + plen;
-		put_le(p, deps[i].size, 8);
-		put_le(p + 8, (uint64_t)deps[i].mtime_ns, 8);
-		memcpy(p + 16, deps[i].digest, 32);
-		p += 48;
+	buf[0] = DEPS_BLOB_V2;
+	buf[1] = (uint8_t)source;
+	put_le(buf + 2, n, 4);
+	p = buf + HEAD_V2;
+	for (size_t i = 0; i < n; i++) {
+		const struct store_dep *d = &deps[i];
+		plen = strlen(d->path);
+		p[0] = d->kind;
+		put_le(p + 1, d->mode, 4);
+		put_le(p + 5, plen, 2);
+		memcpy(p + 7, d->path, plen);
+		p += 7 + plen;
+		put_le(p, d->size, 8);
+		put_le(p + 8, (uint64_t)d->mtime_ns, 8);
+		put_le(p + 16, (uint64_t)d->ctime_ns, 8);
+		put_le(p + 24, d->dev, 8);
+		put_le(p + 32, d->ino, 8);
+		memcpy(p + 40, d->digest, 32);
+		p += 72;
 	}
 	*out = buf;
 	*len = total;
 	return 0;
 }
 
-int store_deps_decode(const uint8_t *buf, size_t len, struct store_dep **out, size_t *n)
+static void free_deps(struct store_dep *deps, size_t n)
 {
-	struct store_dep *deps;
-	size_t count, i, pos = 5, plen;
-	int rc = -EBADMSG;
-
-	*out = NULL;
-	*n = 0;
-	if (!buf || len == 0)
-		return 0;
-	if (len < 5 || buf[0] != DEPS_BLOB_VERSION)
-		return -EBADMSG;
-	count = get_le(buf + 1, 4);
-	/* Bounding the count by the bytes present keeps a corrupt count from
-	 * turning into a huge allocation. */
-	if (count == 0 || count > (len - 5) / DEP_FIXED)
-		return -EBADMSG;
-	deps = calloc(count, sizeof(*deps));
-	if (!deps)
-		return -ENOMEM;
-	for (i = 0; i < count; i++) {
-		if (len - pos < DEP_FIXED)
-			goto bad;
-		plen = get_le(buf + pos, 2);
-		pos += 2;
-		if (plen == 0 || len - pos < plen + 48 || memchr(buf + pos, '\0', plen))
-			goto bad;
-		deps[i].path = strndup((const char *)buf + pos, plen);
-		if (!deps[i].path) {
-			rc = -ENOMEM;
-			goto bad;
-		}
-		pos += plen;
-		deps[i].size = get_le(buf + pos, 8);
-		deps[i].mtime_ns = (int64_t)get_le(buf + pos + 8, 8);
-		memcpy(deps[i].digest, buf + pos + 16, 32);
-		pos += 48;
-	}
-	if (pos != len)
-		goto bad;
-	*out = deps;
-	*n = count;
-	return 0;
-bad:
-	for (i = 0; i < count; i++)
+	for (size_t i = 0; i < n; i++)
 		free(deps[i].path);
 	free(deps);
-	return rc;
+}
+
+/* One dep of either version at *pos; advances *pos. */
+static int decode_one(int version, const uint8_t *buf, size_t len, size_t *pos, struct store_dep *d)
+{
+	size_t fixed = version == DEPS_BLOB_V1 ? DEP_FIXED_V1 : DEP_FIXED_V2, p = *pos;
+	if (len - p < fixed)
+		return -EBADMSG;
+	if (version == DEPS_BLOB_V2) {
+		d->kind = buf[p];
+		d->mode = (uint32_t)get_le(buf + p + 1, 4);
+		p += 5;
+		if (d->kind >= STORE_DEP__COUNT)
+			return -EBADMSG;
+	}
+	size_t plen = get_le(buf + p, 2);
+	p += 2;
+	if (plen == 0 || len - p < plen + fixed - (version == DEPS_BLOB_V1 ? 2 : 7) ||
+	    memchr(buf + p, '\0', plen))
+		return -EBADMSG;
+	if ((d->path = strndup((const char *)buf + p, plen)) == NULL)
+		return -ENOMEM;
+	p += plen;
+	d->size = get_le(buf + p, 8);
+	d->mtime_ns = (int64_t)get_le(buf + p + 8, 8);
+	p += 16;
+	if (version == DEPS_BLOB_V2) {
+		d->ctime_ns = (int64_t)get_le(buf + p, 8);
+		d->dev = get_le(buf + p + 8, 8);
+		d->ino = get_le(buf + p + 16, 8);
+		p += 24;
+	}
+	memcpy(d->digest, buf + p, 32);
+	*pos = p + 32;
+	return 0;
+}
+
+int store_deps_decode(const uint8_t *buf, size_t len, struct store_dep **out, size_t *n,
+		      int *source)
+{
+	*out = NULL;
+	*n = 0;
+	*source = STORE_DEPS_DEPFILE;
+	if (buf == NULL || len == 0)
+		return 0;
+	int version = buf[0];
+	size_t head = version == DEPS_BLOB_V1 ? 5 : HEAD_V2;
+	size_t fixed = version == DEPS_BLOB_V1 ? DEP_FIXED_V1 : DEP_FIXED_V2;
+	if ((version != DEPS_BLOB_V1 && version != DEPS_BLOB_V2) || len < head)
+		return -EBADMSG;
+	if (version == DEPS_BLOB_V2 && buf[1] > STORE_DEPS_OBSERVED)
+		return -EBADMSG;
+	size_t count = get_le(buf + head - 4, 4), pos = head;
+	/* Bounding the count by the bytes present keeps a corrupt count from
+	 * turning into a huge allocation. */
+	if ((count == 0 && version == DEPS_BLOB_V1) || count > (len - head) / fixed)
+		return -EBADMSG;
+	struct store_dep *deps = count > 0 ? calloc(count, sizeof(*deps)) : NULL;
+	if (count > 0 && deps == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < count; i++) {
+		int rc = decode_one(version, buf, len, &pos, &deps[i]);
+		if (rc != 0) {
+			free_deps(deps, count);
+			return rc;
+		}
+	}
+	if (pos != len) {
+		free_deps(deps, count);
+		return -EBADMSG;
+	}
+	*out = deps;
+	*n = count;
+	*source = version == DEPS_BLOB_V2 ? buf[1] : STORE_DEPS_DEPFILE;
+	return 0;
+}
+
+cJSON *store_dep_json(const struct store_dep *dep)
+{
+	char hex[65];
+	cJSON *o = cJSON_CreateObject();
+	if (o == NULL)
+		return NULL;
+	util_hex(dep->digest, 32, hex);
+	bool ok = cJSON_AddStringToObject(o, "path", dep->path) != NULL &&
+		  cJSON_AddStringToObject(o, "kind", store_dep_kind_name(dep->kind)) != NULL;
+	if (ok && dep->kind == STORE_DEP_FILE)
+		ok = cJSON_AddNumberToObject(o, "size", (double)dep->size) != NULL &&
+		     cJSON_AddStringToObject(o, "sha256", hex) != NULL;
+	else if (ok && dep->kind == STORE_DEP_EXISTS)
+		ok = cJSON_AddNumberToObject(o, "mode", dep->mode) != NULL;
+	else if (ok && dep->kind == STORE_DEP_ENV)
+		ok = cJSON_AddBoolToObject(o, "set", dep->mode != 0) != NULL &&
+		     cJSON_AddStringToObject(o, "sha256", hex) != NULL;
+	if (!ok) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+int store_dep_from_json(const cJSON *o, struct store_dep *dep)
+{
+	const cJSON *path = cJSON_GetObjectItemCaseSensitive(o, "path");
+	const cJSON *kind = cJSON_GetObjectItemCaseSensitive(o, "kind");
+	const cJSON *size = cJSON_GetObjectItemCaseSensitive(o, "size");
+	const cJSON *mode = cJSON_GetObjectItemCaseSensitive(o, "mode");
+	const cJSON *set = cJSON_GetObjectItemCaseSensitive(o, "set");
+	const cJSON *sha = cJSON_GetObjectItemCaseSensitive(o, "sha256");
+	memset(dep, 0, sizeof(*dep));
+	/* Metadata written before kinds existed lists files only. */
+	int k = kind == NULL ? STORE_DEP_FILE : store_dep_kind_parse(cJSON_GetStringValue(kind));
+	if (!cJSON_IsString(path) || path->valuestring[0] == '\0' || k < 0)
+		return -EINVAL;
+	if (k != STORE_DEP_ENV && path->valuestring[0] != '/')
+		return -EINVAL;
+	bool need_sha = k == STORE_DEP_FILE || k == STORE_DEP_ENV;
+	if (need_sha && (!cJSON_IsString(sha) || !util_unhex32(sha->valuestring, dep->digest)))
+		return -EINVAL;
+	if (k == STORE_DEP_FILE && size != NULL && (!cJSON_IsNumber(size) || size->valuedouble < 0))
+		return -EINVAL;
+	if (k == STORE_DEP_EXISTS && (!cJSON_IsNumber(mode) || mode->valuedouble < 0 ||
+				      mode->valuedouble > 07777777))
+		return -EINVAL;
+	if (k == STORE_DEP_ENV && !cJSON_IsBool(set))
+		return -EINVAL;
+	dep->kind = (uint8_t)k;
+	dep->size = k == STORE_DEP_FILE && size != NULL ? (uint64_t)size->valuedouble : 0;
+	dep->mode = k == STORE_DEP_EXISTS ? (uint32_t)mode->valuedouble
+		  : k == STORE_DEP_ENV ? (uint32_t)cJSON_IsTrue(set) : 0;
+	if ((dep->path = strdup(path->valuestring)) == NULL)
+		return -ENOMEM;
+	return 0;
 }

@@ -71,9 +71,12 @@ bool store_key_valid(const char *key);
 char *store_meta_path(const struct store *s, const char *key);
 /* Compact, versioned encoding of deps for the index (see store.c).
  * *out is malloc'd (NULL when n is 0). 0 or a negative errno. */
-int store_deps_encode(const struct store_dep *deps, size_t n, uint8_t **out, size_t *len);
-/* Decodes a blob from store_deps_encode; -EBADMSG for anything malformed. */
-int store_deps_decode(const uint8_t *buf, size_t len, struct store_dep **out, size_t *n);
+int store_deps_encode(const struct store_dep *deps, size_t n, int source, uint8_t **out,
+		      size_t *len);
+/* Decodes a blob from store_deps_encode (or a version 1 blob); -EBADMSG for
+ * anything malformed. *source gets enum store_deps_source. */
+int store_deps_decode(const uint8_t *buf, size_t len, struct store_dep **out, size_t *n,
+		      int *source);
 
 /*
  * Writer helpers: the caller holds wlock. store_insert_row inserts or

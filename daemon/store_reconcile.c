@@ -254,26 +254,43 @@ static int get_digest(const cJSON *d, uint8_t out[32])
 	return 0;
 }
 
-static int get_dep(const cJSON *d, struct store_dep *dep)
+/* A decimal string member (64-bit numbers do not fit a JSON double);
+ * absent is 0 (metadata from before it was written). */
+static int get_i64(const cJSON *d, const char *name, int64_t *out)
 {
-	const cJSON *t = cJSON_GetObjectItemCaseSensitive(d, "mtime_ns");
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(d, name);
 	char *end;
-	int rc;
 
-	if (!cJSON_IsObject(d))
-		return -EBADMSG;
-	rc = get_str(d, "path", true, &dep->path);
-	if (rc == 0)
-		rc = get_num(d, "size", &dep->size);
-	if (rc == 0)
-		rc = get_digest(d, dep->digest);
-	if (rc < 0)
-		return rc;
+	*out = 0;
+	if (!t)
+		return 0;
 	if (!cJSON_IsString(t) || !t->valuestring || !t->valuestring[0])
 		return -EBADMSG;
 	errno = 0;
-	dep->mtime_ns = strtoll(t->valuestring, &end, 10);
+	*out = strtoll(t->valuestring, &end, 10);
 	return errno || *end ? -EBADMSG : 0;
+}
+
+static int get_dep(const cJSON *d, struct store_dep *dep)
+{
+	const cJSON *mode = cJSON_GetObjectItemCaseSensitive(d, "mode");
+	int64_t v[2] = { 0, 0 };
+	int rc;
+
+	if (!cJSON_IsObject(d) || store_dep_from_json(d, dep) != 0)
+		return -EBADMSG;
+	rc = get_i64(d, "mtime_ns", &dep->mtime_ns);
+	if (rc == 0)
+		rc = get_i64(d, "ctime_ns", &dep->ctime_ns);
+	if (rc == 0)
+		rc = get_i64(d, "dev", &v[0]);
+	if (rc == 0)
+		rc = get_i64(d, "ino", &v[1]);
+	dep->dev = (uint64_t)v[0];
+	dep->ino = (uint64_t)v[1];
+	if (rc == 0 && cJSON_IsNumber(mode) && dep->kind == STORE_DEP_FILE)
+		dep->mode = (uint32_t)mode->valuedouble;
+	return rc;
 }
 
 static int get_deps(const cJSON *m, struct store_entry *e)
@@ -349,6 +366,9 @@ static int meta_to_entry(const cJSON *m, struct store_entry *e)
 		rc = get_array_text(m, "sources", &e->sources_json);
 	if (rc == 0)
 		rc = get_deps(m, e);
+	const char *source = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "deps_source"));
+	e->deps_source = source != NULL && strcmp(source, "observed") == 0 ? STORE_DEPS_OBSERVED
+									   : STORE_DEPS_DEPFILE;
 	e->created = (int64_t)created;
 	e->last_used = (int64_t)last_used;
 	e->pinned = cJSON_IsTrue(pinned);

@@ -87,7 +87,7 @@ int store_insert_row(struct store *s, const struct store_entry *e, bool replace_
 	size_t blen = 0;
 	int rc;
 
-	rc = store_deps_encode(e->deps, e->ndeps, &blob, &blen);
+	rc = store_deps_encode(e->deps, e->ndeps, e->deps_source, &blob, &blen);
 	if (rc < 0)
 		return rc;
 	rc = sqlite3_prepare_v2(s->wr, "INSERT OR REPLACE INTO entries (key, rkey, label,"
@@ -208,22 +208,26 @@ static int add_json_array(cJSON *o, const char *name, const char *json)
 static bool add_deps(cJSON *o, const struct store_entry *e)
 {
 	cJSON *deps = cJSON_AddArrayToObject(o, "deps"), *d;
-	char hex[65], num[24];
-	bool ok = deps != NULL;
+	char num[4][24];
+	bool ok = deps != NULL && add_str(o, "deps_source", store_deps_source_name(e->deps_source));
 	size_t i;
 
 	for (i = 0; ok && i < e->ndeps; i++) {
-		d = cJSON_CreateObject();
+		const struct store_dep *dep = &e->deps[i];
+		d = store_dep_json(dep);
 		ok = d && cJSON_AddItemToArray(deps, d);
 		if (!ok) {
 			cJSON_Delete(d);
 			break;
 		}
-		util_hex(e->deps[i].digest, 32, hex);
-		snprintf(num, sizeof(num), "%lld", (long long)e->deps[i].mtime_ns);
-		ok = add_str(d, "path", e->deps[i].path) &&
-			cJSON_AddNumberToObject(d, "size", (double)e->deps[i].size) &&
-			add_str(d, "mtime_ns", num) && add_str(d, "sha256", hex);
+		/* The identity that stands for the digest on this node. */
+		snprintf(num[0], sizeof(num[0]), "%lld", (long long)dep->mtime_ns);
+		snprintf(num[1], sizeof(num[1]), "%lld", (long long)dep->ctime_ns);
+		snprintf(num[2], sizeof(num[2]), "%llu", (unsigned long long)dep->dev);
+		snprintf(num[3], sizeof(num[3]), "%llu", (unsigned long long)dep->ino);
+		ok = add_str(d, "mtime_ns", num[0]) && add_str(d, "ctime_ns", num[1]) &&
+		     add_str(d, "dev", num[2]) && add_str(d, "ino", num[3]) &&
+		     cJSON_AddNumberToObject(d, "mode", dep->mode) != NULL;
 	}
 	return ok;
 }

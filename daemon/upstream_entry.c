@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 
 #include "key.h"
+#include "deps.h"
 #include "log.h"
 #include "upstream_int.h"
 #include "util.h"
@@ -123,13 +124,9 @@ static int parse_deps(const cJSON *arr, struct up_meta *m)
 	if ((m->deps = calloc((size_t)n, sizeof(*m->deps))) == NULL)
 		return -ENOMEM;
 	cJSON_ArrayForEach(d, arr) {
-		struct store_dep *dep = &m->deps[m->ndeps];
-		const char *path = json_str(d, "path");
-		if (path == NULL || path[0] != '/' || !json_u64(d, "size", &dep->size) ||
-		    !util_unhex32(json_str(d, "sha256"), dep->digest))
-			return -EBADMSG;
-		if ((dep->path = strdup(path)) == NULL)
-			return -ENOMEM;
+		int rc = store_dep_from_json(d, &m->deps[m->ndeps]);
+		if (rc != 0)
+			return rc == -ENOMEM ? rc : -EBADMSG;
 		m->ndeps++;
 	}
 	return 0;
@@ -181,16 +178,12 @@ out:
  */
 static bool deps_match(struct up_meta *m)
 {
+	char why[512];
 	for (size_t i = 0; i < m->ndeps; i++) {
-		struct store_dep *dep = &m->deps[i];
-		struct stat st;
-		uint8_t got[32];
-		if (stat(dep->path, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != dep->size ||
-		    util_sha256_file(dep->path, got) != 0 || memcmp(got, dep->digest, 32) != 0) {
-			log_debug("upstream entry %.16s: %s differs on this node", m->key, dep->path);
+		if (deps_check_here(&m->deps[i], why, sizeof(why)) != 0) {
+			log_debug("upstream entry %.16s: %s", m->key, why);
 			return false;
 		}
-		dep->mtime_ns = upfs_mtime_ns(&st);
 	}
 	return true;
 }
@@ -320,6 +313,7 @@ int upfs_find(const struct up_dirs *u, const char *rkey, const char *output,
 			e->build_ms = m.build_ms;
 			e->deps = m.deps;
 			e->ndeps = m.ndeps;
+			e->deps_source = STORE_DEPS_OBSERVED;
 			m.deps = NULL;
 			m.ndeps = 0;
 			if (e->label == NULL) {
@@ -341,12 +335,8 @@ int upfs_find(const struct up_dirs *u, const char *rkey, const char *output,
 
 static bool deps_publishable(const struct store_entry *e)
 {
-	static const uint8_t zero[32];
-	for (size_t i = 0; i < e->ndeps; i++) {
-		if (memcmp(e->deps[i].digest, zero, 32) == 0)
-			return false;
-	}
-	return true;
+	/* Only what observation recorded is complete enough to share. */
+	return e->deps_source == STORE_DEPS_OBSERVED;
 }
 
 /* Makes a file in tmp/ from data or from the file src; read-only, fsync'ed.
@@ -460,15 +450,11 @@ static char *meta_text(const struct up_dirs *u, const struct store_entry *e, uin
 	cJSON_AddNumberToObject(o, "size", (double)size);
 	cJSON_AddStringToObject(o, "sha256", hex);
 	for (size_t i = 0; i < e->ndeps; i++) {
-		cJSON *d = cJSON_CreateObject();
+		cJSON *d = store_dep_json(&e->deps[i]);
 		if (d == NULL || !cJSON_AddItemToArray(deps, d)) {
 			cJSON_Delete(d);
 			goto out;
 		}
-		util_hex(e->deps[i].digest, 32, hex);
-		cJSON_AddStringToObject(d, "path", e->deps[i].path);
-		cJSON_AddNumberToObject(d, "size", (double)e->deps[i].size);
-		cJSON_AddStringToObject(d, "sha256", hex);
 	}
 	cJSON_AddStringToObject(o, "toolchain", e->toolchain);
 	if (e->label != NULL)

@@ -72,6 +72,7 @@ static const char *const err_names[ERR__COUNT] = {
 	[ERR_INTERNAL] = "internal",
 	[ERR_NEED_SOURCES] = "need_sources",
 	[ERR_MISMATCH] = "mismatch",
+	[ERR_INPUTS_CHANGED] = "inputs_changed",
 };
 
 const char *msg_op_name(enum msg_op op)
@@ -479,22 +480,40 @@ static int parse_get(const cJSON *obj, struct msg_request *req, struct msg_error
 	return 0;
 }
 
+static const char *const dep_kinds[] = { "file", "exists", "absent", "env", NULL };
+
 static int parse_dep(const cJSON *v, size_t i, struct msg_dep *dep, struct msg_error *err)
 {
 	const cJSON *path = member(v, "path"), *digest = member(v, "sha256");
+	const cJSON *kind = member(v, "kind"), *mode = member(v, "mode"), *set = member(v, "set");
 
-	if (!cJSON_IsObject(v) || !cJSON_IsString(path) || !path->valuestring ||
-	    !cJSON_IsString(digest) || !digest->valuestring)
+	if (!cJSON_IsObject(v) || !cJSON_IsString(path) || !path->valuestring)
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
-				     "dependency %zu must be an object with \"path\" and \"sha256\" strings",
-				     i + 1);
-	if (path->valuestring[0] != '/' || strlen(path->valuestring) > MSG_MAX_PATH)
+				     "dependency %zu must be an object with a \"path\" string", i + 1);
+	dep->kind = kind ? -1 : 0;
+	for (int k = 0; kind && cJSON_IsString(kind) && dep_kinds[k]; k++)
+		if (strcmp(kind->valuestring, dep_kinds[k]) == 0)
+			dep->kind = k;
+	if (dep->kind < 0)
+		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
+				     "\"kind\" of dependency %zu must be file, exists, absent or env", i + 1);
+	if ((dep->kind != 3 && path->valuestring[0] != '/') || path->valuestring[0] == '\0' ||
+	    strlen(path->valuestring) > MSG_MAX_PATH)
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
 				     "\"path\" of dependency %zu must be absolute and at most %d bytes",
 				     i + 1, MSG_MAX_PATH);
-	if (!util_unhex32(digest->valuestring, dep->digest))
+	if ((dep->kind == 0 || dep->kind == 3) &&
+	    (!cJSON_IsString(digest) || !util_unhex32(digest->valuestring, dep->digest)))
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
 				     "\"sha256\" of dependency %zu must be 64 lower-case hex digits", i + 1);
+	if (dep->kind == 1 && (!cJSON_IsNumber(mode) || mode->valuedouble < 0 ||
+			       mode->valuedouble > 07777777))
+		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
+				     "\"mode\" of dependency %zu must be a file mode", i + 1);
+	if (dep->kind == 3 && !cJSON_IsBool(set))
+		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
+				     "\"set\" of dependency %zu must be true or false", i + 1);
+	dep->mode = dep->kind == 1 ? (uint32_t)mode->valuedouble : dep->kind == 3 ? (uint32_t)cJSON_IsTrue(set) : 0u;
 	dep->path = strdup(path->valuestring);
 	return dep->path ? 0 : oom(err);
 }
@@ -801,8 +820,16 @@ static bool pack_put(cJSON *obj, const struct msg_request *req)
 			cJSON_Delete(d);
 			return false;
 		}
-		util_hex(req->deps[i].digest, 32, hex);
-		if (!add_str(d, "path", req->deps[i].path) || !cJSON_AddStringToObject(d, "sha256", hex))
+		const struct msg_dep *dep = &req->deps[i];
+		util_hex(dep->digest, 32, hex);
+		if (!add_str(d, "path", dep->path) ||
+		    !cJSON_AddStringToObject(d, "kind", dep_kinds[dep->kind]))
+			return false;
+		if ((dep->kind == 0 || dep->kind == 3) && !cJSON_AddStringToObject(d, "sha256", hex))
+			return false;
+		if (dep->kind == 1 && !cJSON_AddNumberToObject(d, "mode", dep->mode))
+			return false;
+		if (dep->kind == 3 && !cJSON_AddBoolToObject(d, "set", dep->mode != 0))
 			return false;
 	}
 	return arr != NULL;

@@ -68,6 +68,7 @@ enum msg_err {
 	ERR_INTERNAL,
 	ERR_NEED_SOURCES, /* a get named its sources by digest only, and missed */
 	ERR_MISMATCH,     /* a put's artifact does not fit this node (key, headers, bytes) */
+	ERR_INPUTS_CHANGED, /* an input of the build changed while it ran */
 	ERR__COUNT
 };
 
@@ -91,9 +92,13 @@ struct msg_source {
 };
 
 /* A dependency of an artifact carried by put: what the building node read. */
+/* One dependency of a put, as the building node recorded it (kinds as in
+ * daemon/store.h: "file", "exists", "absent", "env"). */
 struct msg_dep {
-	char *path;          /* absolute */
-	uint8_t digest[32];  /* SHA-256 of its content there */
+	char *path;          /* absolute; a variable's name for "env" */
+	int kind;            /* 0 file, 1 exists, 2 absent, 3 env */
+	uint32_t mode;       /* exists: st_mode; env: 1 when set */
+	uint8_t digest[32];  /* file: SHA-256 of its content; env: of its value */
 };
 
 /* One request. Strings are owned by the struct (msg_request_free). Absent

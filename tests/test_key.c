@@ -184,6 +184,45 @@ START_TEST(cpu_only_with_native)
 }
 END_TEST
 
+/* Requires that key_args_native says want for the argument a, or for the
+ * pair a b when b is not NULL. */
+static void check_native(bool want, const char *a, const char *b)
+{
+	char *v[2] = { (char *)a, (char *)b };
+	size_t n = b != NULL ? 2 : 1;
+	ck_assert_msg(key_args_native(v, n) == want, "key_args_native(\"%s\"%s%s%s) is not %s", a,
+		      b != NULL ? ", \"" : "", b != NULL ? b : "", b != NULL ? "\"" : "",
+		      want ? "true" : "false");
+}
+
+/* nvcc passes -march=native on to its host compiler through -Xcompiler and
+ * --compiler-options, in one argument or two, alone or in a list. */
+START_TEST(native_through_host_compiler_options)
+{
+	check_native(true, "-Xcompiler=-march=native", NULL);
+	check_native(true, "--compiler-options=-march=native", NULL);
+	check_native(true, "-Xcompiler", "-O2,-march=native");
+	check_native(true, "--compiler-options", "-march=native");
+}
+END_TEST
+
+/* -mtune=native tunes for this CPU as -march=native builds for it. */
+START_TEST(native_tune_counts)
+{
+	check_native(true, "-mtune=native", NULL);
+	check_native(true, "-O2", "-mcpu=native");
+}
+END_TEST
+
+/* A named architecture does not depend on the build node's CPU. */
+START_TEST(no_native_without_native)
+{
+	check_native(false, "-O2", NULL);
+	check_native(false, "-march=x86-64-v3", NULL);
+	check_native(false, "-Xcompiler", "-O2,-march=x86-64-v3");
+}
+END_TEST
+
 START_TEST(artifact_key_covers_deps)
 {
 	struct store_dep d[2];
@@ -233,6 +272,9 @@ static Suite *key_suite(void)
 	tcase_add_test(tcase, each_input_changes_key);
 	tcase_add_test(tcase, no_ambiguous_concatenation);
 	tcase_add_test(tcase, cpu_only_with_native);
+	tcase_add_test(tcase, native_through_host_compiler_options);
+	tcase_add_test(tcase, native_tune_counts);
+	tcase_add_test(tcase, no_native_without_native);
 	tcase_add_test(tcase, digest_keys_like_text);
 	tcase_add_test(tcase, artifact_key_covers_deps);
 	tcase_add_test(tcase, toolchain_errors);

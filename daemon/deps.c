@@ -1,0 +1,395 @@
+/*
+ * What a finished build depends on, on the thread pool before publishing:
+ * the trace that kiln-observe.so wrote (daemon/trace.c), or, where the
+ * toolchain could not be traced completely, the compiler's and linker's
+ * dependency files as well. Every input is checked against the identity
+ * it had when the toolchain opened it, and hashed; an input that changed
+ * while the build ran is reported, and the build is not published.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "build_int.h"
+#include "deps.h"
+#include "digests.h"
+#include "kilnd.h"
+#include "log.h"
+#include "table.h"
+#include "trace.h"
+#include "util.h"
+
+#define DEPFILE_MAX ((size_t)16 << 20)
+#define TRACE_MAX ((size_t)256 << 20)
+
+/*
+ * Appends one absolute path of a dependency file to deps (deduplicated).
+ * Skipped: relative names (the sources, the objects in out/), files inside
+ * the build directory (the compiler's temporaries, TMPDIR points there), and
+ * the phony "path:" targets that GNU ld writes after the rule.
+ */
+static int add_dep(const char *dir, struct table *seen, struct store_dep **deps, size_t *n,
+		   size_t *cap, char *tok)
+{
+	size_t dl = strlen(dir), tl = strlen(tok);
+	if (tok[0] != '/' || tok[tl - 1] == ':' || table_get(seen, tok) != NULL)
+		return 0;
+	if (strncmp(tok, dir, dl) == 0 && tok[dl] == '/')
+		return 0;
+	if (*n == *cap) {
+		size_t ncap = *cap == 0 ? 64 : *cap * 2;
+		struct store_dep *nd = realloc(*deps, ncap * sizeof(*nd));
+		if (nd == NULL)
+			return -ENOMEM;
+		*deps = nd;
+		*cap = ncap;
+	}
+	struct store_dep *dep = &(*deps)[*n];
+	memset(dep, 0, sizeof(*dep));
+	if ((dep->path = strdup(tok)) == NULL || table_put(seen, tok, dep, NULL) != 0) {
+		free(dep->path);
+		return -ENOMEM;
+	}
+	(*n)++;
+	return 0;
+}
+
+/*
+ * Parses a make rule as gcc -MD writes it: "target: dep dep \<newline> dep",
+ * with "\ " for a space in a name and "$$" for a dollar sign. Relative names
+ * are the sources in the build directory, which the key covers already.
+ */
+static int parse_make_rule(const char *dir, char *text, size_t len, struct table *seen,
+			   struct store_dep **deps, size_t *n, size_t *cap)
+{
+	int rc = 0;
+	char *p = text;
+	/* Skip the target: up to the first unescaped colon. */
+	while (*p != '\0' && !(*p == ':' && (p == text || p[-1] != '\\')))
+		p++;
+	if (*p == ':')
+		p++;
+	char *tok = malloc(len + 1);
+	size_t tl = 0;
+	for (; tok != NULL && rc == 0; p++) {
+		bool end = *p == '\0' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r';
+		if (*p == '\\' && (p[1] == '\n' || (p[1] == '\r' && p[2] == '\n'))) {
+			end = true;
+			p += p[1] == '\r' ? 2 : 1;
+		} else if (*p == '\\' && (p[1] == ' ' || p[1] == '#' || p[1] == '\\')) {
+			tok[tl++] = *++p;
+			continue;
+		} else if (*p == '$' && p[1] == '$') {
+			tok[tl++] = *++p;
+			continue;
+		}
+		if (!end) {
+			tok[tl++] = *p;
+			continue;
+		}
+		tok[tl] = '\0';
+		if (tl > 0)
+			rc = add_dep(dir, seen, deps, n, cap, tok);
+		tl = 0;
+		if (*p == '\0')
+			break;
+	}
+	if (tok == NULL)
+		rc = -ENOMEM;
+	free(tok);
+	return rc;
+}
+
+/* Undoes make's escapes ("\\ ", "\\#", "\\\\", "$$") in place. */
+static void make_unescape(char *s)
+{
+	char *w = s;
+	for (char *r = s; *r != '\0'; r++) {
+		if ((*r == '\\' && (r[1] == ' ' || r[1] == '#' || r[1] == '\\')) ||
+		    (*r == '$' && r[1] == '$'))
+			r++;
+		*w++ = *r;
+	}
+	*w = '\0';
+}
+
+/*
+ * Parses a linker's --dependency-file, one name per line after "target: \":
+ * "  path \" lines and phony "path:" rules (GNU ld, lld and mold all write
+ * the latter; mold puts its inputs on the first line, so they count). GNU ld
+ * escapes nothing, so a space in a path ("My Cache") is part of the name;
+ * lld escapes the make way ("\\ "). A name is taken as written when that
+ * file exists, else unescaped; a name that exists in neither form is left out.
+ */
+static int parse_ld_rule(const char *dir, char *text, struct table *seen,
+			 struct store_dep **deps, size_t *n, size_t *cap)
+{
+	int rc = 0;
+	char *line = strchr(text, '\n');
+	while (rc == 0 && line != NULL) {
+		char *p = line + 1, *end;
+		struct stat st;
+		line = strchr(p, '\n');
+		if (line != NULL)
+			*line = '\0';
+		while (*p == ' ' || *p == '\t')
+			p++;
+		end = p + strlen(p);
+		while (end > p && (end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
+			end--;
+		if (end > p && (end[-1] == '\\' || end[-1] == ':')) {
+			end--;
+			while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+				end--;
+		}
+		*end = '\0';
+		if (end == p)
+			continue;
+		if (stat(p, &st) != 0) {
+			make_unescape(p);
+			/* Neither form exists: a temporary the driver removed, or
+			 * a name the linker rewrote (lld turns a '\\' into '/');
+			 * it could never be validated, so it would make the entry
+			 * a miss forever. */
+			if (stat(p, &st) != 0) {
+				log_debug("linker input %s does not exist; not a dependency", p);
+				continue;
+			}
+		}
+		rc = add_dep(dir, seen, deps, n, cap, p);
+	}
+	return rc;
+}
+
+/* Adds the dependencies a depfile lists: gcc's (make rule) or ld's. */
+static int parse_depfile(const char *dir, const char *path, bool ld, struct table *seen,
+			 struct store_dep **deps, size_t *n, size_t *cap)
+{
+	char *text;
+	size_t len;
+	int rc = util_read_file(path, DEPFILE_MAX, &text, &len);
+	if (rc != 0)
+		return rc;
+	rc = ld ? parse_ld_rule(dir, text, seen, deps, n, cap)
+		: parse_make_rule(dir, text, len, seen, deps, n, cap);
+	free(text);
+	return rc;
+}
+
+
+static const char *own_env(const char *name)
+{
+	return getenv(name);
+}
+
+/* The interposer and kiln-exec: kiln's own, not the toolchain's. */
+static void own_paths(const struct kilnd *d, char exec_real[PATH_MAX], char lib_real[PATH_MAX])
+{
+	char lib[PATH_MAX + 32];
+	exec_real[0] = lib_real[0] = '\0';
+	if (realpath(d->cfg->exec_helper, exec_real) == NULL)
+		snprintf(exec_real, PATH_MAX, "%s", d->cfg->exec_helper);
+	snprintf(lib, sizeof(lib), "%s", exec_real);
+	char *slash = strrchr(lib, '/');
+	if (slash != NULL)
+		snprintf(slash, sizeof(lib) - (size_t)(slash - lib), "/kiln-observe.so");
+	if (realpath(lib, lib_real) == NULL)
+		snprintf(lib_real, PATH_MAX, "%.*s", PATH_MAX - 1, lib);
+}
+
+/* Reads out/trace into r; false when there is none (not traced). */
+static int read_trace(struct build *b, const char *bdir, struct trace_result *r, bool *have)
+{
+	char path[PATH_MAX + 16], exec_real[PATH_MAX], lib_real[PATH_MAX];
+	char *text = NULL;
+	size_t len = 0;
+	snprintf(path, sizeof(path), "%s/out/trace", b->dir);
+	int rc = util_read_file(path, TRACE_MAX, &text, &len);
+	*have = rc == 0;
+	memset(r, 0, sizeof(*r));
+	if (rc == -ENOENT)
+		return 0;
+	if (rc != 0)
+		return rc;
+	own_paths(b->d, exec_real, lib_real);
+	const char *skip[] = { exec_real, lib_real, NULL };
+	rc = trace_parse(text, len, bdir, skip, own_env, r);
+	free(text);
+	return rc;
+}
+
+/* The dependency files' lists, added to what the trace holds. */
+static int add_depfiles(struct build *b, struct store_dep **deps, size_t *n, size_t *cap)
+{
+	struct table *seen = table_new();
+	char path[4096];
+	int rc = seen != NULL ? 0 : -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < *n; i++)
+		rc = table_put(seen, (*deps)[i].path, (void *)1, NULL);
+	for (size_t i = 0; rc == 0; i++) {
+		snprintf(path, sizeof(path), "%s/out/dep%zu.d", b->dir, i);
+		if (access(path, F_OK) != 0)
+			break;
+		rc = parse_depfile(b->dir, path, false, seen, deps, n, cap);
+	}
+	/* What the linker read: libraries, archives, linker scripts. */
+	snprintf(path, sizeof(path), "%s/out/link.d", b->dir);
+	if (rc == 0 && access(path, F_OK) == 0)
+		rc = parse_depfile(b->dir, path, true, seen, deps, n, cap);
+	table_free(seen, NULL);
+	return rc;
+}
+
+static bool ident_differs(const struct store_dep *d, const struct stat *st)
+{
+	return d->dev != (uint64_t)st->st_dev || d->ino != (uint64_t)st->st_ino ||
+	       d->size != (uint64_t)st->st_size ||
+	       d->mtime_ns != (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec ||
+	       d->ctime_ns != (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+}
+
+static void set_ident(struct store_dep *d, const struct stat *st)
+{
+	d->size = (uint64_t)st->st_size;
+	d->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	d->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+	d->mode = (uint32_t)st->st_mode;
+	/* Too fresh to stand for the content later: the next check hashes. */
+	d->dev = digests_settled(st) ? (uint64_t)st->st_dev : 0;
+	d->ino = digests_settled(st) ? (uint64_t)st->st_ino : 0;
+}
+
+/*
+ * Brings one dependency to its recorded state: a file is hashed and must
+ * still have the identity it had when the toolchain opened it (or, from a
+ * dependency file, no mtime after the build's start); a found path must
+ * still be there; a missing one still missing. A difference is written to
+ * why and returns -EAGAIN.
+ */
+static int settle_dep(struct build *b, struct store_dep *d, char *why, size_t cap)
+{
+	struct stat st;
+	int rc;
+	switch (d->kind) {
+	case STORE_DEP_FILE:
+		rc = digests_file(d->path, d->digest, &st);
+		if (rc == -EISDIR) {
+			d->kind = STORE_DEP_EXISTS;
+			d->mode = (uint32_t)st.st_mode;
+			return 0;
+		}
+		if (rc != 0 || (d->ino != 0 && ident_differs(d, &st)) ||
+		    (d->ino == 0 && (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec >= b->start_wall_ns)) {
+			snprintf(why, cap, "%s changed while the build ran%s%s", d->path,
+				 rc != 0 ? ": " : "", rc != 0 ? strerror(-rc) : "");
+			return -EAGAIN;
+		}
+		set_ident(d, &st);
+		return 0;
+	case STORE_DEP_EXISTS:
+		if (stat(d->path, &st) != 0 && lstat(d->path, &st) != 0) {
+			snprintf(why, cap, "%s was removed while the build ran", d->path);
+			return -EAGAIN;
+		}
+		if (d->mode != 0 && (d->mode & S_IFMT) != (st.st_mode & S_IFMT)) {
+			snprintf(why, cap, "%s changed its type while the build ran", d->path);
+			return -EAGAIN;
+		}
+		d->mode = (uint32_t)st.st_mode;
+		return 0;
+	case STORE_DEP_ABSENT:
+		if (stat(d->path, &st) == 0) {
+			snprintf(why, cap, "%s appeared while the build ran", d->path);
+			return -EAGAIN;
+		}
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+int deps_collect(struct build *b, char *why, size_t cap)
+{
+	char bdir[PATH_MAX];
+	struct trace_result r;
+	bool traced;
+	why[0] = '\0';
+	if (realpath(b->dir, bdir) == NULL)
+		return -errno;
+	int rc = read_trace(b, bdir, &r, &traced);
+	if (rc != 0)
+		return rc;
+	if (r.changed[0] != '\0') {
+		snprintf(why, cap, "%s", r.changed);
+		trace_result_free(&r);
+		return -EAGAIN;
+	}
+	struct store_dep *deps = r.deps;
+	size_t n = r.ndeps, cap_deps = r.ndeps;
+	b->entry.deps_source = traced && r.complete ? STORE_DEPS_OBSERVED : STORE_DEPS_DEPFILE;
+	if (b->entry.deps_source == STORE_DEPS_DEPFILE) {
+		log_warn("build %.16s: %s; its dependencies come from the compiler's dependency "
+			 "files as well", b->in.rkey, traced ? r.incomplete : "no trace was written");
+		rc = add_depfiles(b, &deps, &n, &cap_deps);
+	}
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = settle_dep(b, &deps[i], why, cap);
+	b->entry.deps = deps;
+	b->entry.ndeps = n;
+	log_debug("build %.16s: %zu dependencies (%s, %zu trace records)", b->in.rkey, n,
+		  store_deps_source_name(b->entry.deps_source), r.records);
+	return rc;
+}
+
+int deps_check_here(struct store_dep *d, char *why, size_t cap)
+{
+	struct stat st;
+	uint8_t digest[32];
+	const char *v;
+	switch (d->kind) {
+	case STORE_DEP_FILE:
+		if (digests_file(d->path, digest, &st) != 0) {
+			snprintf(why, cap, "dependency %s is missing or unreadable on this node", d->path);
+			return -1;
+		}
+		if (memcmp(digest, d->digest, 32) != 0) {
+			snprintf(why, cap, "dependency %s differs on this node", d->path);
+			return -1;
+		}
+		set_ident(d, &st);
+		return 0;
+	case STORE_DEP_EXISTS:
+		if (stat(d->path, &st) != 0 && lstat(d->path, &st) != 0) {
+			snprintf(why, cap, "%s does not exist on this node", d->path);
+			return -1;
+		}
+		if ((uint32_t)st.st_mode != d->mode) {
+			snprintf(why, cap, "%s has another type or permissions on this node", d->path);
+			return -1;
+		}
+		return 0;
+	case STORE_DEP_ABSENT:
+		if (stat(d->path, &st) == 0) {
+			snprintf(why, cap, "%s exists on this node (the build looked for it and "
+				 "did not find it)", d->path);
+			return -1;
+		}
+		return 0;
+	case STORE_DEP_ENV:
+		v = getenv(d->path);
+		util_sha256(v != NULL ? v : "", v != NULL ? strlen(v) : 0, digest);
+		if ((v != NULL) != (d->mode != 0) || memcmp(digest, d->digest, 32) != 0) {
+			snprintf(why, cap, "environment variable %s differs on this node", d->path);
+			return -1;
+		}
+		return 0;
+	default:
+		snprintf(why, cap, "a dependency of an unknown kind");
+		return -1;
+	}
+}

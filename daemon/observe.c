@@ -1,0 +1,717 @@
+/*
+ * kiln-observe.so: the interposer that kiln-exec preloads into every
+ * compiler run, so that kilnd learns what the toolchain really read. Every
+ * process of the toolchain (driver, cc1, as, collect2, ld, nvcc's tools)
+ * loads it through LD_PRELOAD and appends one record per file it opened,
+ * probed, executed or loaded, and per environment variable it read, to the
+ * trace file named by KILN_TRACE_FILE. Records are NUL-terminated text
+ * written with one write() to an O_APPEND file, so the processes and threads
+ * of a build never interleave within a record. daemon/trace.c reads them.
+ *
+ * Record: "<kind> <pid> <fields...>\t<path or name>\0", kinds:
+ *   H ppid              this process started, path = its executable
+ *   O dev ino size mtime ctime mode   opened for reading (identity by fstat)
+ *   W                   opened for writing only
+ *   S mode              exists (stat, access, opendir, readlink succeeded)
+ *   A errno             looked for and not found (ENOENT, ENOTDIR)
+ *   Q errno             looked for, failed otherwise (EACCES, ELOOP, ...)
+ *   X dev ino size mtime ctime mode   about to execute the program
+ *   F errno             the exec failed; the process goes on
+ *   P child             posix_spawn started child (its H must follow)
+ *   L dev ino size mtime ctime mode   a shared object loaded in this process
+ *   E 1|0               getenv of a variable, path = "NAME=VALUE" or "NAME"
+ *
+ * A toolchain's own process may set KILN_OBSERVE_IGNORE to a ':'-separated
+ * list of paths whose records it leaves out (a wrapper's lock or log files,
+ * which it may poll while they change); only the configured toolchain runs
+ * here, never a client's code, so this hides nothing a client controls.
+ *
+ * Nothing here allocates on the heap: the hooks also run in vfork children.
+ * Paths are made absolute with the working directory or the directory
+ * descriptor of the *at call; kilnd normalizes them.
+ */
+/* The hooks must define the plain names (open, not open64 in disguise). */
+#undef _FILE_OFFSET_BITS
+#undef _FORTIFY_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <link.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* libc declares some arguments nonnull; programs pass NULL all the same,
+ * and a hook must not crash where libc would fail with EFAULT. */
+#pragma GCC diagnostic ignored "-Wnonnull-compare"
+
+#define REC_MAX (PATH_MAX * 2 + 256)
+/* Out of the way of the descriptors a toolchain opens itself. */
+#define TRACE_FD_MIN 900
+
+extern char **environ;
+
+static const char *env_get(char *const *env, const char *name);
+
+static int trace_fd = -1;
+static dev_t trace_dev;
+static ino_t trace_ino;
+static int trace_state; /* 0: not yet, 1: tracing, 2: off */
+
+#define REAL(name) static __typeof__(name) *real_##name
+REAL(open); REAL(open64); REAL(openat); REAL(openat64); REAL(fopen); REAL(fopen64);
+REAL(freopen); REAL(freopen64); REAL(stat); REAL(lstat); REAL(fstatat); REAL(statx);
+REAL(access); REAL(faccessat); REAL(euidaccess); REAL(readlink); REAL(readlinkat);
+REAL(realpath); REAL(opendir); REAL(execve); REAL(execv); REAL(execvp); REAL(execvpe);
+REAL(posix_spawn); REAL(posix_spawnp); REAL(dlopen); REAL(creat);
+static int (*real___open_2)(const char *, int);
+static int (*real___open64_2)(const char *, int);
+static int (*real___openat_2)(int, const char *, int);
+static int (*real___openat64_2)(int, const char *, int);
+static int (*real___xstat)(int, const char *, struct stat *);
+static int (*real___lxstat)(int, const char *, struct stat *);
+static int (*real___fxstatat)(int, int, const char *, struct stat *, int);
+static int (*real_stat64)(const char *, struct stat64 *);
+static int (*real_lstat64)(const char *, struct stat64 *);
+static int (*real_fstatat64)(int, const char *, struct stat64 *, int);
+static int (*real___xstat64)(int, const char *, struct stat64 *);
+static int (*real___lxstat64)(int, const char *, struct stat64 *);
+static int (*real___fxstatat64)(int, int, const char *, struct stat64 *, int);
+static char *(*real_canonicalize_file_name)(const char *);
+
+#define RESOLVE(name) (real_##name != NULL ? 0 : (real_##name = dlsym(RTLD_NEXT, #name), 0))
+
+/* The trace file is opened per process by name: a descriptor inherited
+ * from the parent could have been closed and its number reused. */
+static void trace_open(void)
+{
+	const char *path = NULL;
+	for (char **e = environ; e != NULL && *e != NULL; e++) {
+		if (strncmp(*e, "KILN_TRACE_FILE=", 16) == 0)
+			path = *e + 16;
+	}
+	trace_state = 2;
+	if (path == NULL || path[0] != '/')
+		return;
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_APPEND | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	int hi = fcntl(fd, F_DUPFD_CLOEXEC, TRACE_FD_MIN);
+	syscall(SYS_close, fd);
+	struct stat st;
+	if (hi < 0 || fstat(hi, &st) != 0)
+		return;
+	trace_fd = hi;
+	trace_dev = st.st_dev;
+	trace_ino = st.st_ino;
+	trace_state = 1;
+}
+
+static bool tracing(void)
+{
+	if (trace_state == 0)
+		trace_open();
+	if (trace_state != 1)
+		return false;
+	/* The descriptor must still be ours: never write into a toolchain's file. */
+	struct stat st;
+	if (fstat(trace_fd, &st) != 0 || st.st_dev != trace_dev || st.st_ino != trace_ino) {
+		trace_state = 2;
+		return false;
+	}
+	return true;
+}
+
+/* Makes path absolute into out, relative to dirfd (AT_FDCWD: the working
+ * directory). False when it cannot be told. */
+static bool absolute(int dirfd, const char *path, char *out, size_t cap)
+{
+	if (path == NULL)
+		return false;
+	if (path[0] == '/') {
+		size_t n = strlen(path);
+		if (n >= cap)
+			return false;
+		memcpy(out, path, n + 1);
+		return true;
+	}
+	size_t dl;
+	if (dirfd == AT_FDCWD) {
+		if (getcwd(out, cap) == NULL)
+			return false;
+		dl = strlen(out);
+	} else {
+		char link[64];
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+		ssize_t n = syscall(SYS_readlinkat, AT_FDCWD, link, out, cap - 1);
+		if (n <= 0)
+			return false;
+		dl = (size_t)n;
+		out[dl] = '\0';
+	}
+	size_t pl = strlen(path);
+	if (dl + 1 + pl + 1 > cap)
+		return false;
+	out[dl] = '/';
+	memcpy(out + dl + 1, path, pl + 1);
+	return true;
+}
+
+/* path is below one of KILN_OBSERVE_IGNORE's entries. */
+static bool ignored(const char *path)
+{
+	const char *list = env_get(environ, "KILN_OBSERVE_IGNORE");
+	while (list != NULL && *list != '\0') {
+		size_t n = strcspn(list, ":");
+		if (n > 0 && strncmp(path, list, n) == 0 && (path[n] == '\0' || path[n] == '/'))
+			return true;
+		list += n + (list[n] == ':');
+	}
+	return false;
+}
+
+static void emit(const char *head, const char *path)
+{
+	char rec[REC_MAX];
+	if (path[0] == '/' && ignored(path))
+		return;
+	int n = snprintf(rec, sizeof(rec), "%s\t%s", head, path);
+	if (n < 0 || (size_t)n >= sizeof(rec))
+		return;
+	int saved = errno;
+	syscall(SYS_write, trace_fd, rec, (size_t)n + 1);
+	errno = saved;
+}
+
+static void emit_ident(char kind, const char *path, const struct stat *st)
+{
+	char head[256];
+	snprintf(head, sizeof(head), "%c %d %llu %llu %lld %lld %lld %o", kind, (int)getpid(),
+		 (unsigned long long)st->st_dev, (unsigned long long)st->st_ino,
+		 (long long)st->st_size,
+		 (long long)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec,
+		 (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec,
+		 (unsigned)st->st_mode);
+	emit(head, path);
+}
+
+/* A probe's outcome: rc < 0 with errno, or success with the mode. */
+static void note_probe(int dirfd, const char *path, int rc, int err, unsigned mode)
+{
+	char abs[PATH_MAX + 8], head[64];
+	if (!tracing() || !absolute(dirfd, path, abs, sizeof(abs)))
+		return;
+	if (rc == 0)
+		snprintf(head, sizeof(head), "S %d %o", (int)getpid(), mode);
+	else
+		snprintf(head, sizeof(head), "%c %d %d", err == ENOENT || err == ENOTDIR ? 'A' : 'Q',
+			 (int)getpid(), err);
+	emit(head, abs);
+}
+
+/* After an open: the identity of what was opened, or the miss. */
+static void note_open(int dirfd, const char *path, int flags, int fd, int err)
+{
+	char abs[PATH_MAX + 8], head[64];
+	if (!tracing() || !absolute(dirfd, path, abs, sizeof(abs)))
+		return;
+	if (fd < 0) {
+		note_probe(dirfd, path, -1, err, 0);
+		return;
+	}
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return;
+	if ((flags & O_PATH) || S_ISDIR(st.st_mode)) {
+		snprintf(head, sizeof(head), "S %d %o", (int)getpid(), (unsigned)st.st_mode);
+		emit(head, abs);
+	} else if ((flags & O_ACCMODE) == O_WRONLY) {
+		snprintf(head, sizeof(head), "W %d", (int)getpid());
+		emit(head, abs);
+	} else {
+		emit_ident('O', abs, &st);
+	}
+}
+
+static int open_mode(int flags, va_list ap)
+{
+	return (flags & (O_CREAT | O_TMPFILE)) ? va_arg(ap, int) : 0;
+}
+
+#define OPEN_HOOK(name, ...)                                                    \
+	int name(const char *path, int flags, ...)                              \
+	{                                                                       \
+		va_list ap;                                                     \
+		va_start(ap, flags);                                            \
+		int mode = open_mode(flags, ap);                                \
+		va_end(ap);                                                     \
+		RESOLVE(name);                                                  \
+		int fd = real_##name(path, flags, mode);                        \
+		note_open(AT_FDCWD, path, flags, fd, errno);                    \
+		return fd;                                                      \
+	}
+OPEN_HOOK(open)
+OPEN_HOOK(open64)
+
+#define OPENAT_HOOK(name)                                                       \
+	int name(int dirfd, const char *path, int flags, ...)                   \
+	{                                                                       \
+		va_list ap;                                                     \
+		va_start(ap, flags);                                            \
+		int mode = open_mode(flags, ap);                                \
+		va_end(ap);                                                     \
+		RESOLVE(name);                                                  \
+		int fd = real_##name(dirfd, path, flags, mode);                 \
+		note_open(dirfd, path, flags, fd, errno);                       \
+		return fd;                                                      \
+	}
+OPENAT_HOOK(openat)
+OPENAT_HOOK(openat64)
+
+int __open_2(const char *path, int flags);
+int __open64_2(const char *path, int flags);
+int __openat_2(int dirfd, const char *path, int flags);
+int __openat64_2(int dirfd, const char *path, int flags);
+
+int __open_2(const char *path, int flags)
+{
+	RESOLVE(__open_2);
+	int fd = real___open_2(path, flags);
+	note_open(AT_FDCWD, path, flags, fd, errno);
+	return fd;
+}
+
+int __open64_2(const char *path, int flags)
+{
+	RESOLVE(__open64_2);
+	int fd = real___open64_2(path, flags);
+	note_open(AT_FDCWD, path, flags, fd, errno);
+	return fd;
+}
+
+int __openat_2(int dirfd, const char *path, int flags)
+{
+	RESOLVE(__openat_2);
+	int fd = real___openat_2(dirfd, path, flags);
+	note_open(dirfd, path, flags, fd, errno);
+	return fd;
+}
+
+int __openat64_2(int dirfd, const char *path, int flags)
+{
+	RESOLVE(__openat64_2);
+	int fd = real___openat64_2(dirfd, path, flags);
+	note_open(dirfd, path, flags, fd, errno);
+	return fd;
+}
+
+int creat(const char *path, mode_t mode)
+{
+	RESOLVE(creat);
+	int fd = real_creat(path, mode);
+	note_open(AT_FDCWD, path, O_WRONLY | O_CREAT, fd, errno);
+	return fd;
+}
+
+/* fopen's mode string: reading unless it is "w" or "a" without "+". */
+static int fopen_flags(const char *mode)
+{
+	if (mode == NULL)
+		return O_RDONLY;
+	bool plus = strchr(mode, '+') != NULL;
+	if (mode[0] == 'r')
+		return plus ? O_RDWR : O_RDONLY;
+	return plus ? O_RDWR : O_WRONLY;
+}
+
+#define FOPEN_HOOK(name)                                                        \
+	FILE *name(const char *path, const char *mode)                          \
+	{                                                                       \
+		RESOLVE(name);                                                  \
+		FILE *fp = real_##name(path, mode);                             \
+		note_open(AT_FDCWD, path, fopen_flags(mode), fp != NULL ? fileno(fp) : -1, errno); \
+		return fp;                                                      \
+	}
+FOPEN_HOOK(fopen)
+FOPEN_HOOK(fopen64)
+
+#define FREOPEN_HOOK(name)                                                      \
+	FILE *name(const char *path, const char *mode, FILE *stream)            \
+	{                                                                       \
+		RESOLVE(name);                                                  \
+		FILE *fp = real_##name(path, mode, stream);                     \
+		if (path != NULL)                                               \
+			note_open(AT_FDCWD, path, fopen_flags(mode), fp != NULL ? fileno(fp) : -1, errno); \
+		return fp;                                                      \
+	}
+FREOPEN_HOOK(freopen)
+FREOPEN_HOOK(freopen64)
+
+#define STAT_HOOK(name, type)                                                   \
+	int name(const char *path, type *st)                                    \
+	{                                                                       \
+		RESOLVE(name);                                                  \
+		int rc = real_##name(path, st);                                 \
+		note_probe(AT_FDCWD, path, rc, errno, rc == 0 ? (unsigned)st->st_mode : 0); \
+		return rc;                                                      \
+	}
+STAT_HOOK(stat, struct stat)
+STAT_HOOK(lstat, struct stat)
+STAT_HOOK(stat64, struct stat64)
+STAT_HOOK(lstat64, struct stat64)
+
+#define FSTATAT_HOOK(name, type)                                                \
+	int name(int dirfd, const char *path, type *st, int flags)              \
+	{                                                                       \
+		RESOLVE(name);                                                  \
+		int rc = real_##name(dirfd, path, st, flags);                   \
+		if (path != NULL && path[0] != '\0')                            \
+			note_probe(dirfd, path, rc, errno, rc == 0 ? (unsigned)st->st_mode : 0); \
+		return rc;                                                      \
+	}
+FSTATAT_HOOK(fstatat, struct stat)
+FSTATAT_HOOK(fstatat64, struct stat64)
+
+#define XSTAT_HOOK(name, type)                                                  \
+	int name(int ver, const char *path, type *st)                           \
+	{                                                                       \
+		RESOLVE(name);                                                  \
+		int rc = real_##name(ver, path, st);                            \
+		note_probe(AT_FDCWD, path, rc, errno, rc == 0 ? (unsigned)st->st_mode : 0); \
+		return rc;                                                      \
+	}
+int __xstat(int ver, const char *path, struct stat *st);
+int __lxstat(int ver, const char *path, struct stat *st);
+int __xstat64(int ver, const char *path, struct stat64 *st);
+int __lxstat64(int ver, const char *path, struct stat64 *st);
+XSTAT_HOOK(__xstat, struct stat)
+XSTAT_HOOK(__lxstat, struct stat)
+XSTAT_HOOK(__xstat64, struct stat64)
+XSTAT_HOOK(__lxstat64, struct stat64)
+
+#define FXSTATAT_HOOK(name, type)                                               \
+	int name(int ver, int dirfd, const char *path, type *st, int flags)     \
+	{                                                                       \
+		RESOLVE(name);                                                  \
+		int rc = real_##name(ver, dirfd, path, st, flags);              \
+		if (path != NULL && path[0] != '\0')                            \
+			note_probe(dirfd, path, rc, errno, rc == 0 ? (unsigned)st->st_mode : 0); \
+		return rc;                                                      \
+	}
+int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags);
+int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int flags);
+FXSTATAT_HOOK(__fxstatat, struct stat)
+FXSTATAT_HOOK(__fxstatat64, struct stat64)
+
+int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *sx)
+{
+	RESOLVE(statx);
+	int rc = real_statx(dirfd, path, flags, mask, sx);
+	if (path != NULL && path[0] != '\0')
+		note_probe(dirfd, path, rc, errno, rc == 0 ? sx->stx_mode : 0);
+	return rc;
+}
+
+/* access() and friends: success says the file exists (the mode is read
+ * afterwards by kilnd); a failure other than ENOENT says it exists too. */
+int access(const char *path, int how)
+{
+	RESOLVE(access);
+	int rc = real_access(path, how);
+	note_probe(AT_FDCWD, path, rc, errno, 0);
+	return rc;
+}
+
+int faccessat(int dirfd, const char *path, int how, int flags)
+{
+	RESOLVE(faccessat);
+	int rc = real_faccessat(dirfd, path, how, flags);
+	note_probe(dirfd, path, rc, errno, 0);
+	return rc;
+}
+
+int euidaccess(const char *path, int how)
+{
+	RESOLVE(euidaccess);
+	int rc = real_euidaccess(path, how);
+	note_probe(AT_FDCWD, path, rc, errno, 0);
+	return rc;
+}
+
+int eaccess(const char *path, int how)
+{
+	return euidaccess(path, how);
+}
+
+ssize_t readlink(const char *path, char *buf, size_t len)
+{
+	RESOLVE(readlink);
+	ssize_t n = real_readlink(path, buf, len);
+	note_probe(AT_FDCWD, path, n < 0 ? -1 : 0, errno, S_IFLNK);
+	return n;
+}
+
+ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t len)
+{
+	RESOLVE(readlinkat);
+	ssize_t n = real_readlinkat(dirfd, path, buf, len);
+	note_probe(dirfd, path, n < 0 ? -1 : 0, errno, S_IFLNK);
+	return n;
+}
+
+char *realpath(const char *path, char *resolved)
+{
+	RESOLVE(realpath);
+	char *r = real_realpath(path, resolved);
+	note_probe(AT_FDCWD, path, r == NULL ? -1 : 0, errno, 0);
+	return r;
+}
+
+char *canonicalize_file_name(const char *path)
+{
+	RESOLVE(canonicalize_file_name);
+	char *r = real_canonicalize_file_name(path);
+	note_probe(AT_FDCWD, path, r == NULL ? -1 : 0, errno, 0);
+	return r;
+}
+
+DIR *opendir(const char *path)
+{
+	RESOLVE(opendir);
+	DIR *d = real_opendir(path);
+	note_probe(AT_FDCWD, path, d == NULL ? -1 : 0, errno, S_IFDIR);
+	return d;
+}
+
+/* Before an exec: the program about to run, with its identity. */
+static void note_exec(const char *path)
+{
+	char abs[PATH_MAX + 8];
+	struct stat st;
+	if (!tracing() || !absolute(AT_FDCWD, path, abs, sizeof(abs)))
+		return;
+	RESOLVE(stat);
+	if (real_stat(path, &st) != 0) {
+		note_probe(AT_FDCWD, path, -1, errno, 0);
+		return;
+	}
+	emit_ident('X', abs, &st);
+}
+
+static void note_exec_failed(int err)
+{
+	char head[64];
+	if (!tracing())
+		return;
+	snprintf(head, sizeof(head), "F %d %d", (int)getpid(), err);
+	emit(head, "");
+}
+
+static const char *env_get(char *const *env, const char *name)
+{
+	size_t n = strlen(name);
+	for (; env != NULL && *env != NULL; env++) {
+		if (strncmp(*env, name, n) == 0 && (*env)[n] == '=')
+			return *env + n + 1;
+	}
+	return NULL;
+}
+
+/*
+ * The search execvp and posix_spawnp make for a name without '/', done
+ * here too so that every directory looked in is recorded (glibc's own
+ * attempts do not pass through the hooks). Fills found with the first
+ * regular executable file, or leaves it empty.
+ */
+static void search_path(const char *name, char *found, size_t cap)
+{
+	found[0] = '\0';
+	if (name == NULL || strchr(name, '/') != NULL || name[0] == '\0')
+		return;
+	const char *p = env_get(environ, "PATH");
+	if (p == NULL)
+		p = "/bin:/usr/bin";
+	while (*p != '\0') {
+		size_t n = strcspn(p, ":");
+		char cand[PATH_MAX + 8];
+		struct stat st;
+		if (n == 0)
+			snprintf(cand, sizeof(cand), "%s", name);
+		else
+			snprintf(cand, sizeof(cand), "%.*s/%s", (int)n, p, name);
+		RESOLVE(stat);
+		int rc = real_stat(cand, &st);
+		bool ok = rc == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0;
+		if (rc != 0)
+			note_probe(AT_FDCWD, cand, -1, errno, 0);
+		if (ok) {
+			snprintf(found, cap, "%s", cand);
+			return;
+		}
+		p += n;
+		if (*p == ':')
+			p++;
+	}
+}
+
+int execve(const char *path, char *const argv[], char *const envp[])
+{
+	RESOLVE(execve);
+	note_exec(path);
+	int rc = real_execve(path, argv, envp);
+	note_exec_failed(errno);
+	return rc;
+}
+
+int execv(const char *path, char *const argv[])
+{
+	RESOLVE(execv);
+	note_exec(path);
+	int rc = real_execv(path, argv);
+	note_exec_failed(errno);
+	return rc;
+}
+
+int execvp(const char *file, char *const argv[])
+{
+	char found[PATH_MAX + 8];
+	RESOLVE(execvp);
+	search_path(file, found, sizeof(found));
+	note_exec(found[0] != '\0' ? found : file);
+	int rc = real_execvp(file, argv);
+	note_exec_failed(errno);
+	return rc;
+}
+
+int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	char found[PATH_MAX + 8];
+	RESOLVE(execvpe);
+	search_path(file, found, sizeof(found));
+	note_exec(found[0] != '\0' ? found : file);
+	int rc = real_execvpe(file, argv, envp);
+	note_exec_failed(errno);
+	return rc;
+}
+
+static void note_spawned(pid_t child, const char *path)
+{
+	char head[64], abs[PATH_MAX + 8];
+	if (!tracing() || !absolute(AT_FDCWD, path, abs, sizeof(abs)))
+		return;
+	note_exec(path);
+	snprintf(head, sizeof(head), "P %d %d", (int)getpid(), (int)child);
+	emit(head, abs);
+}
+
+int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+		const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	pid_t child = 0;
+	RESOLVE(posix_spawn);
+	int rc = real_posix_spawn(&child, path, fa, attr, argv, envp);
+	if (rc == 0)
+		note_spawned(child, path);
+	if (pid != NULL)
+		*pid = child;
+	return rc;
+}
+
+int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+		 const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	char found[PATH_MAX + 8];
+	pid_t child = 0;
+	RESOLVE(posix_spawnp);
+	search_path(file, found, sizeof(found));
+	int rc = real_posix_spawnp(&child, file, fa, attr, argv, envp);
+	if (rc == 0)
+		note_spawned(child, found[0] != '\0' ? found : file);
+	if (pid != NULL)
+		*pid = child;
+	return rc;
+}
+
+static void note_object(const char *path)
+{
+	struct stat st;
+	RESOLVE(stat);
+	if (path == NULL || path[0] != '/' || real_stat(path, &st) != 0)
+		return;
+	emit_ident('L', path, &st);
+}
+
+void *dlopen(const char *file, int flags)
+{
+	RESOLVE(dlopen);
+	void *h = real_dlopen(file, flags);
+	struct link_map *lm = NULL;
+	if (h != NULL && tracing() && dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm != NULL)
+		note_object(lm->l_name);
+	else if (h == NULL && file != NULL && strchr(file, '/') != NULL)
+		note_probe(AT_FDCWD, file, -1, ENOENT, 0);
+	return h;
+}
+
+/* getenv and secure_getenv read environ themselves: calling into libc
+ * before the hooks are resolved could recurse. */
+static char *env_note(const char *name)
+{
+	char *v = (char *)env_get(environ, name);
+	if (name != NULL && strchr(name, '=') == NULL && tracing()) {
+		char head[64], rec[PATH_MAX + 8];
+		snprintf(head, sizeof(head), "E %d %d", (int)getpid(), v != NULL);
+		if (v != NULL)
+			snprintf(rec, sizeof(rec), "%s=%s", name, v);
+		else
+			snprintf(rec, sizeof(rec), "%s", name);
+		emit(head, rec);
+	}
+	return v;
+}
+
+char *getenv(const char *name)
+{
+	return name != NULL ? env_note(name) : NULL;
+}
+
+char *secure_getenv(const char *name)
+{
+	if (getauxval(AT_SECURE) != 0)
+		return NULL;
+	return name != NULL ? env_note(name) : NULL;
+}
+
+static int note_loaded(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	const char *self = arg;
+	if (info->dlpi_name != NULL && info->dlpi_name[0] == '/' &&
+	    (self == NULL || strcmp(info->dlpi_name, self) != 0))
+		note_object(info->dlpi_name);
+	return 0;
+}
+
+/* At start: say who we are and which shared objects the loader brought in
+ * (their reads never pass through the hooks). */
+__attribute__((constructor)) static void observe_start(void)
+{
+	char exe[PATH_MAX + 8], head[64];
+	Dl_info self;
+	if (!tracing())
+		return;
+	ssize_t n = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	snprintf(head, sizeof(head), "H %d %d", (int)getpid(), (int)getppid());
+	emit(head, exe);
+	const char *me = dladdr((void *)observe_start, &self) != 0 ? self.dli_fname : NULL;
+	dl_iterate_phdr(note_loaded, (void *)me);
+}

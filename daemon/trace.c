@@ -1,0 +1,359 @@
+/*
+ * The trace of a build read into dependencies; see trace.h. Runs on the
+ * thread pool (publish), allocates, does no I/O.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "table.h"
+#include "trace.h"
+#include "util.h"
+
+/* Variables kiln-exec and kilnd set for the build, and the one that only
+ * names the working directory (ignored by libiberty unless it is the
+ * build directory): never inputs. */
+static const char *const own_vars[] = { "LD_PRELOAD", "KILN_TRACE_FILE", "TMPDIR", "PWD",
+					"OLDPWD", "KILN_OBSERVE_IGNORE", NULL };
+
+struct rec {
+	char kind;
+	long pid;
+	long long f[6];
+	int nf;
+	const char *path;
+};
+
+/* Splits "K pid f...\tpath" in place; false for a malformed record. */
+static bool parse_rec(char *s, struct rec *r)
+{
+	char *tab = strchr(s, '\t');
+	if (tab == NULL || s[0] == '\0' || s[1] != ' ')
+		return false;
+	*tab = '\0';
+	r->kind = s[0];
+	r->path = tab + 1;
+	char *p = s + 2, *end;
+	r->pid = strtol(p, &end, 10);
+	if (end == p)
+		return false;
+	r->nf = 0;
+	for (p = end; *p == ' ' && r->nf < 6;) {
+		/* Modes are octal; every other field is decimal. */
+		bool octal = r->kind != 'E' && r->kind != 'P' && r->kind != 'F' && r->kind != 'A' &&
+			     r->kind != 'Q' && r->kind != 'H' && r->kind != 'N' &&
+			     (r->kind == 'S' ? r->nf == 0 : r->nf == 5);
+		r->f[r->nf] = strtoll(p + 1, &end, octal ? 8 : 10);
+		if (end == p + 1)
+			return false;
+		r->nf++;
+		p = end;
+	}
+	return *p == '\0';
+}
+
+bool trace_normalize(const char *in, const char *bdir, char *out, size_t cap)
+{
+	size_t bl = strlen(bdir), o = 0;
+	/* physical: everything so far is a prefix of bdir, which has no
+	 * symlinks, so ".." may be applied by text. */
+	bool physical = true;
+	if (in[0] != '/' || cap < 2)
+		return false;
+	out[o++] = '/';
+	out[o] = '\0';
+	for (const char *p = in; *p != '\0';) {
+		while (*p == '/')
+			p++;
+		size_t n = strcspn(p, "/");
+		if (n == 0)
+			break;
+		if (n == 1 && p[0] == '.') {
+			p += n;
+			continue;
+		}
+		if (n == 2 && p[0] == '.' && p[1] == '.' && physical) {
+			while (o > 1 && out[o - 1] != '/')
+				o--;
+			if (o > 1)
+				o--;
+			out[o] = '\0';
+			p += n;
+			continue;
+		}
+		if (o + (o > 1) + n + 1 > cap)
+			return false;
+		if (o > 1)
+			out[o++] = '/';
+		memcpy(out + o, p, n);
+		o += n;
+		out[o] = '\0';
+		/* Still on bdir's way, or inside it (where only kilnd and the
+		 * compiler made directories and files, no symlinks). */
+		physical = physical && ((strncmp(bdir, out, o) == 0 && (bdir[o] == '/' || bdir[o] == '\0')) ||
+					(o > bl && strncmp(out, bdir, bl) == 0 && out[bl] == '/'));
+		p += n;
+	}
+	return !(strncmp(out, bdir, bl) == 0 && (out[bl] == '/' || out[bl] == '\0'));
+}
+
+static bool pseudo_fs(const char *path)
+{
+	static const char *const roots[] = { "/proc", "/sys", "/dev", NULL };
+	for (size_t i = 0; roots[i] != NULL; i++) {
+		size_t n = strlen(roots[i]);
+		if (strncmp(path, roots[i], n) == 0 && (path[n] == '/' || path[n] == '\0'))
+			return true;
+	}
+	return false;
+}
+
+struct builder {
+	struct table *index;      /* path (or "$NAME") -> 1 + position in deps */
+	struct table *written;    /* paths the toolchain wrote: outputs */
+	struct table *pending;    /* pid -> exec not yet followed by its start */
+	struct trace_result *r;
+	size_t cap;
+};
+
+static void note_changed(struct trace_result *r, const char *path, const char *how)
+{
+	if (r->changed[0] == '\0')
+		snprintf(r->changed, sizeof(r->changed), "%.400s %s during the build", path, how);
+}
+
+static struct store_dep *dep_slot(struct builder *b, const char *key, const char *path, int *isnew)
+{
+	uintptr_t at = (uintptr_t)table_get(b->index, key);
+	*isnew = at == 0;
+	if (at != 0)
+		return &b->r->deps[at - 1];
+	if (b->r->ndeps == b->cap) {
+		size_t ncap = b->cap == 0 ? 256 : b->cap * 2;
+		struct store_dep *nd = realloc(b->r->deps, ncap * sizeof(*nd));
+		if (nd == NULL)
+			return NULL;
+		b->r->deps = nd;
+		b->cap = ncap;
+	}
+	struct store_dep *d = &b->r->deps[b->r->ndeps];
+	memset(d, 0, sizeof(*d));
+	if ((d->path = strdup(path)) == NULL)
+		return NULL;
+	if (table_put(b->index, key, (void *)(uintptr_t)(b->r->ndeps + 1), NULL) != 0) {
+		free(d->path);
+		return NULL;
+	}
+	b->r->ndeps++;
+	return d;
+}
+
+static void set_ident(struct store_dep *d, const struct rec *r)
+{
+	d->dev = (uint64_t)r->f[0];
+	d->ino = (uint64_t)r->f[1];
+	d->size = (uint64_t)r->f[2];
+	d->mtime_ns = r->f[3];
+	d->ctime_ns = r->f[4];
+	d->mode = (uint32_t)r->f[5];
+}
+
+/* Merges one observation of a file into its dep. */
+static int add_file(struct builder *b, const char *path, const struct rec *r)
+{
+	int isnew;
+	struct store_dep *d = dep_slot(b, path, path, &isnew);
+	if (d == NULL)
+		return -ENOMEM;
+	bool ident = r->kind == 'O' || r->kind == 'X' || r->kind == 'L';
+	if (r->kind == 'A') {
+		if (isnew)
+			d->kind = STORE_DEP_ABSENT;
+		else if (d->kind != STORE_DEP_ABSENT)
+			note_changed(b->r, path, "was found, then missing");
+		return 0;
+	}
+	if (!isnew && d->kind == STORE_DEP_ABSENT) {
+		note_changed(b->r, path, "was missing, then found");
+		return 0;
+	}
+	if (ident && d->kind == STORE_DEP_FILE && !isnew && d->ino != 0 &&
+	    (d->dev != (uint64_t)r->f[0] || d->ino != (uint64_t)r->f[1] ||
+	     d->size != (uint64_t)r->f[2] || d->mtime_ns != r->f[3] || d->ctime_ns != r->f[4])) {
+		note_changed(b->r, path, "changed");
+		return 0;
+	}
+	if (ident && (isnew || d->kind != STORE_DEP_FILE || d->ino == 0)) {
+		d->kind = STORE_DEP_FILE;
+		set_ident(d, r);
+	} else if (isnew) {
+		/* Found (stat, access, opendir): what it is, kilnd looks up. */
+		d->kind = STORE_DEP_EXISTS;
+		d->mode = r->kind == 'S' && r->nf > 0 ? (uint32_t)r->f[0] : 0;
+	} else if (d->kind == STORE_DEP_EXISTS && d->mode == 0 && r->kind == 'S' && r->nf > 0) {
+		d->mode = (uint32_t)r->f[0];
+	}
+	return 0;
+}
+
+static int add_env(struct builder *b, const struct rec *r, trace_env_fn env)
+{
+	char name[256], key[260];
+	const char *eq = strchr(r->path, '=');
+	size_t n = eq != NULL ? (size_t)(eq - r->path) : strlen(r->path);
+	if (n == 0 || n >= sizeof(name))
+		return 0;
+	memcpy(name, r->path, n);
+	name[n] = '\0';
+	for (size_t i = 0; own_vars[i] != NULL; i++) {
+		if (strcmp(name, own_vars[i]) == 0)
+			return 0;
+	}
+	const char *mine = env(name), *seen = eq != NULL ? eq + 1 : NULL;
+	/* Set by the toolchain for its own children, not taken from kilnd. */
+	if ((mine == NULL) != (seen == NULL) || (mine != NULL && strcmp(mine, seen) != 0))
+		return 0;
+	snprintf(key, sizeof(key), "$%s", name);
+	int isnew;
+	struct store_dep *d = dep_slot(b, key, name, &isnew);
+	if (d == NULL)
+		return -ENOMEM;
+	d->kind = STORE_DEP_ENV;
+	d->mode = mine != NULL;
+	util_sha256(mine != NULL ? mine : "", mine != NULL ? strlen(mine) : 0, d->digest);
+	return 0;
+}
+
+static void set_pending(struct builder *b, long pid, bool on)
+{
+	char key[32];
+	snprintf(key, sizeof(key), "%ld", pid);
+	if (on)
+		table_put(b->pending, key, (void *)1, NULL);
+	else
+		table_del(b->pending, key);
+}
+
+static bool skipped(const char *path, const char *const *skip)
+{
+	for (size_t i = 0; skip != NULL && skip[i] != NULL; i++) {
+		if (strcmp(path, skip[i]) == 0)
+			return true;
+	}
+	return pseudo_fs(path);
+}
+
+static int take(struct builder *b, struct rec *r, const char *bdir, const char *const *skip,
+		trace_env_fn env)
+{
+	char path[PATH_MAX + 8];
+	switch (r->kind) {
+	case 'H':
+		set_pending(b, r->pid, false);
+		break;
+	case 'F':
+		set_pending(b, r->pid, false);
+		return 0;
+	case 'P':
+		if (r->nf == 1)
+			set_pending(b, (long)r->f[0], true);
+		return 0;
+	case 'N':
+		snprintf(b->r->incomplete, sizeof(b->r->incomplete), "%s", r->path);
+		b->r->complete = false;
+		return 0;
+	case 'E':
+		return add_env(b, r, env);
+	case 'X':
+		set_pending(b, r->pid, true);
+		break;
+	case 'O': case 'L':
+		if (r->nf != 6)
+			return 0;
+		break;
+	case 'S': case 'A': case 'Q': case 'W':
+		break;
+	default:
+		return 0;
+	}
+	if ((r->kind == 'X' && r->nf != 6) || r->kind == 'H')
+		return 0;
+	if (!trace_normalize(r->path, bdir, path, sizeof(path)) || skipped(path, skip))
+		return 0;
+	if (r->kind == 'W') {
+		table_put(b->written, path, (void *)1, NULL);
+		return 0;
+	}
+	if (r->kind == 'Q')
+		r->kind = 'S';
+	return add_file(b, path, r);
+}
+
+/* Drops what the toolchain wrote itself: an output is not an input. */
+static void drop_written(struct builder *b)
+{
+	size_t w = 0;
+	for (size_t i = 0; i < b->r->ndeps; i++) {
+		struct store_dep *d = &b->r->deps[i];
+		if (d->kind != STORE_DEP_ENV && table_get(b->written, d->path) != NULL) {
+			free(d->path);
+			continue;
+		}
+		b->r->deps[w++] = *d;
+	}
+	b->r->ndeps = w;
+}
+
+int trace_parse(const char *text, size_t len, const char *bdir, const char *const *skip,
+		trace_env_fn env, struct trace_result *out)
+{
+	struct builder b = { .r = out };
+	memset(out, 0, sizeof(*out));
+	out->complete = true;
+	b.index = table_new();
+	b.written = table_new();
+	b.pending = table_new();
+	char *copy = malloc(len + 1);
+	int rc = b.index != NULL && b.written != NULL && b.pending != NULL && copy != NULL ? 0 : -ENOMEM;
+	if (copy != NULL) {
+		memcpy(copy, text, len);
+		copy[len] = '\0';
+	}
+	for (size_t off = 0; rc == 0 && off < len;) {
+		char *s = copy + off;
+		size_t n = strnlen(s, len - off);
+		struct rec r;
+		off += n + 1;
+		if (n > 0 && parse_rec(s, &r)) {
+			out->records++;
+			rc = take(&b, &r, bdir, skip, env);
+		}
+	}
+	if (rc == 0 && out->complete && table_count(b.pending) > 0) {
+		out->complete = false;
+		snprintf(out->incomplete, sizeof(out->incomplete),
+			 "%zu program(s) of the toolchain ran without the interposer (statically "
+			 "linked, or started with a cleared environment)", table_count(b.pending));
+	}
+	if (rc == 0)
+		drop_written(&b);
+	table_free(b.index, NULL);
+	table_free(b.written, NULL);
+	table_free(b.pending, NULL);
+	free(copy);
+	if (rc != 0)
+		trace_result_free(out);
+	return rc;
+}
+
+void trace_result_free(struct trace_result *r)
+{
+	for (size_t i = 0; r->deps != NULL && i < r->ndeps; i++)
+		free(r->deps[i].path);
+	free(r->deps);
+	r->deps = NULL;
+	r->ndeps = 0;
+}
