@@ -249,15 +249,51 @@ static void reply_all(struct build *b)
 		}
 		conn_reply(w->c, r, fd);
 		kilnd_touch(d, b->entry.key);
-		if (w->alias != NULL && (b->in.req.alias == NULL || strcmp(w->alias, b->in.req.alias) != 0))
+		/* Even the build's own alias (set with the entry): a re-point
+		 * replied earlier must not land after this reply. */
+		if (w->alias != NULL)
 			publish_set_alias(d, w->alias, b->entry.key);
 	}
+}
+
+/*
+ * An input changed while the build ran: what it produced stands for no
+ * consistent set of inputs. It is built once more, from scratch, in the
+ * same flight (its waiters stay attached); a second change in a row is
+ * answered inputs_changed. A build that holds an --upstream claim is not
+ * retried (the claim belongs to this attempt).
+ */
+static bool build_retry(struct build *b)
+{
+	struct kilnd *d = b->d;
+	if (b->err_code != ERR_INPUTS_CHANGED || b->retried || d->stopping || b->up != NULL)
+		return false;
+	log_info("build %.16s: %s; building it again", b->in.rkey, b->err_msg != NULL ? b->err_msg : "");
+	b->retried = true;
+	if (b->dir != NULL)
+		publish_cleanup(d, b);
+	store_entry_free(&b->entry);
+	free(b->err_msg);
+	b->err_msg = NULL;
+	b->err_code = ERR_NONE;
+	b->loglen = b->dropped = b->log_mark = 0;
+	b->step = 0;
+	b->timed_out = false;
+	if (b->fd >= 0)
+		close(b->fd);
+	b->fd = -1;
+	free(b->obj_path);
+	b->obj_path = NULL;
+	build_enqueue(b);
+	return true;
 }
 
 /* The end of a build, on the loop thread: reply, leave the table, free. */
 void build_finish(struct build *b)
 {
 	struct kilnd *d = b->d;
+	if (build_retry(b))
+		return;
 	running_del(d, b);
 	table_del(d->flights, b->in.rkey);
 	if (b->err_code == ERR_NONE && b->from_upstream) {
@@ -321,10 +357,12 @@ static void on_prepared(void *arg)
 		build_finish(b);
 		return;
 	}
-	uv_timer_init(d->loop, &b->timer);
-	b->timer.data = b;
-	b->timer_init = true;
-	b->refs++;
+	if (!b->timer_init) {
+		uv_timer_init(d->loop, &b->timer);
+		b->timer.data = b;
+		b->timer_init = true;
+		b->refs++;
+	}
 	uv_timer_start(&b->timer, on_timeout, (uint64_t)(d->cfg->build_timeout_s * 1000.0), 0);
 	step_next(b);
 }

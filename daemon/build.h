@@ -58,6 +58,9 @@ int build_add_waiter(struct build *b, struct conn *c, uint64_t id, const char *a
  * in's contents either way (in itself is the caller's).
  */
 void flight_join_input(struct build *b, struct build_input *in);
+/* Writes the alias re-points not yet written and frees their table
+ * (blocking: at the stop, after the loop ended). publish.c. */
+void publish_flush_aliases(struct kilnd *d);
 /* Shutdown: kills running compilers; every waiter gets shutting_down. */
 void flight_abort_all(struct kilnd *d);
 

@@ -67,6 +67,7 @@ struct build {
 
 	struct up_flight *up;        /* the --upstream side of the flight (upstream.c) */
 	bool from_upstream;          /* fetched from --upstream: no compiler ran */
+	bool retried;                /* built again once after an input changed */
 };
 
 void build_log_append(struct build *b, const char *data, size_t len);
@@ -89,7 +90,11 @@ void step_next(struct build *b);
 void prepare_work(void *arg);
 void publish_start(struct build *b);
 void publish_cleanup(struct kilnd *d, struct build *b);
+/* Points alias at key, in the order of the calls (loop thread). */
 void publish_set_alias(struct kilnd *d, const char *alias, const char *key);
+/* The key alias was last pointed at while its write is not done, or NULL. */
+const char *publish_alias_pending(const struct kilnd *d, const char *alias);
+
 /* Fills e's alias, label, toolchain, output, args and source names from in. */
 int publish_names(struct store_entry *e, const struct build_input *in);
 /* Writes logs/<key>.log (replacing it atomically). Thread pool. */

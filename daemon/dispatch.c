@@ -154,9 +154,12 @@ static int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, c
 	}
 	conn_reply_text(c, text, len, fd);
 	kilnd_touch(d, e->key);
-	if (alias != NULL && (e->alias == NULL || strcmp(e->alias, alias) != 0)) {
+	if (alias != NULL) {
+		/* Where the alias points now: the last reply's target first. */
+		const char *pending = publish_alias_pending(d, alias);
 		struct store_entry cur = { 0 };
-		bool same = store_get_by_alias(d->store, alias, &cur) == 0 && strcmp(cur.key, e->key) == 0;
+		bool same = pending != NULL ? strcmp(pending, e->key) == 0
+			  : store_get_by_alias(d->store, alias, &cur) == 0 && strcmp(cur.key, e->key) == 0;
 		store_entry_free(&cur);
 		if (!same)
 			publish_set_alias(d, alias, e->key);
@@ -470,8 +473,10 @@ static void op_lookup(struct conn *c, struct msg_request *req)
 {
 	struct kilnd *d = c->d;
 	struct store_entry e = { 0 };
-	int rc = req->alias != NULL ? store_get_by_alias(d->store, req->alias, &e)
-				    : store_get(d->store, req->key, &e);
+	const char *pending = req->alias != NULL ? publish_alias_pending(d, req->alias) : NULL;
+	int rc = pending != NULL ? store_get(d->store, pending, &e)
+		 : req->alias != NULL ? store_get_by_alias(d->store, req->alias, &e)
+				      : store_get(d->store, req->key, &e);
 	int hit = rc == 0 && headers_valid(d, &e) ? reply_hit(c, req->id, &e, NULL) : -1;
 	if (hit >= 0) {
 		d->c.hits += hit == 0;

@@ -62,6 +62,8 @@ struct kilnd {
 	struct build *queue_head, *queue_tail;
 	struct build *running;       /* builds holding a slot, for shutdown */
 	struct table *touches;       /* key -> struct touch, uses not yet written */
+	struct table *aliases;       /* alias -> key replied, write not yet done */
+	bool alias_flushing;         /* a pool job writes aliases now */
 	struct fdcache *fds;         /* open descriptors of served objects (fdcache.h) */
 	struct table *verified;      /* key -> stamp of objects checked intact (verify.h) */
 	struct upstream *up;         /* the --upstream tier (upstream.h), or NULL */

@@ -324,8 +324,9 @@ int main(int argc, char **argv)
 	threadpool_size(&cfg);
 	d.loop = uv_default_loop();
 	d.touches = table_new();
+	d.aliases = table_new();
 	d.fds = fdcache_new(FDCACHE_MAX);
-	if (d.touches == NULL || d.fds == NULL || headers_init(&d) != 0 || flight_init(&d) != 0 ||
+	if (d.touches == NULL || d.aliases == NULL || d.fds == NULL || headers_init(&d) != 0 || flight_init(&d) != 0 ||
 	    upstream_init(&d, err, sizeof(err)) != 0 || server_init(&d, err, sizeof(err)) != 0) {
 		fail_start(&cfg, err[0] != '\0' ? err : "out of memory");
 		goto out_loop;
@@ -342,6 +343,7 @@ int main(int argc, char **argv)
 	sd_ready(status);
 	uv_run(d.loop, UV_RUN_DEFAULT);
 	kilnd_flush_touches(&d);
+	publish_flush_aliases(&d);
 	store_mark_clean(d.store);
 	d.exit_code = 0;
 	log_info("stopped");
@@ -358,6 +360,7 @@ out_loop:
 		fdcache_free(d.fds);
 		verify_fini(&d);
 		table_free(d.touches, free);
+		table_free(d.aliases, free);
 		uv_loop_close(d.loop);
 	}
 out:

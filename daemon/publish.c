@@ -236,36 +236,128 @@ void publish_cleanup(struct kilnd *d, struct build *b)
 		cleanup_done(j);
 }
 
-struct alias_job {
+/*
+ * Aliases are re-pointed in the order of the replies. The loop keeps the
+ * latest target of every alias whose write is not yet done (d->aliases),
+ * lookups read it before the index, and one pool job at a time writes
+ * them all: a later reply can never be overtaken by an earlier one's
+ * write, and a lookup never sees an older target once a newer one was
+ * replied.
+ */
+struct alias_flush {
 	struct kilnd *d;
-	char *alias;
-	char key[65];
+	size_t n;
+	char **alias, **key;
 };
 
-static void alias_work(void *arg)
+static void alias_flush_free(struct alias_flush *j)
 {
-	struct alias_job *j = arg;
-	int rc = store_set_alias(j->d->store, j->alias, j->key);
-	if (rc != 0)
-		log_warn("cannot point alias %s at %.16s: %s", j->alias, j->key, strerror(-rc));
+	for (size_t i = 0; i < j->n; i++) {
+		free(j->alias[i]);
+		free(j->key[i]);
+	}
+	free(j->alias);
+	free(j->key);
+	free(j);
 }
 
-static void alias_done(void *arg)
+static void alias_flush_work(void *arg)
 {
-	struct alias_job *j = arg;
-	free(j->alias);
-	free(j);
+	struct alias_flush *j = arg;
+	for (size_t i = 0; i < j->n; i++) {
+		int rc = store_set_alias(j->d->store, j->alias[i], j->key[i]);
+		if (rc != 0)
+			log_warn("cannot point alias %s at %.16s: %s", j->alias[i], j->key[i],
+				 strerror(-rc));
+	}
+}
+
+static void take_alias(const char *alias, void *val, void *arg)
+{
+	struct alias_flush *j = arg;
+	j->alias[j->n] = strdup(alias);
+	j->key[j->n] = strdup(val);
+	if (j->alias[j->n] == NULL || j->key[j->n] == NULL) {
+		free(j->alias[j->n]);
+		free(j->key[j->n]);
+		return;
+	}
+	j->n++;
+}
+
+static void alias_flush_start(struct kilnd *d);
+
+static void alias_flush_done(void *arg)
+{
+	struct alias_flush *j = arg;
+	struct kilnd *d = j->d;
+	/* Written: forget those not re-pointed again meanwhile. */
+	for (size_t i = 0; i < j->n; i++) {
+		char *cur = table_get(d->aliases, j->alias[i]);
+		if (cur != NULL && strcmp(cur, j->key[i]) == 0)
+			free(table_del(d->aliases, j->alias[i]));
+	}
+	alias_flush_free(j);
+	d->alias_flushing = false;
+	alias_flush_start(d);
+}
+
+static struct alias_flush *alias_snapshot(struct kilnd *d)
+{
+	size_t n = table_count(d->aliases);
+	struct alias_flush *j = calloc(1, sizeof(*j));
+	if (j == NULL || (j->alias = calloc(n, sizeof(char *))) == NULL ||
+	    (j->key = calloc(n, sizeof(char *))) == NULL) {
+		if (j != NULL)
+			free(j->alias);
+		free(j);
+		return NULL;
+	}
+	j->d = d;
+	table_foreach(d->aliases, take_alias, j);
+	return j;
+}
+
+static void alias_flush_start(struct kilnd *d)
+{
+	if (d->alias_flushing || d->aliases == NULL || table_count(d->aliases) == 0)
+		return;
+	struct alias_flush *j = alias_snapshot(d);
+	if (j == NULL)
+		return;
+	d->alias_flushing = true;
+	if (kilnd_work(d, alias_flush_work, alias_flush_done, j) != 0) {
+		d->alias_flushing = false;
+		alias_flush_free(j);
+	}
 }
 
 void publish_set_alias(struct kilnd *d, const char *alias, const char *key)
 {
-	struct alias_job *j = calloc(1, sizeof(*j));
-	if (j == NULL || (j->alias = strdup(alias)) == NULL) {
-		free(j);
+	char *copy = strdup(key);
+	void *old = NULL;
+	if (copy == NULL || d->aliases == NULL || table_put(d->aliases, alias, copy, &old) != 0) {
+		free(copy);
 		return;
 	}
-	j->d = d;
-	snprintf(j->key, sizeof(j->key), "%s", key);
-	if (kilnd_work(d, alias_work, alias_done, j) != 0)
-		alias_done(j);
+	free(old);
+	alias_flush_start(d);
+}
+
+const char *publish_alias_pending(const struct kilnd *d, const char *alias)
+{
+	return d->aliases != NULL ? table_get(d->aliases, alias) : NULL;
+}
+
+void publish_flush_aliases(struct kilnd *d)
+{
+	if (d->aliases == NULL)
+		return;
+	struct alias_flush *j = alias_snapshot(d);
+	if (j != NULL) {
+		alias_flush_work(j);
+		alias_flush_free(j);
+	}
+	table_free(d->aliases, free);
+	d->aliases = NULL;
 }
