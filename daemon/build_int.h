@@ -85,6 +85,11 @@ void build_finish(struct build *b);
 
 /* step.c: runs the next compiler step or the load check; finishes b at the end. */
 void step_next(struct build *b);
+/* The argv of step b->step (kiln-exec and all), malloc'd, or NULL when no
+ * step is left; *is_check tells the load check. For recheck.c, which runs
+ * the same commands on a build that exists only on its stack. */
+char **step_command(struct build *b, bool *is_check);
+void step_command_free(char **argv);
 
 /* publish.c: thread-pool work and its follow-ups. */
 void prepare_work(void *arg);

@@ -31,6 +31,7 @@
 #include "import.h"
 #include "kilnd.h"
 #include "log.h"
+#include "recheck.h"
 #include "server.h"
 #include "util.h"
 
@@ -138,6 +139,14 @@ static void import_work(void *arg)
 		unlink(tmp);
 		return;
 	}
+	/* The sender's list is a hint: this node observes its own toolchain. */
+	char why[768];
+	if (recheck_peer(d, in, e->deps, e->ndeps, tmp, why, sizeof(why)) != 0) {
+		unlink(tmp);
+		msg_error_set(&j->err, ERR_MISMATCH, "deps", "%s", why);
+		return;
+	}
+	e->deps_source = STORE_DEPS_OBSERVED;
 	memcpy(e->rkey, in->rkey, sizeof(e->rkey));
 	e->created = e->last_used = util_wall_s();
 	e->build_ms = in->req.build_ms >= 0 ? (uint64_t)in->req.build_ms : 0;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "key.h"
+#include "runner.h"
 #include "util.h"
 
 extern char **environ;
@@ -83,83 +84,9 @@ static void key_end(EVP_MD_CTX *md, uint8_t out[32])
 
 #define PROBE_TIMEOUT_MS 10000
 
-/* Appends what fd has to *buf (capped at 1 MiB); false at end of file. */
-static bool capture_some(int fd, char **buf, size_t *len, size_t *cap)
-{
-	char chunk[4096];
-	ssize_t n = read(fd, chunk, sizeof(chunk));
-	if (n < 0 && (errno == EINTR || errno == EAGAIN))
-		return true;
-	if (n <= 0)
-		return false;
-	size_t take = *len + (size_t)n < (1u << 20) ? (size_t)n : (1u << 20) - *len;
-	if (*len + take + 1 > *cap) {
-		size_t ncap = (*len + take + 1) * 2;
-		char *nb = realloc(*buf, ncap);
-		if (nb == NULL)
-			return false;
-		*buf = nb;
-		*cap = ncap;
-	}
-	memcpy(*buf + *len, chunk, take);
-	*len += take;
-	return true;
-}
-
-/*
- * Runs argv (argv[0] a path or a name on $PATH, no shell) in its own process
- * group and returns its output, stdout and stderr together (malloc'd, at
- * most 1 MiB), or NULL. A wrapper that leaves a background job holding the
- * output, or a toolchain that hangs, cannot stall kilnd's start: once the
- * program exits, or after PROBE_TIMEOUT_MS, its whole group is killed.
- */
 static char *run_capture(char *const *argv)
 {
-	int fds[2];
-	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
-		return NULL;
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-	posix_spawn_file_actions_adddup2(&fa, fds[1], STDERR_FILENO);
-	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setpgroup(&attr, 0);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-	pid_t pid;
-	int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&attr);
-	close(fds[1]);
-	if (rc != 0) {
-		close(fds[0]);
-		return NULL;
-	}
-	size_t cap = 4096, len = 0;
-	char *buf = malloc(cap);
-	bool exited = false, open_ = true;
-	int status;
-	for (int waited = 0; buf != NULL && open_ && !exited && waited < PROBE_TIMEOUT_MS; waited += 50) {
-		struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
-		if (poll(&pfd, 1, 50) > 0)
-			open_ = capture_some(fds[0], &buf, &len, &cap);
-		exited = waitpid(pid, &status, WNOHANG) == pid;
-	}
-	/* Whatever is left of the group (or the program itself, on a timeout) goes. */
-	kill(-pid, SIGKILL);
-	while (buf != NULL && open_ && capture_some(fds[0], &buf, &len, &cap) && len < (1u << 20)) {
-		struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
-		if (poll(&pfd, 1, 0) <= 0)
-			break;
-	}
-	close(fds[0]);
-	if (!exited)
-		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-			;
-	if (buf != NULL)
-		buf[len] = '\0';
-	return buf;
+	return spawn_capture(argv, NULL, PROBE_TIMEOUT_MS, NULL);
 }
 
 static char *toolchain_version(const char *path)

@@ -17,7 +17,8 @@
  *   Q errno             looked for, failed otherwise (EACCES, ELOOP, ...)
  *   X dev ino size mtime ctime mode   about to execute the program
  *   F errno             the exec failed; the process goes on
- *   P child             posix_spawn started child (its H must follow)
+ *   P child dev ino size mtime ctime mode   posix_spawn started child
+ *                       running path (its H comes before or after this)
  *   L dev ino size mtime ctime mode   a shared object loaded in this process
  *   E 1|0               getenv of a variable, path = "NAME=VALUE" or "NAME"
  *
@@ -605,11 +606,18 @@ int execvpe(const char *file, char *const argv[], char *const envp[])
 
 static void note_spawned(pid_t child, const char *path)
 {
-	char head[64], abs[PATH_MAX + 8];
+	char head[256], abs[PATH_MAX + 8];
+	struct stat st;
 	if (!tracing() || !absolute(AT_FDCWD, path, abs, sizeof(abs)))
 		return;
-	note_exec(path);
-	snprintf(head, sizeof(head), "P %d %d", (int)getpid(), (int)child);
+	RESOLVE(stat);
+	if (real_stat(path, &st) != 0)
+		memset(&st, 0, sizeof(st));
+	snprintf(head, sizeof(head), "P %d %d %llu %llu %lld %lld %lld %o", (int)getpid(), (int)child,
+		 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino, (long long)st.st_size,
+		 (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec,
+		 (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec,
+		 (unsigned)st.st_mode);
 	emit(head, abs);
 }
 

@@ -230,6 +230,23 @@ static bool step_argv(struct build *b, struct argv_buf *a, bool *is_check)
 	return true;
 }
 
+char **step_command(struct build *b, bool *is_check)
+{
+	struct argv_buf a = { 0 };
+	if (!step_argv(b, &a, is_check) || a.oom) {
+		argv_free(&a);
+		return NULL;
+	}
+	return a.v;
+}
+
+void step_command_free(char **argv)
+{
+	for (size_t i = 0; argv != NULL && argv[i] != NULL; i++)
+		free(argv[i]);
+	free(argv);
+}
+
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
 	static char scratch[65536];

@@ -76,7 +76,8 @@ int store_deps_encode(const struct store_dep *deps, size_t n, int source, uint8_
 	if (n > UINT32_MAX)
 		return -E2BIG;
 	for (size_t i = 0; i < n; i++) {
-		if (deps[i].path == NULL || (plen = strlen(deps[i].path)) == 0)
+		if (deps[i].path == NULL || (plen = strlen(deps[i].path)) == 0 ||
+		    deps[i].kind >= STORE_DEP__COUNT)
 			return -EINVAL;
 		if (plen > UINT16_MAX)
 			return -ENAMETOOLONG;

@@ -22,7 +22,7 @@ static const char *const own_vars[] = { "LD_PRELOAD", "KILN_TRACE_FILE", "TMPDIR
 struct rec {
 	char kind;
 	long pid;
-	long long f[6];
+	long long f[7];
 	int nf;
 	const char *path;
 };
@@ -41,11 +41,11 @@ static bool parse_rec(char *s, struct rec *r)
 	if (end == p)
 		return false;
 	r->nf = 0;
-	for (p = end; *p == ' ' && r->nf < 6;) {
+	for (p = end; *p == ' ' && r->nf < 7;) {
 		/* Modes are octal; every other field is decimal. */
-		bool octal = r->kind != 'E' && r->kind != 'P' && r->kind != 'F' && r->kind != 'A' &&
-			     r->kind != 'Q' && r->kind != 'H' && r->kind != 'N' &&
-			     (r->kind == 'S' ? r->nf == 0 : r->nf == 5);
+		bool octal = (r->kind == 'S' && r->nf == 0) ||
+			     ((r->kind == 'O' || r->kind == 'X' || r->kind == 'L') && r->nf == 5) ||
+			     (r->kind == 'P' && r->nf == 6);
 		r->f[r->nf] = strtoll(p + 1, &end, octal ? 8 : 10);
 		if (end == p + 1)
 			return false;
@@ -115,6 +115,7 @@ struct builder {
 	struct table *index;      /* path (or "$NAME") -> 1 + position in deps */
 	struct table *written;    /* paths the toolchain wrote: outputs */
 	struct table *pending;    /* pid -> exec not yet followed by its start */
+	struct table *started;    /* pids whose start record came */
 	struct trace_result *r;
 	size_t cap;
 };
@@ -237,6 +238,23 @@ static void set_pending(struct builder *b, long pid, bool on)
 		table_del(b->pending, key);
 }
 
+/* A spawned child's start may be written before its parent's P record. */
+static void spawned(struct builder *b, long child)
+{
+	char key[32];
+	snprintf(key, sizeof(key), "%ld", child);
+	if (table_get(b->started, key) == NULL)
+		set_pending(b, child, true);
+}
+
+static void started(struct builder *b, long pid)
+{
+	char key[32];
+	snprintf(key, sizeof(key), "%ld", pid);
+	table_put(b->started, key, (void *)1, NULL);
+	set_pending(b, pid, false);
+}
+
 static bool skipped(const char *path, const char *const *skip)
 {
 	for (size_t i = 0; skip != NULL && skip[i] != NULL; i++) {
@@ -252,15 +270,20 @@ static int take(struct builder *b, struct rec *r, const char *bdir, const char *
 	char path[PATH_MAX + 8];
 	switch (r->kind) {
 	case 'H':
-		set_pending(b, r->pid, false);
+		started(b, r->pid);
 		break;
 	case 'F':
 		set_pending(b, r->pid, false);
 		return 0;
 	case 'P':
-		if (r->nf == 1)
-			set_pending(b, (long)r->f[0], true);
-		return 0;
+		if (r->nf != 7)
+			return 0;
+		spawned(b, (long)r->f[0]);
+		/* The program it runs, with its identity, as for X. */
+		memmove(r->f, r->f + 1, 6 * sizeof(r->f[0]));
+		r->nf = 6;
+		r->kind = 'X';
+		break;
 	case 'N':
 		snprintf(b->r->incomplete, sizeof(b->r->incomplete), "%s", r->path);
 		b->r->complete = false;
@@ -268,6 +291,7 @@ static int take(struct builder *b, struct rec *r, const char *bdir, const char *
 	case 'E':
 		return add_env(b, r, env);
 	case 'X':
+		/* The exec'ing process starts anew: its next start record is due. */
 		set_pending(b, r->pid, true);
 		break;
 	case 'O': case 'L':
@@ -287,8 +311,11 @@ static int take(struct builder *b, struct rec *r, const char *bdir, const char *
 		table_put(b->written, path, (void *)1, NULL);
 		return 0;
 	}
-	if (r->kind == 'Q')
+	if (r->kind == 'Q') {
+		/* Found but not readable (EACCES, ELOOP): its errno is no mode. */
 		r->kind = 'S';
+		r->nf = 0;
+	}
 	return add_file(b, path, r);
 }
 
@@ -316,8 +343,9 @@ int trace_parse(const char *text, size_t len, const char *bdir, const char *cons
 	b.index = table_new();
 	b.written = table_new();
 	b.pending = table_new();
+	b.started = table_new();
 	char *copy = malloc(len + 1);
-	int rc = b.index != NULL && b.written != NULL && b.pending != NULL && copy != NULL ? 0 : -ENOMEM;
+	int rc = b.index != NULL && b.written != NULL && b.pending != NULL && b.started != NULL && copy != NULL ? 0 : -ENOMEM;
 	if (copy != NULL) {
 		memcpy(copy, text, len);
 		copy[len] = '\0';
@@ -343,6 +371,7 @@ int trace_parse(const char *text, size_t len, const char *bdir, const char *cons
 	table_free(b.index, NULL);
 	table_free(b.written, NULL);
 	table_free(b.pending, NULL);
+	table_free(b.started, NULL);
 	free(copy);
 	if (rc != 0)
 		trace_result_free(out);

@@ -20,6 +20,7 @@
 #include <sqlite3.h>
 
 #include "store.h"
+#include "store_int.h"
 #include "util.h"
 
 static char base[PATH_MAX / 2];  /* one per run, removed by the parent */
@@ -566,6 +567,8 @@ static void make_deps(struct store_dep *deps, char **paths, size_t n)
 	size_t i, j, len;
 
 	for (i = 0; i < n; i++) {
+		/* kind FILE, and no identity: the fields not set below. */
+		memset(&deps[i], 0, sizeof(deps[i]));
 		len = 20 + i * 700;  /* up to several KiB of path */
 		paths[i] = malloc(len + 1);
 		ck_assert_ptr_nonnull(paths[i]);
@@ -1017,6 +1020,352 @@ START_TEST(test_concurrent_writers)
 }
 END_TEST
 
+/* One dep of each kind with every field set to something distinct (high
+ * bits and a negative time included, to catch a narrowed field). */
+static void blob_deps(struct store_dep d[4])
+{
+	static const char *const paths[4] = { "/usr/include/a.h", "/usr/include",
+					      "/usr/local/include/a.h", "CPATH" };
+	memset(d, 0, 4 * sizeof(*d));
+	for (int i = 0; i < 4; i++) {
+		d[i].path = (char *)paths[i];
+		d[i].kind = (uint8_t)i;
+		d[i].mode = 0100644u + (uint32_t)i;
+		d[i].size = 0x8000000000000000ull + (uint64_t)i;
+		d[i].mtime_ns = -1700000000123456789LL - i;
+		d[i].ctime_ns = 1700000001987654321LL + i;
+		d[i].dev = 0xfedcba9876543210ull - (uint64_t)i;
+		d[i].ino = 0x0123456789abcdefull + (uint64_t)i;
+		for (int j = 0; j < 32; j++)
+			d[i].digest[j] = (uint8_t)(i * 32 + j);
+	}
+}
+
+static void free_dep_list(struct store_dep *d, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(d[i].path);
+	free(d);
+}
+
+/* A kind the decoder would refuse is refused when encoding: otherwise the
+ * entry is published and then unreadable (store_get gives -EBADMSG). */
+START_TEST(test_deps_blob_bad_kind_refused)
+{
+	struct store_dep d[4];
+	uint8_t *blob;
+	size_t len;
+
+	blob_deps(d);
+	d[2].kind = STORE_DEP__COUNT;
+	ck_assert_int_eq(store_deps_encode(d, 4, STORE_DEPS_OBSERVED, &blob, &len), -EINVAL);
+	ck_assert_ptr_null(blob);
+}
+END_TEST
+
+/* Version 2 keeps the kind, every identity field and the source. */
+START_TEST(test_deps_blob_v2_roundtrip)
+{
+	struct store_dep d[4], *got;
+	uint8_t *blob;
+	size_t len, n;
+	int source;
+
+	blob_deps(d);
+	ck_assert_int_eq(store_deps_encode(d, 4, STORE_DEPS_OBSERVED, &blob, &len), 0);
+	ck_assert_ptr_nonnull(blob);
+	ck_assert_uint_eq(blob[0], 2);
+	ck_assert_int_eq(store_deps_decode(blob, len, &got, &n, &source), 0);
+	ck_assert_int_eq(source, STORE_DEPS_OBSERVED);
+	ck_assert_uint_eq(n, 4);
+	for (size_t i = 0; i < 4; i++) {
+		ck_assert_str_eq(got[i].path, d[i].path);
+		ck_assert_uint_eq(got[i].kind, d[i].kind);
+		ck_assert_uint_eq(got[i].mode, d[i].mode);
+		ck_assert_uint_eq(got[i].size, d[i].size);
+		ck_assert_int_eq(got[i].mtime_ns, d[i].mtime_ns);
+		ck_assert_int_eq(got[i].ctime_ns, d[i].ctime_ns);
+		ck_assert_uint_eq(got[i].dev, d[i].dev);
+		ck_assert_uint_eq(got[i].ino, d[i].ino);
+		ck_assert_mem_eq(got[i].digest, d[i].digest, 32);
+	}
+	free_dep_list(got, n);
+	free(blob);
+
+	/* The depfile source is kept as well. */
+	ck_assert_int_eq(store_deps_encode(d, 1, STORE_DEPS_DEPFILE, &blob, &len), 0);
+	ck_assert_int_eq(store_deps_decode(blob, len, &got, &n, &source), 0);
+	ck_assert_int_eq(source, STORE_DEPS_DEPFILE);
+	ck_assert_uint_eq(n, 1);
+	free_dep_list(got, n);
+	free(blob);
+
+	/* No deps: an empty blob for a depfile entry, but an observed build
+	 * that read nothing keeps its source. */
+	ck_assert_int_eq(store_deps_encode(d, 0, STORE_DEPS_DEPFILE, &blob, &len), 0);
+	ck_assert_ptr_null(blob);
+	ck_assert_uint_eq(len, 0);
+	ck_assert_int_eq(store_deps_decode(NULL, 0, &got, &n, &source), 0);
+	ck_assert_uint_eq(n, 0);
+	ck_assert_int_eq(source, STORE_DEPS_DEPFILE);
+	ck_assert_int_eq(store_deps_encode(d, 0, STORE_DEPS_OBSERVED, &blob, &len), 0);
+	ck_assert_ptr_nonnull(blob);
+	ck_assert_int_eq(store_deps_decode(blob, len, &got, &n, &source), 0);
+	ck_assert_uint_eq(n, 0);
+	ck_assert_ptr_null(got);
+	ck_assert_int_eq(source, STORE_DEPS_OBSERVED);
+	free(blob);
+
+	/* A dep without a path cannot be encoded. */
+	d[1].path = (char *)"";
+	ck_assert_int_eq(store_deps_encode(d, 2, STORE_DEPS_OBSERVED, &blob, &len), -EINVAL);
+	ck_assert_ptr_null(blob);
+	d[1].path = NULL;
+	ck_assert_int_eq(store_deps_encode(d, 2, STORE_DEPS_OBSERVED, &blob, &len), -EINVAL);
+}
+END_TEST
+
+static size_t put_le_n(uint8_t *p, uint64_t v, int nbytes)
+{
+	for (int i = 0; i < nbytes; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+	return (size_t)nbytes;
+}
+
+/* A hand-made version 1 blob (rows written before kinds existed) reads as
+ * files from the dependency files. */
+START_TEST(test_deps_blob_v1)
+{
+	uint8_t blob[128], *p = blob;
+	struct store_dep *got;
+	size_t n;
+	int source = -1;
+
+	*p++ = 1;
+	p += put_le_n(p, 2, 4);
+	p += put_le_n(p, 4, 2);
+	memcpy(p, "/a.h", 4);
+	p += 4;
+	p += put_le_n(p, 1234, 8);
+	p += put_le_n(p, (uint64_t)-5LL, 8);
+	memset(p, 0xab, 32);
+	p += 32;
+	p += put_le_n(p, 6, 2);
+	memcpy(p, "/inc/b", 6);
+	p += 6;
+	p += put_le_n(p, 0xffffffffffull, 8);
+	p += put_le_n(p, 1700000000000000000ull, 8);
+	memset(p, 0xcd, 32);
+	p += 32;
+	size_t len = (size_t)(p - blob);
+
+	ck_assert_int_eq(store_deps_decode(blob, len, &got, &n, &source), 0);
+	ck_assert_int_eq(source, STORE_DEPS_DEPFILE);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(got[0].path, "/a.h");
+	ck_assert_uint_eq(got[0].kind, STORE_DEP_FILE);
+	ck_assert_uint_eq(got[0].size, 1234);
+	ck_assert_int_eq(got[0].mtime_ns, -5);
+	ck_assert_uint_eq(got[0].mode, 0);
+	ck_assert_uint_eq(got[0].dev, 0);
+	ck_assert_uint_eq(got[0].ino, 0);
+	ck_assert_int_eq(got[0].ctime_ns, 0);
+	ck_assert_uint_eq(got[0].digest[0], 0xab);
+	ck_assert_uint_eq(got[0].digest[31], 0xab);
+	ck_assert_str_eq(got[1].path, "/inc/b");
+	ck_assert_uint_eq(got[1].kind, STORE_DEP_FILE);
+	ck_assert_uint_eq(got[1].size, 0xffffffffffull);
+	ck_assert_int_eq(got[1].mtime_ns, 1700000000000000000LL);
+	ck_assert_uint_eq(got[1].digest[31], 0xcd);
+	free_dep_list(got, n);
+
+	/* Every shorter blob, and one with a byte too many, is damaged. */
+	for (size_t l = 1; l < len; l++)
+		ck_assert_int_eq(store_deps_decode(blob, l, &got, &n, &source), -EBADMSG);
+	blob[len] = 0;
+	ck_assert_int_eq(store_deps_decode(blob, len + 1, &got, &n, &source), -EBADMSG);
+	/* Version 1 never had an empty list. */
+	uint8_t empty[5] = { 1, 0, 0, 0, 0 };
+	ck_assert_int_eq(store_deps_decode(empty, sizeof(empty), &got, &n, &source), -EBADMSG);
+}
+END_TEST
+
+/* Damaged version 2 blobs: -EBADMSG, never a crash or a partial list. */
+START_TEST(test_deps_blob_damaged)
+{
+	struct store_dep d[4], *got = NULL;
+	uint8_t *blob, *copy;
+	size_t len, n = 99;
+	int source;
+
+	blob_deps(d);
+	ck_assert_int_eq(store_deps_encode(d, 4, STORE_DEPS_OBSERVED, &blob, &len), 0);
+	copy = malloc(len + 1);
+	ck_assert_ptr_nonnull(copy);
+
+	/* Truncated anywhere. */
+	for (size_t l = 1; l < len; l++) {
+		ck_assert_int_eq(store_deps_decode(blob, l, &got, &n, &source), -EBADMSG);
+		ck_assert_ptr_null(got);
+		ck_assert_uint_eq(n, 0);
+	}
+	/* A byte too many. */
+	memcpy(copy, blob, len);
+	copy[len] = 0;
+	ck_assert_int_eq(store_deps_decode(copy, len + 1, &got, &n, &source), -EBADMSG);
+	/* A kind out of range (first dep at offset 6). */
+	memcpy(copy, blob, len);
+	copy[6] = STORE_DEP__COUNT;
+	ck_assert_int_eq(store_deps_decode(copy, len, &got, &n, &source), -EBADMSG);
+	copy[6] = 0xff;
+	ck_assert_int_eq(store_deps_decode(copy, len, &got, &n, &source), -EBADMSG);
+	/* An unknown version or source. */
+	memcpy(copy, blob, len);
+	copy[0] = 3;
+	ck_assert_int_eq(store_deps_decode(copy, len, &got, &n, &source), -EBADMSG);
+	copy[0] = 0;
+	ck_assert_int_eq(store_deps_decode(copy, len, &got, &n, &source), -EBADMSG);
+	memcpy(copy, blob, len);
+	copy[1] = STORE_DEPS_OBSERVED + 1;
+	ck_assert_int_eq(store_deps_decode(copy, len, &got, &n, &source), -EBADMSG);
+	/* A count larger or smaller than the deps present. */
+	memcpy(copy, blob, len);
+	copy[2] = 5;
+	ck_assert_int_eq(store_deps_decode(copy, len, &got, &n, &source), -EBADMSG);
+	copy[2] = 3;
+	ck_assert_int_eq(store_deps_decode(copy, len, &got, &n, &source), -EBADMSG);
+	copy[2] = 0xff;
+	copy[5] = 0xff;
+	ck_assert_int_eq(store_deps_decode(copy, len, &got, &n, &source), -EBADMSG);
+	/* A path length of 0, or past the end, or a NUL in a path (the first
+	 * path's length is at offset 11, its bytes from 13). */
+	memcpy(copy, blob, len);
+	copy[11] = 0;
+	copy[12] = 0;
+	ck_assert_int_eq(store_deps_decode(copy, len, &got, &n, &source), -EBADMSG);
+	copy[11] = 0xff;
+	copy[12] = 0xff;
+	ck_assert_int_eq(store_deps_decode(copy, len, &got, &n, &source), -EBADMSG);
+	memcpy(copy, blob, len);
+	copy[15] = '\0';
+	ck_assert_int_eq(store_deps_decode(copy, len, &got, &n, &source), -EBADMSG);
+	ck_assert_ptr_null(got);
+	ck_assert_uint_eq(n, 0);
+	/* The untouched blob still decodes. */
+	ck_assert_int_eq(store_deps_decode(blob, len, &got, &n, &source), 0);
+	ck_assert_uint_eq(n, 4);
+	free_dep_list(got, n);
+	free(copy);
+	free(blob);
+}
+END_TEST
+
+/* tmpl with each '@' replaced by hex, into out. */
+static void with_hex(const char *tmpl, const char *hex, char *out, size_t cap)
+{
+	size_t o = 0, hl = strlen(hex);
+	for (; *tmpl != '\0'; tmpl++) {
+		ck_assert_uint_lt(o + hl + 1, cap);
+		if (*tmpl == '@') {
+			memcpy(out + o, hex, hl);
+			o += hl;
+		} else {
+			out[o++] = *tmpl;
+		}
+	}
+	out[o] = '\0';
+}
+
+/* JSON (metadata files, `kiln show`, upstream) and back, for each kind:
+ * what the kind stands for survives. */
+START_TEST(test_dep_json_kinds)
+{
+	struct store_dep d[4], back;
+	char hex[65];
+
+	blob_deps(d);
+	d[0].size = 123456789;     /* JSON numbers are doubles */
+	d[1].mode = 040755;
+	d[3].mode = 1;
+	for (int i = 0; i < 4; i++) {
+		cJSON *o = store_dep_json(&d[i]);
+		ck_assert_ptr_nonnull(o);
+		ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "kind")),
+				 store_dep_kind_name(i));
+		/* Through text, as the metadata file has it. */
+		char *text = cJSON_PrintUnformatted(o);
+		cJSON_Delete(o);
+		ck_assert_ptr_nonnull(text);
+		o = cJSON_Parse(text);
+		free(text);
+		ck_assert_ptr_nonnull(o);
+		ck_assert_int_eq(store_dep_from_json(o, &back), 0);
+		cJSON_Delete(o);
+		ck_assert_str_eq(back.path, d[i].path);
+		ck_assert_uint_eq(back.kind, (unsigned)i);
+		switch (i) {
+		case STORE_DEP_FILE:
+			ck_assert_uint_eq(back.size, d[i].size);
+			ck_assert_mem_eq(back.digest, d[i].digest, 32);
+			break;
+		case STORE_DEP_EXISTS:
+			ck_assert_uint_eq(back.mode, 040755);
+			break;
+		case STORE_DEP_ABSENT:
+			break;
+		case STORE_DEP_ENV:
+			ck_assert_uint_eq(back.mode, 1);
+			ck_assert_mem_eq(back.digest, d[i].digest, 32);
+			break;
+		}
+		free(back.path);
+	}
+
+	/* An unset variable stays unset. */
+	d[3].mode = 0;
+	cJSON *o = store_dep_json(&d[3]);
+	ck_assert_ptr_nonnull(o);
+	ck_assert_int_eq(store_dep_from_json(o, &back), 0);
+	ck_assert_uint_eq(back.mode, 0);
+	free(back.path);
+	cJSON_Delete(o);
+
+	/* What each kind needs: a file its sha256, a found path its mode, a
+	 * variable whether it was set; all but a variable an absolute path. */
+	util_hex(d[0].digest, 32, hex);
+	static const char *const bad[] = {
+		"{\"path\":\"/a.h\",\"kind\":\"file\",\"size\":1}",
+		"{\"path\":\"/a.h\",\"kind\":\"file\",\"size\":-1,\"sha256\":\"@\"}",
+		"{\"path\":\"/usr\",\"kind\":\"exists\"}",
+		"{\"path\":\"/usr\",\"kind\":\"exists\",\"mode\":-1}",
+		"{\"path\":\"CPATH\",\"kind\":\"env\",\"sha256\":\"@\"}",
+		"{\"path\":\"CPATH\",\"kind\":\"env\",\"set\":true}",
+		"{\"path\":\"rel.h\",\"kind\":\"absent\"}",
+		"{\"path\":\"\",\"kind\":\"env\",\"set\":false,\"sha256\":\"@\"}",
+		"{\"path\":\"/a.h\",\"kind\":\"other\"}",
+		"{\"kind\":\"absent\"}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char text[256];
+		with_hex(bad[i], hex, text, sizeof(text));
+		o = cJSON_Parse(text);
+		ck_assert_ptr_nonnull(o);
+		ck_assert_msg(store_dep_from_json(o, &back) == -EINVAL, "accepted %s", text);
+		cJSON_Delete(o);
+	}
+	/* Metadata from before kinds: a file. */
+	char text[256];
+	snprintf(text, sizeof(text), "{\"path\":\"/a.h\",\"size\":7,\"sha256\":\"%s\"}", hex);
+	o = cJSON_Parse(text);
+	ck_assert_int_eq(store_dep_from_json(o, &back), 0);
+	ck_assert_uint_eq(back.kind, STORE_DEP_FILE);
+	ck_assert_uint_eq(back.size, 7);
+	ck_assert_mem_eq(back.digest, d[0].digest, 32);
+	free(back.path);
+	cJSON_Delete(o);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *su = suite_create("store");
@@ -1043,6 +1392,15 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_clean_mark);
 	tcase_add_test(tc, test_concurrent_writers);
 	suite_add_tcase(su, tc);
+
+	/* The dependency encodings alone: no cache directory. */
+	TCase *td = tcase_create("deps");
+	tcase_add_test(td, test_deps_blob_v2_roundtrip);
+	tcase_add_test(td, test_deps_blob_v1);
+	tcase_add_test(td, test_deps_blob_damaged);
+	tcase_add_test(td, test_deps_blob_bad_kind_refused);
+	tcase_add_test(td, test_dep_json_kinds);
+	suite_add_tcase(su, td);
 	return su;
 }
 

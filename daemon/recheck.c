@@ -1,0 +1,354 @@
+/*
+ * Peers are checked like compilers. An artifact built on another node (a
+ * put, an upstream entry) comes with the dependency list its builder
+ * recorded; that list is a hint. Before taking the artifact, this node
+ * runs the toolchain itself under observation, on the thread pool, in a
+ * private directory under tmp/:
+ *
+ *   - the request's arguments compiling and linking stand-ins of its
+ *     sources (same names, so same languages; a declaration each), which
+ *     reads what every build of the request reads here: the toolchain's
+ *     programs and libraries, the default headers, crt files, the
+ *     libraries found by -l search and the places looked in for them;
+ *   - where the request carries its sources' text, the preprocessor over
+ *     the real sources, which reads every header they include and records
+ *     every place looked in and found empty.
+ *
+ * Everything observed must be in the sent list with the same kind (the
+ * list itself was checked against this node's files already), and the
+ * artifact, a shared library, must load (kiln-exec check) like a local
+ * build's. What only compiling the real sources reads (an assembler's
+ * .incbin) cannot be re-derived without compiling; docs/design.md says so.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "build.h"
+#include "build_int.h"
+#include "config.h"
+#include "kilnd.h"
+#include "log.h"
+#include "recheck.h"
+#include "runner.h"
+#include "table.h"
+#include "trace.h"
+#include "util.h"
+
+#define ARGV_MAX (MSG_MAX_ARGS + 64)
+#define STAND_IN "typedef int kiln_recheck_stand_in;\n"
+
+extern char **environ;
+
+static int write_file(const char *path, const char *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	int rc = util_write_all(fd, data, len);
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
+	return rc;
+}
+
+/* kilnd's environment with TMPDIR in dir, as for a build (step.c). */
+static char **step_env(const char *dir)
+{
+	size_t n = 0, j = 0;
+	while (environ[n] != NULL)
+		n++;
+	char **env = calloc(n + 2, sizeof(*env));
+	if (env == NULL)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (strncmp(environ[i], "TMPDIR=", 7) != 0)
+			env[j++] = environ[i];
+	}
+	if (asprintf(&env[j], "TMPDIR=%s/tmp", dir) < 0) {
+		free(env);
+		return NULL;
+	}
+	return env;
+}
+
+static void step_env_free(char **env)
+{
+	size_t n = 0;
+	if (env == NULL)
+		return;
+	while (env[n + 1] != NULL)
+		n++;
+	free(env[n]);
+	free(env);
+}
+
+struct argv_list {
+	char *v[ARGV_MAX];
+	size_t n;
+	char *owned[ARGV_MAX];
+	size_t nowned;
+};
+
+static void add(struct argv_list *a, const char *s)
+{
+	if (a->n + 1 < ARGV_MAX)
+		a->v[a->n++] = (char *)s;
+	a->v[a->n] = NULL;
+}
+
+static void add_owned(struct argv_list *a, char *s)
+{
+	if (s != NULL && a->nowned < ARGV_MAX)
+		a->owned[a->nowned++] = s;
+	add(a, s != NULL ? s : "");
+}
+
+static void argv_free(struct argv_list *a)
+{
+	for (size_t i = 0; i < a->nowned; i++)
+		free(a->owned[i]);
+}
+
+/* kiln-exec run PID --trace DIR/out/trace -- CC [arch] ARGS (libraries last). */
+static void add_compiler(struct argv_list *a, const struct kilnd *d, const struct build_input *in,
+			 const char *dir)
+{
+	char *s;
+	add(a, d->cfg->exec_helper);
+	add(a, "run");
+	add_owned(a, asprintf(&s, "%d", (int)getpid()) > 0 ? s : NULL);
+	add(a, "--trace");
+	add_owned(a, asprintf(&s, "%s/out/trace", dir) > 0 ? s : NULL);
+	add(a, "--");
+	add(a, in->tc->path);
+	if (in->tc->is_nvcc && in->tc->cuda_arch != NULL && strchr(in->tc->cuda_arch, ',') == NULL &&
+	    !key_args_name_arch(in->req.args, in->req.nargs))
+		add_owned(a, asprintf(&s, "-arch=%s", in->tc->cuda_arch) > 0 ? s : NULL);
+	for (size_t i = 0; i < in->req.nargs; i++) {
+		if (strncmp(in->req.args[i], "-l", 2) != 0)
+			add(a, in->req.args[i]);
+	}
+}
+
+/* Runs one observed step in dir; 0, or -1 with why. */
+static int run_step(const struct kilnd *d, struct argv_list *a, const char *dir, const char *what,
+		    char *why, size_t cap)
+{
+	int status = 0;
+	char **env = step_env(dir);
+	char *out = env != NULL ? spawn_capture_env(a->v, env, dir, (int)(d->cfg->build_timeout_s * 1000.0),
+						     &status) : NULL;
+	step_env_free(env);
+	if (out == NULL || status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		snprintf(why, cap, "cannot check it here: the %s failed%s%.300s", what,
+			 out != NULL && out[0] != '\0' ? ": " : "", out != NULL ? out : "");
+		why[strcspn(why, "\n")] = '\0';
+		free(out);
+		return -1;
+	}
+	free(out);
+	return 0;
+}
+
+/* Writes the stand-ins (and, with text, the real sources under real/). */
+static int write_sources(const struct build_input *in, const char *dir, bool *texts)
+{
+	char path[PATH_MAX + 64];
+	*texts = true;
+	for (size_t i = 0; i < in->nsrc; i++) {
+		*texts = *texts && in->src[i].text != NULL;
+		snprintf(path, sizeof(path), "%s/src/%s", dir, in->src[i].name);
+		if (write_file(path, STAND_IN, strlen(STAND_IN)) != 0)
+			return -1;
+	}
+	for (size_t i = 0; *texts && i < in->nsrc; i++) {
+		snprintf(path, sizeof(path), "%s/real/%s", dir, in->src[i].name);
+		if (write_file(path, in->src[i].text, in->src[i].len) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int make_dirs(const char *dir)
+{
+	static const char *const subs[] = { "src", "out", "tmp", "real", NULL };
+	char path[PATH_MAX + 16];
+	for (size_t i = 0; subs[i] != NULL; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, subs[i]);
+		if (mkdir(path, 0700) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Runs argv (NULL-terminated) in dir; 0, or -1 with why. */
+static int run_argv(const struct kilnd *d, char **argv, const char *dir, const char *what,
+		    char *why, size_t cap)
+{
+	struct argv_list a = { .n = 0 };
+	for (size_t i = 0; argv[i] != NULL; i++)
+		add(&a, argv[i]);
+	return run_step(d, &a, dir, what, why, cap);
+}
+
+/* The observed runs: the build's own compiler steps (step.c) on stand-ins
+ * of the sources, then the real sources preprocessed. */
+static int observe_request(const struct kilnd *d, const struct build_input *in, const char *dir,
+			   char *why, size_t cap)
+{
+	bool texts, is_check = false;
+	int rc = 0;
+	if (make_dirs(dir) != 0 || write_sources(in, dir, &texts) != 0) {
+		snprintf(why, cap, "cannot check it here: cannot write %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	struct build fake;
+	memset(&fake, 0, sizeof(fake));
+	fake.d = (struct kilnd *)d;
+	fake.in = *in;
+	fake.dir = (char *)dir;
+	for (fake.step = 0; rc == 0; fake.step++) {
+		char **argv = step_command(&fake, &is_check);
+		if (argv == NULL || is_check) {
+			step_command_free(argv);
+			break;
+		}
+		rc = run_argv(d, argv, dir, "toolchain on stand-ins of the sources", why, cap);
+		step_command_free(argv);
+	}
+	for (size_t i = 0; rc == 0 && texts && i < in->nsrc; i++) {
+		char *s;
+		if (build_is_header(in->src[i].name))
+			continue;
+		struct argv_list p = { .n = 0 };
+		add_compiler(&p, d, in, dir);
+		add(&p, "-E");
+		add(&p, "-MD");
+		add(&p, "-MF");
+		add_owned(&p, asprintf(&s, "out/pre%zu.d", i) > 0 ? s : NULL);
+		add(&p, "-o");
+		add(&p, "/dev/null");
+		add_owned(&p, asprintf(&s, "real/%s", in->src[i].name) > 0 ? s : NULL);
+		rc = run_step(d, &p, dir, "preprocessor", why, cap);
+		argv_free(&p);
+	}
+	return rc;
+}
+
+/* Every observed dependency must be in the sent list with its kind. */
+static int compare(const struct trace_result *r, const struct store_dep *sent, size_t nsent,
+		   char *why, size_t cap)
+{
+	struct table *have = table_new();
+	char key[PATH_MAX + 8];
+	int rc = have != NULL ? 0 : -1;
+	for (size_t i = 0; rc == 0 && i < nsent; i++) {
+		snprintf(key, sizeof(key), "%d:%s", sent[i].kind, sent[i].path);
+		rc = table_put(have, key, (void *)1, NULL) == 0 ? 0 : -1;
+	}
+	for (size_t i = 0; rc == 0 && i < r->ndeps; i++) {
+		snprintf(key, sizeof(key), "%d:%s", r->deps[i].kind, r->deps[i].path);
+		if (table_get(have, key) == NULL) {
+			snprintf(why, cap, "its dependency list lacks %s (%s), which this node's toolchain "
+				 "reads for the request", r->deps[i].path, store_dep_kind_name(r->deps[i].kind));
+			rc = -1;
+		}
+	}
+	if (have == NULL)
+		snprintf(why, cap, "out of memory");
+	table_free(have, NULL);
+	return rc;
+}
+
+static const char *own_env(const char *name)
+{
+	return getenv(name);
+}
+
+static int observed(const struct kilnd *d, const char *dir, const struct store_dep *sent,
+		    size_t nsent, char *why, size_t cap)
+{
+	char bdir[PATH_MAX], path[PATH_MAX + 16], *text = NULL;
+	size_t len = 0;
+	struct trace_result r;
+	snprintf(path, sizeof(path), "%s/out/trace", dir);
+	if (realpath(dir, bdir) == NULL || util_read_file(path, (size_t)256 << 20, &text, &len) != 0) {
+		snprintf(why, cap, "cannot check it here: the toolchain left no trace");
+		return -1;
+	}
+	char exec_real[PATH_MAX], lib[PATH_MAX + 32];
+	if (realpath(d->cfg->exec_helper, exec_real) == NULL)
+		snprintf(exec_real, sizeof(exec_real), "%s", d->cfg->exec_helper);
+	snprintf(lib, sizeof(lib), "%s", exec_real);
+	char *slash = strrchr(lib, '/');
+	if (slash != NULL)
+		snprintf(slash, sizeof(lib) - (size_t)(slash - lib), "/kiln-observe.so");
+	const char *skip[] = { exec_real, lib, NULL };
+	int rc = trace_parse(text, len, bdir, skip, own_env, &r);
+	free(text);
+	if (rc != 0) {
+		snprintf(why, cap, "out of memory");
+		return -1;
+	}
+	if (!r.complete) {
+		snprintf(why, cap, "cannot check it here: %s", r.incomplete);
+		rc = -1;
+	} else {
+		rc = compare(&r, sent, nsent, why, cap);
+	}
+	trace_result_free(&r);
+	return rc;
+}
+
+/* The artifact loads here (shared libraries only). */
+static int load_check(const struct kilnd *d, const char *artifact, const char *output, char *why,
+		      size_t cap)
+{
+	char pid[24];
+	int status = 0;
+	if (strcmp(output, "shared") != 0)
+		return 0;
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	char *argv[] = { d->cfg->exec_helper, (char *)"check", pid, (char *)artifact, NULL };
+	char *out = spawn_capture(argv, NULL, (int)(d->cfg->build_timeout_s * 1000.0), &status);
+	if (out == NULL || status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		snprintf(why, cap, "the artifact does not load here: %.400s",
+			 out != NULL && out[0] != '\0' ? out : "the load check failed");
+		why[strcspn(why, "\n")] = '\0';
+		free(out);
+		return -1;
+	}
+	free(out);
+	return 0;
+}
+
+int recheck_peer(const struct kilnd *d, const struct build_input *in, const struct store_dep *sent,
+		 size_t nsent, const char *artifact, char *why, size_t cap)
+{
+	char *tmp = store_tmp_dir(d->store);
+	char dir[PATH_MAX];
+	if (tmp == NULL) {
+		snprintf(why, cap, "out of memory");
+		return -1;
+	}
+	snprintf(dir, sizeof(dir), "%s/v-%.16s-XXXXXX", tmp, in->rkey);
+	free(tmp);
+	if (mkdtemp(dir) == NULL) {
+		snprintf(why, cap, "cannot check it here: cannot create a directory in the cache: %s",
+			 strerror(errno));
+		return -1;
+	}
+	int rc = observe_request(d, in, dir, why, cap);
+	if (rc == 0)
+		rc = observed(d, dir, sent, nsent, why, cap);
+	if (rc == 0)
+		rc = load_check(d, artifact, in->req.output, why, cap);
+	store_rm_tree(dir);
+	return rc;
+}

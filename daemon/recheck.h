@@ -1,0 +1,24 @@
+/*
+ * Checking an artifact built on another node before taking it (recheck.c).
+ */
+#ifndef KILN_DAEMON_RECHECK_H
+#define KILN_DAEMON_RECHECK_H
+
+#include <stddef.h>
+
+struct kilnd;
+struct build_input;
+struct store_dep;
+
+/*
+ * Runs the request's toolchain here under observation (stand-ins of the
+ * sources compiled and linked; the real sources preprocessed when in has
+ * their text) and requires every dependency it observes to be in sent
+ * (path and kind); then, for a shared library, requires artifact (a file)
+ * to load in kiln-exec. 0, or -1 with a sentence in why. Thread pool;
+ * blocks for a small compile.
+ */
+int recheck_peer(const struct kilnd *d, const struct build_input *in, const struct store_dep *sent,
+		 size_t nsent, const char *artifact, char *why, size_t cap);
+
+#endif
