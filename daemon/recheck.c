@@ -352,3 +352,53 @@ int recheck_peer(const struct kilnd *d, const struct build_input *in, const stru
 	store_rm_tree(dir);
 	return rc;
 }
+
+void recheck_input_free(struct build_input *in)
+{
+	if (in == NULL)
+		return;
+	free(in->req.output);
+	for (size_t i = 0; in->req.args != NULL && i < in->req.nargs; i++)
+		free(in->req.args[i]);
+	free(in->req.args);
+	for (size_t i = 0; in->src != NULL && i < in->nsrc; i++) {
+		free((char *)in->src[i].name);
+		free((char *)in->src[i].text);
+	}
+	free(in->src);
+	free(in);
+}
+
+struct build_input *recheck_input_copy(const struct build_input *in)
+{
+	struct build_input *c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		return NULL;
+	c->tc = in->tc;
+	memcpy(c->rkey, in->rkey, sizeof(c->rkey));
+	c->req.nargs = in->req.nargs;
+	c->nsrc = in->nsrc;
+	bool ok = (c->req.output = strdup(in->req.output)) != NULL &&
+		  (c->req.args = calloc(in->req.nargs + 1, sizeof(char *))) != NULL &&
+		  (c->src = calloc(in->nsrc + 1, sizeof(*c->src))) != NULL;
+	for (size_t i = 0; ok && i < in->req.nargs; i++)
+		ok = (c->req.args[i] = strdup(in->req.args[i])) != NULL;
+	for (size_t i = 0; ok && i < in->nsrc; i++) {
+		c->src[i].name = strdup(in->src[i].name);
+		c->src[i].len = in->src[i].len;
+		ok = c->src[i].name != NULL;
+		if (ok && in->src[i].text != NULL) {
+			char *t = malloc(in->src[i].len + 1);
+			if ((ok = t != NULL)) {
+				memcpy(t, in->src[i].text, in->src[i].len);
+				t[in->src[i].len] = '\0';
+			}
+			c->src[i].text = t;
+		}
+	}
+	if (!ok) {
+		recheck_input_free(c);
+		return NULL;
+	}
+	return c;
+}

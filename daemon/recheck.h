@@ -21,4 +21,10 @@ struct store_dep;
 int recheck_peer(const struct kilnd *d, const struct build_input *in, const struct store_dep *sent,
 		 size_t nsent, const char *artifact, char *why, size_t cap);
 
+/* A copy of what recheck_peer reads of a build's input (toolchain, output,
+ * arguments, source names and texts), for a pool job that must not look
+ * at the build's own input; NULL when out of memory. */
+struct build_input *recheck_input_copy(const struct build_input *in);
+void recheck_input_free(struct build_input *in);
+
 #endif

@@ -18,6 +18,7 @@
 #include "build_int.h"
 #include "kilnd.h"
 #include "log.h"
+#include "recheck.h"
 #include "upstream.h"
 #include "upstream_int.h"
 #include "util.h"
@@ -73,6 +74,7 @@ enum job_result { RES_MISS, RES_HIT, RES_FREE, RES_BUSY, RES_CLAIMED, RES_ERROR 
 struct up_job {
 	struct kilnd *d;
 	struct build *b;                 /* the loop's: the pool never touches it */
+	struct build_input *in;          /* a copy of b's, to check entries (recheck.h) */
 	enum job_kind kind;
 	char rkey[65];
 	struct store_entry entry;        /* names in; the fetched entry out */
@@ -261,6 +263,7 @@ static void on_poll(uv_timer_t *t)
 
 static void job_free(struct up_job *j)
 {
+	recheck_input_free(j->in);
 	store_entry_free(&j->entry);
 	free(j->claim_path);
 	free(j->obj_path);
@@ -284,6 +287,15 @@ static int find_and_take(struct up_job *j)
 	if (rc != 1) {
 		free(log);
 		return rc;
+	}
+	/* Another node's list of what the build read is a hint: observe here. */
+	char why[768];
+	if (recheck_peer(d, j->in, j->entry.deps, j->entry.ndeps, tmp, why, sizeof(why)) != 0) {
+		log_info("upstream entry %.16s not taken: %s", j->entry.key, why);
+		unlink(tmp);
+		free(log);
+		j->bad++;
+		return 0;
 	}
 	j->entry.created = j->entry.last_used = util_wall_s();
 	if (log != NULL)
@@ -446,9 +458,12 @@ static void start_job(struct build *b, enum job_kind kind)
 {
 	struct kilnd *d = b->d;
 	struct up_job *j = calloc(1, sizeof(*j));
-	if (j == NULL || publish_names(&j->entry, &b->in) != 0) {
-		if (j != NULL)
+	if (j == NULL || publish_names(&j->entry, &b->in) != 0 ||
+	    (j->in = recheck_input_copy(&b->in)) == NULL) {
+		if (j != NULL) {
 			store_entry_free(&j->entry);
+			recheck_input_free(j->in);
+		}
 		free(j);
 		build_fail(b, ERR_INTERNAL, "out of memory");
 		build_finish(b);

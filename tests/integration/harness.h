@@ -175,7 +175,9 @@ void harness_get_program(struct kiln *k, const char *name, int value, const char
  * write an output (an argument "-o"), it appends "start <pid> <ns>" to log,
  * waits until the file gate exists (when gate is not NULL), sleeps sleep_s
  * seconds, runs /usr/bin/cc with its arguments, and appends
- * "end <pid> <ns>". Other runs (version probes) go straight to /usr/bin/cc.
+ * "end <pid> <ns>". Other runs (version probes, and kilnd's own checks of
+ * artifacts from other nodes in tmp/v-* directories) go straight to
+ * /usr/bin/cc, unlogged.
  */
 void harness_write_wrapper(const char *path, const char *log, const char *gate, double sleep_s);
 
