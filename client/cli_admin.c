@@ -77,6 +77,8 @@ static const struct {
 	{ "need_sources", "sources asked", F_INT },
 	{ "source_texts", "sources sent", F_INT },
 	{ "imports", "imported", F_INT },
+	{ "inputs_changed", "inputs changed", F_INT },
+	{ "depfile_fallbacks", "depfile only", F_INT },
 	{ "in_flight", "in flight", F_INT },
 	{ "queued", "queued", F_INT },
 	{ "upstream", "upstream", F_STR },
@@ -147,6 +149,7 @@ static void print_toolchains(const cJSON *st)
 		const char *version = cli_json_str(t, "version");
 
 		const cJSON *arch = cJSON_GetObjectItemCaseSensitive(t, "cuda_arch");
+		const char *observe = cli_json_str(t, "observe");
 
 		printf("  %s = %s", name ? name : "?", path ? path : "?");
 		if (version && *version)
@@ -155,6 +158,9 @@ static void print_toolchains(const cJSON *st)
 			printf(", builds for %s", arch->valuestring);
 		else if (cJSON_IsNull(arch))
 			printf(", no default GPU architecture");
+		if (observe)
+			printf(", inputs recorded by %s", strcmp(observe, "preload") == 0
+			       ? "observation (kiln-observe.so)" : "dependency files only");
 		putchar('\n');
 	}
 }

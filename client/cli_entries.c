@@ -361,6 +361,33 @@ static void show_list(int width, const char *name, const cJSON *list)
 	}
 }
 
+/* "deps (observed):" and one line per dependency, its kind after the
+ * files' paths ("absent": looked for and not found). */
+static void show_deps(int width, const cJSON *e)
+{
+	const cJSON *paths = cJSON_GetObjectItemCaseSensitive(e, "deps");
+	const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(e, "dep_kinds");
+	const char *source = cli_json_str(e, "deps_source");
+	int n = cJSON_GetArraySize(paths);
+
+	if (n == 0) {
+		cli_field(width, "deps", "- (%s)", source ? source : "?");
+		return;
+	}
+	printf("deps (%d, %s):\n", n, source && strcmp(source, "observed") == 0
+	       ? "observed: every file the toolchain read or looked for"
+	       : "from the compiler's dependency files only");
+	for (int i = 0; i < n; i++) {
+		const char *p = cJSON_GetStringValue(cJSON_GetArrayItem(paths, i));
+		const char *k = cJSON_GetStringValue(cJSON_GetArrayItem(kinds, i));
+
+		if (k == NULL || strcmp(k, "file") == 0)
+			printf("  %s\n", p ? p : "?");
+		else
+			printf("  %s (%s)\n", p ? p : "?", k);
+	}
+}
+
 static const char *str_or_dash(const cJSON *e, const char *name)
 {
 	const char *s = cli_json_str(e, name);
@@ -399,7 +426,7 @@ static void show_print(const cJSON *e)
 	cli_field(w, "pinned", "%s", cli_json_true(e, "pinned") ? "yes" : "no");
 	show_list(w, "args", cJSON_GetObjectItemCaseSensitive(e, "args"));
 	show_list(w, "sources", cJSON_GetObjectItemCaseSensitive(e, "sources"));
-	show_list(w, "deps", cJSON_GetObjectItemCaseSensitive(e, "deps"));
+	show_deps(w, e);
 }
 
 int cmd_show(struct cli *cli, int argc, char **argv)

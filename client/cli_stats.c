@@ -34,6 +34,8 @@ static const struct {
 	{ "denied", "denied_total", COUNTER, "Connections refused for their user." },
 	{ "stalled", "stalled_total", COUNTER, "Connections closed by --frame-timeout." },
 	{ "damaged", "damaged_total", COUNTER, "Damaged objects found (serving, verify)." },
+	{ "inputs_changed", "inputs_changed_total", COUNTER, "Builds whose inputs changed while they ran." },
+	{ "depfile_fallbacks", "depfile_fallbacks_total", COUNTER, "Builds recorded from dependency files only." },
 	{ "upstream_hits", "upstream_hits_total", COUNTER, "Local misses served from --upstream." },
 	{ "upstream_publishes", "upstream_publishes_total", COUNTER, "Entries written to --upstream." },
 	{ "upstream_errors", "upstream_errors_total", COUNTER, "Damaged upstream entries and failed upstream I/O." },

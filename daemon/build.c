@@ -266,6 +266,8 @@ static void reply_all(struct build *b)
 static bool build_retry(struct build *b)
 {
 	struct kilnd *d = b->d;
+	if (b->err_code == ERR_INPUTS_CHANGED)
+		d->c.inputs_changed++;
 	if (b->err_code != ERR_INPUTS_CHANGED || b->retried || d->stopping || b->up != NULL)
 		return false;
 	log_info("build %.16s: %s; building it again", b->in.rkey, b->err_msg != NULL ? b->err_msg : "");
@@ -302,6 +304,7 @@ void build_finish(struct build *b)
 		kilnd_refresh_totals(d);
 	} else if (b->err_code == ERR_NONE) {
 		d->c.builds_ok++;
+		d->c.depfile_fallbacks += b->entry.deps_source == STORE_DEPS_DEPFILE;
 		log_info("built %.16s (%s) in %llu ms", b->entry.key,
 			 b->in.req.label != NULL ? b->in.req.label : "no label",
 			 (unsigned long long)b->entry.build_ms);

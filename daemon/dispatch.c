@@ -517,6 +517,27 @@ static void add_gpus(const struct kilnd *d, cJSON *r)
 		cJSON_AddStringToObject(r, "gpu_note", g->note);
 }
 
+/* How a toolchain's builds record what they read (docs/design.md). */
+static const char *observe_mechanism(const struct kilnd *d, const struct toolchain *tc)
+{
+	return d->observe_lib != NULL && tc->dynamic ? "preload" : "depfile";
+}
+
+/* "observation": the interposer, and how hits are validated. */
+static void add_observation(const struct kilnd *d, cJSON *r)
+{
+	cJSON *o = cJSON_AddObjectToObject(r, "observation");
+	if (o == NULL)
+		return;
+	if (d->observe_lib != NULL)
+		cJSON_AddStringToObject(o, "library", d->observe_lib);
+	else
+		cJSON_AddNullToObject(o, "library");
+	cJSON_AddStringToObject(o, "validation", headers_events_complete(d)
+				? "events where complete, else stat once per batch of requests"
+				: "stat once per batch of requests");
+}
+
 static void op_status(struct conn *c, struct msg_request *req)
 {
 	struct kilnd *d = c->d;
@@ -552,6 +573,9 @@ static void op_status(struct conn *c, struct msg_request *req)
 	ADD_NUM(r, "denied", d->c.denied);
 	ADD_NUM(r, "stalled", d->c.stalled);
 	ADD_NUM(r, "damaged", d->c.damaged);
+	ADD_NUM(r, "inputs_changed", d->c.inputs_changed);
+	ADD_NUM(r, "depfile_fallbacks", d->c.depfile_fallbacks);
+	add_observation(d, r);
 	upstream_status(d, r);
 	cJSON *tcs = cJSON_AddArrayToObject(r, "toolchains");
 	for (size_t i = 0; tcs != NULL && i < d->ntoolchains; i++) {
@@ -559,6 +583,7 @@ static void op_status(struct conn *c, struct msg_request *req)
 		cJSON_AddStringToObject(t, "name", d->toolchains[i].name);
 		cJSON_AddStringToObject(t, "path", d->toolchains[i].path);
 		cJSON_AddStringToObject(t, "version", d->toolchains[i].version);
+		cJSON_AddStringToObject(t, "observe", observe_mechanism(d, &d->toolchains[i]));
 		if (d->toolchains[i].is_nvcc) {
 			if (d->toolchains[i].cuda_arch != NULL)
 				cJSON_AddStringToObject(t, "cuda_arch", d->toolchains[i].cuda_arch);

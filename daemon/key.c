@@ -116,6 +116,36 @@ static bool probe_link_depfile(const char *path)
 	return ok;
 }
 
+/* A program the loader can preload into: an ELF file with an interpreter
+ * (PT_INTERP), or a script ("#!", its interpreter is such a program). */
+static bool preloadable(const char *path)
+{
+	unsigned char buf[4096];
+	FILE *fp = fopen(path, "rbe");
+	size_t n = fp != NULL ? fread(buf, 1, sizeof(buf), fp) : 0;
+	if (fp != NULL)
+		fclose(fp);
+	if (n >= 2 && buf[0] == '#' && buf[1] == '!')
+		return true;
+	if (n < 64 || memcmp(buf, "\177ELF", 4) != 0 || buf[4] != 2)
+		return false;
+	uint64_t phoff = 0;
+	uint16_t phentsize = 0, phnum = 0;
+	memcpy(&phoff, buf + 32, 8);
+	memcpy(&phentsize, buf + 54, 2);
+	memcpy(&phnum, buf + 56, 2);
+	for (uint16_t i = 0; i < phnum; i++) {
+		uint64_t off = phoff + (uint64_t)i * phentsize;
+		uint32_t type;
+		if (off + 4 > n)
+			return false;
+		memcpy(&type, buf + off, 4);
+		if (type == 3) /* PT_INTERP */
+			return true;
+	}
+	return false;
+}
+
 /* The first executable regular file called name on $PATH, into out. */
 static bool search_path(const char *name, char *out, size_t cap)
 {
@@ -260,6 +290,7 @@ int key_toolchain_init(struct toolchain *tc, const char *name, const char *path,
 	}
 	key_end(md, tc->id);
 	tc->link_depfile = !tc->is_nvcc && probe_link_depfile(path);
+	tc->dynamic = preloadable(real);
 	/* nvcc's first line names the driver; the release line says more. */
 	const char *line = tc->is_nvcc ? strstr(ver, "Cuda compilation tools") : NULL;
 	if (line != NULL)

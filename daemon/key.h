@@ -31,6 +31,8 @@ struct toolchain {
 	char *version;       /* first line of --version output */
 	bool link_depfile;   /* its linker writes -Wl,--dependency-file */
 	bool is_nvcc;        /* NVIDIA's nvcc: GPU outputs, an architecture */
+	bool dynamic;        /* the driver is a dynamically linked ELF program (or a
+	                      * script), so kiln-observe.so can be preloaded */
 	char *cuda_arch;     /* nvcc: the architectures for requests that name
 	                      * none ("sm_80" or "sm_80,sm_90"), or NULL */
 };

@@ -40,6 +40,8 @@ struct counters {
 	uint64_t denied;             /* connections of users not allowed */
 	uint64_t stalled;            /* connections closed by --frame-timeout */
 	uint64_t damaged;            /* objects found damaged (serving, verify) */
+	uint64_t inputs_changed;     /* builds whose inputs changed while they ran */
+	uint64_t depfile_fallbacks;  /* builds recorded from dependency files only */
 };
 
 struct kilnd {
@@ -68,6 +70,7 @@ struct kilnd {
 	struct table *verified;      /* key -> stamp of objects checked intact (verify.h) */
 	struct upstream *up;         /* the --upstream tier (upstream.h), or NULL */
 	struct gpus *gpus;           /* detected at start (gpu.h) */
+	char *observe_lib;           /* kiln-observe.so next to kiln-exec, or NULL */
 	bool activated;              /* the socket came from systemd (sdnotify.h) */
 	int activated_fd;
 

@@ -3,6 +3,7 @@
  * shut-down sequence; the work happens in the modules it initialises.
  */
 #include <errno.h>
+#include <limits.h>
 #include <time.h>
 #include <signal.h>
 #include <stdio.h>
@@ -115,6 +116,31 @@ static int make_dirs(const struct config *cfg, char *err, size_t errlen)
 	return rc;
 }
 
+/*
+ * kiln-observe.so, which kiln-exec preloads into every compiler run: found
+ * next to kiln-exec. Without it (or for a static toolchain driver) builds
+ * are recorded from the compiler's dependency files, and kilnd says so.
+ */
+static void observe_init(struct kilnd *d)
+{
+	char lib[PATH_MAX + 32], real[PATH_MAX];
+	snprintf(lib, sizeof(lib), "%s", d->cfg->exec_helper);
+	char *slash = strrchr(lib, '/');
+	if (slash != NULL)
+		snprintf(slash, sizeof(lib) - (size_t)(slash - lib), "/kiln-observe.so");
+	if (slash != NULL && realpath(lib, real) != NULL && access(real, R_OK) == 0)
+		d->observe_lib = strdup(real);
+	if (d->observe_lib == NULL)
+		log_warn("%s not found: builds are recorded from the compiler's dependency files, "
+			 "which miss absent headers and assembler, linker and positional inputs", lib);
+	for (size_t i = 0; i < d->ntoolchains; i++) {
+		if (!d->toolchains[i].dynamic)
+			log_warn("toolchain %s (%s) is not a dynamically linked program: its builds "
+				 "are recorded from the compiler's dependency files", d->toolchains[i].name,
+				 d->toolchains[i].real_path);
+	}
+}
+
 /* The node's GPUs, and the architectures nvcc toolchains build for when a
  * request names none. Only asked when an nvcc toolchain is configured. */
 static void gpus_init(struct kilnd *d)
@@ -162,6 +188,7 @@ static int toolchains_init(struct kilnd *d, char *err, size_t errlen)
 		d->ntoolchains++;
 	}
 	gpus_init(d);
+	observe_init(d);
 	if (d->ntoolchains == 0) {
 		snprintf(err, errlen, "no usable toolchain; name one with --toolchain NAME=PATH");
 		return -ENOENT;
@@ -367,6 +394,7 @@ out:
 	if (d.activated && d.activated_fd >= 0)
 		close(d.activated_fd);   /* it never reached the server */
 	free(d.gpus);
+	free(d.observe_lib);
 	for (size_t i = 0; i < d.ntoolchains; i++)
 		key_toolchain_fini(&d.toolchains[i]);
 	store_close(d.store);
