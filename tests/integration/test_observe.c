@@ -1157,6 +1157,84 @@ static bool can_mount(char *why, size_t len)
 	return ok;
 }
 
+/* The default toolchain is observed: status says so, and an entry lists
+ * what the compiler looked for and did not find as well as what it read. */
+START_TEST(status_and_show_name_the_mechanism)
+{
+	char inc[HARNESS_PATH], hdr[HARNESS_PATH], *out = NULL;
+	struct oreq r;
+
+	make_dir(inc, "inc");
+	write_header(harness_path(hdr, "inc/h.h"), 1);
+	oreq_init(&r, program_text);
+	oreq_arg(&r, "-I%s", inc);
+	harness_start(NULL);
+	expect(&r, 1, 1, "first request");
+
+	cJSON *st = harness_status();
+	const cJSON *tcs = cJSON_GetObjectItemCaseSensitive(st, "toolchains");
+	ck_assert_str_eq(harness_str(cJSON_GetArrayItem(tcs, 0), "observe"), "preload");
+	ck_assert_int_eq(harness_num(st, "depfile_fallbacks"), 0);
+	cJSON_Delete(st);
+
+	cJSON *ls = harness_cli_json("ls", NULL);
+	cJSON *e = harness_cli_json("show", harness_str(cJSON_GetArrayItem(ls, 0), "key"), NULL);
+	ck_assert_str_eq(harness_str(e, "deps_source"), "observed");
+	const cJSON *paths = cJSON_GetObjectItemCaseSensitive(e, "deps");
+	const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(e, "dep_kinds");
+	bool header = false, absent = false;
+	for (int i = 0; i < cJSON_GetArraySize(paths); i++) {
+		const char *p = cJSON_GetStringValue(cJSON_GetArrayItem(paths, i));
+		const char *k = cJSON_GetStringValue(cJSON_GetArrayItem(kinds, i));
+		header = header || (strcmp(p, hdr) == 0 && strcmp(k, "file") == 0);
+		absent = absent || strcmp(k, "absent") == 0;
+	}
+	ck_assert_msg(header, "the entry does not list %s as a file it read", hdr);
+	ck_assert_msg(absent, "the entry lists no path looked for and not found");
+	ck_assert_int_eq(harness_cli(&out, NULL, "show", harness_str(e, "key"), NULL), 0);
+	ck_assert_msg(strstr(out, "observed: every file the toolchain read or looked for") != NULL,
+		      "kiln show does not say how the dependencies were recorded:\n%s", out);
+	free(out);
+	cJSON_Delete(e);
+	cJSON_Delete(ls);
+	oreq_free(&r);
+	harness_stop();
+}
+END_TEST
+
+/* A compiler that escapes the interposer (here: started with LD_PRELOAD
+ * removed, as a static program would be) leaves no start record: the
+ * build falls back to the dependency files, says so, and a header change
+ * is still a miss. */
+START_TEST(untraced_compiler_falls_back_to_dependency_files)
+{
+	char inc[HARNESS_PATH], hdr[HARNESS_PATH], wrapper[HARNESS_PATH], tc[HARNESS_PATH + 8];
+	struct oreq r;
+
+	make_dir(inc, "inc");
+	write_header(harness_path(hdr, "inc/h.h"), 1);
+	write_script(harness_path(wrapper, "cc-untraced"),
+		     "#!/bin/sh\nexec env -u LD_PRELOAD /usr/bin/cc \"$@\"\n");
+	oreq_init(&r, program_text);
+	oreq_arg(&r, "-I%s", inc);
+	start_with_wrapper(wrapper, tc, sizeof(tc));
+	expect(&r, 1, 1, "first request");
+	expect(&r, 1, 1, "second request");
+	cJSON *st = harness_status();
+	ck_assert_int_eq(harness_num(st, "depfile_fallbacks"), 1);
+	cJSON_Delete(st);
+	cJSON *ls = harness_cli_json("ls", NULL);
+	cJSON *e = harness_cli_json("show", harness_str(cJSON_GetArrayItem(ls, 0), "key"), NULL);
+	ck_assert_str_eq(harness_str(e, "deps_source"), "depfile");
+	cJSON_Delete(e);
+	cJSON_Delete(ls);
+	write_header(hdr, 2);
+	expect(&r, 2, 2, "after changing h.h");
+	oreq_free(&r);
+	harness_stop();
+}
+END_TEST
+
 /* Adds a test case holding one test (see harness_tcase). */
 static TCase *add(Suite *s, const char *name, const TTest *test, double timeout_s)
 {
@@ -1196,5 +1274,7 @@ int main(void)
 	add(s, "alias_last_get", alias_follows_the_last_get, 120);
 	add(s, "put_empty_deps", put_with_empty_deps_is_refused, 90);
 	add(s, "put_unloadable", put_of_an_artifact_that_does_not_load_is_refused, 90);
+	add(s, "mechanism", status_and_show_name_the_mechanism, 90);
+	add(s, "untraced", untraced_compiler_falls_back_to_dependency_files, 90);
 	return harness_main(s);
 }
