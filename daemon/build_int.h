@@ -37,6 +37,7 @@ struct build {
 	bool in_pool;                /* a thread-pool job owns the build now */
 
 	char *dir;                   /* private build directory under tmp/ */
+	char trace_token[33];        /* signs the trace's records (observe.c) */
 	uint64_t start_ns;
 	int64_t start_wall_ns;
 

@@ -6,12 +6,14 @@
  * it had when the toolchain opened it, and hashed; an input that changed
  * while the build ran is reported, and the build is not published.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -202,23 +204,79 @@ static void own_paths(const struct kilnd *d, char exec_real[PATH_MAX], char lib_
 		snprintf(lib_real, PATH_MAX, "%.*s", PATH_MAX - 1, lib);
 }
 
-/* Reads out/trace into r; false when there is none (not traced). */
+void deps_new_token(char out[33])
+{
+	uint8_t rnd[16];
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+		/* No entropy source: still unique, if guessable. */
+		uint64_t t = (uint64_t)util_now_ns() ^ ((uint64_t)getpid() << 32);
+		memcpy(rnd, &t, sizeof(t));
+		memcpy(rnd + 8, &t, sizeof(t));
+	}
+	util_hex(rnd, sizeof(rnd), out);
+}
+
+int deps_read_trace_dir(const char *dir, char **text, size_t *len)
+{
+	DIR *dp = opendir(dir);
+	struct dirent *de;
+	size_t total = 0, cap = 0;
+	char *buf = NULL;
+	int rc = dp != NULL ? 0 : -errno;
+	while (rc == 0 && (de = readdir(dp)) != NULL) {
+		char path[PATH_MAX + 300], *part = NULL;
+		size_t n = 0;
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		rc = util_read_file(path, TRACE_MAX - total, &part, &n);
+		if (rc == 0 && total + n + 1 > cap) {
+			size_t ncap = (total + n + 1) * 2;
+			char *nb = realloc(buf, ncap);
+			if (nb == NULL)
+				rc = -ENOMEM;
+			else {
+				buf = nb;
+				cap = ncap;
+			}
+		}
+		if (rc == 0) {
+			memcpy(buf + total, part, n);
+			total += n;
+			buf[total++] = '\0'; /* a file cut short ends its record here */
+		}
+		free(part);
+	}
+	if (dp != NULL)
+		closedir(dp);
+	if (rc != 0) {
+		free(buf);
+		return rc;
+	}
+	*text = buf;
+	*len = total;
+	return 0;
+}
+
+/* Reads the trace directory into r; *have is false when nothing was traced. */
 static int read_trace(struct build *b, const char *bdir, struct trace_result *r, bool *have)
 {
 	char path[PATH_MAX + 16], exec_real[PATH_MAX], lib_real[PATH_MAX];
 	char *text = NULL;
 	size_t len = 0;
-	snprintf(path, sizeof(path), "%s/out/trace", b->dir);
-	int rc = util_read_file(path, TRACE_MAX, &text, &len);
-	*have = rc == 0;
+	snprintf(path, sizeof(path), "%s/trace", b->dir);
+	int rc = deps_read_trace_dir(path, &text, &len);
+	*have = rc == 0 && len > 0;
 	memset(r, 0, sizeof(*r));
-	if (rc == -ENOENT)
+	if (rc == -ENOENT || (rc == 0 && len == 0)) {
+		free(text);
 		return 0;
+	}
 	if (rc != 0)
 		return rc;
 	own_paths(b->d, exec_real, lib_real);
 	const char *skip[] = { exec_real, lib_real, NULL };
-	rc = trace_parse(text, len, bdir, skip, own_env, r);
+	rc = trace_parse(text, len, b->trace_token, bdir, skip, own_env, r);
 	free(text);
 	return rc;
 }
@@ -324,6 +382,12 @@ int deps_collect(struct build *b, char *why, size_t cap)
 	int rc = read_trace(b, bdir, &r, &traced);
 	if (rc != 0)
 		return rc;
+	if (r.damaged[0] != '\0') {
+		snprintf(why, cap, "kiln's record of what the toolchain read was written over: %s",
+			 r.damaged);
+		trace_result_free(&r);
+		return -EBADMSG;
+	}
 	if (r.changed[0] != '\0') {
 		snprintf(why, cap, "%s", r.changed);
 		trace_result_free(&r);

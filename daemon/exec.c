@@ -5,13 +5,14 @@
  * SIGTERM when kilnd dies and answers it by killing that whole group, so a
  * killed daemon leaves no compiler burning CPU or writing into the cache.
  *
- *   kiln-exec run PARENT_PID [--trace FILE] -- PROGRAM [ARG]...   run a compiler
+ *   kiln-exec run PARENT_PID [--trace DIR] -- PROGRAM [ARG]...   run a compiler
  *   kiln-exec check PARENT_PID FILE                dlopen(FILE, RTLD_NOW)
  *
  * With --trace, the compiler runs with kiln-observe.so (found next to
- * kiln-exec) preloaded and KILN_TRACE_FILE naming FILE, so that every
- * process of the toolchain records what it reads (daemon/observe.c). The
- * first record, the program about to run, is written here; when the
+ * kiln-exec) preloaded and KILN_TRACE_DIR naming DIR, so that every process
+ * of the toolchain records what it reads there (daemon/observe.c), each
+ * record signed with the KILN_TRACE_TOKEN kilnd put in the environment.
+ * The first record, the program about to run, is written here; when the
  * library is missing, a record says so and kilnd falls back to the
  * compiler's dependency files.
  */
@@ -58,20 +59,23 @@ static int watch_parent(const char *ppid_arg)
 static void trace_record(int fd, const char *head, const char *path)
 {
 	char rec[PATH_MAX * 2 + 256];
-	int n = snprintf(rec, sizeof(rec), "%s\t%s", head, path);
+	const char *token = getenv("KILN_TRACE_TOKEN");
+	int n = snprintf(rec, sizeof(rec), "%s %s\t%s", token != NULL ? token : "", head, path);
 	if (fd >= 0 && n > 0 && (size_t)n < sizeof(rec))
 		(void)!write(fd, rec, (size_t)n + 1);
 }
 
 /*
  * Prepares the child's environment for observation: LD_PRELOAD gets
- * kiln-observe.so first, KILN_TRACE_FILE names the trace. Writes the record
- * of the program about to run. Runs in the forked child, before execv.
+ * kiln-observe.so (after what it holds), KILN_TRACE_DIR names the trace
+ * directory. Writes the record of the program about to run, in a file of
+ * its own. Runs in the forked child, before execv.
  */
 static void trace_setup(const char *trace, const char *prog)
 {
-	char self[PATH_MAX], lib[PATH_MAX + 32], head[256];
-	int fd = open(trace, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	char self[PATH_MAX], lib[PATH_MAX + 32], head[256], file[PATH_MAX + 32];
+	snprintf(file, sizeof(file), "%s/exec-%d", trace, (int)getpid());
+	int fd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	struct stat st;
 	self[n > 0 ? n : 0] = '\0';
@@ -84,9 +88,11 @@ static void trace_setup(const char *trace, const char *prog)
 	} else {
 		const char *old = getenv("LD_PRELOAD");
 		char *pre = NULL;
-		if (asprintf(&pre, "%s%s%s", lib, old != NULL ? " " : "", old != NULL ? old : "") > 0)
+		/* After what is there already: a sanitizer's runtime must come first,
+		 * and the interposer still precedes libc. */
+		if (asprintf(&pre, "%s%s%s", old != NULL ? old : "", old != NULL ? " " : "", lib) > 0)
 			setenv("LD_PRELOAD", pre, 1);
-		setenv("KILN_TRACE_FILE", trace, 1);
+		setenv("KILN_TRACE_DIR", trace, 1);
 		free(pre);
 	}
 	if (stat(prog, &st) == 0) {

@@ -3,12 +3,16 @@
  * compiler run, so that kilnd learns what the toolchain really read. Every
  * process of the toolchain (driver, cc1, as, collect2, ld, nvcc's tools)
  * loads it through LD_PRELOAD and appends one record per file it opened,
- * probed, executed or loaded, and per environment variable it read, to the
- * trace file named by KILN_TRACE_FILE. Records are NUL-terminated text
- * written with one write() to an O_APPEND file, so the processes and threads
- * of a build never interleave within a record. daemon/trace.c reads them.
+ * probed, executed or loaded, and per environment variable it read, to a
+ * file of its own in the directory KILN_TRACE_DIR names (created with a
+ * random name and O_EXCL: an argument that makes the toolchain write a file
+ * cannot name it, let alone truncate it). Every record starts with the
+ * build's secret KILN_TRACE_TOKEN, so a file written there by other means
+ * reads as damage. Records are NUL-terminated text written with one write()
+ * to an O_APPEND file, so threads never interleave within a record.
+ * daemon/trace.c reads them.
  *
- * Record: "<kind> <pid> <fields...>\t<path or name>\0", kinds:
+ * Record: "<token> <kind> <pid> <fields...>\t<path or name>\0", kinds:
  *   H ppid              this process started, path = its executable
  *   O dev ino size mtime ctime mode   opened for reading (identity by fstat)
  *   W                   opened for writing only
@@ -64,6 +68,7 @@ extern char **environ;
 static const char *env_get(char *const *env, const char *name);
 
 static int trace_fd = -1;
+static char trace_token[72];
 static dev_t trace_dev;
 static ino_t trace_ino;
 static int trace_state; /* 0: not yet, 1: tracing, 2: off */
@@ -91,19 +96,24 @@ static char *(*real_canonicalize_file_name)(const char *);
 
 #define RESOLVE(name) (real_##name != NULL ? 0 : (real_##name = dlsym(RTLD_NEXT, #name), 0))
 
-/* The trace file is opened per process by name: a descriptor inherited
- * from the parent could have been closed and its number reused. */
+/* Each process opens a trace file of its own: a descriptor inherited from
+ * the parent could have been closed and its number reused. */
 static void trace_open(void)
 {
-	const char *path = NULL;
-	for (char **e = environ; e != NULL && *e != NULL; e++) {
-		if (strncmp(*e, "KILN_TRACE_FILE=", 16) == 0)
-			path = *e + 16;
-	}
+	const char *dir = env_get(environ, "KILN_TRACE_DIR");
+	const char *token = env_get(environ, "KILN_TRACE_TOKEN");
+	char path[PATH_MAX];
+	unsigned char rnd[8];
 	trace_state = 2;
-	if (path == NULL || path[0] != '/')
+	if (dir == NULL || dir[0] != '/' || token == NULL || strlen(token) >= sizeof(trace_token) ||
+	    syscall(SYS_getrandom, rnd, sizeof(rnd), 0) != (long)sizeof(rnd))
 		return;
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_APPEND | O_CLOEXEC);
+	snprintf(trace_token, sizeof(trace_token), "%s", token);
+	int n = snprintf(path, sizeof(path), "%s/%d-", dir, (int)getpid());
+	for (size_t i = 0; i < sizeof(rnd) && n > 0 && (size_t)n + 3 < sizeof(path); i++)
+		n += snprintf(path + n, sizeof(path) - (size_t)n, "%02x", rnd[i]);
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path,
+			      O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return;
 	int hi = fcntl(fd, F_DUPFD_CLOEXEC, TRACE_FD_MIN);
@@ -185,7 +195,7 @@ static void emit(const char *head, const char *path)
 	char rec[REC_MAX];
 	if (path[0] == '/' && ignored(path))
 		return;
-	int n = snprintf(rec, sizeof(rec), "%s\t%s", head, path);
+	int n = snprintf(rec, sizeof(rec), "%s %s\t%s", trace_token, head, path);
 	if (n < 0 || (size_t)n >= sizeof(rec))
 		return;
 	int saved = errno;
@@ -493,9 +503,14 @@ DIR *opendir(const char *path)
 	return d;
 }
 
+/* An X record was written for the exec in progress: its failure must be
+ * recorded (F), and only then (trace.c counts X against H and F). */
+static bool exec_noted;
+
 /* Before an exec: the program about to run, with its identity. */
 static void note_exec(const char *path)
 {
+	exec_noted = false;
 	char abs[PATH_MAX + 8];
 	struct stat st;
 	if (!tracing() || !absolute(AT_FDCWD, path, abs, sizeof(abs)))
@@ -506,13 +521,15 @@ static void note_exec(const char *path)
 		return;
 	}
 	emit_ident('X', abs, &st);
+	exec_noted = true;
 }
 
 static void note_exec_failed(int err)
 {
 	char head[64];
-	if (!tracing())
+	if (!exec_noted || !tracing())
 		return;
+	exec_noted = false;
 	snprintf(head, sizeof(head), "F %d %d", (int)getpid(), err);
 	emit(head, "");
 }

@@ -59,6 +59,9 @@ void prepare_work(void *arg)
 	snprintf(path, sizeof(path), "%s/tmp", b->dir);
 	if (mkdir(path, 0700) != 0)
 		goto fail;
+	snprintf(path, sizeof(path), "%s/trace", b->dir);
+	if (mkdir(path, 0700) != 0)
+		goto fail;
 	for (size_t i = 0; i < b->in.nsrc; i++) {
 		snprintf(path, sizeof(path), "%s/src/%s", b->dir, b->in.src[i].name);
 		int rc = write_file(path, b->in.src[i].text, b->in.src[i].len);
@@ -140,6 +143,11 @@ static void publish_work(void *arg)
 	int rc = deps_collect(b, why, sizeof(why));
 	if (rc == -EAGAIN) {
 		build_fail(b, ERR_INPUTS_CHANGED, "an input changed while the build ran: %s", why);
+		return;
+	}
+	if (rc == -EBADMSG) {
+		build_fail(b, ERR_BUILD_FAILED, "%s; an argument made the toolchain write there, so "
+			   "what it read is unknown and nothing is recorded", why);
 		return;
 	}
 	if (rc == 0)

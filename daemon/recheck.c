@@ -33,6 +33,7 @@
 #include "build.h"
 #include "build_int.h"
 #include "config.h"
+#include "deps.h"
 #include "kilnd.h"
 #include "log.h"
 #include "recheck.h"
@@ -57,20 +58,27 @@ static int write_file(const char *path, const char *data, size_t len)
 	return rc;
 }
 
-/* kilnd's environment with TMPDIR in dir, as for a build (step.c). */
-static char **step_env(const char *dir)
+/* kilnd's environment with TMPDIR in dir and the trace's token, as for a
+ * build (step.c). */
+static char **step_env(const char *dir, const char *token)
 {
 	size_t n = 0, j = 0;
 	while (environ[n] != NULL)
 		n++;
-	char **env = calloc(n + 2, sizeof(*env));
+	char **env = calloc(n + 3, sizeof(*env));
 	if (env == NULL)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
-		if (strncmp(environ[i], "TMPDIR=", 7) != 0)
+		if (strncmp(environ[i], "TMPDIR=", 7) != 0 &&
+		    strncmp(environ[i], "KILN_TRACE_TOKEN=", 17) != 0)
 			env[j++] = environ[i];
 	}
-	if (asprintf(&env[j], "TMPDIR=%s/tmp", dir) < 0) {
+	if (asprintf(&env[j], "KILN_TRACE_TOKEN=%s", token) < 0) {
+		free(env);
+		return NULL;
+	}
+	if (asprintf(&env[j + 1], "TMPDIR=%s/tmp", dir) < 0) {
+		free(env[j]);
 		free(env);
 		return NULL;
 	}
@@ -84,6 +92,7 @@ static void step_env_free(char **env)
 		return;
 	while (env[n + 1] != NULL)
 		n++;
+	free(env[n - 1]);
 	free(env[n]);
 	free(env);
 }
@@ -124,7 +133,7 @@ static void add_compiler(struct argv_list *a, const struct kilnd *d, const struc
 	add(a, "run");
 	add_owned(a, asprintf(&s, "%d", (int)getpid()) > 0 ? s : NULL);
 	add(a, "--trace");
-	add_owned(a, asprintf(&s, "%s/out/trace", dir) > 0 ? s : NULL);
+	add_owned(a, asprintf(&s, "%s/trace", dir) > 0 ? s : NULL);
 	add(a, "--");
 	add(a, in->tc->path);
 	if (in->tc->is_nvcc && in->tc->cuda_arch != NULL && strchr(in->tc->cuda_arch, ',') == NULL &&
@@ -137,11 +146,11 @@ static void add_compiler(struct argv_list *a, const struct kilnd *d, const struc
 }
 
 /* Runs one observed step in dir; 0, or -1 with why. */
-static int run_step(const struct kilnd *d, struct argv_list *a, const char *dir, const char *what,
-		    char *why, size_t cap)
+static int run_step(const struct kilnd *d, struct argv_list *a, const char *dir, const char *token,
+		    const char *what, char *why, size_t cap)
 {
 	int status = 0;
-	char **env = step_env(dir);
+	char **env = step_env(dir, token);
 	char *out = env != NULL ? spawn_capture_env(a->v, env, dir, (int)(d->cfg->build_timeout_s * 1000.0),
 						     &status) : NULL;
 	step_env_free(env);
@@ -177,7 +186,7 @@ static int write_sources(const struct build_input *in, const char *dir, bool *te
 
 static int make_dirs(const char *dir)
 {
-	static const char *const subs[] = { "src", "out", "tmp", "real", NULL };
+	static const char *const subs[] = { "src", "out", "tmp", "real", "trace", NULL };
 	char path[PATH_MAX + 16];
 	for (size_t i = 0; subs[i] != NULL; i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, subs[i]);
@@ -188,19 +197,19 @@ static int make_dirs(const char *dir)
 }
 
 /* Runs argv (NULL-terminated) in dir; 0, or -1 with why. */
-static int run_argv(const struct kilnd *d, char **argv, const char *dir, const char *what,
-		    char *why, size_t cap)
+static int run_argv(const struct kilnd *d, char **argv, const char *dir, const char *token,
+		    const char *what, char *why, size_t cap)
 {
 	struct argv_list a = { .n = 0 };
 	for (size_t i = 0; argv[i] != NULL; i++)
 		add(&a, argv[i]);
-	return run_step(d, &a, dir, what, why, cap);
+	return run_step(d, &a, dir, token, what, why, cap);
 }
 
 /* The observed runs: the build's own compiler steps (step.c) on stand-ins
  * of the sources, then the real sources preprocessed. */
 static int observe_request(const struct kilnd *d, const struct build_input *in, const char *dir,
-			   char *why, size_t cap)
+			   const char *token, char *why, size_t cap)
 {
 	bool texts, is_check = false;
 	int rc = 0;
@@ -219,7 +228,7 @@ static int observe_request(const struct kilnd *d, const struct build_input *in, 
 			step_command_free(argv);
 			break;
 		}
-		rc = run_argv(d, argv, dir, "toolchain on stand-ins of the sources", why, cap);
+		rc = run_argv(d, argv, dir, token, "toolchain on stand-ins of the sources", why, cap);
 		step_command_free(argv);
 	}
 	for (size_t i = 0; rc == 0 && texts && i < in->nsrc; i++) {
@@ -235,7 +244,7 @@ static int observe_request(const struct kilnd *d, const struct build_input *in, 
 		add(&p, "-o");
 		add(&p, "/dev/null");
 		add_owned(&p, asprintf(&s, "real/%s", in->src[i].name) > 0 ? s : NULL);
-		rc = run_step(d, &p, dir, "preprocessor", why, cap);
+		rc = run_step(d, &p, dir, token, "preprocessor", why, cap);
 		argv_free(&p);
 	}
 	return rc;
@@ -271,14 +280,14 @@ static const char *own_env(const char *name)
 	return getenv(name);
 }
 
-static int observed(const struct kilnd *d, const char *dir, const struct store_dep *sent,
-		    size_t nsent, char *why, size_t cap)
+static int observed(const struct kilnd *d, const char *dir, const char *token,
+		    const struct store_dep *sent, size_t nsent, char *why, size_t cap)
 {
 	char bdir[PATH_MAX], path[PATH_MAX + 16], *text = NULL;
 	size_t len = 0;
 	struct trace_result r;
-	snprintf(path, sizeof(path), "%s/out/trace", dir);
-	if (realpath(dir, bdir) == NULL || util_read_file(path, (size_t)256 << 20, &text, &len) != 0) {
+	snprintf(path, sizeof(path), "%s/trace", dir);
+	if (realpath(dir, bdir) == NULL || deps_read_trace_dir(path, &text, &len) != 0) {
 		snprintf(why, cap, "cannot check it here: the toolchain left no trace");
 		return -1;
 	}
@@ -290,13 +299,16 @@ static int observed(const struct kilnd *d, const char *dir, const struct store_d
 	if (slash != NULL)
 		snprintf(slash, sizeof(lib) - (size_t)(slash - lib), "/kiln-observe.so");
 	const char *skip[] = { exec_real, lib, NULL };
-	int rc = trace_parse(text, len, bdir, skip, own_env, &r);
+	int rc = trace_parse(text, len, token, bdir, skip, own_env, &r);
 	free(text);
 	if (rc != 0) {
 		snprintf(why, cap, "out of memory");
 		return -1;
 	}
-	if (!r.complete) {
+	if (r.damaged[0] != '\0' || r.changed[0] != '\0') {
+		snprintf(why, cap, "cannot check it here: %s", r.damaged[0] != '\0' ? r.damaged : r.changed);
+		rc = -1;
+	} else if (!r.complete) {
 		snprintf(why, cap, "cannot check it here: %s", r.incomplete);
 		rc = -1;
 	} else {
@@ -344,9 +356,11 @@ int recheck_peer(const struct kilnd *d, const struct build_input *in, const stru
 			 strerror(errno));
 		return -1;
 	}
-	int rc = observe_request(d, in, dir, why, cap);
+	char token[33];
+	deps_new_token(token);
+	int rc = observe_request(d, in, dir, token, why, cap);
 	if (rc == 0)
-		rc = observed(d, dir, sent, nsent, why, cap);
+		rc = observed(d, dir, token, sent, nsent, why, cap);
 	if (rc == 0)
 		rc = load_check(d, artifact, in->req.output, why, cap);
 	store_rm_tree(dir);

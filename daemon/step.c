@@ -151,7 +151,7 @@ static void push_compiler(struct argv_buf *a, const struct build *b)
 	push(a, "%d", (int)getpid());
 	/* Every process of the toolchain records what it reads (observe.c). */
 	push(a, "--trace");
-	push(a, "%s/out/trace", b->dir);
+	push(a, "%s/trace", b->dir);
 	push(a, "--");
 	push(a, "%s", b->in.tc->path);
 	push_cuda_arch(a, b);
@@ -303,15 +303,22 @@ static char **build_env(const struct build *b)
 	size_t n = 0;
 	while (environ[n] != NULL)
 		n++;
-	char **env = calloc(n + 2, sizeof(*env));
+	char **env = calloc(n + 3, sizeof(*env));
 	if (env == NULL)
 		return NULL;
 	size_t j = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (strncmp(environ[i], "TMPDIR=", 7) != 0)
+		if (strncmp(environ[i], "TMPDIR=", 7) != 0 &&
+		    strncmp(environ[i], "KILN_TRACE_TOKEN=", 17) != 0)
 			env[j++] = environ[i];
 	}
-	if (asprintf(&env[j], "TMPDIR=%s/tmp", b->dir) < 0) {
+	/* The secret the trace's records are signed with (observe.c). */
+	if (asprintf(&env[j], "KILN_TRACE_TOKEN=%s", b->trace_token) < 0) {
+		free(env);
+		return NULL;
+	}
+	if (asprintf(&env[j + 1], "TMPDIR=%s/tmp", b->dir) < 0) {
+		free(env[j]);
 		free(env);
 		return NULL;
 	}
@@ -325,7 +332,9 @@ static void free_env(char **env)
 	size_t n = 0;
 	while (env[n + 1] != NULL)
 		n++;
-	free(env[n]); /* only TMPDIR was allocated, and it is last */
+	/* Only the token and TMPDIR were allocated; they are last. */
+	free(env[n - 1]);
+	free(env[n]);
 	free(env);
 }
 

@@ -16,8 +16,8 @@
 /* Variables kiln-exec and kilnd set for the build, and the one that only
  * names the working directory (ignored by libiberty unless it is the
  * build directory): never inputs. */
-static const char *const own_vars[] = { "LD_PRELOAD", "KILN_TRACE_FILE", "TMPDIR", "PWD",
-					"OLDPWD", "KILN_OBSERVE_IGNORE", NULL };
+static const char *const own_vars[] = { "LD_PRELOAD", "KILN_TRACE_DIR", "KILN_TRACE_TOKEN",
+					"TMPDIR", "PWD", "OLDPWD", "KILN_OBSERVE_IGNORE", NULL };
 
 struct rec {
 	char kind;
@@ -27,9 +27,14 @@ struct rec {
 	const char *path;
 };
 
-/* Splits "K pid f...\tpath" in place; false for a malformed record. */
-static bool parse_rec(char *s, struct rec *r)
+/* Splits "TOKEN K pid f...\tpath" in place; false for a malformed record
+ * or one without the build's token. */
+static bool parse_rec(char *s, const char *token, struct rec *r)
 {
+	size_t tl = strlen(token);
+	if (strncmp(s, token, tl) != 0 || s[tl] != ' ')
+		return false;
+	s += tl + 1;
 	char *tab = strchr(s, '\t');
 	if (tab == NULL || s[0] == '\0' || s[1] != ' ')
 		return false;
@@ -114,8 +119,7 @@ static bool pseudo_fs(const char *path)
 struct builder {
 	struct table *index;      /* path (or "$NAME") -> 1 + position in deps */
 	struct table *written;    /* paths the toolchain wrote: outputs */
-	struct table *pending;    /* pid -> exec not yet followed by its start */
-	struct table *started;    /* pids whose start record came */
+	struct table *pending;    /* pid -> execs (X, P) minus starts (H) and failures (F) */
 	struct trace_result *r;
 	size_t cap;
 };
@@ -228,31 +232,26 @@ static int add_env(struct builder *b, const struct rec *r, trace_env_fn env)
 	return 0;
 }
 
-static void set_pending(struct builder *b, long pid, bool on)
+/*
+ * Each exec (X) and spawn (P) of a pid must be answered by a start record
+ * (H) of that pid, or by a failure (F): counted per pid, in any order (the
+ * records of a process and of its child are in different files).
+ */
+static void pend(struct builder *b, long pid, int delta)
 {
 	char key[32];
 	snprintf(key, sizeof(key), "%ld", pid);
-	if (on)
-		table_put(b->pending, key, (void *)1, NULL);
-	else
+	intptr_t n = (intptr_t)table_get(b->pending, key) + delta;
+	if (n == 0)
 		table_del(b->pending, key);
+	else
+		table_put(b->pending, key, (void *)n, NULL);
 }
 
-/* A spawned child's start may be written before its parent's P record. */
-static void spawned(struct builder *b, long child)
+static void count_pending(const char *key, void *val, void *arg)
 {
-	char key[32];
-	snprintf(key, sizeof(key), "%ld", child);
-	if (table_get(b->started, key) == NULL)
-		set_pending(b, child, true);
-}
-
-static void started(struct builder *b, long pid)
-{
-	char key[32];
-	snprintf(key, sizeof(key), "%ld", pid);
-	table_put(b->started, key, (void *)1, NULL);
-	set_pending(b, pid, false);
+	size_t *n = arg;
+	*n += (intptr_t)val > 0;
 }
 
 static bool skipped(const char *path, const char *const *skip)
@@ -270,15 +269,15 @@ static int take(struct builder *b, struct rec *r, const char *bdir, const char *
 	char path[PATH_MAX + 8];
 	switch (r->kind) {
 	case 'H':
-		started(b, r->pid);
+		pend(b, r->pid, -1);
 		break;
 	case 'F':
-		set_pending(b, r->pid, false);
+		pend(b, r->pid, -1);
 		return 0;
 	case 'P':
 		if (r->nf != 7)
 			return 0;
-		spawned(b, (long)r->f[0]);
+		pend(b, (long)r->f[0], +1);
 		/* The program it runs, with its identity, as for X. */
 		memmove(r->f, r->f + 1, 6 * sizeof(r->f[0]));
 		r->nf = 6;
@@ -292,7 +291,7 @@ static int take(struct builder *b, struct rec *r, const char *bdir, const char *
 		return add_env(b, r, env);
 	case 'X':
 		/* The exec'ing process starts anew: its next start record is due. */
-		set_pending(b, r->pid, true);
+		pend(b, r->pid, +1);
 		break;
 	case 'O': case 'L':
 		if (r->nf != 6)
@@ -334,8 +333,8 @@ static void drop_written(struct builder *b)
 	b->r->ndeps = w;
 }
 
-int trace_parse(const char *text, size_t len, const char *bdir, const char *const *skip,
-		trace_env_fn env, struct trace_result *out)
+int trace_parse(const char *text, size_t len, const char *token, const char *bdir,
+		const char *const *skip, trace_env_fn env, struct trace_result *out)
 {
 	struct builder b = { .r = out };
 	memset(out, 0, sizeof(*out));
@@ -343,9 +342,8 @@ int trace_parse(const char *text, size_t len, const char *bdir, const char *cons
 	b.index = table_new();
 	b.written = table_new();
 	b.pending = table_new();
-	b.started = table_new();
 	char *copy = malloc(len + 1);
-	int rc = b.index != NULL && b.written != NULL && b.pending != NULL && b.started != NULL && copy != NULL ? 0 : -ENOMEM;
+	int rc = b.index != NULL && b.written != NULL && b.pending != NULL && copy != NULL ? 0 : -ENOMEM;
 	if (copy != NULL) {
 		memcpy(copy, text, len);
 		copy[len] = '\0';
@@ -355,23 +353,34 @@ int trace_parse(const char *text, size_t len, const char *bdir, const char *cons
 		size_t n = strnlen(s, len - off);
 		struct rec r;
 		off += n + 1;
-		if (n > 0 && parse_rec(s, &r)) {
-			out->records++;
-			rc = take(&b, &r, bdir, skip, env);
+		if (n == 0)
+			continue;
+		if (!parse_rec(s, token, &r)) {
+			/* Not written by kiln-observe.so for this build: an argument
+			 * made the toolchain write here, and what else it wrote over
+			 * cannot be told. */
+			if (out->damaged[0] == '\0')
+				snprintf(out->damaged, sizeof(out->damaged),
+					 "a record of the trace is not kiln's (\"%.60s\")", s);
+			continue;
 		}
+		out->records++;
+		rc = take(&b, &r, bdir, skip, env);
 	}
-	if (rc == 0 && out->complete && table_count(b.pending) > 0) {
+	size_t untraced = 0;
+	if (rc == 0)
+		table_foreach(b.pending, count_pending, &untraced);
+	if (rc == 0 && out->complete && untraced > 0) {
 		out->complete = false;
 		snprintf(out->incomplete, sizeof(out->incomplete),
 			 "%zu program(s) of the toolchain ran without the interposer (statically "
-			 "linked, or started with a cleared environment)", table_count(b.pending));
+			 "linked, or started with a cleared environment)", untraced);
 	}
 	if (rc == 0)
 		drop_written(&b);
 	table_free(b.index, NULL);
 	table_free(b.written, NULL);
 	table_free(b.pending, NULL);
-	table_free(b.started, NULL);
 	free(copy);
 	if (rc != 0)
 		trace_result_free(out);

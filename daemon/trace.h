@@ -27,6 +27,9 @@ struct trace_result {
 	/* A path seen in two states during the build (found and missing, or
 	 * opened with two identities): an input changed while the build ran. */
 	char changed[512];
+	/* A record without the build's token, or malformed: something other
+	 * than kiln-observe.so wrote into the trace directory. */
+	char damaged[128];
 	size_t records;          /* records read, for the log */
 };
 
@@ -34,7 +37,8 @@ struct trace_result {
 typedef const char *(*trace_env_fn)(const char *name);
 
 /*
- * Parses the trace text (len bytes, NUL-terminated records). bdir is the
+ * Parses the trace text (len bytes, NUL-terminated records, each starting
+ * with token and a space; others make out->damaged). bdir is the
  * build directory's real path: paths in it (the sources, outputs and
  * temporaries, which the key covers or which are the build's own) are left
  * out, as are /proc, /sys, /dev and the paths in skip (NULL-terminated: the
@@ -47,8 +51,8 @@ typedef const char *(*trace_env_fn)(const char *name);
  * sets for its own children are not inputs. Fills *out (free with
  * trace_result_free); returns 0 or -ENOMEM.
  */
-int trace_parse(const char *text, size_t len, const char *bdir, const char *const *skip,
-		trace_env_fn env, struct trace_result *out);
+int trace_parse(const char *text, size_t len, const char *token, const char *bdir,
+		const char *const *skip, trace_env_fn env, struct trace_result *out);
 void trace_result_free(struct trace_result *r);
 
 /*

@@ -18,6 +18,8 @@
 #define KILN_EXEC "/usr/libexec/kiln/kiln-exec"
 
 static const char *const skip_list[] = { OBSERVE_SO, KILN_EXEC, NULL };
+/* The build's secret every record starts with. */
+#define TOKEN "5ec4e7"
 
 /* kilnd's environment as the tests pretend it is. */
 static const char *test_env(const char *name)
@@ -25,7 +27,8 @@ static const char *test_env(const char *name)
 	static const char *const vars[][2] = {
 		{ "FOO", "v" },
 		{ "LD_PRELOAD", OBSERVE_SO },
-		{ "KILN_TRACE_FILE", "/c/tmp/b-1/out/trace" },
+		{ "KILN_TRACE_DIR", "/c/tmp/b-1/trace" },
+		{ "KILN_TRACE_TOKEN", TOKEN },
 		{ "TMPDIR", "/tmp" },
 		{ "PWD", BDIR },
 		{ "OLDPWD", "/home/u" },
@@ -41,18 +44,21 @@ static const char *test_env(const char *name)
 
 /* Joins records into one trace as kiln-observe.so writes it: each record
  * followed by its NUL. *len gets the byte count; free the result. */
+/* The records, each signed with TOKEN as kiln-observe.so signs them, and
+ * joined with NULs. */
 static char *join(const char *const *recs, size_t nrecs, size_t *len)
 {
-	size_t total = 0, o = 0;
+	size_t total = 0, o = 0, tl = strlen(TOKEN) + 1;
 	for (size_t i = 0; i < nrecs; i++)
-		total += strlen(recs[i]) + 1;
+		total += tl + strlen(recs[i]) + 1;
 	char *buf = malloc(total + 1);
 	ck_assert_ptr_nonnull(buf);
 	for (size_t i = 0; i < nrecs; i++) {
 		size_t n = strlen(recs[i]);
-		memcpy(buf + o, recs[i], n);
-		buf[o + n] = '\0';
-		o += n + 1;
+		memcpy(buf + o, TOKEN " ", tl);
+		memcpy(buf + o + tl, recs[i], n);
+		buf[o + tl + n] = '\0';
+		o += tl + n + 1;
 	}
 	*len = total;
 	return buf;
@@ -63,7 +69,7 @@ static void parse_recs(const char *const *recs, size_t nrecs, struct trace_resul
 {
 	size_t len;
 	char *text = join(recs, nrecs, &len);
-	ck_assert_int_eq(trace_parse(text, len, BDIR, skip_list, test_env, r), 0);
+	ck_assert_int_eq(trace_parse(text, len, TOKEN, BDIR, skip_list, test_env, r), 0);
 	free(text);
 }
 
@@ -497,7 +503,8 @@ START_TEST(parse_env_own_vars)
 {
 	struct trace_result r;
 	PARSE(&r, "E 1 1\tLD_PRELOAD=" OBSERVE_SO,
-	      "E 1 1\tKILN_TRACE_FILE=/c/tmp/b-1/out/trace",
+	      "E 1 1\tKILN_TRACE_DIR=/c/tmp/b-1/trace",
+	      "E 1 1\tKILN_TRACE_TOKEN=" TOKEN,
 	      "E 1 1\tTMPDIR=/tmp",
 	      "E 1 1\tPWD=" BDIR,
 	      "E 1 1\tOLDPWD=/home/u",
@@ -509,6 +516,26 @@ END_TEST
 
 /* Malformed records are skipped without harm and the ones after them still
  * count; a last record without its NUL is read too. */
+/* A record that is not signed with the build's token (an argument made the
+ * toolchain write into the trace directory) marks the trace damaged; a
+ * clean trace is not. */
+START_TEST(parse_unsigned_record_is_damage)
+{
+	struct trace_result r;
+	static const char forged[] = TOKEN " O 1 1 2 3 4 5 100644\t/usr/include/a.h\0"
+				     "other O 1 1 2 3 4 5 100644\t/usr/include/b.h\0"
+				     "Memory map of the output file\n";
+	ck_assert_int_eq(trace_parse(forged, sizeof(forged) - 1, TOKEN, BDIR, skip_list, test_env, &r), 0);
+	ck_assert_str_ne(r.damaged, "");
+	ck_assert_uint_eq(r.ndeps, 1);
+	trace_result_free(&r);
+
+	PARSE(&r, "O 1 1 2 3 4 5 100644\t/usr/include/a.h");
+	ck_assert_str_eq(r.damaged, "");
+	trace_result_free(&r);
+}
+END_TEST
+
 START_TEST(parse_malformed)
 {
 	struct trace_result r;
@@ -548,12 +575,12 @@ START_TEST(parse_malformed)
 	trace_result_free(&r);
 
 	/* No NUL after the last record, and an empty trace. */
-	static const char tail[] = "A 1 2\t/usr/a.h\0A 1 2\t/usr/b.h";
-	ck_assert_int_eq(trace_parse(tail, sizeof(tail) - 1, BDIR, skip_list, test_env, &r), 0);
+	static const char tail[] = TOKEN " A 1 2\t/usr/a.h\0" TOKEN " A 1 2\t/usr/b.h";
+	ck_assert_int_eq(trace_parse(tail, sizeof(tail) - 1, TOKEN, BDIR, skip_list, test_env, &r), 0);
 	ck_assert_uint_eq(r.ndeps, 2);
 	ck_assert_ptr_nonnull(find_dep(&r, "/usr/b.h"));
 	trace_result_free(&r);
-	ck_assert_int_eq(trace_parse("", 0, BDIR, NULL, test_env, &r), 0);
+	ck_assert_int_eq(trace_parse("", 0, TOKEN, BDIR, NULL, test_env, &r), 0);
 	ck_assert_uint_eq(r.ndeps, 0);
 	ck_assert(r.complete);
 	trace_result_free(&r);
@@ -618,6 +645,7 @@ static Suite *trace_suite(void)
 	tcase_add_test(tp, parse_env_set_by_toolchain);
 	tcase_add_test(tp, parse_env_own_vars);
 	tcase_add_test(tp, parse_malformed);
+	tcase_add_test(tp, parse_unsigned_record_is_damage);
 	tcase_add_test(tp, parse_duplicates);
 	suite_add_tcase(s, tp);
 	return s;
