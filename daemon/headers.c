@@ -11,12 +11,13 @@
  *     directory along the path, as written and after symlinks, on a
  *     filesystem of the allow-list below, plus /proc/self/mountinfo for
  *     mounts; names change only through those directories.
- *   - content: the same, and only for files kilnd's user cannot write
- *     (owned by another user, no write permission), since inotify does not
- *     see writes through a shared mapping. An inode watch on the file sees
- *     writes through hard links elsewhere.
- * Everything else (files the user can write, other filesystems, no
- * inotify) pays one stat per batch. A changed identity means hashing again
+ *   - content: the same, and only for files only root can write (owned by
+ *     root, no group or other write permission, no ACL), since inotify
+ *     does not see writes through a shared mapping and root's writes to
+ *     system files go through write() or rename(). An inode watch on the
+ *     file sees writes through hard links elsewhere.
+ * Everything else (files users can write, other filesystems, no inotify)
+ * pays one stat per batch. A changed identity means hashing again
  * (any size, on the loop); an identity that stands for the digest recorded
  * with the entry (kept from the build, or from before a restart) needs no
  * hashing at all. A digest taken within DIGESTS_RACY_NS of the file's last
@@ -32,6 +33,7 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "digests.h"
@@ -341,12 +343,19 @@ static bool existing_dir(const char *path, char *dir, size_t cap)
 	return false;
 }
 
-/* kilnd's own user could write the file (so also through a mapping,
- * which no event reports). */
-static bool user_writable(const char *path, const struct stat *st)
+/*
+ * Whether only root can change the file's content: owned by root, no write
+ * permission for group or others, no ACL that could grant one. Root's
+ * writes to such files (package managers, installers) go through write()
+ * or rename(), which inotify sees; a user's, kilnd's or a client's could
+ * go through a shared mapping, which it does not.
+ */
+static bool root_only(const char *path, const struct stat *st)
 {
-	uid_t me = geteuid();
-	return me == 0 || st->st_uid == me || faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) == 0;
+	if (st->st_uid != 0 || (st->st_mode & (S_IWGRP | S_IWOTH)) != 0)
+		return false;
+	ssize_t n = getxattr(path, "system.posix_acl_access", NULL, 0);
+	return n < 0 && (errno == ENODATA || errno == ENOTSUP);
 }
 
 /*
@@ -397,7 +406,7 @@ static void choose_mode(struct headers *h, const char *path, struct hstate *hs)
 			return;
 	}
 	hs->names_watched = true;
-	if (present && stat(real, &st) == 0 && S_ISREG(st.st_mode) && !user_writable(real, &st))
+	if (present && stat(real, &st) == 0 && S_ISREG(st.st_mode) && root_only(real, &st))
 		/* Writes through another hard link show on the inode itself. */
 		hs->content_watched = watch_dir(h, real, IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE |
 					       IN_DELETE_SELF | IN_MOVE_SELF);

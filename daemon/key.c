@@ -174,32 +174,47 @@ static void put_program(EVP_MD_CTX *md, const char *name, const char *path)
 	put_u64(md, TAG_TC_STAT, ok ? (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec : 0);
 }
 
+/* The first executable regular file called name in the ':'-separated
+ * list of directories dirs (len bytes), into out. */
+static bool search_dirs(const char *dirs, size_t len, const char *name, char *out, size_t cap)
+{
+	for (const char *p = dirs, *end = dirs + len; p < end;) {
+		size_t n = strcspn(p, ":\n");
+		struct stat st;
+		if (n > 0) {
+			snprintf(out, cap, "%.*s%s%s", (int)n, p, p[n - 1] == '/' ? "" : "/", name);
+			if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0)
+				return true;
+		}
+		if (p[n] != ':')
+			break;
+		p += n + 1;
+	}
+	return false;
+}
+
 /*
- * The programs a gcc-like driver runs, as it resolves them with kilnd's
- * $PATH (`-print-prog-name` answers a bare name when the driver would look
- * on $PATH): a kilnd restarted after `module load binutils`, or after a
- * binutils upgrade, has another identity.
+ * The programs a gcc-like driver runs, resolved as the driver resolves
+ * them: in its own program directories (`-print-search-dirs`, one run for
+ * all of them), else on kilnd's $PATH. A kilnd restarted after `module load
+ * binutils`, or after a binutils upgrade, has another identity.
  */
 static void put_driver_programs(EVP_MD_CTX *md, const char *driver)
 {
 	static const char *const progs[] = { "as", "ld", "collect2", "cc1", "cc1plus", "lto-wrapper",
 					     "lto1", "ld.bfd", "ld.gold", "ld.lld", "ld.mold", NULL };
+	char *argv[] = { (char *)driver, (char *)"-print-search-dirs", NULL };
+	char *out = run_capture(argv);
+	const char *dirs = out != NULL ? strstr(out, "programs: =") : NULL;
+	size_t dlen = dirs != NULL ? strcspn(dirs + 11, "\n") : 0;
+	put_str(md, TAG_TC_PROG, dirs != NULL ? "" : "no program directories");
 	for (size_t i = 0; progs[i] != NULL; i++) {
-		char opt[64], found[PATH_MAX];
-		snprintf(opt, sizeof(opt), "-print-prog-name=%s", progs[i]);
-		char *argv[] = { (char *)driver, opt, NULL };
-		char *out = run_capture(argv);
-		const char *path = NULL;
-		if (out != NULL) {
-			out[strcspn(out, "\n")] = '\0';
-			if (strchr(out, '/') != NULL)
-				path = out;
-			else if (out[0] != '\0' && search_path(out, found, sizeof(found)))
-				path = found;
-		}
-		put_program(md, progs[i], path);
-		free(out);
+		char found[PATH_MAX];
+		bool ok = (dirs != NULL && search_dirs(dirs + 11, dlen, progs[i], found, sizeof(found))) ||
+			  search_path(progs[i], found, sizeof(found));
+		put_program(md, progs[i], ok ? found : NULL);
 	}
+	free(out);
 }
 
 /* nvcc's: its own tools beside it, cicc in nvvm/, and the host compiler

@@ -26,10 +26,12 @@
  *   L dev ino size mtime ctime mode   a shared object loaded in this process
  *   E 1|0               getenv of a variable, path = "NAME=VALUE" or "NAME"
  *
- * A toolchain's own process may set KILN_OBSERVE_IGNORE to a ':'-separated
- * list of paths whose records it leaves out (a wrapper's lock or log files,
- * which it may poll while they change); only the configured toolchain runs
- * here, never a client's code, so this hides nothing a client controls.
+ * KILN_OBSERVE_IGNORE, set for kilnd or in a toolchain's own process, is a
+ * ':'-separated list of paths (starting with '/': those and everything
+ * below) and variable names whose records are left out: a wrapper's lock or
+ * log files, which it may poll while they change, and its own variables.
+ * Only the configured toolchain runs here, never a client's code, so this
+ * hides nothing a client controls.
  *
  * Nothing here allocates on the heap: the hooks also run in vfork children.
  * Paths are made absolute with the working directory or the directory
@@ -177,17 +179,27 @@ static bool absolute(int dirfd, const char *path, char *out, size_t cap)
 	return true;
 }
 
-/* path is below one of KILN_OBSERVE_IGNORE's entries. */
-static bool ignored(const char *path)
+/* path is one of KILN_OBSERVE_IGNORE's entries or below one; a variable
+ * name (len: its length in name) is one of them. */
+static bool ignored_in(const char *name, size_t len)
 {
 	const char *list = env_get(environ, "KILN_OBSERVE_IGNORE");
+	bool path = name[0] == '/';
 	while (list != NULL && *list != '\0') {
 		size_t n = strcspn(list, ":");
-		if (n > 0 && strncmp(path, list, n) == 0 && (path[n] == '\0' || path[n] == '/'))
+		if (n > 0 && path && list[0] == '/' && strncmp(name, list, n) == 0 &&
+		    (name[n] == '\0' || name[n] == '/'))
+			return true;
+		if (n > 0 && !path && n == len && strncmp(name, list, n) == 0)
 			return true;
 		list += n + (list[n] == ':');
 	}
 	return false;
+}
+
+static bool ignored(const char *path)
+{
+	return ignored_in(path, strlen(path));
 }
 
 static void emit(const char *head, const char *path)
@@ -692,7 +704,7 @@ void *dlopen(const char *file, int flags)
 static char *env_note(const char *name)
 {
 	char *v = (char *)env_get(environ, name);
-	if (name != NULL && strchr(name, '=') == NULL && tracing()) {
+	if (name != NULL && strchr(name, '=') == NULL && !ignored_in(name, strlen(name)) && tracing()) {
 		char head[64], rec[PATH_MAX + 8];
 		snprintf(head, sizeof(head), "E %d %d", (int)getpid(), v != NULL);
 		if (v != NULL)

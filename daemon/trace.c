@@ -13,11 +13,18 @@
 #include "trace.h"
 #include "util.h"
 
-/* Variables kiln-exec and kilnd set for the build, and the one that only
- * names the working directory (ignored by libiberty unless it is the
- * build directory): never inputs. */
-static const char *const own_vars[] = { "LD_PRELOAD", "KILN_TRACE_DIR", "KILN_TRACE_TOKEN",
-					"TMPDIR", "PWD", "OLDPWD", "KILN_OBSERVE_IGNORE", NULL };
+/* Never inputs: variables kiln-exec and kilnd set for the build; the one
+ * that only names the working directory (ignored by libiberty unless it
+ * is the build directory); and those that only shape diagnostics on a
+ * terminal (colours, links, width, the messages' language), which would
+ * otherwise make a kilnd started from a terminal miss on every entry made
+ * by one started from a batch job. LANG and LC_* stay: the locale gives
+ * the compiler its input character set. */
+static const char *const own_vars[] = {
+	"LD_PRELOAD", "KILN_TRACE_DIR", "KILN_TRACE_TOKEN", "TMPDIR", "PWD", "OLDPWD",
+	"KILN_OBSERVE_IGNORE", "TERM", "COLUMNS", "LINES", "GCC_COLORS", "GCC_URLS",
+	"TERM_URLS", "NO_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "LANGUAGE", NULL,
+};
 
 struct rec {
 	char kind;
