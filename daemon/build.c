@@ -18,7 +18,7 @@
 
 #include "build.h"
 #include "build_int.h"
-#include "deps.h"
+#include "tracedir.h"
 #include "kilnd.h"
 #include "log.h"
 #include "server.h"
@@ -374,7 +374,7 @@ static void on_prepared(void *arg)
 void build_begin(struct build *b)
 {
 	struct kilnd *d = b->d;
-	deps_new_token(b->trace_token);
+	tracedir_token(b->trace_token);
 	b->start_ns = util_now_ns();
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);

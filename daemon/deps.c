@@ -24,10 +24,10 @@
 #include "log.h"
 #include "table.h"
 #include "trace.h"
+#include "tracedir.h"
 #include "util.h"
 
 #define DEPFILE_MAX ((size_t)16 << 20)
-#define TRACE_MAX ((size_t)256 << 20)
 
 /*
  * Appends one absolute path of a dependency file to deps (deduplicated).
@@ -204,60 +204,6 @@ static void own_paths(const struct kilnd *d, char exec_real[PATH_MAX], char lib_
 		snprintf(lib_real, PATH_MAX, "%.*s", PATH_MAX - 1, lib);
 }
 
-void deps_new_token(char out[33])
-{
-	uint8_t rnd[16];
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
-		/* No entropy source: still unique, if guessable. */
-		uint64_t t = (uint64_t)util_now_ns() ^ ((uint64_t)getpid() << 32);
-		memcpy(rnd, &t, sizeof(t));
-		memcpy(rnd + 8, &t, sizeof(t));
-	}
-	util_hex(rnd, sizeof(rnd), out);
-}
-
-int deps_read_trace_dir(const char *dir, char **text, size_t *len)
-{
-	DIR *dp = opendir(dir);
-	struct dirent *de;
-	size_t total = 0, cap = 0;
-	char *buf = NULL;
-	int rc = dp != NULL ? 0 : -errno;
-	while (rc == 0 && (de = readdir(dp)) != NULL) {
-		char path[PATH_MAX + 300], *part = NULL;
-		size_t n = 0;
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		rc = util_read_file(path, TRACE_MAX - total, &part, &n);
-		if (rc == 0 && total + n + 1 > cap) {
-			size_t ncap = (total + n + 1) * 2;
-			char *nb = realloc(buf, ncap);
-			if (nb == NULL)
-				rc = -ENOMEM;
-			else {
-				buf = nb;
-				cap = ncap;
-			}
-		}
-		if (rc == 0) {
-			memcpy(buf + total, part, n);
-			total += n;
-			buf[total++] = '\0'; /* a file cut short ends its record here */
-		}
-		free(part);
-	}
-	if (dp != NULL)
-		closedir(dp);
-	if (rc != 0) {
-		free(buf);
-		return rc;
-	}
-	*text = buf;
-	*len = total;
-	return 0;
-}
-
 /* Reads the trace directory into r; *have is false when nothing was traced. */
 static int read_trace(struct build *b, const char *bdir, struct trace_result *r, bool *have)
 {
@@ -265,7 +211,7 @@ static int read_trace(struct build *b, const char *bdir, struct trace_result *r,
 	char *text = NULL;
 	size_t len = 0;
 	snprintf(path, sizeof(path), "%s/trace", b->dir);
-	int rc = deps_read_trace_dir(path, &text, &len);
+	int rc = tracedir_read(path, &text, &len);
 	*have = rc == 0 && len > 0;
 	memset(r, 0, sizeof(*r));
 	if (rc == -ENOENT || (rc == 0 && len == 0)) {

@@ -17,12 +17,6 @@ struct build;
  */
 int deps_collect(struct build *b, char *why, size_t cap);
 
-/* A new random token (32 hex digits and NUL) to sign a build's trace. */
-void deps_new_token(char out[33]);
-/* The records of every file in a trace directory, concatenated (malloc'd
- * in *text). 0 or a negative errno. Thread pool. */
-int deps_read_trace_dir(const char *dir, char **text, size_t *len);
-
 /*
  * Checks a dependency recorded on another node (put, upstream) against
  * this node: a file's content, a found path's type and permissions, a

@@ -23,16 +23,6 @@
 #include "util.h"
 #include "verify.h"
 
-static int write_file(const char *path, const char *data, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	int rc = util_write_all(fd, data, len);
-	if (close(fd) != 0 && rc == 0)
-		rc = -errno;
-	return rc;
-}
 
 /* Thread pool: the build directory with src/ holding the sources and out/. */
 void prepare_work(void *arg)
@@ -64,7 +54,7 @@ void prepare_work(void *arg)
 		goto fail;
 	for (size_t i = 0; i < b->in.nsrc; i++) {
 		snprintf(path, sizeof(path), "%s/src/%s", b->dir, b->in.src[i].name);
-		int rc = write_file(path, b->in.src[i].text, b->in.src[i].len);
+		int rc = util_write_new_file(path, b->in.src[i].text, b->in.src[i].len);
 		if (rc != 0) {
 			errno = -rc;
 			goto fail;
@@ -131,7 +121,7 @@ void publish_write_log(struct kilnd *d, const char *key, const char *log, size_t
 		return;
 	snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)gettid());
 	unlink(tmp);
-	if (write_file(tmp, log != NULL ? log : "", log != NULL ? len : 0) != 0 || rename(tmp, path) != 0)
+	if (util_write_new_file(tmp, log != NULL ? log : "", log != NULL ? len : 0) != 0 || rename(tmp, path) != 0)
 		unlink(tmp);
 	free(path);
 }

@@ -33,7 +33,7 @@
 #include "build.h"
 #include "build_int.h"
 #include "config.h"
-#include "deps.h"
+#include "tracedir.h"
 #include "kilnd.h"
 #include "log.h"
 #include "recheck.h"
@@ -47,16 +47,6 @@
 
 extern char **environ;
 
-static int write_file(const char *path, const char *data, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	int rc = util_write_all(fd, data, len);
-	if (close(fd) != 0 && rc == 0)
-		rc = -errno;
-	return rc;
-}
 
 /* kilnd's environment with TMPDIR in dir and the trace's token, as for a
  * build (step.c). */
@@ -173,12 +163,12 @@ static int write_sources(const struct build_input *in, const char *dir, bool *te
 	for (size_t i = 0; i < in->nsrc; i++) {
 		*texts = *texts && in->src[i].text != NULL;
 		snprintf(path, sizeof(path), "%s/src/%s", dir, in->src[i].name);
-		if (write_file(path, STAND_IN, strlen(STAND_IN)) != 0)
+		if (util_write_new_file(path, STAND_IN, strlen(STAND_IN)) != 0)
 			return -1;
 	}
 	for (size_t i = 0; *texts && i < in->nsrc; i++) {
 		snprintf(path, sizeof(path), "%s/real/%s", dir, in->src[i].name);
-		if (write_file(path, in->src[i].text, in->src[i].len) != 0)
+		if (util_write_new_file(path, in->src[i].text, in->src[i].len) != 0)
 			return -1;
 	}
 	return 0;
@@ -287,7 +277,7 @@ static int observed(const struct kilnd *d, const char *dir, const char *token,
 	size_t len = 0;
 	struct trace_result r;
 	snprintf(path, sizeof(path), "%s/trace", dir);
-	if (realpath(dir, bdir) == NULL || deps_read_trace_dir(path, &text, &len) != 0) {
+	if (realpath(dir, bdir) == NULL || tracedir_read(path, &text, &len) != 0) {
 		snprintf(why, cap, "cannot check it here: the toolchain left no trace");
 		return -1;
 	}
@@ -357,7 +347,7 @@ int recheck_peer(const struct kilnd *d, const struct build_input *in, const stru
 		return -1;
 	}
 	char token[33];
-	deps_new_token(token);
+	tracedir_token(token);
 	int rc = observe_request(d, in, dir, token, why, cap);
 	if (rc == 0)
 		rc = observed(d, dir, token, sent, nsent, why, cap);

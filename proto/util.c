@@ -241,6 +241,19 @@ cleanup:
 	return rc;
 }
 
+int util_write_new_file(const char *path, const void *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	int rc;
+
+	if (fd < 0)
+		return -errno;
+	rc = util_write_all(fd, data, len);
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
+	return rc;
+}
+
 int util_write_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;

@@ -31,6 +31,9 @@ char *util_default_cache_dir(void);
 int util_mkdir_p(const char *dir, unsigned mode);
 /* Writes len bytes to fd, retrying short writes and EINTR. 0 or -errno. */
 int util_write_all(int fd, const void *buf, size_t len);
+/* Creates path (O_EXCL, mode 0600) holding len bytes of data; 0 or a
+ * negative errno. */
+int util_write_new_file(const char *path, const void *data, size_t len);
 /* Reads a whole file (at most max bytes; -EFBIG beyond). *out is malloc'd and
  * NUL-terminated, owned by the caller. Returns 0 or a negative errno. */
 int util_read_file(const char *path, size_t max, char **out, size_t *outlen);
