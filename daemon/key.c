@@ -35,6 +35,8 @@ const char *const key_env_vars[] = {
 	"SDKROOT", "DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES",
 	/* the linker's: a run path baked into the artifact, the target. */
 	"LD_RUN_PATH", "GNUTARGET", "LDEMULATION",
+	/* where the loader finds the toolchain's own libraries (libisl, ...) */
+	"LD_LIBRARY_PATH",
 	/* nvcc's: flags added to every run, its host compiler, its search. */
 	"NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "CUDA_PATH", NULL,
 };
