@@ -240,7 +240,7 @@ static bool watch_dir(struct headers *h, const char *dir, uint32_t mask)
 		return true;
 	int wd = inotify_add_watch(h->ifd, dir, mask | IN_MASK_ADD);
 	if (wd < 0) {
-		log_debug("cannot watch %s (%s): headers below it are checked with stat on every use",
+		log_debug("cannot watch %s (%s): paths below it are checked with stat once per batch",
 			  dir, strerror(errno));
 		return false;
 	}
@@ -314,17 +314,25 @@ static bool parent_dir(char *path)
 	return true;
 }
 
-/* Watches the directory of path with mask, and every directory above it
- * for renames and deletions. */
+/*
+ * Watches the directory of path with mask, and every directory above it
+ * for renames and deletions. A directory on the way that does not exist
+ * (a path looked for and missing, "a/b/../c" where b is missing) needs no
+ * watch: its creation is an event in the nearest one above that exists,
+ * which is watched.
+ */
 static bool watch_path(struct headers *h, const char *path, uint32_t mask)
 {
 	char dir[PATH_MAX];
+	struct stat st;
 	snprintf(dir, sizeof(dir), "%s", path);
-	if (!parent_dir(dir) || !watch_dir(h, dir, mask))
+	if (!parent_dir(dir))
 		return false;
-	while (strcmp(dir, "/") != 0) {
-		if (!parent_dir(dir) || !watch_dir(h, dir, TREE_MASK))
+	for (uint32_t m = mask;; m = TREE_MASK) {
+		if (!watch_dir(h, dir, m) && (stat(dir, &st) == 0 || (errno != ENOENT && errno != ENOTDIR)))
 			return false;
+		if (strcmp(dir, "/") == 0 || !parent_dir(dir))
+			break;
 	}
 	return true;
 }
@@ -547,8 +555,12 @@ bool headers_valid(struct kilnd *d, const struct store_entry *e)
 		return true;
 	bool watched = true;
 	for (size_t i = 0; i < e->ndeps; i++) {
+		bool was = watched;
 		if (!dep_valid(h, &e->deps[i], &watched))
 			return false;
+		if (was && !watched)
+			log_debug("entry %.16s: %s (%s) is checked with stat", e->key, e->deps[i].path,
+				  store_dep_kind_name(e->deps[i].kind));
 	}
 	if (v == NULL) {
 		if (table_count(h->validated) >= VALIDATED_MAX) {
