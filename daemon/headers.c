@@ -120,10 +120,9 @@ static void mark_dirty_in(const char *key, void *val, void *arg)
 	hs->evented = true;
 	if (ctx->rewatch)
 		hs->chosen = false;
-	if (hs->clean) {
-		hs->clean = false;
-		ctx->marked++;
-	}
+	/* Counted even when not clean: an entry found valid may rest on it. */
+	hs->clean = false;
+	ctx->marked++;
 }
 
 static void collect_dir(const char *key, void *val, void *arg)
@@ -518,21 +517,26 @@ static bool dep_valid(struct headers *h, const struct store_dep *dep, bool *watc
 	bool fresh = hs->known && hs->clean && (content ? hs->content_watched : hs->names_watched);
 	if (!fresh && !(hs->known && hs->epoch == h->epoch))
 		restat(h, dep->path, hs);
-	if (!(content ? hs->content_watched : hs->names_watched) || !hs->clean)
-		*watched = false;
+	bool valid;
 	switch (dep->kind) {
 	case STORE_DEP_ABSENT:
-		return !hs->exists;
+		valid = !hs->exists;
+		break;
 	case STORE_DEP_EXISTS:
-		if (!hs->exists)
-			return hs->lexists && (dep->mode & S_IFMT) == S_IFLNK;
-		return hs->st.st_mode == dep->mode;
+		valid = hs->exists ? hs->st.st_mode == dep->mode
+				   : hs->lexists && (dep->mode & S_IFMT) == S_IFLNK;
+		break;
 	case STORE_DEP_FILE:
-		return hs->exists && S_ISREG(hs->st.st_mode) && file_digest(hs, dep, dep->path) &&
-		       memcmp(hs->digest, dep->digest, 32) == 0;
+		valid = hs->exists && S_ISREG(hs->st.st_mode) && file_digest(hs, dep, dep->path) &&
+			memcmp(hs->digest, dep->digest, 32) == 0;
+		break;
 	default:
-		return false;
+		valid = false;
 	}
+	/* After the digest: a file hashed too soon after a change is not clean. */
+	if (!(content ? hs->content_watched : hs->names_watched) || !hs->clean)
+		*watched = false;
+	return valid;
 }
 
 void headers_requests_read(struct kilnd *d)
