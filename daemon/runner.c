@@ -9,14 +9,23 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runner.h"
 
 extern char **environ;
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 /* Appends what fd has to *buf (capped at 1 MiB); false at end of file. */
 static bool capture_some(int fd, char **buf, size_t *len, size_t *cap)
@@ -76,13 +85,18 @@ char *spawn_capture_env(char *const *argv, char *const *envp, const char *cwd, i
 	char *buf = malloc(cap);
 	bool exited = false, open_ = true;
 	int status;
-	/* Until the program exits (its output may end before it does). */
-	for (int waited = 0; buf != NULL && !exited && waited < timeout_ms; waited += 10) {
+	/* Until the program exits: its output ends first, and then it exits
+	 * within moments, so the wait after the end starts short. */
+	int64_t deadline = now_us() + (int64_t)timeout_ms * 1000, nap_us = 100;
+	while (buf != NULL && !exited && now_us() < deadline) {
 		struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
-		if (open_ && poll(&pfd, 1, 10) > 0)
-			open_ = capture_some(fds[0], &buf, &len, &cap);
-		else if (!open_)
-			usleep(10000);
+		if (open_) {
+			if (poll(&pfd, 1, 10) > 0)
+				open_ = capture_some(fds[0], &buf, &len, &cap);
+		} else {
+			usleep((useconds_t)nap_us);
+			nap_us = nap_us < 10000 ? nap_us * 2 : 10000;
+		}
 		exited = waitpid(pid, &status, WNOHANG) == pid;
 	}
 	/* Whatever is left of the group (or the program itself, on a timeout) goes. */
