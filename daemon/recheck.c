@@ -30,6 +30,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "build.h"
 #include "build_int.h"
 #include "config.h"
@@ -404,5 +406,64 @@ struct build_input *recheck_input_copy(const struct build_input *in)
 		recheck_input_free(c);
 		return NULL;
 	}
+	return c;
+}
+
+/* The strings of a JSON array of strings (NULL-terminated, malloc'd), or
+ * NULL when json is not one. */
+static char **strings_of(const char *json, size_t *n)
+{
+	cJSON *a = json != NULL ? cJSON_Parse(json) : NULL;
+	size_t count = cJSON_IsArray(a) ? (size_t)cJSON_GetArraySize(a) : 0;
+	char **v = cJSON_IsArray(a) ? calloc(count + 1, sizeof(char *)) : NULL;
+	const cJSON *it;
+	size_t i = 0;
+	bool ok = v != NULL;
+	cJSON_ArrayForEach(it, a) {
+		if (!ok)
+			break;
+		ok = cJSON_IsString(it) && (v[i] = strdup(it->valuestring)) != NULL;
+		i++;
+	}
+	cJSON_Delete(a);
+	if (!ok) {
+		for (size_t j = 0; v != NULL && j < count; j++)
+			free(v[j]);
+		free(v);
+		return NULL;
+	}
+	*n = count;
+	return v;
+}
+
+struct build_input *recheck_input_of_entry(const struct kilnd *d, const struct store_entry *e,
+					   char *why, size_t cap)
+{
+	const struct toolchain *tc = e->toolchain != NULL ? kilnd_toolchain(d, e->toolchain) : NULL;
+	size_t nargs = 0, nsrc = 0;
+	if (tc == NULL) {
+		snprintf(why, cap, "its toolchain \"%s\" is not configured here",
+			 e->toolchain != NULL ? e->toolchain : "?");
+		return NULL;
+	}
+	struct build_input *c = calloc(1, sizeof(*c));
+	char **names = strings_of(e->sources_json, &nsrc);
+	if (c == NULL || names == NULL || (c->req.args = strings_of(e->args_json, &nargs)) == NULL ||
+	    (c->req.output = strdup(e->output)) == NULL ||
+	    (c->src = calloc(nsrc + 1, sizeof(*c->src))) == NULL) {
+		snprintf(why, cap, "its metadata does not name its arguments and sources");
+		for (size_t i = 0; names != NULL && i < nsrc; i++)
+			free(names[i]);
+		free(names);
+		recheck_input_free(c);
+		return NULL;
+	}
+	c->tc = tc;
+	memcpy(c->rkey, e->rkey, sizeof(c->rkey));
+	c->req.nargs = nargs;
+	c->nsrc = nsrc;
+	for (size_t i = 0; i < nsrc; i++)
+		c->src[i].name = names[i];
+	free(names);
 	return c;
 }

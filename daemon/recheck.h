@@ -26,5 +26,11 @@ int recheck_peer(const struct kilnd *d, const struct build_input *in, const stru
  * at the build's own input; NULL when out of memory. */
 struct build_input *recheck_input_copy(const struct build_input *in);
 void recheck_input_free(struct build_input *in);
+/* The request an entry from another cache stands for (kiln import): its
+ * toolchain by name, its arguments and source names from the metadata, no
+ * texts. NULL with why when it cannot be had. */
+struct store_entry;
+struct build_input *recheck_input_of_entry(const struct kilnd *d, const struct store_entry *e,
+					   char *why, size_t cap);
 
 #endif

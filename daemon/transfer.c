@@ -19,6 +19,7 @@
 #include "build_int.h"
 #include "kilnd.h"
 #include "log.h"
+#include "recheck.h"
 #include "msg.h"
 #include "server.h"
 #include "transfer.h"
@@ -82,6 +83,19 @@ static void export_work(struct transfer_job *j, struct up_dirs *u)
 	}
 }
 
+/* Like a put: this node's toolchain observes the request and the
+ * artifact loads (recheck.h); false, logged, when not. */
+static bool import_checked(struct kilnd *d, const struct store_entry *e, const char *tmp)
+{
+	char why[768];
+	struct build_input *in = recheck_input_of_entry(d, e, why, sizeof(why));
+	bool ok = in != NULL && recheck_peer(d, in, e->deps, e->ndeps, tmp, why, sizeof(why)) == 0;
+	if (!ok)
+		log_warn("import: %.16s not taken: %s", e->key, why);
+	recheck_input_free(in);
+	return ok;
+}
+
 /* Takes rkey's entry from the directory into the cache, if one fits. */
 static void import_rkey(struct transfer_job *j, struct up_dirs *u, const char *rkey)
 {
@@ -100,6 +114,13 @@ static void import_rkey(struct transfer_job *j, struct up_dirs *u, const char *r
 		int rc = e.output != NULL && e.toolchain != NULL ?
 			 upfs_find(u, rkey, outputs[o], tmp, &e, &log, &bad) : -ENOMEM;
 		j->bad += bad;
+		if (rc == 1 && !import_checked(d, &e, tmp)) {
+			unlink(tmp);
+			j->skipped++;
+			free(log);
+			store_entry_free(&e);
+			return;
+		}
 		if (rc == 1) {
 			e.created = e.last_used = util_wall_s();
 			if (log != NULL)

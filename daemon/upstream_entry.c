@@ -40,6 +40,8 @@ struct up_meta {
 	uint64_t build_ms;
 	char *label;
 	char *log;
+	char *toolchain;          /* its name on the publishing node, or NULL */
+	char *args_json, *sources_json;  /* JSON arrays as written, or NULL */
 	struct store_dep *deps;
 	size_t ndeps;
 };
@@ -49,6 +51,9 @@ static void meta_free(struct up_meta *m)
 	free(m->output);
 	free(m->label);
 	free(m->log);
+	free(m->toolchain);
+	free(m->args_json);
+	free(m->sources_json);
 	for (size_t i = 0; i < m->ndeps; i++)
 		free(m->deps[i].path);
 	free(m->deps);
@@ -160,6 +165,14 @@ static int meta_read(const char *path, struct up_meta *m)
 	rc = -ENOMEM;
 	if ((m->output = strdup(output)) == NULL || (label != NULL && (m->label = strdup(label)) == NULL) ||
 	    (log != NULL && (m->log = strdup(log)) == NULL))
+		goto out;
+	/* What the request was, for a check by this node's toolchain. */
+	const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, "args");
+	const cJSON *sources = cJSON_GetObjectItemCaseSensitive(o, "sources");
+	const char *tc = json_str(o, "toolchain");
+	if ((tc != NULL && (m->toolchain = strdup(tc)) == NULL) ||
+	    (cJSON_IsArray(args) && (m->args_json = cJSON_PrintUnformatted(args)) == NULL) ||
+	    (cJSON_IsArray(sources) && (m->sources_json = cJSON_PrintUnformatted(sources)) == NULL))
 		goto out;
 	rc = parse_deps(cJSON_GetObjectItemCaseSensitive(o, "deps"), m);
 out:
@@ -319,6 +332,20 @@ int upfs_find(const struct up_dirs *u, const char *rkey, const char *output,
 			if (e->label == NULL) {
 				e->label = m.label;
 				m.label = NULL;
+			}
+			if (e->args_json == NULL) {
+				e->args_json = m.args_json;
+				m.args_json = NULL;
+			}
+			if (e->sources_json == NULL) {
+				e->sources_json = m.sources_json;
+				m.sources_json = NULL;
+			}
+			if (m.toolchain != NULL && e->toolchain != NULL &&
+			    strcmp(e->toolchain, "imported") == 0) {
+				free(e->toolchain);
+				e->toolchain = m.toolchain;
+				m.toolchain = NULL;
 			}
 			*log = m.log;
 			m.log = NULL;
