@@ -487,9 +487,13 @@ void store_entry_free(struct store_entry *e)
 	free(e->output);
 	free(e->args_json);
 	free(e->sources_json);
-	for (i = 0; i < e->ndeps; i++)
-		free(e->deps[i].path);
-	free(e->deps);
+	if (e->deps_ref) {
+		store_deps_unref(e->deps_ref);
+	} else {
+		for (i = 0; i < e->ndeps; i++)
+			free(e->deps[i].path);
+		free(e->deps);
+	}
 	memset(e, 0, sizeof(*e));
 }
 

@@ -79,6 +79,10 @@ struct store_entry {
 	struct store_dep *deps;
 	size_t ndeps;
 	uint8_t deps_source; /* enum store_deps_source */
+	/* Non-NULL: deps are borrowed, read-only, from a block shared with the
+	 * hot cache (hundreds of paths an entry need not be copied per hit);
+	 * store_entry_free drops the reference. */
+	struct store_deps_ref *deps_ref;
 };
 
 struct store_reconcile_stats {

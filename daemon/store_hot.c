@@ -24,7 +24,9 @@
 #include "store_int.h"
 #include "table.h"
 
-#define HOT_BYTES_MAX ((size_t)4 << 20)
+/* Entries now carry every path their build looked at (hundreds, a
+ * thousand for nvcc): room for a few hundred programs. */
+#define HOT_BYTES_MAX ((size_t)64 << 20)
 
 /* A cached answer: the entries found (n may be 0: a cached miss). */
 struct hot_val {
@@ -129,31 +131,65 @@ static size_t entry_bytes(const struct store_entry *e)
 	return b;
 }
 
-/* Deep copy of src into dst; 0 or -ENOMEM (dst is then empty). */
+void store_deps_unref(struct store_deps_ref *r)
+{
+	if (__atomic_sub_fetch(&r->refs, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	for (size_t i = 0; i < r->n; i++)
+		free(r->deps[i].path);
+	free(r->deps);
+	free(r);
+}
+
+/* dst's deps: a new reference to src's block, or a new block made from
+ * src's own deps (the first time an entry enters the cache). */
+static bool deps_share(struct store_entry *dst, const struct store_entry *src)
+{
+	bool ok = true;
+	struct store_deps_ref *r = src->deps_ref;
+	if (r != NULL) {
+		__atomic_add_fetch(&r->refs, 1, __ATOMIC_RELAXED);
+	} else {
+		if ((r = calloc(1, sizeof(*r))) == NULL ||
+		    (r->deps = calloc(src->ndeps, sizeof(*r->deps))) == NULL) {
+			free(r);
+			return false;
+		}
+		r->refs = 1;
+		for (size_t i = 0; ok && i < src->ndeps; i++) {
+			r->deps[i] = src->deps[i];
+			r->deps[i].path = dup_or_null(src->deps[i].path, &ok);
+			r->n = i + 1;
+		}
+		if (!ok) {
+			store_deps_unref(r);
+			return false;
+		}
+	}
+	dst->deps = r->deps;
+	dst->ndeps = src->ndeps;
+	dst->deps_ref = r;
+	return true;
+}
+
+/* Copy of src into dst, the deps shared (deps_share); 0 or -ENOMEM (dst
+ * is then empty). */
 static int entry_copy(struct store_entry *dst, const struct store_entry *src)
 {
 	bool ok = true;
-	size_t i;
 
 	*dst = *src;
 	dst->deps = NULL;
 	dst->ndeps = 0;
+	dst->deps_ref = NULL;
 	dst->alias = dup_or_null(src->alias, &ok);
 	dst->label = dup_or_null(src->label, &ok);
 	dst->toolchain = dup_or_null(src->toolchain, &ok);
 	dst->output = dup_or_null(src->output, &ok);
 	dst->args_json = dup_or_null(src->args_json, &ok);
 	dst->sources_json = dup_or_null(src->sources_json, &ok);
-	if (ok && src->ndeps > 0) {
-		dst->deps = calloc(src->ndeps, sizeof(*dst->deps));
-		if (!dst->deps)
-			ok = false;
-		for (i = 0; ok && i < src->ndeps; i++) {
-			dst->deps[i] = src->deps[i];
-			dst->deps[i].path = dup_or_null(src->deps[i].path, &ok);
-			dst->ndeps = i + 1;
-		}
-	}
+	if (ok && src->ndeps > 0)
+		ok = deps_share(dst, src);
 	if (!ok) {
 		store_entry_free(dst);
 		return -ENOMEM;

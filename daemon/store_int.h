@@ -69,6 +69,15 @@ int store_count_sizes(sqlite3 *db, uint64_t *entries, uint64_t *bytes);
 bool store_key_valid(const char *key);
 /* malloc'd "<objects>/ab/<key>.meta", or NULL. */
 char *store_meta_path(const struct store *s, const char *key);
+/* A block of deps shared by the hot cache and the entries it hands out. */
+struct store_deps_ref {
+	int refs;                /* atomic */
+	struct store_dep *deps;
+	size_t n;
+};
+/* Drops one reference; the last frees the block. */
+void store_deps_unref(struct store_deps_ref *r);
+
 /* Compact, versioned encoding of deps for the index (see store.c).
  * *out is malloc'd (NULL when n is 0). 0 or a negative errno. */
 int store_deps_encode(const struct store_dep *deps, size_t n, int source, uint8_t **out,
