@@ -1,0 +1,413 @@
+/*
+ * Integration tests of what other caches and clients say, which kilnd must
+ * not take on trust, and of how it reports what it recorded:
+ *   - an alias follows the last get that named it, however the pool orders
+ *     its jobs;
+ *   - a put whose dependency list was emptied (the key recomputed to match)
+ *     and a put of an artifact that does not load are refused: the
+ *     importing node observes its own toolchain and loads the artifact;
+ *   - kiln status and kiln show say how dependencies were recorded, and a
+ *     compiler that escapes the interposer falls back to dependency files.
+ */
+#include "harness.h"
+#include "observe_util.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "key.h"
+#include "kiln_x.h"
+#include "util.h"
+
+/* Gets program name (returning value) with alias in a fresh connection of
+ * this process, so that the request reaches the daemon, and waits for it. */
+static void get_with_alias(const char *name, int value, const char *alias)
+{
+	char key[72];
+
+	harness_get_program(NULL, name, value, alias, key);
+}
+
+/* kiln_lookup(alias) in a fresh connection; returns the program's value. */
+static int lookup_value(const char *alias)
+{
+	struct kiln *k = NULL;
+	struct kiln_program *p = NULL;
+	int (*fn)(void);
+	int rc, value;
+
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	rc = kiln_lookup(k, alias, &p);
+	ck_assert_msg(rc == KILN_OK, "kiln_lookup %s: %s: %s", alias, kiln_strerror(rc),
+		      kiln_errmsg(k));
+	*(void **)&fn = kiln_sym(p, "kiln_test_value");
+	ck_assert_ptr_nonnull(fn);
+	value = fn();
+	kiln_close(k);
+	return value;
+}
+
+/* An alias points at the program of the last get that named it, even when
+ * every get is a hit and their alias updates run on the thread pool. */
+START_TEST(alias_follows_the_last_get)
+{
+	char key[72];
+
+	harness_start(NULL);
+	harness_get_program(NULL, "x", 141, NULL, key);
+	harness_get_program(NULL, "y", 142, NULL, key);
+	for (int round = 1; round <= 20; round++) {
+		int value;
+
+		get_with_alias("x", 141, "a");
+		get_with_alias("y", 142, "a");
+		get_with_alias("x", 141, "a");
+		value = lookup_value("a");
+		ck_assert_msg(value == 141, "round %d: after getting x, y, x with alias a, the alias "
+			      "gives the program returning %d, not x's 141", round, value);
+	}
+	ck_assert_int_eq(builds_started(), 2);
+	harness_stop();
+}
+END_TEST
+
+/* What a put of one artifact carries: its skeleton, its export metadata and
+ * its bytes. */
+struct exported {
+	char *skel;
+	char *meta;
+	char *bytes;
+	size_t size;
+	char key[72];
+};
+
+/* Gets req on the harness daemon and exports its artifact. */
+static void export_request(struct exported *x, const struct kiln_request *req)
+{
+	struct kiln *k;
+	struct kiln_program *p;
+
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	ck_assert_msg(kiln_get(k, req, &p) == KILN_OK, "%s", kiln_errmsg(k));
+	snprintf(x->key, sizeof(x->key), "%s", kiln_program_key(p));
+	x->skel = kiln_x_skeleton(req);
+	ck_assert_ptr_nonnull(x->skel);
+	x->size = (size_t)lseek(kiln_program_fd(p), 0, SEEK_END);
+	x->bytes = malloc(x->size);
+	ck_assert_ptr_nonnull(x->bytes);
+	ck_assert_int_eq(pread(kiln_program_fd(p), x->bytes, x->size, 0), (ssize_t)x->size);
+	ck_assert_msg(kiln_x_export(k, x->key, x->bytes, x->size, &x->meta) == KILN_OK, "%s",
+		      kiln_errmsg(k));
+	kiln_close(k);
+}
+
+static void exported_free(struct exported *x)
+{
+	free(x->skel);
+	free(x->meta);
+	free(x->bytes);
+}
+
+/* Puts skeleton skel with meta and bytes into the kilnd at sock; its error
+ * text goes to msg. */
+static int put_to(const char *sock, const char *skel, const char *meta, const char *bytes,
+		  size_t size, char *msg, size_t msglen)
+{
+	struct kiln *k;
+	int fd = memfd_create("observe-put", MFD_CLOEXEC), rc;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, bytes, size), (ssize_t)size);
+	ck_assert_int_eq(kiln_open(sock, &k), KILN_OK);
+	rc = kiln_x_put(k, skel, meta, fd);
+	snprintf(msg, msglen, "%s", rc == KILN_OK ? "" : kiln_errmsg(k));
+	kiln_close(k);
+	close(fd);
+	return rc;
+}
+
+static int64_t status_num(const char *sock, const char *field)
+{
+	cJSON *st = harness_status_at(sock);
+	int64_t v = harness_num(st, field);
+
+	cJSON_Delete(st);
+	return v;
+}
+
+/* meta with member name replaced by value (taken over); malloc'd. */
+static char *meta_with(const char *meta, const char *name, cJSON *value)
+{
+	cJSON *m = cJSON_Parse(meta);
+	char *out;
+
+	ck_assert_msg(cJSON_IsObject(m), "export metadata is no JSON object: %s", meta);
+	cJSON_DeleteItemFromObjectCaseSensitive(m, name);
+	cJSON_AddItemToObject(m, name, value);
+	out = cJSON_PrintUnformatted(m);
+	ck_assert_ptr_nonnull(out);
+	cJSON_Delete(m);
+	return out;
+}
+
+/* 64 hex digits into 32 bytes. */
+
+/* The artifact key of x's entry computed from its meta's deps (NULL: none)
+ * with kilnd's own function, for the request key the daemon recorded. */
+static void artifact_key(const struct exported *x, const cJSON *deps, char out[65])
+{
+	cJSON *ls = harness_cli_json("ls", NULL);
+	const cJSON *e = harness_find_entry(ls, "key", x->key);
+	int n = cJSON_GetArraySize(deps);
+	struct store_dep *d = calloc((size_t)n + 1, sizeof(*d));
+	const cJSON *dep;
+	int i = 0;
+
+	ck_assert_ptr_nonnull(e);
+	ck_assert_ptr_nonnull(d);
+	cJSON_ArrayForEach(dep, deps) {
+		/* The wire form of a dep is the store's JSON form. */
+		ck_assert_int_eq(store_dep_from_json(dep, &d[i]), 0);
+		i++;
+	}
+	key_artifact(harness_str(e, "rkey"), d, (size_t)n, out);
+	for (i = 0; i < n; i++)
+		free(d[i].path);
+	free(d);
+	cJSON_Delete(ls);
+}
+
+/* A put whose deps are emptied, with the key recomputed to match: the
+ * artifact was built with h.h, so the importing node cannot take the claim
+ * that it depends on nothing. */
+START_TEST(put_with_empty_deps_is_refused)
+{
+	char inc[HARNESS_PATH], hdr[HARNESS_PATH], sock[HARNESS_PATH], msg[4096], key[65];
+	struct exported x;
+	cJSON *m, *deps;
+	char *meta, *forged;
+	struct oreq r;
+	int rc;
+
+	make_dir(inc, "inc");
+	write_header(harness_path(hdr, "inc/h.h"), 1);
+	oreq_init(&r, program_text);
+	oreq_arg(&r, "-I%s", inc);
+	harness_start(NULL);
+	export_request(&x, &r.req);
+
+	/* The key is recomputed the way kilnd computes it; first check that
+	 * the recorded deps give the key the build got. */
+	m = cJSON_Parse(x.meta);
+	deps = cJSON_GetObjectItemCaseSensitive(m, "deps");
+	ck_assert_msg(cJSON_GetArraySize(deps) > 0, "the export names no deps: %s", x.meta);
+	artifact_key(&x, deps, key);
+	ck_assert_str_eq(key, x.key);
+	cJSON_Delete(m);
+	artifact_key(&x, NULL, key);
+	meta = meta_with(x.meta, "deps", cJSON_CreateArray());
+	forged = meta_with(meta, "key", cJSON_CreateString(key));
+	free(meta);
+
+	harness_start_named("b", NULL, NULL, sock);
+	rc = put_to(sock, x.skel, forged, x.bytes, x.size, msg, sizeof(msg));
+	ck_assert_msg(rc != KILN_OK, "node b imported an artifact built with h.h from a put "
+		      "that claimed it depends on nothing");
+	ck_assert_msg(rc == KILN_EREFUSED && harness_contains(msg, "(mismatch)"),
+		      "a put claiming no deps got %s, not mismatch: %s", kiln_strerror(rc), msg);
+	ck_assert_int_eq(status_num(sock, "entries"), 0);
+	ck_assert_int_eq(status_num(sock, "imports"), 0);
+	free(forged);
+	exported_free(&x);
+	oreq_free(&r);
+}
+END_TEST
+
+/* Builds <dir>/bad.so, which refers to a variable nobody defines: its
+ * relocation fails at load time however it is loaded. */
+static void build_unloadable(char path[HARNESS_PATH])
+{
+	char c[HARNESS_PATH];
+	const char *cc[] = { "/usr/bin/cc", "-shared", "-fPIC", "-o", path, c, NULL };
+
+	harness_write_file(harness_path(c, "bad.c"),
+			   "extern int kiln_test_missing_variable;\n"
+			   "\n"
+			   "int kiln_test_value(void)\n"
+			   "{\n"
+			   "\treturn kiln_test_missing_variable;\n"
+			   "}\n");
+	run_ok(cc);
+	/* Even lazy binding resolves data references at load time. */
+	ck_assert_msg(dlopen(path, RTLD_LAZY | RTLD_LOCAL) == NULL, "%s loads after all", path);
+}
+
+/* As harness_in_child(), for the kilnd at sock. */
+static struct harness_result in_child_at(const char *sock, const struct kiln_request *req)
+{
+	struct harness_fleet *f = harness_fleet_start(1, &(struct harness_fleet_opts){
+		.socket = sock, .reqs = req, .nreqs = 1 });
+	struct harness_result res;
+
+	harness_fleet_wait(f, 60);
+	res = f->results[0];
+	harness_fleet_free(f);
+	return res;
+}
+
+/* A put whose key, deps and digest all match, but whose bytes are a shared
+ * object that does not load: the importing node must check it as a build. */
+START_TEST(put_of_an_artifact_that_does_not_load_is_refused)
+{
+	char sock[HARNESS_PATH], msg[4096], bad[HARNESS_PATH], hex[65];
+	char *text = harness_program("loads", 16), *bytes, *meta, *forged;
+	uint8_t digest[32];
+	struct harness_result res;
+	struct exported x;
+	struct oreq r;
+	size_t size;
+	int rc;
+
+	oreq_init(&r, text);
+	free(text);
+	harness_start(NULL);
+	export_request(&x, &r.req);
+
+	harness_path(bad, "bad.so");
+	build_unloadable(bad);
+	bytes = harness_read_file(bad);
+	ck_assert_ptr_nonnull(bytes);
+	{
+		struct stat st;
+
+		ck_assert_int_eq(stat(bad, &st), 0);
+		size = (size_t)st.st_size;
+	}
+	util_sha256(bytes, size, digest);
+	util_hex(digest, sizeof(digest), hex);
+	meta = meta_with(x.meta, "sha256", cJSON_CreateString(hex));
+	forged = meta_with(meta, "size", cJSON_CreateNumber((double)size));
+	free(meta);
+
+	harness_start_named("b", NULL, NULL, sock);
+	rc = put_to(sock, x.skel, forged, bytes, size, msg, sizeof(msg));
+	ck_assert_msg(rc != KILN_OK, "an artifact that does not load was imported");
+	ck_assert_int_eq(status_num(sock, "entries"), 0);
+
+	/* Node b builds the program itself instead. */
+	res = in_child_at(sock, &r.req);
+	check_result(&res, 16, "a get on node b after the refused put");
+	free(forged);
+	free(bytes);
+	exported_free(&x);
+	oreq_free(&r);
+}
+END_TEST
+
+
+/* The default toolchain is observed: status says so, and an entry lists
+ * what the compiler looked for and did not find as well as what it read. */
+START_TEST(status_and_show_name_the_mechanism)
+{
+	char inc[HARNESS_PATH], hdr[HARNESS_PATH], *out = NULL;
+	struct oreq r;
+
+	make_dir(inc, "inc");
+	write_header(harness_path(hdr, "inc/h.h"), 1);
+	oreq_init(&r, program_text);
+	oreq_arg(&r, "-I%s", inc);
+	harness_start(NULL);
+	expect(&r, 1, 1, "first request");
+
+	cJSON *st = harness_status();
+	const cJSON *tcs = cJSON_GetObjectItemCaseSensitive(st, "toolchains");
+	ck_assert_str_eq(harness_str(cJSON_GetArrayItem(tcs, 0), "observe"), "preload");
+	ck_assert_int_eq(harness_num(st, "depfile_fallbacks"), 0);
+	cJSON_Delete(st);
+
+	cJSON *ls = harness_cli_json("ls", NULL);
+	cJSON *e = harness_cli_json("show", harness_str(cJSON_GetArrayItem(ls, 0), "key"), NULL);
+	ck_assert_str_eq(harness_str(e, "deps_source"), "observed");
+	const cJSON *paths = cJSON_GetObjectItemCaseSensitive(e, "deps");
+	const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(e, "dep_kinds");
+	bool header = false, absent = false;
+	for (int i = 0; i < cJSON_GetArraySize(paths); i++) {
+		const char *p = cJSON_GetStringValue(cJSON_GetArrayItem(paths, i));
+		const char *k = cJSON_GetStringValue(cJSON_GetArrayItem(kinds, i));
+		header = header || (strcmp(p, hdr) == 0 && strcmp(k, "file") == 0);
+		absent = absent || strcmp(k, "absent") == 0;
+	}
+	ck_assert_msg(header, "the entry does not list %s as a file it read", hdr);
+	ck_assert_msg(absent, "the entry lists no path looked for and not found");
+	ck_assert_int_eq(harness_cli(&out, NULL, "show", harness_str(e, "key"), NULL), 0);
+	ck_assert_msg(strstr(out, "observed: every file the toolchain read or looked for") != NULL,
+		      "kiln show does not say how the dependencies were recorded:\n%s", out);
+	free(out);
+	cJSON_Delete(e);
+	cJSON_Delete(ls);
+	oreq_free(&r);
+	harness_stop();
+}
+END_TEST
+
+/* A compiler that escapes the interposer (here: started with LD_PRELOAD
+ * removed, as a static program would be) leaves no start record: the
+ * build falls back to the dependency files, says so, and a header change
+ * is still a miss. */
+START_TEST(untraced_compiler_falls_back_to_dependency_files)
+{
+	char inc[HARNESS_PATH], hdr[HARNESS_PATH], wrapper[HARNESS_PATH], tc[HARNESS_PATH + 8];
+	struct oreq r;
+
+	make_dir(inc, "inc");
+	write_header(harness_path(hdr, "inc/h.h"), 1);
+	write_script(harness_path(wrapper, "cc-untraced"),
+		     "#!/bin/sh\nexec env -u LD_PRELOAD /usr/bin/cc \"$@\"\n");
+	oreq_init(&r, program_text);
+	oreq_arg(&r, "-I%s", inc);
+	start_with_wrapper(wrapper, tc, sizeof(tc));
+	expect(&r, 1, 1, "first request");
+	expect(&r, 1, 1, "second request");
+	cJSON *st = harness_status();
+	ck_assert_int_eq(harness_num(st, "depfile_fallbacks"), 1);
+	cJSON_Delete(st);
+	cJSON *ls = harness_cli_json("ls", NULL);
+	cJSON *e = harness_cli_json("show", harness_str(cJSON_GetArrayItem(ls, 0), "key"), NULL);
+	ck_assert_str_eq(harness_str(e, "deps_source"), "depfile");
+	cJSON_Delete(e);
+	cJSON_Delete(ls);
+	write_header(hdr, 2);
+	expect(&r, 2, 2, "after changing h.h");
+	oreq_free(&r);
+	harness_stop();
+}
+END_TEST
+
+/* Adds a test case holding one test (see harness_tcase). */
+static TCase *add(Suite *s, const char *name, const TTest *test, double timeout_s)
+{
+	TCase *tc = harness_tcase(name, test, timeout_s);
+
+	suite_add_tcase(s, tc);
+	return tc;
+}
+
+int main(void)
+{
+	Suite *s = suite_create("imports");
+
+	add(s, "alias_last_get", alias_follows_the_last_get, 120);
+	add(s, "put_empty_deps", put_with_empty_deps_is_refused, 90);
+	add(s, "put_unloadable", put_of_an_artifact_that_does_not_load_is_refused, 90);
+	add(s, "mechanism", status_and_show_name_the_mechanism, 90);
+	add(s, "untraced", untraced_compiler_falls_back_to_dependency_files, 90);
+	return harness_main(s);
+}
