@@ -15,15 +15,18 @@
 
 /* Never inputs: variables kiln-exec and kilnd set for the build; the one
  * that only names the working directory (ignored by libiberty unless it
- * is the build directory); and those that only shape diagnostics on a
- * terminal (colours, links, width, the messages' language), which would
+ * is the build directory); TMP and TEMP, read only when TMPDIR (always set
+ * by kilnd) is not; MAKEFLAGS (lto-wrapper's jobserver: parallelism only);
+ * and those that only shape diagnostics (colours, links, width, format,
+ * demangling, the messages' language, libctf's debugging), which would
  * otherwise make a kilnd started from a terminal miss on every entry made
  * by one started from a batch job. LANG and LC_* stay: the locale gives
  * the compiler its input character set. */
 static const char *const own_vars[] = {
 	"LD_PRELOAD", "KILN_TRACE_DIR", "KILN_TRACE_TOKEN", "TMPDIR", "PWD", "OLDPWD",
-	"KILN_OBSERVE_IGNORE", "TERM", "COLUMNS", "LINES", "GCC_COLORS", "GCC_URLS",
-	"TERM_URLS", "NO_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "LANGUAGE", NULL,
+	"KILN_OBSERVE_IGNORE", "TMP", "TEMP", "MAKEFLAGS", "TERM", "COLUMNS", "LINES",
+	"GCC_COLORS", "GCC_URLS", "TERM_URLS", "NO_COLOR", "CLICOLOR", "CLICOLOR_FORCE",
+	"LANGUAGE", "GCC_EXTRA_DIAGNOSTIC_OUTPUT", "COLLECT_NO_DEMANGLE", "LIBCTF_DEBUG", NULL,
 };
 
 struct rec {

@@ -8,6 +8,8 @@
  *   - a header replaced while the compiler ran, or on every compile;
  *   - inputs outside the dependency file: a source named in the arguments,
  *     an assembler .incbin, a relative include leaving the build directory;
+ *   - files named by options: a header forced in with -include, a linker
+ *     script passed with -Wl;
  *   - inputs that were looked for and not found: a header or a library that
  *     now shadows the one found in a later directory, __has_include;
  *   - changes the watches do not see: a write through another hard link,
@@ -643,6 +645,63 @@ START_TEST(large_header_rewritten_with_same_size_and_mtime_after_restart)
 }
 END_TEST
 
+/* A header forced in with -include, named by an absolute path: read by cc1
+ * like any header, though the source never names it. */
+START_TEST(forced_include_changed)
+{
+	static const char prog[] =
+		"int kiln_test_value(void)\n"
+		"{\n"
+		"\treturn H_VALUE;\n"
+		"}\n";
+	char inc[HARNESS_PATH], hdr[HARNESS_PATH];
+	struct oreq r;
+
+	make_dir(inc, "forced");
+	write_header(harness_path(hdr, "forced/h.h"), 1);
+	oreq_init(&r, prog);
+	oreq_arg(&r, "-include");
+	oreq_arg(&r, "%s", hdr);
+	harness_start(NULL);
+
+	expect(&r, 1, 1, "first request");
+	expect(&r, 1, 1, "second request");
+	write_header(hdr, 2);
+	expect(&r, 2, 2, "after changing the forced header");
+	oreq_free(&r);
+	harness_stop();
+}
+END_TEST
+
+/* A linker script named through -Wl: read by ld alone, never by the
+ * compiler; it defines the symbol the program returns. */
+START_TEST(linker_script_changed)
+{
+	static const char prog[] =
+		"extern char kiln_script_value[];\n"
+		"\n"
+		"int kiln_test_value(void)\n"
+		"{\n"
+		"\treturn (int)(long)kiln_script_value;\n"
+		"}\n";
+	char dir[HARNESS_PATH], script[HARNESS_PATH];
+	struct oreq r;
+
+	make_dir(dir, "ld");
+	harness_write_file(harness_path(script, "ld/values.ld"), "kiln_script_value = 1;\n");
+	oreq_init(&r, prog);
+	oreq_arg(&r, "-Wl,%s", script);
+	harness_start(NULL);
+
+	expect(&r, 1, 1, "first request");
+	expect(&r, 1, 1, "second request");
+	harness_write_file(script, "kiln_script_value = 2;\n");
+	expect(&r, 2, 2, "after changing the linker script");
+	oreq_free(&r);
+	harness_stop();
+}
+END_TEST
+
 /* Can this process mount a tmpfs? When it cannot, why goes to why. */
 static bool can_mount(char *why, size_t len)
 {
@@ -697,6 +756,8 @@ int main(void)
 	} else {
 		printf("SKIP mount_over_include_dir: %s\n", why);
 	}
+	add(s, "forced_include", forced_include_changed, 90);
+	add(s, "linker_script", linker_script_changed, 90);
 	add(s, "include_leaving_build", include_path_leaving_the_build_directory, 90);
 	add(s, "include_dir_leaving_build", relative_include_dir_leaving_the_build_directory, 90);
 	add(s, "as_through_path", assembler_and_linker_found_through_path, 90);
