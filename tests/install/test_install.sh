@@ -35,6 +35,9 @@ find "$tmp/root" -name kilnd.socket | grep -q . || fail "no kilnd.socket"
 find "$tmp/root" -name 'kilnd@.service' -path '*systemd/system*' | grep -q . || fail "no kilnd@.service"
 find "$tmp/root" -path '*bash-completion/completions/kiln' | grep -q . || fail "no bash completion"
 find "$tmp/root" -name kiln-exec -perm -u+x | grep -q . || fail "no kiln-exec"
+# The interposer sits next to kiln-exec, where kilnd looks for it.
+exec_dir=$(dirname "$(find "$tmp/root" -name kiln-exec -perm -u+x | head -n 1)")
+[ -e "$exec_dir/kiln-observe.so" ] || fail "no kiln-observe.so next to kiln-exec"
 echo "installed: $(find "$tmp/root" -type f | wc -l) files"
 
 # Only kiln_* is exported by the libraries (linker version script).
@@ -64,6 +67,10 @@ kilnd_pid=$!
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 out=$(LD_LIBRARY_PATH=$libdir "$tmp/client" "$sock" 2>&1) || { cat "$tmp/kilnd.log"; fail "client: $out"; }
 [ "$out" = "answer 42" ] || fail "client printed: $out"
+# The installed daemon records builds by observation, not dependency files.
+st=$(LD_LIBRARY_PATH=$libdir "$bindir/kiln" --socket "$sock" status) || fail "kiln status"
+grep -q "inputs recorded by observation" <<<"$st" || fail "the installed kilnd does not observe: $st"
+grep -q "^depfile only: *0" <<<"$st" || fail "a build fell back to dependency files: $st"
 LD_LIBRARY_PATH=$libdir "$bindir/kiln" --socket "$sock" stop >/dev/null || fail "kiln stop"
 wait "$kilnd_pid"
 kilnd_pid=
