@@ -154,6 +154,11 @@ static int meta_read(const char *path, struct up_meta *m)
 	const char *log = json_str(o, "log");
 	uint64_t version = 0;
 	rc = -EBADMSG;
+	if (o != NULL && json_u64(o, "kiln_upstream", &version) && version < UPSTREAM_META_VERSION) {
+		/* Written by an older kilnd for keys this one never computes. */
+		rc = -ENOENT;
+		goto out;
+	}
 	if (o == NULL || !json_u64(o, "kiln_upstream", &version) || version != UPSTREAM_META_VERSION ||
 	    !is_key(key) || !is_key(rkey) || output == NULL || store_output_ext(output) == NULL ||
 	    !json_u64(o, "size", &m->size) || !util_unhex32(json_str(o, "sha256"), m->sha256))

@@ -22,7 +22,9 @@
 #include "store.h"
 
 /* The metadata format; a reader skips files of another version. */
-#define UPSTREAM_META_VERSION 1
+/* 2: dependencies with kinds (key format 3). Entries of version 1 were
+ * keyed by format 2 and are never asked for; they are skipped quietly. */
+#define UPSTREAM_META_VERSION 2
 
 struct up_dirs {
 	char *dir, *objects, *entries, *claims, *tmp;
