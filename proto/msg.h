@@ -12,7 +12,7 @@
 
 #include <cjson/cJSON.h>
 
-#define KILN_PROTO_VERSION 2
+#define KILN_PROTO_VERSION 3
 
 /* Limits enforced by msg_request_parse(). */
 #define MSG_MAX_SOURCES 256

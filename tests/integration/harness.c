@@ -564,7 +564,7 @@ cJSON *harness_status_at(const char *sock)
 	int fd = harness_raw_connect(sock);
 	cJSON *r;
 
-	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":2}");
+	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":3}");
 	cJSON_Delete(harness_raw_recv(fd));
 	harness_raw_send(fd, "{\"op\":\"status\",\"id\":2}");
 	r = harness_raw_recv(fd);

@@ -90,7 +90,7 @@ START_TEST(cli_commands_with_and_without_the_daemon)
 	for (size_t i = 0; i < sizeof(status_fields) / sizeof(status_fields[0]); i++)
 		harness_num(st, status_fields[i]);
 	ck_assert_int_eq(harness_num(st, "pid"), harness.pid);
-	ck_assert_int_eq(harness_num(st, "proto"), 2);
+	ck_assert_int_eq(harness_num(st, "proto"), 3);
 	ck_assert_str_eq(harness_str(st, "version"), KILN_VERSION);
 	ck_assert_str_eq(harness_str(st, "socket"), harness.socket);
 	ck_assert_str_eq(harness_str(st, "cache_dir"), harness.cache);

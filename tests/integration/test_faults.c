@@ -88,7 +88,7 @@ START_TEST(shutdown_while_keying)
 		snprintf(get, sizeof(get), "{\"op\":\"get\",\"id\":2,\"sources\":"
 			 "[{\"name\":\"keyed.c\",\"path\":\"%s\"}]}", src);
 		frame_append(buf, sizeof(buf), &len,
-			     "{\"op\":\"hello\",\"id\":1,\"proto\":2,\"client\":\"kiln-tests\"}");
+			     "{\"op\":\"hello\",\"id\":1,\"proto\":3,\"client\":\"kiln-tests\"}");
 		frame_append(buf, sizeof(buf), &len, get);
 		frame_append(buf, sizeof(buf), &len, "{\"op\":\"shutdown\",\"id\":3}");
 
@@ -285,7 +285,7 @@ START_TEST(fifo_source_path)
 	/* All requests are sent before any reply is read. */
 	for (int i = 0; i < FIFO_REQUESTS; i++) {
 		fds[i] = harness_raw_connect(harness.socket);
-		harness_raw_send(fds[i], "{\"op\":\"hello\",\"id\":1,\"proto\":2}");
+		harness_raw_send(fds[i], "{\"op\":\"hello\",\"id\":1,\"proto\":3}");
 		harness_raw_send(fds[i], get);
 	}
 	/* A pool thread blocked in open() would never answer. */

@@ -336,7 +336,7 @@ END_TEST
 static void foreign_client(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	static const char hello[] = "{\"op\":\"hello\",\"id\":1,\"proto\":2}";
+	static const char hello[] = "{\"op\":\"hello\",\"id\":1,\"proto\":3}";
 	unsigned char hdr[4] = { 0, 0, 0, sizeof(hello) - 1 };
 	char buf[4096];
 	size_t have = 0;

@@ -30,7 +30,7 @@ static int hello_conn(void)
 	int fd = harness_raw_connect(harness.socket);
 	cJSON *r;
 
-	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":2}");
+	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":3}");
 	r = harness_raw_recv(fd);
 	ck_assert_msg(r != NULL, "no reply to hello");
 	ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItem(r, "ok")), "hello failed");
@@ -61,7 +61,7 @@ START_TEST(connections_beyond_the_limit_get_busy)
 	for (int tries = 0;; tries++) {
 		int fd = harness_raw_connect(harness.socket);
 
-		harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":2}");
+		harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":3}");
 		r = harness_raw_recv(fd);
 		ck_assert_ptr_nonnull(r);
 		if (cJSON_IsTrue(cJSON_GetObjectItem(r, "ok"))) {
@@ -281,7 +281,7 @@ END_TEST
  * sent slowly but steadily is served. */
 START_TEST(stalled_frame_is_closed)
 {
-	static const char hello[] = "{\"op\":\"hello\",\"id\":1,\"proto\":2}";
+	static const char hello[] = "{\"op\":\"hello\",\"id\":1,\"proto\":3}";
 	unsigned char hdr[4] = { 0, 0, 0, sizeof(hello) - 1 };
 	int stalled, slow;
 	double t0;

@@ -17,12 +17,12 @@ static int hello(void)
 	int fd = harness_raw_connect(harness.socket);
 	cJSON *r;
 
-	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":2,\"client\":\"kiln-tests\"}");
+	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":3,\"client\":\"kiln-tests\"}");
 	r = harness_raw_recv(fd);
 	ck_assert_msg(r != NULL, "no reply to hello");
 	ck_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok")));
 	ck_assert_int_eq(harness_num(r, "id"), 1);
-	ck_assert_int_eq(harness_num(r, "proto"), 2);
+	ck_assert_int_eq(harness_num(r, "proto"), 3);
 	cJSON_Delete(r);
 	return fd;
 }
@@ -150,7 +150,7 @@ START_TEST(invalid_requests_get_errors_and_the_connection_stays)
 		ck_assert_ptr_nonnull(r);
 		ck_assert_str_eq(harness_error_code(r), "proto_mismatch");
 		err = cJSON_GetObjectItemCaseSensitive(r, "error");
-		ck_assert_int_eq(harness_num(err, "proto"), 2);
+		ck_assert_int_eq(harness_num(err, "proto"), 3);
 		cJSON_Delete(r);
 	}
 	close(fd);
@@ -162,7 +162,7 @@ END_TEST
 START_TEST(pipelined_requests_are_answered_in_order)
 {
 	static const char *reqs[] = {
-		"{\"op\":\"hello\",\"id\":1,\"proto\":2}",
+		"{\"op\":\"hello\",\"id\":1,\"proto\":3}",
 		"{\"op\":\"status\",\"id\":2}",
 		"{\"op\":\"list\",\"id\":3}",
 		"{\"op\":\"frobnicate\",\"id\":4}",

@@ -242,7 +242,7 @@ START_TEST(put_needs_a_file_descriptor)
 	export_program(&x, "nofd", 4, "");
 	/* No descriptor at all: a raw frame. */
 	fd = harness_raw_connect(harness.socket);
-	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":2}");
+	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":3}");
 	cJSON_Delete(harness_raw_recv(fd));
 	snprintf(req, sizeof(req),
 		 "{\"op\":\"put\",\"id\":2,\"sources\":[{\"name\":\"a.c\",\"text\":\"int x;\"}],"

@@ -142,7 +142,7 @@ START_TEST(passed_socket_is_served_and_kept)
 	 * no kilnd runs is served by the next one. */
 	ck_assert_msg(harness_exists(harness.socket), "kilnd removed a socket it did not create");
 	early = harness_raw_connect(harness.socket);
-	harness_raw_send(early, "{\"op\":\"hello\",\"id\":1,\"proto\":2}");
+	harness_raw_send(early, "{\"op\":\"hello\",\"id\":1,\"proto\":3}");
 	pid = start_activated(lfd, 1, NULL);
 	{
 		cJSON *r = harness_raw_recv(early);

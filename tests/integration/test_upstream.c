@@ -645,7 +645,7 @@ START_TEST(text_joins_a_digest_only_flight)
 	memcpy(both + 8 + l1, with_text, l2);
 
 	fd = harness_raw_connect(a.socket);
-	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":2}");
+	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":3}");
 	r = harness_raw_recv(fd);
 	ck_assert(r && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok")));
 	cJSON_Delete(r);
