@@ -533,6 +533,9 @@ static void add_observation(const struct kilnd *d, cJSON *r)
 		cJSON_AddStringToObject(o, "library", d->observe_lib);
 	else
 		cJSON_AddNullToObject(o, "library");
+	const char *ignore = getenv("KILN_OBSERVE_IGNORE");
+	if (ignore != NULL && ignore[0] != '\0')
+		cJSON_AddStringToObject(o, "ignored", ignore);
 	cJSON_AddStringToObject(o, "validation", headers_events_complete(d)
 				? "events where complete, else stat once per batch of requests"
 				: "stat once per batch of requests");

@@ -133,6 +133,10 @@ static void observe_init(struct kilnd *d)
 	if (d->observe_lib == NULL)
 		log_warn("%s not found: builds are recorded from the compiler's dependency files, "
 			 "which miss absent headers and assembler, linker and positional inputs", lib);
+	const char *ignore = getenv("KILN_OBSERVE_IGNORE");
+	if (ignore != NULL && ignore[0] != '\0')
+		log_warn("KILN_OBSERVE_IGNORE=%s: builds do not record these paths and variables "
+			 "(meant for a toolchain wrapper's own files)", ignore);
 	for (size_t i = 0; i < d->ntoolchains; i++) {
 		if (!d->toolchains[i].dynamic)
 			log_warn("toolchain %s (%s) is not a dynamically linked program: its builds "
