@@ -14,6 +14,7 @@
 
 #include "build.h"
 #include "config.h"
+#include "digests.h"
 #include "fdcache.h"
 #include "headers.h"
 #include "instance.h"
@@ -399,6 +400,7 @@ out:
 		close(d.activated_fd);   /* it never reached the server */
 	free(d.gpus);
 	free(d.observe_lib);
+	digests_fini();
 	for (size_t i = 0; i < d.ntoolchains; i++)
 		key_toolchain_fini(&d.toolchains[i]);
 	store_close(d.store);
