@@ -165,6 +165,22 @@ static void print_toolchains(const cJSON *st)
 	}
 }
 
+/* "confinement:" whether compilers may write only in their build directory. */
+static void print_confinement(const cJSON *st)
+{
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(st, "confinement");
+	int64_t abi;
+
+	if (!cJSON_IsObject(c))
+		return;
+	if (cli_json_true(c, "landlock") && cli_json_i64(c, "abi", &abi))
+		printf("confinement:    compilers write only in their build directory "
+		       "(Landlock ABI %lld)\n", (long long)abi);
+	else
+		printf("confinement:    none (%s); argument checks only\n",
+		       cli_json_str(c, "why") ? cli_json_str(c, "why") : "?");
+}
+
 /* "gpus:" with one line per GPU, or why there is none (only when the daemon
  * has an nvcc toolchain and so asked the driver). */
 static void print_gpus(const cJSON *st)
@@ -208,6 +224,7 @@ int cmd_status(struct cli *cli, int argc, char **argv)
 	if (!cli->json) {
 		print_status(reply);
 		print_toolchains(reply);
+		print_confinement(reply);
 		print_gpus(reply);
 	}
 	status = cli_finish_stdout(CLI_EXIT_OK);

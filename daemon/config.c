@@ -8,6 +8,7 @@
 #include <grp.h>
 #include <pwd.h>
 #include <limits.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,11 @@ static void usage(FILE *fp)
 		"  --cuda-arch LIST        GPU architectures for nvcc requests that name none,\n"
 		"                          e.g. sm_80 or sm_80,sm_90 (default: the node's GPUs,\n"
 		"                          found through the CUDA driver)\n"
+		"  --no-landlock           run compilers without Landlock (by default each\n"
+		"                          compiler may write only in its build directory\n"
+		"                          where the kernel has Landlock)\n"
+		"  --allow-write DIR       a directory compilers may write in too (a toolchain\n"
+		"                          wrapper's log or cache; repeatable, at most 8)\n"
 		"  --log-level LEVEL       error, warn, info (default) or debug\n"
 		"  --log-file PATH         log to PATH (default: stderr; with --daemonize\n"
 		"                          CACHE_DIR/kilnd.log)\n"
@@ -91,6 +97,26 @@ static void usage(FILE *fp)
 		"\n"
 		"A second kilnd on the same socket or cache directory reports the running\n"
 		"one and exits 0. SIGTERM, SIGINT or `kiln stop` stop the daemon cleanly.\n");
+}
+
+/* --allow-write DIR: an existing directory, kept by its real path. */
+static int add_allow_write(struct config *cfg, const char *arg)
+{
+	char real[PATH_MAX];
+	struct stat st;
+	if (cfg->nallow_write == CONFIG_MAX_ALLOW_WRITE) {
+		fprintf(stderr, "kilnd: --allow-write: at most %d directories\n", CONFIG_MAX_ALLOW_WRITE);
+		return -1;
+	}
+	if (arg[0] != '/' || realpath(arg, real) == NULL || stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "kilnd: --allow-write: \"%s\" is not an existing directory named by an "
+			"absolute path\n", arg);
+		return -1;
+	}
+	if ((cfg->allow_write[cfg->nallow_write] = strdup(real)) == NULL)
+		return -1;
+	cfg->nallow_write++;
+	return 0;
 }
 
 static int parse_seconds(const char *opt, const char *s, double *out)
@@ -223,7 +249,7 @@ enum {
 	OPT_BUILD_TIMEOUT, OPT_DAEMONIZE, OPT_IDLE_EXIT, OPT_LOG_LEVEL, OPT_LOG_FILE,
 	OPT_MAX_FRAME, OPT_MAX_OUTPUT, OPT_UPSTREAM, OPT_UPSTREAM_STALE,
 	OPT_ALLOW_UID, OPT_ALLOW_GROUP, OPT_MAX_CONNECTIONS, OPT_MAX_REQUESTS, OPT_MAX_PENDING,
-	OPT_MAX_QUEUE, OPT_FRAME_TIMEOUT, OPT_CUDA_ARCH,
+	OPT_MAX_QUEUE, OPT_FRAME_TIMEOUT, OPT_CUDA_ARCH, OPT_NO_LANDLOCK, OPT_ALLOW_WRITE,
 };
 
 static const struct option long_opts[] = {
@@ -249,6 +275,8 @@ static const struct option long_opts[] = {
 	{ "max-queue", required_argument, NULL, OPT_MAX_QUEUE },
 	{ "frame-timeout", required_argument, NULL, OPT_FRAME_TIMEOUT },
 	{ "cuda-arch", required_argument, NULL, OPT_CUDA_ARCH },
+	{ "no-landlock", no_argument, NULL, OPT_NO_LANDLOCK },
+	{ "allow-write", required_argument, NULL, OPT_ALLOW_WRITE },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -363,6 +391,11 @@ static int parse_one(struct config *cfg, int c, const char *arg)
 		return parse_count("--max-queue", arg, 1u << 24, &cfg->max_queue);
 	case OPT_FRAME_TIMEOUT:
 		return parse_seconds("--frame-timeout", arg, &cfg->frame_timeout_s);
+	case OPT_NO_LANDLOCK:
+		cfg->no_landlock = true;
+		return 0;
+	case OPT_ALLOW_WRITE:
+		return add_allow_write(cfg, arg);
 	case OPT_CUDA_ARCH:
 		free(cfg->cuda_arch);
 		if (gpu_arch_parse(arg, &cfg->cuda_arch) != 0) {
@@ -480,6 +513,8 @@ int config_parse(struct config *cfg, int argc, char **argv)
 
 void config_fini(struct config *cfg)
 {
+	for (size_t i = 0; i < cfg->nallow_write; i++)
+		free(cfg->allow_write[i]);
 	free(cfg->cuda_arch);
 	free(cfg->socket_path);
 	free(cfg->cache_dir);

@@ -5,6 +5,9 @@
 #define KILN_DAEMON_CONFIG_H
 
 #include <stdbool.h>
+
+/* Directories a toolchain wrapper may write in besides the build directory. */
+#define CONFIG_MAX_ALLOW_WRITE 8
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -51,6 +54,9 @@ struct config {
 	unsigned max_queue;        /* builds waiting for a slot; beyond: busy */
 	double frame_timeout_s;    /* a frame stalled this long closes its connection */
 	char *cuda_arch;           /* --cuda-arch, normalized ("sm_80,sm_90"), or NULL */
+	bool no_landlock;          /* --no-landlock: compilers run unconfined */
+	char *allow_write[CONFIG_MAX_ALLOW_WRITE]; /* --allow-write: absolute, real */
+	size_t nallow_write;
 };
 
 /*

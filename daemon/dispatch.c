@@ -579,6 +579,14 @@ static void op_status(struct conn *c, struct msg_request *req)
 	ADD_NUM(r, "inputs_changed", d->c.inputs_changed);
 	ADD_NUM(r, "depfile_fallbacks", d->c.depfile_fallbacks);
 	add_observation(d, r);
+	cJSON *conf = cJSON_AddObjectToObject(r, "confinement");
+	if (conf != NULL) {
+		cJSON_AddBoolToObject(conf, "landlock", d->landlock_abi > 0);
+		if (d->landlock_abi > 0)
+			ADD_NUM(conf, "abi", d->landlock_abi);
+		else
+			cJSON_AddStringToObject(conf, "why", d->landlock_why);
+	}
 	upstream_status(d, r);
 	cJSON *tcs = cJSON_AddArrayToObject(r, "toolchains");
 	for (size_t i = 0; tcs != NULL && i < d->ntoolchains; i++) {

@@ -5,8 +5,13 @@
  * SIGTERM when kilnd dies and answers it by killing that whole group, so a
  * killed daemon leaves no compiler burning CPU or writing into the cache.
  *
- *   kiln-exec run PARENT_PID [--trace DIR] -- PROGRAM [ARG]...   run a compiler
- *   kiln-exec check PARENT_PID FILE                dlopen(FILE, RTLD_NOW)
+ *   kiln-exec run PARENT_PID [--trace DIR] [--confine DIR] -- PROGRAM [ARG]...
+ *                                                  run a compiler
+ *   kiln-exec check PARENT_PID [--confine DIR] FILE  dlopen(FILE, RTLD_NOW)
+ *
+ * With --confine, the compiler (or the loaded artifact's constructors) can
+ * write only below DIR and to /dev/null, by Landlock (confine.c); a run that
+ * cannot be confined does not run.
  *
  * With --trace, the compiler runs with kiln-observe.so (found next to
  * kiln-exec) preloaded and KILN_TRACE_DIR naming DIR, so that every process
@@ -26,8 +31,11 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <stdbool.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "confine.h"
 
 static void kill_group(int sig)
 {
@@ -108,7 +116,9 @@ static void trace_setup(const char *trace, const char *prog)
 		close(fd);
 }
 
-static int run(char **argv, const char *trace)
+static int confine(const char *dir);
+
+static int run(char **argv, const char *trace, const char *confine_dir)
 {
 	/* One stream: diagnostics from stdout and stderr stay in order. */
 	if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0)
@@ -123,6 +133,8 @@ static int run(char **argv, const char *trace)
 		signal(SIGHUP, SIG_DFL);
 		if (trace != NULL)
 			trace_setup(trace, argv[0]);
+		if (confine(confine_dir) != 0)
+			_exit(126);
 		execv(argv[0], argv);
 		fprintf(stderr, "kiln-exec: cannot run %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
@@ -153,27 +165,69 @@ static int check(const char *file)
 	return 0;
 }
 
+/* Options between the parent's pid and "--" (run) or the file (check). */
+#define ALLOW_MAX 8
+
+struct opts {
+	const char *trace;    /* --trace DIR */
+	const char *confine;  /* --confine DIR */
+	const char *allow[ALLOW_MAX]; /* --allow DIR: writable too (with --confine) */
+	size_t nallow;
+	int next;             /* index of the first argument after them */
+};
+
+/* The options of this run (confine() reads the writable directories). */
+static struct opts opts;
+
+static bool parse_opts(int argc, char **argv, int from, struct opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	int i = from;
+	for (; i + 1 < argc; i += 2) {
+		if (strcmp(argv[i], "--trace") == 0 && argv[i + 1][0] == '/')
+			o->trace = argv[i + 1];
+		else if (strcmp(argv[i], "--confine") == 0 && argv[i + 1][0] == '/')
+			o->confine = argv[i + 1];
+		else if (strcmp(argv[i], "--allow") == 0 && argv[i + 1][0] == '/' && o->nallow < ALLOW_MAX)
+			o->allow[o->nallow++] = argv[i + 1];
+		else
+			break;
+	}
+	o->next = i;
+	return true;
+}
+
+/* Landlock: from here on, this process and its children write only in dir. */
+static int confine(const char *dir)
+{
+	char why[512];
+	if (dir == NULL || confine_writes(dir, opts.allow, opts.nallow, why, sizeof(why)) == 0)
+		return 0;
+	fprintf(stderr, "kiln-exec: cannot confine the compiler to %s: %s\n", dir, why);
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc >= 5 && strcmp(argv[1], "run") == 0 && strcmp(argv[3], "--") == 0) {
+	struct opts *o = &opts;
+	if (argc >= 5 && strcmp(argv[1], "run") == 0 && parse_opts(argc, argv, 3, o) &&
+	    o->next + 1 < argc && strcmp(argv[o->next], "--") == 0) {
 		if (watch_parent(argv[2]) != 0)
 			return 127;
-		return run(argv + 4, NULL);
+		return run(argv + o->next + 1, o->trace, o->confine);
 	}
-	if (argc >= 7 && strcmp(argv[1], "run") == 0 && strcmp(argv[3], "--trace") == 0 &&
-	    argv[4][0] == '/' && strcmp(argv[5], "--") == 0) {
+	if (argc >= 4 && strcmp(argv[1], "check") == 0 && parse_opts(argc, argv, 3, o) &&
+	    o->next + 1 == argc) {
 		if (watch_parent(argv[2]) != 0)
 			return 127;
-		return run(argv + 6, argv[4]);
-	}
-	if (argc == 4 && strcmp(argv[1], "check") == 0) {
-		if (watch_parent(argv[2]) != 0)
+		/* The artifact's constructors run here: the same fence. */
+		if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0 || confine(o->confine) != 0)
 			return 127;
-		return check(argv[3]);
+		return check(argv[o->next]);
 	}
 	fprintf(stderr,
-		"usage: kiln-exec run PARENT_PID [--trace FILE] -- PROGRAM [ARG]...\n"
-		"       kiln-exec check PARENT_PID FILE\n"
+		"usage: kiln-exec run PARENT_PID [--trace DIR] [--confine DIR [--allow DIR]...] -- PROGRAM [ARG]...\n"
+		"       kiln-exec check PARENT_PID [--confine DIR [--allow DIR]...] FILE\n"
 		"kiln-exec is started by kilnd; it is not meant to be run by hand.\n");
 	return 2;
 }

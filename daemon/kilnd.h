@@ -71,6 +71,8 @@ struct kilnd {
 	struct upstream *up;         /* the --upstream tier (upstream.h), or NULL */
 	struct gpus *gpus;           /* detected at start (gpu.h) */
 	char *observe_lib;           /* kiln-observe.so next to kiln-exec, or NULL */
+	int landlock_abi;            /* > 0: compilers write only in their build directory */
+	char landlock_why[160];      /* why not, when 0 */
 	bool activated;              /* the socket came from systemd (sdnotify.h) */
 	int activated_fd;
 

@@ -14,6 +14,7 @@
 
 #include "build.h"
 #include "config.h"
+#include "confine.h"
 #include "digests.h"
 #include "fdcache.h"
 #include "headers.h"
@@ -134,6 +135,14 @@ static void observe_init(struct kilnd *d)
 	if (d->observe_lib == NULL)
 		log_warn("%s not found: builds are recorded from the compiler's dependency files, "
 			 "which miss absent headers and assembler, linker and positional inputs", lib);
+	d->landlock_abi = d->cfg->no_landlock ? 0 : confine_abi(d->landlock_why, sizeof(d->landlock_why));
+	if (d->cfg->no_landlock)
+		snprintf(d->landlock_why, sizeof(d->landlock_why), "off by --no-landlock");
+	if (d->landlock_abi > 0)
+		log_info("compilers write only in their build directory (Landlock ABI %d)", d->landlock_abi);
+	else
+		log_warn("compilers are not confined to their build directory: %s; argument "
+			 "validation is the only fence", d->landlock_why);
 	const char *ignore = getenv("KILN_OBSERVE_IGNORE");
 	if (ignore != NULL && ignore[0] != '\0')
 		log_warn("KILN_OBSERVE_IGNORE=%s: builds do not record these paths and variables "

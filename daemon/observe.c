@@ -247,6 +247,13 @@ static void note_open(int dirfd, const char *path, int flags, int fd, int err)
 	char abs[PATH_MAX + 8], head[64];
 	if (!tracing() || !absolute(dirfd, path, abs, sizeof(abs)))
 		return;
+	if (fd < 0 && ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC)))) {
+		/* A refused attempt to write (Landlock, permissions) read nothing:
+		 * an output, not a probe. */
+		snprintf(head, sizeof(head), "W %d", (int)getpid());
+		emit(head, abs);
+		return;
+	}
 	if (fd < 0) {
 		note_probe(dirfd, path, -1, err, 0);
 		return;

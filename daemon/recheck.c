@@ -126,6 +126,14 @@ static void add_compiler(struct argv_list *a, const struct kilnd *d, const struc
 	add_owned(a, asprintf(&s, "%d", (int)getpid()) > 0 ? s : NULL);
 	add(a, "--trace");
 	add_owned(a, asprintf(&s, "%s/trace", dir) > 0 ? s : NULL);
+	if (d->landlock_abi > 0) {
+		add(a, "--confine");
+		add(a, dir);
+		for (size_t i = 0; i < d->cfg->nallow_write; i++) {
+			add(a, "--allow");
+			add(a, d->cfg->allow_write[i]);
+		}
+	}
 	add(a, "--");
 	add(a, in->tc->path);
 	if (in->tc->is_nvcc && in->tc->cuda_arch != NULL && strchr(in->tc->cuda_arch, ',') == NULL &&
@@ -311,15 +319,21 @@ static int observed(const struct kilnd *d, const char *dir, const char *token,
 }
 
 /* The artifact loads here (shared libraries only). */
-static int load_check(const struct kilnd *d, const char *artifact, const char *output, char *why,
-		      size_t cap)
+static int load_check(const struct kilnd *d, const char *dir, const char *artifact,
+		      const char *output, char *why, size_t cap)
 {
 	char pid[24];
 	int status = 0;
 	if (strcmp(output, "shared") != 0)
 		return 0;
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	char *argv[] = { d->cfg->exec_helper, (char *)"check", pid, (char *)artifact, NULL };
+	/* Its constructors run in kiln-exec: confined like a build's check. */
+	char *argv[] = { d->cfg->exec_helper, (char *)"check", pid, (char *)"--confine", (char *)dir,
+			 (char *)artifact, NULL };
+	if (d->landlock_abi <= 0) {
+		argv[3] = (char *)artifact;
+		argv[4] = NULL;
+	}
 	char *out = spawn_capture(argv, NULL, (int)(d->cfg->build_timeout_s * 1000.0), &status);
 	if (out == NULL || status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		snprintf(why, cap, "the artifact does not load here: %.400s",
@@ -354,7 +368,7 @@ int recheck_peer(const struct kilnd *d, const struct build_input *in, const stru
 	if (rc == 0)
 		rc = observed(d, dir, token, sent, nsent, why, cap);
 	if (rc == 0)
-		rc = load_check(d, artifact, in->req.output, why, cap);
+		rc = load_check(d, dir, artifact, in->req.output, why, cap);
 	store_rm_tree(dir);
 	return rc;
 }

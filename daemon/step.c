@@ -142,6 +142,19 @@ static void push_pic(struct argv_buf *a, const struct build *b)
 	}
 }
 
+/* Landlock: the step writes only in the build directory (confine.c). */
+static void push_confine(struct argv_buf *a, const struct build *b)
+{
+	if (b->d->landlock_abi > 0) {
+		push(a, "--confine");
+		push(a, "%s", b->dir);
+		for (size_t i = 0; i < b->d->cfg->nallow_write; i++) {
+			push(a, "--allow");
+			push(a, "%s", b->d->cfg->allow_write[i]);
+		}
+	}
+}
+
 /* kiln-exec running the toolchain, with the architecture and the request's
  * arguments (libraries last, by the caller): the start of every compile. */
 static void push_compiler(struct argv_buf *a, const struct build *b)
@@ -152,6 +165,7 @@ static void push_compiler(struct argv_buf *a, const struct build *b)
 	/* Every process of the toolchain records what it reads (observe.c). */
 	push(a, "--trace");
 	push(a, "%s/trace", b->dir);
+	push_confine(a, b);
 	push(a, "--");
 	push(a, "%s", b->in.tc->path);
 	push_cuda_arch(a, b);
@@ -197,6 +211,7 @@ static bool step_argv(struct build *b, struct argv_buf *a, bool *is_check)
 		push(a, "%s", d->cfg->exec_helper);
 		push(a, "check");
 		push(a, "%d", (int)getpid());
+		push_confine(a, b);
 		push(a, ARTIFACT ".%s", store_output_ext(b->in.req.output));
 		return true;
 	}

@@ -465,8 +465,10 @@ bool harness_socket_answers(const char *path)
 	return r == 0;
 }
 
-/* kilnd's command line for a socket, cache and log, debug logging, then the
- * NULL-terminated extra arguments. */
+/* kilnd's command line for a socket, cache and log, debug logging, the test
+ * directory writable for compilers (the tests' toolchain wrappers log and
+ * keep their gates there; kilnd confines compilers to their build directory
+ * otherwise), then the NULL-terminated extra arguments. */
 static void kilnd_argv(const char **argv, const char *sock, const char *cache, const char *log,
 			 const char *const *extra)
 {
@@ -481,6 +483,8 @@ static void kilnd_argv(const char **argv, const char *sock, const char *cache, c
 	argv[n++] = log;
 	argv[n++] = "--log-level";
 	argv[n++] = "debug";
+	argv[n++] = "--allow-write";
+	argv[n++] = harness.dir;
 	for (size_t i = 0; extra && extra[i]; i++) {
 		ck_assert(n < MAX_ARGS - 1);
 		argv[n++] = extra[i];
