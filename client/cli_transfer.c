@@ -133,9 +133,10 @@ static int transfer(struct cli *cli, int argc, char **argv, enum msg_op op)
 			       (unsigned long long)n, cli_entries_word(n), refs[0],
 			       (unsigned long long)kept, (unsigned long long)skipped);
 		else
-			printf("imported %llu %s from %s (%llu skipped: another compiler, other "
-			       "headers or already here; %llu damaged)\n", (unsigned long long)n,
-			       cli_entries_word(n), refs[0], (unsigned long long)skipped,
+			printf("imported %llu %s from %s (%llu already here, %llu skipped: another "
+			       "compiler, other headers or not trusted; %llu damaged)\n",
+			       (unsigned long long)n, cli_entries_word(n), refs[0],
+			       (unsigned long long)kept, (unsigned long long)skipped,
 			       (unsigned long long)damaged);
 	}
 	status = cli_finish_stdout(CLI_EXIT_OK);

@@ -96,10 +96,41 @@ static bool import_checked(struct kilnd *d, const struct store_entry *e, const c
 	return ok;
 }
 
+/* Whether an entry of rkey in the directory is in the cache already (its
+ * object, of any output kind, is there): then nothing is copied. */
+static bool already_here(struct kilnd *d, struct up_dirs *u, const char *rkey)
+{
+	char dir[4200];
+	snprintf(dir, sizeof(dir), "%s/%.2s/%s", u->entries, rkey, rkey);
+	DIR *dp = opendir(dir);
+	struct dirent *de;
+	bool here = false;
+	while (!here && dp != NULL && (de = readdir(dp)) != NULL) {
+		char key[65];
+		if (strlen(de->d_name) != 69 || strcmp(de->d_name + 64, ".json") != 0)
+			continue;
+		snprintf(key, sizeof(key), "%.64s", de->d_name);
+		for (size_t o = 0; !here && o < sizeof(outputs) / sizeof(outputs[0]); o++) {
+			char *path = store_object_path(d->store, key, outputs[o]);
+			here = path != NULL && access(path, F_OK) == 0;
+			free(path);
+		}
+	}
+	if (dp != NULL)
+		closedir(dp);
+	return here;
+}
+
 /* Takes rkey's entry from the directory into the cache, if one fits. */
 static void import_rkey(struct transfer_job *j, struct up_dirs *u, const char *rkey)
 {
 	struct kilnd *d = j->c->d;
+	if (already_here(d, u, rkey)) {
+		/* Nothing copied, nothing of the cached entry (its pin, its
+		 * names) changed. */
+		j->kept++;
+		return;
+	}
 	char *tmpdir = store_tmp_dir(d->store), tmp[4200];
 	if (tmpdir == NULL)
 		return;
@@ -173,7 +204,7 @@ static void transfer_work(void *arg)
 	struct up_dirs u = { 0 };
 	/* The same checks as --upstream: the directory must be the user's and
 	 * private, since what is imported is loaded as code. */
-	j->rc = upfs_open(&u, j->dir, 3600, j->err, sizeof(j->err));
+	j->rc = upfs_open(&u, j->dir, 3600, j->op == OP_IMPORT, j->err, sizeof(j->err));
 	if (j->rc != 0) {
 		upfs_close(&u);   /* what it allocated before refusing */
 		return;

@@ -603,7 +603,7 @@ int upstream_init(struct kilnd *d, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	int rc = upfs_open(&u->fs, cfg->upstream_dir, cfg->upstream_stale_s, err, errlen);
+	int rc = upfs_open(&u->fs, cfg->upstream_dir, cfg->upstream_stale_s, false, err, errlen);
 	if (rc != 0) {
 		upfs_close(&u->fs);
 		free(u);

@@ -68,10 +68,10 @@ static int probe_writable(const struct up_dirs *u, char *err, size_t errlen)
 /* The directory itself: created when only it is missing (a missing parent
  * is more likely a typo or an unmounted filesystem), then owned by this
  * user and not writable by others, since what it holds is loaded as code. */
-static int check_dir(const char *dir, char *err, size_t errlen)
+static int check_dir(const char *dir, bool create, char *err, size_t errlen)
 {
 	struct stat st;
-	if (stat(dir, &st) != 0 && errno == ENOENT) {
+	if (create && stat(dir, &st) != 0 && errno == ENOENT) {
 		char *parent = strdup(dir);
 		char *slash = parent != NULL ? strrchr(parent, '/') : NULL;
 		if (slash == NULL) {
@@ -115,7 +115,8 @@ static int check_dir(const char *dir, char *err, size_t errlen)
 	return 0;
 }
 
-int upfs_open(struct up_dirs *u, const char *dir, double stale_s, char *err, size_t errlen)
+int upfs_open(struct up_dirs *u, const char *dir, double stale_s, bool readonly, char *err,
+	      size_t errlen)
 {
 	memset(u, 0, sizeof(*u));
 	u->stale_s = stale_s;
@@ -133,10 +134,11 @@ int upfs_open(struct up_dirs *u, const char *dir, double stale_s, char *err, siz
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	int rc = check_dir(dir, err, errlen);
-	if (rc == 0)
+	int rc = check_dir(dir, !readonly, err, errlen);
+	/* A directory only read from (kiln import) is left as it is. */
+	if (rc == 0 && !readonly)
 		rc = make_subdirs(u, err, errlen);
-	if (rc == 0)
+	if (rc == 0 && !readonly)
 		rc = probe_writable(u, err, errlen);
 	return rc;
 }

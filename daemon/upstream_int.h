@@ -52,7 +52,8 @@ static inline int64_t upfs_mtime_ns(const struct stat *st)
 int upfs_mkdir(const char *path);
 
 /* Start-up: see upstream_init(). Fills u; 0 or a negative errno with err. */
-int upfs_open(struct up_dirs *u, const char *dir, double stale_s, char *err, size_t errlen);
+int upfs_open(struct up_dirs *u, const char *dir, double stale_s, bool readonly, char *err,
+	      size_t errlen);
 void upfs_close(struct up_dirs *u);
 
 /* The claim file of rkey, malloc'd (NULL on ENOMEM). */

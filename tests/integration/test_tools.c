@@ -190,6 +190,56 @@ START_TEST(export_then_import_on_another_node)
 }
 END_TEST
 
+/* The number of files and directories below dir (find's count, dir excluded). */
+static int tree_size(const char *dir)
+{
+	char cmd[HARNESS_PATH + 64];
+	snprintf(cmd, sizeof(cmd), "find '%s' -mindepth 1 | wc -l", dir);
+	FILE *fp = popen(cmd, "r");
+	int n = -1;
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_int_eq(fscanf(fp, "%d", &n), 1);
+	pclose(fp);
+	return n;
+}
+
+/* kiln import reads its source and writes nothing there (as root, `kiln
+ * import /etc` wrote objects/, entries/, claims/ and tmp/ into /etc); an
+ * entry the cache holds already is counted as such, copied again never,
+ * and keeps its pin. */
+START_TEST(import_leaves_its_source_and_the_cache_alone)
+{
+	char key[72], dir[HARNESS_PATH], empty[HARNESS_PATH];
+	char *out = NULL;
+
+	harness_start(NULL);
+	harness_get_program(NULL, "imp_0", 70, NULL, key);
+	ck_assert_int_eq(harness_cli(NULL, NULL, "export", harness_path(dir, "exported"), NULL), 0);
+	ck_assert_int_eq(harness_cli(NULL, NULL, "pin", key, NULL), 0);
+
+	/* A private directory with nothing in it: nothing to import, nothing made. */
+	ck_assert_int_eq(mkdir(harness_path(empty, "empty"), 0700), 0);
+	harness_cli(NULL, NULL, "import", empty, NULL);
+	ck_assert_msg(tree_size(empty) == 0, "kiln import wrote into the directory it imports from");
+
+	/* The export again, into the cache that made it. */
+	int before = tree_size(dir);
+	cJSON *r = harness_cli_json("import", dir, NULL);
+	ck_assert_int_eq(harness_num(r, "imported"), 0);
+	ck_assert_int_eq(harness_num(r, "kept"), 1);
+	cJSON_Delete(r);
+	ck_assert_int_eq(tree_size(dir), before);
+	ck_assert_int_eq(harness_cli(&out, NULL, "import", dir, NULL), 0);
+	ck_assert_msg(harness_contains(out, "1 already here"), "%s", out);
+	free(out);
+	cJSON *e = harness_cli_json("show", key, NULL);
+	ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "pinned")),
+		      "importing an entry that was there dropped its pin");
+	cJSON_Delete(e);
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("tools");
@@ -197,5 +247,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("warm", warm_builds_a_manifest, 120));
 	suite_add_tcase(s, harness_tcase("stats", stats_in_prometheus_format, 60));
 	suite_add_tcase(s, harness_tcase("transfer", export_then_import_on_another_node, 120));
+	suite_add_tcase(s, harness_tcase("import_alone", import_leaves_its_source_and_the_cache_alone, 120));
 	return harness_main(s);
 }
