@@ -52,10 +52,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "sha256.h"
 
 /* libc declares some arguments nonnull; programs pass NULL all the same,
  * and a hook must not crash where libc would fail with EFAULT. */
@@ -129,6 +132,23 @@ static void trace_open(void)
 	trace_state = 1;
 }
 
+/*
+ * What this process read can no longer be recorded (the disk is full, the
+ * toolchain closed the trace's descriptor): its build must not be
+ * published with a partial record, so the whole build stops here, with a
+ * message in its log. kiln-exec leads the process group.
+ */
+static void trace_lost(const char *why)
+{
+	char msg[256];
+	int n = snprintf(msg, sizeof(msg), "kiln-observe: cannot record what the toolchain reads "
+			 "(%s); the build is stopped\n", why);
+	if (n > 0)
+		syscall(SYS_write, STDERR_FILENO, msg, (size_t)n);
+	kill(0, SIGKILL);
+	_exit(137);
+}
+
 static bool tracing(void)
 {
 	if (trace_state == 0)
@@ -137,10 +157,8 @@ static bool tracing(void)
 		return false;
 	/* The descriptor must still be ours: never write into a toolchain's file. */
 	struct stat st;
-	if (fstat(trace_fd, &st) != 0 || st.st_dev != trace_dev || st.st_ino != trace_ino) {
-		trace_state = 2;
-		return false;
-	}
+	if (fstat(trace_fd, &st) != 0 || st.st_dev != trace_dev || st.st_ino != trace_ino)
+		trace_lost("the toolchain closed the trace's descriptor");
 	return true;
 }
 
@@ -209,9 +227,11 @@ static void emit(const char *head, const char *path)
 		return;
 	int n = snprintf(rec, sizeof(rec), "%s %s\t%s", trace_token, head, path);
 	if (n < 0 || (size_t)n >= sizeof(rec))
-		return;
+		trace_lost("a record longer than the longest path");
 	int saved = errno;
-	syscall(SYS_write, trace_fd, rec, (size_t)n + 1);
+	long w = syscall(SYS_write, trace_fd, rec, (size_t)n + 1);
+	if (w != (long)n + 1)
+		trace_lost(w < 0 && errno == ENOSPC ? "No space left on device" : "a write failed");
 	errno = saved;
 }
 
@@ -713,11 +733,23 @@ static char *env_note(const char *name)
 	char *v = (char *)env_get(environ, name);
 	if (name != NULL && strchr(name, '=') == NULL && !ignored_in(name, strlen(name)) && tracing()) {
 		char head[64], rec[PATH_MAX + 8];
-		snprintf(head, sizeof(head), "E %d %d", (int)getpid(), v != NULL);
-		if (v != NULL)
+		size_t nl = strlen(name);
+		if (nl + 80 > sizeof(rec))
+			trace_lost("a variable name longer than a path");
+		/* A long value goes as its SHA-256 ("E pid 2"). */
+		bool digest = v != NULL && nl + 1 + strlen(v) + 1 > sizeof(rec);
+		snprintf(head, sizeof(head), "E %d %d", (int)getpid(), v == NULL ? 0 : digest ? 2 : 1);
+		if (digest) {
+			uint8_t d[32];
+			sha256_buf(v, strlen(v), d);
+			int n = snprintf(rec, sizeof(rec), "%s=", name);
+			for (int i = 0; i < 32; i++)
+				n += snprintf(rec + n, sizeof(rec) - (size_t)n, "%02x", d[i]);
+		} else if (v != NULL) {
 			snprintf(rec, sizeof(rec), "%s=%s", name, v);
-		else
+		} else {
 			snprintf(rec, sizeof(rec), "%s", name);
+		}
 		emit(head, rec);
 	}
 	return v;

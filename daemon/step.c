@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "build_int.h"
@@ -438,6 +439,20 @@ static void check_message(struct build *b)
 	build_fail(b, ERR_BUILD_FAILED, "the artifact does not load: %s", line);
 }
 
+/*
+ * A step that failed because the build directory's filesystem is full
+ * (whichever program hit it: cc1, as, ld): the filesystem has no room left
+ * now, or the step's output says so.
+ */
+static bool disk_full(const struct build *b)
+{
+	struct statvfs vfs;
+	if (b->dir != NULL && statvfs(b->dir, &vfs) == 0 && vfs.f_bavail == 0)
+		return true;
+	return b->log != NULL && b->loglen > b->log_mark &&
+	       strstr(b->log + b->log_mark, "No space left on device") != NULL;
+}
+
 static void step_evaluate(struct build *b)
 {
 	bool is_check = b->is_check;
@@ -456,6 +471,9 @@ static void step_evaluate(struct build *b)
 	if (b->timed_out) {
 		build_fail(b, ERR_BUILD_TIMEOUT, "the build ran past the %g s timeout; its processes were killed",
 			   b->d->cfg->build_timeout_s);
+	} else if ((b->term_signal != 0 || b->exit_status != 0) && disk_full(b)) {
+		build_fail(b, ERR_IO, "the disk is full: the %s could not write in %s (No space left "
+			   "on device)", is_check ? "load check" : "compiler", b->dir);
 	} else if (b->term_signal != 0) {
 		build_fail(b, ERR_BUILD_FAILED, "the %s was killed by signal %d",
 			   is_check ? "load check" : "compiler", b->term_signal);

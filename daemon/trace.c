@@ -228,9 +228,18 @@ static int add_env(struct builder *b, const struct rec *r, trace_env_fn env)
 			return 0;
 	}
 	const char *mine = env(name), *seen = eq != NULL ? eq + 1 : NULL;
+	char hex[65];
+	if (r->nf == 1 && r->f[0] == 2 && mine != NULL) {
+		/* A long value came as its SHA-256. */
+		uint8_t d[32];
+		util_sha256(mine, strlen(mine), d);
+		util_hex(d, sizeof(d), hex);
+		mine = hex;
+	}
 	/* Set by the toolchain for its own children, not taken from kilnd. */
 	if ((mine == NULL) != (seen == NULL) || (mine != NULL && strcmp(mine, seen) != 0))
 		return 0;
+	mine = env(name);
 	snprintf(key, sizeof(key), "$%s", name);
 	int isnew;
 	struct store_dep *d = dep_slot(b, key, name, &isnew);

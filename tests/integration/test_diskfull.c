@@ -60,7 +60,9 @@ START_TEST(full_disk_fails_the_build_cleanly)
 		struct harness_result *r = &f->results[i];
 
 		ck_assert_msg(r->rc != KILN_OK, "client %d got a program built on a full disk", i);
-		ck_assert_msg(harness_contains(r->msg, "space"),
+		ck_assert_msg(r->rc == KILN_EDAEMON, "client %d: %s is not KILN_EDAEMON: %s", i,
+			      kiln_strerror(r->rc), r->msg);
+		ck_assert_msg(harness_contains(r->msg, "No space left on device"),
 			      "client %d: the error does not say the disk is full: %s", i, r->msg);
 	}
 	harness_fleet_free(f);
@@ -103,6 +105,38 @@ START_TEST(full_disk_fails_the_build_cleanly)
 }
 END_TEST
 
+/* The disk fills up while the compiler runs (the build directory and its
+ * sources still fit): the failure is the daemon's full disk, io with "the
+ * disk is full", not the program's "the compiler exited with status 1". */
+START_TEST(full_disk_during_the_compile_is_reported_as_such)
+{
+	char filler[HARNESS_PATH];
+	char *text = harness_program("diskfull_compile", 901);
+	struct kiln_request req;
+	struct kiln_source src;
+	struct stat st;
+
+	ck_assert_int_eq(mkdir(harness.cache, 0700), 0);
+	ck_assert_msg(mount("tmpfs", harness.cache, "tmpfs", 0, "size=4m,mode=0700") == 0,
+		      "mount tmpfs: %s", strerror(errno));
+	harness_start(NULL);
+	fill_up(harness_path(filler, "cache/filler"));
+	/* Room for the build directory and the source, not for the compile. */
+	ck_assert_int_eq(stat(filler, &st), 0);
+	ck_assert_int_eq(truncate(filler, st.st_size - 16384), 0);
+	harness_request(&req, &src, "diskfull.c", text);
+	struct harness_result r = harness_in_child(&req, NULL);
+	ck_assert_msg(r.rc == KILN_EDAEMON && harness_contains(r.msg, "the disk is full"),
+		      "a compile on a full disk gave %s: %s", kiln_strerror(r.rc), r.msg);
+	ck_assert_int_eq(unlink(filler), 0);
+	r = harness_in_child(&req, NULL);
+	ck_assert_msg(r.rc == KILN_OK && r.value == 901, "after freeing space: %s", r.msg);
+	harness_stop();
+	umount2(harness.cache, MNT_DETACH);
+	free(text);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s;
@@ -121,5 +155,6 @@ int main(void)
 	rmdir(probe);
 	s = suite_create("diskfull");
 	suite_add_tcase(s, harness_tcase("full", full_disk_fails_the_build_cleanly, 180));
+	suite_add_tcase(s, harness_tcase("during_compile", full_disk_during_the_compile_is_reported_as_such, 180));
 	return harness_main(s);
 }
