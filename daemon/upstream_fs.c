@@ -65,6 +65,39 @@ static int probe_writable(const struct up_dirs *u, char *err, size_t errlen)
 	return rc;
 }
 
+/*
+ * Every directory above dir: one that others may write to without the
+ * sticky bit lets them rename dir away and put their own in its place (a
+ * project's group-writable scratch directory), so that what kilnd then
+ * reads is theirs. Checked by the real path, so symlinks on the way count
+ * as what they lead to.
+ */
+static int check_ancestors(const char *dir, char *err, size_t errlen)
+{
+	char real[PATH_MAX];
+	struct stat st;
+	if (realpath(dir, real) == NULL)
+		return 0; /* check_dir says why it cannot be used */
+	for (char *slash = strrchr(real, '/'); slash != NULL; slash = strrchr(real, '/')) {
+		if (slash == real)
+			slash[1] = '\0';
+		else
+			*slash = '\0';
+		if (stat(real, &st) == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 &&
+		    (st.st_mode & S_ISVTX) == 0) {
+			snprintf(err, errlen, "upstream directory %s lies in %s, which is writable by "
+				 "group or others without the sticky bit (mode %04o): they could move "
+				 "the directory away and put their own in its place; run chmod o-w,g-w "
+				 "or chmod +t on it, or use a directory elsewhere", dir, real,
+				 (unsigned)(st.st_mode & 07777));
+			return -EPERM;
+		}
+		if (strcmp(real, "/") == 0)
+			break;
+	}
+	return 0;
+}
+
 /* The directory itself: created when only it is missing (a missing parent
  * is more likely a typo or an unmounted filesystem), then owned by this
  * user and not writable by others, since what it holds is loaded as code. */
@@ -135,6 +168,8 @@ int upfs_open(struct up_dirs *u, const char *dir, double stale_s, bool readonly,
 		return -ENOMEM;
 	}
 	int rc = check_dir(dir, !readonly, err, errlen);
+	if (rc == 0)
+		rc = check_ancestors(dir, err, errlen);
 	/* A directory only read from (kiln import) is left as it is. */
 	if (rc == 0 && !readonly)
 		rc = make_subdirs(u, err, errlen);

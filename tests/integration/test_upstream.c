@@ -711,6 +711,22 @@ START_TEST(unusable_upstream_dir_is_refused)
 	ck_assert_int_eq(mkdir(harness_path(dir, "open-upstream"), 0700), 0);
 	ck_assert_int_eq(chmod(dir, 0777), 0);
 	expect_refused(dir, "writable by group or others");
+	/* A private directory inside a group-writable one (a project's scratch
+	 * directory): a member could swap it; with the sticky bit, not. */
+	ck_assert_int_eq(mkdir(harness_path(dir, "project"), 0700), 0);
+	ck_assert_int_eq(chmod(dir, 0775), 0);
+	ck_assert_int_eq(mkdir(harness_path(dir, "project/mine"), 0700), 0);
+	expect_refused(dir, "without the sticky bit");
+	ck_assert_int_eq(chmod(harness_path(file, "project"), 01775), 0);
+	{
+		char sock[HARNESS_PATH], cache[HARNESS_PATH];
+		const char *argv[] = { harness_kilnd(), "--socket", harness_path(sock, "sticky.sock"),
+				       "--cache-dir", harness_path(cache, "sticky-cache"), "--upstream",
+				       dir, "--daemonize", NULL };
+		ck_assert_int_eq(harness_run(argv, NULL, NULL, 30), 0);
+		const char *stop[] = { harness_cli_path(), "--socket", sock, "stop", NULL };
+		ck_assert_int_eq(harness_run(stop, NULL, NULL, 30), 0);
+	}
 	/* Writing fails (here because tmp/ is a file; root can write anywhere). */
 	ck_assert_int_eq(mkdir(harness_path(dir, "odd-upstream"), 0700), 0);
 	harness_write_file(harness_path(file, "odd-upstream/tmp"), "");
