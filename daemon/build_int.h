@@ -91,6 +91,10 @@ void step_next(struct build *b);
  * the same commands on a build that exists only on its stack. */
 char **step_command(struct build *b, bool *is_check);
 void step_command_free(char **argv);
+/* kilnd's environment for a step in dir: TMPDIR=dir/tmp and the trace's
+ * token added (malloc'd; step_env_free). */
+char **step_env(const char *dir, const char *token);
+void step_env_free(char **env);
 
 /* publish.c: thread-pool work and its follow-ups. */
 void prepare_work(void *arg);

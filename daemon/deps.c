@@ -17,10 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "build_int.h"
 #include "deps.h"
 #include "digests.h"
-#include "kilnd.h"
 #include "log.h"
 #include "table.h"
 #include "trace.h"
@@ -190,12 +188,12 @@ static const char *own_env(const char *name)
 }
 
 /* The interposer and kiln-exec: kiln's own, not the toolchain's. */
-static void own_paths(const struct kilnd *d, char exec_real[PATH_MAX], char lib_real[PATH_MAX])
+static void own_paths(const char *exec_helper, char exec_real[PATH_MAX], char lib_real[PATH_MAX])
 {
 	char lib[PATH_MAX + 32];
 	exec_real[0] = lib_real[0] = '\0';
-	if (realpath(d->cfg->exec_helper, exec_real) == NULL)
-		snprintf(exec_real, PATH_MAX, "%s", d->cfg->exec_helper);
+	if (realpath(exec_helper, exec_real) == NULL)
+		snprintf(exec_real, PATH_MAX, "%s", exec_helper);
 	snprintf(lib, sizeof(lib), "%s", exec_real);
 	char *slash = strrchr(lib, '/');
 	if (slash != NULL)
@@ -204,31 +202,34 @@ static void own_paths(const struct kilnd *d, char exec_real[PATH_MAX], char lib_
 		snprintf(lib_real, PATH_MAX, "%.*s", PATH_MAX - 1, lib);
 }
 
-/* Reads the trace directory into r; *have is false when nothing was traced. */
-static int read_trace(struct build *b, const char *bdir, struct trace_result *r, bool *have)
+int deps_read_trace(const char *dir, const char *token, const char *exec_helper,
+		    struct trace_result *r, bool *have)
 {
-	char path[PATH_MAX + 16], exec_real[PATH_MAX], lib_real[PATH_MAX];
+	char path[PATH_MAX + 16], bdir[PATH_MAX], exec_real[PATH_MAX], lib_real[PATH_MAX];
 	char *text = NULL;
 	size_t len = 0;
-	snprintf(path, sizeof(path), "%s/trace", b->dir);
+	memset(r, 0, sizeof(*r));
+	*have = false;
+	if (realpath(dir, bdir) == NULL)
+		return -errno;
+	snprintf(path, sizeof(path), "%s/trace", dir);
 	int rc = tracedir_read(path, &text, &len);
 	*have = rc == 0 && len > 0;
-	memset(r, 0, sizeof(*r));
 	if (rc == -ENOENT || (rc == 0 && len == 0)) {
 		free(text);
 		return 0;
 	}
 	if (rc != 0)
 		return rc;
-	own_paths(b->d, exec_real, lib_real);
+	own_paths(exec_helper, exec_real, lib_real);
 	const char *skip[] = { exec_real, lib_real, NULL };
-	rc = trace_parse(text, len, b->trace_token, bdir, skip, own_env, r);
+	rc = trace_parse(text, len, token, bdir, skip, own_env, r);
 	free(text);
 	return rc;
 }
 
 /* The dependency files' lists, added to what the trace holds. */
-static int add_depfiles(struct build *b, struct store_dep **deps, size_t *n, size_t *cap)
+static int add_depfiles(const struct deps_build *b, struct store_dep **deps, size_t *n, size_t *cap)
 {
 	struct table *seen = table_new();
 	char path[4096];
@@ -275,7 +276,7 @@ static void set_ident(struct store_dep *d, const struct stat *st)
  * still be there; a missing one still missing. A difference is written to
  * why and returns -EAGAIN.
  */
-static int settle_dep(struct build *b, struct store_dep *d, char *why, size_t cap)
+static int settle_dep(const struct deps_build *b, struct store_dep *d, char *why, size_t cap)
 {
 	struct stat st;
 	int rc;
@@ -317,15 +318,12 @@ static int settle_dep(struct build *b, struct store_dep *d, char *why, size_t ca
 	}
 }
 
-int deps_collect(struct build *b, char *why, size_t cap)
+int deps_collect(const struct deps_build *b, struct store_entry *e, char *why, size_t cap)
 {
-	char bdir[PATH_MAX];
 	struct trace_result r;
 	bool traced;
 	why[0] = '\0';
-	if (realpath(b->dir, bdir) == NULL)
-		return -errno;
-	int rc = read_trace(b, bdir, &r, &traced);
+	int rc = deps_read_trace(b->dir, b->token, b->exec_helper, &r, &traced);
 	if (rc != 0)
 		return rc;
 	if (r.damaged[0] != '\0') {
@@ -341,18 +339,18 @@ int deps_collect(struct build *b, char *why, size_t cap)
 	}
 	struct store_dep *deps = r.deps;
 	size_t n = r.ndeps, cap_deps = r.ndeps;
-	b->entry.deps_source = traced && r.complete ? STORE_DEPS_OBSERVED : STORE_DEPS_DEPFILE;
-	if (b->entry.deps_source == STORE_DEPS_DEPFILE) {
+	e->deps_source = traced && r.complete ? STORE_DEPS_OBSERVED : STORE_DEPS_DEPFILE;
+	if (e->deps_source == STORE_DEPS_DEPFILE) {
 		log_warn("build %.16s: %s; its dependencies come from the compiler's dependency "
-			 "files as well", b->in.rkey, traced ? r.incomplete : "no trace was written");
+			 "files as well", b->rkey, traced ? r.incomplete : "no trace was written");
 		rc = add_depfiles(b, &deps, &n, &cap_deps);
 	}
 	for (size_t i = 0; rc == 0 && i < n; i++)
 		rc = settle_dep(b, &deps[i], why, cap);
-	b->entry.deps = deps;
-	b->entry.ndeps = n;
-	log_debug("build %.16s: %zu dependencies (%s, %zu trace records)", b->in.rkey, n,
-		  store_deps_source_name(b->entry.deps_source), r.records);
+	e->deps = deps;
+	e->ndeps = n;
+	log_debug("build %.16s: %zu dependencies (%s, %zu trace records)", b->rkey, n,
+		  store_deps_source_name(e->deps_source), r.records);
 	return rc;
 }
 

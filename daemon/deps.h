@@ -5,17 +5,38 @@
 #ifndef KILN_DAEMON_DEPS_H
 #define KILN_DAEMON_DEPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
-struct build;
+#include "store.h"
+#include "trace.h"
+
+/* A finished build, as much of it as its dependencies need. */
+struct deps_build {
+	const char *dir;          /* the build directory: trace/, out/dep*.d */
+	const char *token;        /* the secret its trace is signed with */
+	const char *exec_helper;  /* kiln-exec (kiln-observe.so lies next to it) */
+	const char *rkey;         /* for the log */
+	int64_t start_wall_ns;    /* when it started (dependency files' mtimes) */
+};
 
 /*
- * Fills b->entry.deps and deps_source from the build's trace (and its
+ * Fills e->deps and e->deps_source from the build's trace (and its
  * dependency files where the trace is incomplete), each checked and
- * hashed. Returns 0, -EAGAIN with a sentence in why when an input changed
- * while the build ran, or another negative errno.
+ * hashed. Returns 0; -EAGAIN with a sentence in why when an input changed
+ * while the build ran; -EBADMSG when something else wrote into the trace;
+ * or another negative errno.
  */
-int deps_collect(struct build *b, char *why, size_t cap);
+int deps_collect(const struct deps_build *b, struct store_entry *e, char *why, size_t cap);
+
+/*
+ * Reads and parses the trace of the build directory dir (its trace/) into
+ * r, leaving kiln's own programs out; *have is false when nothing was
+ * traced. 0 or a negative errno. (recheck.c reads its runs with it too.)
+ */
+int deps_read_trace(const char *dir, const char *token, const char *exec_helper,
+		    struct trace_result *r, bool *have);
 
 /*
  * Checks a dependency recorded on another node (put, upstream) against
@@ -23,7 +44,6 @@ int deps_collect(struct build *b, char *why, size_t cap);
  * missing path's absence, a variable's value. Fills a file's identity
  * here. 0, or -1 with a sentence in why. Thread pool.
  */
-struct store_dep;
 int deps_check_here(struct store_dep *d, char *why, size_t cap);
 
 #endif

@@ -80,6 +80,7 @@ struct headers {
 	struct table *dirs;       /* directory -> struct hdir */
 	struct table *wds;        /* decimal wd -> struct hdir */
 	struct table *validated;  /* artifact key -> struct hvalid */
+	struct table *env;        /* variable name -> struct henv */
 	uintptr_t gen;            /* bumped whenever any header turns dirty */
 	uint64_t epoch;           /* bumped per batch of requests read */
 	bool stale;               /* a request was read since the last drain */
@@ -493,21 +494,36 @@ static struct hstate *state_of(struct headers *h, const char *path)
 	return hs;
 }
 
-static bool env_valid(const struct store_dep *dep)
-{
-	const char *v = getenv(dep->path);
+/* kilnd's own value of a variable, as a dependency records it: whether
+ * it is set and its SHA-256. The environment never changes while kilnd
+ * runs, so each variable is hashed once. */
+struct henv {
+	bool set;
 	uint8_t digest[32];
-	if ((v != NULL) != (dep->mode != 0))
-		return false;
-	util_sha256(v != NULL ? v : "", v != NULL ? strlen(v) : 0, digest);
-	return memcmp(digest, dep->digest, 32) == 0;
+};
+
+static bool env_valid(struct headers *h, const struct store_dep *dep)
+{
+	struct henv *ev = table_get(h->env, dep->path);
+	if (ev == NULL) {
+		const char *v = getenv(dep->path);
+		if ((ev = calloc(1, sizeof(*ev))) == NULL)
+			return false;
+		ev->set = v != NULL;
+		util_sha256(v != NULL ? v : "", v != NULL ? strlen(v) : 0, ev->digest);
+		if (table_put(h->env, dep->path, ev, NULL) != 0) {
+			free(ev);
+			return false;
+		}
+	}
+	return ev->set == (dep->mode != 0) && memcmp(ev->digest, dep->digest, 32) == 0;
 }
 
 /* One dependency; *watched turns false when it needed a stat this batch. */
 static bool dep_valid(struct headers *h, const struct store_dep *dep, bool *watched)
 {
 	if (dep->kind == STORE_DEP_ENV)
-		return env_valid(dep); /* kilnd's environment never changes */
+		return env_valid(h, dep); /* kilnd's environment never changes */
 	struct hstate *hs = state_of(h, dep->path);
 	if (hs == NULL) {
 		*watched = false;
@@ -617,7 +633,9 @@ int headers_init(struct kilnd *d)
 	h->dirs = table_new();
 	h->wds = table_new();
 	h->validated = table_new();
-	if (h->files == NULL || h->dirs == NULL || h->wds == NULL || h->validated == NULL) {
+	h->env = table_new();
+	if (h->files == NULL || h->dirs == NULL || h->wds == NULL || h->validated == NULL ||
+	    h->env == NULL) {
 		d->headers = h;
 		headers_fini(d);
 		return -ENOMEM;
@@ -683,6 +701,7 @@ void headers_fini(struct kilnd *d)
 	table_free(h->wds, NULL);
 	table_free(h->dirs, NULL);
 	table_free(h->validated, free);
+	table_free(h->env, free);
 	h->closing = h->polling + h->mpolling;
 	if (h->mpolling) {
 		uv_poll_stop(&h->mpoll);

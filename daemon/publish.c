@@ -130,7 +130,10 @@ static void publish_work(void *arg)
 {
 	struct build *b = arg;
 	char path[4096], why[768];
-	int rc = deps_collect(b, why, sizeof(why));
+	const struct deps_build db = { .dir = b->dir, .token = b->trace_token,
+				       .exec_helper = b->d->cfg->exec_helper, .rkey = b->in.rkey,
+				       .start_wall_ns = b->start_wall_ns };
+	int rc = deps_collect(&db, &b->entry, why, sizeof(why));
 	if (rc == -EAGAIN) {
 		build_fail(b, ERR_INPUTS_CHANGED, "an input changed while the build ran: %s", why);
 		return;

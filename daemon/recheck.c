@@ -35,6 +35,7 @@
 #include "build.h"
 #include "build_int.h"
 #include "config.h"
+#include "deps.h"
 #include "tracedir.h"
 #include "kilnd.h"
 #include "log.h"
@@ -47,47 +48,8 @@
 #define ARGV_MAX (MSG_MAX_ARGS + 64)
 #define STAND_IN "typedef int kiln_recheck_stand_in;\n"
 
-extern char **environ;
 
 
-/* kilnd's environment with TMPDIR in dir and the trace's token, as for a
- * build (step.c). */
-static char **step_env(const char *dir, const char *token)
-{
-	size_t n = 0, j = 0;
-	while (environ[n] != NULL)
-		n++;
-	char **env = calloc(n + 3, sizeof(*env));
-	if (env == NULL)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		if (strncmp(environ[i], "TMPDIR=", 7) != 0 &&
-		    strncmp(environ[i], "KILN_TRACE_TOKEN=", 17) != 0)
-			env[j++] = environ[i];
-	}
-	if (asprintf(&env[j], "KILN_TRACE_TOKEN=%s", token) < 0) {
-		free(env);
-		return NULL;
-	}
-	if (asprintf(&env[j + 1], "TMPDIR=%s/tmp", dir) < 0) {
-		free(env[j]);
-		free(env);
-		return NULL;
-	}
-	return env;
-}
-
-static void step_env_free(char **env)
-{
-	size_t n = 0;
-	if (env == NULL)
-		return;
-	while (env[n + 1] != NULL)
-		n++;
-	free(env[n - 1]);
-	free(env[n]);
-	free(env);
-}
 
 struct argv_list {
 	char *v[ARGV_MAX];
@@ -275,34 +237,16 @@ static int compare(const struct trace_result *r, const struct store_dep *sent, s
 	return rc;
 }
 
-static const char *own_env(const char *name)
-{
-	return getenv(name);
-}
-
 static int observed(const struct kilnd *d, const char *dir, const char *token,
 		    const struct store_dep *sent, size_t nsent, char *why, size_t cap)
 {
-	char bdir[PATH_MAX], path[PATH_MAX + 16], *text = NULL;
-	size_t len = 0;
 	struct trace_result r;
-	snprintf(path, sizeof(path), "%s/trace", dir);
-	if (realpath(dir, bdir) == NULL || tracedir_read(path, &text, &len) != 0) {
-		snprintf(why, cap, "cannot check it here: the toolchain left no trace");
-		return -1;
-	}
-	char exec_real[PATH_MAX], lib[PATH_MAX + 32];
-	if (realpath(d->cfg->exec_helper, exec_real) == NULL)
-		snprintf(exec_real, sizeof(exec_real), "%s", d->cfg->exec_helper);
-	snprintf(lib, sizeof(lib), "%s", exec_real);
-	char *slash = strrchr(lib, '/');
-	if (slash != NULL)
-		snprintf(slash, sizeof(lib) - (size_t)(slash - lib), "/kiln-observe.so");
-	const char *skip[] = { exec_real, lib, NULL };
-	int rc = trace_parse(text, len, token, bdir, skip, own_env, &r);
-	free(text);
-	if (rc != 0) {
-		snprintf(why, cap, "out of memory");
+	bool have;
+	int rc = deps_read_trace(dir, token, d->cfg->exec_helper, &r, &have);
+	if (rc != 0 || !have) {
+		snprintf(why, cap, "cannot check it here: the toolchain left no trace%s%s",
+			 rc != 0 ? ": " : "", rc != 0 ? strerror(-rc) : "");
+		trace_result_free(&r);
 		return -1;
 	}
 	if (r.damaged[0] != '\0' || r.changed[0] != '\0') {

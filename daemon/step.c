@@ -312,28 +312,27 @@ extern char **environ;
 /*
  * The daemon's environment, with TMPDIR in the build directory: the
  * compiler driver's temporary objects then stay private to the build, go
- * away with it, and are told apart from real inputs in the linker's list.
+ * away with it, and are told apart from real inputs in the linker's list;
+ * and the secret the trace's records are signed with (observe.c).
  */
-static char **build_env(const struct build *b)
+char **step_env(const char *dir, const char *token)
 {
-	size_t n = 0;
+	size_t n = 0, j = 0;
 	while (environ[n] != NULL)
 		n++;
 	char **env = calloc(n + 3, sizeof(*env));
 	if (env == NULL)
 		return NULL;
-	size_t j = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (strncmp(environ[i], "TMPDIR=", 7) != 0 &&
 		    strncmp(environ[i], "KILN_TRACE_TOKEN=", 17) != 0)
 			env[j++] = environ[i];
 	}
-	/* The secret the trace's records are signed with (observe.c). */
-	if (asprintf(&env[j], "KILN_TRACE_TOKEN=%s", b->trace_token) < 0) {
+	if (asprintf(&env[j], "KILN_TRACE_TOKEN=%s", token) < 0) {
 		free(env);
 		return NULL;
 	}
-	if (asprintf(&env[j + 1], "TMPDIR=%s/tmp", b->dir) < 0) {
+	if (asprintf(&env[j + 1], "TMPDIR=%s/tmp", dir) < 0) {
 		free(env[j]);
 		free(env);
 		return NULL;
@@ -341,11 +340,11 @@ static char **build_env(const struct build *b)
 	return env;
 }
 
-static void free_env(char **env)
+void step_env_free(char **env)
 {
+	size_t n = 0;
 	if (env == NULL)
 		return;
-	size_t n = 0;
 	while (env[n + 1] != NULL)
 		n++;
 	/* Only the token and TMPDIR were allocated; they are last. */
@@ -357,7 +356,7 @@ static void free_env(char **env)
 static void step_spawn(struct build *b, char **argv)
 {
 	struct kilnd *d = b->d;
-	char **env = build_env(b);
+	char **env = step_env(b->dir, b->trace_token);
 	uv_stdio_container_t stdio[3];
 	uv_pipe_init(d->loop, &b->out, 0);
 	b->out.data = b;
@@ -386,7 +385,7 @@ static void step_spawn(struct build *b, char **argv)
 		return;
 	}
 	int rc = uv_spawn(d->loop, &b->proc, &opt);
-	free_env(env);
+	step_env_free(env);
 	if (rc != 0) {
 		build_fail(b, ERR_INTERNAL, "cannot start %s: %s", argv[0], uv_strerror(rc));
 		/* uv_spawn failed: the process handle still needs closing. */

@@ -1,7 +1,7 @@
 /*
- * Protocol messages: names of operations and error codes, the parser that
- * validates every field of a request before the daemon acts on it, and the
- * packer that libkiln and the CLI use to write requests.
+ * Protocol messages: names of operations and error codes, and the parser
+ * that validates every field of a request before the daemon acts on it.
+ * The packer that libkiln and the CLI use to write requests is msg_pack.c.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -480,7 +480,7 @@ static int parse_get(const cJSON *obj, struct msg_request *req, struct msg_error
 	return 0;
 }
 
-static const char *const dep_kinds[] = { "file", "exists", "absent", "env", NULL };
+const char *const msg_dep_kinds[] = { "file", "exists", "absent", "env", NULL };
 
 static int parse_dep(const cJSON *v, size_t i, struct msg_dep *dep, struct msg_error *err)
 {
@@ -491,8 +491,8 @@ static int parse_dep(const cJSON *v, size_t i, struct msg_dep *dep, struct msg_e
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
 				     "dependency %zu must be an object with a \"path\" string", i + 1);
 	dep->kind = kind ? -1 : 0;
-	for (int k = 0; kind && cJSON_IsString(kind) && dep_kinds[k]; k++)
-		if (strcmp(kind->valuestring, dep_kinds[k]) == 0)
+	for (int k = 0; kind && cJSON_IsString(kind) && msg_dep_kinds[k]; k++)
+		if (strcmp(kind->valuestring, msg_dep_kinds[k]) == 0)
 			dep->kind = k;
 	if (dep->kind < 0)
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
@@ -743,159 +743,4 @@ cleanup:
 		req->id = id >= 0 ? (uint64_t)id : 0;
 	}
 	return rc;
-}
-
-/* Packing. Every helper returns false on ENOMEM. */
-
-static bool add_str(cJSON *obj, const char *name, const char *s)
-{
-	return !s || cJSON_AddStringToObject(obj, name, s);
-}
-
-static bool add_num(cJSON *obj, const char *name, int64_t v)
-{
-	return v < 0 || msg_add_int(obj, name, v);
-}
-
-static bool pack_sources(cJSON *obj, const struct msg_request *req)
-{
-	cJSON *arr, *s, *text;
-	char *copy;
-	size_t i;
-
-	arr = cJSON_AddArrayToObject(obj, "sources");
-	if (!arr)
-		return false;
-	for (i = 0; i < req->nsources; i++) {
-		const struct msg_source *src = &req->sources[i];
-
-		s = cJSON_CreateObject();
-		if (!s || !cJSON_AddItemToArray(arr, s)) {
-			cJSON_Delete(s);
-			return false;
-		}
-		if (!add_str(s, "name", src->name) || !add_str(s, "path", src->path))
-			return false;
-		if (src->has_digest) {
-			char hex[65];
-
-			util_hex(src->digest, sizeof(src->digest), hex);
-			if (!cJSON_AddStringToObject(s, "sha256", hex))
-				return false;
-			continue;
-		}
-		if (!src->text)
-			continue;
-		/* text need not be NUL-terminated at len, so copy that many. */
-		copy = malloc(src->len + 1);
-		if (!copy)
-			return false;
-		memcpy(copy, src->text, src->len);
-		copy[src->len] = '\0';
-		text = cJSON_CreateString(copy);
-		free(copy);
-		if (!text || !cJSON_AddItemToObject(s, "text", text)) {
-			cJSON_Delete(text);
-			return false;
-		}
-	}
-	return true;
-}
-
-static bool pack_put(cJSON *obj, const struct msg_request *req)
-{
-	char hex[65];
-	cJSON *arr, *d;
-	size_t i;
-
-	util_hex(req->art_digest, sizeof(req->art_digest), hex);
-	if (!add_str(obj, "key", req->key) || !cJSON_AddStringToObject(obj, "sha256", hex) ||
-	    !add_num(obj, "size", req->art_size) || !add_num(obj, "build_ms", req->build_ms) ||
-	    !add_str(obj, "log", req->log))
-		return false;
-	arr = cJSON_AddArrayToObject(obj, "deps");
-	for (i = 0; arr && i < req->ndeps; i++) {
-		d = cJSON_CreateObject();
-		if (!d || !cJSON_AddItemToArray(arr, d)) {
-			cJSON_Delete(d);
-			return false;
-		}
-		const struct msg_dep *dep = &req->deps[i];
-		util_hex(dep->digest, 32, hex);
-		if (!add_str(d, "path", dep->path) ||
-		    !cJSON_AddStringToObject(d, "kind", dep_kinds[dep->kind]))
-			return false;
-		if ((dep->kind == 0 || dep->kind == 3) && !cJSON_AddStringToObject(d, "sha256", hex))
-			return false;
-		if (dep->kind == 1 && !cJSON_AddNumberToObject(d, "mode", dep->mode))
-			return false;
-		if (dep->kind == 3 && !cJSON_AddBoolToObject(d, "set", dep->mode != 0))
-			return false;
-	}
-	return arr != NULL;
-}
-
-static bool pack_fields(cJSON *obj, const struct msg_request *req)
-{
-	cJSON *arr;
-
-	switch (req->op) {
-	case OP_HELLO:
-		return add_num(obj, "proto", req->proto) && add_str(obj, "client", req->client);
-	case OP_PUT:
-	case OP_GET:
-		/* put names its program as a get does */
-		if (req->op == OP_PUT && !pack_put(obj, req))
-			return false;
-		if (req->no_build && !cJSON_AddFalseToObject(obj, "build"))
-			return false;
-		if (!add_str(obj, "toolchain", req->toolchain) ||
-		    !add_str(obj, "output", req->output))
-			return false;
-		if (req->nargs) {
-			arr = cJSON_CreateStringArray((const char *const *)req->args,
-						      (int)req->nargs);
-			if (!arr || !cJSON_AddItemToObject(obj, "args", arr)) {
-				cJSON_Delete(arr);
-				return false;
-			}
-		}
-		return pack_sources(obj, req) && add_str(obj, "alias", req->alias) &&
-		       add_str(obj, "label", req->label);
-	case OP_LOOKUP:
-		return add_str(obj, "alias", req->alias) && add_str(obj, "key", req->key);
-	case OP_SHOW:
-	case OP_REMOVE:
-	case OP_PIN:
-	case OP_UNPIN:
-		return add_str(obj, "ref", req->ref);
-	case OP_GC:
-		return add_num(obj, "max_size", req->max_size);
-	case OP_EXPORT:
-	case OP_IMPORT:
-		return add_str(obj, "dir", req->dir);
-	default:
-		return true;
-	}
-}
-
-char *msg_request_pack(const struct msg_request *req, size_t *len)
-{
-	const char *op = msg_op_name(req->op);
-	cJSON *obj;
-	char *s = NULL;
-
-	obj = cJSON_CreateObject();
-	if (!obj)
-		return NULL;
-	if (!op || !cJSON_AddStringToObject(obj, "op", op) ||
-	    !msg_add_int(obj, "id", (int64_t)req->id) ||
-	    !pack_fields(obj, req))
-		goto cleanup;
-	s = cJSON_PrintUnformatted(obj);
-	if (s && len)
-		*len = strlen(s);
-cleanup:
-	cJSON_Delete(obj);
-	return s;
 }

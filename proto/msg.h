@@ -92,6 +92,9 @@ struct msg_source {
 };
 
 /* A dependency of an artifact carried by put: what the building node read. */
+/* The names of dependency kinds, by their number in struct msg_dep. */
+extern const char *const msg_dep_kinds[];
+
 /* One dependency of a put, as the building node recorded it (kinds as in
  * daemon/store.h: "file", "exists", "absent", "env"). */
 struct msg_dep {
