@@ -155,11 +155,13 @@ static int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, c
 	conn_reply_text(c, text, len, fd);
 	kilnd_touch(d, e->key);
 	if (alias != NULL) {
-		/* Where the alias points now: the last reply's target first. */
+		/* Where the alias points now: the last reply's target first, then
+		 * the entry's own alias (no lookup on the warm path), then the index. */
 		const char *pending = publish_alias_pending(d, alias);
 		struct store_entry cur = { 0 };
 		bool same = pending != NULL ? strcmp(pending, e->key) == 0
-			  : store_get_by_alias(d->store, alias, &cur) == 0 && strcmp(cur.key, e->key) == 0;
+			  : (e->alias != NULL && strcmp(e->alias, alias) == 0) ||
+			    (store_get_by_alias(d->store, alias, &cur) == 0 && strcmp(cur.key, e->key) == 0);
 		store_entry_free(&cur);
 		if (!same)
 			publish_set_alias(d, alias, e->key);
