@@ -179,6 +179,9 @@ static void print_confinement(const cJSON *st)
 	else
 		printf("confinement:    none (%s); argument checks only\n",
 		       cli_json_str(c, "why") ? cli_json_str(c, "why") : "?");
+	printf("toolchain code: %s\n", cli_json_true(c, "toolchain_code")
+	       ? "client arguments may load code into the toolchain (--allow-toolchain-code)"
+	       : "refused (-fplugin=, -specs=, -B, --sysroot, ...)");
 }
 
 /* "gpus:" with one line per GPU, or why there is none (only when the daemon

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "args.h"
 #include "validate.h"
 
 enum { OPT_TOOLCHAIN = 1, OPT_ALIAS, OPT_LABEL, OPT_OUTPUT };
@@ -116,9 +117,10 @@ static int build_validate(struct cli *cli, const struct build_args *b)
 		if (strlen(b->args[i]) > MSG_MAX_ARG_LEN)
 			return cli_usage_error(cli, "compiler argument %zu is longer than %d bytes",
 					       i + 1, MSG_MAX_ARG_LEN);
-		if (validate_arg(b->args[i], i ? b->args[i - 1] : NULL, why, sizeof(why)) < 0)
-			return cli_usage_error(cli, "%s", why);
 	}
+	if (validate_args((const char *const *)b->args, b->nargs, NULL, why, sizeof(why)) ==
+	    ARGS_REFUSED)
+		return cli_usage_error(cli, "%s", why);
 	return -1;
 }
 

@@ -9,6 +9,7 @@
 
 #include "lib_internal.h"
 #include "sha256.h"
+#include "args.h"
 #include "validate.h"
 
 #ifndef KILN_BINDIR
@@ -159,7 +160,6 @@ void lib_request_with_text(struct msg_request *m)
 static int request_args(const struct kiln_request *req)
 {
 	char why[256];
-	const char *prev = NULL;
 	size_t i;
 
 	if (req->nargs > MSG_MAX_ARGS)
@@ -173,11 +173,12 @@ static int request_args(const struct kiln_request *req)
 		if (strlen(req->args[i]) > MSG_MAX_ARG_LEN)
 			return lib_err_set(KILN_EINVAL, "compiler argument %zu is longer than %d bytes",
 					   i, MSG_MAX_ARG_LEN);
-		if (validate_arg(req->args[i], prev, why, sizeof(why)) < 0)
-			return lib_err_set(KILN_EINVAL, "compiler argument \"%s\": %s", req->args[i],
-					   why);
-		prev = req->args[i];
 	}
+	/* Arguments that load code into the toolchain are the daemon's to
+	 * allow (--allow-toolchain-code); the rest fail here already. */
+	if (validate_args((const char *const *)req->args, req->nargs, NULL, why, sizeof(why)) ==
+	    ARGS_REFUSED)
+		return lib_err_set(KILN_EINVAL, "%s", why);
 	return 0;
 }
 

@@ -89,6 +89,9 @@ static void usage(FILE *fp)
 		"                          where the kernel has Landlock)\n"
 		"  --allow-write DIR       a directory compilers may write in too (a toolchain\n"
 		"                          wrapper's log or cache; repeatable, at most 8)\n"
+		"  --allow-toolchain-code  accept arguments that load code into the toolchain\n"
+		"                          (-fplugin=, -specs=, -B, --sysroot, -wrapper,\n"
+		"                          -Wl,-plugin, ...; refused by default)\n"
 		"  --log-level LEVEL       error, warn, info (default) or debug\n"
 		"  --log-file PATH         log to PATH (default: stderr; with --daemonize\n"
 		"                          CACHE_DIR/kilnd.log)\n"
@@ -249,7 +252,7 @@ enum {
 	OPT_BUILD_TIMEOUT, OPT_DAEMONIZE, OPT_IDLE_EXIT, OPT_LOG_LEVEL, OPT_LOG_FILE,
 	OPT_MAX_FRAME, OPT_MAX_OUTPUT, OPT_UPSTREAM, OPT_UPSTREAM_STALE,
 	OPT_ALLOW_UID, OPT_ALLOW_GROUP, OPT_MAX_CONNECTIONS, OPT_MAX_REQUESTS, OPT_MAX_PENDING,
-	OPT_MAX_QUEUE, OPT_FRAME_TIMEOUT, OPT_CUDA_ARCH, OPT_NO_LANDLOCK, OPT_ALLOW_WRITE,
+	OPT_MAX_QUEUE, OPT_FRAME_TIMEOUT, OPT_CUDA_ARCH, OPT_NO_LANDLOCK, OPT_ALLOW_WRITE, OPT_ALLOW_TOOLCHAIN_CODE,
 };
 
 static const struct option long_opts[] = {
@@ -277,6 +280,7 @@ static const struct option long_opts[] = {
 	{ "cuda-arch", required_argument, NULL, OPT_CUDA_ARCH },
 	{ "no-landlock", no_argument, NULL, OPT_NO_LANDLOCK },
 	{ "allow-write", required_argument, NULL, OPT_ALLOW_WRITE },
+	{ "allow-toolchain-code", no_argument, NULL, OPT_ALLOW_TOOLCHAIN_CODE },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -396,6 +400,9 @@ static int parse_one(struct config *cfg, int c, const char *arg)
 		return 0;
 	case OPT_ALLOW_WRITE:
 		return add_allow_write(cfg, arg);
+	case OPT_ALLOW_TOOLCHAIN_CODE:
+		cfg->allow_toolchain_code = true;
+		return 0;
 	case OPT_CUDA_ARCH:
 		free(cfg->cuda_arch);
 		if (gpu_arch_parse(arg, &cfg->cuda_arch) != 0) {

@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "args.h"
 #include "build.h"
 #include "build_int.h"
 #include "dispatch.h"
@@ -588,6 +589,7 @@ static void op_status(struct conn *c, struct msg_request *req)
 			ADD_NUM(conf, "abi", d->landlock_abi);
 		else
 			cJSON_AddStringToObject(conf, "why", d->landlock_why);
+		cJSON_AddBoolToObject(conf, "toolchain_code", d->cfg->allow_toolchain_code);
 	}
 	upstream_status(d, r);
 	cJSON *tcs = cJSON_AddArrayToObject(r, "toolchains");
@@ -820,6 +822,10 @@ void dispatch_frame(struct conn *c, const char *payload, size_t len)
 		conn_reply_error(c, req.id, ERR_BAD_REQUEST, "op", "send hello first");
 	} else if (d->stopping && req.op != OP_STATUS && req.op != OP_HELLO) {
 		conn_reply_error(c, req.id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
+	} else if (req.code_arg != 0 && !d->cfg->allow_toolchain_code) {
+		char why[256];
+		validate_args((const char *const *)req.args, req.nargs, NULL, why, sizeof(why));
+		conn_reply_error(c, req.id, ERR_BAD_ARG, "args", "%s", why);
 	} else if ((req.op == OP_GET || req.op == OP_PUT) &&
 		   server_pending(d) > d->cfg->max_pending) {
 		d->c.busy++;

@@ -32,6 +32,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "args.h"
 #include "build.h"
 #include "build_int.h"
 #include "config.h"
@@ -40,6 +41,7 @@
 #include "kilnd.h"
 #include "log.h"
 #include "recheck.h"
+#include "validate.h"
 #include "runner.h"
 #include "table.h"
 #include "trace.h"
@@ -394,6 +396,30 @@ static char **strings_of(const char *json, size_t *n)
 	return v;
 }
 
+/*
+ * The metadata of an entry from elsewhere (an import, another node) is the
+ * client's request of someone else: its arguments and source names pass the
+ * same rules as a request's before anything compiles with them.
+ */
+static int entry_input_allowed(const struct kilnd *d, const struct build_input *c, char *why,
+			       size_t cap)
+{
+	char reason[256];
+	enum args_verdict v = validate_args((const char *const *)c->req.args, c->req.nargs, NULL,
+					    reason, sizeof(reason));
+	if (v == ARGS_REFUSED || (v == ARGS_CODE && !d->cfg->allow_toolchain_code)) {
+		snprintf(why, cap, "its arguments are not accepted here: %s", reason);
+		return -1;
+	}
+	for (size_t i = 0; i < c->nsrc; i++) {
+		if (validate_source_name(c->src[i].name, reason, sizeof(reason)) != 0) {
+			snprintf(why, cap, "its sources are not accepted here: %s", reason);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 struct build_input *recheck_input_of_entry(const struct kilnd *d, const struct store_entry *e,
 					   char *why, size_t cap)
 {
@@ -423,5 +449,9 @@ struct build_input *recheck_input_of_entry(const struct kilnd *d, const struct s
 	for (size_t i = 0; i < nsrc; i++)
 		c->src[i].name = names[i];
 	free(names);
+	if (entry_input_allowed(d, c, why, cap) != 0) {
+		recheck_input_free(c);
+		return NULL;
+	}
 	return c;
 }

@@ -10,6 +10,7 @@
 
 #include "msg.h"
 #include "util.h"
+#include "args.h"
 #include "validate.h"
 
 #define MSG_MAX_REF 256
@@ -290,7 +291,7 @@ static int parse_hello(const cJSON *obj, struct msg_request *req, struct msg_err
 static int parse_args(const cJSON *obj, struct msg_request *req, struct msg_error *err)
 {
 	const cJSON *arr = member(obj, "args"), *v;
-	char why[200];
+	char why[256];
 	size_t n, i = 0;
 
 	if (!arr)
@@ -316,14 +317,18 @@ static int parse_args(const cJSON *obj, struct msg_request *req, struct msg_erro
 			return msg_error_set(err, ERR_TOO_LARGE, "args",
 					     "argument %zu is longer than %d bytes",
 					     i + 1, MSG_MAX_ARG_LEN);
-		if (validate_arg(v->valuestring, i ? req->args[i - 1] : NULL,
-				 why, sizeof(why)) < 0)
-			return msg_error_set(err, ERR_BAD_ARG, "args", "%s", why);
 		req->args[i] = strdup(v->valuestring);
 		if (!req->args[i])
 			return oom(err);
 		req->nargs = ++i;
 	}
+	size_t at = 0;
+	enum args_verdict verdict = validate_args((const char *const *)req->args, req->nargs, &at,
+						  why, sizeof(why));
+	if (verdict == ARGS_REFUSED)
+		return msg_error_set(err, ERR_BAD_ARG, "args", "%s", why);
+	if (verdict == ARGS_CODE)
+		req->code_arg = at + 1;
 	return 0;
 }
 

@@ -117,6 +117,8 @@ struct msg_request {
 	char *output;      /* defaults to "shared" when absent */
 	char **args;
 	size_t nargs;
+	size_t code_arg;   /* 1 + index of the first argument that loads code
+			    * into the toolchain (args.h), or 0 */
 	struct msg_source *sources;
 	size_t nsources;
 	char *alias;       /* get, lookup, put */

@@ -21,12 +21,6 @@ int validate_label(const char *label, char *why, size_t whylen);
 int validate_key(const char *key);
 /* A key prefix for references: 4..64 lower-case hex digits. */
 int validate_key_prefix(const char *s);
-/*
- * One compiler argument (see docs/protocol.md for the rules): refuses output
- * and dependency redirection, output-kind changes, response files, plugins,
- * specs, wrappers, -B, saved temporaries, linker -o, and empty arguments.
- * prev is the previous argument or NULL (for "-Xlinker -o" and "-o FILE").
- */
-int validate_arg(const char *arg, const char *prev, char *why, size_t whylen);
+/* Compiler arguments: args.h. */
 
 #endif

@@ -1,6 +1,7 @@
 /*
- * Unit tests of the rules for client-supplied names and compiler arguments
- * (proto/validate.c), with the hostile values a client might send.
+ * Unit tests of the rules for client-supplied names (proto/validate.c),
+ * with the hostile values a client might send; compiler arguments are
+ * test_args.c's.
  */
 #include <check.h>
 #include <stdio.h>
@@ -203,102 +204,10 @@ START_TEST(test_keys)
 }
 END_TEST
 
-START_TEST(test_args_allowed)
-{
-	static const char *const ok[] = {
-		"-O2", "-O3", "-g", "-I/abs/include", "-I", "/opt/dace/include",
-		"-DX=1", "-DNAME=\"-o\"", "-std=c++17", "-march=native", "-mcpu=neoverse-v1",
-		"-lm", "-L/usr/lib", "-Wl,-rpath,/x", "-Wl,--as-needed", "-Wl,-z,now",
-		"-fopenmp", "-fPIC", "-Wall", "-Wextra", "-ffast-math", "-pthread",
-		"-x", "c++", "-include", "/abs/pre.h", "-fno-exceptions", "--std=c++20",
-		"-fuse-ld=lld", "-Xlinker", "-rpath", "-EB", "-v", "-Wno-unused",
-		"-fdiagnostics-color=never", "--param=max-inline-insns-single=500",
-		"-Wl,--oformat=elf64-x86-64", "-ObjC", "-Xclang", "-fopenmp",
-	};
-	const char *prev = NULL;
-	char why[200];
-	size_t i;
-
-	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		why[0] = '\0';
-		ck_assert_msg(validate_arg(ok[i], prev, why, sizeof(why)) == 0,
-			      "%s refused: %s", ok[i], why);
-		prev = ok[i];
-	}
-}
-END_TEST
-
-START_TEST(test_args_refused)
-{
-	static const char *const bad[] = {
-		"", "-o", "-ofile.so", "-o/tmp/x", "--output", "--output=/tmp/x",
-		"--out=/tmp/x", "--outp", "-M", "-MD", "-MMD", "-MF", "-MFdeps.d",
-		"-MT", "-MQ", "-MP", "-MG", "-MJ", "--write-dependencies", "--dependencies",
-		"-c", "-S", "-E", "--compile", "--preprocess", "--assemble",
-		"@args.txt", "@/etc/passwd", "-fplugin=/tmp/evil.so",
-		"-fplugin-arg-evil-x=1", "-fpass-plugin=/x.so", "-specs=/tmp/s",
-		"--specs=/tmp/s", "-wrapper", "-wrapper=gdb", "-B/tmp/evil", "-B",
-		"--prefix=/tmp", "-save-temps", "-save-temps=obj", "--save-temps",
-		"-dumpdir", "-dumpbase", "-dumpbase-ext", "-Wl,-o,/tmp/x",
-		"-Wl,-o/tmp/x", "-Wl,--output=/tmp/x", "-Wl,-rpath,/x,-o,/y",
-		"-Wl,--out=/x", "-Wl,@/tmp/ld.args", "-Wa,-o,/tmp/x.o", "-Wp,-MD,/tmp/d",
-		"-Wp,-o,/x", "--for-linker=-o", "--ld-path=/tmp/ld", "-fuse-ld=/tmp/ld",
-		"-iplugindir=/tmp",
-	};
-	char why[200];
-	size_t i;
-
-	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		why[0] = '\0';
-		ck_assert_msg(validate_arg(bad[i], NULL, why, sizeof(why)) == -1,
-			      "%s allowed", bad[i]);
-		ck_assert_msg(strlen(why) > 10, "no reason for %s", bad[i]);
-	}
-	ck_assert_int_eq(validate_arg(NULL, NULL, why, sizeof(why)), -1);
-}
-END_TEST
-
-START_TEST(test_args_with_prev)
-{
-	char why[200];
-
-	ck_assert_int_eq(validate_arg("-o", "-Xlinker", why, sizeof(why)), -1);
-	ck_assert_int_eq(validate_arg("--output=/x", "-Xlinker", why, sizeof(why)), -1);
-	ck_assert_int_eq(validate_arg("-ofoo", "-Xlinker", why, sizeof(why)), -1);
-	ck_assert_int_eq(validate_arg("@/x", "-Xlinker", why, sizeof(why)), -1);
-	ck_assert_ptr_nonnull(strstr(why, "-Xlinker"));
-	ck_assert_int_eq(validate_arg("-o", "-Xassembler", why, sizeof(why)), -1);
-	ck_assert_int_eq(validate_arg("-MD", "-Xpreprocessor", why, sizeof(why)), -1);
-	ck_assert_int_eq(validate_arg("-load", "-Xclang", why, sizeof(why)), -1);
-	ck_assert_int_eq(validate_arg("-plugin", "-Xclang", why, sizeof(why)), -1);
-	ck_assert_int_eq(validate_arg("/tmp/x", "-o", why, sizeof(why)), -1);
-	/* The same values after an ordinary argument or -Xlinker's harmless
-	 * options are fine. */
-	ck_assert_int_eq(validate_arg("-rpath", "-Xlinker", why, sizeof(why)), 0);
-	ck_assert_int_eq(validate_arg("/abs/lib", "-Xlinker", why, sizeof(why)), 0);
-	ck_assert_int_eq(validate_arg("-O2", "-Xlinker", why, sizeof(why)), 0);
-	ck_assert_int_eq(validate_arg("/tmp/x", "-O2", why, sizeof(why)), 0);
-}
-END_TEST
-
-START_TEST(test_arg_messages)
-{
-	char why[200];
-
-	ck_assert_int_eq(validate_arg("-o", NULL, why, sizeof(why)), -1);
-	ck_assert_str_eq(why, "argument \"-o\" is not allowed: the daemon chooses the output file");
-	ck_assert_int_eq(validate_arg("", NULL, why, sizeof(why)), -1);
-	ck_assert_str_eq(why, "an empty argument is not allowed");
-	ck_assert_int_eq(validate_arg("-Wl,-o,x", NULL, why, sizeof(why)), -1);
-	ck_assert_ptr_nonnull(strstr(why, "linker"));
-}
-END_TEST
-
 static Suite *validate_suite(void)
 {
 	Suite *s = suite_create("validate");
 	TCase *tn = tcase_create("names");
-	TCase *ta = tcase_create("args");
 
 	tcase_add_test(tn, test_source_names_allowed);
 	tcase_add_test(tn, test_source_names_refused);
@@ -310,11 +219,6 @@ static Suite *validate_suite(void)
 	tcase_add_test(tn, test_keys);
 	suite_add_tcase(s, tn);
 
-	tcase_add_test(ta, test_args_allowed);
-	tcase_add_test(ta, test_args_refused);
-	tcase_add_test(ta, test_args_with_prev);
-	tcase_add_test(ta, test_arg_messages);
-	suite_add_tcase(s, ta);
 	return s;
 }
 

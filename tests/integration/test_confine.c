@@ -1,10 +1,11 @@
 /*
- * Integration tests of the confinement of compiler runs (issue 16, first
- * part): where the kernel has Landlock, a compiler, its assembler and
- * linker, and the load check's constructors write only in their build
- * directory (and in directories kilnd was told with --allow-write), however
- * an argument asks them to write elsewhere; kiln status says whether this is
- * in force; kilnd still builds without it (--no-landlock).
+ * Integration tests of the confinement of compiler runs: arguments that
+ * write elsewhere are refused by the allow-list (with Landlock and without);
+ * where the kernel has Landlock, a compiler, its assembler and linker, and
+ * the load check's constructors write only in their build directory (and in
+ * directories kilnd was told with --allow-write) whatever they do; code into
+ * the toolchain needs --allow-toolchain-code; kiln status says what is in
+ * force; kilnd still builds without Landlock (--no-landlock).
  */
 #include "harness.h"
 
@@ -38,8 +39,8 @@ static void remove_outside(const char *dir)
 }
 
 /* kiln build of src with one compiler argument (split at a space into
- * two); the exit status. */
-static int build_with(const char *src, const char *arg)
+ * two); the exit status, and the CLI's stderr in *err when err is not NULL. */
+static int build_with_err(const char *src, const char *arg, char **err)
 {
 	char first[HARNESS_PATH * 2], *second = NULL;
 	snprintf(first, sizeof(first), "%s", arg);
@@ -48,42 +49,213 @@ static int build_with(const char *src, const char *arg)
 		*space = '\0';
 		second = space + 1;
 	}
-	return harness_cli(NULL, NULL, "build", src, "--", first, second, NULL);
+	return harness_cli(NULL, err, "build", src, "--", first, second, NULL);
 }
 
-/* Options that write a file where the client says: none may land outside
- * the build directory, whether the build then fails or not. */
+static int build_with(const char *src, const char *arg)
+{
+	return build_with_err(src, arg, NULL);
+}
+
+/*
+ * Sends a get whose arguments are arg (split at a space) straight to the
+ * daemon, past the client library's own checks; returns the reply's error
+ * code ("" on success) and puts its message into msg.
+ */
+static const char *raw_get(const char *arg, char msg[512])
+{
+	static char code[32];
+	char first[HARNESS_PATH * 2];
+	snprintf(first, sizeof(first), "%s", arg);
+	char *space = strchr(first, ' ');
+	if (space != NULL)
+		*space++ = '\0';
+	cJSON *req = cJSON_CreateObject(), *args = cJSON_AddArrayToObject(req, "args");
+	cJSON *srcs = cJSON_AddArrayToObject(req, "sources"), *src = cJSON_CreateObject();
+	cJSON_AddStringToObject(req, "op", "get");
+	cJSON_AddNumberToObject(req, "id", 2);
+	cJSON_AddItemToArray(args, cJSON_CreateString(first));
+	if (space != NULL)
+		cJSON_AddItemToArray(args, cJSON_CreateString(space));
+	cJSON_AddStringToObject(src, "name", "raw.c");
+	cJSON_AddStringToObject(src, "text", "int raw_value(void) { return 7; }\n");
+	cJSON_AddItemToArray(srcs, src);
+	char *text = cJSON_PrintUnformatted(req);
+	cJSON_Delete(req);
+
+	int fd = harness_raw_connect(harness.socket);
+	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":3,\"client\":\"kiln-tests\"}");
+	cJSON_Delete(harness_raw_recv(fd));
+	harness_raw_send(fd, text);
+	free(text);
+	cJSON *r = harness_raw_recv(fd);
+	close(fd);
+	ck_assert_msg(r != NULL, "no reply to a get with %s", arg);
+	snprintf(code, sizeof(code), "%s", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok"))
+					   ? "" : harness_error_code(r));
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "error");
+	snprintf(msg, 512, "%s", e != NULL ? harness_str(e, "message") : "");
+	cJSON_Delete(r);
+	return code;
+}
+
+/* Options that write a file where the client says (the issue's list, then
+ * others of their families): each text before the outside directory and
+ * after it. */
+static const char *const write_opts[][2] = {
+	{ "-Wl,-Map=", "/map" }, { "-fdump-tree-original=", "/dump" },
+	{ "-fopt-info-all=", "/opt" }, { "-fdump-final-insns=", "/final" },
+	{ "-Wa,-adhln=", "/listing" }, { "-Xassembler -a=", "/listing2" },
+	{ "-fprofile-note=", "/note" }, { "-aux-info ", "/aux" },
+	{ "-Wl,--dependency-file=", "/dep" }, { "-fcallgraph-info -dumpdir ", "/" },
+	{ "-save-temps=obj -dumpdir ", "/" }, { "-Wa,--MD,", "/md" },
+	{ "-Xlinker -Map=", "/map2" }, { "-Wl,--out-implib=", "/implib" },
+	{ "-fdump-rtl-expand=", "/rtl" }, { "-fdump-ipa-all=", "/ipa" },
+	{ "-fopt-info-vec-missed=", "/vec" }, { "-fprofile-generate=", "" },
+	{ "-Wp,-MD,", "/cppdeps" }, { "-Wl,-Map,", "/map3" }, { "-J", "" },
+	{ "-fstack-usage -dumpdir ", "/" }, { "-Xlinker --print-map -Xlinker -Map=", "/map4" },
+	{ "-Wl,-rpath,/x,-o,", "/out" }, { "-Xcompiler -Wl,-Map,", "/map5" },
+};
+
+/* Builds with each option naming dir; none may write there, and each is
+ * refused with a sentence that names it. */
+static void expect_refused_and_nothing_written(const char *src, const char *dir)
+{
+	char arg[HARNESS_PATH * 2];
+	for (size_t i = 0; i < sizeof(write_opts) / sizeof(write_opts[0]); i++) {
+		char *err = NULL;
+		snprintf(arg, sizeof(arg), "%s%s%s", write_opts[i][0], dir, write_opts[i][1]);
+		int rc = build_with_err(src, arg, &err);
+		int n = harness_count_dir(dir);
+		if (n != 0)
+			remove_outside(dir);
+		ck_assert_msg(n == 0, "with %s, the compiler wrote %d file(s) into %s", arg, n, dir);
+		ck_assert_msg(rc != 0, "a build with %s succeeded", arg);
+		ck_assert_msg(err != NULL && strstr(err, "is not allowed") != NULL,
+			      "the refusal of %s does not say so:\n%s", arg, err ? err : "");
+		free(err);
+		/* The daemon refuses it too, whatever the client checked. */
+		char msg[512];
+		const char *code = raw_get(arg, msg);
+		ck_assert_msg(!strcmp(code, "bad_arg") && strstr(msg, "is not allowed") != NULL,
+			      "the daemon answered %s to %s: %s", code, arg, msg);
+		ck_assert_int_eq(harness_count_dir(dir), 0);
+	}
+}
+
 START_TEST(writes_outside_the_build_directory_are_refused)
 {
-	/* Each option is the text before the outside directory and after it. */
-	static const char *const opts[][2] = {
-		{ "-Wl,-Map=", "/map" }, { "-fdump-tree-original=", "/dump" },
-		{ "-fopt-info-all=", "/opt" }, { "-fdump-final-insns=", "/final" },
-		{ "-Wa,-adhln=", "/listing" }, { "-Xassembler -a=", "/listing2" },
-		{ "-fprofile-note=", "/note" }, { "-aux-info ", "/aux" },
-		{ "-Wl,--dependency-file=", "/dep" }, { "-fcallgraph-info -dumpdir ", "/" },
-		{ "-save-temps=obj -dumpdir ", "/" },
-	};
-	char src[HARNESS_PATH], out[HARNESS_PATH], arg[HARNESS_PATH * 2];
+	char src[HARNESS_PATH], out[HARNESS_PATH];
+
+	harness_write_file(harness_path(src, "prog.c"), "int prog_value(void) { return 1; }\n");
+	outside_dir(out);
+	harness_start(NULL);
+	expect_refused_and_nothing_written(src, out);
+	ck_assert_int_eq(harness_cli(NULL, NULL, "build", src, NULL), 0);
+	harness_stop();
+	/* Without Landlock the argument checks are the fence: the same. */
+	harness_start("--no-landlock", NULL);
+	expect_refused_and_nothing_written(src, out);
+	ck_assert_int_eq(harness_cli(NULL, NULL, "build", src, NULL), 0);
+	harness_stop();
+	remove_outside(out);
+}
+END_TEST
+
+/* A toolchain wrapper (kilnd's configuration, not the client's) that
+ * writes where it likes when it sees -DKILN_WRAPPER_WRITE, then compiles. */
+static void write_wrapper(const char *path, const char *target)
+{
+	char *text = NULL;
+	ck_assert(asprintf(&text,
+			   "#!/bin/sh\n"
+			   "for a in \"$@\"; do\n"
+			   "\t[ \"$a\" = -DKILN_WRAPPER_WRITE ] && echo x > '%s' 2>/dev/null\n"
+			   "done\n"
+			   "exec /usr/bin/cc \"$@\"\n", target) > 0);
+	harness_write_file(path, text);
+	free(text);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+}
+
+/* Landlock is the fence that holds whatever the arguments: a compiler that
+ * writes elsewhere on its own is stopped where the kernel has it, and is not
+ * where kilnd runs without it. Directories named with --allow-write (the
+ * harness names the test's) stay writable. */
+START_TEST(landlock_stops_a_compiler_that_writes_elsewhere)
+{
+	char src[HARNESS_PATH], out[HARNESS_PATH], target[HARNESS_PATH + 8];
+	char wrapper[HARNESS_PATH], allowed[HARNESS_PATH], tc[HARNESS_PATH + 8];
 
 	if (!kernel_has_landlock()) {
-		printf("writes_outside_the_build_directory_are_refused: no Landlock here\n");
+		printf("landlock_stops_a_compiler_that_writes_elsewhere: no Landlock here\n");
 		return;
 	}
 	harness_write_file(harness_path(src, "prog.c"), "int prog_value(void) { return 1; }\n");
 	outside_dir(out);
-	harness_start(NULL);
-	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
-		snprintf(arg, sizeof(arg), "%s%s%s", opts[i][0], out, opts[i][1]);
-		build_with(src, arg);
-		int n = harness_count_dir(out);
-		if (n != 0)
-			remove_outside(out);
-		ck_assert_msg(n == 0, "with %s, the compiler wrote %d file(s) into %s", arg, n, out);
-	}
-	/* And a plain build still works. */
-	ck_assert_int_eq(harness_cli(NULL, NULL, "build", src, NULL), 0);
+	snprintf(target, sizeof(target), "%s/w", out);
+	write_wrapper(harness_path(wrapper, "wrap.sh"), target);
+	snprintf(tc, sizeof(tc), "cc=%s", wrapper);
+	harness_start("--toolchain", tc, NULL);
+	ck_assert_int_eq(build_with(src, "-DKILN_WRAPPER_WRITE -DRUN=1"), 0);
+	ck_assert_msg(!harness_exists(target), "the compiler wrote outside its build directory");
+	harness_stop();
+
+	harness_start("--toolchain", tc, "--no-landlock", NULL);
+	ck_assert_int_eq(build_with(src, "-DKILN_WRAPPER_WRITE -DRUN=2"), 0);
+	ck_assert_msg(harness_exists(target), "without Landlock the wrapper should have written");
+	harness_stop();
 	remove_outside(out);
+
+	write_wrapper(wrapper, harness_path(allowed, "allowed"));
+	harness_start("--toolchain", tc, NULL);
+	ck_assert_int_eq(build_with(src, "-DKILN_WRAPPER_WRITE -DRUN=3"), 0);
+	ck_assert_msg(harness_exists(allowed), "nothing written into the --allow-write directory");
+	harness_stop();
+}
+END_TEST
+
+/* Code into the toolchain: refused with a sentence naming the argument and
+ * the kilnd option, unless kilnd was started with --allow-toolchain-code. */
+START_TEST(code_into_the_toolchain_needs_the_administrators_consent)
+{
+	static const char *const code[] = {
+		"-fplugin=/tmp/kiln-no-such-plugin.so", "-B/tmp/kiln-evil", "-B /tmp/kiln-evil",
+		"--sysroot=/", "-specs=/dev/null", "-Wl,-plugin,/tmp/kiln-x.so",
+		"-wrapper /bin/true", "-fuse-ld=/tmp/kiln-ld", "-Xlinker -plugin",
+		"-iplugindir=/tmp", "-fplugin-arg-x-y=1",
+	};
+	char src[HARNESS_PATH], *out = NULL;
+
+	harness_write_file(harness_path(src, "prog.c"), "int prog_value(void) { return 1; }\n");
+	harness_start(NULL);
+	for (size_t i = 0; i < sizeof(code) / sizeof(code[0]); i++) {
+		char *err = NULL;
+		ck_assert_msg(build_with_err(src, code[i], &err) != 0, "%s was accepted", code[i]);
+		ck_assert_msg(err != NULL && strstr(err, "loads code into") != NULL &&
+			      strstr(err, "--allow-toolchain-code") != NULL,
+			      "the refusal of %s does not say why:\n%s", code[i], err ? err : "");
+		free(err);
+		char msg[512];
+		const char *rc = raw_get(code[i], msg);
+		ck_assert_msg(!strcmp(rc, "bad_arg") && strstr(msg, "--allow-toolchain-code") != NULL,
+			      "the daemon answered %s to %s: %s", rc, code[i], msg);
+	}
+	ck_assert_int_eq(harness_cli(&out, NULL, "status", NULL), 0);
+	ck_assert_msg(strstr(out, "toolchain code: refused") != NULL, "status:\n%s", out);
+	free(out);
+	harness_stop();
+
+	harness_start("--allow-toolchain-code", NULL);
+	cJSON *st = harness_status();
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(st, "confinement");
+	ck_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "toolchain_code")));
+	cJSON_Delete(st);
+	ck_assert_int_eq(build_with(src, "--sysroot=/"), 0);
+	char msg[512];
+	ck_assert_str_eq(raw_get("-B /usr/bin/", msg), "");
+	/* Consent covers code, not writes elsewhere. */
+	ck_assert_int_ne(build_with(src, "-Wl,-Map=/tmp/kiln-map"), 0);
 	harness_stop();
 }
 END_TEST
@@ -119,11 +291,10 @@ START_TEST(the_load_checks_constructors_cannot_write_outside)
 }
 END_TEST
 
-/* kiln status says whether compilers are confined, and a directory named
- * with --allow-write is writable (the harness names the test directory). */
+/* kiln status says whether compilers are confined. */
 START_TEST(status_says_whether_compilers_are_confined)
 {
-	char src[HARNESS_PATH], map[HARNESS_PATH], arg[HARNESS_PATH + 16], *out = NULL;
+	char src[HARNESS_PATH], *out = NULL;
 
 	harness_write_file(harness_path(src, "prog.c"), "int prog_value(void) { return 1; }\n");
 	harness_start(NULL);
@@ -138,9 +309,7 @@ START_TEST(status_says_whether_compilers_are_confined)
 							: "confinement:    none") != NULL,
 		      "kiln status does not say whether compilers are confined:\n%s", out);
 	free(out);
-	snprintf(arg, sizeof(arg), "-Wl,-Map=%s", harness_path(map, "allowed.map"));
-	ck_assert_int_eq(build_with(src, arg), 0);
-	ck_assert_msg(harness_exists(map), "the map was not written into the allowed directory");
+	ck_assert_int_eq(harness_cli(NULL, NULL, "build", src, NULL), 0);
 	harness_stop();
 }
 END_TEST
@@ -168,7 +337,9 @@ int main(void)
 {
 	Suite *s = suite_create("confine");
 
-	suite_add_tcase(s, harness_tcase("writes_outside", writes_outside_the_build_directory_are_refused, 180));
+	suite_add_tcase(s, harness_tcase("writes_outside", writes_outside_the_build_directory_are_refused, 240));
+	suite_add_tcase(s, harness_tcase("landlock", landlock_stops_a_compiler_that_writes_elsewhere, 120));
+	suite_add_tcase(s, harness_tcase("code", code_into_the_toolchain_needs_the_administrators_consent, 120));
 	suite_add_tcase(s, harness_tcase("ctor", the_load_checks_constructors_cannot_write_outside, 90));
 	suite_add_tcase(s, harness_tcase("status", status_says_whether_compilers_are_confined, 90));
 	suite_add_tcase(s, harness_tcase("no_landlock", without_landlock_builds_still_work, 90));

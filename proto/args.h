@@ -1,0 +1,34 @@
+/*
+ * The compiler arguments kiln accepts from clients: an allow-list of option
+ * families (docs/protocol.md, "Compiler arguments"), shared by the daemon,
+ * which enforces it, and by libkiln and the CLI, which fail early with the
+ * same sentence. An option that no family lists is refused, so a compiler
+ * option kiln has never heard of cannot write a file or load code.
+ *
+ * Pure: no I/O, no allocation, no state between calls.
+ */
+#ifndef KILN_PROTO_ARGS_H
+#define KILN_PROTO_ARGS_H
+
+#include <stddef.h>
+
+/* What validate_args found. */
+enum args_verdict {
+	ARGS_OK = 0,
+	ARGS_REFUSED = -1,  /* never allowed: bad_arg */
+	ARGS_CODE = 1,      /* loads code into the toolchain: only with kilnd's
+			     * --allow-toolchain-code */
+};
+
+/*
+ * Checks the whole argument list (options that take the next argument are
+ * read with it). Returns ARGS_OK, ARGS_REFUSED (a refused argument anywhere
+ * wins), or ARGS_CODE when every argument is allowed but some load code into
+ * the toolchain (-fplugin=, -specs=, -B, --sysroot, -Wl,-plugin, ...). why
+ * (whylen bytes, may be 0) gets a sentence naming the first offending
+ * argument, and *at (may be NULL) its 0-based index.
+ */
+enum args_verdict validate_args(const char *const *args, size_t n, size_t *at, char *why,
+				size_t whylen);
+
+#endif

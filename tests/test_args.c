@@ -1,0 +1,236 @@
+/*
+ * Unit tests of the allow-list of compiler arguments (proto/args.c): what
+ * real builds pass (DaCe, GT4Py, nvcc, Fortran), every option family that
+ * writes files or changes the output, the options that load code into the
+ * toolchain, values read with their option, and the sentences.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+
+/* Splits a space-separated command line into at most 32 arguments. */
+static size_t split(const char *line, char buf[1024], const char *argv[32])
+{
+	size_t n = 0;
+	snprintf(buf, 1024, "%s", line);
+	for (char *p = strtok(buf, " "); p != NULL && n < 32; p = strtok(NULL, " "))
+		argv[n++] = p;
+	return n;
+}
+
+static enum args_verdict check_line(const char *line, size_t *at, char why[256])
+{
+	char buf[1024];
+	const char *argv[32];
+	size_t n = split(line, buf, argv);
+	return validate_args(argv, n, at, why, 256);
+}
+
+/* Command lines that real generated-code builds use. */
+START_TEST(real_command_lines_are_allowed)
+{
+	static const char *const ok[] = {
+		/* DaCe's CPU defaults */
+		"-std=c++14 -fPIC -Wall -Wextra -O3 -march=native -ffast-math -Wno-unused-parameter "
+		"-Wno-unused-label -fopenmp -DDACE_BINARY_DIR=\"/x/y\" -I/opt/dace/runtime/include",
+		/* DaCe's CUDA defaults */
+		"-Xcompiler -march=native --use_fast_math -Xcompiler -Wno-unused-parameter -arch=sm_80",
+		"-gencode arch=compute_80,code=sm_80 -lineinfo --expt-relaxed-constexpr -rdc=true",
+		"-Xptxas -v,-O3 -Xptxas --warn-on-spills -maxrregcount=64 -std=c++17",
+		/* GT4Py */
+		"-std=c++17 -ftemplate-depth=1024 -fvisibility=hidden -isystem /opt/boost/include -O3",
+		"-fno-strict-aliasing -fvisibility-inlines-hidden -DNDEBUG -DBOOST_PP_VARIADICS",
+		/* linking */
+		"-lm -L/usr/lib -Wl,-rpath,/x -Wl,--as-needed -Wl,-z,now -Xlinker -rpath -Xlinker /x",
+		"-Wl,-soname,libx.so -Wl,--version-script=/x/v.map -Wl,-O1 -Wl,--gc-sections -ldl",
+		"-fuse-ld=lld -pthread -shared -static-libgcc -rdynamic -Wl,--no-undefined",
+		/* assorted */
+		"-I /abs/include -D X=1 -DNAME=\"-o\" -U X -x c++ -include /abs/pre.h --std=c++20",
+		"-g -g3 -gdwarf-5 -O -Os -Ofast -v -w -H -pipe --param=max-inline-insns-single=500",
+		"--param max-inline-insns-single=500 -fdiagnostics-color=never -fno-exceptions",
+		"-fsanitize=address,undefined -fno-sanitize=vptr -fopenmp-simd -fdump-tree-all",
+		"-fopt-info-vec-missed -fstack-usage -fprofile-arcs --coverage -flto=auto",
+		"-Wa,--noexecstack -Wa,-mrelax-relocations=no -Wp,-DX=1 -Wp,-D,Y -Xpreprocessor -DZ",
+		"-Xclang -fopenmp -fdebug-prefix-map=/a=/b -fprofile-use=/abs/prof.gcda",
+		/* Fortran */
+		"-ffree-form -ffree-line-length-none -fdefault-real-8 -fcheck=bounds -cpp",
+		"-fimplicit-none -fbackslash -fintrinsic-modules-path /abs/mods",
+		/* a positional input file, stdin */
+		"/abs/libextra.a -",
+	};
+	char why[256];
+	size_t at = 0;
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		ck_assert_msg(check_line(ok[i], &at, why) == ARGS_OK, "%s\nrefused: %s", ok[i], why);
+}
+END_TEST
+
+/* Every option the issue named, and others of their families: each is
+ * refused, and the sentence names it. */
+START_TEST(options_that_write_elsewhere_are_refused)
+{
+	static const char *const bad[] = {
+		/* the issue's list */
+		"-fdump-tree-original=/tmp/x", "-fopt-info-all=/tmp/x", "-aux-info",
+		"-fdump-final-insns=/tmp/x", "-Wl,-Map=/tmp/x", "-Wl,--dependency-file=/tmp/x",
+		"-Wa,-adhln=/tmp/x", "-Wa,--MD,/tmp/x", "-fprofile-note=/tmp/x",
+		/* outputs, dependency files, output kinds */
+		"-o", "-ofile.so", "-o/tmp/x", "--output", "--output=/tmp/x", "--out=/tmp/x",
+		"-M", "-MD", "-MMD", "-MF", "-MFdeps.d", "-MT", "-MQ", "-MP", "-MJ",
+		"--write-dependencies", "--dependencies", "-c", "-S", "-E", "--compile",
+		"--preprocess", "--assemble", "-dc", "-ptx", "-cubin", "-dlink", "-lib",
+		/* temporaries, dumps, profiles, listings, maps */
+		"-save-temps", "-save-temps=obj", "--save-temps", "-dumpdir", "-dumpbase",
+		"-dumpbase-ext", "-fdump-rtl-all=/tmp/x", "-fdump-ipa-all=/x",
+		"-fopt-info-vec=/x", "-fprofile-generate=/x", "-fprofile-dir=/x",
+		"-fprofile-instr-generate=/x", "-fcallgraph-info=/x", "-foptimization-record-file=/x",
+		"-ftime-trace=/x", "-fmodule-mapper=|sh", "-fmodules-cache-path=/x",
+		"-fcrash-diagnostics-dir=/x", "-fmodules", "-J/x", "-keep", "-keep-dir=/x",
+		"-odir=/x", "-time=/x",
+		"-Wl,-o,/tmp/x", "-Wl,-o/tmp/x", "-Wl,--output=/tmp/x", "-Wl,-rpath,/x,-o,/y",
+		"-Wl,--out=/x", "-Wl,-M", "-Wl,--print-map", "-Wl,--out-implib=/x",
+		"-Wl,--cref", "-Wl,-T,/x.ld", "-Wl,--trace", "-Wl,-Map,/x",
+		"-Wa,-o,/tmp/x.o", "-Wa,-a=/x", "-Wa,-al", "-Wa,--MD=/x",
+		"-Wp,-MD,/tmp/d", "-Wp,-o,/x", "-Wp,/tmp/out", "-Wp,-M",
+		"-Xptxas -o", "-Xnvlink -o", "-Xfatbin --create=/x", "-Xcudafe /x",
+		"-Xcompiler -o,/x", "-Xcompiler -Wl,-Map,/x", "--compiler-options=-save-temps",
+		"-mllvm -info-output-file=/x", "-Xclang -dependency-file",
+		/* response and options files, reading options the request does not show */
+		"@args.txt", "@/etc/passwd", "-Wl,@/tmp/ld.args", "-optf=/x", "--options-file",
+		"-Xlinker @/x", "-Xcompiler @/x",
+		/* odd ways around */
+		"--for-linker=-o", "--for-assembler=-a=/x", "-Xlinker -Map=/x", "-Xlinker -o",
+		"-Xlinker -ofoo", "-Xassembler -a=/x", "-Xpreprocessor -MD", "-run",
+		"-Xlinker -rpath,-Map=/x", "-fvisibility=/x", "-I -o", "-D", "-x",
+		"-fxyz=1", "-fdiagnostics-color=never,/x",
+	};
+	char why[256];
+	size_t at = 99;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why[0] = '\0';
+		ck_assert_msg(check_line(bad[i], &at, why) == ARGS_REFUSED, "%s allowed", bad[i]);
+		ck_assert_msg(strstr(why, "is not allowed") != NULL, "%s: \"%s\"", bad[i], why);
+		ck_assert_int_eq(at, 0);
+	}
+}
+END_TEST
+
+/* Code into the toolchain: a verdict of its own (kilnd allows it only when
+ * told), naming the argument. */
+START_TEST(options_that_load_code_are_told_apart)
+{
+	static const char *const code[] = {
+		"-fplugin=/tmp/evil.so", "-fplugin-arg-evil-x=1", "-fpass-plugin=/x.so",
+		"-specs=/tmp/s", "--specs=/tmp/s", "-specs /tmp/s", "-wrapper gdb,--args",
+		"-B/tmp/evil", "-B /tmp/evil", "--prefix=/tmp", "--sysroot=/home/me/root",
+		"--sysroot /x", "-isysroot /x", "-iplugindir=/tmp", "--gcc-toolchain=/x",
+		"-gcc-toolchain /x", "-resource-dir=/x", "--ld-path=/tmp/ld", "-fuse-ld=/tmp/ld",
+		"-ccbin /x/gcc", "-ccbin=/x/gcc", "--compiler-bindir=/x", "-Wl,-plugin,/x.so",
+		"-Wl,--plugin=/x.so", "-Wl,-plugin-opt=x", "-Xlinker -plugin -Xlinker /x.so",
+		"-Xclang -load -Xclang /x.so", "-Xclang -add-plugin -Xclang x",
+		"-Xcompiler -fplugin=/x.so",
+	};
+	char why[256];
+	size_t at = 99;
+
+	for (size_t i = 0; i < sizeof(code) / sizeof(code[0]); i++) {
+		why[0] = '\0';
+		ck_assert_msg(check_line(code[i], &at, why) == ARGS_CODE, "%s: %s", code[i], why);
+		ck_assert_msg(strstr(why, "loads code into") != NULL &&
+			      strstr(why, "--allow-toolchain-code") != NULL, "%s: \"%s\"", code[i], why);
+		ck_assert_int_eq(at, 0);
+	}
+	/* A refused argument anywhere wins over code, and at points at it. */
+	ck_assert_int_eq(check_line("-fplugin=/x.so -O2 -Wl,-Map=/x", &at, why), ARGS_REFUSED);
+	ck_assert_int_eq(at, 2);
+	ck_assert_ptr_nonnull(strstr(why, "-Map"));
+	ck_assert_int_eq(check_line("-O2 -I /x -fplugin=/x.so", &at, why), ARGS_CODE);
+	ck_assert_int_eq(at, 3);
+}
+END_TEST
+
+/* Values are read with their option: the same words as values or as
+ * arguments of their own. */
+START_TEST(values_are_read_with_their_option)
+{
+	char why[256];
+	size_t at;
+
+	/* "-o" as the value of -D is a macro name, not an output. */
+	ck_assert_int_eq(check_line("-D -o", &at, why), ARGS_REFUSED);
+	ck_assert_ptr_nonnull(strstr(why, "may not start with '-'"));
+	/* Values starting with '-' go to the program named. */
+	ck_assert_int_eq(check_line("-Xlinker --as-needed -Xlinker -rpath -Xlinker /x", &at, why),
+			 ARGS_OK);
+	/* -I's value is consumed, so "-I -I" cannot smuggle the next one. */
+	ck_assert_int_eq(check_line("-x c -I /i -o", &at, why), ARGS_REFUSED);
+	ck_assert_int_eq(at, 4);
+	/* A trailing option that needs a value. */
+	ck_assert_int_eq(check_line("-O2 -I", &at, why), ARGS_REFUSED);
+	ck_assert_ptr_nonnull(strstr(why, "needs a value"));
+	/* The preprocessor takes lone words as files: a value must be joined. */
+	ck_assert_int_eq(check_line("-Xpreprocessor -D -Xpreprocessor X", &at, why), ARGS_REFUSED);
+	ck_assert_ptr_nonnull(strstr(why, "in the same argument"));
+	/* nvcc splits -Xlinker at commas; gcc does not: both readings pass. */
+	ck_assert_int_eq(check_line("-Xlinker -rpath,/x", &at, why), ARGS_REFUSED);
+	ck_assert_int_eq(check_line("-Xlinker --as-needed,--gc-sections", &at, why), ARGS_REFUSED);
+	ck_assert_int_eq(check_line("-Xlinker /abs/lib.so", &at, why), ARGS_OK);
+	/* Empty elements. */
+	ck_assert_int_eq(check_line("-Wl,", &at, why), ARGS_REFUSED);
+	ck_assert_int_eq(check_line("-Wl,--as-needed,,x", &at, why), ARGS_REFUSED);
+	const char *empty[] = { "" }, *null[] = { NULL };
+	ck_assert_int_eq(validate_args(empty, 1, &at, why, sizeof(why)), ARGS_REFUSED);
+	ck_assert_int_eq(validate_args(null, 1, &at, why, sizeof(why)), ARGS_REFUSED);
+	ck_assert_int_eq(validate_args(NULL, 0, &at, why, sizeof(why)), ARGS_OK);
+}
+END_TEST
+
+START_TEST(sentences_name_the_argument_and_the_reason)
+{
+	char why[256];
+	size_t at;
+
+	ck_assert_int_eq(check_line("-o", &at, why), ARGS_REFUSED);
+	ck_assert_str_eq(why, "argument \"-o\" is not allowed: the daemon chooses the output file");
+	ck_assert_int_eq(check_line("-c", &at, why), ARGS_REFUSED);
+	ck_assert_ptr_nonnull(strstr(why, "kind of output"));
+	ck_assert_int_eq(check_line("-fdump-tree-all=/tmp/x", &at, why), ARGS_REFUSED);
+	ck_assert_str_eq(why, "argument \"-fdump-tree-all=/tmp/x\" is not allowed: it writes files "
+			      "where its value says, outside the build");
+	ck_assert_int_eq(check_line("-Wl,-Map=/tmp/x", &at, why), ARGS_REFUSED);
+	ck_assert_str_eq(why, "argument \"-Wl,-Map=/tmp/x\" is not allowed: \"-Map=/tmp/x\" is not one "
+			      "of the options kiln passes to the linker (docs/protocol.md, "
+			      "\"Compiler arguments\")");
+	ck_assert_int_eq(check_line("--frobnicate", &at, why), ARGS_REFUSED);
+	ck_assert_ptr_nonnull(strstr(why, "\"Compiler arguments\""));
+	ck_assert_int_eq(check_line("-fplugin=/x.so", &at, why), ARGS_CODE);
+	ck_assert_str_eq(why, "argument \"-fplugin=/x.so\" loads code into the toolchain, which kilnd "
+			      "allows only when started with --allow-toolchain-code");
+	/* A hostile argument cannot forge lines in the sentence. */
+	ck_assert_int_eq(check_line("-Wl,-Map=\n/x", &at, why), ARGS_REFUSED);
+	ck_assert_ptr_null(strchr(why, '\n'));
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("args");
+	TCase *tc = tcase_create("args");
+
+	tcase_add_test(tc, real_command_lines_are_allowed);
+	tcase_add_test(tc, options_that_write_elsewhere_are_refused);
+	tcase_add_test(tc, options_that_load_code_are_told_apart);
+	tcase_add_test(tc, values_are_read_with_their_option);
+	tcase_add_test(tc, sentences_name_the_argument_and_the_reason);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
