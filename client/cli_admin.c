@@ -79,6 +79,8 @@ static const struct {
 	{ "imports", "imported", F_INT },
 	{ "inputs_changed", "inputs changed", F_INT },
 	{ "depfile_fallbacks", "depfile only", F_INT },
+	{ "cache_recreated", "cache remade", F_INT },
+	{ "cache_problem", "cache problem", F_STR },
 	{ "in_flight", "in flight", F_INT },
 	{ "queued", "queued", F_INT },
 	{ "upstream", "upstream", F_STR },

@@ -18,6 +18,7 @@
 
 #include "build.h"
 #include "build_int.h"
+#include "cachedir.h"
 #include "tracedir.h"
 #include "kilnd.h"
 #include "log.h"
@@ -374,6 +375,11 @@ static void on_prepared(void *arg)
 void build_begin(struct build *b)
 {
 	struct kilnd *d = b->d;
+	if (cachedir_check(d) != 0) {
+		build_fail(b, ERR_IO, "%s", d->cache_why);
+		build_finish(b);
+		return;
+	}
 	tracedir_token(b->trace_token);
 	b->start_ns = util_now_ns();
 	struct timespec ts;

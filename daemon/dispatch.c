@@ -17,6 +17,7 @@
 #include "args.h"
 #include "build.h"
 #include "build_int.h"
+#include "cachedir.h"
 #include "dispatch.h"
 #include "fdcache.h"
 #include "gpu.h"
@@ -581,6 +582,9 @@ static void op_status(struct conn *c, struct msg_request *req)
 	ADD_NUM(r, "damaged", d->c.damaged);
 	ADD_NUM(r, "inputs_changed", d->c.inputs_changed);
 	ADD_NUM(r, "depfile_fallbacks", d->c.depfile_fallbacks);
+	ADD_NUM(r, "cache_recreated", d->c.cache_recreated);
+	if (d->cache_why[0] != '\0')
+		cJSON_AddStringToObject(r, "cache_problem", d->cache_why);
 	add_observation(d, r);
 	cJSON *conf = cJSON_AddObjectToObject(r, "confinement");
 	if (conf != NULL) {
@@ -822,6 +826,9 @@ void dispatch_frame(struct conn *c, const char *payload, size_t len)
 		conn_reply_error(c, req.id, ERR_BAD_REQUEST, "op", "send hello first");
 	} else if (d->stopping && req.op != OP_STATUS && req.op != OP_HELLO) {
 		conn_reply_error(c, req.id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
+	} else if (d->cache_why[0] != '\0' && req.op != OP_STATUS && req.op != OP_HELLO &&
+		   req.op != OP_SHUTDOWN && cachedir_check(d) != 0) {
+		conn_reply_error(c, req.id, ERR_IO, NULL, "%s", d->cache_why);
 	} else if (req.code_arg != 0 && !d->cfg->allow_toolchain_code) {
 		char why[256];
 		validate_args((const char *const *)req.args, req.nargs, NULL, why, sizeof(why));

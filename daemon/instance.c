@@ -198,6 +198,30 @@ int instance_lock(const struct config *cfg, long *other_pid, char *msg, size_t m
 	return 0;
 }
 
+int instance_relock_cache(const struct config *cfg, long *other_pid, char *msg, size_t msglen)
+{
+	char path[4200];
+	int fd = -1;
+	snprintf(path, sizeof(path), "%s/kilnd.lock", cfg->cache_dir);
+	int rc = take_lock(path, &fd);
+	if (rc == 1) {
+		char sock[4200] = "";
+		read_owner(path, other_pid, sock, sizeof(sock));
+		snprintf(msg, msglen, "kilnd pid %ld (socket %s) has taken the new directory",
+			 *other_pid, sock);
+		return 1;
+	}
+	if (rc < 0) {
+		snprintf(msg, msglen, "cannot lock %s: %s", path, strerror(-rc));
+		return rc;
+	}
+	if (cache_lock_fd >= 0)
+		close(cache_lock_fd);
+	cache_lock_fd = fd;
+	write_owner(cache_lock_fd, cfg);
+	return 0;
+}
+
 void instance_unlock(void)
 {
 	if (cache_lock_fd >= 0)

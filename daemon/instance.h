@@ -30,6 +30,12 @@ void instance_ready(int status, long pid, const char *msg);
  * owner holds on without answering).
  */
 int instance_lock(const struct config *cfg, long *other_pid, char *msg, size_t msglen);
+/*
+ * The cache directory's lock again, after the directory was removed and
+ * made anew (cachedir.c). 0 when taken, 1 with msg when another kilnd holds
+ * it, or a negative errno with msg.
+ */
+int instance_relock_cache(const struct config *cfg, long *other_pid, char *msg, size_t msglen);
 void instance_unlock(void);
 
 #endif

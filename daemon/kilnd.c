@@ -9,6 +9,7 @@
 
 #include "build.h"
 #include "headers.h"
+#include "cachedir.h"
 #include "kilnd.h"
 #include "log.h"
 #include "sdnotify.h"
@@ -183,6 +184,9 @@ void kilnd_touches_write(void *batch)
 static void on_touch_timer(uv_timer_t *t)
 {
 	struct kilnd *d = t->data;
+	/* Once a second: is the cache directory still there? */
+	cachedir_reap(d);
+	cachedir_check(d);
 	struct touch_batch *tb = take_touches(d);
 	if (tb != NULL && kilnd_work(d, touch_work, touch_batch_free, tb) != 0)
 		touch_batch_free(tb);

@@ -42,12 +42,23 @@ struct counters {
 	uint64_t damaged;            /* objects found damaged (serving, verify) */
 	uint64_t inputs_changed;     /* builds whose inputs changed while they ran */
 	uint64_t depfile_fallbacks;  /* builds recorded from dependency files only */
+	uint64_t cache_recreated;    /* cache directory made again while running */
 };
+
+/* Stores of removed cache directories, kept until no pool job can use them. */
+#define KILND_MAX_OLD_STORES 8
 
 struct kilnd {
 	uv_loop_t *loop;
 	struct config *cfg;
-	struct store *store;
+	/* Atomic: pool jobs read it while the loop thread may replace it when
+	 * the cache directory is made again (cachedir.h). */
+	struct store *_Atomic store;
+	struct store *old_stores[KILND_MAX_OLD_STORES];
+	size_t nold_stores;
+	int cache_fd;                /* the cache directory, held open */
+	uint64_t cache_dev, cache_ino;
+	char cache_why[5000];         /* why the cache is unusable now, or "" */
 	struct toolchain toolchains[CONFIG_MAX_TOOLCHAINS];
 	size_t ntoolchains;
 	uint8_t cpu_id[32];

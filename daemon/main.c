@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "build.h"
+#include "cachedir.h"
 #include "config.h"
 #include "confine.h"
 #include "digests.h"
@@ -53,36 +54,6 @@ static void signals_start(struct kilnd *d)
 	signal(SIGPIPE, SIG_IGN);
 }
 
-/*
- * A directory another user can write to, or owns, lets them swap the socket
- * or plant objects in the cache: refuse it rather than serve from it.
- */
-static int check_private(const char *dir, const char *what, char *err, size_t errlen)
-{
-	struct stat st;
-	if (lstat(dir, &st) != 0) {
-		snprintf(err, errlen, "%s %s: %s", what, dir, strerror(errno));
-		return -errno;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen, "%s %s is not a directory", what, dir);
-		return -ENOTDIR;
-	}
-	/* root's own directories are safe too (systemd's /run/kiln/USER). */
-	if (st.st_uid != geteuid() && st.st_uid != 0) {
-		snprintf(err, errlen, "%s %s is owned by uid %d, not by this user (uid %d); "
-			 "use a directory of your own", what, dir, (int)st.st_uid, (int)geteuid());
-		return -EPERM;
-	}
-	if (st.st_mode & 022) {
-		snprintf(err, errlen, "%s %s is writable by group or others (mode %03o); "
-			 "run chmod go-w on it or use a private directory", what, dir,
-			 (unsigned)(st.st_mode & 0777));
-		return -EPERM;
-	}
-	return 0;
-}
-
 /* Creates the directories the locks live in, and checks they are private. */
 static int make_dirs(const struct config *cfg, char *err, size_t errlen)
 {
@@ -104,7 +75,7 @@ static int make_dirs(const struct config *cfg, char *err, size_t errlen)
 		if (rc != 0)
 			snprintf(err, errlen, "cannot create %s: %s", sockdir, strerror(-rc));
 		else
-			rc = check_private(sockdir, "socket directory", err, errlen);
+			rc = cachedir_check_private(sockdir, "socket directory", err, errlen);
 		if (rc == 0 && shared && stat(sockdir, &st) == 0 && (st.st_mode & 0011) != 0011)
 			log_warn("socket directory %s (mode %03o) is closed to other users: those "
 				 "--allow-uid/--allow-group name cannot reach the socket; chmod go+x it",
@@ -114,7 +85,7 @@ static int make_dirs(const struct config *cfg, char *err, size_t errlen)
 	if (rc == 0 && (rc = util_mkdir_p(cfg->cache_dir, 0700)) != 0)
 		snprintf(err, errlen, "cannot create %s: %s", cfg->cache_dir, strerror(-rc));
 	else if (rc == 0)
-		rc = check_private(cfg->cache_dir, "cache directory", err, errlen);
+		rc = cachedir_check_private(cfg->cache_dir, "cache directory", err, errlen);
 	return rc;
 }
 
@@ -254,13 +225,15 @@ static int store_open_checked(struct kilnd *d, char *err, size_t errlen)
 	 * page); after a clean stop, opening it is check enough. */
 	snprintf(mark, sizeof(mark), "%s/clean-stop", d->cfg->cache_dir);
 	bool crashed = access(mark, F_OK) != 0;
-	int rc = store_open(d->cfg->cache_dir, 0, &d->store, err, errlen);
-	if (rc == 0 && crashed && store_quick_check(d->store) == -EBADMSG) {
-		store_close(d->store);
-		d->store = NULL;
+	struct store *s = NULL;
+	int rc = store_open(d->cfg->cache_dir, 0, &s, err, errlen);
+	if (rc == 0 && crashed && store_quick_check(s) == -EBADMSG) {
+		store_close(s);
+		s = NULL;
 		rc = -EBADMSG;
 		snprintf(err, errlen, "quick_check failed");
 	}
+	d->store = s;
 	if (rc != -EBADMSG)
 		return rc;
 	if (set_index_aside(d->cfg->cache_dir, err) != 0) {
@@ -270,7 +243,9 @@ static int store_open_checked(struct kilnd *d, char *err, size_t errlen)
 		return -EBADMSG;
 	}
 	err[0] = '\0';
-	return store_open(d->cfg->cache_dir, 0, &d->store, err, errlen);
+	rc = store_open(d->cfg->cache_dir, 0, &s, err, errlen);
+	d->store = s;
+	return rc;
 }
 
 static int store_init(struct kilnd *d, char *err, size_t errlen)
@@ -356,8 +331,9 @@ int main(int argc, char **argv)
 		d.exit_code = 0;
 		goto out;
 	}
+	d.cache_fd = -1;
 	if (rc != 0 || store_init(&d, err, sizeof(err)) != 0 ||
-	    toolchains_init(&d, err, sizeof(err)) != 0) {
+	    cachedir_open(&d, err, sizeof(err)) != 0 || toolchains_init(&d, err, sizeof(err)) != 0) {
 		fail_start(&cfg, err);
 		goto out;
 	}
@@ -412,6 +388,7 @@ out:
 	digests_fini();
 	for (size_t i = 0; i < d.ntoolchains; i++)
 		key_toolchain_fini(&d.toolchains[i]);
+	cachedir_close(&d);
 	store_close(d.store);
 	instance_unlock();
 	log_close();

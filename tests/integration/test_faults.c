@@ -376,9 +376,95 @@ START_TEST(directories_writable_by_others)
 }
 END_TEST
 
+static void remove_tree(const char *dir)
+{
+	char cmd[HARNESS_PATH + 16];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/*
+ * The cache directory removed, replaced or emptied of its index while kilnd
+ * runs (a user cleaning up, a scratch purge): the next build makes it again
+ * and succeeds, without a restart, and status counts it. Before: every
+ * build failed with "cannot create a build directory" until a restart.
+ */
+START_TEST(cache_directory_removed_while_running_is_made_again)
+{
+	char key[72], aside[HARNESS_PATH], path[HARNESS_PATH + 16];
+
+	harness_start(NULL);
+	harness_get_program(NULL, "before", 1, NULL, key);
+	/* Removed: the next build makes it again, in place. */
+	remove_tree(harness.cache);
+	harness_get_program(NULL, "after", 2, NULL, key);
+	snprintf(path, sizeof(path), "%s/index.db", harness.cache);
+	ck_assert_msg(harness_exists(path), "the cache directory was not made again");
+	cJSON *st = harness_status();
+	ck_assert_int_eq(harness_num(st, "cache_recreated"), 1);
+	ck_assert_ptr_null(cJSON_GetObjectItemCaseSensitive(st, "cache_problem"));
+	cJSON_Delete(st);
+	/* The old program is rebuilt, and served from the new cache. */
+	harness_get_program(NULL, "before", 1, NULL, key);
+	ck_assert_int_eq(harness_cli(NULL, NULL, "verify", NULL), 0);
+
+	/* Replaced by another directory under the same name. */
+	ck_assert_int_eq(rename(harness.cache, harness_path(aside, "aside")), 0);
+	ck_assert_int_eq(mkdir(harness.cache, 0700), 0);
+	harness_get_program(NULL, "replaced", 3, NULL, key);
+	/* Its index alone removed; and then tmp/: noticed within a second. */
+	snprintf(path, sizeof(path), "%s/index.db", harness.cache);
+	ck_assert_int_eq(unlink(path), 0);
+	harness_get_program(NULL, "no_index", 4, NULL, key);
+	snprintf(path, sizeof(path), "%s/tmp", harness.cache);
+	remove_tree(path);
+	harness_get_program(NULL, "no_tmp", 5, NULL, key);
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "cache_recreated"), 3);
+	cJSON_Delete(st);
+	ck_assert_int_eq(harness_cli(NULL, NULL, "verify", NULL), 0);
+	harness_stop();
+}
+END_TEST
+
+/*
+ * When another kilnd has taken the cache directory's name meanwhile, this
+ * one cannot make it again: every request that needs the cache is answered
+ * io, saying why and what to do; status says it too.
+ */
+START_TEST(cache_directory_taken_by_another_kilnd_is_said_in_every_reply)
+{
+	char key[72], sock[HARNESS_PATH], src[HARNESS_PATH], *err = NULL;
+	const char *const extra[] = { "--cache-dir", harness.cache, NULL };
+
+	harness_start(NULL);
+	harness_get_program(NULL, "before", 1, NULL, key);
+	remove_tree(harness.cache);
+	ck_assert_int_eq(mkdir(harness.cache, 0700), 0);
+	harness_start_named("second", extra, NULL, sock);
+	harness_write_file(harness_path(src, "prog.c"), "int prog_value(void) { return 9; }\n");
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_ne(harness_cli(NULL, &err, "build", src, NULL), 0);
+		ck_assert_msg(err != NULL && strstr(err, "was removed while kilnd ran") != NULL &&
+			      strstr(err, "kiln stop") != NULL, "the reply does not say why:\n%s",
+			      err ? err : "");
+		free(err);
+		err = NULL;
+	}
+	cJSON *st = harness_status();
+	ck_assert_msg(strstr(harness_str(st, "cache_problem"), "has taken the new directory") != NULL,
+		      "status: %s", harness_str(st, "cache_problem"));
+	cJSON_Delete(st);
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("faults");
+
+	suite_add_tcase(s, harness_tcase("cache_removed", cache_directory_removed_while_running_is_made_again, 120));
+	suite_add_tcase(s, harness_tcase("cache_taken", cache_directory_taken_by_another_kilnd_is_said_in_every_reply, 120));
 
 	suite_add_tcase(s, harness_tcase("shutdown_keying", shutdown_while_keying, 90));
 	suite_add_tcase(s, harness_tcase("background_job", background_job_of_a_build, 90));
