@@ -335,14 +335,21 @@ static void keying_done(void *arg)
 	free(j);
 }
 
-/* GPU outputs need nvcc and one compiled source; nvcc needs an architecture
- * (from the request, --cuda-arch or the node's GPUs). Answers and returns
- * true when req cannot be built. */
+/* nvcc runs its steps through a shell: no shell characters in its
+ * arguments. GPU outputs need nvcc and one compiled source; nvcc needs an
+ * architecture (from the request, --cuda-arch or the node's GPUs). Answers
+ * and returns true when req cannot be built. */
 static bool gpu_request_refused(struct conn *c, const struct msg_request *req,
 				const struct toolchain *tc)
 {
 	bool gpu_output = strcmp(req->output, "shared") != 0;
 	size_t compiled = 0;
+	char why[256];
+	if (tc->is_nvcc && validate_args_for((const char *const *)req->args, req->nargs, ARGS_SHELL,
+					     NULL, NULL, why, sizeof(why)) == ARGS_REFUSED) {
+		conn_reply_error(c, req->id, ERR_BAD_ARG, "args", "%s", why);
+		return true;
+	}
 	for (size_t i = 0; i < req->nsources; i++)
 		compiled += !build_is_header(req->sources[i].name);
 	if (gpu_output && !tc->is_nvcc) {

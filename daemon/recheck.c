@@ -103,10 +103,18 @@ static void add_compiler(struct argv_list *a, const struct kilnd *d, const struc
 	if (in->tc->is_nvcc && in->tc->cuda_arch != NULL && strchr(in->tc->cuda_arch, ',') == NULL &&
 	    !key_args_name_arch(in->req.args, in->req.nargs))
 		add_owned(a, asprintf(&s, "-arch=%s", in->tc->cuda_arch) > 0 ? s : NULL);
+	bool *lib = calloc(in->req.nargs + 1, sizeof(bool));
+	if (lib == NULL) {
+		/* An argument no compiler accepts: the check fails, nothing is taken. */
+		add(a, "-fkiln-out-of-memory");
+		return;
+	}
+	validate_args_for((const char *const *)in->req.args, in->req.nargs, 0, lib, NULL, NULL, 0);
 	for (size_t i = 0; i < in->req.nargs; i++) {
-		if (strncmp(in->req.args[i], "-l", 2) != 0)
+		if (!lib[i])
 			add(a, in->req.args[i]);
 	}
+	free(lib);
 }
 
 /* Runs one observed step in dir; 0, or -1 with why. */
@@ -405,8 +413,9 @@ static int entry_input_allowed(const struct kilnd *d, const struct build_input *
 			       size_t cap)
 {
 	char reason[256];
-	enum args_verdict v = validate_args((const char *const *)c->req.args, c->req.nargs, NULL,
-					    reason, sizeof(reason));
+	enum args_verdict v = validate_args_for((const char *const *)c->req.args, c->req.nargs,
+						c->tc->is_nvcc ? ARGS_SHELL : 0, NULL, NULL, reason,
+						sizeof(reason));
 	if (v == ARGS_REFUSED || (v == ARGS_CODE && !d->cfg->allow_toolchain_code)) {
 		snprintf(why, cap, "its arguments are not accepted here: %s", reason);
 		return -1;

@@ -13,6 +13,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "build_int.h"
 #include "kilnd.h"
 #include "log.h"
@@ -83,11 +84,19 @@ static void argv_free(struct argv_buf *a)
  * with --as-needed only honours after the objects that use them. */
 static void push_args(struct argv_buf *a, const struct build *b, bool libs)
 {
-	for (size_t i = 0; i < b->in.req.nargs; i++) {
-		const char *s = b->in.req.args[i];
-		if ((strncmp(s, "-l", 2) == 0) == libs)
-			push(a, "%s", s);
+	size_t n = b->in.req.nargs;
+	bool *lib = calloc(n + 1, sizeof(bool));
+	if (lib == NULL) {
+		a->oom = true;
+		return;
 	}
+	/* Only real library arguments move: "-lm" as the value of -Xlinker
+	 * stays with its option (proto/args.h). */
+	validate_args_for((const char *const *)b->in.req.args, n, 0, lib, NULL, NULL, 0);
+	for (size_t i = 0; i < n; i++)
+		if (lib[i] == libs)
+			push(a, "%s", b->in.req.args[i]);
+	free(lib);
 }
 
 /* The toolchain's default linker lists its inputs; -fuse-ld may pick one

@@ -15,6 +15,7 @@
  * longer names come before shorter ones that share their start ("-gencode"
  * before "-g").
  */
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -88,7 +89,14 @@ static const struct opt driver_opts[] = {
 	{ "--ld-path", F_EQ, V_PATH, CODE },
 	{ "-ccbin", F_EQ_OR_SEP, V_PATH, CODE },
 	{ "--compiler-bindir", F_EQ_OR_SEP, V_PATH, CODE },
-	{ "-mllvm", F_SEP, V_ANY, DENY },
+	{ "-mllvm", F_JOINED, V_ANY, DENY },     /* also clang 15's -mllvm=@file */
+	{ "-module", F_JOINED, V_ANY, DENY },    /* clang: -module-dependency-dir DIR */
+	{ "-gen-", F_JOINED, V_ANY, DENY },      /* clang: -gen-cdb-fragment-path DIR */
+	{ "-gnat", F_JOINED, V_ANY, DENY },      /* Ada: -gnatO FILE */
+	{ "-fdevice-time-trace", F_JOINED, V_ANY, DENY },  /* nvcc: a file of its own */
+	{ "-fixit", F_JOINED, V_ANY, DENY },     /* clang: rewrites the sources it reads */
+	{ "-ltoir", F_EXACT, V_NONE, DENY },     /* nvcc's output kinds */
+	{ "--ltoir", F_EXACT, V_NONE, DENY },
 	{ "-fmodules", F_EXACT, V_NONE, DENY },  /* clang: a module cache outside */
 	/* nvcc's output kinds that look like -l<lib> and -f<feature>. */
 	{ "-lib", F_EXACT, V_NONE, DENY },
@@ -201,6 +209,10 @@ static const struct opt driver_opts[] = {
 	{ "-forward-unknown-to-host-compiler", F_EXACT, V_NONE, 0 },
 	{ "--forward-unknown-to-host-compiler", F_EXACT, V_NONE, 0 },
 	{ "-m64", F_EXACT, V_NONE, 0 },
+	{ "-static-global-template-stub", F_EQ_OR_SEP, V_WORD, 0 },
+	{ "--static-global-template-stub", F_EQ_OR_SEP, V_WORD, 0 },
+	{ "-dopt", F_EQ_OR_SEP, V_WORD, 0 },
+	{ "--dopt", F_EQ_OR_SEP, V_WORD, 0 },
 	/* clang's. */
 	{ "--target", F_EQ, V_WORD, 0 },
 	{ "-target", F_SEP, V_WORD, 0 },
@@ -249,7 +261,7 @@ static const struct opt f_value_opts[] = {
 	{ "tls-model", 0, V_WORD, 0 }, { "sanitize", 0, V_WORD, 0 },
 	{ "sanitize-recover", 0, V_WORD, 0 }, { "sanitize-trap", 0, V_WORD, 0 },
 	{ "sanitize-coverage", 0, V_WORD, 0 }, { "cf-protection", 0, V_WORD, 0 },
-	{ "lto", 0, V_WORD, 0 }, { "lto-partition", 0, V_WORD, 0 },
+	{ "lto-partition", 0, V_WORD, 0 },
 	{ "lto-compression-level", 0, V_WORD, 0 }, { "simd-cost-model", 0, V_WORD, 0 },
 	{ "vect-cost-model", 0, V_WORD, 0 }, { "inline-limit", 0, V_WORD, 0 },
 	{ "abi-version", 0, V_WORD, 0 }, { "align-functions", 0, V_WORD, 0 },
@@ -386,6 +398,7 @@ static const struct opt cpp_opts[] = {
 
 /* clang's front end (after -Xclang): its plugin options, then the driver's. */
 static const struct opt cc1_opts[] = {
+	{ "-fixit", F_JOINED, V_ANY, DENY },
 	{ "-load", F_SEP, V_PATH, CODE }, { "-plugin", F_SEP, V_ANY, CODE },
 	{ "-add-plugin", F_SEP, V_ANY, CODE }, { "-plugin-arg-", F_JOINED, V_ANY, CODE },
 };
@@ -411,6 +424,7 @@ static const struct opt ptxas_opts[] = {
 	{ "--warning-as-error", F_EXACT, V_NONE, 0 }, { "-Werror", F_EXACT, V_NONE, 0 },
 	{ "--disable-warnings", F_EXACT, V_NONE, 0 }, { "-w", F_EXACT, V_NONE, 0 },
 	{ "-fmad", F_EQ_OR_SEP, V_WORD, 0 }, { "--fmad", F_EQ_OR_SEP, V_WORD, 0 },
+	{ "--preserve-relocs", F_EXACT, V_NONE, 0 }, { "-preserve-relocs", F_EXACT, V_NONE, 0 },
 };
 
 static const struct opt nvlink_opts[] = {
@@ -477,10 +491,11 @@ static const struct {
 	{ "-keep", true, why_writes }, { "--keep", true, why_writes }, { "-odir", true, why_writes },
 	{ "-fmodule-", true, why_writes }, { "-fcrash", true, why_writes },
 	{ "-foptimization-record", true, why_writes }, { "-ftime-trace=", true, why_writes },
+	{ "-flto=", true, "with a value, gcc's lto-wrapper runs make and a shell over the "
+			  "options' text; use -flto" },
 	{ "-optf", true, "options files would read options the request does not show" },
 	{ "--options-file", true, "options files would read options the request does not show" },
 	{ "-run", false, "it runs the program it builds" }, { "--run", true, "it runs the program it builds" },
-	{ "-mllvm", false, "it passes options to LLVM's internals, which kiln cannot check" },
 	{ "-fmodules", false, "clang then keeps a module cache outside the build" },
 };
 
@@ -498,6 +513,7 @@ struct walk {
 	bool refused;
 	char *why;
 	size_t whylen;
+	bool *libs;        /* when not NULL: marks the top level's libraries */
 	bool code;         /* an argument loads code into the toolchain */
 	size_t code_at;
 	char code_why[256];
@@ -731,6 +747,10 @@ static int check_elem(struct walk *w, const struct tool *t, const char *const *e
 		return t->families ? check_family(w, t, a) : refuse_unknown(w, t, a);
 	if (o->flags & DENY)
 		return refuse_unknown(w, t, a);
+	bool lib = w->libs != NULL && a == w->arg && o->name[0] == '-' && o->name[1] == 'l' &&
+		   o->name[2] == '\0';
+	if (lib)
+		w->libs[*i] = true;
 	if (sep && t->consumes) {
 		/* Within a passed-on element, a program that takes lone words
 		 * as inputs gets the value in a later argument, checked then. */
@@ -740,6 +760,8 @@ static int check_elem(struct walk *w, const struct tool *t, const char *const *e
 			return refuse(w, "%s needs a value%s", o->name,
 				      a == w->arg ? "" : " in the same argument");
 		val = el[++*i];
+		if (lib)
+			w->libs[*i] = true;
 		if (val[0] == '-' && o->value < V_LINKER)
 			return refuse(w, "the value of %s may not start with '-'", o->name);
 	}
@@ -776,14 +798,39 @@ static int check_list(struct walk *w, const struct tool *t, const char *list)
 	return check_elems(w, t, el, n);
 }
 
-enum args_verdict validate_args(const char *const *args, size_t n, size_t *at, char *why,
-				size_t whylen)
+/* Characters a shell or make would read as more than text. */
+static const char shell_chars[] = " \t\n\r\v\f$`'\"\\;|&<>()*?{}#";
+
+static void refuse_shell(struct walk *w)
 {
-	struct walk w = { .why = why, .whylen = whylen };
+	char c = w->arg[strcspn(w->arg, shell_chars)], what[16];
+	snprintf(what, sizeof(what), c == ' ' ? "a space" : isspace((unsigned char)c)
+		 ? "white space" : "'%c'", c);
+	refuse(w, "nvcc runs its steps through a shell, which would read %s in it; kiln "
+	       "refuses white space, quotes and $`\\;|&<>()*?{}# in arguments for nvcc", what);
+}
+
+enum args_verdict validate_args_for(const char *const *args, size_t n, unsigned flags, bool *libs,
+				    size_t *at, char *why, size_t whylen)
+{
+	struct walk w = { .why = why, .whylen = whylen, .libs = libs };
 	const struct tool *t = &tools[V_NONE];
 
 	if (why != NULL && whylen > 0)
 		why[0] = '\0';
+	for (size_t i = 0; libs != NULL && i < n; i++)
+		libs[i] = false;
+	/* Every argument, also those read as values by the walk below. */
+	for (size_t i = 0; (flags & ARGS_SHELL) && i < n; i++) {
+		if (args[i] == NULL || args[i][strcspn(args[i], shell_chars)] == '\0')
+			continue;
+		w.arg = args[i];
+		w.at = i;
+		refuse_shell(&w);
+		if (at != NULL)
+			*at = i;
+		return ARGS_REFUSED;
+	}
 	for (size_t i = 0; i < n; i++) {
 		w.arg = args[i] != NULL ? args[i] : "";
 		w.at = i;
@@ -803,4 +850,10 @@ enum args_verdict validate_args(const char *const *args, size_t n, size_t *at, c
 	if (why != NULL && whylen > 0)
 		snprintf(why, whylen, "%s", w.code_why);
 	return ARGS_CODE;
+}
+
+enum args_verdict validate_args(const char *const *args, size_t n, size_t *at, char *why,
+				size_t whylen)
+{
+	return validate_args_for(args, n, 0, NULL, at, why, whylen);
 }

@@ -10,6 +10,7 @@
 #ifndef KILN_PROTO_ARGS_H
 #define KILN_PROTO_ARGS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* What validate_args found. */
@@ -30,5 +31,19 @@ enum args_verdict {
  */
 enum args_verdict validate_args(const char *const *args, size_t n, size_t *at, char *why,
 				size_t whylen);
+
+/* validate_args_for's flags: the toolchain runs its steps through a shell
+ * (nvcc), so arguments may not hold characters a shell reads. */
+#define ARGS_SHELL 1u
+
+/*
+ * As validate_args, with flags, and with libs (n entries, may be NULL) set
+ * true for the arguments that name libraries for the linker at the top
+ * level ("-lm", or "-l" and its value): those the daemon moves after the
+ * inputs. An argument that only looks like one ("-lm" as the value of
+ * -Xlinker) is not marked, so moving them keeps every value with its option.
+ */
+enum args_verdict validate_args_for(const char *const *args, size_t n, unsigned flags, bool *libs,
+				    size_t *at, char *why, size_t whylen);
 
 #endif

@@ -5,6 +5,7 @@
  * toolchain, values read with their option, and the sentences.
  */
 #include <check.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,7 @@ START_TEST(real_command_lines_are_allowed)
 		"-g -g3 -gdwarf-5 -O -Os -Ofast -v -w -H -pipe --param=max-inline-insns-single=500",
 		"--param max-inline-insns-single=500 -fdiagnostics-color=never -fno-exceptions",
 		"-fsanitize=address,undefined -fno-sanitize=vptr -fopenmp-simd -fdump-tree-all",
-		"-fopt-info-vec-missed -fstack-usage -fprofile-arcs --coverage -flto=auto",
+		"-fopt-info-vec-missed -fstack-usage -fprofile-arcs --coverage -flto",
 		"-Wa,--noexecstack -Wa,-mrelax-relocations=no -Wp,-DX=1 -Wp,-D,Y -Xpreprocessor -DZ",
 		"-Xclang -fopenmp -fdebug-prefix-map=/a=/b -fprofile-use=/abs/prof.gcda",
 		/* Fortran */
@@ -60,6 +61,7 @@ START_TEST(real_command_lines_are_allowed)
 		"-fimplicit-none -fbackslash -fintrinsic-modules-path /abs/mods",
 		/* a positional input file, stdin */
 		"/abs/libextra.a -",
+		"-flto -static-global-template-stub=true -Xptxas --preserve-relocs --dopt=on",
 	};
 	char why[256];
 	size_t at = 0;
@@ -107,6 +109,10 @@ START_TEST(options_that_write_elsewhere_are_refused)
 		"-Xlinker -ofoo", "-Xassembler -a=/x", "-Xpreprocessor -MD", "-run",
 		"-Xlinker -rpath,-Map=/x", "-fvisibility=/x", "-I -o", "-D", "-x",
 		"-fxyz=1", "-fdiagnostics-color=never,/x",
+		/* found by review: a make, a module cache, dumps and fix-its elsewhere */
+		"-flto=auto", "-flto=4", "-flto=jobserver", "-gen-cdb-fragment-path /x",
+		"-Xclang -fixit", "-Xclang -fixit=x", "-fdevice-time-trace /x", "-gnatO /x",
+		"-module-dependency-dir /x", "-mllvm=@x", "-mllvm", "-ltoir",
 	};
 	char why[256];
 	size_t at = 99;
@@ -190,6 +196,54 @@ START_TEST(values_are_read_with_their_option)
 }
 END_TEST
 
+/* nvcc runs its steps through sh -c: no shell characters for it. */
+START_TEST(shell_characters_are_refused_for_nvcc)
+{
+	static const char *const bad[] = {
+		"-DB=$(touch${IFS}/tmp/x)", "-UU`touch${IFS}/tmp/x`", "-Xcompiler -DA=`id`",
+		"-Xlinker -soname=S`id`", "-DX=\"s\"", "-DX='s'", "-DX=a;b", "-DX=a|b",
+		"{-o,/tmp/x}", "-DX=a\\b", "-DX=*", "-DX=#", "-DX=a&b", "-DX=a>b",
+	};
+	const char *tab[] = { "-DX=a\tb" };
+	char why[256], buf[1024];
+	const char *argv[32];
+	size_t at;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		size_t n = split(bad[i], buf, argv);
+		ck_assert_msg(validate_args_for(argv, n, ARGS_SHELL, NULL, &at, why, sizeof(why)) ==
+			      ARGS_REFUSED, "%s allowed for nvcc", bad[i]);
+		ck_assert_msg(strstr(why, "through a shell") != NULL, "%s: %s", bad[i], why);
+	}
+	ck_assert_int_eq(validate_args_for(tab, 1, ARGS_SHELL, NULL, &at, why, sizeof(why)),
+			 ARGS_REFUSED);
+	ck_assert_ptr_nonnull(strstr(why, "white space"));
+	/* What nvcc users pass. */
+	size_t n = split("-gencode arch=compute_80,code=[sm_80,compute_80] -Xcompiler -fPIC,-O3 "
+			 "-DN=64 -I/opt/x -lcublas -Xlinker -rpath -Xlinker /opt/lib", buf, argv);
+	ck_assert_int_eq(validate_args_for(argv, n, ARGS_SHELL, NULL, &at, why, sizeof(why)), ARGS_OK);
+	/* Without the flag (gcc, no shell) quotes in a macro are fine. */
+	ck_assert_int_eq(check_line("-DX=\"s\"", &at, why), ARGS_OK);
+}
+END_TEST
+
+/* The daemon moves library arguments after the inputs: only real ones,
+ * never a value that belongs to the option before it. */
+START_TEST(only_real_libraries_are_marked)
+{
+	char buf[1024];
+	const char *argv[32];
+	bool lib[32];
+	size_t n = split("-lm -O2 -l pthread -Xlinker -lfoo -Xcompiler -lbar -lineinfo -L/x", buf,
+			 argv);
+	ck_assert_int_eq(validate_args_for(argv, n, 0, lib, NULL, NULL, 0), ARGS_OK);
+	const bool want[] = { 1, 0, 1, 1, 0, 0, 0, 0, 0, 0 };
+	ck_assert_int_eq(n, sizeof(want) / sizeof(want[0]));
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(lib[i] == want[i], "%s: %d", argv[i], lib[i]);
+}
+END_TEST
+
 START_TEST(sentences_name_the_argument_and_the_reason)
 {
 	char why[256];
@@ -226,6 +280,8 @@ int main(void)
 	tcase_add_test(tc, options_that_write_elsewhere_are_refused);
 	tcase_add_test(tc, options_that_load_code_are_told_apart);
 	tcase_add_test(tc, values_are_read_with_their_option);
+	tcase_add_test(tc, shell_characters_are_refused_for_nvcc);
+	tcase_add_test(tc, only_real_libraries_are_marked);
 	tcase_add_test(tc, sentences_name_the_argument_and_the_reason);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);

@@ -260,6 +260,52 @@ START_TEST(code_into_the_toolchain_needs_the_administrators_consent)
 }
 END_TEST
 
+/*
+ * nvcc runs its host compiler and linker through sh -c: an argument with
+ * shell syntax would run a command. kilnd refuses such arguments for nvcc
+ * toolchains (the CLI's own check, which does not know the toolchain, lets
+ * them through to the daemon).
+ */
+START_TEST(nvcc_arguments_cannot_reach_its_shell)
+{
+	static const char *const hostile[][2] = {
+		{ "-DB=$(touch${IFS}", ")" }, { "-Xcompiler -DA=`touch${IFS}", "`" },
+		{ "-Xlinker -soname=S`touch${IFS}", "`" }, { "-UU`touch${IFS}", "`" },
+	};
+	char src[HARNESS_PATH], out[HARNESS_PATH], target[HARNESS_PATH + 8];
+	char arg[HARNESS_PATH * 2], tc[HARNESS_PATH + 8];
+
+	if (getenv("KILN_TEST_NVCC") == NULL) {
+		printf("nvcc_arguments_cannot_reach_its_shell: no nvcc here\n");
+		return;
+	}
+	harness_write_file(harness_path(src, "prog.cu"), "extern \"C\" int prog_value(void) { return 1; }\n");
+	outside_dir(out);
+	snprintf(target, sizeof(target), "%s/ran", out);
+	snprintf(tc, sizeof(tc), "nvcc=%s", getenv("KILN_TEST_NVCC"));
+	harness_start("--toolchain", tc, "--cuda-arch", "sm_80", NULL);
+	for (size_t i = 0; i < sizeof(hostile) / sizeof(hostile[0]); i++) {
+		char *err = NULL;
+		snprintf(arg, sizeof(arg), "%s%s%s", hostile[i][0], target, hostile[i][1]);
+		char first[HARNESS_PATH * 2], *second = NULL;
+		snprintf(first, sizeof(first), "%s", arg);
+		char *space = strchr(first, ' ');
+		if (space != NULL) {
+			*space = '\0';
+			second = space + 1;
+		}
+		int rc = harness_cli(NULL, &err, "build", "--toolchain", "nvcc", src, "--", first,
+				     second, NULL);
+		ck_assert_msg(rc != 0 && err != NULL && strstr(err, "through a shell") != NULL,
+			      "%s: exit %d\n%s", arg, rc, err ? err : "");
+		free(err);
+		ck_assert_msg(!harness_exists(target), "%s ran a command", arg);
+	}
+	harness_stop();
+	remove_outside(out);
+}
+END_TEST
+
 /* The load check runs the artifact's constructors (in kiln-exec, not in
  * kilnd): they are confined too. The CLI's build loads nothing itself. */
 START_TEST(the_load_checks_constructors_cannot_write_outside)
@@ -340,6 +386,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("writes_outside", writes_outside_the_build_directory_are_refused, 240));
 	suite_add_tcase(s, harness_tcase("landlock", landlock_stops_a_compiler_that_writes_elsewhere, 120));
 	suite_add_tcase(s, harness_tcase("code", code_into_the_toolchain_needs_the_administrators_consent, 120));
+	suite_add_tcase(s, harness_tcase("nvcc_shell", nvcc_arguments_cannot_reach_its_shell, 120));
 	suite_add_tcase(s, harness_tcase("ctor", the_load_checks_constructors_cannot_write_outside, 90));
 	suite_add_tcase(s, harness_tcase("status", status_says_whether_compilers_are_confined, 90));
 	suite_add_tcase(s, harness_tcase("no_landlock", without_landlock_builds_still_work, 90));
