@@ -86,10 +86,11 @@ static bool intact(const struct kilnd *d)
 	return fstat(d->cache_fd, &held) == 0 && held.st_nlink > 0 &&
 	       stat(d->cfg->cache_dir, &now) == 0 && now.st_dev == d->cache_dev &&
 	       now.st_ino == d->cache_ino &&
-	       fstatat(d->cache_fd, "index.db", &idx, AT_SYMLINK_NOFOLLOW) == 0;
+	       fstatat(d->cache_fd, "index.db", &idx, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       store_dirs_intact(d->store);
 }
 
-/* objects/, logs/ and tmp/ removed from a directory that stayed. */
+/* objects/, logs/ and tmp/ made where missing, through the held directory. */
 static int subdirs(struct kilnd *d)
 {
 	static const char *const names[] = { "objects", "logs", "tmp" };
@@ -183,8 +184,9 @@ static int recreate(struct kilnd *d)
 		log_open(log_get_level(), path);
 	}
 	d->c.cache_recreated++;
-	log_warn("the cache directory %s was %s while kilnd ran; made it again (empty) and "
-		 "go on with it", d->cfg->cache_dir, moved ? "removed or replaced" : "emptied");
+	log_warn("the cache directory %s %s while kilnd ran; made it again and go on with it",
+		 d->cfg->cache_dir, moved ? "was removed or replaced"
+					  : "lost its index or a subdirectory");
 	kilnd_refresh_totals(d);
 	return 0;
 }
@@ -194,8 +196,6 @@ int cachedir_check(struct kilnd *d)
 	if (d->cache_fd < 0 || d->stopping)
 		return 0;
 	if (intact(d)) {
-		if (subdirs(d) != 0)
-			return -EIO;
 		d->cache_why[0] = '\0';
 		return 0;
 	}

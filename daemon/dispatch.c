@@ -124,7 +124,7 @@ static int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, c
 	char *path = store_object_path(d->store, e->key, e->output);
 	if (path == NULL)
 		return -ENOMEM;
-	int fd = fdcache_open(d->fds, store_generation(d->store), e->key, path);
+	int fd = fdcache_open(d->fds, store_generation(d->store), d->store, e->key, e->output);
 	char why[96];
 	if (fd >= 0 && verify_served(d, e, fd, why, sizeof(why)) != 0) {
 		/* Never served: the flight that follows rebuilds and replaces it. */

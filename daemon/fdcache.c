@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "fdcache.h"
+#include "store.h"
 #include "table.h"
 
 struct fdcache {
@@ -59,7 +60,8 @@ void fdcache_free(struct fdcache *fc)
 	free(fc);
 }
 
-int fdcache_open(struct fdcache *fc, uint64_t gen, const char *key, const char *path)
+int fdcache_open(struct fdcache *fc, uint64_t gen, const struct store *s, const char *key,
+		 const char *output)
 {
 	if (fc != NULL && fc->fds != NULL && gen != fc->gen) {
 		empty(fc);
@@ -70,9 +72,9 @@ int fdcache_open(struct fdcache *fc, uint64_t gen, const char *key, const char *
 		int fd = fcntl((int)(v - 1), F_DUPFD_CLOEXEC, 0);
 		return fd >= 0 ? fd : -errno;
 	}
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = store_object_open(s, key, output);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (fc == NULL || fc->fds == NULL || fc->max == 0)
 		return fd;
 	if (table_count(fc->fds) >= fc->max)

@@ -22,12 +22,16 @@ struct fdcache;
 /* NULL on ENOMEM. max is the most descriptors held (clamped to the limit). */
 struct fdcache *fdcache_new(size_t max);
 void fdcache_free(struct fdcache *fc);
+struct store;
+
 /*
  * A new descriptor (O_RDONLY, close-on-exec; the caller owns it) of key's
- * object at path, as of store generation gen: a dup of the cached one, or
- * opened and cached. Returns the descriptor or a negative errno (-ENOENT:
- * the object is gone).
+ * object (of kind output) in store s, as of store generation gen: a dup of
+ * the cached one, or opened through the store's held objects/ directory and
+ * cached. Returns the descriptor or a negative errno (-ENOENT: the object
+ * is gone).
  */
-int fdcache_open(struct fdcache *fc, uint64_t gen, const char *key, const char *path);
+int fdcache_open(struct fdcache *fc, uint64_t gen, const struct store *s, const char *key,
+		 const char *output);
 
 #endif

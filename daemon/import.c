@@ -155,7 +155,7 @@ static void import_work(void *arg)
 		msg_error_set(&j->err, ERR_INTERNAL, NULL, "out of memory");
 		return;
 	}
-	int rc = store_publish(d->store, e, tmp);
+	int rc = store_publish(d->store, e, AT_FDCWD, tmp);
 	if (rc != 0)
 		msg_error_set(&j->err, ERR_IO, NULL, "cannot publish the artifact into the cache: %s",
 			      strerror(-rc));

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,45 +25,63 @@
 #include "verify.h"
 
 
-/* Thread pool: the build directory with src/ holding the sources and out/. */
+/* The build directory's name within tmp/ (b->dir is its path). */
+static const char *dir_name(const char *dir)
+{
+	const char *slash = strrchr(dir, '/');
+	return slash != NULL ? slash + 1 : dir;
+}
+
+/* Makes a new directory "b-<rkey>-<random>" in tmp/ through its held
+ * descriptor; the name into name (cap bytes). 0 or -errno. */
+static int make_build_dir(int tmp, const char *rkey, char *name, size_t cap)
+{
+	for (int tries = 0; tries < 64; tries++) {
+		uint32_t r;
+		if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+			return -errno;
+		snprintf(name, cap, "b-%.16s-%08x", rkey, (unsigned)r);
+		if (mkdirat(tmp, name, 0700) == 0)
+			return 0;
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
+/* Thread pool: the build directory with src/ holding the sources and out/.
+ * Made and filled through tmp/'s descriptor; its path goes to the compiler. */
 void prepare_work(void *arg)
 {
+	static const char *const subs[] = { "src", "out", "tmp", "trace" };
 	struct build *b = arg;
-	char *tmp = store_tmp_dir(b->d->store);
-	char path[4096];
-	if (tmp == NULL) {
-		build_fail(b, ERR_INTERNAL, "out of memory");
+	struct store *store = b->d->store;
+	int tmp = store_tmp_fd(store);
+	char *tmpdir = store_tmp_dir(store), name[64], rel[4200];
+	int rc = tmpdir != NULL ? make_build_dir(tmp, b->in.rkey, name, sizeof(name)) : -ENOMEM;
+	if (rc == 0 && asprintf(&b->dir, "%s/%s", tmpdir, name) < 0) {
+		b->dir = NULL;
+		rc = -ENOMEM;
+	}
+	free(tmpdir);
+	if (rc != 0) {
+		build_fail(b, ERR_IO, "cannot create a build directory in the cache: %s", strerror(-rc));
 		return;
 	}
-	snprintf(path, sizeof(path), "%s/b-%.16s-XXXXXX", tmp, b->in.rkey);
-	free(tmp);
-	if (mkdtemp(path) == NULL || (b->dir = strdup(path)) == NULL) {
-		build_fail(b, ERR_IO, "cannot create a build directory in the cache: %s", strerror(errno));
-		return;
+	for (size_t i = 0; rc == 0 && i < sizeof(subs) / sizeof(subs[0]); i++) {
+		snprintf(rel, sizeof(rel), "%s/%s", name, subs[i]);
+		if (mkdirat(tmp, rel, 0700) != 0)
+			rc = -errno;
 	}
-	snprintf(path, sizeof(path), "%s/src", b->dir);
-	if (mkdir(path, 0700) != 0)
-		goto fail;
-	snprintf(path, sizeof(path), "%s/out", b->dir);
-	if (mkdir(path, 0700) != 0)
-		goto fail;
-	snprintf(path, sizeof(path), "%s/tmp", b->dir);
-	if (mkdir(path, 0700) != 0)
-		goto fail;
-	snprintf(path, sizeof(path), "%s/trace", b->dir);
-	if (mkdir(path, 0700) != 0)
-		goto fail;
-	for (size_t i = 0; i < b->in.nsrc; i++) {
-		snprintf(path, sizeof(path), "%s/src/%s", b->dir, b->in.src[i].name);
-		int rc = util_write_new_file(path, b->in.src[i].text, b->in.src[i].len);
-		if (rc != 0) {
-			errno = -rc;
-			goto fail;
-		}
+	for (size_t i = 0; rc == 0 && i < b->in.nsrc; i++) {
+		snprintf(rel, sizeof(rel), "%s/src/%s", name, b->in.src[i].name);
+		int fd = openat(tmp, rel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+		rc = fd >= 0 ? util_write_all(fd, b->in.src[i].text, b->in.src[i].len) : -errno;
+		if (fd >= 0 && close(fd) != 0 && rc == 0)
+			rc = -errno;
 	}
-	return;
-fail:
-	build_fail(b, ERR_IO, "cannot write the build directory %s: %s", b->dir, strerror(errno));
+	if (rc != 0)
+		build_fail(b, ERR_IO, "cannot write the build directory %s: %s", b->dir, strerror(-rc));
 }
 
 static char *json_strings(char *const *v, size_t n, size_t stride)
@@ -81,12 +100,13 @@ static int fill_entry(struct build *b)
 {
 	struct store_entry *e = &b->entry;
 	const struct msg_request *r = &b->in.req;
-	char path[4096];
+	char rel[4200];
 	struct stat st;
-	snprintf(path, sizeof(path), "%s/out/artifact.%s", b->dir, store_output_ext(r->output));
-	if (stat(path, &st) != 0)
+	int tmp = store_tmp_fd(b->d->store);
+	snprintf(rel, sizeof(rel), "%s/out/artifact.%s", dir_name(b->dir), store_output_ext(r->output));
+	if (fstatat(tmp, rel, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return -errno;
-	if (util_sha256_file(path, e->sha256) != 0)
+	if (!S_ISREG(st.st_mode) || util_sha256_file_at(tmp, rel, e->sha256) != 0)
 		return -EIO;
 	e->has_sha256 = true;
 	key_artifact(b->in.rkey, e->deps, e->ndeps, e->key);
@@ -115,15 +135,17 @@ int publish_names(struct store_entry *e, const struct build_input *in)
 /* The log of the last build of key, replaced atomically. */
 void publish_write_log(struct kilnd *d, const char *key, const char *log, size_t len)
 {
-	char *path = store_log_path(d->store, key);
-	char tmp[4200];
-	if (path == NULL)
-		return;
-	snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)gettid());
-	unlink(tmp);
-	if (util_write_new_file(tmp, log != NULL ? log : "", log != NULL ? len : 0) != 0 || rename(tmp, path) != 0)
-		unlink(tmp);
-	free(path);
+	int logs = store_logs_fd(d->store);
+	char name[200], tmp[220];
+	snprintf(name, sizeof(name), "%.64s.log", key);
+	snprintf(tmp, sizeof(tmp), "%s.tmp%d", name, (int)gettid());
+	unlinkat(logs, tmp, 0);
+	int fd = openat(logs, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int rc = fd >= 0 ? util_write_all(fd, log != NULL ? log : "", log != NULL ? len : 0) : -errno;
+	if (fd >= 0 && close(fd) != 0 && rc == 0)
+		rc = -errno;
+	if (rc != 0 || renameat(logs, tmp, logs, name) != 0)
+		unlinkat(logs, tmp, 0);
 }
 
 static void publish_work(void *arg)
@@ -150,20 +172,23 @@ static void publish_work(void *arg)
 		return;
 	}
 	publish_write_log(b->d, b->entry.key, b->log, b->loglen);
-	snprintf(path, sizeof(path), "%s/out/artifact.%s", b->dir, store_output_ext(b->entry.output));
-	rc = store_publish(b->d->store, &b->entry, path);
+	struct store *store = b->d->store;
+	snprintf(path, sizeof(path), "%s/out/artifact.%s", dir_name(b->dir),
+		 store_output_ext(b->entry.output));
+	rc = store_publish(store, &b->entry, store_tmp_fd(store), path);
 	if (rc != 0) {
 		build_fail(b, ERR_IO, "cannot publish the artifact into the cache: %s",
 			   strerror(-rc));
 		return;
 	}
-	b->obj_path = store_object_path(b->d->store, b->entry.key, b->entry.output);
-	b->fd = b->obj_path != NULL ? open(b->obj_path, O_RDONLY | O_CLOEXEC) : -1;
+	b->obj_path = store_object_path(store, b->entry.key, b->entry.output);
+	b->fd = store_object_open(store, b->entry.key, b->entry.output);
 	if (b->fd < 0) {
-		build_fail(b, ERR_IO, "cannot open the published artifact: %s", strerror(errno));
+		build_fail(b, ERR_IO, "cannot open the published artifact: %s", strerror(-b->fd));
+		b->fd = -1;
 		return;
 	}
-	store_rm_tree(b->dir);
+	store_rm_tree_at(store_tmp_fd(store), dir_name(b->dir));
 	free(b->dir);
 	b->dir = NULL;
 }
@@ -207,7 +232,7 @@ static void cleanup_work(void *arg)
 	/* A failed build keeps its output under the request key for `kiln log`. */
 	if (j->log != NULL)
 		publish_write_log(j->d, j->rkey, j->log, j->loglen);
-	store_rm_tree(j->dir);
+	store_rm_tree_at(store_tmp_fd(j->d->store), dir_name(j->dir));
 }
 
 static void cleanup_done(void *arg)

@@ -118,6 +118,16 @@ char *store_object_path(const struct store *s, const char *key, const char *outp
 uint64_t store_generation(struct store *s);
 char *store_log_path(const struct store *s, const char *key);
 char *store_tmp_dir(const struct store *s);
+/* tmp/, held open: temporary files and build directories are made and
+ * handed to store_publish relative to it. */
+int store_tmp_fd(const struct store *s);
+/* logs/, held open: build logs are written there through it. */
+int store_logs_fd(const struct store *s);
+/* True while objects/, logs/ and tmp/ are still the directories held open. */
+bool store_dirs_intact(const struct store *s);
+/* Opens key's object read-only through the held objects/ directory: a
+ * descriptor, or a negative errno (-ENOENT: gone). */
+int store_object_open(const struct store *s, const char *key, const char *output);
 
 /* "file", "exists", "absent", "env"; the kind from such a name (-1: none). */
 const char *store_dep_kind_name(int kind);
@@ -157,10 +167,12 @@ int store_totals(struct store *s, uint64_t *entries, uint64_t *bytes);
  * directory, then inserts the row (replacing one with the same key) and
  * points e->alias (when set) at e->key. A file already published under the
  * key is kept (content addressing: same key, same content) and tmp_object
- * is unlinked. Returns 0 or a negative errno (-ENOSPC, -EIO, ...); on failure
- * nothing is indexed and temporary files are removed.
+ * is unlinked. tmp_object is relative to the directory src_dir (the store's
+ * tmp/ descriptor for kilnd's own files, or AT_FDCWD with an absolute path).
+ * Returns 0 or a negative errno (-ENOSPC, -EIO, ...); on failure nothing is
+ * indexed and temporary files are removed.
  */
-int store_publish(struct store *s, const struct store_entry *e, const char *tmp_object);
+int store_publish(struct store *s, const struct store_entry *e, int src_dir, const char *tmp_object);
 /* Points alias at key (creating or replacing the alias). */
 int store_set_alias(struct store *s, const char *alias, const char *key);
 /* Adds counts[i] to uses and raises last_used to times[i] for keys[i]. */
@@ -175,6 +187,8 @@ int store_evict(struct store *s, uint64_t max_bytes, uint64_t *removed, uint64_t
 /* Removes a file or a whole directory tree (no symlinks followed, read-only
  * directories opened up first). Missing is success. 0 or a negative errno. */
 int store_rm_tree(const char *path);
+/* As store_rm_tree, name relative to the directory dirfd. */
+int store_rm_tree_at(int dirfd, const char *name);
 /* Start-up repair, before anything else uses the store (see the stats). */
 int store_reconcile(struct store *s, struct store_reconcile_stats *st);
 /* After a clean stop: only empties tmp/. */

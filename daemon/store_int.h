@@ -16,12 +16,19 @@
 
 #include "store.h"
 
+/* Longest name relative to objects/: "ab/" + 64 hex + "." + extension. */
+#define STORE_REL_MAX 96
+
 struct store {
 	bool fresh_index;     /* the schema was created by this open */
 	char *dir;
 	char *objects;          /* <dir>/objects */
 	char *logs;             /* <dir>/logs */
 	char *tmp;              /* <dir>/tmp */
+	/* The same directories held open from store_open to store_close: the
+	 * store's own file operations go through them (*at() calls), so a name
+	 * changed underneath cannot redirect them. -1 when missing (read-only). */
+	int fd_root, fd_objects, fd_logs, fd_tmp;
 	bool readonly;
 	sqlite3 *rd;            /* reader: only the thread that opened the store */
 	sqlite3 *wr;            /* writer, NULL when read-only; guarded by wlock */
@@ -69,6 +76,9 @@ int store_count_sizes(sqlite3 *db, uint64_t *entries, uint64_t *bytes);
 bool store_key_valid(const char *key);
 /* malloc'd "<objects>/ab/<key>.meta", or NULL. */
 char *store_meta_path(const struct store *s, const char *key);
+/* "ab/<key>.<ext>" (relative to objects/) into out; ext "meta" for the
+ * metadata. -EINVAL for a bad key or output. */
+int store_object_rel(const char *key, const char *ext, char out[STORE_REL_MAX]);
 /* A block of deps shared by the hot cache and the entries it hands out. */
 struct store_deps_ref {
 	int refs;                /* atomic */
@@ -99,6 +109,6 @@ int store_drop_row(struct store *s, const char *key, char **output);
 /* Unlinks meta, object and log of an entry; files already gone are fine. */
 void store_unlink_files(const struct store *s, const char *key, const char *output);
 /* fsyncs a directory so that renames and unlinks in it are durable. */
-int store_fsync_dir(const char *path);
+int store_fsync_dirat(int dirfd, const char *path);
 
 #endif

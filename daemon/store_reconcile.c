@@ -82,16 +82,33 @@ int store_rm_tree(const char *path)
 	return rm_tree_at(AT_FDCWD, path, 0);
 }
 
+int store_rm_tree_at(int dirfd, const char *name)
+{
+	return rm_tree_at(dirfd, name, 0);
+}
+
+/* A stream over the held directory fd (a duplicate: closedir closes it). */
+static DIR *open_held(int fd)
+{
+	int dup = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+	DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
+	if (d == NULL && dup >= 0)
+		close(dup);
+	if (d != NULL)
+		rewinddir(d);
+	return d;
+}
+
 /* Whatever is left in tmp/ belongs to builds that died with the daemon.
  * An entry that cannot be removed is left and not counted; it must not
  * keep the daemon from starting. */
 static int clean_tmp(struct recon *r)
 {
 	struct dirent *de;
-	DIR *d = opendir(r->s->tmp);
+	DIR *d = open_held(r->s->fd_tmp);
 
 	if (!d)
-		return errno == ENOENT ? util_mkdir_p(r->s->tmp, 0700) : -errno;
+		return -errno;
 	while ((de = readdir(d))) {
 		if (!is_dot(de->d_name) && rm_tree_at(dirfd(d), de->d_name, 0) == 0)
 			r->st->tmp_removed++;
@@ -106,18 +123,14 @@ static int clean_tmp(struct recon *r)
 static bool object_missing(const struct store *s, const char *key, const char *output,
 			   uint64_t size)
 {
-	char *path = store_object_path(s, key, output);
+	char rel[STORE_REL_MAX];
 	struct stat sb;
-	bool missing;
 
-	if (!path)
+	if (store_object_rel(key, store_output_ext(output), rel) != 0)
 		return true;
-	if (lstat(path, &sb) < 0)
-		missing = errno == ENOENT || errno == ENOTDIR;
-	else
-		missing = !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != size;
-	free(path);
-	return missing;
+	if (fstatat(s->fd_objects, rel, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT || errno == ENOTDIR;
+	return !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != size;
 }
 
 static int collect_missing(struct recon *r, char (**keys)[KILN_KEY_HEX + 1], size_t *n)
@@ -379,15 +392,15 @@ static int meta_to_entry(const cJSON *m, struct store_entry *e)
 
 static int load_meta(const struct store *s, const char *key, struct store_entry *e)
 {
-	char *path = store_meta_path(s, key), *text = NULL;
+	char rel[STORE_REL_MAX], *text = NULL;
 	cJSON *m = NULL;
 	size_t len = 0;
 	int rc;
 
 	memset(e, 0, sizeof(*e));
-	if (!path)
-		return -ENOMEM;
-	rc = util_read_file(path, META_MAX, &text, &len);
+	if (store_object_rel(key, "meta", rel) != 0)
+		return -EINVAL;
+	rc = util_read_file_at(s->fd_objects, rel, META_MAX, &text, &len);
 	if (rc == 0) {
 		m = cJSON_ParseWithLength(text, len);
 		rc = m ? meta_to_entry(m, e) : -EBADMSG;
@@ -398,7 +411,6 @@ static int load_meta(const struct store *s, const char *key, struct store_entry 
 	}
 	cJSON_Delete(m);
 	free(text);
-	free(path);
 	return rc;
 }
 
@@ -590,11 +602,11 @@ static int scan_objects(struct recon *r)
 {
 	struct dirent *de;
 	struct stat sb;
-	DIR *d = opendir(r->s->objects);
+	DIR *d = open_held(r->s->fd_objects);
 	int rc = 0;
 
 	if (!d)
-		return errno == ENOENT ? util_mkdir_p(r->s->objects, 0700) : -errno;
+		return -errno;
 	while (rc == 0 && (de = readdir(d))) {
 		if (is_dot(de->d_name))
 			continue;
@@ -615,45 +627,28 @@ static int scan_objects(struct recon *r)
  * (seconds at a million entries). The mark is removed, durably, before the
  * daemon serves, so a crash afterwards means a full reconcile next time.
  */
-static char *clean_mark(const struct store *s)
-{
-	char *path = NULL;
-	if (asprintf(&path, "%s/clean-stop", s->dir) < 0)
-		return NULL;
-	return path;
-}
-
 int store_mark_clean(struct store *s)
 {
-	char *path = clean_mark(s);
 	int fd, rc = 0;
 
 	if (s->readonly)
 		return -EROFS;
-	if (!path)
-		return -ENOMEM;
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	fd = openat(s->fd_root, "clean-stop", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+		    0600);
 	if (fd < 0 || fsync(fd) != 0)
 		rc = -errno;
 	if (fd >= 0)
 		close(fd);
-	free(path);
 	return rc;
 }
 
 bool store_take_clean_mark(struct store *s)
 {
-	char *path = clean_mark(s);
 	bool clean = false;
 
-	if (path && !s->readonly && unlink(path) == 0) {
-		int dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		/* Only a removal that is on disk may skip the full check. */
-		clean = dfd >= 0 && fsync(dfd) == 0;
-		if (dfd >= 0)
-			close(dfd);
-	}
-	free(path);
+	/* Only a removal that is on disk may skip the full check. */
+	if (!s->readonly && unlinkat(s->fd_root, "clean-stop", 0) == 0)
+		clean = fsync(s->fd_root) == 0;
 	/* A new index (the old one was lost) must adopt the objects it lacks. */
 	return clean && !s->fresh_index;
 }

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,11 +22,12 @@
 #include "util.h"
 
 /* Paths of one publish; all malloc'd. */
+/* Names relative to objects/ (and tmp/ for tmp_meta). */
 struct publish {
-	char *subdir;    /* objects/ab */
-	char *object;    /* objects/ab/<key>.<ext> */
-	char *meta;      /* objects/ab/<key>.meta */
-	char *tmp_meta;  /* tmp/<key>.meta.XXXXXX once written */
+	char subdir[4];                /* ab */
+	char object[STORE_REL_MAX];    /* ab/<key>.<ext> */
+	char meta[STORE_REL_MAX];      /* ab/<key>.meta */
+	char *tmp_meta;                /* <key>.meta.<pid>.<n> in tmp/ once written */
 };
 
 struct victim {
@@ -33,9 +35,9 @@ struct victim {
 	char *output;
 };
 
-int store_fsync_dir(const char *path)
+int store_fsync_dirat(int dirfd, const char *path)
 {
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int rc = 0;
 
 	if (fd < 0)
@@ -164,16 +166,15 @@ int store_drop_row(struct store *s, const char *key, char **output)
  */
 void store_unlink_files(const struct store *s, const char *key, const char *output)
 {
-	char *paths[3];
-	size_t i;
+	char rel[STORE_REL_MAX], log[STORE_REL_MAX];
 
-	paths[0] = store_meta_path(s, key);
-	paths[1] = store_object_path(s, key, output);
-	paths[2] = store_log_path(s, key);
-	for (i = 0; i < 3; i++) {
-		if (paths[i])
-			unlink(paths[i]);
-		free(paths[i]);
+	if (store_object_rel(key, "meta", rel) == 0)
+		unlinkat(s->fd_objects, rel, 0);
+	if (store_object_rel(key, store_output_ext(output), rel) == 0)
+		unlinkat(s->fd_objects, rel, 0);
+	if (store_key_valid(key)) {
+		snprintf(log, sizeof(log), "%s.log", key);
+		unlinkat(s->fd_logs, log, 0);
 	}
 }
 
@@ -267,22 +268,25 @@ static int meta_text(const struct store_entry *e, char **out)
 	return rc;
 }
 
-/* Writes the meta into tmp/ under a unique name, read-only and fsync'ed. */
-static int write_meta(const struct store *s, const struct store_entry *e, char **tmp_path)
+/* Writes the meta into tmp/ under a unique name (*name, malloc'd, relative
+ * to tmp/), read-only and fsync'ed. */
+static int write_meta(const struct store *s, const struct store_entry *e, char **name)
 {
+	static atomic_uint_least64_t seq;
 	char *text = NULL, *path = NULL;
 	int fd = -1, rc;
 
-	*tmp_path = NULL;
+	*name = NULL;
 	rc = meta_text(e, &text);
 	if (rc < 0)
 		goto out;
-	if (asprintf(&path, "%s/%s.meta.XXXXXX", s->tmp, e->key) < 0) {
+	if (asprintf(&path, "%s.meta.%d.%llu", e->key, (int)getpid(),
+		     (unsigned long long)atomic_fetch_add(&seq, 1)) < 0) {
 		path = NULL;
 		rc = -ENOMEM;
 		goto out;
 	}
-	fd = mkostemp(path, O_CLOEXEC);
+	fd = openat(s->fd_tmp, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
 		rc = -errno;
 		goto out;
@@ -294,23 +298,23 @@ static int write_meta(const struct store *s, const struct store_entry *e, char *
 	if (close(fd) < 0 && rc == 0)
 		rc = -errno;
 	if (rc < 0)
-		unlink(path);
+		unlinkat(s->fd_tmp, path, 0);
 out:
 	free(text);
 	if (rc == 0)
-		*tmp_path = path;
+		*name = path;
 	else
 		free(path);
 	return rc;
 }
 
 /* Makes the built object read-only and durable; reports its size. */
-static int sync_object(const char *tmp_object, uint64_t *size)
+static int sync_object(int dir, const char *tmp_object, uint64_t *size)
 {
 	struct stat sb;
 	int fd, rc = 0;
 
-	fd = open(tmp_object, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	fd = openat(dir, tmp_object, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return -errno;
 	*size = 0;
@@ -324,14 +328,13 @@ static int sync_object(const char *tmp_object, uint64_t *size)
 	return rc;
 }
 
-static int publish_paths(const struct store *s, const struct store_entry *e,
-			 struct publish *p)
+static int publish_paths(const struct store_entry *e, struct publish *p)
 {
-	p->object = store_object_path(s, e->key, e->output);
-	p->meta = store_meta_path(s, e->key);
-	if (asprintf(&p->subdir, "%s/%.2s", s->objects, e->key) < 0)
-		p->subdir = NULL;
-	return p->object && p->meta && p->subdir ? 0 : -ENOMEM;
+	if (store_object_rel(e->key, store_output_ext(e->output), p->object) != 0 ||
+	    store_object_rel(e->key, "meta", p->meta) != 0)
+		return -EINVAL;
+	snprintf(p->subdir, sizeof(p->subdir), "%.2s", e->key);
+	return 0;
 }
 
 static int check_entry(const struct store_entry *e)
@@ -352,30 +355,30 @@ static int check_entry(const struct store_entry *e)
  * concurrent publish of the same key the same way. A damaged one (replace)
  * is renamed over: whoever has it open keeps the old inode.
  */
-static int place_files(const struct publish *p, const char *tmp_object, bool exists,
-		       bool replace)
+static int place_files(const struct store *s, const struct publish *p, int dir,
+		       const char *tmp_object, bool exists, bool replace)
 {
-	int rc;
+	int objs = s->fd_objects, rc;
 
-	if (rename(p->tmp_meta, p->meta) < 0)
+	if (renameat(s->fd_tmp, p->tmp_meta, objs, p->meta) < 0)
 		return -errno;
 	if (replace)
-		return rename(tmp_object, p->object) < 0 ? -errno : 0;
+		return renameat(dir, tmp_object, objs, p->object) < 0 ? -errno : 0;
 	if (exists)
-		return unlink(tmp_object) < 0 && errno != ENOENT ? -errno : 0;
-	if (renameat2(AT_FDCWD, tmp_object, AT_FDCWD, p->object, RENAME_NOREPLACE) == 0)
+		return unlinkat(dir, tmp_object, 0) < 0 && errno != ENOENT ? -errno : 0;
+	if (renameat2(dir, tmp_object, objs, p->object, RENAME_NOREPLACE) == 0)
 		return 0;
 	if (errno == EEXIST)
-		return unlink(tmp_object) < 0 ? -errno : 0;
+		return unlinkat(dir, tmp_object, 0) < 0 ? -errno : 0;
 	/* Filesystems without RENAME_NOREPLACE: link() never replaces either. */
-	if ((errno == EINVAL || errno == ENOSYS) && link(tmp_object, p->object) == 0) {
-		unlink(tmp_object);
+	if ((errno == EINVAL || errno == ENOSYS) && linkat(dir, tmp_object, objs, p->object, 0) == 0) {
+		unlinkat(dir, tmp_object, 0);
 		return 0;
 	}
 	if (errno == EEXIST)
-		return unlink(tmp_object) < 0 ? -errno : 0;
+		return unlinkat(dir, tmp_object, 0) < 0 ? -errno : 0;
 	rc = -errno;
-	unlink(p->meta);
+	unlinkat(objs, p->meta, 0);
 	return rc;
 }
 
@@ -399,7 +402,7 @@ static int index_row(struct store *s, const struct store_entry *row)
  * serialized. If indexing fails after the rename, the object and its meta
  * stay in place: they are complete, and reconcile adopts them.
  */
-int store_publish(struct store *s, const struct store_entry *e, const char *tmp_object)
+int store_publish(struct store *s, const struct store_entry *e, int dir, const char *tmp_object)
 {
 	struct publish p = { 0 };
 	struct store_entry row = *e;
@@ -412,17 +415,19 @@ int store_publish(struct store *s, const struct store_entry *e, const char *tmp_
 		return -EROFS;
 	rc = check_entry(e);
 	if (rc == 0)
-		rc = publish_paths(s, e, &p);
+		rc = publish_paths(e, &p);
 	if (rc == 0)
-		rc = sync_object(tmp_object, &tmp_size);
+		rc = sync_object(dir, tmp_object, &tmp_size);
 	if (rc < 0)
 		goto out;
-	exists = lstat(p.object, &sb) == 0 && S_ISREG(sb.st_mode);
+	exists = fstatat(s->fd_objects, p.object, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+		 S_ISREG(sb.st_mode);
 	/* An object left in place must be one the row can describe: the same
 	 * bytes as this build, else it is damaged and replaced. */
 	if (exists && e->has_sha256) {
 		uint8_t got[32];
-		if ((uint64_t)sb.st_size != tmp_size || util_sha256_file(p.object, got) != 0 ||
+		if ((uint64_t)sb.st_size != tmp_size ||
+		    util_sha256_file_at(s->fd_objects, p.object, got) != 0 ||
 		    memcmp(got, e->sha256, 32) != 0)
 			replace = true;
 	}
@@ -432,28 +437,25 @@ int store_publish(struct store *s, const struct store_entry *e, const char *tmp_
 	rc = write_meta(s, &row, &p.tmp_meta);
 	if (rc < 0)
 		goto out;
-	if (mkdir(p.subdir, 0700) == 0)
+	if (mkdirat(s->fd_objects, p.subdir, 0700) == 0)
 		new_subdir = true;
 	else if (errno != EEXIST)
 		rc = -errno;
 	if (rc == 0)
-		rc = place_files(&p, tmp_object, exists, replace);
+		rc = place_files(s, &p, dir, tmp_object, exists, replace);
 	if (rc == 0)
-		rc = store_fsync_dir(p.subdir);
+		rc = store_fsync_dirat(s->fd_objects, p.subdir);
 	if (rc == 0 && new_subdir)
-		rc = store_fsync_dir(s->objects);
+		rc = store_fsync_dirat(s->fd_objects, ".");
 	if (rc == 0)
 		rc = index_row(s, &row);
 out:
 	if (rc < 0) {
 		if (p.tmp_meta)
-			unlink(p.tmp_meta);
-		unlink(tmp_object);
+			unlinkat(s->fd_tmp, p.tmp_meta, 0);
+		unlinkat(dir, tmp_object, 0);
 	}
 	free(p.tmp_meta);
-	free(p.subdir);
-	free(p.object);
-	free(p.meta);
 	return rc;
 }
 

@@ -11,6 +11,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,9 +112,10 @@ static bool already_here(struct kilnd *d, struct up_dirs *u, const char *rkey)
 			continue;
 		snprintf(key, sizeof(key), "%.64s", de->d_name);
 		for (size_t o = 0; !here && o < sizeof(outputs) / sizeof(outputs[0]); o++) {
-			char *path = store_object_path(d->store, key, outputs[o]);
-			here = path != NULL && access(path, F_OK) == 0;
-			free(path);
+			int fd = store_object_open(d->store, key, outputs[o]);
+			here = fd >= 0;
+			if (fd >= 0)
+				close(fd);
 		}
 	}
 	if (dp != NULL)
@@ -156,7 +158,7 @@ static void import_rkey(struct transfer_job *j, struct up_dirs *u, const char *r
 			e.created = e.last_used = util_wall_s();
 			if (log != NULL)
 				publish_write_log(d, e.key, log, strlen(log));
-			rc = store_publish(d->store, &e, tmp);
+			rc = store_publish(d->store, &e, AT_FDCWD, tmp);
 			if (rc == 0)
 				j->done++;
 			else {

@@ -301,7 +301,7 @@ static int find_and_take(struct up_job *j)
 	if (log != NULL)
 		publish_write_log(d, j->entry.key, log, strlen(log));
 	free(log);
-	rc = store_publish(d->store, &j->entry, tmp);
+	rc = store_publish(d->store, &j->entry, AT_FDCWD, tmp);
 	if (rc != 0) {
 		unlink(tmp);
 		log_warn("cannot publish upstream entry %.16s into the cache: %s", j->entry.key,
@@ -309,8 +309,13 @@ static int find_and_take(struct up_job *j)
 		return rc;
 	}
 	j->obj_path = store_object_path(d->store, j->entry.key, j->entry.output);
-	j->fd = j->obj_path != NULL ? open(j->obj_path, O_RDONLY | O_CLOEXEC) : -1;
-	return j->fd >= 0 ? 1 : -errno;
+	j->fd = store_object_open(d->store, j->entry.key, j->entry.output);
+	if (j->fd < 0) {
+		rc = j->fd;
+		j->fd = -1;
+		return rc;
+	}
+	return 1;
 }
 
 static void job_work(void *arg)

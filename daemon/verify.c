@@ -146,16 +146,14 @@ static void verify_work(void *arg)
 	struct kilnd *d = j->c->d;
 	for (size_t i = 0; i < j->n; i++) {
 		const struct store_entry *e = &j->list[i];
-		char *path = store_object_path(d->store, e->key, e->output);
-		int fd = path != NULL ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+		int fd = store_object_open(d->store, e->key, e->output);
 		if (fd < 0) {
 			snprintf(j->why[i], sizeof(j->why[i]), "object %s",
-				 path == NULL ? "path unknown" : errno == ENOENT ? "missing" : strerror(errno));
+				 fd == -ENOENT ? "missing" : strerror(-fd));
 		} else {
 			(void)check_bytes(e, fd, j->why[i], sizeof(j->why[i]));
 			close(fd);
 		}
-		free(path);
 		if (!e->has_sha256)
 			j->unverified++;
 		if (j->why[i][0] == '\0')

@@ -42,13 +42,18 @@ void util_sha256(const void *buf, size_t len, uint8_t out[32])
 
 int util_sha256_file(const char *path, uint8_t out[32])
 {
+	return util_sha256_file_at(AT_FDCWD, path, out);
+}
+
+int util_sha256_file_at(int dirfd, const char *path, uint8_t out[32])
+{
 	enum { CHUNK = 1 << 17 };
 	EVP_MD_CTX *ctx = NULL;
 	char *buf = NULL;
 	ssize_t n;
 	int fd, rc;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	buf = malloc(CHUNK);

@@ -288,6 +288,11 @@ ssize_t util_read_retry(int fd, void *buf, size_t len)
 
 int util_read_file(const char *path, size_t max, char **out, size_t *outlen)
 {
+	return util_read_file_at(AT_FDCWD, path, max, out, outlen);
+}
+
+int util_read_file_at(int dirfd, const char *path, size_t max, char **out, size_t *outlen)
+{
 	struct stat st;
 	size_t cap, have = 0;
 	char *buf = NULL, *nbuf;
@@ -296,7 +301,7 @@ int util_read_file(const char *path, size_t max, char **out, size_t *outlen)
 
 	*out = NULL;
 	/* O_NONBLOCK: a FIFO without a writer must not hang the caller. */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) < 0) {

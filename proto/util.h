@@ -37,6 +37,8 @@ int util_write_new_file(const char *path, const void *data, size_t len);
 /* Reads a whole file (at most max bytes; -EFBIG beyond). *out is malloc'd and
  * NUL-terminated, owned by the caller. Returns 0 or a negative errno. */
 int util_read_file(const char *path, size_t max, char **out, size_t *outlen);
+/* As util_read_file, path relative to the directory dirfd (or AT_FDCWD). */
+int util_read_file_at(int dirfd, const char *path, size_t max, char **out, size_t *outlen);
 
 /* Lower-case hex of n bytes into out (2n + 1 bytes). */
 void util_hex(const uint8_t *in, size_t n, char *out);
@@ -49,6 +51,8 @@ ssize_t util_read_retry(int fd, void *buf, size_t len);
 void util_sha256(const void *buf, size_t len, uint8_t out[32]);
 /* SHA-256 of a file's content. Returns 0 or a negative errno. */
 int util_sha256_file(const char *path, uint8_t out[32]);
+/* As util_sha256_file, path relative to the directory dirfd (or AT_FDCWD). */
+int util_sha256_file_at(int dirfd, const char *path, uint8_t out[32]);
 /* OpenSSL's SHA-256 (an EVP_MD), fetched once (digest.c). */
 struct evp_md_st;
 const struct evp_md_st *util_sha256_md(void);

@@ -129,7 +129,7 @@ static int put(struct store *s, const char *key, const char *rkey, const char *a
 	int rc;
 
 	fill_entry(&e, key, rkey, alias, when);
-	rc = store_publish(s, &e, path);
+	rc = store_publish(s, &e, AT_FDCWD, path);
 	free(path);
 	return rc;
 }
@@ -305,7 +305,7 @@ START_TEST(test_publish_files)
 	hexkey("files", key);
 	fill_entry(&e, key, key, "al", 50);
 	path = write_tmp(s, "ELF...");
-	ck_assert_int_eq(store_publish(s, &e, path), 0);
+	ck_assert_int_eq(store_publish(s, &e, AT_FDCWD, path), 0);
 	ck_assert(!exists(path));
 	free(path);
 
@@ -355,7 +355,7 @@ START_TEST(test_publish_existing)
 	ck_assert_int_eq(put(s, key, key, NULL, "first", 10), 0);
 	fill_entry(&e, key, key, "later", 20);
 	path = write_tmp(s, "second!");
-	ck_assert_int_eq(store_publish(s, &e, path), 0);
+	ck_assert_int_eq(store_publish(s, &e, AT_FDCWD, path), 0);
 	ck_assert(!exists(path));
 	free(path);
 
@@ -384,21 +384,21 @@ START_TEST(test_publish_invalid)
 	fill_entry(&e, key, key, NULL, 1);
 	e.output = (char *)"exe";
 	path = write_tmp(s, "x");
-	ck_assert_int_eq(store_publish(s, &e, path), -EINVAL);
+	ck_assert_int_eq(store_publish(s, &e, AT_FDCWD, path), -EINVAL);
 	/* A failed publish removes its temporary object. */
 	ck_assert(!exists(path));
 	free(path);
 	fill_entry(&e, "ABC", key, NULL, 1);
 	path = write_tmp(s, "x");
-	ck_assert_int_eq(store_publish(s, &e, path), -EINVAL);
+	ck_assert_int_eq(store_publish(s, &e, AT_FDCWD, path), -EINVAL);
 	free(path);
 	fill_entry(&e, key, key, NULL, 1);
 	e.args_json = (char *)"not json";
 	path = write_tmp(s, "x");
-	ck_assert_int_eq(store_publish(s, &e, path), -EINVAL);
+	ck_assert_int_eq(store_publish(s, &e, AT_FDCWD, path), -EINVAL);
 	free(path);
 	fill_entry(&e, key, key, NULL, 1);
-	ck_assert_int_eq(store_publish(s, &e, "/nonexistent/kiln/object"), -ENOENT);
+	ck_assert_int_eq(store_publish(s, &e, AT_FDCWD, "/nonexistent/kiln/object"), -ENOENT);
 	ck_assert_int_eq(store_totals(s, &n, &bytes), 0);
 	ck_assert_uint_eq(n, 0);
 	store_close(s);
@@ -611,7 +611,7 @@ START_TEST(test_deps_roundtrip)
 	e.deps = deps;
 	e.ndeps = 6;
 	tmp = write_tmp(s, "obj");
-	ck_assert_int_eq(store_publish(s, &e, tmp), 0);
+	ck_assert_int_eq(store_publish(s, &e, AT_FDCWD, tmp), 0);
 	free(tmp);
 	ck_assert_int_eq(store_get(s, key, &e), 0);
 	check_deps(&e, deps, 6);
@@ -657,7 +657,7 @@ START_TEST(test_entry_json)
 	e.deps = deps;
 	e.ndeps = 2;
 	tmp = write_tmp(s, "12345");
-	ck_assert_int_eq(store_publish(s, &e, tmp), 0);
+	ck_assert_int_eq(store_publish(s, &e, AT_FDCWD, tmp), 0);
 	free(tmp);
 	ck_assert_int_eq(store_get(s, key, &e), 0);
 
@@ -747,7 +747,7 @@ START_TEST(test_reconcile)
 		e.deps = deps;
 		e.ndeps = 3;
 		t = write_tmp(s, "object-bytes");
-		ck_assert_int_eq(store_publish(s, &e, t), 0);
+		ck_assert_int_eq(store_publish(s, &e, AT_FDCWD, t), 0);
 		free(t);
 	}
 	make_tmp_leftovers();
@@ -860,7 +860,7 @@ START_TEST(test_readonly)
 
 	tmp = write_tmp(s, "zz");
 	fill_entry(&e, key, key, NULL, 9);
-	ck_assert_int_eq(store_publish(s, &e, tmp), -EROFS);
+	ck_assert_int_eq(store_publish(s, &e, AT_FDCWD, tmp), -EROFS);
 	ck_assert(exists(tmp));
 	free(tmp);
 	keys[0] = key;
@@ -911,7 +911,7 @@ START_TEST(test_totals_kept)
 	/* Publishing a key again replaces its row: counted once. */
 	fill_entry(&e, a, a, NULL, 3);
 	char *path = write_tmp(s, "12345");
-	ck_assert_int_eq(store_publish(s, &e, path), 0);
+	ck_assert_int_eq(store_publish(s, &e, AT_FDCWD, path), 0);
 	free(path);
 	ck_assert_int_eq(store_totals(s, &n, &bytes), 0);
 	ck_assert_uint_eq(n, 2);

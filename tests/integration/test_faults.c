@@ -412,7 +412,8 @@ START_TEST(cache_directory_removed_while_running_is_made_again)
 	ck_assert_int_eq(rename(harness.cache, harness_path(aside, "aside")), 0);
 	ck_assert_int_eq(mkdir(harness.cache, 0700), 0);
 	harness_get_program(NULL, "replaced", 3, NULL, key);
-	/* Its index alone removed; and then tmp/: noticed within a second. */
+	/* Its index alone removed; and then tmp/ (kilnd holds it open: a new
+	 * one by the same name is not the one it holds). */
 	snprintf(path, sizeof(path), "%s/index.db", harness.cache);
 	ck_assert_int_eq(unlink(path), 0);
 	harness_get_program(NULL, "no_index", 4, NULL, key);
@@ -420,7 +421,7 @@ START_TEST(cache_directory_removed_while_running_is_made_again)
 	remove_tree(path);
 	harness_get_program(NULL, "no_tmp", 5, NULL, key);
 	st = harness_status();
-	ck_assert_int_eq(harness_num(st, "cache_recreated"), 3);
+	ck_assert_int_eq(harness_num(st, "cache_recreated"), 4);
 	cJSON_Delete(st);
 	ck_assert_int_eq(harness_cli(NULL, NULL, "verify", NULL), 0);
 	harness_stop();
