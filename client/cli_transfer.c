@@ -133,7 +133,7 @@ static int transfer(struct cli *cli, int argc, char **argv, enum msg_op op)
 			       (unsigned long long)n, cli_entries_word(n), refs[0],
 			       (unsigned long long)kept, (unsigned long long)skipped);
 		else
-			printf("imported %llu %s from %s (%llu already here, %llu skipped: another "
+			printf("imported %llu %s from %s (%llu already present, %llu skipped: another "
 			       "compiler, other headers or not trusted; %llu damaged)\n",
 			       (unsigned long long)n, cli_entries_word(n), refs[0],
 			       (unsigned long long)kept, (unsigned long long)skipped,

@@ -230,7 +230,7 @@ START_TEST(import_leaves_its_source_and_the_cache_alone)
 	cJSON_Delete(r);
 	ck_assert_int_eq(tree_size(dir), before);
 	ck_assert_int_eq(harness_cli(&out, NULL, "import", dir, NULL), 0);
-	ck_assert_msg(harness_contains(out, "1 already here"), "%s", out);
+	ck_assert_msg(harness_contains(out, "1 already present"), "%s", out);
 	free(out);
 	cJSON *e = harness_cli_json("show", key, NULL);
 	ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "pinned")),
