@@ -539,7 +539,9 @@ int upfs_publish(const struct up_dirs *u, const struct store_entry *e, const cha
 		log_debug("not publishing %.16s upstream: a dependency changed during its build", e->key);
 		return 0;
 	}
-	int wrote = publish_object(u, e, object, &size, sha);
+	int wrote = upfs_ensure_dirs(u);
+	if (wrote == 0)
+		wrote = publish_object(u, e, object, &size, sha);
 	if (wrote < 0)
 		return wrote;
 	char *text = meta_text(u, e, size, sha, log, loglen);

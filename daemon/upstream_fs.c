@@ -31,6 +31,17 @@ int upfs_mkdir(const char *path)
 
 /* Start-up. */
 
+int upfs_ensure_dirs(const struct up_dirs *u)
+{
+	char *const dirs[] = { u->objects, u->entries, u->claims, u->tmp };
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		int rc = upfs_mkdir(dirs[i]);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
 static int make_subdirs(struct up_dirs *u, char *err, size_t errlen)
 {
 	char *const dirs[] = { u->objects, u->entries, u->claims, u->tmp };
@@ -148,10 +159,61 @@ static int check_dir(const char *dir, bool create, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * After the checks: the tier is held open, the checks are repeated on what
+ * was opened (it may have been swapped between check and open), and every
+ * path kilnd uses in the tier starts "/proc/self/fd/N/": the kernel resolves
+ * such a name from the open directory, as openat(N, ...) would, never from
+ * the tier's name again. So a swap after start cannot redirect kilnd. Only
+ * kilnd's own threads use these paths (the descriptor is close-on-exec).
+ */
+static int hold_tier(struct up_dirs *u, const char *dir, char *err, size_t errlen)
+{
+	char real[PATH_MAX], base[64];
+	struct stat st;
+	if (realpath(dir, real) == NULL) {
+		int rc = -errno;
+		snprintf(err, errlen, "cannot use upstream directory %s: %s", dir, strerror(-rc));
+		return rc;
+	}
+	u->fd = open(real, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (u->fd < 0 || fstat(u->fd, &st) != 0) {
+		int rc = -errno;
+		snprintf(err, errlen, "cannot open upstream directory %s: %s", dir, strerror(-rc));
+		return rc;
+	}
+	if (st.st_uid != geteuid() || (st.st_mode & 022) != 0) {
+		snprintf(err, errlen, "upstream directory %s changed while kilnd checked it "
+			 "(now uid %d, mode %03o); use a directory of your own that only you can "
+			 "write", dir, (int)st.st_uid, (unsigned)(st.st_mode & 0777));
+		return -EPERM;
+	}
+	snprintf(base, sizeof(base), "/proc/self/fd/%d", u->fd);
+	if (access(base, X_OK) != 0) {
+		/* No /proc: by name, which the ancestor check keeps others from
+		 * swapping. */
+		log_warn("upstream directory %s: /proc/self/fd is not usable (%s); using it by name",
+			 dir, strerror(errno));
+		return 0;
+	}
+	free(u->objects);
+	free(u->entries);
+	free(u->claims);
+	free(u->tmp);
+	u->objects = u->entries = u->claims = u->tmp = NULL;
+	if (asprintf(&u->objects, "%s/objects", base) < 0 || asprintf(&u->entries, "%s/entries", base) < 0 ||
+	    asprintf(&u->claims, "%s/claims", base) < 0 || asprintf(&u->tmp, "%s/tmp", base) < 0) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 int upfs_open(struct up_dirs *u, const char *dir, double stale_s, bool readonly, char *err,
 	      size_t errlen)
 {
 	memset(u, 0, sizeof(*u));
+	u->fd = -1;
 	u->stale_s = stale_s;
 	if (gethostname(u->host, sizeof(u->host)) != 0 || u->host[0] == '\0')
 		snprintf(u->host, sizeof(u->host), "unknown");
@@ -170,6 +232,8 @@ int upfs_open(struct up_dirs *u, const char *dir, double stale_s, bool readonly,
 	int rc = check_dir(dir, !readonly, err, errlen);
 	if (rc == 0)
 		rc = check_ancestors(dir, err, errlen);
+	if (rc == 0)
+		rc = hold_tier(u, dir, err, errlen);
 	/* A directory only read from (kiln import) is left as it is. */
 	if (rc == 0 && !readonly)
 		rc = make_subdirs(u, err, errlen);
@@ -180,6 +244,8 @@ int upfs_open(struct up_dirs *u, const char *dir, double stale_s, bool readonly,
 
 void upfs_close(struct up_dirs *u)
 {
+	if (u->fd >= 0)
+		close(u->fd);
 	free(u->dir);
 	free(u->objects);
 	free(u->entries);
@@ -298,11 +364,22 @@ int upfs_claim(const struct up_dirs *u, const char *rkey, struct up_seen *seen, 
 	int rc = -ENOMEM;
 	*fd = -1;
 	*took_over = false;
+	/* Subdirectories removed by hand while kilnd runs are made again: a
+	 * missing claims/ must read as an error, never as a claim held. */
+	if (path != NULL && (rc = upfs_ensure_dirs(u)) != 0) {
+		free(path);
+		return rc;
+	}
 	for (int tries = 0; path != NULL && tries < 4; tries++) {
 		struct stat st;
 		rc = create_claim(u, path, fd);
-		if (rc != -EEXIST)
+		if (rc != -EEXIST) {
+			if (rc != 0) {
+				free(path);
+				return rc;
+			}
 			break;
+		}
 		rc = look_at_claim(u, path, seen, &st);
 		if (rc == -ENOENT)
 			continue;       /* released meanwhile: try again */

@@ -27,7 +27,10 @@
 #define UPSTREAM_META_VERSION 2
 
 struct up_dirs {
-	char *dir, *objects, *entries, *claims, *tmp;
+	char *dir;             /* as configured: for messages */
+	int fd;                /* the tier, held open from upfs_open to upfs_close */
+	/* Paths kilnd uses, through the held descriptor: /proc/self/fd/N/... */
+	char *objects, *entries, *claims, *tmp;
 	char host[128];        /* this node, for claim owners and temporary names */
 	double stale_s;        /* --upstream-stale */
 };
@@ -55,6 +58,9 @@ int upfs_mkdir(const char *path);
 int upfs_open(struct up_dirs *u, const char *dir, double stale_s, bool readonly, char *err,
 	      size_t errlen);
 void upfs_close(struct up_dirs *u);
+/* Makes objects/, entries/, claims/ and tmp/ where missing (removed by hand
+ * while kilnd runs). 0 or a negative errno. */
+int upfs_ensure_dirs(const struct up_dirs *u);
 
 /* The claim file of rkey, malloc'd (NULL on ENOMEM). */
 char *upfs_claim_path(const struct up_dirs *u, const char *rkey);

@@ -699,6 +699,44 @@ static void expect_refused(const char *dir, const char *msg)
 
 /* An upstream directory that cannot be used stops the start with a reason;
  * one whose parent exists is created. */
+/*
+ * kilnd holds the tier open from start: a directory put in its place later
+ * (by whoever could rename it) is never used. Here the owner renames it
+ * away and makes an empty one under the name: the next build still goes to
+ * the tier kilnd checked at start.
+ */
+START_TEST(the_tier_is_used_through_the_directory_opened_at_start)
+{
+	char moved[HARNESS_PATH];
+	struct kiln_request req1, req2, req3;
+	struct kiln_source src1, src2, src3;
+	struct node a;
+	struct node_args args;
+
+	node_args_init(&args, NULL, NULL);
+	harness_request(&req1, &src1, "first.c", "int kiln_test_value(void) { return 31; }\n");
+	harness_request(&req2, &src2, "second.c", "int kiln_test_value(void) { return 32; }\n");
+	harness_request(&req3, &src3, "third.c", "int kiln_test_value(void) { return 33; }\n");
+	node_init(&a, "a");
+	node_start(&a, args.argv);
+	get_value(&a, &req1, 31);
+	ck_assert_int_eq(rename(args.upstream, harness_path(moved, "upstream.moved")), 0);
+	ck_assert_int_eq(mkdir(args.upstream, 0700), 0);
+	get_value(&a, &req2, 32);
+	/* Its subdirectories removed by hand: made again; a missing claims/
+	 * is not a claim held by someone (before: the get waited forever). */
+	char cmd[HARNESS_PATH * 2];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s/claims' '%s/entries' '%s/objects' '%s/tmp'", moved,
+		 moved, moved, moved);
+	ck_assert_int_eq(system(cmd), 0);
+	get_value(&a, &req3, 33);
+	node_stop(&a);
+	ck_assert_int_eq(count_files(moved, ".json"), 1);
+	ck_assert_int_eq(count_files(args.upstream, ".json"), 0);
+	ck_assert_int_eq(harness_count_dir(args.upstream), 0);
+}
+END_TEST
+
 START_TEST(unusable_upstream_dir_is_refused)
 {
 	char dir[HARNESS_PATH], file[HARNESS_PATH];
@@ -758,6 +796,7 @@ int main(void)
 	Suite *s = suite_create("upstream");
 
 	suite_add_tcase(s, harness_tcase("shared", nodes_share_one_build_per_program, 240));
+	suite_add_tcase(s, harness_tcase("held", the_tier_is_used_through_the_directory_opened_at_start, 120));
 	suite_add_tcase(s, harness_tcase("takeover", killed_claim_holder_is_taken_over, 120));
 	suite_add_tcase(s, harness_tcase("stop_waiting", stop_while_waiting_on_a_claim, 120));
 	suite_add_tcase(s, harness_tcase("corrupt", corrupt_upstream_object_is_rebuilt, 120));
