@@ -725,7 +725,7 @@ START_TEST(the_tier_is_used_through_the_directory_opened_at_start)
 	get_value(&a, &req2, 32);
 	/* Its subdirectories removed by hand: made again; a missing claims/
 	 * is not a claim held by someone (before: the get waited forever). */
-	char cmd[HARNESS_PATH * 2];
+	char cmd[HARNESS_PATH * 5];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s/claims' '%s/entries' '%s/objects' '%s/tmp'", moved,
 		 moved, moved, moved);
 	ck_assert_int_eq(system(cmd), 0);
