@@ -157,6 +157,39 @@ static void gpus_init(struct kilnd *d)
 	free(arch);
 }
 
+/* A compiler that others may replace runs their code as this user: said at
+ * start (not refused: a site's group-writable software tree is the
+ * administrator's choice). */
+static void warn_swappable(const struct toolchain *tc)
+{
+	char dir[PATH_MAX];
+	unsigned mode = 0;
+	struct stat st;
+	/* kilnd runs the configured name (a symlink farm such as ccache's keys
+	 * on it): the directory that holds that name counts, then the file. */
+	char link_dir[PATH_MAX];
+	snprintf(link_dir, sizeof(link_dir), "%s", tc->path);
+	char *slash = strrchr(link_dir, '/');
+	if (slash != NULL)
+		*(slash == link_dir ? slash + 1 : slash) = '\0';
+	const char *const names[] = { link_dir, tc->real_path };
+	for (size_t i = 0; i < 2; i++) {
+		if (stat(names[i], &st) == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 &&
+		    (st.st_mode & S_ISVTX) == 0) {
+			log_warn("toolchain %s: %s is writable by group or others (mode %04o): they "
+				 "can replace the compiler kilnd runs for you", tc->name,
+				 i == 0 ? link_dir : tc->real_path, (unsigned)(st.st_mode & 07777));
+			return;
+		}
+		if (util_swappable_ancestor(names[i], dir, sizeof(dir), &mode) == 1) {
+			log_warn("toolchain %s: %s lies in %s, which group or others may write "
+				 "without the sticky bit (mode %04o): they can replace the compiler "
+				 "kilnd runs for you", tc->name, tc->path, dir, mode);
+			return;
+		}
+	}
+}
+
 static int toolchains_init(struct kilnd *d, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < d->cfg->ntoolchains; i++) {
@@ -170,6 +203,7 @@ static int toolchains_init(struct kilnd *d, char *err, size_t errlen)
 		if (rc != 0)
 			return rc;
 		log_info("toolchain %s: %s (%s)", tc->name, tc->real_path, tc->version);
+		warn_swappable(tc);
 		d->ntoolchains++;
 	}
 	gpus_init(d);

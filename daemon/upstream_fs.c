@@ -85,28 +85,15 @@ static int probe_writable(const struct up_dirs *u, char *err, size_t errlen)
  */
 static int check_ancestors(const char *dir, char *err, size_t errlen)
 {
-	char real[PATH_MAX];
-	struct stat st;
-	if (realpath(dir, real) == NULL)
+	char open_dir[PATH_MAX];
+	unsigned mode = 0;
+	if (util_swappable_ancestor(dir, open_dir, sizeof(open_dir), &mode) != 1)
 		return 0; /* check_dir says why it cannot be used */
-	for (char *slash = strrchr(real, '/'); slash != NULL; slash = strrchr(real, '/')) {
-		if (slash == real)
-			slash[1] = '\0';
-		else
-			*slash = '\0';
-		if (stat(real, &st) == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 &&
-		    (st.st_mode & S_ISVTX) == 0) {
-			snprintf(err, errlen, "upstream directory %s lies in %s, which is writable by "
-				 "group or others without the sticky bit (mode %04o): they could move "
-				 "the directory away and put their own in its place; run chmod o-w,g-w "
-				 "or chmod +t on it, or use a directory elsewhere", dir, real,
-				 (unsigned)(st.st_mode & 07777));
-			return -EPERM;
-		}
-		if (strcmp(real, "/") == 0)
-			break;
-	}
-	return 0;
+	snprintf(err, errlen, "upstream directory %s lies in %s, which is writable by group or "
+		 "others without the sticky bit (mode %04o): they could move the directory away "
+		 "and put their own in its place; run chmod o-w,g-w or chmod +t on it, or use a "
+		 "directory elsewhere", dir, open_dir, mode);
+	return -EPERM;
 }
 
 /* The directory itself: created when only it is missing (a missing parent

@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -404,4 +405,27 @@ bool util_unhex32(const char *hex, uint8_t out[32])
 			out[i / 2] |= (uint8_t)v;
 	}
 	return true;
+}
+
+int util_swappable_ancestor(const char *path, char *out, size_t cap, unsigned *mode)
+{
+	char real[PATH_MAX];
+	struct stat st;
+	if (realpath(path, real) == NULL)
+		return -errno;
+	for (char *slash = strrchr(real, '/'); slash != NULL; slash = strrchr(real, '/')) {
+		if (slash == real)
+			slash[1] = '\0';
+		else
+			*slash = '\0';
+		if (stat(real, &st) == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 &&
+		    (st.st_mode & S_ISVTX) == 0) {
+			snprintf(out, cap, "%s", real);
+			*mode = (unsigned)(st.st_mode & 07777);
+			return 1;
+		}
+		if (strcmp(real, "/") == 0)
+			break;
+	}
+	return 0;
 }

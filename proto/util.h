@@ -67,4 +67,12 @@ int util_copy_sha256(int in, int out, uint64_t *size, uint8_t digest[32]);
 uint64_t util_now_ns(void);       /* CLOCK_MONOTONIC */
 int64_t util_wall_s(void);        /* time(NULL) */
 
+/*
+ * The first directory above path (by its real path) that group or others
+ * may write without the sticky bit: they could move what lies in it away
+ * and put their own in its place. 1 with its path in out and its mode, 0
+ * when there is none, or a negative errno when path cannot be resolved.
+ */
+int util_swappable_ancestor(const char *path, char *out, size_t cap, unsigned *mode);
+
 #endif

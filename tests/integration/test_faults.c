@@ -460,9 +460,42 @@ START_TEST(cache_directory_taken_by_another_kilnd_is_said_in_every_reply)
 }
 END_TEST
 
+/*
+ * A toolchain named in a directory others may write (a project's software
+ * tree left group-writable): they could replace the compiler kilnd runs.
+ * kilnd says so at start, naming the directory; a private one is quiet.
+ */
+START_TEST(toolchain_others_can_replace_is_said_at_start)
+{
+	char dir[HARNESS_PATH], link[HARNESS_PATH + 8], tc[HARNESS_PATH + 16];
+
+	ck_assert_int_eq(mkdir(harness_path(dir, "group-bin"), 0700), 0);
+	ck_assert_int_eq(chmod(dir, 0775), 0);
+	snprintf(link, sizeof(link), "%s/cc", dir);
+	ck_assert_int_eq(symlink("/usr/bin/cc", link), 0);
+	snprintf(tc, sizeof(tc), "grp=%s", link);
+	harness_start("--toolchain", tc, NULL);
+	harness_stop();
+	char *log = harness_read_file(harness.log);
+	ck_assert_msg(strstr(log, "toolchain grp:") != NULL &&
+		      strstr(log, "they can replace the compiler") != NULL && strstr(log, dir) != NULL,
+		      "no warning in the log:\n%s", log);
+	free(log);
+	ck_assert_int_eq(chmod(dir, 0755), 0);
+	ck_assert_int_eq(truncate(harness.log, 0), 0);
+	harness_start("--toolchain", tc, NULL);
+	harness_stop();
+	log = harness_read_file(harness.log);
+	ck_assert_msg(strstr(log, "they can replace the compiler") == NULL, "%s", log);
+	free(log);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("faults");
+
+	suite_add_tcase(s, harness_tcase("toolchain_swappable", toolchain_others_can_replace_is_said_at_start, 90));
 
 	suite_add_tcase(s, harness_tcase("cache_removed", cache_directory_removed_while_running_is_made_again, 120));
 	suite_add_tcase(s, harness_tcase("cache_taken", cache_directory_taken_by_another_kilnd_is_said_in_every_reply, 120));
