@@ -399,16 +399,29 @@ void build_begin(struct build *b)
  * now and the other nodes' slots take the rest (upstream.c). */
 static void pump(struct kilnd *d)
 {
-	while (!d->stopping && d->in_flight < d->cfg->jobs) {
-		struct build *b = queue_pop(d);
-		if (b == NULL)
-			return;
-		running_add(d, b);
-		if (d->up != NULL)
-			upstream_claim(b);
-		else
-			build_begin(b);
+	/* A build that fails at once (the cache unusable) finishes inside
+	 * build_begin and pumps again: that inner call only asks this loop to
+	 * go on, so the stack does not grow with the queue. */
+	static bool pumping, again;
+	if (pumping) {
+		again = true;
+		return;
 	}
+	pumping = true;
+	do {
+		again = false;
+		while (!d->stopping && d->in_flight < d->cfg->jobs) {
+			struct build *b = queue_pop(d);
+			if (b == NULL)
+				break;
+			running_add(d, b);
+			if (d->up != NULL)
+				upstream_claim(b);
+			else
+				build_begin(b);
+		}
+	} while (again);
+	pumping = false;
 }
 
 void build_enqueue(struct build *b)

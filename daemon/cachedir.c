@@ -79,15 +79,18 @@ int cachedir_open(struct kilnd *d, char *err, size_t errlen)
 	return rc;
 }
 
-/* True while the name leads to the held directory and its index is there. */
+/* True while the name leads to the held directory, the store is the one of
+ * that directory, and its index, subdirectories and lock are there. */
 static bool intact(const struct kilnd *d)
 {
-	struct stat held, now, idx;
+	struct stat held, now, idx, root;
 	return fstat(d->cache_fd, &held) == 0 && held.st_nlink > 0 &&
 	       stat(d->cfg->cache_dir, &now) == 0 && now.st_dev == d->cache_dev &&
 	       now.st_ino == d->cache_ino &&
+	       fstat(store_root_fd(d->store), &root) == 0 && root.st_dev == d->cache_dev &&
+	       root.st_ino == d->cache_ino &&
 	       fstatat(d->cache_fd, "index.db", &idx, AT_SYMLINK_NOFOLLOW) == 0 &&
-	       store_dirs_intact(d->store);
+	       store_dirs_intact(d->store) && instance_cache_lock_intact(d->cache_fd);
 }
 
 /* objects/, logs/ and tmp/ made where missing, through the held directory. */
@@ -104,15 +107,15 @@ static int subdirs(struct kilnd *d)
 	return 0;
 }
 
-/* The directory again, private, locked by this kilnd. */
-static int remake_dir(struct kilnd *d)
+/* The directory again (when moved), private, locked by this kilnd. */
+static int remake_dir(struct kilnd *d, bool moved)
 {
 	char why[600];
 	long other = 0;
-	int rc = util_mkdir_p(d->cfg->cache_dir, 0700);
-	if (rc == 0)
+	int rc = moved ? util_mkdir_p(d->cfg->cache_dir, 0700) : 0;
+	if (rc == 0 && moved)
 		rc = cachedir_check_private(d->cfg->cache_dir, "cache directory", why, sizeof(why));
-	else
+	else if (rc != 0)
 		snprintf(why, sizeof(why), "%s", strerror(-rc));
 	if (rc == 0)
 		rc = instance_relock_cache(d->cfg, &other, why, sizeof(why));
@@ -124,8 +127,9 @@ static int remake_dir(struct kilnd *d)
 	return rc > 0 ? -EBUSY : rc;
 }
 
-/* A new store over the (re)made directory; the old one is kept for reaping. */
-static int swap_store(struct kilnd *d)
+/* A new store over the (re)made directory; the old one is kept for reaping.
+ * keep_tmp: tmp/ is the one the old store uses, with builds in it. */
+static int swap_store(struct kilnd *d, bool keep_tmp)
 {
 	char err[600] = "";
 	struct store *fresh = NULL;
@@ -143,7 +147,7 @@ static int swap_store(struct kilnd *d)
 	}
 	int rc = store_open(d->cfg->cache_dir, 0, &fresh, err, sizeof(err));
 	if (rc == 0)
-		rc = store_reconcile(fresh, &st);
+		rc = store_reconcile_keep(fresh, &st, keep_tmp);
 	if (rc != 0) {
 		snprintf(d->cache_why, sizeof(d->cache_why), "cannot open a new cache index in %s: %s",
 			 d->cfg->cache_dir, err[0] != '\0' ? err : strerror(-rc));
@@ -168,14 +172,15 @@ static int recreate(struct kilnd *d)
 	struct stat st;
 	bool moved = stat(d->cfg->cache_dir, &st) != 0 || st.st_dev != d->cache_dev ||
 		     st.st_ino != d->cache_ino;
-	int rc = moved ? remake_dir(d) : 0;
+	int rc = moved || !instance_cache_lock_intact(d->cache_fd) ? remake_dir(d, moved) : 0;
 	if (rc == 0 && moved && (rc = hold(d)) != 0)
 		snprintf(d->cache_why, sizeof(d->cache_why), "cannot open the cache directory %s: %s",
 			 d->cfg->cache_dir, strerror(-rc));
 	if (rc == 0)
 		rc = subdirs(d);
+	/* In place, tmp/ may hold builds of the old store: it is not emptied. */
 	if (rc == 0)
-		rc = swap_store(d);
+		rc = swap_store(d, !moved);
 	if (rc != 0)
 		return rc;
 	if (d->cfg->log_file == NULL && d->cfg->daemonize) {

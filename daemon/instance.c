@@ -198,11 +198,24 @@ int instance_lock(const struct config *cfg, long *other_pid, char *msg, size_t m
 	return 0;
 }
 
+bool instance_cache_lock_intact(int cache_dir_fd)
+{
+	struct stat held, there;
+	return cache_lock_fd >= 0 && fstat(cache_lock_fd, &held) == 0 &&
+	       fstatat(cache_dir_fd, "kilnd.lock", &there, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       held.st_dev == there.st_dev && held.st_ino == there.st_ino;
+}
+
 int instance_relock_cache(const struct config *cfg, long *other_pid, char *msg, size_t msglen)
 {
 	char path[4200];
+	struct stat held, there;
 	int fd = -1;
 	snprintf(path, sizeof(path), "%s/kilnd.lock", cfg->cache_dir);
+	/* Our lock is already the one there (an earlier attempt got this far). */
+	if (cache_lock_fd >= 0 && fstat(cache_lock_fd, &held) == 0 && stat(path, &there) == 0 &&
+	    held.st_dev == there.st_dev && held.st_ino == there.st_ino)
+		return 0;
 	int rc = take_lock(path, &fd);
 	if (rc == 1) {
 		char sock[4200] = "";

@@ -6,6 +6,7 @@
 #ifndef KILN_DAEMON_INSTANCE_H
 #define KILN_DAEMON_INSTANCE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "config.h"
@@ -36,6 +37,9 @@ int instance_lock(const struct config *cfg, long *other_pid, char *msg, size_t m
  * it, or a negative errno with msg.
  */
 int instance_relock_cache(const struct config *cfg, long *other_pid, char *msg, size_t msglen);
+/* True while the cache lock kilnd holds is the kilnd.lock in the directory
+ * cache_dir_fd (a removed lock file lets a second kilnd in). */
+bool instance_cache_lock_intact(int cache_dir_fd);
 void instance_unlock(void);
 
 #endif

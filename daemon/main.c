@@ -175,7 +175,7 @@ static void warn_swappable(const struct toolchain *tc)
 	const char *const names[] = { link_dir, tc->real_path };
 	for (size_t i = 0; i < 2; i++) {
 		if (stat(names[i], &st) == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 &&
-		    (st.st_mode & S_ISVTX) == 0) {
+		    (i == 1 || (st.st_mode & S_ISVTX) == 0)) {
 			log_warn("toolchain %s: %s is writable by group or others (mode %04o): they "
 				 "can replace the compiler kilnd runs for you", tc->name,
 				 i == 0 ? link_dir : tc->real_path, (unsigned)(st.st_mode & 07777));

@@ -370,6 +370,11 @@ int store_tmp_fd(const struct store *s)
 	return s->fd_tmp;
 }
 
+int store_root_fd(const struct store *s)
+{
+	return s->fd_root;
+}
+
 int store_logs_fd(const struct store *s)
 {
 	return s->fd_logs;

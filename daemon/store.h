@@ -191,6 +191,11 @@ int store_rm_tree(const char *path);
 int store_rm_tree_at(int dirfd, const char *name);
 /* Start-up repair, before anything else uses the store (see the stats). */
 int store_reconcile(struct store *s, struct store_reconcile_stats *st);
+/* As store_reconcile; keep_tmp leaves tmp/ alone (builds of another store
+ * object over the same directory may be using it). */
+int store_reconcile_keep(struct store *s, struct store_reconcile_stats *st, bool keep_tmp);
+/* The cache directory itself, held open (for identity checks). */
+int store_root_fd(const struct store *s);
 /* After a clean stop: only empties tmp/. */
 int store_reconcile_tmp(struct store *s, struct store_reconcile_stats *st);
 /* Marks a clean stop (the daemon's last write before it exits). */

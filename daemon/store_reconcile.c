@@ -669,14 +669,20 @@ int store_reconcile_tmp(struct store *s, struct store_reconcile_stats *st)
 
 int store_reconcile(struct store *s, struct store_reconcile_stats *st)
 {
+	return store_reconcile_keep(s, st, false);
+}
+
+int store_reconcile_keep(struct store *s, struct store_reconcile_stats *st, bool keep_tmp)
+{
 	struct recon r = { .s = s, .st = st };
-	int rc;
+	int rc = 0;
 
 	memset(st, 0, sizeof(*st));
 	if (s->readonly)
 		return -EROFS;
 	pthread_mutex_lock(&s->wlock);
-	rc = clean_tmp(&r);
+	if (!keep_tmp)
+		rc = clean_tmp(&r);
 	if (rc == 0)
 		rc = drop_missing(&r);
 	if (rc == 0)

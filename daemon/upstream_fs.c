@@ -239,6 +239,7 @@ void upfs_close(struct up_dirs *u)
 	free(u->claims);
 	free(u->tmp);
 	memset(u, 0, sizeof(*u));
+	u->fd = -1;
 }
 
 void upfs_sweep(const struct up_dirs *u)

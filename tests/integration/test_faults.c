@@ -429,6 +429,47 @@ START_TEST(cache_directory_removed_while_running_is_made_again)
 END_TEST
 
 /*
+ * Part of the cache removed while a build runs (objects/ and the lock with
+ * it): kilnd makes the store again in place but leaves tmp/, where the
+ * build works, alone, so the build finishes and is served; and it takes
+ * its lock again, so a second kilnd on the same directory is turned away.
+ */
+START_TEST(cache_emptied_under_a_running_build_keeps_the_build)
+{
+	char src[HARNESS_PATH], wrapper[HARNESS_PATH], log[HARNESS_PATH], gate[HARNESS_PATH];
+	char tc[HARNESS_PATH + 8], cmd[HARNESS_PATH * 4], out[HARNESS_PATH], sock[HARNESS_PATH];
+
+	harness_write_file(harness_path(src, "slow.c"), "int prog_value(void) { return 5; }\n");
+	harness_write_wrapper(harness_path(wrapper, "wrap.sh"), harness_path(log, "wrap.log"),
+			      harness_path(gate, "gate"), 0);
+	snprintf(tc, sizeof(tc), "cc=%s", wrapper);
+	harness_start("--toolchain", tc, NULL);
+	const char *const build[] = { harness_cli_path(), "--socket", harness.socket, "build", src, NULL };
+	pid_t pid = harness_spawn(build, NULL, harness_path(out, "build.out"), NULL);
+	harness_wait_wrapper_starts(log, 1, 60);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s/objects' '%s/kilnd.lock' '%s/index.db'", harness.cache,
+		 harness.cache, harness.cache);
+	ck_assert_int_eq(system(cmd), 0);
+	harness_wait_status("cache_recreated", 1, 30);
+	harness_write_file(gate, "");
+	int status = harness_wait(pid, 60);
+	char *text = harness_read_file(out);
+	ck_assert_msg(status == 0, "the build failed (status 0x%x):\n%s", status, text);
+	free(text);
+	/* The lock is this kilnd's again: a second one on the cache stands down. */
+	const char *const second[] = { harness_kilnd(), "--socket", harness_path(sock, "second.sock"),
+				       "--cache-dir", harness.cache, NULL };
+	ck_assert_int_eq(harness_run(second, harness_path(out, "second.out"), NULL, 30), 0);
+	text = harness_read_file(out);
+	ck_assert_msg(strstr(text, harness.socket) != NULL, "the second kilnd did not name the "
+		      "first:\n%s", text);
+	free(text);
+	ck_assert_msg(!harness_socket_answers(sock), "a second kilnd serves the same cache");
+	harness_stop();
+}
+END_TEST
+
+/*
  * When another kilnd has taken the cache directory's name meanwhile, this
  * one cannot make it again: every request that needs the cache is answered
  * io, saying why and what to do; status says it too.
@@ -495,6 +536,7 @@ int main(void)
 {
 	Suite *s = suite_create("faults");
 
+	suite_add_tcase(s, harness_tcase("cache_emptied", cache_emptied_under_a_running_build_keeps_the_build, 120));
 	suite_add_tcase(s, harness_tcase("toolchain_swappable", toolchain_others_can_replace_is_said_at_start, 90));
 
 	suite_add_tcase(s, harness_tcase("cache_removed", cache_directory_removed_while_running_is_made_again, 120));

@@ -723,11 +723,17 @@ START_TEST(the_tier_is_used_through_the_directory_opened_at_start)
 	ck_assert_int_eq(rename(args.upstream, harness_path(moved, "upstream.moved")), 0);
 	ck_assert_int_eq(mkdir(args.upstream, 0700), 0);
 	get_value(&a, &req2, 32);
+	/* The publish follows the reply: wait for it, then check where it went. */
+	for (int i = 0; i < 600 && count_files(moved, ".json") < 2; i++)
+		harness_sleep_ms(50);
+	ck_assert_int_eq(count_files(moved, ".json"), 2);
+	ck_assert_int_eq(count_files(args.upstream, ".json"), 0);
 	/* Its subdirectories removed by hand: made again; a missing claims/
 	 * is not a claim held by someone (before: the get waited forever). */
 	char cmd[HARNESS_PATH * 5];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s/claims' '%s/entries' '%s/objects' '%s/tmp'", moved,
-		 moved, moved, moved);
+	snprintf(cmd, sizeof(cmd), "d='%s'; rm -rf \"$d/claims\" \"$d/entries\" \"$d/objects\" "
+		 "\"$d/tmp\" || rm -rf \"$d/claims\" \"$d/entries\" \"$d/objects\" \"$d/tmp\"",
+		 moved);
 	ck_assert_int_eq(system(cmd), 0);
 	get_value(&a, &req3, 33);
 	node_stop(&a);
