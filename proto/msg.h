@@ -96,7 +96,7 @@ struct msg_source {
 extern const char *const msg_dep_kinds[];
 
 /* One dependency of a put, as the building node recorded it (kinds as in
- * daemon/store.h: "file", "exists", "absent", "env"). */
+ * store/store.h: "file", "exists", "absent", "env"). */
 struct msg_dep {
 	char *path;          /* absolute; a variable's name for "env" */
 	int kind;            /* 0 file, 1 exists, 2 absent, 3 env */

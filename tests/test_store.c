@@ -1,5 +1,5 @@
 /*
- * Unit tests of the cache store (daemon/store*.c): the index, crash-safe
+ * Unit tests of the cache store (store/store*.c): the index, crash-safe
  * publishing, aliases and prefixes, eviction, start-up reconcile and the
  * read-only mode, each in its own temporary cache directory.
  */

@@ -267,7 +267,7 @@ static int fresh_value(const char *alias, int *value)
 }
 
 /*
- * kilnd keeps hits in memory (daemon/store_hot.c); every change of the index
+ * kilnd keeps hits in memory (store/store_hot.c); every change of the index
  * must show at once: a removed entry is a miss and is rebuilt, an alias that
  * moves answers with its new target, a miss turns into a hit once built.
  */

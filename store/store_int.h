@@ -1,7 +1,7 @@
 /*
  * Internals of the cache store shared by store.c (open, paths, readers),
  * store_write.c (publish and the other writers) and store_reconcile.c
- * (start-up repair). Nothing outside daemon/store*.c includes this.
+ * (start-up repair). Nothing outside store/store*.c includes this.
  */
 #ifndef KILN_DAEMON_STORE_INT_H
 #define KILN_DAEMON_STORE_INT_H
