@@ -1,19 +1,15 @@
 /*
  * Daemon-wide services used by the modules: thread-pool work with a pending
- * count, batched use counts, cache totals and eviction, idle exit, and the
- * graceful stop sequence.
+ * count, batched use counts, cache totals and eviction. The stop sequence
+ * and the timers that watch the daemon as a whole are lifecycle.c's, one
+ * layer up, reached through d->stop.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "build.h"
-#include "headers.h"
-#include "cachedir.h"
 #include "kilnd.h"
 #include "log.h"
-#include "sdnotify.h"
-#include "server.h"
 #include "table.h"
 #include "util.h"
 
@@ -184,9 +180,6 @@ void kilnd_touches_write(void *batch)
 static void on_touch_timer(uv_timer_t *t)
 {
 	struct kilnd *d = t->data;
-	/* Once a second: is the cache directory still there? */
-	cachedir_reap(d);
-	cachedir_check(d);
 	struct touch_batch *tb = take_touches(d);
 	if (tb != NULL && kilnd_work(d, touch_work, touch_batch_free, tb) != 0)
 		touch_batch_free(tb);
@@ -256,62 +249,22 @@ void kilnd_refresh_totals(struct kilnd *d)
 	}
 }
 
-static void on_idle_timer(uv_timer_t *t)
-{
-	struct kilnd *d = t->data;
-	double idle = (double)(util_now_ns() - d->last_activity_ns) / 1e9;
-	if (server_connections(d) == 0 && table_count(d->flights) == 0 && d->work_pending == 0 &&
-	    idle >= d->cfg->idle_exit_s) {
-		log_info("idle for %.0f s; exiting", idle);
-		kilnd_stop(d);
-	}
-}
-
 int kilnd_timers_start(struct kilnd *d)
 {
 	uv_timer_init(d->loop, &d->touch_timer);
 	d->touch_timer.data = d;
 	uv_timer_start(&d->touch_timer, on_touch_timer, TOUCH_FLUSH_MS, TOUCH_FLUSH_MS);
-	uv_timer_init(d->loop, &d->idle_timer);
-	d->idle_timer.data = d;
-	if (d->cfg->idle_exit_s > 0) {
-		uint64_t ms = (uint64_t)(d->cfg->idle_exit_s * 1000.0 / 4);
-		uv_timer_start(&d->idle_timer, on_idle_timer, ms > 0 ? ms : 1, ms > 0 ? ms : 1);
-	}
 	return 0;
 }
 
-/* Runs before each poll once stopping: closes the rest when builds are over. */
-static void on_stop_check(uv_prepare_t *p)
+void kilnd_timers_stop(struct kilnd *d)
 {
-	struct kilnd *d = p->data;
-	if (table_count(d->flights) != 0 || d->work_pending != 0)
-		return;
-	uv_prepare_stop(p);
-	uv_close((uv_handle_t *)p, NULL);
-	server_fini(d);
-	headers_fini(d);
+	uv_timer_stop(&d->touch_timer);
+	uv_close((uv_handle_t *)&d->touch_timer, NULL);
 }
-
-static uv_prepare_t stop_check;
 
 void kilnd_stop(struct kilnd *d)
 {
-	if (d->stopping)
-		return;
-	d->stopping = true;
-	log_info("stopping");
-	sd_stopping();
-	server_stop_listening(d);
-	flight_abort_all(d);
-	uv_timer_stop(&d->touch_timer);
-	uv_close((uv_handle_t *)&d->touch_timer, NULL);
-	uv_timer_stop(&d->idle_timer);
-	uv_close((uv_handle_t *)&d->idle_timer, NULL);
-	uv_close((uv_handle_t *)&d->sig_term, NULL);
-	uv_close((uv_handle_t *)&d->sig_int, NULL);
-	uv_close((uv_handle_t *)&d->sig_hup, NULL);
-	uv_prepare_init(d->loop, &stop_check);
-	stop_check.data = d;
-	uv_prepare_start(&stop_check, on_stop_check);
+	if (d->stop != NULL)
+		d->stop(d);
 }

@@ -93,12 +93,15 @@ struct kilnd {
 	uv_signal_t sig_term, sig_int, sig_hup;
 	uv_timer_t touch_timer;
 	uv_timer_t idle_timer;
+	uv_timer_t cache_timer;      /* the cache directory checked (cachedir.h) */
+	void (*stop)(struct kilnd *d);  /* the stop sequence (lifecycle.h) */
 	uint64_t last_activity_ns;
 };
 
 /* Finds a configured toolchain by name, or NULL. */
 const struct toolchain *kilnd_toolchain(const struct kilnd *d, const char *name);
-/* Begins a graceful stop: stop accepting, fail waiters, kill compilers. */
+/* Begins a graceful stop: stop accepting, fail waiters, kill compilers
+ * (d->stop, lifecycle.c's, set by main). */
 void kilnd_stop(struct kilnd *d);
 /* Marks the daemon busy now (for --idle-exit). */
 void kilnd_activity(struct kilnd *d);
@@ -121,8 +124,9 @@ void *kilnd_touches_take(struct kilnd *d);
 void kilnd_touches_write(void *batch);
 /* Writes queued uses now (blocking: shutdown only). */
 void kilnd_flush_touches(struct kilnd *d);
-/* Starts the periodic timers (use flushing, idle exit). */
+/* Starts and stops the use-flushing timer. */
 int kilnd_timers_start(struct kilnd *d);
+void kilnd_timers_stop(struct kilnd *d);
 /* Re-reads entries and bytes from the index; evicts when over --max-size. */
 void kilnd_refresh_totals(struct kilnd *d);
 

@@ -17,10 +17,12 @@
 #include "config.h"
 #include "confine.h"
 #include "digests.h"
+#include "dispatch.h"
 #include "fdcache.h"
 #include "headers.h"
 #include "instance.h"
 #include "kilnd.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "server.h"
 #include "store.h"
@@ -324,6 +326,12 @@ static void fail_start(const struct config *cfg, const char *err)
 	instance_ready(1, 0, err);
 }
 
+/* The server reaches the op table and the header batches only through these. */
+static const struct server_hooks server_hooks = {
+	.frame = dispatch_frame,
+	.batch = headers_requests_read,
+};
+
 int main(int argc, char **argv)
 {
 	struct config cfg;
@@ -366,6 +374,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	d.cache_fd = -1;
+	d.stop = lifecycle_stop;
 	if (rc != 0 || store_init(&d, err, sizeof(err)) != 0 ||
 	    cachedir_open(&d, err, sizeof(err)) != 0 || toolchains_init(&d, err, sizeof(err)) != 0) {
 		fail_start(&cfg, err);
@@ -378,12 +387,13 @@ int main(int argc, char **argv)
 	d.aliases = table_new();
 	d.fds = fdcache_new(FDCACHE_MAX);
 	if (d.touches == NULL || d.aliases == NULL || d.fds == NULL || headers_init(&d) != 0 || flight_init(&d) != 0 ||
-	    upstream_init(&d, err, sizeof(err)) != 0 || server_init(&d, err, sizeof(err)) != 0) {
+	    upstream_init(&d, err, sizeof(err)) != 0 || server_init(&d, &server_hooks, err, sizeof(err)) != 0) {
 		fail_start(&cfg, err[0] != '\0' ? err : "out of memory");
 		goto out_loop;
 	}
 	signals_start(&d);
 	kilnd_timers_start(&d);
+	lifecycle_start(&d);
 	kilnd_activity(&d);
 	log_info("kilnd %s ready: pid %d, socket %s, cache %s, %u jobs, max size %llu bytes",
 		 KILN_VERSION_STR, (int)getpid(), cfg.socket_path, cfg.cache_dir, cfg.jobs,

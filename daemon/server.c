@@ -17,8 +17,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "dispatch.h"
-#include "headers.h"
 #include "kilnd.h"
 #include "log.h"
 #include "msg.h"
@@ -46,6 +44,7 @@ struct server {
 	unsigned nconns;
 	unsigned pending;           /* sum of the live connections' pending */
 	uint64_t busy_log_ns;       /* last "refusing connections" warning */
+	struct server_hooks hooks;
 };
 
 static void conn_on_io(uv_poll_t *h, int status, int events);
@@ -393,7 +392,7 @@ static ssize_t conn_feed(struct conn *c, const char *data, size_t n)
 			kilnd_activity(c->d);
 			c->pending++;
 			c->d->server->pending++;
-			dispatch_frame(c, payload, plen);
+			c->d->server->hooks.frame(c, payload, plen);
 			free(payload);
 			if (c->dead)
 				return -1;
@@ -451,7 +450,8 @@ static void conn_read_frames(struct conn *c)
 			conn_kill(c);
 			return;
 		}
-		headers_requests_read(c->d);
+		if (c->d->server->hooks.batch != NULL)
+			c->d->server->hooks.batch(c->d);
 		c->rx_ns = util_now_ns();
 		ssize_t used = conn_feed(c, buf, (size_t)n);
 		if (used < 0 || c->closing)
@@ -711,7 +711,7 @@ static int prepare_dir(const char *path, char *err, size_t errlen)
 	return rc;
 }
 
-int server_init(struct kilnd *d, char *err, size_t errlen)
+int server_init(struct kilnd *d, const struct server_hooks *hooks, char *err, size_t errlen)
 {
 	const char *path = d->cfg->socket_path;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -726,6 +726,7 @@ int server_init(struct kilnd *d, char *err, size_t errlen)
 	if (s == NULL)
 		return -ENOMEM;
 	s->path = strdup(path);
+	s->hooks = *hooks;
 	if (d->activated) {
 		/* systemd bound and listens; kilnd only accepts. The server
 		 * owns the descriptor from here on. */

@@ -52,9 +52,18 @@ struct conn {
 	struct conn *prev, *next;
 };
 
+/* What the server hands up, set by the wiring (main.c): the layer above
+ * (the op table, dispatch.c) is reached only through these. */
+struct server_hooks {
+	/* One complete frame read on c (payload borrowed for the call). */
+	void (*frame)(struct conn *c, const char *payload, size_t len);
+	/* Bytes were read on some connection: a new batch of requests. */
+	void (*batch)(struct kilnd *d);
+};
+
 /* Binds and listens on d->cfg->socket_path: directory 0700 (created when
  * missing), socket 0600. Returns 0 or a negative errno with a sentence in err. */
-int server_init(struct kilnd *d, char *err, size_t errlen);
+int server_init(struct kilnd *d, const struct server_hooks *hooks, char *err, size_t errlen);
 /* Stops accepting and removes the socket file. */
 void server_stop_listening(struct kilnd *d);
 /* Closes every connection (after flushing what can be written). */
