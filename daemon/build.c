@@ -24,7 +24,6 @@
 #include "log.h"
 #include "server.h"
 #include "table.h"
-#include "upstream.h"
 #include "util.h"
 
 void build_input_free(struct build_input *in)
@@ -317,7 +316,8 @@ void build_finish(struct build *b)
 	}
 	reply_all(b);
 	/* After the replies: publishing upstream must not delay the clients. */
-	upstream_flight_end(b);
+	if (d->tier != NULL)
+		d->tier->flight_end(b);
 	if (b->dir != NULL)
 		publish_cleanup(d, b);
 	build_close_handles(b);
@@ -415,8 +415,8 @@ static void pump(struct kilnd *d)
 			if (b == NULL)
 				break;
 			running_add(d, b);
-			if (d->up != NULL)
-				upstream_claim(b);
+			if (d->tier != NULL)
+				d->tier->claim(b);
 			else
 				build_begin(b);
 		}
@@ -469,8 +469,8 @@ int flight_start(struct kilnd *d, struct build_input *in, struct conn *c, uint64
 		build_free(b);
 		return -ENOMEM;
 	}
-	if (d->up != NULL)
-		upstream_flight_start(b);
+	if (d->tier != NULL)
+		d->tier->flight_start(b);
 	else
 		build_enqueue(b);
 	return 0;
@@ -479,7 +479,8 @@ int flight_start(struct kilnd *d, struct build_input *in, struct conn *c, uint64
 void flight_abort_all(struct kilnd *d)
 {
 	struct build *b;
-	upstream_stop(d);
+	if (d->tier != NULL)
+		d->tier->stop(d);
 	while ((b = queue_pop(d)) != NULL) {
 		build_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
 		build_finish(b);

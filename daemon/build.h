@@ -64,4 +64,16 @@ void publish_flush_aliases(struct kilnd *d);
 /* Shutdown: kills running compilers; every waiter gets shutting_down. */
 void flight_abort_all(struct kilnd *d);
 
+/*
+ * The tier above the builds (upstream.c) joins a flight's life only through
+ * these, installed in d->tier when it starts (NULL: no tier): the build layer
+ * never includes the tier's header.
+ */
+struct build_tier {
+	void (*flight_start)(struct build *b);  /* a new flight, instead of the queue */
+	void (*claim)(struct build *b);         /* a slot is free: claim, then build */
+	void (*flight_end)(struct build *b);    /* after the replies */
+	void (*stop)(struct kilnd *d);          /* the daemon stops */
+};
+
 #endif

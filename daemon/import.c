@@ -26,7 +26,7 @@
 #include "build.h"
 #include "build_int.h"
 #include "deps.h"
-#include "dispatch.h"
+#include "keying.h"
 #include "headers.h"
 #include "import.h"
 #include "kilnd.h"
@@ -247,5 +247,5 @@ void op_put(struct conn *c, struct msg_request *req)
 			break;
 		}
 	}
-	dispatch_key_request(c, req, fd, import_keyed);
+	keying_request(c, req, fd, import_keyed);
 }

@@ -18,6 +18,7 @@ struct headers;
 struct server;
 struct build;
 struct fdcache;
+struct build_tier;
 struct upstream;
 
 struct counters {
@@ -80,6 +81,7 @@ struct kilnd {
 	struct fdcache *fds;         /* open descriptors of served objects (fdcache.h) */
 	struct table *verified;      /* key -> stamp of objects checked intact (verify.h) */
 	struct upstream *up;         /* the --upstream tier (upstream.h), or NULL */
+	const struct build_tier *tier;  /* its hooks into the flights (build.h), or NULL */
 	struct gpus *gpus;           /* detected at start (gpu.h) */
 	char *observe_lib;           /* kiln-observe.so next to kiln-exec, or NULL */
 	int landlock_abi;            /* > 0: compilers write only in their build directory */

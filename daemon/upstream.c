@@ -598,6 +598,13 @@ static void sweep_work(void *arg)
 	upfs_sweep(&u->fs);
 }
 
+static const struct build_tier upstream_tier = {
+	.flight_start = upstream_flight_start,
+	.claim = upstream_claim,
+	.flight_end = upstream_flight_end,
+	.stop = upstream_stop,
+};
+
 int upstream_init(struct kilnd *d, char *err, size_t errlen)
 {
 	const struct config *cfg = d->cfg;
@@ -621,6 +628,7 @@ int upstream_init(struct kilnd *d, char *err, size_t errlen)
 	uv_timer_init(d->loop, &u->refresh);
 	u->poll.data = u->refresh.data = u;
 	d->up = u;
+	d->tier = &upstream_tier;
 	if (kilnd_work(d, sweep_work, NULL, u) != 0)
 		log_debug("cannot queue the sweep of the upstream tmp/");
 	log_info("upstream tier %s (claims go stale after %.0f s)", u->fs.dir, cfg->upstream_stale_s);

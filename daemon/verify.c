@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dispatch.h"
 #include "kilnd.h"
 #include "log.h"
 #include "msg.h"

@@ -1,0 +1,236 @@
+/*
+ * From a get-like request (get, put) to a build input and its request key:
+ * inline when the sources are small, else on the thread pool (sources given
+ * by path are read there), then the caller's next step on the loop thread.
+ * Used by the op table (dispatch.c) and by puts (import.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "build.h"
+#include "build_int.h"
+#include "gpu.h"
+#include "keying.h"
+#include "kilnd.h"
+#include "log.h"
+#include "msg.h"
+#include "server.h"
+#include "util.h"
+
+/* Requests with more inline source text than this are keyed on the pool. */
+#define INLINE_KEY_MAX ((size_t)256 << 10)
+
+struct keying_job {
+	struct conn *c;
+	struct build_input *in;
+	struct msg_error err;
+	int fd;
+	keying_next_fn next;
+};
+
+/* Thread pool: reads sources given by path and computes the request key. */
+static void keying_work(void *arg)
+{
+	struct keying_job *j = arg;
+	struct build_input *in = j->in;
+	struct kilnd *d = j->c->d;
+	/* Sources by path may add up to no more than a frame of text could. */
+	uint64_t total = 0;
+	for (size_t i = 0; i < in->nsrc; i++)
+		total += in->req.sources[i].path == NULL ? in->req.sources[i].len : 0;
+	for (size_t i = 0; i < in->nsrc; i++) {
+		const struct msg_source *s = &in->req.sources[i];
+		if (s->path == NULL)
+			continue;
+		size_t len;
+		struct stat st;
+		/* A FIFO or a device would block a pool thread, or never end. */
+		if (stat(s->path, &st) == 0 && !S_ISREG(st.st_mode)) {
+			msg_error_set(&j->err, ERR_BAD_REQUEST, "sources",
+				      "source %s is not a regular file", s->path);
+			return;
+		}
+		int rc = util_read_file(s->path, d->cfg->max_frame, &in->bufs[i], &len);
+		if (rc != 0) {
+			msg_error_set(&j->err, rc == -EFBIG ? ERR_TOO_LARGE : ERR_IO, "sources",
+				      "cannot read source %s: %s", s->path, strerror(-rc));
+			return;
+		}
+		in->src[i].text = in->bufs[i];
+		in->src[i].len = len;
+		total += len;
+		if (total > d->cfg->max_frame) {
+			msg_error_set(&j->err, ERR_TOO_LARGE, "sources",
+				      "the sources add up to more than %llu bytes (--max-frame)",
+				      (unsigned long long)d->cfg->max_frame);
+			return;
+		}
+	}
+	key_request(in->tc, in->req.output, in->req.args, in->req.nargs, in->src, in->nsrc,
+		    d->cpu_id, in->rkey);
+}
+
+static void keying_done(void *arg)
+{
+	struct keying_job *j = arg;
+	struct conn *c = j->c;
+	if (c->dead) {
+		build_input_free(j->in);
+		free(j->in);
+	} else if (c->d->stopping) {
+		conn_reply_error(c, j->in->req.id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
+		build_input_free(j->in);
+		free(j->in);
+	} else if (j->err.code != ERR_NONE) {
+		conn_reply_error(c, j->in->req.id, j->err.code, j->err.field, "%s", j->err.message);
+		build_input_free(j->in);
+		free(j->in);
+	} else {
+		j->next(c, j->in, j->fd);
+		j->fd = -1;
+	}
+	if (j->fd >= 0)
+		close(j->fd);
+	conn_unref(c);
+	free(j);
+}
+
+/* nvcc runs its steps through a shell: no shell characters in its
+ * arguments. GPU outputs need nvcc and one compiled source; nvcc needs an
+ * architecture (from the request, --cuda-arch or the node's GPUs). Answers
+ * and returns true when req cannot be built. */
+static bool gpu_request_refused(struct conn *c, const struct msg_request *req,
+				const struct toolchain *tc)
+{
+	bool gpu_output = strcmp(req->output, "shared") != 0;
+	size_t compiled = 0;
+	char why[256];
+	if (tc->is_nvcc && validate_args_for((const char *const *)req->args, req->nargs, ARGS_SHELL,
+					     NULL, NULL, why, sizeof(why)) == ARGS_REFUSED) {
+		conn_reply_error(c, req->id, ERR_BAD_ARG, "args", "%s", why);
+		return true;
+	}
+	for (size_t i = 0; i < req->nsources; i++)
+		compiled += !build_is_header(req->sources[i].name);
+	if (gpu_output && !tc->is_nvcc) {
+		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "output",
+				 "output \"%s\" needs an nvcc toolchain; \"%s\" is %s", req->output,
+				 tc->name, tc->real_path);
+		return true;
+	}
+	if (gpu_output && compiled != 1) {
+		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "sources",
+				 "output \"%s\" is built from one .cu source (and headers); got %zu",
+				 req->output, compiled);
+		return true;
+	}
+	if (tc->is_nvcc && tc->cuda_arch != NULL && strchr(tc->cuda_arch, ',') != NULL &&
+	    (strcmp(req->output, "cubin") == 0 || strcmp(req->output, "ptx") == 0) &&
+	    !key_args_name_arch(req->args, req->nargs)) {
+		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "args",
+				 "a %s holds one architecture and kilnd targets %s; name one with "
+				 "-arch=sm_XY, or ask for a fatbin", req->output, tc->cuda_arch);
+		return true;
+	}
+	if (tc->is_nvcc && tc->cuda_arch == NULL && !key_args_name_arch(req->args, req->nargs)) {
+		const struct gpus *g = c->d->gpus;
+		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "args",
+				 "no GPU architecture for this request: this node has no GPU (%s) and "
+				 "kilnd has no --cuda-arch; add -arch=sm_XY to the arguments",
+				 g != NULL && g->note[0] != '\0' ? g->note : "none found");
+		return true;
+	}
+	return false;
+}
+
+void keying_request(struct conn *c, struct msg_request *req, int fd, keying_next_fn next)
+{
+	struct kilnd *d = c->d;
+	const struct toolchain *tc = kilnd_toolchain(d, req->toolchain);
+	if (tc == NULL) {
+		conn_reply_error(c, req->id, ERR_BAD_TOOLCHAIN, "toolchain",
+				 "toolchain \"%s\" is not configured in kilnd (see kilnd --toolchain)",
+				 req->toolchain);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	bool any_compiled = false, any_path = false;
+	size_t inline_len = 0;
+	for (size_t i = 0; i < req->nsources; i++) {
+		any_compiled = any_compiled || !build_is_header(req->sources[i].name);
+		any_path = any_path || req->sources[i].path != NULL;
+		inline_len += req->sources[i].len;
+	}
+	if (!any_compiled) {
+		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "sources",
+				 "every source is a header; nothing to compile");
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	if (gpu_request_refused(c, req, tc)) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct build_input *in = calloc(1, sizeof(*in));
+	if (in == NULL || (in->src = calloc(req->nsources, sizeof(*in->src))) == NULL ||
+	    (in->bufs = calloc(req->nsources, sizeof(*in->bufs))) == NULL) {
+		if (in != NULL)
+			free(in->src);
+		free(in);
+		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	in->req = *req;
+	memset(req, 0, sizeof(*req));
+	in->tc = tc;
+	in->nsrc = in->req.nsources;
+	for (size_t i = 0; i < in->nsrc; i++) {
+		in->src[i].name = in->req.sources[i].name;
+		in->src[i].text = in->req.sources[i].text;
+		in->src[i].len = in->req.sources[i].len;
+		if (in->req.sources[i].has_digest) {
+			in->src[i].digest = in->req.sources[i].digest;
+			in->by_digest = true;
+		}
+	}
+	if (!any_path && inline_len <= INLINE_KEY_MAX) {
+		key_request(tc, in->req.output, in->req.args, in->req.nargs, in->src, in->nsrc,
+			    d->cpu_id, in->rkey);
+		next(c, in, fd);
+		return;
+	}
+	struct keying_job *j = calloc(1, sizeof(*j));
+	if (j == NULL) {
+		conn_reply_error(c, in->req.id, ERR_INTERNAL, NULL, "out of memory");
+		build_input_free(in);
+		free(in);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	j->c = c;
+	j->in = in;
+	j->fd = fd;
+	j->next = next;
+	conn_ref(c);
+	if (kilnd_work(d, keying_work, keying_done, j) != 0) {
+		conn_unref(c);
+		conn_reply_error(c, in->req.id, ERR_INTERNAL, NULL, "cannot queue work");
+		build_input_free(in);
+		free(in);
+		if (fd >= 0)
+			close(fd);
+		free(j);
+	}
+}
+
