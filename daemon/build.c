@@ -22,7 +22,6 @@
 #include "tracedir.h"
 #include "kilnd.h"
 #include "log.h"
-#include "server.h"
 #include "table.h"
 #include "util.h"
 
@@ -57,7 +56,8 @@ struct build *flight_find(struct kilnd *d, const char *rkey)
 	return table_get(d->flights, rkey);
 }
 
-int build_add_waiter(struct build *b, struct conn *c, uint64_t id, const char *alias, bool joined)
+int build_add_waiter(struct build *b, const struct waiter_ops *ops, void *ctx, uint64_t id,
+		     const char *alias, bool joined)
 {
 	struct waiter *w = calloc(1, sizeof(*w));
 	if (w == NULL)
@@ -66,10 +66,10 @@ int build_add_waiter(struct build *b, struct conn *c, uint64_t id, const char *a
 		free(w);
 		return -ENOMEM;
 	}
-	w->c = c;
+	w->ops = ops;
+	w->ctx = ctx;
 	w->id = id;
 	w->joined = joined;
-	conn_ref(c);
 	w->next = b->waiters;
 	b->waiters = w;
 	return 0;
@@ -80,7 +80,7 @@ static void build_free(struct build *b)
 	while (b->waiters != NULL) {
 		struct waiter *w = b->waiters;
 		b->waiters = w->next;
-		conn_unref(w->c);
+		w->ops->release(w->ctx);
 		free(w->alias);
 		free(w);
 	}
@@ -198,57 +198,23 @@ void build_log_append(struct build *b, const char *data, size_t len)
 	b->log[b->loglen] = '\0';
 }
 
-static cJSON *success_reply(struct build *b, struct waiter *w)
-{
-	cJSON *r = cJSON_CreateObject();
-	if (r == NULL)
-		return NULL;
-	msg_add_int(r, "id", (int64_t)w->id);
-	cJSON_AddBoolToObject(r, "ok", 1);
-	cJSON_AddStringToObject(r, "key", b->entry.key);
-	cJSON_AddStringToObject(r, "path", b->obj_path);
-	cJSON_AddStringToObject(r, "output", b->entry.output);
-	cJSON_AddNumberToObject(r, "size", (double)b->entry.size);
-	cJSON_AddBoolToObject(r, "cached", b->from_upstream);
-	cJSON_AddBoolToObject(r, "joined", w->joined);
-	cJSON_AddNumberToObject(r, "build_ms", (double)b->entry.build_ms);
-	return r;
-}
-
 /* Answers every waiter: the artifact on success, the same error otherwise. */
 static void reply_all(struct build *b)
 {
 	struct kilnd *d = b->d;
+	const struct build_result r = {
+		.err_code = b->err_code,
+		.err_msg = b->err_msg != NULL ? b->err_msg : "build failed",
+		.rkey = b->in.rkey,
+		.log = b->log != NULL ? b->log : "",
+		.entry = &b->entry,
+		.path = b->obj_path,
+		.fd = b->fd,
+		.cached = b->from_upstream,
+	};
 	for (struct waiter *w = b->waiters; w != NULL; w = w->next) {
-		if (w->c->dead)
+		if (w->ops->gone(w->ctx) || !w->ops->done(w->ctx, w->id, w->joined, &r))
 			continue;
-		if (b->err_code != ERR_NONE) {
-			struct msg_error err = { .code = (enum msg_err)b->err_code };
-			if (b->err_code == ERR_NEED_SOURCES)
-				snprintf(err.field, sizeof(err.field), "sources");
-			snprintf(err.message, sizeof(err.message), "%s",
-				 b->err_msg != NULL ? b->err_msg : "build failed");
-			cJSON *r = msg_error_reply(w->id, &err);
-			cJSON *eo = r != NULL ? cJSON_GetObjectItem(r, "error") : NULL;
-			if (eo != NULL) {
-				cJSON_AddStringToObject(eo, "key", b->in.rkey);
-				if (b->err_code == ERR_BUILD_FAILED || b->err_code == ERR_BUILD_TIMEOUT)
-					cJSON_AddStringToObject(eo, "log", b->log != NULL ? b->log : "");
-			}
-			if (r != NULL)
-				conn_reply(w->c, r, -1);
-			continue;
-		}
-		int fd = dup(b->fd);
-		cJSON *r = success_reply(b, w);
-		if (fd < 0 || r == NULL) {
-			if (fd >= 0)
-				close(fd);
-			cJSON_Delete(r);
-			conn_reply_error(w->c, w->id, ERR_INTERNAL, NULL, "out of descriptors or memory");
-			continue;
-		}
-		conn_reply(w->c, r, fd);
 		kilnd_touch(d, b->entry.key);
 		/* Even the build's own alias (set with the entry): a re-point
 		 * replied earlier must not land after this reply. */
@@ -443,7 +409,8 @@ void flight_join_input(struct build *b, struct build_input *in)
 	build_input_free(in);
 }
 
-int flight_start(struct kilnd *d, struct build_input *in, struct conn *c, uint64_t id)
+int flight_start(struct kilnd *d, struct build_input *in, const struct waiter_ops *ops, void *ctx,
+		 uint64_t id)
 {
 	if (d->stopping) {
 		build_input_free(in);
@@ -464,8 +431,15 @@ int flight_start(struct kilnd *d, struct build_input *in, struct conn *c, uint64
 	memset(in, 0, sizeof(*in));
 	b->fd = -1;
 	b->refs = 1;
-	if (build_add_waiter(b, c, id, b->in.req.alias, false) != 0 ||
-	    table_put(d->flights, b->in.rkey, b, NULL) != 0) {
+	if (build_add_waiter(b, ops, ctx, id, b->in.req.alias, false) != 0) {
+		build_free(b);
+		return -ENOMEM;
+	}
+	if (table_put(d->flights, b->in.rkey, b, NULL) != 0) {
+		/* Nothing attached on failure: the caller keeps ctx. */
+		free(b->waiters->alias);
+		free(b->waiters);
+		b->waiters = NULL;
 		build_free(b);
 		return -ENOMEM;
 	}

@@ -15,8 +15,34 @@
 #include "msg.h"
 
 struct kilnd;
-struct conn;
 struct build;
+struct store_entry;
+
+/* How a flight ended, as each waiter is told. */
+struct build_result {
+	int err_code;                    /* ERR_NONE (0) on success, else an enum msg_err */
+	const char *err_msg;             /* the error's sentence */
+	const char *rkey;                /* the request key (errors name it) */
+	const char *log;                 /* the compiler's output (build errors) */
+	const struct store_entry *entry; /* success: the published entry */
+	const char *path;                /* success: where its object lives */
+	int fd;                          /* success: its descriptor (borrowed: dup to keep) */
+	bool cached;                     /* no compiler ran (an upstream hit) */
+};
+
+/*
+ * Who waits on a flight, and how it is answered: the build layer knows no
+ * connection. ctx is the waiter's (a connection, for dispatch.c).
+ */
+struct waiter_ops {
+	/* True when nobody is left to answer (the client hung up). */
+	bool (*gone)(void *ctx);
+	/* The answer to request id; true when it was the artifact (then the
+	 * build counts a use and points the waiter's alias at it). */
+	bool (*done)(void *ctx, uint64_t id, bool joined, const struct build_result *r);
+	/* The build lets go of ctx (after done, or unanswered at the end). */
+	void (*release)(void *ctx);
+};
 
 /* What a build compiles: the request plus the text of every source. */
 struct build_input {
@@ -40,17 +66,20 @@ void flight_fini(struct kilnd *d);
 struct build *flight_find(struct kilnd *d, const char *rkey);
 /*
  * Starts (queues) a build for in, taking ownership of in (freed on failure
- * too), with c's request id as its first waiter (attached before the build
+ * too), with (ops, ctx, id) as its first waiter (attached before the build
  * can run, so that even an immediate failure is answered). With --upstream
  * the upstream tier is asked first; a flight whose sources are known by
  * digest only never builds: its waiters get need_sources when upstream
  * misses, unless a request with the text joined meanwhile. Returns 0, or
  * -ESHUTDOWN while the daemon stops, or -ENOMEM; then nothing was attached.
  */
-int flight_start(struct kilnd *d, struct build_input *in, struct conn *c, uint64_t id);
-/* Attaches a waiter: c gets the reply to request id. alias (may be NULL) is
- * pointed at the artifact on success. Returns 0 or -ENOMEM. */
-int build_add_waiter(struct build *b, struct conn *c, uint64_t id, const char *alias, bool joined);
+int flight_start(struct kilnd *d, struct build_input *in, const struct waiter_ops *ops, void *ctx,
+		 uint64_t id);
+/* Attaches a waiter: ops->done(ctx, id, ...) answers it. alias (may be NULL)
+ * is pointed at the artifact on success. The build calls ops->release(ctx)
+ * once, when it is freed; on failure (-ENOMEM) nothing was attached. */
+int build_add_waiter(struct build *b, const struct waiter_ops *ops, void *ctx, uint64_t id,
+		     const char *alias, bool joined);
 /*
  * A request with the text joined b: when b knows its sources by digest only
  * (a by-digest get waiting on the upstream tier), b takes in over, so that it

@@ -20,7 +20,8 @@ struct up_flight;
 
 struct waiter {
 	struct waiter *next;
-	struct conn *c;
+	const struct waiter_ops *ops;
+	void *ctx;
 	uint64_t id;
 	char *alias;
 	bool joined;

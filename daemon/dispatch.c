@@ -195,6 +195,78 @@ static void op_hello(struct conn *c, struct msg_request *req)
 	send_ok(c, r);
 }
 
+/* A connection waiting on a flight (build.h's waiter_ops). */
+static bool conn_gone(void *ctx)
+{
+	return ((struct conn *)ctx)->dead;
+}
+
+static cJSON *build_error_reply(uint64_t id, const struct build_result *r)
+{
+	struct msg_error err = { .code = (enum msg_err)r->err_code };
+	if (r->err_code == ERR_NEED_SOURCES)
+		snprintf(err.field, sizeof(err.field), "sources");
+	snprintf(err.message, sizeof(err.message), "%s", r->err_msg);
+	cJSON *reply = msg_error_reply(id, &err);
+	cJSON *eo = reply != NULL ? cJSON_GetObjectItem(reply, "error") : NULL;
+	if (eo != NULL) {
+		cJSON_AddStringToObject(eo, "key", r->rkey);
+		if (r->err_code == ERR_BUILD_FAILED || r->err_code == ERR_BUILD_TIMEOUT)
+			cJSON_AddStringToObject(eo, "log", r->log);
+	}
+	return reply;
+}
+
+static cJSON *build_success_reply(uint64_t id, bool joined, const struct build_result *r)
+{
+	cJSON *reply = cJSON_CreateObject();
+	if (reply == NULL)
+		return NULL;
+	msg_add_int(reply, "id", (int64_t)id);
+	cJSON_AddBoolToObject(reply, "ok", 1);
+	cJSON_AddStringToObject(reply, "key", r->entry->key);
+	cJSON_AddStringToObject(reply, "path", r->path);
+	cJSON_AddStringToObject(reply, "output", r->entry->output);
+	cJSON_AddNumberToObject(reply, "size", (double)r->entry->size);
+	cJSON_AddBoolToObject(reply, "cached", r->cached);
+	cJSON_AddBoolToObject(reply, "joined", joined);
+	cJSON_AddNumberToObject(reply, "build_ms", (double)r->entry->build_ms);
+	return reply;
+}
+
+static bool conn_done(void *ctx, uint64_t id, bool joined, const struct build_result *r)
+{
+	struct conn *c = ctx;
+	if (r->err_code != ERR_NONE) {
+		cJSON *reply = build_error_reply(id, r);
+		if (reply != NULL)
+			conn_reply(c, reply, -1);
+		return false;
+	}
+	int fd = dup(r->fd);
+	cJSON *reply = build_success_reply(id, joined, r);
+	if (fd < 0 || reply == NULL) {
+		if (fd >= 0)
+			close(fd);
+		cJSON_Delete(reply);
+		conn_reply_error(c, id, ERR_INTERNAL, NULL, "out of descriptors or memory");
+		return false;
+	}
+	conn_reply(c, reply, fd);
+	return true;
+}
+
+static void conn_release(void *ctx)
+{
+	conn_unref(ctx);
+}
+
+static const struct waiter_ops conn_waiter = {
+	.gone = conn_gone,
+	.done = conn_done,
+	.release = conn_release,
+};
+
 /* After the key is known: join a build, serve a hit, or start a build. A
  * probe ("build": false) only serves a hit. */
 static void resolve_get(struct conn *c, struct build_input *in, int fd)
@@ -205,8 +277,11 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 	if (b != NULL) {
 		d->c.misses++;
 		d->c.joined++;
-		if (build_add_waiter(b, c, id, in->req.alias, true) != 0)
+		conn_ref(c);
+		if (build_add_waiter(b, &conn_waiter, c, id, in->req.alias, true) != 0) {
+			conn_unref(c);
 			conn_reply_error(c, id, ERR_INTERNAL, NULL, "out of memory");
+		}
 		flight_join_input(b, in);
 		free(in);
 		return;
@@ -246,7 +321,10 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 	 * answered, unless it was need_sources after all (upstream.c). */
 	if (!in->by_digest)
 		d->c.misses++;
-	int rc = flight_start(d, in, c, id);
+	conn_ref(c);
+	int rc = flight_start(d, in, &conn_waiter, c, id);
+	if (rc != 0)
+		conn_unref(c);
 	free(in);
 	if (rc == -ESHUTDOWN)
 		conn_reply_error(c, id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
