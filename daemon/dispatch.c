@@ -32,6 +32,7 @@
 #include "util.h"
 #include "transfer.h"
 #include "verify.h"
+#include "verify_op.h"
 
 static cJSON *ok_reply(uint64_t id)
 {

@@ -8,8 +8,6 @@
 #include "store.h"
 
 struct kilnd;
-struct conn;
-struct msg_request;
 
 /*
  * Whether fd (open on e's object) holds what e records. The first time an
@@ -24,8 +22,8 @@ void verify_record(struct kilnd *d, const char *key, int fd);
 /* Frees the record of verified objects (at shutdown). */
 void verify_fini(struct kilnd *d);
 
-/* The verify operation: every entry checked on the pool, damaged ones
- * removed; replies {checked, ok, removed, unverified, damaged: [...]}. */
-void op_verify(struct conn *c, struct msg_request *req);
+/* Size and SHA-256 of the file behind fd against e: 0, or -EBADMSG with a
+ * short reason in why. Any thread. */
+int verify_bytes(const struct store_entry *e, int fd, char *why, size_t whylen);
 
 #endif
