@@ -636,58 +636,68 @@ static void op_shutdown(struct conn *c, struct msg_request *req)
 	kilnd_stop(c->d);
 }
 
-static void run_op(struct conn *c, struct msg_request *req)
+/* What the policy in dispatch_frame applies to an operation. */
+enum {
+	OPF_BEFORE_HELLO = 1 << 0,  /* allowed before hello */
+	OPF_STOPPING = 1 << 1,      /* allowed while kilnd stops */
+	OPF_CACHE = 1 << 2,         /* needs the cache: refused with the reason while unusable */
+	OPF_ARGS = 1 << 3,          /* carries compiler arguments (code into the toolchain) */
+	OPF_PENDING = 1 << 4,       /* counts against --max-pending */
+	OPF_FD = 1 << 5,            /* takes a descriptor sent with it */
+};
+
+/* The operations: one line each, the policy applied once, where it is read. */
+static const struct {
+	void (*run)(struct conn *c, struct msg_request *req);
+	unsigned flags;
+} op_table[OP__COUNT] = {
+	[OP_HELLO] = { op_hello, OPF_BEFORE_HELLO | OPF_STOPPING },
+	[OP_GET] = { op_get, OPF_CACHE | OPF_ARGS | OPF_PENDING },
+	[OP_LOOKUP] = { op_lookup, OPF_CACHE },
+	[OP_PUT] = { op_put, OPF_CACHE | OPF_ARGS | OPF_PENDING | OPF_FD },
+	[OP_STATUS] = { op_status, OPF_STOPPING },
+	[OP_LIST] = { op_list, OPF_CACHE },
+	[OP_SHOW] = { op_show, OPF_CACHE },
+	[OP_REMOVE] = { op_write, OPF_CACHE },
+	[OP_PIN] = { op_write, OPF_CACHE },
+	[OP_UNPIN] = { op_write, OPF_CACHE },
+	[OP_GC] = { op_write, OPF_CACHE },
+	[OP_SHUTDOWN] = { op_shutdown, 0 },
+	[OP_VERIFY] = { op_verify, OPF_CACHE },
+	[OP_EXPORT] = { op_transfer, OPF_CACHE },
+	[OP_IMPORT] = { op_transfer, OPF_CACHE },
+};
+
+/* The policy: 0 when req may run, else answers it and returns -1. */
+static int admit(struct conn *c, const struct msg_request *req, unsigned flags)
 {
-	switch (req->op) {
-	case OP_HELLO:
-		op_hello(c, req);
-		break;
-	case OP_GET:
-		op_get(c, req);
-		break;
-	case OP_LOOKUP:
-		op_lookup(c, req);
-		break;
-	case OP_PUT:
-		op_put(c, req);
-		break;
-	case OP_STATUS:
-		op_status(c, req);
-		break;
-	case OP_LIST:
-		op_list(c, req);
-		break;
-	case OP_SHOW:
-		op_show(c, req);
-		break;
-	case OP_REMOVE:
-	case OP_PIN:
-	case OP_UNPIN:
-	case OP_GC:
-		op_write(c, req);
-		break;
-	case OP_SHUTDOWN:
-		op_shutdown(c, req);
-		break;
-	case OP_VERIFY:
-		op_verify(c, req);
-		break;
-	case OP_EXPORT:
-	case OP_IMPORT:
-		op_transfer(c, req);
-		break;
-	default:
-		conn_reply_error(c, req->id, ERR_UNKNOWN_OP, "op", "unknown operation");
-		break;
+	struct kilnd *d = c->d;
+	if (!c->hello && !(flags & OPF_BEFORE_HELLO)) {
+		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "op", "send hello first");
+	} else if (d->stopping && !(flags & OPF_STOPPING)) {
+		conn_reply_error(c, req->id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
+	} else if ((flags & OPF_CACHE) && d->cache_why[0] != '\0' && cachedir_check(d) != 0) {
+		conn_reply_error(c, req->id, ERR_IO, NULL, "%s", d->cache_why);
+	} else if ((flags & OPF_ARGS) && req->code_arg != 0 && !d->cfg->allow_toolchain_code) {
+		char why[256];
+		validate_args((const char *const *)req->args, req->nargs, NULL, why, sizeof(why));
+		conn_reply_error(c, req->id, ERR_BAD_ARG, "args", "%s", why);
+	} else if ((flags & OPF_PENDING) && server_pending(d) > d->cfg->max_pending) {
+		d->c.busy++;
+		conn_reply_error(c, req->id, ERR_BUSY, NULL,
+				 "%u requests are in progress (--max-pending); try again later",
+				 server_pending(d) - 1);
+	} else {
+		return 0;
 	}
+	return -1;
 }
 
 void dispatch_frame(struct conn *c, const char *payload, size_t len)
 {
-	struct kilnd *d = c->d;
 	struct msg_request req;
 	struct msg_error err;
-	d->c.requests++;
+	c->d->c.requests++;
 	if (msg_request_parse(payload, len, &req, &err) != 0) {
 		conn_reply_error(c, req.id, err.code, err.field[0] != '\0' ? err.field : NULL, "%s",
 				 err.message);
@@ -697,27 +707,12 @@ void dispatch_frame(struct conn *c, const char *payload, size_t len)
 		}
 		return;
 	}
-	if (!c->hello && req.op != OP_HELLO) {
-		conn_reply_error(c, req.id, ERR_BAD_REQUEST, "op", "send hello first");
-	} else if (d->stopping && req.op != OP_STATUS && req.op != OP_HELLO) {
-		conn_reply_error(c, req.id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
-	} else if (d->cache_why[0] != '\0' && req.op != OP_STATUS && req.op != OP_HELLO &&
-		   req.op != OP_SHUTDOWN && cachedir_check(d) != 0) {
-		conn_reply_error(c, req.id, ERR_IO, NULL, "%s", d->cache_why);
-	} else if (req.code_arg != 0 && !d->cfg->allow_toolchain_code) {
-		char why[256];
-		validate_args((const char *const *)req.args, req.nargs, NULL, why, sizeof(why));
-		conn_reply_error(c, req.id, ERR_BAD_ARG, "args", "%s", why);
-	} else if ((req.op == OP_GET || req.op == OP_PUT) &&
-		   server_pending(d) > d->cfg->max_pending) {
-		d->c.busy++;
-		conn_reply_error(c, req.id, ERR_BUSY, NULL,
-				 "%u requests are in progress (--max-pending); try again later",
-				 server_pending(d) - 1);
-	} else {
+	if (req.op < 0 || req.op >= OP__COUNT || op_table[req.op].run == NULL) {
+		conn_reply_error(c, req.id, ERR_UNKNOWN_OP, "op", "unknown operation");
+	} else if (admit(c, &req, op_table[req.op].flags) == 0) {
 		log_debug("pid %d: %s id %llu", (int)c->pid, msg_op_name(req.op),
 			  (unsigned long long)req.id);
-		run_op(c, &req);
+		op_table[req.op].run(c, &req);
 	}
 	msg_request_free(&req);
 }
