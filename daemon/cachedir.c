@@ -24,6 +24,7 @@
 #include "store.h"
 #include "table.h"
 #include "util.h"
+#include "thread.h"
 
 int cachedir_check_private(const char *dir, const char *what, char *err, size_t errlen)
 {
@@ -198,6 +199,7 @@ static int recreate(struct kilnd *d)
 
 int cachedir_check(struct kilnd *d)
 {
+	ASSERT_LOOP();
 	if (d->cache_fd < 0 || d->stopping)
 		return 0;
 	if (intact(d)) {

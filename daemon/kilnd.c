@@ -12,6 +12,7 @@
 #include "log.h"
 #include "table.h"
 #include "util.h"
+#include "thread.h"
 
 #define TOUCH_FLUSH_MS 1000
 
@@ -49,6 +50,7 @@ static void work_after(uv_work_t *req, int status)
 
 int kilnd_work(struct kilnd *d, void (*fn)(void *arg), void (*done)(void *arg), void *arg)
 {
+	ASSERT_LOOP();
 	struct work *w = calloc(1, sizeof(*w));
 	if (w == NULL)
 		return UV_ENOMEM;

@@ -14,6 +14,7 @@
 #include "server.h"
 #include "table.h"
 #include "util.h"
+#include "thread.h"
 
 #define CACHE_CHECK_MS 1000
 
@@ -65,6 +66,7 @@ static uv_prepare_t stop_check;
 
 void lifecycle_stop(struct kilnd *d)
 {
+	ASSERT_LOOP();
 	if (d->stopping)
 		return;
 	d->stopping = true;

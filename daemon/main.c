@@ -31,6 +31,7 @@
 #include "util.h"
 #include "gpu.h"
 #include "sdnotify.h"
+#include "thread.h"
 #include "verify.h"
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -383,6 +384,7 @@ int main(int argc, char **argv)
 	key_cpu_id(d.cpu_id);
 	threadpool_size(&cfg);
 	d.loop = uv_default_loop();
+	thread_set_loop();
 	d.touches = table_new();
 	d.aliases = table_new();
 	d.fds = fdcache_new(FDCACHE_MAX);

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "table.h"
 #include "util.h"
+#include "thread.h"
 
 void build_input_free(struct build_input *in)
 {
@@ -59,6 +60,7 @@ struct build *flight_find(struct kilnd *d, const char *rkey)
 int build_add_waiter(struct build *b, const struct waiter_ops *ops, void *ctx, uint64_t id,
 		     const char *alias, bool joined)
 {
+	ASSERT_LOOP();
 	struct waiter *w = calloc(1, sizeof(*w));
 	if (w == NULL)
 		return -ENOMEM;
@@ -201,6 +203,7 @@ void build_log_append(struct build *b, const char *data, size_t len)
 /* Answers every waiter: the artifact on success, the same error otherwise. */
 static void reply_all(struct build *b)
 {
+	ASSERT_LOOP();
 	struct kilnd *d = b->d;
 	const struct build_result r = {
 		.err_code = b->err_code,
@@ -260,6 +263,7 @@ static bool build_retry(struct build *b)
 /* The end of a build, on the loop thread: reply, leave the table, free. */
 void build_finish(struct build *b)
 {
+	ASSERT_LOOP();
 	struct kilnd *d = b->d;
 	if (build_retry(b))
 		return;
@@ -340,6 +344,7 @@ static void on_prepared(void *arg)
 
 void build_begin(struct build *b)
 {
+	ASSERT_LOOP();
 	struct kilnd *d = b->d;
 	if (cachedir_check(d) != 0) {
 		build_fail(b, ERR_IO, "%s", d->cache_why);
@@ -392,6 +397,7 @@ static void pump(struct kilnd *d)
 
 void build_enqueue(struct build *b)
 {
+	ASSERT_LOOP();
 	queue_push(b->d, b);
 	pump(b->d);
 }
@@ -412,6 +418,7 @@ void flight_join_input(struct build *b, struct build_input *in)
 int flight_start(struct kilnd *d, struct build_input *in, const struct waiter_ops *ops, void *ctx,
 		 uint64_t id)
 {
+	ASSERT_LOOP();
 	if (d->stopping) {
 		build_input_free(in);
 		return -ESHUTDOWN;

@@ -23,6 +23,7 @@
 #include "table.h"
 #include "util.h"
 #include "verify.h"
+#include "thread.h"
 
 
 /* The build directory's name within tmp/ (b->dir is its path). */
@@ -53,6 +54,7 @@ static int make_build_dir(int tmp, const char *rkey, char *name, size_t cap)
  * Made and filled through tmp/'s descriptor; its path goes to the compiler. */
 void prepare_work(void *arg)
 {
+	ASSERT_POOL();
 	static const char *const subs[] = { "src", "out", "tmp", "trace" };
 	struct build *b = arg;
 	struct store *store = b->d->store;
@@ -150,6 +152,7 @@ void publish_write_log(struct kilnd *d, const char *key, const char *log, size_t
 
 static void publish_work(void *arg)
 {
+	ASSERT_POOL();
 	struct build *b = arg;
 	char path[4096], why[768];
 	const struct deps_build db = { .dir = b->dir, .token = b->trace_token,
@@ -360,6 +363,7 @@ static void alias_flush_start(struct kilnd *d)
 
 void publish_set_alias(struct kilnd *d, const char *alias, const char *key)
 {
+	ASSERT_LOOP();
 	char *copy = strdup(key);
 	void *old = NULL;
 	if (copy == NULL || d->aliases == NULL || table_put(d->aliases, alias, copy, &old) != 0) {

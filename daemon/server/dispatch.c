@@ -33,6 +33,7 @@
 #include "transfer.h"
 #include "verify.h"
 #include "verify_op.h"
+#include "thread.h"
 
 static cJSON *ok_reply(uint64_t id)
 {
@@ -554,6 +555,7 @@ struct write_job {
 
 static void write_work(void *arg)
 {
+	ASSERT_POOL();
 	struct write_job *j = arg;
 	struct store *s = j->c->d->store;
 	switch (j->op) {
@@ -695,6 +697,7 @@ static int admit(struct conn *c, const struct msg_request *req, unsigned flags)
 
 void dispatch_frame(struct conn *c, const char *payload, size_t len)
 {
+	ASSERT_LOOP();
 	struct msg_request req;
 	struct msg_error err;
 	c->d->c.requests++;

@@ -34,6 +34,7 @@
 #include "recheck.h"
 #include "server.h"
 #include "util.h"
+#include "thread.h"
 
 struct import_job {
 	struct conn *c;
@@ -112,6 +113,7 @@ static int import_copy(struct import_job *j, const char *tmp)
 /* Thread pool: the checks, the copy and the publish. */
 static void import_work(void *arg)
 {
+	ASSERT_POOL();
 	struct import_job *j = arg;
 	struct build_input *in = j->in;
 	struct kilnd *d = j->c->d;

@@ -17,6 +17,7 @@
 #include "util.h"
 #include "verify.h"
 #include "verify_op.h"
+#include "thread.h"
 
 struct verify_job {
 	struct conn *c;
@@ -31,6 +32,7 @@ struct verify_job {
 
 static void verify_work(void *arg)
 {
+	ASSERT_POOL();
 	struct verify_job *j = arg;
 	struct kilnd *d = j->c->d;
 	for (size_t i = 0; i < j->n; i++) {

@@ -22,6 +22,7 @@
 #include "upstream.h"
 #include "upstream_int.h"
 #include "util.h"
+#include "thread.h"
 
 /* Waiting flights look again after POLL_FIRST_MS, then less and less often
  * up to POLL_MAX_MS: a claim is usually held for a compile of seconds, and
@@ -492,6 +493,7 @@ static void start_job(struct build *b, enum job_kind kind)
 
 void upstream_flight_start(struct build *b)
 {
+	ASSERT_LOOP();
 	struct up_flight *f = calloc(1, sizeof(*f));
 	if (f == NULL) {
 		build_fail(b, ERR_INTERNAL, "out of memory");
@@ -506,6 +508,7 @@ void upstream_flight_start(struct build *b)
 
 void upstream_claim(struct build *b)
 {
+	ASSERT_LOOP();
 	start_job(b, JOB_CLAIM);
 }
 
@@ -574,6 +577,7 @@ static void publish_upstream(struct build *b, struct up_claim *claim)
 
 void upstream_flight_end(struct build *b)
 {
+	ASSERT_LOOP();
 	struct up_flight *f = b->up;
 	struct kilnd *d = b->d;
 	if (f == NULL)
