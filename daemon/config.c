@@ -33,7 +33,7 @@
 #define DEFAULT_MAX_QUEUE 4096
 #define DEFAULT_FRAME_TIMEOUT 10.0
 
-static void usage(FILE *fp)
+static void config_usage(FILE *fp)
 {
 	fprintf(fp,
 		"Usage: kilnd [OPTION]...\n"
@@ -491,7 +491,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
 	opterr = 1;
 	while ((c = getopt_long(argc, argv, "hV", long_opts, NULL)) != -1) {
 		if (c == 'h') {
-			usage(stdout);
+			config_usage(stdout);
 			return 1;
 		}
 		if (c == 'V') {

@@ -118,7 +118,7 @@ static void trace_setup(const char *trace, const char *prog)
 
 static int confine(const char *dir);
 
-static int run(char **argv, const char *trace, const char *confine_dir)
+static int exec_run(char **argv, const char *trace, const char *confine_dir)
 {
 	/* One stream: diagnostics from stdout and stderr stay in order. */
 	if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0)
@@ -152,7 +152,7 @@ static int run(char **argv, const char *trace, const char *confine_dir)
 	return WEXITSTATUS(status);
 }
 
-static int check(const char *file)
+static int exec_check(const char *file)
 {
 	if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0)
 		return 127;
@@ -179,7 +179,7 @@ struct opts {
 /* The options of this run (confine() reads the writable directories). */
 static struct opts opts;
 
-static bool parse_opts(int argc, char **argv, int from, struct opts *o)
+static bool exec_parse_opts(int argc, char **argv, int from, struct opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	int i = from;
@@ -210,20 +210,20 @@ static int confine(const char *dir)
 int main(int argc, char **argv)
 {
 	struct opts *o = &opts;
-	if (argc >= 5 && strcmp(argv[1], "run") == 0 && parse_opts(argc, argv, 3, o) &&
+	if (argc >= 5 && strcmp(argv[1], "run") == 0 && exec_parse_opts(argc, argv, 3, o) &&
 	    o->next + 1 < argc && strcmp(argv[o->next], "--") == 0) {
 		if (watch_parent(argv[2]) != 0)
 			return 127;
-		return run(argv + o->next + 1, o->trace, o->confine);
+		return exec_run(argv + o->next + 1, o->trace, o->confine);
 	}
-	if (argc >= 4 && strcmp(argv[1], "check") == 0 && parse_opts(argc, argv, 3, o) &&
+	if (argc >= 4 && strcmp(argv[1], "check") == 0 && exec_parse_opts(argc, argv, 3, o) &&
 	    o->next + 1 == argc) {
 		if (watch_parent(argv[2]) != 0)
 			return 127;
 		/* The artifact's constructors run here: the same fence. */
 		if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0 || confine(o->confine) != 0)
 			return 127;
-		return check(argv[o->next]);
+		return exec_check(argv[o->next]);
 	}
 	fprintf(stderr,
 		"usage: kiln-exec run PARENT_PID [--trace DIR] [--confine DIR [--allow DIR]...] -- PROGRAM [ARG]...\n"

@@ -58,7 +58,7 @@ static void signals_start(struct kilnd *d)
 }
 
 /* Creates the directories the locks live in, and checks they are private. */
-static int make_dirs(const struct config *cfg, char *err, size_t errlen)
+static int main_make_dirs(const struct config *cfg, char *err, size_t errlen)
 {
 	char *sockdir = strdup(cfg->socket_path);
 	if (sockdir == NULL)
@@ -361,7 +361,7 @@ int main(int argc, char **argv)
 		free(cfg.socket_path);
 		cfg.socket_path = apath;
 	}
-	if (make_dirs(&cfg, err, sizeof(err)) != 0 || open_log(&cfg) != 0) {
+	if (main_make_dirs(&cfg, err, sizeof(err)) != 0 || open_log(&cfg) != 0) {
 		fail_start(&cfg, err[0] != '\0' ? err : "cannot open the log file");
 		goto out;
 	}

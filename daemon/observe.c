@@ -589,7 +589,7 @@ static const char *env_get(char *const *env, const char *name)
  * attempts do not pass through the hooks). Fills found with the first
  * regular executable file, or leaves it empty.
  */
-static void search_path(const char *name, char *found, size_t cap)
+static void observe_search_path(const char *name, char *found, size_t cap)
 {
 	found[0] = '\0';
 	if (name == NULL || strchr(name, '/') != NULL || name[0] == '\0')
@@ -642,7 +642,7 @@ int execvp(const char *file, char *const argv[])
 {
 	char found[PATH_MAX + 8];
 	RESOLVE(execvp);
-	search_path(file, found, sizeof(found));
+	observe_search_path(file, found, sizeof(found));
 	note_exec(found[0] != '\0' ? found : file);
 	int rc = real_execvp(file, argv);
 	note_exec_failed(errno);
@@ -653,7 +653,7 @@ int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	char found[PATH_MAX + 8];
 	RESOLVE(execvpe);
-	search_path(file, found, sizeof(found));
+	observe_search_path(file, found, sizeof(found));
 	note_exec(found[0] != '\0' ? found : file);
 	int rc = real_execvpe(file, argv, envp);
 	note_exec_failed(errno);
@@ -696,7 +696,7 @@ int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t 
 	char found[PATH_MAX + 8];
 	pid_t child = 0;
 	RESOLVE(posix_spawnp);
-	search_path(file, found, sizeof(found));
+	observe_search_path(file, found, sizeof(found));
 	int rc = real_posix_spawnp(&child, file, fa, attr, argv, envp);
 	if (rc == 0)
 		note_spawned(child, found[0] != '\0' ? found : file);

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "validate.h"
 
 /* How an entry's name meets its value. */
 enum form {
@@ -499,8 +500,7 @@ static const struct {
 	{ "-fmodules", false, "clang then keeps a module cache outside the build" },
 };
 
-/* Longest part of a refused value that is quoted back in a message. */
-#define QUOTE_MAX 64
+#define QUOTE_MAX VALIDATE_QUOTE_MAX
 /* Most elements in one comma-separated list. */
 #define LIST_MAX 256
 /* Longest list (the protocol's longest argument). */
@@ -519,24 +519,9 @@ struct walk {
 	char code_why[256];
 };
 
-static const char *quote(const char *s, char out[QUOTE_MAX + 4])
-{
-	size_t i;
-	for (i = 0; s[i] && i < QUOTE_MAX; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		out[i] = ch < 0x20 || ch >= 0x7f ? '?' : (char)ch;
-	}
-	if (s[i]) {
-		memcpy(out + i, "...", 3);
-		i += 3;
-	}
-	out[i] = '\0';
-	return out;
-}
-
 /* Refuses the current argument: "argument "<arg>" is not allowed: <why>". */
 __attribute__((format(printf, 2, 3)))
-static int refuse(struct walk *w, const char *fmt, ...)
+static int args_refuse(struct walk *w, const char *fmt, ...)
 {
 	char q[QUOTE_MAX + 4], reason[200];
 	va_list ap;
@@ -545,7 +530,7 @@ static int refuse(struct walk *w, const char *fmt, ...)
 	va_end(ap);
 	if (!w->refused && w->why != NULL && w->whylen > 0)
 		snprintf(w->why, w->whylen, "argument \"%s\" is not allowed: %s",
-			 quote(w->arg, q), reason);
+			 validate_quote(w->arg, q), reason);
 	w->refused = true;
 	return -1;
 }
@@ -560,7 +545,7 @@ static void note_code(struct walk *w, const char *tool)
 	w->code_at = w->at;
 	snprintf(w->code_why, sizeof(w->code_why),
 		 "argument \"%s\" loads code into %s, which kilnd allows only when started "
-		 "with --allow-toolchain-code", quote(w->arg, q), tool);
+		 "with --allow-toolchain-code", validate_quote(w->arg, q), tool);
 }
 
 static bool starts_with(const char *s, const char *p)
@@ -592,12 +577,12 @@ static int refuse_unknown(struct walk *w, const struct tool *t, const char *el)
 	char q[QUOTE_MAX + 4];
 	const char *r = t == &tools[V_NONE] || t == &tools[V_HOST] ? known_reason(el) : NULL;
 	if (r != NULL)
-		return el == w->arg ? refuse(w, "%s", r) : refuse(w, "\"%s\": %s", quote(el, q), r);
+		return el == w->arg ? args_refuse(w, "%s", r) : args_refuse(w, "\"%s\": %s", validate_quote(el, q), r);
 	if (el == w->arg)
-		return refuse(w, "it is not one of the options kiln accepts "
+		return args_refuse(w, "it is not one of the options kiln accepts "
 			      "(docs/protocol.md, \"Compiler arguments\")");
-	return refuse(w, "\"%s\" is not one of the options kiln passes to %s "
-		      "(docs/protocol.md, \"Compiler arguments\")", quote(el, q), t->what);
+	return args_refuse(w, "\"%s\" is not one of the options kiln passes to %s "
+		      "(docs/protocol.md, \"Compiler arguments\")", validate_quote(el, q), t->what);
 }
 
 /*
@@ -679,8 +664,8 @@ static int check_value(struct walk *w, const struct tool *t, const struct opt *o
 	case V_PATH:
 		return 0;
 	case V_WORD:
-		return is_word(val) || (val[0] == '\0' && o->form == F_JOINED) ? 0 : refuse(w, "the value \"%s\" of %s must be a word "
-						 "without '/'", quote(val, q), o->name);
+		return is_word(val) || (val[0] == '\0' && o->form == F_JOINED) ? 0 : args_refuse(w, "the value \"%s\" of %s must be a word "
+						 "without '/'", validate_quote(val, q), o->name);
 	default:
 		return check_passed(w, o, val);
 	}
@@ -702,8 +687,8 @@ static int check_family(struct walk *w, const struct tool *t, const char *el)
 		for (const char *p = f; *p; p++)
 			if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
 			      (*p >= '0' && *p <= '9') || strchr("_+-.", *p) != NULL))
-				return refuse(w, "\"%s\" is not a compiler feature name",
-					      quote(el, q));
+				return args_refuse(w, "\"%s\" is not a compiler feature name",
+					      validate_quote(el, q));
 		return 0;
 	}
 	snprintf(name, sizeof(name), "%.*s", (int)(eq - f), f);
@@ -718,7 +703,7 @@ static int check_family(struct walk *w, const struct tool *t, const char *el)
 	}
 	if (known_reason(el) != NULL)
 		return refuse_unknown(w, t, el);
-	return refuse(w, "-f options with a value are allowed only from kiln's list "
+	return args_refuse(w, "-f options with a value are allowed only from kiln's list "
 		      "(docs/protocol.md, \"Compiler arguments\"), and \"-f%s=\" is not on it", name);
 }
 
@@ -732,14 +717,14 @@ static int check_elem(struct walk *w, const struct tool *t, const char *const *e
 	bool sep;
 
 	if (a[0] == '\0')
-		return a == w->arg ? refuse(w, "it is empty")
-				   : refuse(w, "it passes an empty element to %s", t->what);
+		return a == w->arg ? args_refuse(w, "it is empty")
+				   : args_refuse(w, "it passes an empty element to %s", t->what);
 	if (a[0] == '@')
-		return refuse(w, "response files would read options the request does not show");
+		return args_refuse(w, "response files would read options the request does not show");
 	if (a[0] != '-' || a[1] == '\0')
-		return t->positionals ? 0 : refuse(w, "\"%s\" is not an option of %s; "
+		return t->positionals ? 0 : args_refuse(w, "\"%s\" is not an option of %s; "
 						      "only options and their values may be passed to it",
-						      quote(a, q), t->what);
+						      validate_quote(a, q), t->what);
 	o = lookup(t->extra, t->nextra, a, &val, &sep);
 	if (o == NULL)
 		o = lookup(t->opts, t->nopts, a, &val, &sep);
@@ -757,13 +742,13 @@ static int check_elem(struct walk *w, const struct tool *t, const char *const *e
 		if (*i + 1 >= n && t->positionals && a != w->arg)
 			return check_value(w, t, o, NULL);
 		if (*i + 1 >= n)
-			return refuse(w, "%s needs a value%s", o->name,
+			return args_refuse(w, "%s needs a value%s", o->name,
 				      a == w->arg ? "" : " in the same argument");
 		val = el[++*i];
 		if (lib)
 			w->libs[*i] = true;
 		if (val[0] == '-' && o->value < V_LINKER)
-			return refuse(w, "the value of %s may not start with '-'", o->name);
+			return args_refuse(w, "the value of %s may not start with '-'", o->name);
 	}
 	return check_value(w, t, o, val);
 }
@@ -784,11 +769,11 @@ static int check_list(struct walk *w, const struct tool *t, const char *list)
 	size_t n = 0, len = strlen(list);
 
 	if (len > LIST_LEN)
-		return refuse(w, "its list is longer than %d bytes", LIST_LEN);
+		return args_refuse(w, "its list is longer than %d bytes", LIST_LEN);
 	memcpy(buf, list, len + 1);
 	for (char *p = buf;;) {
 		if (n == LIST_MAX)
-			return refuse(w, "its list has more than %d elements", LIST_MAX);
+			return args_refuse(w, "its list has more than %d elements", LIST_MAX);
 		el[n++] = p;
 		p = strchr(p, ',');
 		if (p == NULL)
@@ -806,7 +791,7 @@ static void refuse_shell(struct walk *w)
 	char c = w->arg[strcspn(w->arg, shell_chars)], what[16];
 	snprintf(what, sizeof(what), c == ' ' ? "a space" : isspace((unsigned char)c)
 		 ? "white space" : "'%c'", c);
-	refuse(w, "nvcc runs its steps through a shell, which would read %s in it; kiln "
+	args_refuse(w, "nvcc runs its steps through a shell, which would read %s in it; kiln "
 	       "refuses white space, quotes and $`\\;|&<>()*?{}# in arguments for nvcc", what);
 }
 
@@ -835,7 +820,7 @@ enum args_verdict validate_args_for(const char *const *args, size_t n, unsigned 
 		w.arg = args[i] != NULL ? args[i] : "";
 		w.at = i;
 		if (args[i] == NULL) {
-			refuse(&w, "it is missing");
+			args_refuse(&w, "it is missing");
 		} else if (check_elem(&w, t, args, n, &i) == 0) {
 			continue;
 		}

@@ -119,7 +119,7 @@ void *table_get(const struct table *t, const char *key)
 }
 
 /* Doubles the array and reinserts every entry by its stored hash. */
-static int grow(struct table *t)
+static int table_grow(struct table *t)
 {
 	size_t ncap = (t->mask + 1) * 2, i, j;
 	struct table_slot *ns;
@@ -159,7 +159,7 @@ int table_put(struct table *t, const char *key, void *val, void **old)
 		*old = NULL;
 	/* Keep the load at or below 70% so that probe runs stay short. */
 	if ((t->count + 1) * 10 > (t->mask + 1) * 7) {
-		rc = grow(t);
+		rc = table_grow(t);
 		if (rc < 0)
 			return rc;
 		s = find(t, key, len, h);

@@ -10,15 +10,14 @@
 
 #include "validate.h"
 
-/* Longest part of a refused value that is quoted back in a message. */
-#define QUOTE_MAX 64
+#define QUOTE_MAX VALIDATE_QUOTE_MAX
 
 /*
  * Copies s into out for quoting in a message: control bytes and non-ASCII
  * bytes become '?' so that a hostile value cannot forge lines in a log, and a
  * long value is cut with "..." so that the sentence around it survives.
  */
-static const char *quote(const char *s, char out[QUOTE_MAX + 4])
+const char *validate_quote(const char *s, char out[VALIDATE_QUOTE_MAX + 4])
 {
 	size_t i;
 
@@ -85,24 +84,24 @@ static int check_name(const char *what, const char *name, size_t max, bool no_do
 		return refuse(why, whylen, "%s is empty", what);
 	if (len > max)
 		return refuse(why, whylen, "%s \"%s\" is longer than %zu characters",
-			      what, quote(name, q), max);
+			      what, validate_quote(name, q), max);
 	if (strchr(name, '/'))
 		return refuse(why, whylen,
 			      "%s \"%s\" is not a plain file name: it contains '/'",
-			      what, quote(name, q));
+			      what, validate_quote(name, q));
 	if (no_dot && name[0] == '.')
 		return refuse(why, whylen,
 			      "%s \"%s\" is not a plain file name: it starts with '.'",
-			      what, quote(name, q));
+			      what, validate_quote(name, q));
 	if (name[0] == '-')
 		return refuse(why, whylen,
 			      "%s \"%s\" starts with '-', which a compiler would read as an option",
-			      what, quote(name, q));
+			      what, validate_quote(name, q));
 	for (i = 0; i < len; i++) {
 		if (!is_name_char((unsigned char)name[i]))
 			return refuse(why, whylen,
 				      "%s \"%s\" contains %s; only letters, digits and . _ + - are allowed",
-				      what, quote(name, q),
+				      what, validate_quote(name, q),
 				      describe_char((unsigned char)name[i], c));
 	}
 	return 0;
@@ -130,14 +129,14 @@ int validate_alias(const char *alias, char *why, size_t whylen)
 		return refuse(why, whylen, "alias is empty");
 	if (len > 256)
 		return refuse(why, whylen, "alias \"%s\" is longer than 256 characters",
-			      quote(alias, q));
+			      validate_quote(alias, q));
 	for (i = 0; i < len; i++) {
 		unsigned char ch = (unsigned char)alias[i];
 
 		if (ch < 0x21 || ch > 0x7e)
 			return refuse(why, whylen,
 				      "alias \"%s\" contains %s; only printable ASCII without spaces is allowed",
-				      quote(alias, q), describe_char(ch, c));
+				      validate_quote(alias, q), describe_char(ch, c));
 	}
 	return 0;
 }

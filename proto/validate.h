@@ -21,6 +21,15 @@ int validate_label(const char *label, char *why, size_t whylen);
 int validate_key(const char *key);
 /* A key prefix for references: 4..64 lower-case hex digits. */
 int validate_key_prefix(const char *s);
+/* Longest part of a refused value that is quoted back in a message. */
+#define VALIDATE_QUOTE_MAX 64
+/*
+ * Copies s into out for quoting in a message: control bytes and non-ASCII
+ * bytes become '?' so that a hostile value cannot forge lines in a log, and
+ * a long value is cut with "..." so that the sentence around it survives.
+ */
+const char *validate_quote(const char *s, char out[VALIDATE_QUOTE_MAX + 4]);
+
 /* Compiler arguments: args.h. */
 
 #endif

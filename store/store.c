@@ -651,7 +651,7 @@ static int get_one(sqlite3_stmt *st, struct store_entry *e)
 	return rc;
 }
 
-static int get_many(sqlite3_stmt *st, struct store_entry **out, size_t *n)
+static int rows_get_many(sqlite3_stmt *st, struct store_entry **out, size_t *n)
 {
 	struct store_entry *list = NULL, *grown;
 	size_t cnt = 0, cap = 0;
@@ -724,7 +724,7 @@ int store_get_by_rkey(struct store *s, const char *rkey, struct store_entry **ou
 	if (rc != -EAGAIN)
 		return rc;
 	sqlite3_bind_text(s->q_rkey, 1, rkey, -1, SQLITE_STATIC);
-	rc = get_many(s->q_rkey, out, n);
+	rc = rows_get_many(s->q_rkey, out, n);
 	sqlite3_clear_bindings(s->q_rkey);
 	if (rc == 0)
 		store_hot_put(s, gen, STORE_HOT_RKEY, rkey, *out, *n);
@@ -802,7 +802,7 @@ int store_list(struct store *s, struct store_entry **out, size_t *n)
 		"ORDER BY e.last_used DESC, e.created DESC, e.key", -1, &st, NULL);
 	if (rc != SQLITE_OK)
 		return store_sql_errno(rc);
-	rc = get_many(st, out, n);
+	rc = rows_get_many(st, out, n);
 	sqlite3_finalize(st);
 	return rc;
 }

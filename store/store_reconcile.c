@@ -192,7 +192,7 @@ static int drop_missing(struct recon *r)
 	return rc;
 }
 
-static int get_str(const cJSON *m, const char *name, bool required, char **out)
+static int meta_get_str(const cJSON *m, const char *name, bool required, char **out)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, name);
 
@@ -350,13 +350,13 @@ static int meta_to_entry(const cJSON *m, struct store_entry *e)
 	if (rc == 0)
 		rc = get_key(m, "rkey", e->rkey);
 	if (rc == 0)
-		rc = get_str(m, "label", false, &e->label);
+		rc = meta_get_str(m, "label", false, &e->label);
 	if (rc == 0)
-		rc = get_str(m, "alias", false, &e->alias);
+		rc = meta_get_str(m, "alias", false, &e->alias);
 	if (rc == 0)
-		rc = get_str(m, "toolchain", true, &e->toolchain);
+		rc = meta_get_str(m, "toolchain", true, &e->toolchain);
 	if (rc == 0)
-		rc = get_str(m, "output", true, &e->output);
+		rc = meta_get_str(m, "output", true, &e->output);
 	if (rc == 0)
 		rc = get_num(m, "size", &e->size);
 	if (rc == 0 && cJSON_GetObjectItemCaseSensitive(m, "sha256") != NULL) {
@@ -478,7 +478,7 @@ static int adopt_or_remove(struct recon *r, int dfd, const char *name, const cha
 }
 
 /* Splits "<64 hex>.<ext>" whose key starts with the directory's name. */
-static bool parse_name(const char *name, const char *sub, char key[KILN_KEY_HEX + 1],
+static bool meta_parse_name(const char *name, const char *sub, char key[KILN_KEY_HEX + 1],
 		       const char **ext)
 {
 	if (strlen(name) <= KILN_KEY_HEX + 1 || name[KILN_KEY_HEX] != '.')
@@ -495,7 +495,7 @@ static int check_object(struct recon *r, int dfd, const char *sub, const char *n
 	const char *ext, *row_ext;
 	int rc;
 
-	if (!parse_name(name, sub, key, &ext) || !strcmp(ext, "meta")) {
+	if (!meta_parse_name(name, sub, key, &ext) || !strcmp(ext, "meta")) {
 		remove_counted(r, dfd, name);
 		return 0;
 	}
@@ -521,7 +521,7 @@ static int check_meta(struct recon *r, int dfd, const char *sub, const char *nam
 	const char *ext;
 	int rc;
 
-	if (!parse_name(name, sub, key, &ext) || strcmp(ext, "meta") != 0) {
+	if (!meta_parse_name(name, sub, key, &ext) || strcmp(ext, "meta") != 0) {
 		remove_counted(r, dfd, name);
 		return 0;
 	}

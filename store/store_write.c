@@ -178,7 +178,7 @@ void store_unlink_files(const struct store *s, const char *key, const char *outp
 	}
 }
 
-static bool add_str(cJSON *o, const char *name, const char *v)
+static bool write_add_str(cJSON *o, const char *name, const char *v)
 {
 	return v ? cJSON_AddStringToObject(o, name, v) != NULL
 		 : cJSON_AddNullToObject(o, name) != NULL;
@@ -210,7 +210,7 @@ static bool add_deps(cJSON *o, const struct store_entry *e)
 {
 	cJSON *deps = cJSON_AddArrayToObject(o, "deps"), *d;
 	char num[4][24];
-	bool ok = deps != NULL && add_str(o, "deps_source", store_deps_source_name(e->deps_source));
+	bool ok = deps != NULL && write_add_str(o, "deps_source", store_deps_source_name(e->deps_source));
 	size_t i;
 
 	for (i = 0; ok && i < e->ndeps; i++) {
@@ -226,14 +226,14 @@ static bool add_deps(cJSON *o, const struct store_entry *e)
 		snprintf(num[1], sizeof(num[1]), "%lld", (long long)dep->ctime_ns);
 		snprintf(num[2], sizeof(num[2]), "%llu", (unsigned long long)dep->dev);
 		snprintf(num[3], sizeof(num[3]), "%llu", (unsigned long long)dep->ino);
-		ok = add_str(d, "mtime_ns", num[0]) && add_str(d, "ctime_ns", num[1]) &&
-		     add_str(d, "dev", num[2]) && add_str(d, "ino", num[3]) &&
+		ok = write_add_str(d, "mtime_ns", num[0]) && write_add_str(d, "ctime_ns", num[1]) &&
+		     write_add_str(d, "dev", num[2]) && write_add_str(d, "ino", num[3]) &&
 		     cJSON_AddNumberToObject(d, "mode", dep->mode) != NULL;
 	}
 	return ok;
 }
 
-static int meta_text(const struct store_entry *e, char **out)
+static int write_meta_text(const struct store_entry *e, char **out)
 {
 	cJSON *o = cJSON_CreateObject();
 	bool ok = o != NULL;
@@ -241,14 +241,14 @@ static int meta_text(const struct store_entry *e, char **out)
 
 	*out = NULL;
 	ok = ok && cJSON_AddNumberToObject(o, "kiln_meta", 1);
-	ok = ok && add_str(o, "key", e->key) && add_str(o, "rkey", e->rkey);
-	ok = ok && add_str(o, "label", e->label) && add_str(o, "alias", e->alias);
-	ok = ok && add_str(o, "toolchain", e->toolchain) && add_str(o, "output", e->output);
+	ok = ok && write_add_str(o, "key", e->key) && write_add_str(o, "rkey", e->rkey);
+	ok = ok && write_add_str(o, "label", e->label) && write_add_str(o, "alias", e->alias);
+	ok = ok && write_add_str(o, "toolchain", e->toolchain) && write_add_str(o, "output", e->output);
 	ok = ok && cJSON_AddNumberToObject(o, "size", (double)e->size);
 	if (e->has_sha256) {
 		char hex[65];
 		util_hex(e->sha256, 32, hex);
-		ok = ok && add_str(o, "sha256", hex);
+		ok = ok && write_add_str(o, "sha256", hex);
 	}
 	ok = ok && cJSON_AddNumberToObject(o, "created", (double)e->created);
 	ok = ok && cJSON_AddNumberToObject(o, "last_used", (double)e->last_used);
@@ -277,7 +277,7 @@ static int write_meta(const struct store *s, const struct store_entry *e, char *
 	int fd = -1, rc;
 
 	*name = NULL;
-	rc = meta_text(e, &text);
+	rc = write_meta_text(e, &text);
 	if (rc < 0)
 		goto out;
 	if (asprintf(&path, "%s.meta.%d.%llu", e->key, (int)getpid(),

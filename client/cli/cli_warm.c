@@ -72,7 +72,7 @@ static char *manifest_path(const struct warm *w, const char *p)
 }
 
 /* Fills one source from a path string or a {"name", "path"|"text"} object. */
-static int parse_source(const struct warm *w, const cJSON *s, struct msg_source *src, size_t i,
+static int warm_parse_source(const struct warm *w, const cJSON *s, struct msg_source *src, size_t i,
 			size_t r)
 {
 	const char *path = cJSON_IsString(s) ? s->valuestring :
@@ -144,7 +144,7 @@ static int parse_request(struct warm *w, const cJSON *o, struct warm_item *it, s
 		return -1;
 	i = 0;
 	cJSON_ArrayForEach(s, srcs)
-		if (parse_source(w, s, &it->req.sources[i], i, r) != 0)
+		if (warm_parse_source(w, s, &it->req.sources[i], i, r) != 0)
 			return -1;
 		else
 			i++;
@@ -195,7 +195,7 @@ out:
 }
 
 /* "[3/10] 1 failed, 4 in flight, 12 s elapsed, ETA 28 s", redrawn in place. */
-static void progress(const struct warm *w, bool final)
+static void warm_progress(const struct warm *w, bool final)
 {
 	double el = now_s() - w->start;
 	if (!w->tty)
@@ -217,7 +217,7 @@ static const char *item_name(const struct warm_item *it, char *buf, size_t len, 
 	return buf;
 }
 
-static void record(struct warm *w, const cJSON *reply)
+static void warm_record(struct warm *w, const cJSON *reply)
 {
 	uint64_t id = 0;
 	cli_json_u64(reply, "id", &id);
@@ -256,7 +256,7 @@ static void record(struct warm *w, const cJSON *reply)
 }
 
 /* Keeps WARM_WINDOW requests in flight until every one is answered. */
-static int run(struct warm *w, struct cli_conn *c)
+static int warm_run(struct warm *w, struct cli_conn *c)
 {
 	while (w->done < w->n) {
 		while (w->sent < w->n && w->sent - w->done < WARM_WINDOW) {
@@ -277,7 +277,7 @@ static int run(struct warm *w, struct cli_conn *c)
 		if (w->tty && c->wc.rlen <= c->wc.roff) {
 			struct pollfd pfd = { .fd = c->wc.fd, .events = POLLIN };
 			if (poll(&pfd, 1, 500) == 0) {
-				progress(w, false);
+				warm_progress(w, false);
 				continue;
 			}
 		}
@@ -296,9 +296,9 @@ static int run(struct warm *w, struct cli_conn *c)
 			if (fd >= 0)
 				close(fd);
 		}
-		record(w, reply);
+		warm_record(w, reply);
 		cJSON_Delete(reply);
-		progress(w, false);
+		warm_progress(w, false);
 	}
 	return 0;
 }
@@ -333,7 +333,7 @@ static void print_json(const struct warm *w, double elapsed)
 	cJSON_Delete(o);
 }
 
-static void warm_free(struct warm *w)
+static void cli_warm_free(struct warm *w)
 {
 	for (size_t i = 0; w->items != NULL && i < w->n; i++) {
 		struct msg_request *r = &w->items[i].req;
@@ -373,9 +373,9 @@ int cmd_warm(struct cli *cli, int argc, char **argv)
 		goto out;
 	w.tty = !cli->json && isatty(STDERR_FILENO) && isatty(STDOUT_FILENO);
 	w.start = now_s();
-	int rc = run(&w, &c);
+	int rc = warm_run(&w, &c);
 	double elapsed = now_s() - w.start;
-	progress(&w, true);
+	warm_progress(&w, true);
 	if (cli->json)
 		print_json(&w, elapsed);
 	else {
@@ -392,6 +392,6 @@ int cmd_warm(struct cli *cli, int argc, char **argv)
 	status = cli_finish_stdout(rc == 0 && w.failed == 0 ? CLI_EXIT_OK : CLI_EXIT_ERROR);
 out:
 	cli_conn_close(&c);
-	warm_free(&w);
+	cli_warm_free(&w);
 	return status;
 }

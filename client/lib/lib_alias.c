@@ -87,7 +87,7 @@ static void arr_insert(struct alias_arr *a, const char *key, uint64_t h, struct 
 	atomic_store_explicit(&a->slots[i].key, key, memory_order_release);
 }
 
-static int grow(struct alias_map *m, struct alias_arr *a)
+static int alias_grow(struct alias_map *m, struct alias_arr *a)
 {
 	struct alias_arr *n = arr_new((a->mask + 1) * 2, a);
 	if (n == NULL)
@@ -118,7 +118,7 @@ int alias_map_put(struct alias_map *m, const char *alias, struct kiln_program *p
 	}
 	/* Grow at 50 % load: probe runs stay short for the lock-free readers. */
 	if ((m->count + 1) * 2 > a->mask + 1) {
-		if (grow(m, a) != 0)
+		if (alias_grow(m, a) != 0)
 			return -ENOMEM;
 		a = atomic_load_explicit(&m->cur, memory_order_relaxed);
 	}

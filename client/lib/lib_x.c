@@ -176,7 +176,7 @@ out:
 	return rc;
 }
 
-static const cJSON *member(const cJSON *obj, const char *name)
+static const cJSON *x_member(const cJSON *obj, const char *name)
 {
 	return cJSON_GetObjectItemCaseSensitive(obj, name);
 }
@@ -201,11 +201,11 @@ int kiln_x_export(struct kiln *k, const char *key, const void *data, size_t size
 		return rc;
 	if (fd >= 0)
 		close(fd);
-	e = member(reply, "entry");
-	paths = member(e, "deps");
-	digests = member(e, "dep_sha256");
-	kinds = member(e, "dep_kinds");
-	modes = member(e, "dep_modes");
+	e = x_member(reply, "entry");
+	paths = x_member(e, "deps");
+	digests = x_member(e, "dep_sha256");
+	kinds = x_member(e, "dep_kinds");
+	modes = x_member(e, "dep_modes");
 	nd = cJSON_GetArraySize(paths);
 	if (!cJSON_IsArray(paths) || !cJSON_IsArray(digests) || cJSON_GetArraySize(digests) != nd) {
 		cJSON_Delete(reply);
@@ -217,14 +217,14 @@ int kiln_x_export(struct kiln *k, const char *key, const void *data, size_t size
 	cJSON_AddStringToObject(out, "key", key);
 	cJSON_AddStringToObject(out, "sha256", hex);
 	msg_add_int(out, "size", (int64_t)size);
-	v = member(e, "build_ms");
+	v = x_member(e, "build_ms");
 	if (cJSON_IsNumber(v))
 		msg_add_int(out, "build_ms", (int64_t)v->valuedouble);
-	v = member(e, "label");
+	v = x_member(e, "label");
 	if (cJSON_IsString(v))
 		cJSON_AddStringToObject(out, "label", v->valuestring);
 	/* The compiler's warnings travel too, for `kiln log` on every node. */
-	v = member(e, "log");
+	v = x_member(e, "log");
 	if (cJSON_IsString(v) && util_read_file(v->valuestring, MSG_MAX_LOG, &log, &loglen) == 0 &&
 	    strlen(log) == loglen)
 		cJSON_AddStringToObject(out, "log", log);
@@ -365,7 +365,7 @@ int kiln_x_put(struct kiln *k, const char *skeleton, const char *meta, int fd)
 			goto out;
 		}
 		r = cJSON_ParseWithLength(reply, rlen);
-		if (!cJSON_IsTrue(member(r, "ok"))) {
+		if (!cJSON_IsTrue(x_member(r, "ok"))) {
 			rc = r ? lib_err_from_reply(r) : lib_err_set(KILN_EPROTO, "kilnd's reply is not JSON");
 			goto out;
 		}

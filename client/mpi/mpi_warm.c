@@ -210,7 +210,7 @@ static int gather_skeletons(struct warm *w)
 }
 
 /* Step 2: what the node's daemon has. */
-static void probe(struct warm *w)
+static void mpi_probe(struct warm *w)
 {
 	const char **skels = calloc(w->nneeds ? w->nneeds : 1, sizeof(*skels));
 	char (*keys)[65] = calloc(w->nneeds ? w->nneeds : 1, sizeof(*keys));
@@ -766,7 +766,7 @@ static void broadcast_results(struct warm *w)
 	buf_free(&b);
 }
 
-static void warm_free(struct warm *w)
+static void mpi_warm_free(struct warm *w)
 {
 	for (size_t i = 0; i < w->n; i++) {
 		free(w->skels ? w->skels[i] : NULL);
@@ -814,7 +814,7 @@ int warm_run(struct kiln *k, MPI_Comm comm, const struct kiln_request *reqs, siz
 	 * failed, so that nobody waits forever. */
 	gather_skeletons(&w);
 	if (w.t.leader) {
-		probe(&w);
+		mpi_probe(&w);
 		for (size_t i = 0; i < w.nneeds; i++)
 			w.rep.already_cached += w.needs[i].have;
 		plan(&w, &sends, &nsends);
@@ -865,6 +865,6 @@ int warm_run(struct kiln *k, MPI_Comm comm, const struct kiln_request *reqs, siz
 			break;
 		}
 	}
-	warm_free(&w);
+	mpi_warm_free(&w);
 	return rc;
 }

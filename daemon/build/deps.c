@@ -258,7 +258,7 @@ static bool ident_differs(const struct store_dep *d, const struct stat *st)
 	       d->ctime_ns != (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
 }
 
-static void set_ident(struct store_dep *d, const struct stat *st)
+static void deps_set_ident(struct store_dep *d, const struct stat *st)
 {
 	d->size = (uint64_t)st->st_size;
 	d->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
@@ -294,7 +294,7 @@ static int settle_dep(const struct deps_build *b, struct store_dep *d, char *why
 				 rc != 0 ? ": " : "", rc != 0 ? strerror(-rc) : "");
 			return -EAGAIN;
 		}
-		set_ident(d, &st);
+		deps_set_ident(d, &st);
 		return 0;
 	case STORE_DEP_EXISTS:
 		if (stat(d->path, &st) != 0 && lstat(d->path, &st) != 0) {
@@ -369,7 +369,7 @@ int deps_check_here(struct store_dep *d, char *why, size_t cap)
 			snprintf(why, cap, "dependency %s differs on this node", d->path);
 			return -1;
 		}
-		set_ident(d, &st);
+		deps_set_ident(d, &st);
 		return 0;
 	case STORE_DEP_EXISTS:
 		if (stat(d->path, &st) != 0 && lstat(d->path, &st) != 0) {

@@ -37,7 +37,7 @@ bool digests_settled(const struct stat *st)
 	return n - c > DIGESTS_RACY_NS && n - m > DIGESTS_RACY_NS;
 }
 
-static bool same_ident(const struct stat *a, const struct stat *b)
+static bool digest_same_ident(const struct stat *a, const struct stat *b)
 {
 	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
 	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
@@ -64,7 +64,7 @@ int digests_file(const char *path, uint8_t out[32], struct stat *st)
 		return -EIO;
 	if (stat(path, &after) != 0)
 		return -errno;
-	if (!same_ident(st, &after))
+	if (!digest_same_ident(st, &after))
 		return -EAGAIN;
 	if (!digests_settled(st))
 		return 0;

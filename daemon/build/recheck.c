@@ -74,7 +74,7 @@ static void add_owned(struct argv_list *a, char *s)
 	add(a, s != NULL ? s : "");
 }
 
-static void argv_free(struct argv_list *a)
+static void recheck_argv_free(struct argv_list *a)
 {
 	for (size_t i = 0; i < a->nowned; i++)
 		free(a->owned[i]);
@@ -156,7 +156,7 @@ static int write_sources(const struct build_input *in, const char *dir, bool *te
 	return 0;
 }
 
-static int make_dirs(const char *dir)
+static int recheck_make_dirs(const char *dir)
 {
 	static const char *const subs[] = { "src", "out", "tmp", "real", "trace", NULL };
 	char path[PATH_MAX + 16];
@@ -185,7 +185,7 @@ static int observe_request(const struct kilnd *d, const struct build_input *in, 
 {
 	bool texts, is_check = false;
 	int rc = 0;
-	if (make_dirs(dir) != 0 || write_sources(in, dir, &texts) != 0) {
+	if (recheck_make_dirs(dir) != 0 || write_sources(in, dir, &texts) != 0) {
 		snprintf(why, cap, "cannot check it here: cannot write %s: %s", dir, strerror(errno));
 		return -1;
 	}
@@ -217,7 +217,7 @@ static int observe_request(const struct kilnd *d, const struct build_input *in, 
 		add(&p, "/dev/null");
 		add_owned(&p, asprintf(&s, "real/%s", in->src[i].name) > 0 ? s : NULL);
 		rc = run_step(d, &p, dir, token, "preprocessor", why, cap);
-		argv_free(&p);
+		recheck_argv_free(&p);
 	}
 	return rc;
 }

@@ -73,7 +73,7 @@ static void push(struct argv_buf *a, const char *fmt, ...)
 	va_end(ap);
 }
 
-static void argv_free(struct argv_buf *a)
+static void step_argv_free(struct argv_buf *a)
 {
 	for (size_t i = 0; i < a->n; i++)
 		free(a->v[i]);
@@ -259,7 +259,7 @@ char **step_command(struct build *b, bool *is_check)
 {
 	struct argv_buf a = { 0 };
 	if (!step_argv(b, &a, is_check) || a.oom) {
-		argv_free(&a);
+		step_argv_free(&a);
 		return NULL;
 	}
 	return a.v;
@@ -420,12 +420,12 @@ void step_next(struct build *b)
 		return;
 	}
 	if (!step_argv(b, &a, &is_check)) {
-		argv_free(&a);
+		step_argv_free(&a);
 		publish_start(b);
 		return;
 	}
 	if (a.oom) {
-		argv_free(&a);
+		step_argv_free(&a);
 		build_fail(b, ERR_INTERNAL, "out of memory");
 		build_finish(b);
 		return;
@@ -434,7 +434,7 @@ void step_next(struct build *b)
 	b->is_check = is_check;
 	log_debug("build %.16s step %d: %s", b->in.rkey, b->step, is_check ? "load check" : a.v[6]);
 	step_spawn(b, a.v);
-	argv_free(&a);
+	step_argv_free(&a);
 }
 
 /* The loader's text of a failed check, as one line for the error message. */

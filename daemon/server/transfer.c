@@ -176,7 +176,7 @@ static void import_rkey(struct transfer_job *j, struct up_dirs *u, const char *r
 }
 
 /* Walks entries/<2 hex>/<rkey>/ of the directory. */
-static void import_work(struct transfer_job *j, struct up_dirs *u)
+static void transfer_import_work(struct transfer_job *j, struct up_dirs *u)
 {
 	DIR *top = opendir(u->entries);
 	struct dirent *a, *b;
@@ -216,7 +216,7 @@ static void transfer_work(void *arg)
 		if (j->rc == 0)
 			export_work(j, &u);
 	} else {
-		import_work(j, &u);
+		transfer_import_work(j, &u);
 	}
 	upfs_close(&u);
 }

@@ -522,7 +522,7 @@ struct publish_job {
 	int rc;
 };
 
-static void publish_work(void *arg)
+static void upstream_publish_work(void *arg)
 {
 	struct publish_job *j = arg;
 	char *log = NULL, *path = store_log_path(j->d->store, j->entry.key);
@@ -569,7 +569,7 @@ static void publish_upstream(struct build *b, struct up_claim *claim)
 	memset(&b->entry, 0, sizeof(b->entry));
 	j->obj_path = b->obj_path;
 	b->obj_path = NULL;
-	if (kilnd_work(d, publish_work, publish_done, j) != 0) {
+	if (kilnd_work(d, upstream_publish_work, publish_done, j) != 0) {
 		j->rc = -ENOMEM;
 		publish_done(j);
 	}

@@ -463,7 +463,7 @@ static int place_meta(const struct up_dirs *u, const char *tmp, const char *path
 	return 1;
 }
 
-static char *meta_text(const struct up_dirs *u, const struct store_entry *e, uint64_t size,
+static char *entry_meta_text(const struct up_dirs *u, const struct store_entry *e, uint64_t size,
 		       const uint8_t sha[32], const char *log, size_t loglen)
 {
 	char hex[65], obj[PATH_MAX];
@@ -544,7 +544,7 @@ int upfs_publish(const struct up_dirs *u, const struct store_entry *e, const cha
 		wrote = publish_object(u, e, object, &size, sha);
 	if (wrote < 0)
 		return wrote;
-	char *text = meta_text(u, e, size, sha, log, loglen);
+	char *text = entry_meta_text(u, e, size, sha, log, loglen);
 	if (text == NULL)
 		return -ENOMEM;
 	int rc = write_tmp(u, "m", e->key, text, strlen(text), NULL, NULL, NULL, tmp, sizeof(tmp));
