@@ -429,3 +429,18 @@ int util_swappable_ancestor(const char *path, char *out, size_t cap, unsigned *m
 	}
 	return 0;
 }
+
+int util_fsync_dir_at(int dirfd, const char *path)
+{
+	int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	/* Some filesystems cannot fsync a directory and say EINVAL; there is
+	 * nothing more durable to ask them for, so that is not a failure. */
+	if (fsync(fd) < 0 && errno != EINVAL)
+		rc = -errno;
+	close(fd);
+	return rc;
+}

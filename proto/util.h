@@ -75,4 +75,8 @@ int64_t util_wall_s(void);        /* time(NULL) */
  */
 int util_swappable_ancestor(const char *path, char *out, size_t cap, unsigned *mode);
 
+/* fsync of the directory path (relative to dirfd, or AT_FDCWD): 0 or
+ * -errno; a filesystem that cannot (EINVAL) is not an error. */
+int util_fsync_dir_at(int dirfd, const char *path);
+
 #endif

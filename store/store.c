@@ -156,6 +156,16 @@ int store_txn_end(struct store *s, int rc)
 	return rc;
 }
 
+int store_txn(struct store *s, int (*body)(struct store *s, void *arg), void *arg)
+{
+	pthread_mutex_lock(&s->wlock);
+	int rc = store_exec(s->wr, "BEGIN IMMEDIATE");
+	if (rc == 0)
+		rc = store_txn_end(s, body(s, arg));
+	pthread_mutex_unlock(&s->wlock);
+	return rc;
+}
+
 bool store_key_valid(const char *key)
 {
 	size_t i;

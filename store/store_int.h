@@ -67,6 +67,9 @@ int store_step_err(int rc);
 /* Ends the writer transaction that the caller began: commits when rc is 0,
  * rolls back otherwise (also when the commit fails). Returns the result. */
 int store_txn_end(struct store *s, int rc);
+/* The writer's transaction around body: the lock, BEGIN IMMEDIATE, body,
+ * then commit (body returned 0) or roll back. The result. */
+int store_txn(struct store *s, int (*body)(struct store *s, void *arg), void *arg);
 /* Runs one or more SQL statements without results on db. 0 or -errno. */
 int store_exec(sqlite3 *db, const char *sql);
 /* The number of entries and the sum of their sizes, read through db: the
@@ -108,7 +111,6 @@ int store_insert_row(struct store *s, const struct store_entry *e, bool replace_
 int store_drop_row(struct store *s, const char *key, char **output);
 /* Unlinks meta, object and log of an entry; files already gone are fine. */
 void store_unlink_files(const struct store *s, const char *key, const char *output);
-/* fsyncs a directory so that renames and unlinks in it are durable. */
-int store_fsync_dirat(int dirfd, const char *path);
+
 
 #endif

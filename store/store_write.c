@@ -35,21 +35,6 @@ struct victim {
 	char *output;
 };
 
-int store_fsync_dirat(int dirfd, const char *path)
-{
-	int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int rc = 0;
-
-	if (fd < 0)
-		return -errno;
-	/* Some filesystems cannot fsync a directory and say EINVAL; there is
-	 * nothing more durable to ask them for, so that is not a failure. */
-	if (fsync(fd) < 0 && errno != EINVAL)
-		rc = -errno;
-	close(fd);
-	return rc;
-}
-
 /* Prepares sql, binds key as ?1, runs it to completion. Returns the number
  * of changed rows or a negative errno. */
 static int run_key(struct store *s, const char *sql, const char *key)
@@ -382,18 +367,14 @@ static int place_files(const struct store *s, const struct publish *p, int dir,
 	return rc;
 }
 
+static int insert_body(struct store *s, void *row)
+{
+	return store_insert_row(s, row, true);
+}
+
 static int index_row(struct store *s, const struct store_entry *row)
 {
-	int rc;
-
-	pthread_mutex_lock(&s->wlock);
-	rc = store_exec(s->wr, "BEGIN IMMEDIATE");
-	if (rc == 0) {
-		rc = store_insert_row(s, row, true);
-		rc = store_txn_end(s, rc);
-	}
-	pthread_mutex_unlock(&s->wlock);
-	return rc;
+	return store_txn(s, insert_body, (void *)row);
 }
 
 /*
@@ -444,9 +425,9 @@ int store_publish(struct store *s, const struct store_entry *e, int dir, const c
 	if (rc == 0)
 		rc = place_files(s, &p, dir, tmp_object, exists, replace);
 	if (rc == 0)
-		rc = store_fsync_dirat(s->fd_objects, p.subdir);
+		rc = util_fsync_dir_at(s->fd_objects, p.subdir);
 	if (rc == 0 && new_subdir)
-		rc = store_fsync_dirat(s->fd_objects, ".");
+		rc = util_fsync_dir_at(s->fd_objects, ".");
 	if (rc == 0)
 		rc = index_row(s, &row);
 out:
@@ -525,20 +506,26 @@ int store_touch(struct store *s, const char *const *keys, const int64_t *times,
 	return rc;
 }
 
+struct remove_job {
+	const char *key;
+	char *output;
+};
+
+static int remove_body(struct store *s, void *arg)
+{
+	struct remove_job *j = arg;
+	return store_drop_row(s, j->key, &j->output);
+}
+
 int store_remove(struct store *s, const char *key)
 {
-	char *output = NULL;
+	struct remove_job j = { .key = key };
 	int rc;
 
 	if (s->readonly)
 		return -EROFS;
-	pthread_mutex_lock(&s->wlock);
-	rc = store_exec(s->wr, "BEGIN IMMEDIATE");
-	if (rc == 0) {
-		rc = store_drop_row(s, key, &output);
-		rc = store_txn_end(s, rc);
-	}
-	pthread_mutex_unlock(&s->wlock);
+	rc = store_txn(s, remove_body, &j);
+	char *output = j.output;
 	/* Unlinking after the commit means a crash in between leaves files
 	 * without a row, which reconcile handles; never a row without files. */
 	if (rc == 0)
@@ -616,6 +603,22 @@ static int pick_victims(struct store *s, uint64_t max_bytes, struct victim **out
 	return rc == SQLITE_OK || rc == SQLITE_DONE ? 0 : store_sql_errno(rc);
 }
 
+struct evict_job {
+	uint64_t max_bytes;
+	uint64_t *freed;
+	struct victim *list;
+	size_t n;
+};
+
+static int evict_body(struct store *s, void *arg)
+{
+	struct evict_job *j = arg;
+	int rc = pick_victims(s, j->max_bytes, &j->list, &j->n, j->freed);
+	for (size_t i = 0; rc == 0 && i < j->n; i++)
+		rc = store_drop_row(s, j->list[i].key, NULL);
+	return rc;
+}
+
 int store_evict(struct store *s, uint64_t max_bytes, uint64_t *removed, uint64_t *freed)
 {
 	struct victim *list = NULL;
@@ -626,15 +629,10 @@ int store_evict(struct store *s, uint64_t max_bytes, uint64_t *removed, uint64_t
 	*freed = 0;
 	if (s->readonly)
 		return -EROFS;
-	pthread_mutex_lock(&s->wlock);
-	rc = store_exec(s->wr, "BEGIN IMMEDIATE");
-	if (rc == 0) {
-		rc = pick_victims(s, max_bytes, &list, &n, freed);
-		for (i = 0; rc == 0 && i < n; i++)
-			rc = store_drop_row(s, list[i].key, NULL);
-		rc = store_txn_end(s, rc);
-	}
-	pthread_mutex_unlock(&s->wlock);
+	struct evict_job j = { .max_bytes = max_bytes, .freed = freed };
+	rc = store_txn(s, evict_body, &j);
+	list = j.list;
+	n = j.n;
 	for (i = 0; i < n; i++) {
 		if (rc == 0)
 			store_unlink_files(s, list[i].key, list[i].output);

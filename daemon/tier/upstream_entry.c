@@ -60,19 +60,6 @@ static void meta_free(struct up_meta *m)
 	memset(m, 0, sizeof(*m));
 }
 
-/* Some filesystems cannot fsync a directory (EINVAL): nothing more to ask. */
-static int fsync_dir(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int rc = 0;
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) != 0 && errno != EINVAL)
-		rc = -errno;
-	close(fd);
-	return rc;
-}
-
 static bool is_key(const char *s)
 {
 	uint8_t tmp[32];
@@ -522,7 +509,7 @@ static int publish_object(const struct up_dirs *u, const struct store_entry *e, 
 	else
 		unlink(tmp);
 	if (rc >= 0) {
-		int src = fsync_dir(dir);
+		int src = util_fsync_dir_at(AT_FDCWD, dir);
 		if (src != 0)
 			rc = src;
 	}
@@ -562,7 +549,7 @@ int upfs_publish(const struct up_dirs *u, const struct store_entry *e, const cha
 	else
 		unlink(tmp);
 	if (rc >= 0) {
-		int src = fsync_dir(dir);
+		int src = util_fsync_dir_at(AT_FDCWD, dir);
 		if (src != 0)
 			rc = src;
 	}
