@@ -167,6 +167,19 @@ static void print_toolchains(const cJSON *st)
 	}
 }
 
+/* "flights:" the builds in flight by state (daemon/build/build.h). */
+static void print_flights(const cJSON *st)
+{
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(st, "flights"), *it;
+	if (!cJSON_IsObject(f))
+		return;
+	printf("flights:       ");
+	cJSON_ArrayForEach(it, f)
+		printf(" %s %lld%s", it->string, (long long)cJSON_GetNumberValue(it),
+		       it->next != NULL ? "," : "");
+	printf("\n");
+}
+
 /* "confinement:" whether compilers may write only in their build directory. */
 static void print_confinement(const cJSON *st)
 {
@@ -228,6 +241,7 @@ int cmd_status(struct cli *cli, int argc, char **argv)
 		goto cleanup;
 	if (!cli->json) {
 		print_status(reply);
+		print_flights(reply);
 		print_toolchains(reply);
 		print_confinement(reply);
 		print_gpus(reply);

@@ -4,6 +4,7 @@
  * loop thread touches a build, except inside its thread-pool jobs, which own
  * it while they run (the loop does not look at it until their completion).
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -50,6 +51,62 @@ void flight_fini(struct kilnd *d)
 {
 	table_free(d->flights, NULL);
 	d->flights = NULL;
+}
+
+static const char *const state_names[FLIGHT__COUNT] = {
+	"new", "upstream", "queued", "claiming", "preparing", "compiling", "checking",
+	"publishing", "done",
+};
+
+#define TO(s) (1u << (s))
+/* The states each state may move to. */
+static const unsigned next_states[FLIGHT__COUNT] = {
+	[FLIGHT_NEW] = TO(FLIGHT_UPSTREAM) | TO(FLIGHT_QUEUED) | TO(FLIGHT_DONE),
+	[FLIGHT_UPSTREAM] = TO(FLIGHT_QUEUED) | TO(FLIGHT_DONE),
+	[FLIGHT_QUEUED] = TO(FLIGHT_CLAIMING) | TO(FLIGHT_PREPARING) | TO(FLIGHT_DONE),
+	[FLIGHT_CLAIMING] = TO(FLIGHT_PREPARING) | TO(FLIGHT_UPSTREAM) | TO(FLIGHT_QUEUED) |
+			    TO(FLIGHT_DONE),
+	/* Each of the next may go back to QUEUED: built again once after an
+	 * input changed (build_retry). */
+	[FLIGHT_PREPARING] = TO(FLIGHT_COMPILING) | TO(FLIGHT_CHECKING) | TO(FLIGHT_PUBLISHING) |
+			     TO(FLIGHT_QUEUED) | TO(FLIGHT_DONE),
+	[FLIGHT_COMPILING] = TO(FLIGHT_COMPILING) | TO(FLIGHT_CHECKING) | TO(FLIGHT_PUBLISHING) |
+			     TO(FLIGHT_QUEUED) | TO(FLIGHT_DONE),
+	[FLIGHT_CHECKING] = TO(FLIGHT_COMPILING) | TO(FLIGHT_PUBLISHING) | TO(FLIGHT_QUEUED) |
+			    TO(FLIGHT_DONE),
+	[FLIGHT_PUBLISHING] = TO(FLIGHT_QUEUED) | TO(FLIGHT_DONE),
+	[FLIGHT_DONE] = 0,
+};
+
+const char *flight_state_name(enum flight_state s)
+{
+	return s < FLIGHT__COUNT ? state_names[s] : "?";
+}
+
+void flight_enter(struct build *b, enum flight_state s)
+{
+	ASSERT_LOOP();
+	bool ok = (next_states[b->state] & TO(s)) != 0;
+	if (!ok)
+		log_error("build %.16s: no way from %s to %s", b->in.rkey,
+			  flight_state_name(b->state), flight_state_name(s));
+	assert(ok);
+	log_debug("build %.16s: %s -> %s", b->in.rkey, flight_state_name(b->state),
+		  flight_state_name(s));
+	b->state = s;
+}
+
+static void count_state(const char *key, void *val, void *ctx)
+{
+	(void)key;
+	const struct build *b = val;
+	((unsigned *)ctx)[b->state]++;
+}
+
+void flight_count_states(struct kilnd *d, unsigned counts[FLIGHT__COUNT])
+{
+	memset(counts, 0, FLIGHT__COUNT * sizeof(counts[0]));
+	table_foreach(d->flights, count_state, counts);
 }
 
 struct build *flight_find(struct kilnd *d, const char *rkey)
@@ -267,6 +324,7 @@ void build_finish(struct build *b)
 	struct kilnd *d = b->d;
 	if (build_retry(b))
 		return;
+	flight_enter(b, FLIGHT_DONE);
 	running_del(d, b);
 	table_del(d->flights, b->in.rkey);
 	if (b->err_code == ERR_NONE && b->from_upstream) {
@@ -346,6 +404,7 @@ void build_begin(struct build *b)
 {
 	ASSERT_LOOP();
 	struct kilnd *d = b->d;
+	flight_enter(b, FLIGHT_PREPARING);
 	if (cachedir_check(d) != 0) {
 		build_fail(b, ERR_IO, "%s", d->cache_why);
 		build_finish(b);
@@ -386,8 +445,10 @@ static void pump(struct kilnd *d)
 			if (b == NULL)
 				break;
 			running_add(d, b);
-			if (d->tier != NULL)
+			if (d->tier != NULL) {
+				flight_enter(b, FLIGHT_CLAIMING);
 				d->tier->claim(b);
+			}
 			else
 				build_begin(b);
 		}
@@ -398,6 +459,7 @@ static void pump(struct kilnd *d)
 void build_enqueue(struct build *b)
 {
 	ASSERT_LOOP();
+	flight_enter(b, FLIGHT_QUEUED);
 	queue_push(b->d, b);
 	pump(b->d);
 }
@@ -450,8 +512,10 @@ int flight_start(struct kilnd *d, struct build_input *in, const struct waiter_op
 		build_free(b);
 		return -ENOMEM;
 	}
-	if (d->tier != NULL)
+	if (d->tier != NULL) {
+		flight_enter(b, FLIGHT_UPSTREAM);
 		d->tier->flight_start(b);
+	}
 	else
 		build_enqueue(b);
 	return 0;

@@ -59,6 +59,25 @@ void build_input_free(struct build_input *in);
 /* True for names that are headers (placed beside the sources, not compiled). */
 bool build_is_header(const char *name);
 
+/*
+ * A flight's states, in order; flight_enter() is the one way between them.
+ * UPSTREAM: the tier is asked first (--upstream). QUEUED: waiting for a
+ * --jobs slot. CLAIMING: holding a slot, claiming the key in the tier.
+ * PREPARING: the build directory being made (pool). COMPILING, CHECKING: a
+ * compiler step, the load check. PUBLISHING: into the store (pool). DONE:
+ * answered.
+ */
+enum flight_state {
+	FLIGHT_NEW, FLIGHT_UPSTREAM, FLIGHT_QUEUED, FLIGHT_CLAIMING, FLIGHT_PREPARING,
+	FLIGHT_COMPILING, FLIGHT_CHECKING, FLIGHT_PUBLISHING, FLIGHT_DONE, FLIGHT__COUNT
+};
+const char *flight_state_name(enum flight_state s);
+/* Moves b to state s: checks the transition (a wrong one is a bug: logged
+ * as an error, and an assert in debug builds) and logs it at debug level. */
+void flight_enter(struct build *b, enum flight_state s);
+/* How many flights are in each state now. */
+void flight_count_states(struct kilnd *d, unsigned counts[FLIGHT__COUNT]);
+
 int flight_init(struct kilnd *d);
 void flight_fini(struct kilnd *d);
 

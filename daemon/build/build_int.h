@@ -29,6 +29,7 @@ struct waiter {
 
 struct build {
 	struct kilnd *d;
+	enum flight_state state;     /* flight_enter() only */
 	struct build_input in;
 	struct waiter *waiters;
 	int refs;                    /* 1 for the build, 1 per open libuv handle */

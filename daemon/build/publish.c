@@ -210,6 +210,7 @@ static void on_published(void *arg)
 
 void publish_start(struct build *b)
 {
+	flight_enter(b, FLIGHT_PUBLISHING);
 	if (b->timer_init)
 		uv_timer_stop(&b->timer);
 	build_release_slot(b);

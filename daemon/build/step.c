@@ -432,6 +432,7 @@ void step_next(struct build *b)
 	}
 	b->log_mark = b->loglen;
 	b->is_check = is_check;
+	flight_enter(b, is_check ? FLIGHT_CHECKING : FLIGHT_COMPILING);
 	log_debug("build %.16s step %d: %s", b->in.rkey, b->step, is_check ? "load check" : a.v[6]);
 	step_spawn(b, a.v);
 	step_argv_free(&a);

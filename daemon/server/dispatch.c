@@ -450,6 +450,11 @@ static void op_status(struct conn *c, struct msg_request *req)
 	ADD_NUM(r, "imports", d->c.imports);
 	ADD_NUM(r, "in_flight", d->in_flight);
 	ADD_NUM(r, "queued", d->queued);
+	unsigned states[FLIGHT__COUNT];
+	flight_count_states(d, states);
+	cJSON *fl = cJSON_AddObjectToObject(r, "flights");
+	for (int i = FLIGHT_UPSTREAM; fl != NULL && i < FLIGHT_DONE; i++)
+		ADD_NUM(fl, flight_state_name((enum flight_state)i), states[i]);
 	ADD_NUM(r, "pending", server_pending(d));
 	cJSON_AddBoolToObject(r, "socket_activated", d->activated);
 	ADD_NUM(r, "busy", d->c.busy);
