@@ -447,6 +447,12 @@ START_TEST(cache_emptied_under_a_running_build_keeps_the_build)
 	const char *const build[] = { harness_cli_path(), "--socket", harness.socket, "build", src, NULL };
 	pid_t pid = harness_spawn(build, NULL, harness_path(out, "build.out"), NULL);
 	harness_wait_wrapper_starts(log, 1, 60);
+	/* status counts the flight in its state (daemon/build/build.h). */
+	cJSON *st = harness_status();
+	const cJSON *fl = cJSON_GetObjectItemCaseSensitive(st, "flights");
+	ck_assert_int_eq(harness_num(fl, "compiling"), 1);
+	ck_assert_int_eq(harness_num(fl, "queued"), 0);
+	cJSON_Delete(st);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s/objects' '%s/kilnd.lock' '%s/index.db'", harness.cache,
 		 harness.cache, harness.cache);
 	ck_assert_int_eq(system(cmd), 0);
