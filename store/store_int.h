@@ -82,6 +82,10 @@ char *store_meta_path(const struct store *s, const char *key);
 /* "ab/<key>.<ext>" (relative to objects/) into out; ext "meta" for the
  * metadata. -EINVAL for a bad key or output. */
 int store_object_rel(const char *key, const char *ext, char out[STORE_REL_MAX]);
+/* store_dirs.c: opens (making them unless read-only) the directory and its
+ * subdirectories into the fd_* members; 0 or -errno with err. */
+int store_open_dirs(struct store *s, char *err, size_t errlen);
+void store_close_dirs(struct store *s);
 /* A block of deps shared by the hot cache and the entries it hands out. */
 struct store_deps_ref {
 	int refs;                /* atomic */

@@ -1,0 +1,100 @@
+/*
+ * The cache's directories held open (store_int.h): made and opened once,
+ * then every file operation of the store goes through these descriptors
+ * (*at() calls), so a name changed underneath cannot redirect them; and the
+ * check that they are still the directories their names lead to.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store.h"
+#include "store_int.h"
+#include "util.h"
+
+/* Opens (making them unless read-only) the directory and its subdirectories;
+ * the subdirectories through the directory's descriptor. */
+int store_open_dirs(struct store *s, char *err, size_t errlen)
+{
+	static const char *const subs[] = { "objects", "logs", "tmp" };
+	int *fds[] = { &s->fd_objects, &s->fd_logs, &s->fd_tmp };
+	int rc = s->readonly ? 0 : util_mkdir_p(s->dir, 0700);
+	if (rc == 0 && (s->fd_root = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+						   O_CLOEXEC)) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot open %s: %s", s->dir, strerror(-rc));
+		return rc;
+	}
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+		if (!s->readonly && mkdirat(s->fd_root, subs[i], 0700) != 0 && errno != EEXIST)
+			rc = -errno;
+		else if ((*fds[i] = openat(s->fd_root, subs[i], O_RDONLY | O_DIRECTORY |
+					   O_NOFOLLOW | O_CLOEXEC)) < 0 && !s->readonly)
+			rc = -errno;
+		if (rc < 0) {
+			snprintf(err, errlen, "cannot create %s/%s: %s", s->dir, subs[i], strerror(-rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int store_object_rel(const char *key, const char *ext, char out[STORE_REL_MAX])
+{
+	if (!store_key_valid(key) || ext == NULL || strlen(ext) > 16)
+		return -EINVAL;
+	snprintf(out, STORE_REL_MAX, "%.2s/%s.%s", key, key, ext);
+	return 0;
+}
+
+int store_object_open(const struct store *s, const char *key, const char *output)
+{
+	char rel[STORE_REL_MAX];
+	if (store_object_rel(key, store_output_ext(output), rel) != 0)
+		return -EINVAL;
+	int fd = openat(s->fd_objects, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	return fd >= 0 ? fd : -errno;
+}
+
+int store_tmp_fd(const struct store *s)
+{
+	return s->fd_tmp;
+}
+
+int store_root_fd(const struct store *s)
+{
+	return s->fd_root;
+}
+
+int store_logs_fd(const struct store *s)
+{
+	return s->fd_logs;
+}
+
+bool store_dirs_intact(const struct store *s)
+{
+	static const char *const subs[] = { "objects", "logs", "tmp" };
+	const int fds[] = { s->fd_objects, s->fd_logs, s->fd_tmp };
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+		struct stat held, now;
+		if (fds[i] < 0 || fstat(fds[i], &held) != 0 || held.st_nlink == 0 ||
+		    fstatat(s->fd_root, subs[i], &now, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    now.st_dev != held.st_dev || now.st_ino != held.st_ino)
+			return false;
+	}
+	return true;
+}
+
+void store_close_dirs(struct store *s)
+{
+	int *fds[] = { &s->fd_root, &s->fd_objects, &s->fd_logs, &s->fd_tmp };
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
+}
