@@ -166,6 +166,21 @@ static int parse_ld_rule(const char *dir, char *text, struct table *seen,
 	return rc;
 }
 
+int deps_parse_depfile_text(const char *dir, char *text, size_t len, bool ld,
+			    struct store_dep **deps, size_t *n)
+{
+	struct table *seen = table_new();
+	size_t cap = 0;
+	*deps = NULL;
+	*n = 0;
+	if (seen == NULL)
+		return -ENOMEM;
+	int rc = ld ? parse_ld_rule(dir, text, seen, deps, n, &cap)
+		    : parse_make_rule(dir, text, len, seen, deps, n, &cap);
+	table_free(seen, NULL);
+	return rc;
+}
+
 /* Adds the dependencies a depfile lists: gcc's (make rule) or ld's. */
 static int parse_depfile(const char *dir, const char *path, bool ld, struct table *seen,
 			 struct store_dep **deps, size_t *n, size_t *cap)

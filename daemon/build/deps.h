@@ -39,6 +39,15 @@ int deps_read_trace(const char *dir, const char *token, const char *exec_helper,
 		    struct trace_result *r, bool *have);
 
 /*
+ * The absolute paths a dependency file lists (text, len bytes, changed in
+ * place): gcc's make rule (ld false) or a linker's --dependency-file (ld
+ * true; only names that exist, as written or unescaped). Relative names and
+ * files under dir are left out; duplicates once. *deps malloc'd, each path
+ * malloc'd, *n entries. 0 or -ENOMEM. (add_depfiles' reader, for tests.)
+ */
+int deps_parse_depfile_text(const char *dir, char *text, size_t len, bool ld,
+			    struct store_dep **deps, size_t *n);
+/*
  * Checks a dependency recorded on another node (put, upstream) against
  * this node: a file's content, a found path's type and permissions, a
  * missing path's absence, a variable's value. Fills a file's identity
