@@ -452,11 +452,6 @@ char *store_object_path(const struct store *s, const char *key, const char *outp
 	return ext ? key_path(s, key, ext) : NULL;
 }
 
-char *store_meta_path(const struct store *s, const char *key)
-{
-	return key_path(s, key, "meta");
-}
-
 char *store_log_path(const struct store *s, const char *key)
 {
 	char *p;

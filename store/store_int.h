@@ -77,8 +77,6 @@ int store_exec(sqlite3 *db, const char *sql);
 int store_count_sizes(sqlite3 *db, uint64_t *entries, uint64_t *bytes);
 /* True when key is exactly 64 lower-case hex digits. */
 bool store_key_valid(const char *key);
-/* malloc'd "<objects>/ab/<key>.meta", or NULL. */
-char *store_meta_path(const struct store *s, const char *key);
 /* "ab/<key>.<ext>" (relative to objects/) into out; ext "meta" for the
  * metadata. -EINVAL for a bad key or output. */
 int store_object_rel(const char *key, const char *ext, char out[STORE_REL_MAX]);
