@@ -34,7 +34,7 @@ static const char *nvcc(void)
  * and the extra arguments (NULL-terminated, may be NULL). */
 static void start_without_driver(const char *const *extra)
 {
-	static char ldpath[HARNESS_PATH + 32];
+	static char ldpath[HARNESS_PATH + 8192];
 	char dir[HARNESS_PATH], lib[HARNESS_PATH];
 	const char *args[16];
 	const char *env[] = { ldpath, NULL };
@@ -43,7 +43,11 @@ static void start_without_driver(const char *const *extra)
 	harness_path(dir, "fakecuda");
 	ck_assert_int_eq(mkdir(dir, 0700), 0);
 	harness_write_file(harness_path(lib, "fakecuda/libcuda.so.1"), "not a library");
-	snprintf(ldpath, sizeof(ldpath), "LD_LIBRARY_PATH=%s", dir);
+	/* First on the path, before what the test runs with (a packed kilnd
+	 * finds its own libraries there: scripts/gpu-test --pack). */
+	const char *inherited = getenv("LD_LIBRARY_PATH");
+	snprintf(ldpath, sizeof(ldpath), "LD_LIBRARY_PATH=%s%s%s", dir, inherited ? ":" : "",
+		 inherited ? inherited : "");
 	snprintf(tc_arg, sizeof(tc_arg), "nvcc=%s", nvcc());
 	args[n++] = "--toolchain";
 	args[n++] = tc_arg;
