@@ -1,6 +1,8 @@
 /*
  * The GPU test: a saxpy kernel got through kiln as a cubin (and as fatbin
- * and ptx), loaded with libkiln-cuda, launched, and its result checked; then
+ * and ptx), loaded with libkiln-cuda, launched, and its result checked; a
+ * host .cpp and a .cu linked into one shared library that launches its
+ * kernel through the CUDA runtime, called and checked; then
  * cold (nvcc) against warm (from the cache) for a stencil program of the
  * reference workload's size. Needs a CUDA driver and a GPU: otherwise it
  * skips (77) and says why. The driver is opened with dlopen, so the test
@@ -20,6 +22,8 @@
 
 #ifdef KILN_HAVE_CUDA
 #include <kiln/kiln_cuda.h>
+
+#include "stencil_cu.h"
 
 #define N (1 << 20)
 
@@ -168,34 +172,63 @@ START_TEST(saxpy_through_kiln)
 }
 END_TEST
 
-/* A stencil program like the reference workload's (~40 KB of .cu). */
-static char *stencil_program(int kernels)
+/* The form DaCe and GT4Py build: a host .cpp and a .cu linked by nvcc into
+ * one shared library that launches its kernel through the CUDA runtime;
+ * loaded with kiln_get, called through kiln_sym, its result checked. */
+START_TEST(shared_library_launches)
 {
-	size_t cap = (size_t)kernels * 1024 + 1024, off = 0;
-	char *s = malloc(cap);
+	static const char prog_cpp[] =
+		"#include \"kernels.h\"\n"
+		"extern \"C\" int program_run(int n, float a, float *y) { return run_scale(n, a, y); }\n";
+	static const char kernels_cu[] =
+		"#include \"kernels.h\"\n"
+		"__global__ void scale(int n, float a, float *y)\n"
+		"{\n"
+		"\tint i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+		"\tif (i < n) y[i] = a * y[i] + (float)i;\n"
+		"}\n"
+		"int run_scale(int n, float a, float *y)\n"
+		"{\n"
+		"\tfloat *d;\n"
+		"\tif (cudaMalloc(&d, n * sizeof(float)) != cudaSuccess) return 1;\n"
+		"\tcudaMemcpy(d, y, n * sizeof(float), cudaMemcpyHostToDevice);\n"
+		"\tscale<<<(n + 255) / 256, 256>>>(n, a, d);\n"
+		"\tif (cudaDeviceSynchronize() != cudaSuccess) return 2;\n"
+		"\tcudaMemcpy(y, d, n * sizeof(float), cudaMemcpyDeviceToHost);\n"
+		"\tcudaFree(d);\n"
+		"\treturn cudaGetLastError() == cudaSuccess ? 0 : 3;\n"
+		"}\n";
+	static const char kernels_h[] = "int run_scale(int n, float a, float *y);\n";
+	struct kiln_source srcs[] = {
+		{ .name = "program.cpp", .text = prog_cpp },
+		{ .name = "kernels.cu", .text = kernels_cu },
+		{ .name = "kernels.h", .text = kernels_h },
+	};
+	struct kiln_request req = { .toolchain = "nvcc", .sources = srcs, .nsources = 3 };
+	struct kiln_program *p;
+	int (*run)(int, float, float *);
+	static float y[N];
+	struct kiln *k;
 
-	for (int i = 0; i < kernels; i++)
-		off += (size_t)snprintf(s + off, cap - off,
-			"extern \"C\" __global__ void stencil_%d(int nx, int ny, int nz,\n"
-			"\tconst double *__restrict__ in, double *__restrict__ out)\n"
-			"{\n"
-			"\tint i = blockIdx.x * blockDim.x + threadIdx.x + 1;\n"
-			"\tint j = blockIdx.y * blockDim.y + threadIdx.y + 1;\n"
-			"\tif (i >= nx - 1 || j >= ny - 1)\n"
-			"\t\treturn;\n"
-			"\tfor (int k = 1; k < nz - 1; k++) {\n"
-			"\t\tlong c = ((long)k * ny + j) * nx + i;\n"
-			"\t\tdouble v = %d.0 * in[c] - in[c - 1] - in[c + 1] - in[c - nx] - in[c + nx]\n"
-			"\t\t\t- in[c - (long)nx * ny] - in[c + (long)nx * ny];\n"
-			"\t\tout[c] = v * %g + sqrt(fabs(in[c])) * %g;\n"
-			"\t}\n"
-			"}\n\n", i, 6 + i % 5, 0.5 + i * 0.01, 0.25 / (i + 1));
-	return s;
+	start();
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	ck_assert_msg(kiln_get(k, &req, &p) == KILN_OK, "%s", kiln_errmsg(k));
+	ck_assert_str_eq(kiln_program_output(p), "shared");
+	*(void **)&run = kiln_sym(p, "program_run");
+	ck_assert_ptr_nonnull(run);
+	for (int i = 0; i < N; i++)
+		y[i] = 1.0f;
+	ck_assert_int_eq(run(N, 3.0f, y), 0);
+	for (int i = 0; i < N; i++)
+		ck_assert_msg(y[i] == 3.0f + (float)i, "y[%d] = %g", i, (double)y[i]);
+	kiln_close(k);
+	harness_stop();
 }
+END_TEST
 
 START_TEST(cold_and_warm)
 {
-	char *text = stencil_program(60);
+	char *text = stencil_cu_text(0, 60, 0);
 	struct kiln_source src = { .name = "stencils.cu", .text = text };
 	struct kiln_request req = { .toolchain = "nvcc", .output = "cubin", .sources = &src,
 				    .nsources = 1 };
@@ -261,6 +294,7 @@ int main(void)
 	}
 	s = suite_create("gpu");
 	suite_add_tcase(s, harness_tcase("saxpy", saxpy_through_kiln, 300));
+	suite_add_tcase(s, harness_tcase("shared", shared_library_launches, 300));
 	suite_add_tcase(s, harness_tcase("cold_warm", cold_and_warm, 600));
 	return harness_main(s);
 }
