@@ -134,18 +134,10 @@ const char *store_dep_kind_name(int kind);
 int store_dep_kind_parse(const char *name);
 /* "observed" or "depfile". */
 const char *store_deps_source_name(int source);
-/* A dep as JSON {path, kind, size, mode, sha256} (metadata, show, upstream)
- * and back; store_dep_from_json fills dep (path malloc'd) or returns
- * -EINVAL. */
-cJSON *store_dep_json(const struct store_dep *dep);
-int store_dep_from_json(const cJSON *o, struct store_dep *dep);
 
 /* Frees the members of e (not e itself) and zeroes it. */
 void store_entry_free(struct store_entry *e);
 void store_entries_free(struct store_entry *list, size_t n);
-/* The entry as a protocol entry object (docs/protocol.md), with "path";
- * detail adds "args", "sources", "deps" and "log". New object, caller owns. */
-cJSON *store_entry_json(const struct store *s, const struct store_entry *e, bool detail);
 
 /* Reader side: 0, -ENOENT, or another negative errno. Deps are filled. */
 int store_get(struct store *s, const char *key, struct store_entry *e);

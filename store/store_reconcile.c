@@ -19,6 +19,7 @@
 #include <sqlite3.h>
 
 #include "store.h"
+#include "entry_codec.h"
 #include "store_int.h"
 #include "util.h"
 
@@ -192,204 +193,6 @@ static int drop_missing(struct recon *r)
 	return rc;
 }
 
-static int meta_get_str(const cJSON *m, const char *name, bool required, char **out)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, name);
-
-	*out = NULL;
-	if (!v || cJSON_IsNull(v))
-		return required ? -EBADMSG : 0;
-	if (!cJSON_IsString(v) || !v->valuestring || (required && !v->valuestring[0]))
-		return -EBADMSG;
-	*out = strdup(v->valuestring);
-	return *out ? 0 : -ENOMEM;
-}
-
-static int get_key(const cJSON *m, const char *name, char out[KILN_KEY_HEX + 1])
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, name);
-
-	if (!cJSON_IsString(v) || !v->valuestring || !store_key_valid(v->valuestring))
-		return -EBADMSG;
-	memcpy(out, v->valuestring, KILN_KEY_HEX + 1);
-	return 0;
-}
-
-static int get_num(const cJSON *m, const char *name, uint64_t *out)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, name);
-
-	/* The bound keeps the cast defined; real values are far below it. */
-	if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble < 9.0e18))
-		return -EBADMSG;
-	*out = (uint64_t)v->valuedouble;
-	return 0;
-}
-
-/* args and sources: an array, kept as its JSON text, or null. */
-static int get_array_text(const cJSON *m, const char *name, char **out)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, name);
-
-	*out = NULL;
-	if (!v || cJSON_IsNull(v))
-		return 0;
-	if (!cJSON_IsArray(v))
-		return -EBADMSG;
-	*out = cJSON_PrintUnformatted(v);
-	return *out ? 0 : -ENOMEM;
-}
-
-static int nibble(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
-static int get_digest(const cJSON *d, uint8_t out[32])
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(d, "sha256");
-	int hi, lo;
-	size_t i;
-
-	if (!cJSON_IsString(v) || !v->valuestring || strlen(v->valuestring) != 64)
-		return -EBADMSG;
-	for (i = 0; i < 32; i++) {
-		hi = nibble(v->valuestring[2 * i]);
-		lo = nibble(v->valuestring[2 * i + 1]);
-		if (hi < 0 || lo < 0)
-			return -EBADMSG;
-		out[i] = (uint8_t)(hi << 4 | lo);
-	}
-	return 0;
-}
-
-/* A decimal string member (64-bit numbers do not fit a JSON double);
- * absent is 0 (metadata from before it was written). */
-static int get_i64(const cJSON *d, const char *name, int64_t *out)
-{
-	const cJSON *t = cJSON_GetObjectItemCaseSensitive(d, name);
-	char *end;
-
-	*out = 0;
-	if (!t)
-		return 0;
-	if (!cJSON_IsString(t) || !t->valuestring || !t->valuestring[0])
-		return -EBADMSG;
-	errno = 0;
-	*out = strtoll(t->valuestring, &end, 10);
-	return errno || *end ? -EBADMSG : 0;
-}
-
-static int get_dep(const cJSON *d, struct store_dep *dep)
-{
-	const cJSON *mode = cJSON_GetObjectItemCaseSensitive(d, "mode");
-	int64_t v[2] = { 0, 0 };
-	int rc;
-
-	if (!cJSON_IsObject(d) || store_dep_from_json(d, dep) != 0)
-		return -EBADMSG;
-	rc = get_i64(d, "mtime_ns", &dep->mtime_ns);
-	if (rc == 0)
-		rc = get_i64(d, "ctime_ns", &dep->ctime_ns);
-	if (rc == 0)
-		rc = get_i64(d, "dev", &v[0]);
-	if (rc == 0)
-		rc = get_i64(d, "ino", &v[1]);
-	dep->dev = (uint64_t)v[0];
-	dep->ino = (uint64_t)v[1];
-	if (rc == 0 && cJSON_IsNumber(mode) && dep->kind == STORE_DEP_FILE)
-		dep->mode = (uint32_t)mode->valuedouble;
-	return rc;
-}
-
-static int get_deps(const cJSON *m, struct store_entry *e)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, "deps"), *d;
-	int n, rc = 0;
-
-	if (!v || cJSON_IsNull(v))
-		return 0;
-	if (!cJSON_IsArray(v))
-		return -EBADMSG;
-	n = cJSON_GetArraySize(v);
-	if (n == 0)
-		return 0;
-	e->deps = calloc((size_t)n, sizeof(*e->deps));
-	if (!e->deps)
-		return -ENOMEM;
-	/* ndeps counts every slot so that store_entry_free frees the paths
-	 * of a partly decoded list. */
-	e->ndeps = (size_t)n;
-	n = 0;
-	cJSON_ArrayForEach(d, v) {
-		rc = get_dep(d, &e->deps[n++]);
-		if (rc < 0)
-			break;
-	}
-	return rc;
-}
-
-/* Rebuilds an entry from a meta written by store_publish. Any missing or
- * mistyped field makes the meta unusable (-EBADMSG). */
-static int meta_to_entry(const cJSON *m, struct store_entry *e)
-{
-	const cJSON *pinned = cJSON_GetObjectItemCaseSensitive(m, "pinned");
-	uint64_t version = 0, created = 0, last_used = 0;
-	int rc;
-
-	memset(e, 0, sizeof(*e));
-	rc = get_num(m, "kiln_meta", &version);
-	if (rc == 0 && version != 1)
-		rc = -EBADMSG;
-	if (rc == 0)
-		rc = get_key(m, "key", e->key);
-	if (rc == 0)
-		rc = get_key(m, "rkey", e->rkey);
-	if (rc == 0)
-		rc = meta_get_str(m, "label", false, &e->label);
-	if (rc == 0)
-		rc = meta_get_str(m, "alias", false, &e->alias);
-	if (rc == 0)
-		rc = meta_get_str(m, "toolchain", true, &e->toolchain);
-	if (rc == 0)
-		rc = meta_get_str(m, "output", true, &e->output);
-	if (rc == 0)
-		rc = get_num(m, "size", &e->size);
-	if (rc == 0 && cJSON_GetObjectItemCaseSensitive(m, "sha256") != NULL) {
-		rc = get_digest(m, e->sha256);
-		e->has_sha256 = rc == 0;
-	}
-	if (rc == 0)
-		rc = get_num(m, "created", &created);
-	if (rc == 0)
-		rc = get_num(m, "last_used", &last_used);
-	if (rc == 0)
-		rc = get_num(m, "uses", &e->uses);
-	if (rc == 0)
-		rc = get_num(m, "build_ms", &e->build_ms);
-	if (rc == 0 && !cJSON_IsBool(pinned))
-		rc = -EBADMSG;
-	if (rc == 0)
-		rc = get_array_text(m, "args", &e->args_json);
-	if (rc == 0)
-		rc = get_array_text(m, "sources", &e->sources_json);
-	if (rc == 0)
-		rc = get_deps(m, e);
-	const char *source = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "deps_source"));
-	e->deps_source = source != NULL && strcmp(source, "observed") == 0 ? STORE_DEPS_OBSERVED
-									   : STORE_DEPS_DEPFILE;
-	e->created = (int64_t)created;
-	e->last_used = (int64_t)last_used;
-	e->pinned = cJSON_IsTrue(pinned);
-	if (rc < 0)
-		store_entry_free(e);
-	return rc;
-}
-
 static int load_meta(const struct store *s, const char *key, struct store_entry *e)
 {
 	char rel[STORE_REL_MAX], *text = NULL;
@@ -403,7 +206,7 @@ static int load_meta(const struct store *s, const char *key, struct store_entry 
 	rc = util_read_file_at(s->fd_objects, rel, META_MAX, &text, &len);
 	if (rc == 0) {
 		m = cJSON_ParseWithLength(text, len);
-		rc = m ? meta_to_entry(m, e) : -EBADMSG;
+		rc = m ? entry_decode(m, ENTRY_FORM_META, e) : -EBADMSG;
 	}
 	if (rc == 0 && strcmp(e->key, key) != 0) {
 		store_entry_free(e);

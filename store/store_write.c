@@ -18,6 +18,7 @@
 #include <sqlite3.h>
 
 #include "store.h"
+#include "entry_codec.h"
 #include "store_int.h"
 #include "util.h"
 
@@ -163,94 +164,18 @@ void store_unlink_files(const struct store *s, const char *key, const char *outp
 	}
 }
 
-static bool write_add_str(cJSON *o, const char *name, const char *v)
-{
-	return v ? cJSON_AddStringToObject(o, name, v) != NULL
-		 : cJSON_AddNullToObject(o, name) != NULL;
-}
-
-/* Adds a stored JSON array (args, sources) as a real array, so that a human
- * can read the meta; it must parse, since reconcile rebuilds it from there. */
-static int add_json_array(cJSON *o, const char *name, const char *json)
-{
-	cJSON *a;
-
-	if (!json)
-		return cJSON_AddNullToObject(o, name) ? 0 : -ENOMEM;
-	a = cJSON_Parse(json);
-	if (!a || !cJSON_IsArray(a)) {
-		cJSON_Delete(a);
-		return -EINVAL;
-	}
-	if (!cJSON_AddItemToObject(o, name, a)) {
-		cJSON_Delete(a);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-/* Deps in the meta: mtime_ns is a decimal string because a JSON number (a
- * double in cJSON) cannot hold nanoseconds since 1970 exactly. */
-static bool add_deps(cJSON *o, const struct store_entry *e)
-{
-	cJSON *deps = cJSON_AddArrayToObject(o, "deps"), *d;
-	char num[4][24];
-	bool ok = deps != NULL && write_add_str(o, "deps_source", store_deps_source_name(e->deps_source));
-	size_t i;
-
-	for (i = 0; ok && i < e->ndeps; i++) {
-		const struct store_dep *dep = &e->deps[i];
-		d = store_dep_json(dep);
-		ok = d && cJSON_AddItemToArray(deps, d);
-		if (!ok) {
-			cJSON_Delete(d);
-			break;
-		}
-		/* The identity that stands for the digest on this node. */
-		snprintf(num[0], sizeof(num[0]), "%lld", (long long)dep->mtime_ns);
-		snprintf(num[1], sizeof(num[1]), "%lld", (long long)dep->ctime_ns);
-		snprintf(num[2], sizeof(num[2]), "%llu", (unsigned long long)dep->dev);
-		snprintf(num[3], sizeof(num[3]), "%llu", (unsigned long long)dep->ino);
-		ok = write_add_str(d, "mtime_ns", num[0]) && write_add_str(d, "ctime_ns", num[1]) &&
-		     write_add_str(d, "dev", num[2]) && write_add_str(d, "ino", num[3]) &&
-		     cJSON_AddNumberToObject(d, "mode", dep->mode) != NULL;
-	}
-	return ok;
-}
-
+/* The meta's text (the entry codec's META form). */
 static int write_meta_text(const struct store_entry *e, char **out)
 {
-	cJSON *o = cJSON_CreateObject();
-	bool ok = o != NULL;
-	int rc = 0;
+	cJSON *o = entry_encode(e, ENTRY_FORM_META);
 
-	*out = NULL;
-	ok = ok && cJSON_AddNumberToObject(o, "kiln_meta", 1);
-	ok = ok && write_add_str(o, "key", e->key) && write_add_str(o, "rkey", e->rkey);
-	ok = ok && write_add_str(o, "label", e->label) && write_add_str(o, "alias", e->alias);
-	ok = ok && write_add_str(o, "toolchain", e->toolchain) && write_add_str(o, "output", e->output);
-	ok = ok && cJSON_AddNumberToObject(o, "size", (double)e->size);
-	if (e->has_sha256) {
-		char hex[65];
-		util_hex(e->sha256, 32, hex);
-		ok = ok && write_add_str(o, "sha256", hex);
-	}
-	ok = ok && cJSON_AddNumberToObject(o, "created", (double)e->created);
-	ok = ok && cJSON_AddNumberToObject(o, "last_used", (double)e->last_used);
-	ok = ok && cJSON_AddNumberToObject(o, "uses", (double)e->uses);
-	ok = ok && cJSON_AddNumberToObject(o, "build_ms", (double)e->build_ms);
-	ok = ok && cJSON_AddBoolToObject(o, "pinned", e->pinned);
-	if (ok)
-		rc = add_json_array(o, "args", e->args_json);
-	if (ok && rc == 0)
-		rc = add_json_array(o, "sources", e->sources_json);
-	ok = ok && rc == 0 && add_deps(o, e);
-	if (ok)
-		*out = cJSON_Print(o);
+	/* Besides memory, the encoder fails on stored args or sources that are
+	 * not a JSON array: reconcile could not rebuild the entry from them. */
+	if (o == NULL)
+		return -EINVAL;
+	*out = cJSON_Print(o);
 	cJSON_Delete(o);
-	if (rc == 0 && !*out)
-		rc = -ENOMEM;
-	return rc;
+	return *out != NULL ? 0 : -ENOMEM;
 }
 
 /* Writes the meta into tmp/ under a unique name (*name, malloc'd, relative

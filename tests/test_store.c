@@ -19,6 +19,7 @@
 #include <cjson/cJSON.h>
 #include <sqlite3.h>
 
+#include "entry_codec.h"
 #include "store.h"
 #include "store_int.h"
 #include "util.h"
@@ -1260,112 +1261,6 @@ START_TEST(test_deps_blob_damaged)
 }
 END_TEST
 
-/* tmpl with each '@' replaced by hex, into out. */
-static void with_hex(const char *tmpl, const char *hex, char *out, size_t cap)
-{
-	size_t o = 0, hl = strlen(hex);
-	for (; *tmpl != '\0'; tmpl++) {
-		ck_assert_uint_lt(o + hl + 1, cap);
-		if (*tmpl == '@') {
-			memcpy(out + o, hex, hl);
-			o += hl;
-		} else {
-			out[o++] = *tmpl;
-		}
-	}
-	out[o] = '\0';
-}
-
-/* JSON (metadata files, `kiln show`, upstream) and back, for each kind:
- * what the kind stands for survives. */
-START_TEST(test_dep_json_kinds)
-{
-	struct store_dep d[4], back;
-	char hex[65];
-
-	blob_deps(d);
-	d[0].size = 123456789;     /* JSON numbers are doubles */
-	d[1].mode = 040755;
-	d[3].mode = 1;
-	for (int i = 0; i < 4; i++) {
-		cJSON *o = store_dep_json(&d[i]);
-		ck_assert_ptr_nonnull(o);
-		ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "kind")),
-				 store_dep_kind_name(i));
-		/* Through text, as the metadata file has it. */
-		char *text = cJSON_PrintUnformatted(o);
-		cJSON_Delete(o);
-		ck_assert_ptr_nonnull(text);
-		o = cJSON_Parse(text);
-		free(text);
-		ck_assert_ptr_nonnull(o);
-		ck_assert_int_eq(store_dep_from_json(o, &back), 0);
-		cJSON_Delete(o);
-		ck_assert_str_eq(back.path, d[i].path);
-		ck_assert_uint_eq(back.kind, (unsigned)i);
-		switch (i) {
-		case STORE_DEP_FILE:
-			ck_assert_uint_eq(back.size, d[i].size);
-			ck_assert_mem_eq(back.digest, d[i].digest, 32);
-			break;
-		case STORE_DEP_EXISTS:
-			ck_assert_uint_eq(back.mode, 040755);
-			break;
-		case STORE_DEP_ABSENT:
-			break;
-		case STORE_DEP_ENV:
-			ck_assert_uint_eq(back.mode, 1);
-			ck_assert_mem_eq(back.digest, d[i].digest, 32);
-			break;
-		}
-		free(back.path);
-	}
-
-	/* An unset variable stays unset. */
-	d[3].mode = 0;
-	cJSON *o = store_dep_json(&d[3]);
-	ck_assert_ptr_nonnull(o);
-	ck_assert_int_eq(store_dep_from_json(o, &back), 0);
-	ck_assert_uint_eq(back.mode, 0);
-	free(back.path);
-	cJSON_Delete(o);
-
-	/* What each kind needs: a file its sha256, a found path its mode, a
-	 * variable whether it was set; all but a variable an absolute path. */
-	util_hex(d[0].digest, 32, hex);
-	static const char *const bad[] = {
-		"{\"path\":\"/a.h\",\"kind\":\"file\",\"size\":1}",
-		"{\"path\":\"/a.h\",\"kind\":\"file\",\"size\":-1,\"sha256\":\"@\"}",
-		"{\"path\":\"/usr\",\"kind\":\"exists\"}",
-		"{\"path\":\"/usr\",\"kind\":\"exists\",\"mode\":-1}",
-		"{\"path\":\"CPATH\",\"kind\":\"env\",\"sha256\":\"@\"}",
-		"{\"path\":\"CPATH\",\"kind\":\"env\",\"set\":true}",
-		"{\"path\":\"rel.h\",\"kind\":\"absent\"}",
-		"{\"path\":\"\",\"kind\":\"env\",\"set\":false,\"sha256\":\"@\"}",
-		"{\"path\":\"/a.h\",\"kind\":\"other\"}",
-		"{\"kind\":\"absent\"}",
-	};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		char text[256];
-		with_hex(bad[i], hex, text, sizeof(text));
-		o = cJSON_Parse(text);
-		ck_assert_ptr_nonnull(o);
-		ck_assert_msg(store_dep_from_json(o, &back) == -EINVAL, "accepted %s", text);
-		cJSON_Delete(o);
-	}
-	/* Metadata from before kinds: a file. */
-	char text[256];
-	snprintf(text, sizeof(text), "{\"path\":\"/a.h\",\"size\":7,\"sha256\":\"%s\"}", hex);
-	o = cJSON_Parse(text);
-	ck_assert_int_eq(store_dep_from_json(o, &back), 0);
-	ck_assert_uint_eq(back.kind, STORE_DEP_FILE);
-	ck_assert_uint_eq(back.size, 7);
-	ck_assert_mem_eq(back.digest, d[0].digest, 32);
-	free(back.path);
-	cJSON_Delete(o);
-}
-END_TEST
-
 static Suite *store_suite(void)
 {
 	Suite *su = suite_create("store");
@@ -1399,7 +1294,6 @@ static Suite *store_suite(void)
 	tcase_add_test(td, test_deps_blob_v1);
 	tcase_add_test(td, test_deps_blob_damaged);
 	tcase_add_test(td, test_deps_blob_bad_kind_refused);
-	tcase_add_test(td, test_dep_json_kinds);
 	suite_add_tcase(su, td);
 	return su;
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "entry_codec.h"
 #include "store.h"
 #include "util.h"
 

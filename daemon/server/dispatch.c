@@ -19,6 +19,7 @@
 #include "build_int.h"
 #include "cachedir.h"
 #include "dispatch.h"
+#include "entry_codec.h"
 #include "fdcache.h"
 #include "gpu.h"
 #include "headers.h"

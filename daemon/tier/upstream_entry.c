@@ -21,6 +21,7 @@
 
 #include "key.h"
 #include "deps.h"
+#include "entry_codec.h"
 #include "log.h"
 #include "upstream_int.h"
 #include "util.h"
@@ -30,33 +31,17 @@
 /* Entries tried per request key; more is a directory someone filled by hand. */
 #define CANDIDATES_MAX 256
 
-/* The metadata of one upstream entry, as read. */
+/* The metadata of one upstream entry, as read: the entry (the codec's
+ * UPSTREAM form: no node-local fields) and the build's output. */
 struct up_meta {
-	char key[65];
-	char rkey[65];
-	char *output;
-	uint64_t size;
-	uint8_t sha256[32];
-	uint64_t build_ms;
-	char *label;
+	struct store_entry e;
 	char *log;
-	char *toolchain;          /* its name on the publishing node, or NULL */
-	char *args_json, *sources_json;  /* JSON arrays as written, or NULL */
-	struct store_dep *deps;
-	size_t ndeps;
 };
 
 static void meta_free(struct up_meta *m)
 {
-	free(m->output);
-	free(m->label);
+	store_entry_free(&m->e);
 	free(m->log);
-	free(m->toolchain);
-	free(m->args_json);
-	free(m->sources_json);
-	for (size_t i = 0; i < m->ndeps; i++)
-		free(m->deps[i].path);
-	free(m->deps);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -90,42 +75,9 @@ static void object_path(const struct up_dirs *u, const uint8_t sha[32], const ch
 }
 /* Metadata. */
 
-static const char *json_str(const cJSON *o, const char *name)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static bool json_u64(const cJSON *o, const char *name, uint64_t *out)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740992.0)
-		return false;
-	*out = (uint64_t)v->valuedouble;
-	return true;
-}
-
-static int parse_deps(const cJSON *arr, struct up_meta *m)
-{
-	const cJSON *d;
-	if (!cJSON_IsArray(arr))
-		return -EBADMSG;
-	int n = cJSON_GetArraySize(arr);
-	if (n == 0)
-		return 0;
-	if ((m->deps = calloc((size_t)n, sizeof(*m->deps))) == NULL)
-		return -ENOMEM;
-	cJSON_ArrayForEach(d, arr) {
-		int rc = store_dep_from_json(d, &m->deps[m->ndeps]);
-		if (rc != 0)
-			return rc == -ENOMEM ? rc : -EBADMSG;
-		m->ndeps++;
-	}
-	return 0;
-}
-
 /* Reads and checks the shape of a metadata file. 0, -EBADMSG for a file
- * that is not what kiln writes, or another negative errno. */
+ * that is not what kiln writes, -ENOENT for one of an older format (keys this
+ * kilnd never computes), or another negative errno. */
 static int meta_read(const char *path, struct up_meta *m)
 {
 	char *text = NULL;
@@ -136,38 +88,10 @@ static int meta_read(const char *path, struct up_meta *m)
 		return rc;
 	cJSON *o = cJSON_ParseWithLength(text, len);
 	free(text);
-	const char *key = json_str(o, "key"), *rkey = json_str(o, "rkey");
-	const char *output = json_str(o, "output"), *label = json_str(o, "label");
-	const char *log = json_str(o, "log");
-	uint64_t version = 0;
-	rc = -EBADMSG;
-	if (o != NULL && json_u64(o, "kiln_upstream", &version) && version < UPSTREAM_META_VERSION) {
-		/* Written by an older kilnd for keys this one never computes. */
-		rc = -ENOENT;
-		goto out;
-	}
-	if (o == NULL || !json_u64(o, "kiln_upstream", &version) || version != UPSTREAM_META_VERSION ||
-	    !is_key(key) || !is_key(rkey) || output == NULL || store_output_ext(output) == NULL ||
-	    !json_u64(o, "size", &m->size) || !util_unhex32(json_str(o, "sha256"), m->sha256))
-		goto out;
-	if (!json_u64(o, "build_ms", &m->build_ms))
-		m->build_ms = 0;
-	memcpy(m->key, key, 65);
-	memcpy(m->rkey, rkey, 65);
-	rc = -ENOMEM;
-	if ((m->output = strdup(output)) == NULL || (label != NULL && (m->label = strdup(label)) == NULL) ||
-	    (log != NULL && (m->log = strdup(log)) == NULL))
-		goto out;
-	/* What the request was, for a check by this node's toolchain. */
-	const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, "args");
-	const cJSON *sources = cJSON_GetObjectItemCaseSensitive(o, "sources");
-	const char *tc = json_str(o, "toolchain");
-	if ((tc != NULL && (m->toolchain = strdup(tc)) == NULL) ||
-	    (cJSON_IsArray(args) && (m->args_json = cJSON_PrintUnformatted(args)) == NULL) ||
-	    (cJSON_IsArray(sources) && (m->sources_json = cJSON_PrintUnformatted(sources)) == NULL))
-		goto out;
-	rc = parse_deps(cJSON_GetObjectItemCaseSensitive(o, "deps"), m);
-out:
+	rc = o != NULL ? entry_decode(o, ENTRY_FORM_UPSTREAM, &m->e) : -EBADMSG;
+	const char *log = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "log"));
+	if (rc == 0 && log != NULL && (m->log = strdup(log)) == NULL)
+		rc = -ENOMEM;
 	cJSON_Delete(o);
 	if (rc != 0)
 		meta_free(m);
@@ -179,14 +103,14 @@ out:
 /*
  * Checks every dependency against this node's file: the same size and the
  * same SHA-256, or the entry is not for this node (a header differs here).
- * On success m->deps carry this node's mtimes.
+ * On success m->e.deps carry this node's mtimes.
  */
 static bool deps_match(struct up_meta *m)
 {
 	char why[512];
-	for (size_t i = 0; i < m->ndeps; i++) {
-		if (deps_check_here(&m->deps[i], why, sizeof(why)) != 0) {
-			log_debug("upstream entry %.16s: %s", m->key, why);
+	for (size_t i = 0; i < m->e.ndeps; i++) {
+		if (deps_check_here(&m->e.deps[i], why, sizeof(why)) != 0) {
+			log_debug("upstream entry %.16s: %s", m->e.key, why);
 			return false;
 		}
 	}
@@ -199,10 +123,10 @@ static int fetch_object(const struct up_dirs *u, const struct up_meta *m, const 
 	char path[PATH_MAX];
 	uint8_t got[32];
 	uint64_t n = 0;
-	object_path(u, m->sha256, m->output, path, sizeof(path));
+	object_path(u, m->e.sha256, m->e.output, path, sizeof(path));
 	int in = open(path, O_RDONLY | O_CLOEXEC);
 	if (in < 0) {
-		log_warn("upstream entry %.16s names object %s, which cannot be opened: %s", m->key, path,
+		log_warn("upstream entry %.16s names object %s, which cannot be opened: %s", m->e.key, path,
 			 strerror(errno));
 		return -EBADMSG;
 	}
@@ -218,10 +142,10 @@ static int fetch_object(const struct up_dirs *u, const struct up_meta *m, const 
 	if (close(out) != 0 && rc == 0)
 		rc = -errno;
 	close(in);
-	if (rc == 0 && (n != m->size || memcmp(got, m->sha256, 32) != 0)) {
+	if (rc == 0 && (n != m->e.size || memcmp(got, m->e.sha256, 32) != 0)) {
 		log_warn("upstream object %s does not match its metadata (%llu bytes, %llu expected, or "
 			 "another SHA-256); not using it", path, (unsigned long long)n,
-			 (unsigned long long)m->size);
+			 (unsigned long long)m->e.size);
 		rc = -EBADMSG;
 	} else if (rc != 0) {
 		log_warn("cannot copy upstream object %s: %s", path, strerror(-rc));
@@ -246,15 +170,16 @@ static int try_entry(const struct up_dirs *u, const char *dir, const char *name,
 			 rc == -EBADMSG ? "not valid kiln metadata" : strerror(-rc));
 		return -EBADMSG;
 	}
-	if (strncmp(name, m->key, 64) != 0 || strcmp(m->rkey, rkey) != 0 || strcmp(m->output, output) != 0) {
+	if (strncmp(name, m->e.key, 64) != 0 || strcmp(m->e.rkey, rkey) != 0 ||
+	    strcmp(m->e.output, output) != 0) {
 		log_warn("ignoring upstream metadata %s: its key, request key or output do not match "
 			 "its place", path);
 		return -EBADMSG;
 	}
 	if (!deps_match(m))
 		return 0;
-	key_artifact(rkey, m->deps, m->ndeps, key);
-	if (strcmp(key, m->key) != 0) {
+	key_artifact(rkey, m->e.deps, m->e.ndeps, key);
+	if (strcmp(key, m->e.key) != 0) {
 		log_warn("ignoring upstream metadata %s: its dependencies give key %.16s", path, key);
 		return -EBADMSG;
 	}
@@ -310,34 +235,34 @@ int upfs_find(const struct up_dirs *u, const char *rkey, const char *output,
 			(*bad)++;
 		if (rc == 1) {
 			found = 1;
-			memcpy(e->key, m.key, sizeof(e->key));
-			memcpy(e->rkey, m.rkey, sizeof(e->rkey));
-			e->size = m.size;
-			memcpy(e->sha256, m.sha256, 32);
+			memcpy(e->key, m.e.key, sizeof(e->key));
+			memcpy(e->rkey, m.e.rkey, sizeof(e->rkey));
+			e->size = m.e.size;
+			memcpy(e->sha256, m.e.sha256, 32);
 			e->has_sha256 = true;
-			e->build_ms = m.build_ms;
-			e->deps = m.deps;
-			e->ndeps = m.ndeps;
+			e->build_ms = m.e.build_ms;
+			e->deps = m.e.deps;
+			e->ndeps = m.e.ndeps;
 			e->deps_source = STORE_DEPS_OBSERVED;
-			m.deps = NULL;
-			m.ndeps = 0;
+			m.e.deps = NULL;
+			m.e.ndeps = 0;
 			if (e->label == NULL) {
-				e->label = m.label;
-				m.label = NULL;
+				e->label = m.e.label;
+				m.e.label = NULL;
 			}
 			if (e->args_json == NULL) {
-				e->args_json = m.args_json;
-				m.args_json = NULL;
+				e->args_json = m.e.args_json;
+				m.e.args_json = NULL;
 			}
 			if (e->sources_json == NULL) {
-				e->sources_json = m.sources_json;
-				m.sources_json = NULL;
+				e->sources_json = m.e.sources_json;
+				m.e.sources_json = NULL;
 			}
-			if (m.toolchain != NULL && e->toolchain != NULL &&
+			if (m.e.toolchain != NULL && e->toolchain != NULL &&
 			    strcmp(e->toolchain, "imported") == 0) {
 				free(e->toolchain);
-				e->toolchain = m.toolchain;
-				m.toolchain = NULL;
+				e->toolchain = m.e.toolchain;
+				m.e.toolchain = NULL;
 			}
 			*log = m.log;
 			m.log = NULL;
@@ -425,8 +350,8 @@ static bool entry_ok(const struct up_dirs *u, const char *path, const char *key)
 	char obj[PATH_MAX];
 	if (meta_read(path, &m) != 0)
 		return false;
-	object_path(u, m.sha256, m.output, obj, sizeof(obj));
-	bool ok = strcmp(m.key, key) == 0 && object_ok(obj, m.size, m.sha256);
+	object_path(u, m.e.sha256, m.e.output, obj, sizeof(obj));
+	bool ok = strcmp(m.e.key, key) == 0 && object_ok(obj, m.e.size, m.e.sha256);
 	meta_free(&m);
 	return ok;
 }
@@ -451,44 +376,24 @@ static int place_meta(const struct up_dirs *u, const char *tmp, const char *path
 }
 
 static char *entry_meta_text(const struct up_dirs *u, const struct store_entry *e, uint64_t size,
-		       const uint8_t sha[32], const char *log, size_t loglen)
+			     const uint8_t sha[32], const char *log, size_t loglen)
 {
 	char hex[65], obj[PATH_MAX];
-	cJSON *o = cJSON_CreateObject();
-	cJSON *deps = o != NULL ? cJSON_AddArrayToObject(o, "deps") : NULL;
+	struct store_entry pub = *e;   /* shallow: the object as published */
+	pub.size = size;
+	memcpy(pub.sha256, sha, 32);
+	pub.has_sha256 = true;
+	cJSON *o = entry_encode(&pub, ENTRY_FORM_UPSTREAM);
 	char *text = NULL;
-	if (deps == NULL)
-		goto out;
 	util_hex(sha, 32, hex);
 	snprintf(obj, sizeof(obj), "objects/%.2s/%s.%s", hex, hex, store_output_ext(e->output));
-	cJSON_AddNumberToObject(o, "kiln_upstream", UPSTREAM_META_VERSION);
-	cJSON_AddStringToObject(o, "key", e->key);
-	cJSON_AddStringToObject(o, "rkey", e->rkey);
-	cJSON_AddStringToObject(o, "output", e->output);
-	cJSON_AddStringToObject(o, "object", obj);
-	cJSON_AddNumberToObject(o, "size", (double)size);
-	cJSON_AddStringToObject(o, "sha256", hex);
-	for (size_t i = 0; i < e->ndeps; i++) {
-		cJSON *d = store_dep_json(&e->deps[i]);
-		if (d == NULL || !cJSON_AddItemToArray(deps, d)) {
-			cJSON_Delete(d);
-			goto out;
-		}
-	}
-	cJSON_AddStringToObject(o, "toolchain", e->toolchain);
-	if (e->label != NULL)
-		cJSON_AddStringToObject(o, "label", e->label);
-	if (e->args_json != NULL)
-		cJSON_AddItemToObject(o, "args", cJSON_Parse(e->args_json));
-	if (e->sources_json != NULL)
-		cJSON_AddItemToObject(o, "sources", cJSON_Parse(e->sources_json));
-	cJSON_AddNumberToObject(o, "build_ms", (double)e->build_ms);
-	cJSON_AddNumberToObject(o, "created", (double)time(NULL));
-	cJSON_AddStringToObject(o, "host", u->host);
-	if (log != NULL && loglen > 0 && strlen(log) == loglen)
-		cJSON_AddStringToObject(o, "log", log);
-	text = cJSON_Print(o);
-out:
+	bool ok = o != NULL && cJSON_AddStringToObject(o, "object", obj) != NULL &&
+		  cJSON_AddNumberToObject(o, "created", (double)time(NULL)) != NULL &&
+		  cJSON_AddStringToObject(o, "host", u->host) != NULL;
+	if (ok && log != NULL && loglen > 0 && strlen(log) == loglen)
+		ok = cJSON_AddStringToObject(o, "log", log) != NULL;
+	if (ok)
+		text = cJSON_Print(o);
 	cJSON_Delete(o);
 	return text;
 }

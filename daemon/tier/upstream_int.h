@@ -21,10 +21,10 @@
 
 #include "store.h"
 
-/* The metadata format; a reader skips files of another version. */
-/* 2: dependencies with kinds (key format 3). Entries of version 1 were
- * keyed by format 2 and are never asked for; they are skipped quietly. */
-#define UPSTREAM_META_VERSION 2
+/* The metadata format is the entry codec's UPSTREAM form
+ * (store/entry_codec.h, ENTRY_UPSTREAM_VERSION): 2 has dependencies with
+ * kinds (key format 3). Entries of version 1 were keyed by format 2 and are
+ * never asked for; they are skipped quietly. */
 
 struct up_dirs {
 	char *dir;             /* as configured: for messages */

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "entry_codec.h"
 #include "key.h"
 #include "kiln_x.h"
 #include "util.h"
@@ -175,7 +176,7 @@ static void artifact_key(const struct exported *x, const cJSON *deps, char out[6
 	ck_assert_ptr_nonnull(d);
 	cJSON_ArrayForEach(dep, deps) {
 		/* The wire form of a dep is the store's JSON form. */
-		ck_assert_int_eq(store_dep_from_json(dep, &d[i]), 0);
+		ck_assert_int_eq(entry_dep_decode(dep, false, &d[i]), 0);
 		i++;
 	}
 	key_artifact(harness_str(e, "rkey"), d, (size_t)n, out);
