@@ -371,18 +371,15 @@ static const struct load_prog *pick_hit(const struct client *cl, int i)
 	return &cl->x->hits[r % (uint64_t)cl->o->programs];
 }
 
-/* A get of a pre-built program, by text or by digest. */
-static void do_hit(struct client *cl, int i, bool digest)
+/* The reply to a get of program p sent as request id (rc: the send's
+ * result), checked and counted. */
+static void hit_reply(struct client *cl, int i, double t0, int rc, uint64_t id,
+		      const struct load_prog *p)
 {
-	const struct load_prog *p = pick_hit(cl, i);
 	enum load_outcome out = LO_WRONG;
-	uint64_t id = cl->next_id++;
 	char why[200] = "";
 	cJSON *r = NULL;
-	double t0 = now_ms();
 	int fd = -1;
-	int rc = load_send_body(&cl->c, "get", id, false, digest ? p->dbody : p->body,
-				digest ? p->dbody_len : p->body_len);
 
 	if (rc < 0)
 		snprintf(why, sizeof(why), "send: %s", strerror(-rc));
@@ -394,6 +391,18 @@ static void do_hit(struct client *cl, int i, bool digest)
 		close(fd);
 	cJSON_Delete(r);
 	finish(cl, i, t0, rc, out, why);
+}
+
+/* A get of a pre-built program, by text or by digest. */
+static void do_hit(struct client *cl, int i, bool digest)
+{
+	const struct load_prog *p = pick_hit(cl, i);
+	uint64_t id = cl->next_id++;
+	double t0 = now_ms();
+	int rc = load_send_body(&cl->c, "get", id, false, digest ? p->dbody : p->body,
+				digest ? p->dbody_len : p->body_len);
+
+	hit_reply(cl, i, t0, rc, id, p);
 }
 
 static int send_all(int fd, const char *buf, size_t len)
@@ -439,29 +448,16 @@ static void do_slow(struct client *cl, int i)
 {
 	const struct load_prog *p = pick_hit(cl, i);
 	uint64_t rnd = load_rand(cl->o->seed ^ 0x51077u, (uint64_t)cl->ci, (uint64_t)i);
-	enum load_outcome out = LO_WRONG;
 	uint64_t id = cl->next_id++;
-	char why[200] = "out of memory";
 	size_t plen = 0, flen = 0;
 	char *pl = load_payload("get", id, false, p->body, p->body_len, &plen);
 	char *frame = pl ? frame_encode(pl, plen, &flen) : NULL;
-	cJSON *r = NULL;
 	double t0 = now_ms();
-	int fd = -1;
 	int rc = frame ? send_slowly(cl, frame, flen, rnd) : -ENOMEM;
 
-	if (rc < 0)
-		snprintf(why, sizeof(why), "send: %s", strerror(-rc));
-	else
-		rc = recv_for(cl, id, &r, &fd, why, sizeof(why));
-	if (rc == 0)
-		out = check_hit(cl, r, fd, p, why, sizeof(why));
-	if (fd >= 0)
-		close(fd);
-	cJSON_Delete(r);
 	free(frame);
 	free(pl);
-	finish(cl, i, t0, rc, out, why);
+	hit_reply(cl, i, t0, rc, id, p);
 }
 
 /* A new program's reply: any artifact, the same key for every client (the

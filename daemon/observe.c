@@ -297,13 +297,17 @@ static int open_mode(int flags, va_list ap)
 	return (flags & (O_CREAT | O_TMPFILE)) ? va_arg(ap, int) : 0;
 }
 
+/* Declares mode: the variadic mode argument after flags, or 0. */
+#define TAKE_MODE(flags)                                \
+	va_list ap;                                     \
+	va_start(ap, flags);                            \
+	int mode = open_mode(flags, ap);                \
+	va_end(ap)
+
 #define OPEN_HOOK(name, ...)                                                    \
 	int name(const char *path, int flags, ...)                              \
 	{                                                                       \
-		va_list ap;                                                     \
-		va_start(ap, flags);                                            \
-		int mode = open_mode(flags, ap);                                \
-		va_end(ap);                                                     \
+		TAKE_MODE(flags);                                               \
 		RESOLVE(name);                                                  \
 		int fd = real_##name(path, flags, mode);                        \
 		note_open(AT_FDCWD, path, flags, fd, errno);                    \
@@ -315,10 +319,7 @@ OPEN_HOOK(open64)
 #define OPENAT_HOOK(name)                                                       \
 	int name(int dirfd, const char *path, int flags, ...)                   \
 	{                                                                       \
-		va_list ap;                                                     \
-		va_start(ap, flags);                                            \
-		int mode = open_mode(flags, ap);                                \
-		va_end(ap);                                                     \
+		TAKE_MODE(flags);                                               \
 		RESOLVE(name);                                                  \
 		int fd = real_##name(dirfd, path, flags, mode);                 \
 		note_open(dirfd, path, flags, fd, errno);                       \
@@ -473,27 +474,22 @@ int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *s
 
 /* access() and friends: success says the file exists (the mode is read
  * afterwards by kilnd); a failure other than ENOENT says it exists too. */
-int access(const char *path, int how)
-{
-	RESOLVE(access);
-	int rc = real_access(path, how);
-	note_probe(AT_FDCWD, path, rc, errno, 0);
-	return rc;
-}
+#define ACCESS_HOOK(name)                                 \
+	int name(const char *path, int how)               \
+	{                                                 \
+		RESOLVE(name);                            \
+		int rc = real_##name(path, how);          \
+		note_probe(AT_FDCWD, path, rc, errno, 0); \
+		return rc;                                \
+	}
+ACCESS_HOOK(access)
+ACCESS_HOOK(euidaccess)
 
 int faccessat(int dirfd, const char *path, int how, int flags)
 {
 	RESOLVE(faccessat);
 	int rc = real_faccessat(dirfd, path, how, flags);
 	note_probe(dirfd, path, rc, errno, 0);
-	return rc;
-}
-
-int euidaccess(const char *path, int how)
-{
-	RESOLVE(euidaccess);
-	int rc = real_euidaccess(path, how);
-	note_probe(AT_FDCWD, path, rc, errno, 0);
 	return rc;
 }
 

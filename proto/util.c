@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,6 +254,41 @@ int util_write_new_file(const char *path, const void *data, size_t len)
 	if (close(fd) != 0 && rc == 0)
 		rc = -errno;
 	return rc;
+}
+
+int util_replace_file_at(int dirfd, const char *name, const void *data, size_t len,
+			 bool durable)
+{
+	static atomic_uint seq;
+	char tmp[4096], dir[4096];
+	int n = snprintf(tmp, sizeof(tmp), "%s.tmp%d.%u", name, (int)getpid(),
+			 atomic_fetch_add(&seq, 1));
+
+	if (n < 0 || (size_t)n >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	int rc = util_write_all(fd, data, len);
+	if (rc == 0 && durable && fsync(fd) != 0)
+		rc = -errno;
+	/* close() reports deferred write errors (NFS, quota). */
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && renameat(dirfd, tmp, dirfd, name) != 0)
+		rc = -errno;
+	if (rc != 0) {
+		unlinkat(dirfd, tmp, 0);
+		return rc;
+	}
+	if (!durable)
+		return 0;
+	/* The directory that holds name: "." for a bare name. */
+	const char *slash = strrchr(name, '/');
+	if (slash == NULL)
+		return util_fsync_dir_at(dirfd, ".");
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - name) + (slash == name), name);
+	return util_fsync_dir_at(dirfd, dir);
 }
 
 int util_write_all(int fd, const void *buf, size_t len)

@@ -34,6 +34,14 @@ int util_write_all(int fd, const void *buf, size_t len);
 /* Creates path (O_EXCL, mode 0600) holding len bytes of data; 0 or a
  * negative errno. */
 int util_write_new_file(const char *path, const void *data, size_t len);
+/* Replaces name in the directory dirfd (or AT_FDCWD) with len bytes of data
+ * atomically: written to a unique temporary name beside it (O_EXCL, mode
+ * 0600, no symlink followed), then renamed over it, so a reader sees the old
+ * file or the new one, never half. durable: the file and the directory are
+ * fsync'ed too. On failure the temporary file is removed and name is left as
+ * it was. 0 or a negative errno. */
+int util_replace_file_at(int dirfd, const char *name, const void *data, size_t len,
+			 bool durable);
 /* Reads a whole file (at most max bytes; -EFBIG beyond). *out is malloc'd and
  * NUL-terminated, owned by the caller. Returns 0 or a negative errno. */
 int util_read_file(const char *path, size_t max, char **out, size_t *outlen);

@@ -49,20 +49,20 @@ static const struct form forms[] = {
 
 /* Encoding. */
 
-static bool put_str(cJSON *o, const struct form *f, const char *name, const char *v)
+static bool enc_str(cJSON *o, const struct form *f, const char *name, const char *v)
 {
 	if (v != NULL)
 		return cJSON_AddStringToObject(o, name, v) != NULL;
 	return !f->nulls || cJSON_AddNullToObject(o, name) != NULL;
 }
 
-static bool put_num(cJSON *o, const char *name, double v)
+static bool enc_num(cJSON *o, const char *name, double v)
 {
 	return cJSON_AddNumberToObject(o, name, v) != NULL;
 }
 
 /* Adds item to o (to an array when name is NULL); frees it on failure. */
-static bool put_item(cJSON *o, const char *name, cJSON *item)
+static bool enc_item(cJSON *o, const char *name, cJSON *item)
 {
 	bool ok = item != NULL && (name ? cJSON_AddItemToObject(o, name, item)
 					: cJSON_AddItemToArray(o, item));
@@ -74,21 +74,21 @@ static bool put_item(cJSON *o, const char *name, cJSON *item)
 /* A stored JSON array (args, sources) as a real array, so that a human can
  * read it. META must be able to read it back (false when it is not an
  * array); the other forms show a damaged one as [] (UPSTREAM leaves it out). */
-static bool put_array(cJSON *o, const struct form *f, const char *name, const char *json)
+static bool enc_array(cJSON *o, const struct form *f, const char *name, const char *json)
 {
 	cJSON *a = json != NULL ? cJSON_Parse(json) : NULL;
 
 	if (a != NULL && cJSON_IsArray(a))
-		return put_item(o, name, a);
+		return enc_item(o, name, a);
 	cJSON_Delete(a);
 	if (f == &forms[ENTRY_FORM_META])
 		return json == NULL && cJSON_AddNullToObject(o, name) != NULL;
 	if (!f->nulls)
 		return true;
-	return put_item(o, name, cJSON_CreateArray());
+	return enc_item(o, name, cJSON_CreateArray());
 }
 
-static bool put_digest(cJSON *o, const char *name, const uint8_t digest[32])
+static bool enc_digest(cJSON *o, const char *name, const uint8_t digest[32])
 {
 	char hex[65];
 
@@ -103,12 +103,12 @@ cJSON *entry_dep_encode(const struct store_dep *dep, bool identity)
 		  cJSON_AddStringToObject(o, "kind", store_dep_kind_name(dep->kind)) != NULL;
 
 	if (ok && dep->kind == STORE_DEP_FILE)
-		ok = put_num(o, "size", (double)dep->size) && put_digest(o, "sha256", dep->digest);
+		ok = enc_num(o, "size", (double)dep->size) && enc_digest(o, "sha256", dep->digest);
 	else if (ok && dep->kind == STORE_DEP_EXISTS)
-		ok = put_num(o, "mode", dep->mode);
+		ok = enc_num(o, "mode", dep->mode);
 	else if (ok && dep->kind == STORE_DEP_ENV)
 		ok = cJSON_AddBoolToObject(o, "set", dep->mode != 0) != NULL &&
-		     put_digest(o, "sha256", dep->digest);
+		     enc_digest(o, "sha256", dep->digest);
 	if (ok && identity) {
 		/* The identity that stands for the digest on this node. */
 		char num[4][24];
@@ -120,7 +120,7 @@ cJSON *entry_dep_encode(const struct store_dep *dep, bool identity)
 		     cJSON_AddStringToObject(o, "ctime_ns", num[1]) != NULL &&
 		     cJSON_AddStringToObject(o, "dev", num[2]) != NULL &&
 		     cJSON_AddStringToObject(o, "ino", num[3]) != NULL &&
-		     (dep->kind != STORE_DEP_FILE || put_num(o, "mode", dep->mode));
+		     (dep->kind != STORE_DEP_FILE || enc_num(o, "mode", dep->mode));
 	}
 	if (!ok) {
 		cJSON_Delete(o);
@@ -130,19 +130,19 @@ cJSON *entry_dep_encode(const struct store_dep *dep, bool identity)
 }
 
 /* deps as objects (META, UPSTREAM). */
-static bool put_dep_objects(cJSON *o, const struct form *f, const struct store_entry *e)
+static bool enc_dep_objects(cJSON *o, const struct form *f, const struct store_entry *e)
 {
 	cJSON *deps = cJSON_AddArrayToObject(o, "deps");
 	bool ok = deps != NULL;
 
 	for (size_t i = 0; ok && i < e->ndeps; i++)
-		ok = put_item(deps, NULL, entry_dep_encode(&e->deps[i], f->identity));
+		ok = enc_item(deps, NULL, entry_dep_encode(&e->deps[i], f->identity));
 	return ok;
 }
 
 /* deps as parallel arrays (SHOW): paths, then their digests, kinds and
  * modes in the same order (what a put carries: docs/protocol.md). */
-static bool put_dep_arrays(cJSON *o, const struct store_entry *e)
+static bool enc_dep_arrays(cJSON *o, const struct store_entry *e)
 {
 	cJSON *paths = cJSON_AddArrayToObject(o, "deps");
 	cJSON *sha = cJSON_AddArrayToObject(o, "dep_sha256");
@@ -154,24 +154,24 @@ static bool put_dep_arrays(cJSON *o, const struct store_entry *e)
 		const struct store_dep *d = &e->deps[i];
 		char hex[65];
 		util_hex(d->digest, 32, hex);
-		ok = put_item(paths, NULL, cJSON_CreateString(d->path)) &&
-		     put_item(sha, NULL, cJSON_CreateString(hex)) &&
-		     put_item(kinds, NULL, cJSON_CreateString(store_dep_kind_name(d->kind))) &&
-		     put_item(modes, NULL, cJSON_CreateNumber(d->mode));
+		ok = enc_item(paths, NULL, cJSON_CreateString(d->path)) &&
+		     enc_item(sha, NULL, cJSON_CreateString(hex)) &&
+		     enc_item(kinds, NULL, cJSON_CreateString(store_dep_kind_name(d->kind))) &&
+		     enc_item(modes, NULL, cJSON_CreateNumber(d->mode));
 	}
 	return ok;
 }
 
-static bool put_detail(cJSON *o, const struct form *f, const struct store_entry *e)
+static bool enc_detail(cJSON *o, const struct form *f, const struct store_entry *e)
 {
-	bool ok = !e->has_sha256 || put_digest(o, "sha256", e->sha256);
+	bool ok = !e->has_sha256 || enc_digest(o, "sha256", e->sha256);
 
-	ok = ok && put_array(o, f, "args", e->args_json) &&
-	     put_array(o, f, "sources", e->sources_json);
+	ok = ok && enc_array(o, f, "args", e->args_json) &&
+	     enc_array(o, f, "sources", e->sources_json);
 	if (ok && f->local)
-		ok = put_str(o, f, "deps_source", store_deps_source_name(e->deps_source));
+		ok = enc_str(o, f, "deps_source", store_deps_source_name(e->deps_source));
 	if (ok)
-		ok = f->deps_objects ? put_dep_objects(o, f, e) : put_dep_arrays(o, e);
+		ok = f->deps_objects ? enc_dep_objects(o, f, e) : enc_dep_arrays(o, e);
 	return ok;
 }
 
@@ -182,18 +182,18 @@ cJSON *entry_encode(const struct store_entry *e, enum entry_form form)
 	bool ok = o != NULL;
 
 	if (ok && f->version_name != NULL)
-		ok = put_num(o, f->version_name, f->version);
+		ok = enc_num(o, f->version_name, f->version);
 	ok = ok && cJSON_AddStringToObject(o, "key", e->key) != NULL &&
 	     cJSON_AddStringToObject(o, "rkey", e->rkey) != NULL;
-	ok = ok && put_str(o, f, "label", e->label) && put_str(o, f, "toolchain", e->toolchain) &&
-	     put_str(o, f, "output", e->output) && put_num(o, "size", (double)e->size) &&
-	     put_num(o, "build_ms", (double)e->build_ms);
+	ok = ok && enc_str(o, f, "label", e->label) && enc_str(o, f, "toolchain", e->toolchain) &&
+	     enc_str(o, f, "output", e->output) && enc_num(o, "size", (double)e->size) &&
+	     enc_num(o, "build_ms", (double)e->build_ms);
 	if (ok && f->local)
-		ok = put_str(o, f, "alias", e->alias) && put_num(o, "created", (double)e->created) &&
-		     put_num(o, "last_used", (double)e->last_used) &&
-		     put_num(o, "uses", (double)e->uses) &&
+		ok = enc_str(o, f, "alias", e->alias) && enc_num(o, "created", (double)e->created) &&
+		     enc_num(o, "last_used", (double)e->last_used) &&
+		     enc_num(o, "uses", (double)e->uses) &&
 		     cJSON_AddBoolToObject(o, "pinned", e->pinned) != NULL;
-	ok = ok && (!f->detail || put_detail(o, f, e));
+	ok = ok && (!f->detail || enc_detail(o, f, e));
 	if (!ok) {
 		cJSON_Delete(o);
 		return NULL;
@@ -203,16 +203,16 @@ cJSON *entry_encode(const struct store_entry *e, enum entry_form form)
 
 /* Decoding: every reader returns 0, -EBADMSG or -ENOMEM. */
 
-static const cJSON *member(const cJSON *o, const char *name)
+static const cJSON *dec_member(const cJSON *o, const char *name)
 {
 	return cJSON_GetObjectItemCaseSensitive(o, name);
 }
 
 /* A string member: absent or null is NULL (-EBADMSG when required);
  * anything but a string, or an empty required one, is -EBADMSG. */
-static int get_str(const cJSON *o, const char *name, bool required, char **out)
+static int dec_str(const cJSON *o, const char *name, bool required, char **out)
 {
-	const cJSON *v = member(o, name);
+	const cJSON *v = dec_member(o, name);
 
 	*out = NULL;
 	if (v == NULL || cJSON_IsNull(v))
@@ -223,9 +223,9 @@ static int get_str(const cJSON *o, const char *name, bool required, char **out)
 	return *out != NULL ? 0 : -ENOMEM;
 }
 
-static int get_key(const cJSON *o, const char *name, char out[KILN_KEY_HEX + 1])
+static int dec_key(const cJSON *o, const char *name, char out[KILN_KEY_HEX + 1])
 {
-	const cJSON *v = member(o, name);
+	const cJSON *v = dec_member(o, name);
 
 	if (!cJSON_IsString(v) || !store_key_valid(v->valuestring))
 		return -EBADMSG;
@@ -234,9 +234,9 @@ static int get_key(const cJSON *o, const char *name, char out[KILN_KEY_HEX + 1])
 }
 
 /* A whole, non-negative JSON number; absent is 0 unless required. */
-static int get_u64(const cJSON *o, const char *name, bool required, uint64_t *out)
+static int dec_u64(const cJSON *o, const char *name, bool required, uint64_t *out)
 {
-	const cJSON *v = member(o, name);
+	const cJSON *v = dec_member(o, name);
 
 	*out = 0;
 	if (v == NULL && !required)
@@ -250,9 +250,9 @@ static int get_u64(const cJSON *o, const char *name, bool required, uint64_t *ou
 /* A decimal string (a dependency's identity), signed or not (a device or
  * inode number may pass INT64_MAX); absent is 0 (metadata from before it was
  * written). */
-static int get_dec(const cJSON *o, const char *name, bool is_signed, uint64_t *out)
+static int dec_decimal(const cJSON *o, const char *name, bool is_signed, uint64_t *out)
 {
-	const cJSON *v = member(o, name);
+	const cJSON *v = dec_member(o, name);
 	char *end;
 
 	*out = 0;
@@ -270,9 +270,9 @@ static int get_dec(const cJSON *o, const char *name, bool is_signed, uint64_t *o
 }
 
 /* args and sources: an array, kept as its JSON text, or absent/null. */
-static int get_array_text(const cJSON *o, const char *name, char **out)
+static int dec_array_text(const cJSON *o, const char *name, char **out)
 {
-	const cJSON *v = member(o, name);
+	const cJSON *v = dec_member(o, name);
 
 	*out = NULL;
 	if (v == NULL || cJSON_IsNull(v))
@@ -284,15 +284,15 @@ static int get_array_text(const cJSON *o, const char *name, char **out)
 }
 
 /* The node identity of a META dependency. */
-static int get_identity(const cJSON *o, struct store_dep *dep)
+static int dec_identity(const cJSON *o, struct store_dep *dep)
 {
-	const cJSON *mode = member(o, "mode");
+	const cJSON *mode = dec_member(o, "mode");
 	uint64_t v[2];
-	int rc = get_dec(o, "mtime_ns", true, &v[0]);
+	int rc = dec_decimal(o, "mtime_ns", true, &v[0]);
 
-	rc = rc != 0 ? rc : get_dec(o, "ctime_ns", true, &v[1]);
-	rc = rc != 0 ? rc : get_dec(o, "dev", false, &dep->dev);
-	rc = rc != 0 ? rc : get_dec(o, "ino", false, &dep->ino);
+	rc = rc != 0 ? rc : dec_decimal(o, "ctime_ns", true, &v[1]);
+	rc = rc != 0 ? rc : dec_decimal(o, "dev", false, &dep->dev);
+	rc = rc != 0 ? rc : dec_decimal(o, "ino", false, &dep->ino);
 	if (rc != 0)
 		return rc;
 	dep->mtime_ns = (int64_t)v[0];
@@ -304,9 +304,9 @@ static int get_identity(const cJSON *o, struct store_dep *dep)
 
 int entry_dep_decode(const cJSON *o, bool identity, struct store_dep *dep)
 {
-	const cJSON *path = member(o, "path"), *kind = member(o, "kind");
-	const cJSON *size = member(o, "size"), *mode = member(o, "mode");
-	const cJSON *set = member(o, "set"), *sha = member(o, "sha256");
+	const cJSON *path = dec_member(o, "path"), *kind = dec_member(o, "kind");
+	const cJSON *size = dec_member(o, "size"), *mode = dec_member(o, "mode");
+	const cJSON *set = dec_member(o, "set"), *sha = dec_member(o, "sha256");
 
 	memset(dep, 0, sizeof(*dep));
 	if (!cJSON_IsObject(o))
@@ -332,15 +332,15 @@ int entry_dep_decode(const cJSON *o, bool identity, struct store_dep *dep)
 	dep->mode = k == STORE_DEP_EXISTS ? (uint32_t)mode->valuedouble
 		  : k == STORE_DEP_ENV	   ? (uint32_t)cJSON_IsTrue(set)
 					   : 0;
-	int rc = identity ? get_identity(o, dep) : 0;
+	int rc = identity ? dec_identity(o, dep) : 0;
 	if (rc == 0 && (dep->path = strdup(path->valuestring)) == NULL)
 		rc = -ENOMEM;
 	return rc;
 }
 
-static int get_deps(const cJSON *o, const struct form *f, struct store_entry *e)
+static int dec_deps(const cJSON *o, const struct form *f, struct store_entry *e)
 {
-	const cJSON *v = member(o, "deps"), *d;
+	const cJSON *v = dec_member(o, "deps"), *d;
 
 	if (v == NULL || cJSON_IsNull(v))
 		return f->need_deps ? -EBADMSG : 0;
@@ -361,26 +361,26 @@ static int get_deps(const cJSON *o, const struct form *f, struct store_entry *e)
 }
 
 /* The format number: -ENOENT for an older UPSTREAM entry. */
-static int get_version(const cJSON *o, const struct form *f)
+static int dec_version(const cJSON *o, const struct form *f)
 {
 	uint64_t v;
 
-	if (get_u64(o, f->version_name, true, &v) != 0)
+	if (dec_u64(o, f->version_name, true, &v) != 0)
 		return -EBADMSG;
 	if (v < (uint64_t)f->version && f == &forms[ENTRY_FORM_UPSTREAM])
 		return -ENOENT;
 	return v == (uint64_t)f->version ? 0 : -EBADMSG;
 }
 
-static int get_local(const cJSON *o, struct store_entry *e)
+static int dec_local(const cJSON *o, struct store_entry *e)
 {
-	const cJSON *pinned = member(o, "pinned");
+	const cJSON *pinned = dec_member(o, "pinned");
 	uint64_t created, last_used;
-	int rc = get_str(o, "alias", false, &e->alias);
+	int rc = dec_str(o, "alias", false, &e->alias);
 
-	rc = rc != 0 ? rc : get_u64(o, "created", true, &created);
-	rc = rc != 0 ? rc : get_u64(o, "last_used", true, &last_used);
-	rc = rc != 0 ? rc : get_u64(o, "uses", true, &e->uses);
+	rc = rc != 0 ? rc : dec_u64(o, "created", true, &created);
+	rc = rc != 0 ? rc : dec_u64(o, "last_used", true, &last_used);
+	rc = rc != 0 ? rc : dec_u64(o, "uses", true, &e->uses);
 	if (rc == 0 && !cJSON_IsBool(pinned))
 		rc = -EBADMSG;
 	if (rc != 0)
@@ -388,7 +388,7 @@ static int get_local(const cJSON *o, struct store_entry *e)
 	e->created = (int64_t)created;
 	e->last_used = (int64_t)last_used;
 	e->pinned = cJSON_IsTrue(pinned);
-	const char *source = cJSON_GetStringValue(member(o, "deps_source"));
+	const char *source = cJSON_GetStringValue(dec_member(o, "deps_source"));
 	e->deps_source = source != NULL && strcmp(source, "observed") == 0 ? STORE_DEPS_OBSERVED
 									   : STORE_DEPS_DEPFILE;
 	return 0;
@@ -396,27 +396,27 @@ static int get_local(const cJSON *o, struct store_entry *e)
 
 static int decode(const cJSON *o, const struct form *f, struct store_entry *e)
 {
-	const cJSON *sha = member(o, "sha256");
-	int rc = get_version(o, f);
+	const cJSON *sha = dec_member(o, "sha256");
+	int rc = dec_version(o, f);
 
-	rc = rc != 0 ? rc : get_key(o, "key", e->key);
-	rc = rc != 0 ? rc : get_key(o, "rkey", e->rkey);
-	rc = rc != 0 ? rc : get_str(o, "label", false, &e->label);
-	rc = rc != 0 ? rc : get_str(o, "toolchain", f->need_toolchain, &e->toolchain);
-	rc = rc != 0 ? rc : get_str(o, "output", true, &e->output);
+	rc = rc != 0 ? rc : dec_key(o, "key", e->key);
+	rc = rc != 0 ? rc : dec_key(o, "rkey", e->rkey);
+	rc = rc != 0 ? rc : dec_str(o, "label", false, &e->label);
+	rc = rc != 0 ? rc : dec_str(o, "toolchain", f->need_toolchain, &e->toolchain);
+	rc = rc != 0 ? rc : dec_str(o, "output", true, &e->output);
 	if (rc == 0 && store_output_ext(e->output) == NULL)
 		rc = -EBADMSG;
-	rc = rc != 0 ? rc : get_u64(o, "size", true, &e->size);
-	rc = rc != 0 ? rc : get_u64(o, "build_ms", f->need_build_ms, &e->build_ms);
+	rc = rc != 0 ? rc : dec_u64(o, "size", true, &e->size);
+	rc = rc != 0 ? rc : dec_u64(o, "build_ms", f->need_build_ms, &e->build_ms);
 	if (rc == 0 && (sha != NULL || f->need_sha256)) {
 		e->has_sha256 = cJSON_IsString(sha) && util_unhex32(sha->valuestring, e->sha256);
 		rc = e->has_sha256 ? 0 : -EBADMSG;
 	}
-	rc = rc != 0 ? rc : get_array_text(o, "args", &e->args_json);
-	rc = rc != 0 ? rc : get_array_text(o, "sources", &e->sources_json);
+	rc = rc != 0 ? rc : dec_array_text(o, "args", &e->args_json);
+	rc = rc != 0 ? rc : dec_array_text(o, "sources", &e->sources_json);
 	if (rc == 0 && f->local)
-		rc = get_local(o, e);
-	return rc != 0 ? rc : get_deps(o, f, e);
+		rc = dec_local(o, e);
+	return rc != 0 ? rc : dec_deps(o, f, e);
 }
 
 int entry_decode(const cJSON *o, enum entry_form form, struct store_entry *e)

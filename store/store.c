@@ -145,23 +145,35 @@ int store_step_err(int rc)
 	return e ? e : -EIO;
 }
 
-int store_txn_end(struct store *s, int rc)
+/* COMMIT when rc is 0, else ROLLBACK; rows: entries or aliases changed, so
+ * the readers' caches are dropped after the commit. */
+static int txn_finish(struct store *s, int rc, bool rows)
 {
 	if (rc == 0)
 		rc = store_exec(s->wr, "COMMIT");
 	if (rc < 0)
 		store_exec(s->wr, "ROLLBACK");
-	else
+	else if (rows)
 		store_changed(s);
 	return rc;
 }
 
-int store_txn(struct store *s, int (*body)(struct store *s, void *arg), void *arg)
+int store_txn_end(struct store *s, int rc)
+{
+	return txn_finish(s, rc, true);
+}
+
+int store_txn_locked(struct store *s, bool rows, int (*body)(struct store *s, void *arg),
+		     void *arg)
+{
+	int rc = store_exec(s->wr, "BEGIN IMMEDIATE");
+	return rc == 0 ? txn_finish(s, body(s, arg), rows) : rc;
+}
+
+int store_txn(struct store *s, bool rows, int (*body)(struct store *s, void *arg), void *arg)
 {
 	pthread_mutex_lock(&s->wlock);
-	int rc = store_exec(s->wr, "BEGIN IMMEDIATE");
-	if (rc == 0)
-		rc = store_txn_end(s, body(s, arg));
+	int rc = store_txn_locked(s, rows, body, arg);
 	pthread_mutex_unlock(&s->wlock);
 	return rc;
 }
@@ -193,19 +205,31 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-static int read_user_version(sqlite3 *db, int *version)
+/* The integer columns of a query's one row into out[0..n). 0, or a
+ * negative errno (no row: the SQLite error of the step). */
+static int query_ints(sqlite3 *db, const char *sql, int64_t *out, int n)
 {
 	sqlite3_stmt *st = NULL;
-	int rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
+	int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
 
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
-		*version = sqlite3_column_int(st, 0);
+		for (int i = 0; i < n; i++)
+			out[i] = sqlite3_column_int64(st, i);
 		rc = SQLITE_OK;
 	}
 	sqlite3_finalize(st);
 	return store_sql_errno(rc);
+}
+
+static int read_user_version(sqlite3 *db, int *version)
+{
+	int64_t v = 0;
+	int rc = query_ints(db, "PRAGMA user_version", &v, 1);
+
+	*version = (int)v;
+	return rc;
 }
 
 static int open_db(const char *path, bool rw, sqlite3 **out, char *err, size_t errlen)
@@ -245,6 +269,35 @@ static int check_version(const char *path, int version, char *err, size_t errlen
 	return 0;
 }
 
+struct schema_job {
+	const char *path;
+	char *err;
+	size_t errlen;
+	bool began;      /* the transaction began: the index can be used */
+};
+
+/* Creates or upgrades the schema: all of it or none. */
+static int schema_body(struct store *s, void *arg)
+{
+	struct schema_job *j = arg;
+	int version = 0;
+	int rc = store_exec(s->wr, "PRAGMA recursive_triggers = ON");
+
+	j->began = true;
+	rc = rc == 0 ? read_user_version(s->wr, &version) : rc;
+	if (rc == 0 && version == 0) {
+		rc = store_exec(s->wr, schema_sql);
+		s->fresh_index = true;
+	}
+	if (rc == 0 && version <= 1)
+		rc = store_exec(s->wr, schema_v2_sql);
+	if (rc == 0 && version <= 2)
+		rc = store_exec(s->wr, schema_v3_sql);
+	else if (rc == 0)
+		rc = check_version(j->path, version, j->err, j->errlen);
+	return rc;
+}
+
 /*
  * Opens the writer, switches the database to WAL and creates the schema in
  * one immediate transaction, so that two daemons racing on a fresh
@@ -252,7 +305,6 @@ static int check_version(const char *path, int version, char *err, size_t errlen
  */
 static int open_writer(struct store *s, const char *path, char *err, size_t errlen)
 {
-	int version = 0;
 	int rc;
 
 	rc = open_db(path, true, &s->wr, err, errlen);
@@ -266,33 +318,13 @@ static int open_writer(struct store *s, const char *path, char *err, size_t errl
 	 * and a lost touch merely ages an entry a little. */
 	if (rc == 0)
 		rc = store_exec(s->wr, "PRAGMA synchronous = NORMAL");
+	struct schema_job j = { .path = path, .err = err, .errlen = errlen };
 	if (rc == 0)
-		rc = store_exec(s->wr, "BEGIN IMMEDIATE");
-	if (rc < 0) {
-		set_err(err, errlen, "cannot use %s: %s", path, sqlite3_errmsg(s->wr));
-		return rc;
-	}
-	if (rc == 0)
-		rc = store_exec(s->wr, "PRAGMA recursive_triggers = ON");
-	rc = rc == 0 ? read_user_version(s->wr, &version) : rc;
-	if (rc == 0 && version == 0) {
-		rc = store_exec(s->wr, schema_sql);
-		s->fresh_index = true;
-	}
-	/* Upgrades run in this transaction: all of them or none. */
-	if (rc == 0 && version <= 1)
-		rc = store_exec(s->wr, schema_v2_sql);
-	if (rc == 0 && version <= 2)
-		rc = store_exec(s->wr, schema_v3_sql);
-	else if (rc == 0)
-		rc = check_version(path, version, err, errlen);
-	if (rc == 0)
-		rc = store_exec(s->wr, "COMMIT");
+		rc = store_txn(s, false, schema_body, &j);
 	if (rc < 0) {
 		if (err && err[0] == '\0')
-			set_err(err, errlen, "cannot create the schema in %s: %s",
-				path, sqlite3_errmsg(s->wr));
-		store_exec(s->wr, "ROLLBACK");
+			set_err(err, errlen, j.began ? "cannot create the schema in %s: %s"
+						     : "cannot use %s: %s", path, sqlite3_errmsg(s->wr));
 		return rc;
 	}
 	rc = sqlite3_prepare_v2(s->wr, "UPDATE entries SET uses = uses + ?1,"
@@ -742,19 +774,10 @@ int store_totals(struct store *s, uint64_t *entries, uint64_t *bytes)
 
 int store_count_sizes(sqlite3 *db, uint64_t *entries, uint64_t *bytes)
 {
-	sqlite3_stmt *st = NULL;
-	int rc;
+	int64_t v[2] = { 0, 0 };
+	int rc = query_ints(db, "SELECT entries, bytes FROM totals WHERE id = 1", v, 2);
 
-	*entries = 0;
-	*bytes = 0;
-	rc = sqlite3_prepare_v2(db, "SELECT entries, bytes FROM totals WHERE id = 1", -1, &st, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		*entries = (uint64_t)sqlite3_column_int64(st, 0);
-		*bytes = (uint64_t)sqlite3_column_int64(st, 1);
-		rc = SQLITE_OK;
-	}
-	sqlite3_finalize(st);
-	return store_sql_errno(rc);
+	*entries = (uint64_t)v[0];
+	*bytes = (uint64_t)v[1];
+	return rc;
 }

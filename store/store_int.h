@@ -64,12 +64,18 @@ int store_sql_errno(int rc);
 /* The errno for a failed sqlite3_step: like store_sql_errno, but a code
  * that maps to 0 (an unexpected SQLITE_ROW) becomes -EIO. */
 int store_step_err(int rc);
-/* Ends the writer transaction that the caller began: commits when rc is 0,
- * rolls back otherwise (also when the commit fails). Returns the result. */
+/* Ends the writer transaction that the caller began under the lock (bench
+ * code that times its phases): commits when rc is 0, rolls back otherwise
+ * (also when the commit fails). Returns the result. */
 int store_txn_end(struct store *s, int rc);
-/* The writer's transaction around body: the lock, BEGIN IMMEDIATE, body,
- * then commit (body returned 0) or roll back. The result. */
-int store_txn(struct store *s, int (*body)(struct store *s, void *arg), void *arg);
+/* Every write transaction of the store: the writer lock, BEGIN IMMEDIATE,
+ * body, then commit (body returned 0) or roll back. rows: body changes
+ * entries or aliases, so the readers' caches are dropped after the commit
+ * (use counts and times are not cached). The result. */
+int store_txn(struct store *s, bool rows, int (*body)(struct store *s, void *arg), void *arg);
+/* The same for a caller that holds the writer lock already (reconcile). */
+int store_txn_locked(struct store *s, bool rows, int (*body)(struct store *s, void *arg),
+		     void *arg);
 /* Runs one or more SQL statements without results on db. 0 or -errno. */
 int store_exec(sqlite3 *db, const char *sql);
 /* The number of entries and the sum of their sizes, read through db: the

@@ -166,30 +166,41 @@ static int collect_missing(struct recon *r, char (**keys)[KILN_KEY_HEX + 1], siz
 	return rc == SQLITE_DONE || rc == SQLITE_OK ? 0 : store_sql_errno(rc);
 }
 
-/* Drops rows without a usable object, and aliases that point nowhere, in
- * one transaction. The object scan then deals with the files left over. */
-static int drop_missing(struct recon *r)
-{
-	char (*keys)[KILN_KEY_HEX + 1] = NULL;
-	size_t n = 0, i;
-	int rc;
+struct missing_job {
+	struct recon *r;
+	size_t dropped;
+};
 
-	rc = store_exec(r->s->wr, "BEGIN IMMEDIATE");
-	if (rc < 0)
-		return rc;
-	rc = collect_missing(r, &keys, &n);
-	for (i = 0; rc == 0 && i < n; i++) {
-		rc = store_drop_row(r->s, keys[i], NULL);
+static int drop_missing_body(struct store *s, void *arg)
+{
+	struct missing_job *j = arg;
+	char (*keys)[KILN_KEY_HEX + 1] = NULL;
+	size_t n = 0;
+	int rc = collect_missing(j->r, &keys, &n);
+
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		rc = store_drop_row(s, keys[i], NULL);
 		if (rc == -ENOENT)
 			rc = 0;
 	}
 	if (rc == 0)
-		rc = store_exec(r->s->wr, "DELETE FROM aliases"
+		rc = store_exec(s->wr, "DELETE FROM aliases"
 			" WHERE key NOT IN (SELECT key FROM entries)");
-	rc = store_txn_end(r->s, rc);
-	if (rc == 0)
-		r->st->rows_dropped += n;
+	j->dropped = n;
 	free(keys);
+	return rc;
+}
+
+/* Drops rows without a usable object, and aliases that point nowhere, in
+ * one transaction (the writer lock is held for the whole reconcile). The
+ * object scan then deals with the files left over. */
+static int drop_missing(struct recon *r)
+{
+	struct missing_job j = { .r = r };
+	int rc = store_txn_locked(r->s, true, drop_missing_body, &j);
+
+	if (rc == 0)
+		r->st->rows_dropped += j.dropped;
 	return rc;
 }
 

@@ -299,7 +299,7 @@ static int insert_body(struct store *s, void *row)
 
 static int index_row(struct store *s, const struct store_entry *row)
 {
-	return store_txn(s, insert_body, (void *)row);
+	return store_txn(s, true, insert_body, (void *)row);
 }
 
 /*
@@ -400,35 +400,40 @@ int store_set_alias(struct store *s, const char *alias, const char *key)
 	return rc;
 }
 
-int store_touch(struct store *s, const char *const *keys, const int64_t *times,
-		const uint64_t *counts, size_t n)
-{
-	size_t i;
-	int rc;
+struct touch_job {
+	const char *const *keys;
+	const int64_t *times;
+	const uint64_t *counts;
+	size_t n;
+};
 
-	if (s->readonly)
-		return -EROFS;
-	if (n == 0)
-		return 0;
-	pthread_mutex_lock(&s->wlock);
-	rc = store_exec(s->wr, "BEGIN IMMEDIATE");
-	for (i = 0; rc == 0 && i < n; i++) {
-		sqlite3_bind_int64(s->q_touch, 1, (sqlite3_int64)counts[i]);
-		sqlite3_bind_int64(s->q_touch, 2, times[i]);
-		sqlite3_bind_text(s->q_touch, 3, keys[i], -1, SQLITE_STATIC);
+static int touch_body(struct store *s, void *arg)
+{
+	const struct touch_job *j = arg;
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < j->n; i++) {
+		sqlite3_bind_int64(s->q_touch, 1, (sqlite3_int64)j->counts[i]);
+		sqlite3_bind_int64(s->q_touch, 2, j->times[i]);
+		sqlite3_bind_text(s->q_touch, 3, j->keys[i], -1, SQLITE_STATIC);
 		rc = sqlite3_step(s->q_touch);
 		rc = rc == SQLITE_DONE ? 0 : store_step_err(rc);
 		sqlite3_reset(s->q_touch);
 		sqlite3_clear_bindings(s->q_touch);
 	}
-	/* Not store_txn_end: use counts and times are not what the reader's
-	 * cache holds, so a touch must not empty it. */
-	if (rc == 0)
-		rc = store_exec(s->wr, "COMMIT");
-	if (rc < 0)
-		store_exec(s->wr, "ROLLBACK");
-	pthread_mutex_unlock(&s->wlock);
 	return rc;
+}
+
+int store_touch(struct store *s, const char *const *keys, const int64_t *times,
+		const uint64_t *counts, size_t n)
+{
+	struct touch_job j = { .keys = keys, .times = times, .counts = counts, .n = n };
+
+	if (s->readonly)
+		return -EROFS;
+	/* Use counts and times are not what the readers' cache holds, so a
+	 * touch does not empty it. */
+	return n == 0 ? 0 : store_txn(s, false, touch_body, &j);
 }
 
 struct remove_job {
@@ -449,7 +454,7 @@ int store_remove(struct store *s, const char *key)
 
 	if (s->readonly)
 		return -EROFS;
-	rc = store_txn(s, remove_body, &j);
+	rc = store_txn(s, true, remove_body, &j);
 	char *output = j.output;
 	/* Unlinking after the commit means a crash in between leaves files
 	 * without a row, which reconcile handles; never a row without files. */
@@ -555,7 +560,7 @@ int store_evict(struct store *s, uint64_t max_bytes, uint64_t *removed, uint64_t
 	if (s->readonly)
 		return -EROFS;
 	struct evict_job j = { .max_bytes = max_bytes, .freed = freed };
-	rc = store_txn(s, evict_body, &j);
+	rc = store_txn(s, true, evict_body, &j);
 	list = j.list;
 	n = j.n;
 	for (i = 0; i < n; i++) {

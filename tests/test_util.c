@@ -3,6 +3,7 @@
  * table (proto/table.c) that the daemon and libkiln's fast path rely on.
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -232,6 +233,60 @@ START_TEST(test_read_write_file)
 	ck_assert_uint_eq(strlen(out), len);
 	free(out);
 	ck_assert_int_eq(util_read_file("/proc/self/status", 10, &out, &len), -EFBIG);
+	rm_rf(dir);
+}
+END_TEST
+
+/* The entries of dir, "." and ".." left out. */
+static int count_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)) != NULL)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+START_TEST(test_replace_file)
+{
+	char dir[64], path[256], *out = NULL;
+	size_t len = 0;
+	int dfd;
+
+	make_tmpdir(dir);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(dfd, 0);
+	/* Created, then replaced whole; durable or not. */
+	ck_assert_int_eq(util_replace_file_at(dfd, "m.prom", "one\n", 4, true), 0);
+	ck_assert_int_eq(util_replace_file_at(dfd, "m.prom", "two!\n", 5, false), 0);
+	snprintf(path, sizeof(path), "%s/m.prom", dir);
+	ck_assert_int_eq(util_read_file(path, 100, &out, &len), 0);
+	ck_assert_str_eq(out, "two!\n");
+	free(out);
+	/* By path from the working directory, in a subdirectory. */
+	snprintf(path, sizeof(path), "%s/sub", dir);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/sub/x", dir);
+	ck_assert_int_eq(util_replace_file_at(AT_FDCWD, path, "", 0, true), 0);
+	ck_assert_int_eq(util_read_file(path, 100, &out, &len), 0);
+	ck_assert_uint_eq(len, 0);
+	free(out);
+	/* A failure leaves the old file and no temporary one: a directory
+	 * cannot be replaced by a file. */
+	snprintf(path, sizeof(path), "%s/sub", dir);
+	ck_assert_int_eq(util_replace_file_at(dfd, "sub", "x", 1, false), -EISDIR);
+	ck_assert_int_eq(util_replace_file_at(dfd, "nodir/f", "x", 1, false), -ENOENT);
+	ck_assert_int_eq(count_entries(dir), 2);
+	/* A symbolic link as the name is replaced, never written through. */
+	snprintf(path, sizeof(path), "%s/target", dir);
+	ck_assert_int_eq(symlinkat(path, dfd, "link"), 0);
+	ck_assert_int_eq(util_replace_file_at(dfd, "link", "y", 1, false), 0);
+	ck_assert_int_eq(access(path, F_OK), -1);
+	close(dfd);
 	rm_rf(dir);
 }
 END_TEST
@@ -503,6 +558,7 @@ static Suite *util_suite(void)
 	tcase_add_test(tu, test_default_cache_dir);
 	tcase_add_test(tu, test_mkdir_p);
 	tcase_add_test(tu, test_read_write_file);
+	tcase_add_test(tu, test_replace_file);
 	tcase_add_test(tu, test_read_large_file);
 	tcase_add_test(tu, test_sha256);
 	tcase_add_test(tu, test_sha256_own);

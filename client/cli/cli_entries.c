@@ -430,26 +430,32 @@ static void show_print(const cJSON *e)
 	show_deps(w, e);
 }
 
-int cmd_show(struct cli *cli, int argc, char **argv)
+/* The command of one entry: parses the arguments, fetches the entry and runs
+ * fn on it (0, or -1 after it said why). */
+static int with_entry(struct cli *cli, int argc, char **argv,
+		      int (*fn)(struct cli *cli, const cJSON *e))
 {
 	cJSON *e = NULL;
-	int status;
+	int status = parse_and_fetch(cli, argc, argv, &e);
 
-	status = parse_and_fetch(cli, argc, argv, &e);
 	if (status >= 0)
 		return status;
-	status = CLI_EXIT_ERROR;
-	if (cli->json) {
-		if (cli_print_json(e) < 0)
-			goto cleanup;
-	} else {
-		show_print(e);
-	}
-	status = cli_finish_stdout(CLI_EXIT_OK);
-
-cleanup:
+	status = fn(cli, e) < 0 ? CLI_EXIT_ERROR : cli_finish_stdout(CLI_EXIT_OK);
 	cJSON_Delete(e);
 	return status;
+}
+
+static int show_entry(struct cli *cli, const cJSON *e)
+{
+	if (cli->json)
+		return cli_print_json(e) < 0 ? -1 : 0;
+	show_print(e);
+	return 0;
+}
+
+int cmd_show(struct cli *cli, int argc, char **argv)
+{
+	return with_entry(cli, argc, argv, show_entry);
 }
 
 /* Copies the log file at path to stdout. */
@@ -516,27 +522,18 @@ cleanup:
 	return rc;
 }
 
-int cmd_log(struct cli *cli, int argc, char **argv)
+static int log_entry(struct cli *cli, const cJSON *e)
 {
-	const char *key, *path;
-	cJSON *e = NULL;
-	int status;
+	const char *key = str_or_dash(e, "key"), *path = cli_json_str(e, "log");
 
-	status = parse_and_fetch(cli, argc, argv, &e);
-	if (status >= 0)
-		return status;
-	status = CLI_EXIT_ERROR;
-	key = str_or_dash(e, "key");
-	path = cli_json_str(e, "log");
 	if (!path) {
 		cli_error("no build log is recorded for %s", key);
-		goto cleanup;
+		return -1;
 	}
-	if ((cli->json ? log_json(key, path) : log_copy(key, path)) < 0)
-		goto cleanup;
-	status = cli_finish_stdout(CLI_EXIT_OK);
+	return (cli->json ? log_json(key, path) : log_copy(key, path)) < 0 ? -1 : 0;
+}
 
-cleanup:
-	cJSON_Delete(e);
-	return status;
+int cmd_log(struct cli *cli, int argc, char **argv)
+{
+	return with_entry(cli, argc, argv, log_entry);
 }

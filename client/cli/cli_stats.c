@@ -3,6 +3,7 @@
  * text exposition format for a node exporter's textfile collector.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,17 +85,20 @@ static void print_prometheus(FILE *fp, const cJSON *st)
  * the textfile collector never reads half a file. */
 static int write_atomically(const char *path, const cJSON *st)
 {
-	char tmp[PATH_MAX + 16];
-	snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
-	FILE *fp = fopen(tmp, "w");
-	if (fp == NULL) {
-		cli_error("cannot write %s: %s", tmp, strerror(errno));
-		return -1;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *fp = open_memstream(&text, &len);
+	int rc = fp != NULL ? 0 : -errno;
+
+	if (fp != NULL) {
+		print_prometheus(fp, st);
+		rc = fclose(fp) == 0 ? 0 : -errno;
 	}
-	print_prometheus(fp, st);
-	if (fflush(fp) != 0 || fsync(fileno(fp)) != 0 || fclose(fp) != 0 || rename(tmp, path) != 0) {
-		cli_error("cannot write %s: %s", path, strerror(errno));
-		unlink(tmp);
+	if (rc == 0)
+		rc = util_replace_file_at(AT_FDCWD, path, text, len, true);
+	free(text);
+	if (rc != 0) {
+		cli_error("cannot write %s: %s", path, strerror(-rc));
 		return -1;
 	}
 	return 0;

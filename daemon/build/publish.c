@@ -137,17 +137,11 @@ int publish_names(struct store_entry *e, const struct build_input *in)
 /* The log of the last build of key, replaced atomically. */
 void publish_write_log(struct kilnd *d, const char *key, const char *log, size_t len)
 {
-	int logs = store_logs_fd(d->store);
-	char name[200], tmp[220];
+	char name[80];
+
 	snprintf(name, sizeof(name), "%.64s.log", key);
-	snprintf(tmp, sizeof(tmp), "%s.tmp%d", name, (int)gettid());
-	unlinkat(logs, tmp, 0);
-	int fd = openat(logs, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	int rc = fd >= 0 ? util_write_all(fd, log != NULL ? log : "", log != NULL ? len : 0) : -errno;
-	if (fd >= 0 && close(fd) != 0 && rc == 0)
-		rc = -errno;
-	if (rc != 0 || renameat(logs, tmp, logs, name) != 0)
-		unlinkat(logs, tmp, 0);
+	util_replace_file_at(store_logs_fd(d->store), name, log != NULL ? log : "",
+			     log != NULL ? len : 0, false);
 }
 
 static void publish_work(void *arg)

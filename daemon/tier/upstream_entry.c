@@ -375,6 +375,20 @@ static int place_meta(const struct up_dirs *u, const char *tmp, const char *path
 	return 1;
 }
 
+/* After placing a file from tmp into dir (rc: the place_* result, or the
+ * error that came before it): the directory synced. On an error tmp is
+ * removed (place_* removed it already; its mkostemp name is this call's
+ * alone, so a second unlink finds nothing). */
+static int placed(int rc, const char *tmp, const char *dir)
+{
+	if (rc < 0) {
+		unlink(tmp);
+		return rc;
+	}
+	int src = util_fsync_dir_at(AT_FDCWD, dir);
+	return src != 0 ? src : rc;
+}
+
 static char *entry_meta_text(const struct up_dirs *u, const struct store_entry *e, uint64_t size,
 			     const uint8_t sha[32], const char *log, size_t loglen)
 {
@@ -411,14 +425,7 @@ static int publish_object(const struct up_dirs *u, const struct store_entry *e, 
 	rc = upfs_mkdir(dir);
 	if (rc == 0)
 		rc = place_object(tmp, path, *size, sha);
-	else
-		unlink(tmp);
-	if (rc >= 0) {
-		int src = util_fsync_dir_at(AT_FDCWD, dir);
-		if (src != 0)
-			rc = src;
-	}
-	return rc;
+	return placed(rc, tmp, dir);
 }
 
 int upfs_publish(const struct up_dirs *u, const struct store_entry *e, const char *object,
@@ -451,12 +458,6 @@ int upfs_publish(const struct up_dirs *u, const struct store_entry *e, const cha
 	snprintf(path, sizeof(path), "%s/%s.json", dir, e->key);
 	if (rc == 0)
 		rc = place_meta(u, tmp, path, e->key);
-	else
-		unlink(tmp);
-	if (rc >= 0) {
-		int src = util_fsync_dir_at(AT_FDCWD, dir);
-		if (src != 0)
-			rc = src;
-	}
+	rc = placed(rc, tmp, dir);
 	return rc < 0 ? rc : rc == 1 || wrote == 1;
 }
