@@ -14,9 +14,6 @@ module kiln
    implicit none
    private
 
-   ! The release of kiln.h that these bindings mirror.
-   character(len=*), parameter, public :: KILN_VERSION = '0.1.0'
-
    ! Status codes, as enum kiln_status in kiln.h.
    integer(c_int), parameter, public :: KILN_OK = 0
    integer(c_int), parameter, public :: KILN_EINVAL = -1
@@ -111,7 +108,7 @@ module kiln
    public :: kiln_open, kiln_open_with, kiln_close, kiln_get, kiln_get_many, &
       kiln_lookup, kiln_sym, kiln_program_key, kiln_program_path, kiln_program_fd, &
       kiln_program_output, kiln_program_data, kiln_errmsg, kiln_strerror, &
-      kiln_get_stats
+      kiln_version, kiln_get_stats
 
    interface
       function kiln_open(socket_path, out) bind(C, name='kiln_open') result(rc)
@@ -212,6 +209,11 @@ module kiln
          type(c_ptr) :: s
       end function kiln_strerror
 
+      function kiln_version() bind(C, name='kiln_version') result(s)
+         import :: c_ptr
+         type(c_ptr) :: s
+      end function kiln_version
+
       subroutine kiln_get_stats(k, out) bind(C, name='kiln_get_stats')
          import :: c_ptr, kiln_stats
          type(c_ptr), value :: k
@@ -228,7 +230,8 @@ module kiln
    ! The Fortran wrappers.
    public :: kiln_open_f, kiln_close_f, kiln_get_c_source, kiln_get_many_f, &
       kiln_lookup_f, kiln_sym_f, kiln_program_key_f, kiln_program_path_f, &
-      kiln_errmsg_f, kiln_strerror_f, kiln_get_stats_f, kiln_c_string, kiln_f_string
+      kiln_errmsg_f, kiln_strerror_f, kiln_version_f, kiln_get_stats_f, kiln_c_string, &
+      kiln_f_string
 
 contains
 
@@ -296,6 +299,13 @@ contains
 
       msg = kiln_f_string(kiln_strerror(code))
    end function kiln_strerror_f
+
+   ! The version of the libkiln the program runs with, e.g. '0.1.0'.
+   function kiln_version_f() result(v)
+      character(len=:), allocatable :: v
+
+      v = kiln_f_string(kiln_version())
+   end function kiln_version_f
 
    ! The failure text for rc: '' for KILN_OK, else kiln_errmsg(k).
    function failure_text(k, rc) result(msg)

@@ -146,6 +146,11 @@ int lib_err_from_reply(const cJSON *reply)
 	return lib_err_set(status, "%s (%s)", message, code);
 }
 
+const char *kiln_version(void)
+{
+	return KILN_VERSION_STR;
+}
+
 const char *kiln_strerror(int code)
 {
 	switch (code) {

@@ -1,6 +1,8 @@
-/* A client built against an installed kiln (pkg-config kiln): gets a program
- * through kilnd, calls it, and prints its result. */
+/* A client built against an installed kiln (pkg-config kiln): checks that
+ * the header and the library say one version, gets a program through kilnd,
+ * calls it, and prints its result. */
 #include <stdio.h>
+#include <string.h>
 
 #include <kiln/kiln.h>
 
@@ -13,6 +15,11 @@ int main(int argc, char **argv)
 	struct kiln *k;
 	int (*fn)(void);
 
+	/* The header and the library say the same version. */
+	if (strcmp(kiln_version(), KILN_VERSION) != 0) {
+		fprintf(stderr, "libkiln %s, kiln.h %s\n", kiln_version(), KILN_VERSION);
+		return 1;
+	}
 	if (argc != 2 || kiln_open(argv[1], &k) != KILN_OK)
 		return 2;
 	if (kiln_get(k, &req, &p) != KILN_OK) {

@@ -27,9 +27,19 @@ root=$tmp/root${p[0]}
 libdir=$root/${p[1]} bindir=$root/${p[2]} mandir=$root/${p[3]}
 
 for f in "$bindir/kilnd" "$bindir/kiln" "$libdir/libkiln.so.0" "$root/include/kiln/kiln.h" \
-	"$libdir/pkgconfig/kiln.pc" "$mandir/man1/kiln.1" "$mandir/man8/kilnd.8"; do
+	"$root/include/kiln/kiln_version.h" "$libdir/pkgconfig/kiln.pc" "$mandir/man1/kiln.1" \
+	"$mandir/man8/kilnd.8"; do
 	[ -e "$f" ] || fail "$f is not installed"
 done
+# The version, written only in meson.build, reaches every place that says it.
+version=$(meson introspect "$build" --projectinfo | python3 -c 'import json, sys; print(json.load(sys.stdin)["version"])')
+grep -q "#define KILN_VERSION \"$version\"" "$root/include/kiln/kiln_version.h" ||
+	fail "kiln_version.h does not say $version"
+for m in "$mandir/man1/kiln.1" "$mandir/man8/kilnd.8"; do
+	grep -q "\"kiln $version\"" "$m" || fail "$m does not say kiln $version"
+done
+LD_LIBRARY_PATH=$libdir "$bindir/kiln" --version | grep -q "^kiln $version " ||
+	fail "kiln --version does not say $version"
 find "$tmp/root" -name kilnd.service -path '*systemd/user*' | grep -q . || fail "no kilnd.service user unit"
 find "$tmp/root" -name kilnd.socket | grep -q . || fail "no kilnd.socket"
 find "$tmp/root" -name 'kilnd@.service' -path '*systemd/system*' | grep -q . || fail "no kilnd@.service"

@@ -214,6 +214,9 @@ contains
       call check(msg == kiln_errmsg_f(), 'kiln_errmsg_f() without handle gives the same text')
       call check(kiln_strerror_f(KILN_EBUILD) /= '', 'kiln_strerror_f names KILN_EBUILD: '// &
                  kiln_strerror_f(KILN_EBUILD))
+      call check(verify(kiln_version_f(), '0123456789.') == 0 .and. &
+                 index(kiln_version_f(), '.') > 1, 'kiln_version_f() is a version: '// &
+                 kiln_version_f())
    end subroutine test_open_fails
 
    subroutine test_get_and_call()

@@ -23,7 +23,16 @@ from .errors import (Busy, BuildError, BuildTimeout, ConnectError, CudaError, Da
                      Denied, InvalidRequest, KilnError, KilnIOError, LoadError, NotFound,
                      OutOfMemory, ProtocolError, Refused)
 
-__version__ = "0.1.0"
+
+def __getattr__(name):
+    """kiln.__version__: the version of the libkiln this package runs on
+    (kiln_version()), the one meson's project() gives; loading libkiln on
+    first use, like every other call."""
+    if name == "__version__":
+        from . import _lib
+        return _lib.decode(_lib.load().kiln_version())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Kiln", "Program", "KilnStats", "strerror", "SONAME",

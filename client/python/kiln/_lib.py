@@ -9,8 +9,9 @@ import ctypes
 import os
 import threading
 
-# The soname of the libkiln this package was written against (kiln.h's
-# KILN_VERSION 0.1.0): found through the normal loader search path.
+# The soname of the libkiln this package is written against: found through
+# the normal loader search path. Its version is the library's
+# (kiln.__version__ asks kiln_version()).
 SONAME = "libkiln.so.0"
 
 # enum kiln_status of kiln.h.
@@ -105,6 +106,7 @@ _PROTOTYPES = {
     "kiln_program_data": (ctypes.c_void_p, [ProgramP, ctypes.POINTER(ctypes.c_size_t)]),
     "kiln_errmsg": (ctypes.c_char_p, [KilnP]),
     "kiln_strerror": (ctypes.c_char_p, [ctypes.c_int]),
+    "kiln_version": (ctypes.c_char_p, []),
     "kiln_get_stats": (None, [KilnP, ctypes.POINTER(Stats)]),
 }
 

@@ -76,9 +76,10 @@ def test_struct_layouts_match_kiln_h(k):
             lines.append("offsetof(struct %s, %s)," % (cname, field))
             want.append(getattr(cls, field).offset)
     lines.append("};")
-    include = os.environ["KILN_TEST_INCLUDE"]
+    # The headers' directories: the source tree's and the generated one's.
+    includes = os.environ["KILN_TEST_INCLUDE"].split(os.pathsep)
     prog = k.get(toolchain="cc", sources={"layout.c": "\n".join(lines) + "\n"},
-                 args=["-I" + include])
+                 args=["-I" + d for d in includes])
     got = (ctypes.c_size_t * len(want)).in_dll(prog.lib, "layout")
     assert list(got) == want
 
@@ -372,3 +373,13 @@ def test_dace_like_example(daemon):
     assert "got from kilnd" in runs[0] and "found by alias" in runs[1]
     for out in runs:
         assert "checksum" in out and out.splitlines()[-1] == "ok"
+
+
+def test_version_is_the_library_s(daemon):
+    """kiln.__version__ is libkiln's (kiln_version()), the version kilnd,
+    built from the same meson project, reports."""
+    r = subprocess.run([os.environ["KILN_TEST_KILND"], "--version"], stdout=subprocess.PIPE,
+                       text=True, check=True)
+    assert r.stdout.split()[:2] == ["kilnd", kiln.__version__]
+    with pytest.raises(AttributeError):
+        kiln.__no_such_attribute__
