@@ -1,6 +1,6 @@
-# Shared by scripts/test and scripts/demo (sourced, not run): the Debian 12
-# packages kiln needs, installing the missing ones, and configuring and
-# building a build directory.
+# Shared by scripts/test, demo, gpu-test and bench (sourced, not run): the
+# Debian 12 packages kiln needs, installing the missing ones, and configuring
+# and building a build directory.
 
 # shellcheck shell=bash
 
@@ -17,25 +17,28 @@ kiln_die() {
 	exit 1
 }
 
-# Prints the packages of KILN_PACKAGES that are not installed, one per line.
+# kiln_missing_packages [PACKAGE...]: prints the packages of KILN_PACKAGES,
+# and the ones named, that are not installed, one per line.
 kiln_missing_packages() {
 	local p
-	for p in "${KILN_PACKAGES[@]}"; do
+	for p in "${KILN_PACKAGES[@]}" "$@"; do
 		if [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" != installed ]; then
 			printf '%s\n' "$p"
 		fi
 	done
 }
 
-# Installs what is missing with apt-get; refreshes the package lists only
-# when something is missing, so that a ready machine needs no network.
+# kiln_install_deps [PACKAGE...]: installs what is missing of KILN_PACKAGES
+# and the packages named (scripts/bench: ccache, gnuplot-nox) with apt-get;
+# refreshes the package lists only when something is missing, so that a ready
+# machine needs no network.
 kiln_install_deps() {
 	local missing sudo=()
 	if ! command -v dpkg-query >/dev/null 2>&1; then
 		kiln_say "note: not a Debian system; assuming the build dependencies are installed"
 		return 0
 	fi
-	mapfile -t missing < <(kiln_missing_packages)
+	mapfile -t missing < <(kiln_missing_packages "$@")
 	[ "${#missing[@]}" -eq 0 ] && return 0
 	if [ "$(id -u)" -ne 0 ]; then
 		command -v sudo >/dev/null 2>&1 ||
