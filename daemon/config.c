@@ -47,7 +47,8 @@ static void config_usage(FILE *fp)
 		"  --jobs N                compilers running at once (default: online CPUs)\n"
 		"  --max-size SIZE         evict least recently used entries above SIZE\n"
 		"                          (e.g. 500M, 10G; default 10G)\n"
-		"  --toolchain NAME=PATH   compiler that requests may name (repeatable);\n"
+		"  --toolchain NAME=PATH   compiler that requests may name, by absolute path\n"
+		"                          (repeatable);\n"
 		"                          defaults: cc=$CC or /usr/bin/cc, c++=$CXX or /usr/bin/c++,\n"
 		"                          nvcc=$NVCC, else nvcc on $PATH, else\n"
 		"                          /usr/local/cuda/bin/nvcc (each skipped when missing)\n"
@@ -127,7 +128,8 @@ static int parse_seconds(const char *opt, const char *s, double *out)
 	char *end;
 	errno = 0;
 	double v = strtod(s, &end);
-	if (errno != 0 || end == s || *end != '\0' || v < 0 || v > 1e9) {
+	/* Written so that NaN fails too. */
+	if (errno != 0 || end == s || *end != '\0' || !(v >= 0 && v <= 1e9)) {
 		fprintf(stderr, "kilnd: %s: \"%s\" is not a number of seconds\n", opt, s);
 		return -1;
 	}
@@ -151,6 +153,11 @@ static int add_toolchain(struct config *cfg, const char *spec)
 	const char *eq = strchr(spec, '=');
 	if (eq == NULL || eq == spec || eq[1] == '\0') {
 		fprintf(stderr, "kilnd: --toolchain: expected NAME=PATH, got \"%s\"\n", spec);
+		return -1;
+	}
+	if (eq[1] != '/') {
+		fprintf(stderr, "kilnd: --toolchain: the path in \"%s\" is not absolute (like "
+			"cc=/usr/bin/gcc)\n", spec);
 		return -1;
 	}
 	char *name = strndup(spec, (size_t)(eq - spec));

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "unit.h"
 
 /* Splits a space-separated command line into at most 32 arguments. */
 static size_t split(const char *line, char buf[1024], const char *argv[32])
@@ -284,9 +285,5 @@ int main(void)
 	tcase_add_test(tc, only_real_libraries_are_marked);
 	tcase_add_test(tc, sentences_name_the_argument_and_the_reason);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(s);
 }

@@ -30,6 +30,7 @@
 #include "msg.h"
 #include "util.h"
 #include "wire.h"
+#include "unit.h"
 
 extern char **environ;
 
@@ -1107,11 +1108,5 @@ static Suite *client_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(client_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(client_suite());
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "deps.h"
+#include "unit.h"
 
 static size_t parse(const char *dir, const char *text, bool ld, struct store_dep **deps)
 {
@@ -104,9 +105,5 @@ int main(void)
 	tcase_add_test(tc, a_target_with_an_escaped_colon_and_an_empty_rule);
 	tcase_add_test(tc, linker_dependency_files);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(s);
 }

@@ -13,6 +13,7 @@
 
 #include "entry_codec.h"
 #include "util.h"
+#include "unit.h"
 
 #define KEY_A "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define KEY_B "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
@@ -429,8 +430,6 @@ int main(void)
 {
 	Suite *s = suite_create("entry_codec");
 	TCase *tc = tcase_create("codec");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, meta_round_trip);
 	tcase_add_test(tc, upstream_round_trip);
@@ -440,9 +439,5 @@ int main(void)
 	tcase_add_test(tc, bad_dependency_refuses_the_entry);
 	tcase_add_test(tc, dependency_kinds);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return unit_run(s);
 }

@@ -18,6 +18,7 @@
 
 #include "frame.h"
 #include "wire.h"
+#include "unit.h"
 
 /* A small deterministic generator, so that a failure can be replayed. */
 static uint64_t rng_state;
@@ -608,11 +609,5 @@ static Suite *frame_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(frame_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(frame_suite());
 }

@@ -8,6 +8,7 @@
 
 #include "key.h"
 #include "util.h"
+#include "unit.h"
 
 static struct toolchain tc;
 static uint8_t cpu_a[32], cpu_b[32];
@@ -284,9 +285,5 @@ static Suite *key_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(key_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return unit_run(key_suite());
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "msg.h"
+#include "unit.h"
 
 static const char key64[] =
 	"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -790,11 +791,5 @@ static Suite *msg_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(msg_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(msg_suite());
 }

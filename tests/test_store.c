@@ -23,6 +23,7 @@
 #include "store.h"
 #include "store_int.h"
 #include "util.h"
+#include "unit.h"
 
 static char base[PATH_MAX / 2];  /* one per run, removed by the parent */
 static char dir[PATH_MAX];   /* one per test, under base */
@@ -1300,11 +1301,5 @@ static Suite *store_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(store_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(store_suite());
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "thread.h"
+#include "unit.h"
 
 static void *other(void *arg)
 {
@@ -41,9 +42,5 @@ int main(void)
 
 	tcase_add_test(tc, the_loop_thread_is_told_from_the_pool);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(s);
 }

@@ -12,6 +12,7 @@
 #include "store.h"
 #include "trace.h"
 #include "util.h"
+#include "unit.h"
 
 #define BDIR "/c/tmp/b-1"
 #define OBSERVE_SO "/usr/lib/kiln/kiln-observe.so"
@@ -653,9 +654,5 @@ static Suite *trace_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(trace_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return unit_run(trace_suite());
 }

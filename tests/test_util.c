@@ -15,6 +15,7 @@
 #include "table.h"
 #include "sha256.h"
 #include "util.h"
+#include "unit.h"
 
 START_TEST(test_parse_size)
 {
@@ -574,11 +575,5 @@ static Suite *util_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(util_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(util_suite());
 }

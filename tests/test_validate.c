@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "validate.h"
+#include "unit.h"
 
 static char *repeat(char c, size_t n)
 {
@@ -224,11 +225,5 @@ static Suite *validate_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(validate_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(validate_suite());
 }
