@@ -5,6 +5,7 @@
 #include <uv.h>
 
 #include "build.h"
+#include "flight.h"
 #include "cachedir.h"
 #include "headers.h"
 #include "kilnd.h"

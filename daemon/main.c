@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "build.h"
+#include "publish.h"
+#include "flight.h"
 #include "cachedir.h"
 #include "config.h"
 #include "confine.h"

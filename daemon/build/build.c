@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "build.h"
+#include "flight.h"
 #include "build_int.h"
 #include "cachedir.h"
 #include "tracedir.h"

@@ -59,58 +59,11 @@ void build_input_free(struct build_input *in);
 /* True for names that are headers (placed beside the sources, not compiled). */
 bool build_is_header(const char *name);
 
-/*
- * A flight's states, in order; flight_enter() is the one way between them.
- * UPSTREAM: the tier is asked first (--upstream). QUEUED: waiting for a
- * --jobs slot. CLAIMING: holding a slot, claiming the key in the tier.
- * PREPARING: the build directory being made (pool). COMPILING, CHECKING: a
- * compiler step, the load check. PUBLISHING: into the store (pool). DONE:
- * answered.
- */
-enum flight_state {
-	FLIGHT_NEW, FLIGHT_UPSTREAM, FLIGHT_QUEUED, FLIGHT_CLAIMING, FLIGHT_PREPARING,
-	FLIGHT_COMPILING, FLIGHT_CHECKING, FLIGHT_PUBLISHING, FLIGHT_DONE, FLIGHT__COUNT
-};
-const char *flight_state_name(enum flight_state s);
-/* Moves b to state s: checks the transition (a wrong one is a bug: logged
- * as an error, and an assert in debug builds) and logs it at debug level. */
-void flight_enter(struct build *b, enum flight_state s);
-/* How many flights are in each state now. */
-void flight_count_states(struct kilnd *d, unsigned counts[FLIGHT__COUNT]);
-
-int flight_init(struct kilnd *d);
-void flight_fini(struct kilnd *d);
-
-/* The build in flight for rkey, or NULL. */
-struct build *flight_find(struct kilnd *d, const char *rkey);
-/*
- * Starts (queues) a build for in, taking ownership of in (freed on failure
- * too), with (ops, ctx, id) as its first waiter (attached before the build
- * can run, so that even an immediate failure is answered). With --upstream
- * the upstream tier is asked first; a flight whose sources are known by
- * digest only never builds: its waiters get need_sources when upstream
- * misses, unless a request with the text joined meanwhile. Returns 0, or
- * -ESHUTDOWN while the daemon stops, or -ENOMEM; then nothing was attached.
- */
-int flight_start(struct kilnd *d, struct build_input *in, const struct waiter_ops *ops, void *ctx,
-		 uint64_t id);
 /* Attaches a waiter: ops->done(ctx, id, ...) answers it. alias (may be NULL)
  * is pointed at the artifact on success. The build calls ops->release(ctx)
  * once, when it is freed; on failure (-ENOMEM) nothing was attached. */
 int build_add_waiter(struct build *b, const struct waiter_ops *ops, void *ctx, uint64_t id,
 		     const char *alias, bool joined);
-/*
- * A request with the text joined b: when b knows its sources by digest only
- * (a by-digest get waiting on the upstream tier), b takes in over, so that it
- * can build if upstream misses; otherwise in is freed. Takes ownership of
- * in's contents either way (in itself is the caller's).
- */
-void flight_join_input(struct build *b, struct build_input *in);
-/* Writes the alias re-points not yet written and frees their table
- * (blocking: at the stop, after the loop ended). publish.c. */
-void publish_flush_aliases(struct kilnd *d);
-/* Shutdown: kills running compilers; every waiter gets shutting_down. */
-void flight_abort_all(struct kilnd *d);
 
 /*
  * The tier above the builds (upstream.c) joins a flight's life only through

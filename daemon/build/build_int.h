@@ -14,6 +14,7 @@
 #include <uv.h>
 
 #include "build.h"
+#include "flight.h"
 #include "store.h"
 
 struct up_flight;

@@ -16,6 +16,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "publish.h"
+#include "flight.h"
 #include "build_int.h"
 #include "deps.h"
 #include "kilnd.h"

@@ -13,6 +13,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "flight.h"
 #include "args.h"
 #include "build_int.h"
 #include "kilnd.h"

@@ -16,6 +16,7 @@
 
 #include "args.h"
 #include "build.h"
+#include "flight.h"
 #include "build_int.h"
 #include "cachedir.h"
 #include "dispatch.h"
