@@ -13,27 +13,16 @@
 
 #include "entry_codec.h"
 #include "util.h"
+#include "dep_fixture.h"
 #include "unit.h"
 
 #define KEY_A "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define KEY_B "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
 
-/* One dependency of each kind, with identities that need all 64 bits. */
+/* fixture_deps, with a size and modes that JSON numbers (doubles) hold. */
 static void four_deps(struct store_dep d[4])
 {
-	static const char *const paths[4] = { "/usr/include/a.h", "/usr/include",
-					      "/usr/local/include/a.h", "CPATH" };
-	memset(d, 0, 4 * sizeof(*d));
-	for (int i = 0; i < 4; i++) {
-		d[i].path = (char *)paths[i];
-		d[i].kind = (uint8_t)i;
-		d[i].mtime_ns = -1700000000123456789LL - i;
-		d[i].ctime_ns = 1700000001987654321LL + i;
-		d[i].dev = 0xfedcba9876543210ull - (uint64_t)i;
-		d[i].ino = 0x0123456789abcdefull + (uint64_t)i;
-		for (int j = 0; j < 32; j++)
-			d[i].digest[j] = (uint8_t)(i * 32 + j);
-	}
+	fixture_deps(d);
 	d[0].size = 123456789;
 	d[0].mode = 0100644;
 	d[1].mode = 040755;

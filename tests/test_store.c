@@ -23,6 +23,7 @@
 #include "store.h"
 #include "store_int.h"
 #include "util.h"
+#include "dep_fixture.h"
 #include "unit.h"
 
 static char base[PATH_MAX / 2];  /* one per run, removed by the parent */
@@ -1026,21 +1027,7 @@ END_TEST
  * bits and a negative time included, to catch a narrowed field). */
 static void blob_deps(struct store_dep d[4])
 {
-	static const char *const paths[4] = { "/usr/include/a.h", "/usr/include",
-					      "/usr/local/include/a.h", "CPATH" };
-	memset(d, 0, 4 * sizeof(*d));
-	for (int i = 0; i < 4; i++) {
-		d[i].path = (char *)paths[i];
-		d[i].kind = (uint8_t)i;
-		d[i].mode = 0100644u + (uint32_t)i;
-		d[i].size = 0x8000000000000000ull + (uint64_t)i;
-		d[i].mtime_ns = -1700000000123456789LL - i;
-		d[i].ctime_ns = 1700000001987654321LL + i;
-		d[i].dev = 0xfedcba9876543210ull - (uint64_t)i;
-		d[i].ino = 0x0123456789abcdefull + (uint64_t)i;
-		for (int j = 0; j < 32; j++)
-			d[i].digest[j] = (uint8_t)(i * 32 + j);
-	}
+	fixture_deps(d);
 }
 
 static void free_dep_list(struct store_dep *d, size_t n)

@@ -578,6 +578,15 @@ cJSON *harness_status_at(const char *sock)
 	return r;
 }
 
+int64_t harness_status_num_at(const char *sock, const char *field)
+{
+	cJSON *st = harness_status_at(sock);
+	int64_t v = harness_num(st, field);
+
+	cJSON_Delete(st);
+	return v;
+}
+
 void harness_stop(void)
 {
 	pid_t pid = harness.pid;

@@ -90,6 +90,18 @@ pid_t harness_start_named(const char *name, const char *const *extra,
 			  const char *const *env_add, char sock[HARNESS_PATH]);
 /* The status reply of the kilnd at sock, from a raw connection. */
 cJSON *harness_status_at(const char *sock);
+/* One number of the status of the daemon at sock. */
+int64_t harness_status_num_at(const char *sock, const char *field);
+
+/* What a put of one artifact carries (test_put.c, test_imports.c): its
+ * skeleton, its export metadata, its bytes and its key. */
+struct harness_export {
+	char *skel;
+	char *meta;
+	char *bytes;
+	size_t size;
+	char key[72];
+};
 /* Sends SIGTERM to harness.pid and waits; fails the test unless kilnd exits
  * with status 0 and removes its socket. */
 void harness_stop(void);

@@ -196,6 +196,35 @@ void expect(const struct oreq *r, int value, int64_t builds, const char *what)
 		      n < builds ? "a stale hit where a rebuild was due" : "a rebuild where a hit was due");
 }
 
+void expect_twice(const struct oreq *r, int value, int64_t builds, const char *what)
+{
+	char again[256];
+
+	expect(r, value, builds, what);
+	snprintf(again, sizeof(again), "%s, asked again", what);
+	expect(r, value, builds, again);
+}
+
+void oreq_program(struct oreq *r, const char *inc)
+{
+	oreq_init(r, program_text);
+	oreq_arg(r, "-I%s", inc);
+}
+
+void start_and_build(const struct oreq *r)
+{
+	harness_start(NULL);
+	expect_twice(r, 1, 1, "first request");
+}
+
+void header_change_counts(struct oreq *r, const char *hdr)
+{
+	write_header(hdr, 2);
+	expect_twice(r, 2, 2, "after changing h.h");
+	oreq_free(r);
+	harness_stop();
+}
+
 /* As expect(), for a step where a rebuild and a reuse are both right. */
 void expect_value(const struct oreq *r, int value, const char *what)
 {

@@ -31,6 +31,13 @@ extern const char program_text[];
 void oreq_init(struct oreq *r, const char *text);
 void oreq_arg(struct oreq *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void oreq_free(struct oreq *r);
+/* The usual request: program_text with -I<inc>. */
+void oreq_program(struct oreq *r, const char *inc);
+/* Starts kilnd and gets r twice: one build of value 1, then a hit. */
+void start_and_build(const struct oreq *r);
+/* After start_and_build: h.h at hdr changed to 2 is a rebuild, then a hit;
+ * frees r and stops kilnd. */
+void header_change_counts(struct oreq *r, const char *hdr);
 char *header_text(int value, size_t pad);
 void write_header(const char *path, int value);
 char *make_dir(char *buf, const char *rel);
@@ -44,6 +51,8 @@ void overwrite_in_place(const char *path, const char *text, int flags);
 int64_t builds_started(void);
 void check_result(const struct harness_result *res, int value, const char *what);
 void expect(const struct oreq *r, int value, int64_t builds, const char *what);
+/* expect() twice: the second request must be a hit of the first. */
+void expect_twice(const struct oreq *r, int value, int64_t builds, const char *what);
 void expect_value(const struct oreq *r, int value, const char *what);
 void start_with_wrapper(const char *wrapper, char *buf, size_t len);
 

@@ -57,6 +57,17 @@ START_TEST(herd_gets_one_build)
 }
 END_TEST
 
+/* kilnd with --jobs 2 and a wrapper that logs each compiler run and makes
+ * it last at least 0.3 s (paths into the callers' buffers). */
+static void start_two_slow_jobs(char wrapper[HARNESS_PATH], char log[HARNESS_PATH],
+				char toolchain[HARNESS_PATH + 8])
+{
+	harness_write_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(log, "wrapper.log"),
+			      NULL, 0.3);
+	snprintf(toolchain, HARNESS_PATH + 8, "cc=%s", wrapper);
+	harness_start("--jobs", "2", "--toolchain", toolchain, NULL);
+}
+
 /* 20 distinct programs with --jobs 2: never more than 2 compilers, and 2 busy. */
 START_TEST(jobs_limit_keeps_two_compilers_busy)
 {
@@ -68,10 +79,7 @@ START_TEST(jobs_limit_keeps_two_compilers_busy)
 	struct harness_fleet *f;
 	cJSON *st;
 
-	harness_write_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(log, "wrapper.log"),
-			      NULL, 0.3);
-	snprintf(toolchain, sizeof(toolchain), "cc=%s", wrapper);
-	harness_start("--jobs", "2", "--toolchain", toolchain, NULL);
+	start_two_slow_jobs(wrapper, log, toolchain);
 	for (int i = 0; i < DISTINCT; i++) {
 		char name[32];
 
@@ -324,10 +332,7 @@ START_TEST(get_many_fills_the_slots)
 	struct harness_wrapper_log wl;
 	struct kiln *k;
 
-	harness_write_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(log, "wrapper.log"),
-			      NULL, 0.3);
-	snprintf(toolchain, sizeof(toolchain), "cc=%s", wrapper);
-	harness_start("--jobs", "2", "--toolchain", toolchain, NULL);
+	start_two_slow_jobs(wrapper, log, toolchain);
 	for (int i = 0; i < BATCH; i++) {
 		char name[32];
 

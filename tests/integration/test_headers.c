@@ -7,7 +7,7 @@
  * mtime, a header above 1 MiB, a replaced parent directory, or a rebuilt
  * static library.
  */
-#include "harness.h"
+#include "observe_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,139 +18,32 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The program of every header test: it returns what h.h defines. */
-static const char program_text[] =
-	"#include \"h.h\"\n"
-	"\n"
-	"int kiln_test_value(void)\n"
-	"{\n"
-	"\treturn H_VALUE;\n"
-	"}\n";
-
-/* One request of a test, its argument and its source kept together. */
-struct hreq {
-	struct kiln_request req;
-	struct kiln_source src;
-	char arg[2][HARNESS_PATH + 4];
-	const char *args[2];
-	char *text;
-};
-
-/* A request for text with "-I<dir>". */
-static void hreq_init(struct hreq *r, const char *text, const char *dir)
-{
-	memset(r, 0, sizeof(*r));
-	r->text = strdup(text);
-	ck_assert_ptr_nonnull(r->text);
-	snprintf(r->arg[0], sizeof(r->arg[0]), "-I%s", dir);
-	r->args[0] = r->arg[0];
-	harness_request(&r->req, &r->src, "prog.c", r->text);
-	r->req.args = r->args;
-	r->req.nargs = 1;
-}
-
-static void hreq_free(struct hreq *r)
-{
-	free(r->text);
-}
-
-/* The content of h.h defining H_VALUE as value, padded with a comment of
- * pad bytes (so that two values can make files of the same size). */
-static char *header_text(int value, size_t pad)
-{
-	char *text = NULL;
-	char *fill = malloc(pad + 1);
-
-	ck_assert_ptr_nonnull(fill);
-	memset(fill, 'x', pad);
-	fill[pad] = '\0';
-	ck_assert(asprintf(&text, "/* %s */\n#define H_VALUE %d\n", fill, value) > 0);
-	free(fill);
-	return text;
-}
-
-/* Writes h.h for value at path, replacing the file (a new inode). */
-static void write_header(const char *path, int value)
-{
-	char *text = header_text(value, 0);
-
-	harness_write_file(path, text);
-	free(text);
-}
-
-/* Overwrites the file at path in place (the same inode, through symlinks),
- * as cp and most editors' "save in place" do. */
-static void overwrite_in_place(const char *path, const char *text)
-{
-	size_t len = strlen(text);
-	int fd = open(path, O_WRONLY | O_TRUNC);
-
-	ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
-	ck_assert_msg(write(fd, text, len) == (ssize_t)len, "write %s: %s", path, strerror(errno));
-	ck_assert_int_eq(close(fd), 0);
-}
-
-static int64_t builds_started(void)
-{
-	cJSON *st = harness_status();
-	int64_t n = harness_num(st, "builds_started");
-
-	cJSON_Delete(st);
-	return n;
-}
-
-/*
- * Gets r in a separate process (a fresh process-local table, so that every
- * request reaches the daemon), requires that it loads and returns value, and
- * that the daemon's builds_started is then builds: the same as before for a
- * hit, one more for a miss. what says which step of the test this is.
- */
-static void expect(const struct hreq *r, int value, int64_t builds, const char *what)
-{
-	struct harness_result res = harness_in_child(&r->req, NULL);
-	int64_t n;
-
-	ck_assert_msg(res.rc == KILN_OK, "%s: get failed in %s with %s: %s", what, res.stage,
-		      kiln_strerror(res.rc), res.msg);
-	ck_assert_msg(res.value == value, "%s: the program returned %d, expected %d "
-		      "(a stale artifact?)", what, res.value, value);
-	n = builds_started();
-	ck_assert_msg(n == builds, "%s: builds_started is %lld, expected %lld (%s)", what,
-		      (long long)n, (long long)builds,
-		      n < builds ? "a stale hit where a rebuild was due" : "a rebuild where a hit was due");
-}
-
 /* A symlinked header (inc/h.h -> ../real/h.h): editing its target counts. */
 START_TEST(symlinked_header)
 {
 	char inc[HARNESS_PATH], dir[HARNESS_PATH], real[HARNESS_PATH], link[HARNESS_PATH];
 	char *text;
-	struct hreq r;
+	struct oreq r;
 
 	ck_assert_int_eq(mkdir(harness_path(inc, "inc"), 0700), 0);
 	ck_assert_int_eq(mkdir(harness_path(dir, "real"), 0700), 0);
 	harness_path(real, "real/h.h");
 	write_header(real, 1);
 	ck_assert_int_eq(symlink("../real/h.h", harness_path(link, "inc/h.h")), 0);
-	hreq_init(&r, program_text, inc);
-	harness_start(NULL);
-
-	expect(&r, 1, 1, "first request");
-	expect(&r, 1, 1, "second request");
+	oreq_program(&r, inc);
+	start_and_build(&r);
 
 	/* Edited in place, the way an editor saves through the link. */
 	text = header_text(22, 0);
-	overwrite_in_place(real, text);
+	overwrite_in_place(real, text, O_TRUNC);
 	free(text);
-	expect(&r, 22, 2, "after editing the target in place");
-	expect(&r, 22, 2, "again after editing the target in place");
+	expect_twice(&r, 22, 2, "after editing the target in place");
 
 	/* Replaced by a new file next to it (write and rename). */
 	write_header(real, 333);
-	expect(&r, 333, 3, "after replacing the target");
-	expect(&r, 333, 3, "again after replacing the target");
+	expect_twice(&r, 333, 3, "after replacing the target");
 
-	hreq_free(&r);
+	oreq_free(&r);
 	harness_stop();
 }
 END_TEST
@@ -172,7 +65,7 @@ static void flip_current(const char *target)
 START_TEST(flipped_release_symlink)
 {
 	char path[HARNESS_PATH], v2h[HARNESS_PATH], inc[HARNESS_PATH];
-	struct hreq r;
+	struct oreq r;
 
 	ck_assert_int_eq(mkdir(harness_path(path, "v1"), 0700), 0);
 	ck_assert_int_eq(mkdir(harness_path(path, "v1/include"), 0700), 0);
@@ -181,20 +74,18 @@ START_TEST(flipped_release_symlink)
 	write_header(harness_path(path, "v1/include/h.h"), 1);
 	write_header(harness_path(v2h, "v2/include/h.h"), 22);
 	flip_current("v1");
-	hreq_init(&r, program_text, harness_path(inc, "current/include"));
+	oreq_program(&r, harness_path(inc, "current/include"));
 	harness_start(NULL);
 
 	expect(&r, 1, 1, "first request on v1");
 	expect(&r, 1, 1, "second request on v1");
 
 	flip_current("v2");
-	expect(&r, 22, 2, "after flipping current to v2");
-	expect(&r, 22, 2, "again after flipping current to v2");
+	expect_twice(&r, 22, 2, "after flipping current to v2");
 
 	/* The new release's header is watched as well. */
 	write_header(v2h, 333);
-	expect(&r, 333, 3, "after editing v2's header");
-	expect(&r, 333, 3, "again after editing v2's header");
+	expect_twice(&r, 333, 3, "after editing v2's header");
 
 	/* Back to v1: whether it rebuilds or finds the first artifact again,
 	 * the program must be v1's. */
@@ -208,7 +99,7 @@ START_TEST(flipped_release_symlink)
 			      res.value);
 	}
 
-	hreq_free(&r);
+	oreq_free(&r);
 	harness_stop();
 }
 END_TEST
@@ -218,15 +109,16 @@ END_TEST
 START_TEST(one_directory_two_names)
 {
 	char inc[HARNESS_PATH], alias[HARNESS_PATH], hdr[HARNESS_PATH];
-	struct hreq a, b;
+	struct oreq a, b;
 	char *text_b = NULL;
 
 	ck_assert_int_eq(mkdir(harness_path(inc, "inc"), 0700), 0);
 	ck_assert_int_eq(symlink("inc", harness_path(alias, "alias")), 0);
 	write_header(harness_path(hdr, "inc/h.h"), 1);
 	ck_assert(asprintf(&text_b, "/* Through the alias. */\n%s", program_text) > 0);
-	hreq_init(&a, program_text, inc);
-	hreq_init(&b, text_b, alias);
+	oreq_program(&a, inc);
+	oreq_init(&b, text_b);
+	oreq_arg(&b, "-I%s", alias);
 	harness_start(NULL);
 
 	expect(&a, 1, 1, "first request through inc");
@@ -245,32 +137,12 @@ START_TEST(one_directory_two_names)
 	expect(&b, 333, 5, "through alias after the second edit");
 	expect(&a, 333, 6, "through inc after the second edit");
 
-	hreq_free(&a);
-	hreq_free(&b);
+	oreq_free(&a);
+	oreq_free(&b);
 	free(text_b);
 	harness_stop();
 }
 END_TEST
-
-/* Sets the access and modification times of path to those in st. */
-static void restore_times(const char *path, const struct stat *st)
-{
-	struct timespec ts[2] = { st->st_atim, st->st_mtim };
-
-	ck_assert_msg(utimensat(AT_FDCWD, path, ts, 0) == 0, "utimensat %s: %s", path,
-		      strerror(errno));
-}
-
-/* Requires that path has the size and mtime in st. */
-static void check_same_stat(const char *path, const struct stat *st)
-{
-	struct stat now;
-
-	ck_assert_int_eq(stat(path, &now), 0);
-	ck_assert_int_eq(now.st_size, st->st_size);
-	ck_assert_int_eq(now.st_mtim.tv_sec, st->st_mtim.tv_sec);
-	ck_assert_int_eq(now.st_mtim.tv_nsec, st->st_mtim.tv_nsec);
-}
 
 /* A rewrite with another content of the same size that keeps the mtime, as
  * cp -p (in place) and rsync -t (a new file renamed over) do. */
@@ -279,25 +151,23 @@ START_TEST(same_size_same_mtime_rewrite)
 	char inc[HARNESS_PATH], hdr[HARNESS_PATH], tmp[HARNESS_PATH];
 	struct stat st;
 	char *text;
-	struct hreq r;
+	struct oreq r;
 
 	ck_assert_int_eq(mkdir(harness_path(inc, "inc"), 0700), 0);
 	write_header(harness_path(hdr, "inc/h.h"), 11);
-	hreq_init(&r, program_text, inc);
+	oreq_program(&r, inc);
 	harness_start(NULL);
 
-	expect(&r, 11, 1, "first request");
-	expect(&r, 11, 1, "second request");
+	expect_twice(&r, 11, 1, "first request");
 
 	/* cp -p: truncate and write the same inode, then set the old times. */
 	ck_assert_int_eq(stat(hdr, &st), 0);
 	text = header_text(22, 0);
-	overwrite_in_place(hdr, text);
+	overwrite_in_place(hdr, text, O_TRUNC);
 	free(text);
 	restore_times(hdr, &st);
 	check_same_stat(hdr, &st);
-	expect(&r, 22, 2, "after an in-place rewrite keeping size and mtime");
-	expect(&r, 22, 2, "again after an in-place rewrite keeping size and mtime");
+	expect_twice(&r, 22, 2, "after an in-place rewrite keeping size and mtime");
 
 	/* rsync -t: a new file with the old times, renamed over the header. */
 	ck_assert_int_eq(stat(hdr, &st), 0);
@@ -308,10 +178,9 @@ START_TEST(same_size_same_mtime_rewrite)
 	restore_times(tmp, &st);
 	ck_assert_int_eq(rename(tmp, hdr), 0);
 	check_same_stat(hdr, &st);
-	expect(&r, 33, 3, "after a rename-over keeping size and mtime");
-	expect(&r, 33, 3, "again after a rename-over keeping size and mtime");
+	expect_twice(&r, 33, 3, "after a rename-over keeping size and mtime");
 
-	hreq_free(&r);
+	oreq_free(&r);
 	harness_stop();
 }
 END_TEST
@@ -321,14 +190,14 @@ START_TEST(large_header)
 {
 	char inc[HARNESS_PATH], hdr[HARNESS_PATH];
 	char *text;
-	struct hreq r;
+	struct oreq r;
 
 	ck_assert_int_eq(mkdir(harness_path(inc, "inc"), 0700), 0);
 	harness_path(hdr, "inc/h.h");
 	text = header_text(1, (size_t)3 << 19);
 	harness_write_file(hdr, text);
 	free(text);
-	hreq_init(&r, program_text, inc);
+	oreq_program(&r, inc);
 	harness_start(NULL);
 
 	expect(&r, 1, 1, "first request");
@@ -339,10 +208,9 @@ START_TEST(large_header)
 	text = header_text(22, ((size_t)3 << 19) + 100);
 	harness_write_file(hdr, text);
 	free(text);
-	expect(&r, 22, 2, "after changing the large header");
-	expect(&r, 22, 2, "again after changing the large header");
+	expect_twice(&r, 22, 2, "after changing the large header");
 
-	hreq_free(&r);
+	oreq_free(&r);
 	harness_stop();
 }
 END_TEST
@@ -352,29 +220,24 @@ END_TEST
 START_TEST(replaced_parent_directory)
 {
 	char path[HARNESS_PATH], old[HARNESS_PATH], inc[HARNESS_PATH], hdr[HARNESS_PATH];
-	struct hreq r;
+	struct oreq r;
 
 	ck_assert_int_eq(mkdir(harness_path(path, "a"), 0700), 0);
 	ck_assert_int_eq(mkdir(harness_path(inc, "a/inc"), 0700), 0);
 	write_header(harness_path(hdr, "a/inc/h.h"), 1);
-	hreq_init(&r, program_text, inc);
-	harness_start(NULL);
-
-	expect(&r, 1, 1, "first request");
-	expect(&r, 1, 1, "second request");
+	oreq_program(&r, inc);
+	start_and_build(&r);
 
 	ck_assert_int_eq(rename(path, harness_path(old, "old")), 0);
 	ck_assert_int_eq(mkdir(path, 0700), 0);
 	ck_assert_int_eq(mkdir(inc, 0700), 0);
 	write_header(hdr, 22);
-	expect(&r, 22, 2, "after replacing the directory a");
-	expect(&r, 22, 2, "again after replacing the directory a");
+	expect_twice(&r, 22, 2, "after replacing the directory a");
 
 	write_header(hdr, 333);
-	expect(&r, 333, 3, "after editing the header in the new directory");
-	expect(&r, 333, 3, "again after editing the header in the new directory");
+	expect_twice(&r, 333, 3, "after editing the header in the new directory");
 
-	hreq_free(&r);
+	oreq_free(&r);
 	harness_stop();
 }
 END_TEST

@@ -80,18 +80,8 @@ START_TEST(alias_follows_the_last_get)
 }
 END_TEST
 
-/* What a put of one artifact carries: its skeleton, its export metadata and
- * its bytes. */
-struct exported {
-	char *skel;
-	char *meta;
-	char *bytes;
-	size_t size;
-	char key[72];
-};
-
 /* Gets req on the harness daemon and exports its artifact. */
-static void export_request(struct exported *x, const struct kiln_request *req)
+static void export_request(struct harness_export *x, const struct kiln_request *req)
 {
 	struct kiln *k;
 	struct kiln_program *p;
@@ -110,7 +100,7 @@ static void export_request(struct exported *x, const struct kiln_request *req)
 	kiln_close(k);
 }
 
-static void exported_free(struct exported *x)
+static void exported_free(struct harness_export *x)
 {
 	free(x->skel);
 	free(x->meta);
@@ -135,15 +125,6 @@ static int put_to(const char *sock, const char *skel, const char *meta, const ch
 	return rc;
 }
 
-static int64_t status_num(const char *sock, const char *field)
-{
-	cJSON *st = harness_status_at(sock);
-	int64_t v = harness_num(st, field);
-
-	cJSON_Delete(st);
-	return v;
-}
-
 /* meta with member name replaced by value (taken over); malloc'd. */
 static char *meta_with(const char *meta, const char *name, cJSON *value)
 {
@@ -163,7 +144,7 @@ static char *meta_with(const char *meta, const char *name, cJSON *value)
 
 /* The artifact key of x's entry computed from its meta's deps (NULL: none)
  * with kilnd's own function, for the request key the daemon recorded. */
-static void artifact_key(const struct exported *x, const cJSON *deps, char out[65])
+static void artifact_key(const struct harness_export *x, const cJSON *deps, char out[65])
 {
 	cJSON *ls = harness_cli_json("ls", NULL);
 	const cJSON *e = harness_find_entry(ls, "key", x->key);
@@ -192,7 +173,7 @@ static void artifact_key(const struct exported *x, const cJSON *deps, char out[6
 START_TEST(put_with_empty_deps_is_refused)
 {
 	char inc[HARNESS_PATH], hdr[HARNESS_PATH], sock[HARNESS_PATH], msg[4096], key[65];
-	struct exported x;
+	struct harness_export x;
 	cJSON *m, *deps;
 	char *meta, *forged;
 	struct oreq r;
@@ -200,8 +181,7 @@ START_TEST(put_with_empty_deps_is_refused)
 
 	make_dir(inc, "inc");
 	write_header(harness_path(hdr, "inc/h.h"), 1);
-	oreq_init(&r, program_text);
-	oreq_arg(&r, "-I%s", inc);
+	oreq_program(&r, inc);
 	harness_start(NULL);
 	export_request(&x, &r.req);
 
@@ -224,8 +204,8 @@ START_TEST(put_with_empty_deps_is_refused)
 		      "that claimed it depends on nothing");
 	ck_assert_msg(rc == KILN_EREFUSED && harness_contains(msg, "(mismatch)"),
 		      "a put claiming no deps got %s, not mismatch: %s", kiln_strerror(rc), msg);
-	ck_assert_int_eq(status_num(sock, "entries"), 0);
-	ck_assert_int_eq(status_num(sock, "imports"), 0);
+	ck_assert_int_eq(harness_status_num_at(sock, "entries"), 0);
+	ck_assert_int_eq(harness_status_num_at(sock, "imports"), 0);
 	free(forged);
 	exported_free(&x);
 	oreq_free(&r);
@@ -272,7 +252,7 @@ START_TEST(put_of_an_artifact_that_does_not_load_is_refused)
 	char *text = harness_program("loads", 16), *bytes, *meta, *forged;
 	uint8_t digest[32];
 	struct harness_result res;
-	struct exported x;
+	struct harness_export x;
 	struct oreq r;
 	size_t size;
 	int rc;
@@ -301,7 +281,7 @@ START_TEST(put_of_an_artifact_that_does_not_load_is_refused)
 	harness_start_named("b", NULL, NULL, sock);
 	rc = put_to(sock, x.skel, forged, bytes, size, msg, sizeof(msg));
 	ck_assert_msg(rc != KILN_OK, "an artifact that does not load was imported");
-	ck_assert_int_eq(status_num(sock, "entries"), 0);
+	ck_assert_int_eq(harness_status_num_at(sock, "entries"), 0);
 
 	/* Node b builds the program itself instead. */
 	res = in_child_at(sock, &r.req);
@@ -323,8 +303,7 @@ START_TEST(status_and_show_name_the_mechanism)
 
 	make_dir(inc, "inc");
 	write_header(harness_path(hdr, "inc/h.h"), 1);
-	oreq_init(&r, program_text);
-	oreq_arg(&r, "-I%s", inc);
+	oreq_program(&r, inc);
 	harness_start(NULL);
 	expect(&r, 1, 1, "first request");
 
@@ -372,11 +351,9 @@ START_TEST(untraced_compiler_falls_back_to_dependency_files)
 	write_header(harness_path(hdr, "inc/h.h"), 1);
 	write_script(harness_path(wrapper, "cc-untraced"),
 		     "#!/bin/sh\nexec env -u LD_PRELOAD /usr/bin/cc \"$@\"\n");
-	oreq_init(&r, program_text);
-	oreq_arg(&r, "-I%s", inc);
+	oreq_program(&r, inc);
 	start_with_wrapper(wrapper, tc, sizeof(tc));
-	expect(&r, 1, 1, "first request");
-	expect(&r, 1, 1, "second request");
+	expect_twice(&r, 1, 1, "first request");
 	cJSON *st = harness_status();
 	ck_assert_int_eq(harness_num(st, "depfile_fallbacks"), 1);
 	cJSON_Delete(st);

@@ -41,6 +41,16 @@
 #include "util.h"
 
 
+/* The start of the wrappers below: runs the compiler, and goes on only
+ * after a run that writes an output (not a version probe). */
+#define WRAPPER_RUN_CC                                              \
+	"/usr/bin/cc \"$@\" || exit $?\n"                           \
+	"build=0\n"                                                   \
+	"for a in \"$@\"; do\n"                                       \
+	"\tcase \"$a\" in -o|-o?*) build=1 ;; esac\n"                 \
+	"done\n"                                                      \
+	"[ $build = 1 ] || exit 0\n"
+
 /*
  * A toolchain wrapper that runs the compiler and then, after its first run
  * that writes an output, creates compiled and waits (at most about 60 s)
@@ -55,12 +65,7 @@ static void write_pausing_wrapper(const char *path, const char *first, const cha
 	ck_assert(asprintf(&text,
 		"#!/bin/sh\n"
 		"# Written by it_observe: pauses the first build after its compiler ran.\n"
-		"/usr/bin/cc \"$@\" || exit $?\n"
-		"build=0\n"
-		"for a in \"$@\"; do\n"
-		"\tcase \"$a\" in -o|-o?*) build=1 ;; esac\n"
-		"done\n"
-		"[ $build = 1 ] || exit 0\n"
+		WRAPPER_RUN_CC
 		"[ -e '%s' ] && exit 0\n"
 		": > '%s'\n"
 		": > '%s'\n"
@@ -107,8 +112,7 @@ START_TEST(input_replaced_during_build)
 	write_header(harness_path(hdr, "inc/h.h"), 1);
 	write_pausing_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(first, "first-run"),
 			      harness_path(compiled, "compiled"), harness_path(gate, "gate"));
-	oreq_init(&r, program_text);
-	oreq_arg(&r, "-I%s", inc);
+	oreq_program(&r, inc);
 	start_with_wrapper(wrapper, tc, sizeof(tc));
 
 	/* The client waits in the background while the build is held. */
@@ -140,12 +144,7 @@ static void write_changing_wrapper(const char *path, const char *hdr, const char
 	ck_assert(asprintf(&text,
 		"#!/bin/sh\n"
 		"# Written by it_observe: changes h.h after every compile.\n"
-		"/usr/bin/cc \"$@\" || exit $?\n"
-		"build=0\n"
-		"for a in \"$@\"; do\n"
-		"\tcase \"$a\" in -o|-o?*) build=1 ;; esac\n"
-		"done\n"
-		"[ $build = 1 ] || exit 0\n"
+		WRAPPER_RUN_CC
 		"[ -e '%s' ] && exit 0\n"
 		"n=$(($(cat '%s') + 1))\n"
 		"echo $n > '%s'\n"
@@ -171,8 +170,7 @@ START_TEST(input_changing_on_every_build_is_an_error)
 	harness_write_file(harness_path(counter, "counter"), "1\n");
 	write_changing_wrapper(harness_path(wrapper, "cc-wrapper"), hdr, counter,
 			       harness_path(stop, "stop"));
-	oreq_init(&r, program_text);
-	oreq_arg(&r, "-I%s", inc);
+	oreq_program(&r, inc);
 	start_with_wrapper(wrapper, tc, sizeof(tc));
 
 	res = harness_in_child(&r.req, NULL);
@@ -219,13 +217,9 @@ START_TEST(source_path_in_arguments)
 	write_extra(harness_path(extra, "lib/extra.c"), 1);
 	oreq_init(&r, prog);
 	oreq_arg(&r, "%s", extra);
-	harness_start(NULL);
-
-	expect(&r, 1, 1, "first request");
-	expect(&r, 1, 1, "second request");
+	start_and_build(&r);
 	write_extra(extra, 2);
-	expect(&r, 2, 2, "after changing extra.c");
-	expect(&r, 2, 2, "again after changing extra.c");
+	expect_twice(&r, 2, 2, "after changing extra.c");
 	oreq_free(&r);
 	harness_stop();
 }
@@ -257,13 +251,9 @@ START_TEST(assembler_incbin_input)
 	ck_assert(asprintf(&text, fmt, data) > 0);
 	oreq_init(&r, text);
 	free(text);
-	harness_start(NULL);
-
-	expect(&r, 1, 1, "first request");
-	expect(&r, 1, 1, "second request");
+	start_and_build(&r);
 	harness_write_file(data, "2");
-	expect(&r, 2, 2, "after changing data.bin");
-	expect(&r, 2, 2, "again after changing data.bin");
+	expect_twice(&r, 2, 2, "after changing data.bin");
 	oreq_free(&r);
 	harness_stop();
 }
@@ -279,16 +269,11 @@ START_TEST(header_shadowing_an_earlier_include_dir)
 	make_dir(a, "a");
 	make_dir(b, "b");
 	write_header(harness_path(path, "b/h.h"), 1);
-	oreq_init(&r, program_text);
-	oreq_arg(&r, "-I%s", a);
+	oreq_program(&r, a);
 	oreq_arg(&r, "-I%s", b);
-	harness_start(NULL);
-
-	expect(&r, 1, 1, "first request");
-	expect(&r, 1, 1, "second request");
+	start_and_build(&r);
 	write_header(harness_path(path, "a/h.h"), 2);
-	expect(&r, 2, 2, "after creating a/h.h");
-	expect(&r, 2, 2, "again after creating a/h.h");
+	expect_twice(&r, 2, 2, "after creating a/h.h");
 	oreq_free(&r);
 	harness_stop();
 }
@@ -320,8 +305,7 @@ START_TEST(has_include_absent_then_present)
 	expect(&r, 1, 1, "first request without opt.h");
 	expect(&r, 1, 1, "second request without opt.h");
 	harness_write_file(harness_path(path, "opt/opt.h"), "#define OPT_VALUE 2\n");
-	expect(&r, 2, 2, "after creating opt.h");
-	expect(&r, 2, 2, "again after creating opt.h");
+	expect_twice(&r, 2, 2, "after creating opt.h");
 	oreq_free(&r);
 	harness_stop();
 }
@@ -366,13 +350,9 @@ START_TEST(library_shadowing_an_earlier_library_dir)
 	oreq_arg(&r, "-L%s", a);
 	oreq_arg(&r, "-L%s", b);
 	oreq_arg(&r, "-lfoo");
-	harness_start(NULL);
-
-	expect(&r, 1, 1, "first request");
-	expect(&r, 1, 1, "second request");
+	start_and_build(&r);
 	build_libfoo(a, 2);
-	expect(&r, 2, 2, "after putting libfoo.a into the earlier directory");
-	expect(&r, 2, 2, "again after putting libfoo.a into the earlier directory");
+	expect_twice(&r, 2, 2, "after putting libfoo.a into the earlier directory");
 	oreq_free(&r);
 	harness_stop();
 }
@@ -391,12 +371,8 @@ START_TEST(hard_link_rewritten_elsewhere)
 	make_dir(other, "other");
 	write_header(harness_path(hdr, "other/h.h"), 1);
 	ck_assert_int_eq(link(hdr, harness_path(link_path, "inc/h.h")), 0);
-	oreq_init(&r, program_text);
-	oreq_arg(&r, "-I%s", inc);
-	harness_start(NULL);
-
-	expect(&r, 1, 1, "first request");
-	expect(&r, 1, 1, "second request");
+	oreq_program(&r, inc);
+	start_and_build(&r);
 
 	ck_assert_int_eq(stat(hdr, &st), 0);
 	text = header_text(2, 0);
@@ -406,8 +382,7 @@ START_TEST(hard_link_rewritten_elsewhere)
 	restore_times(hdr, &st);
 	check_same_stat(link_path, &st);
 	ck_assert_int_eq(header_value(link_path), 2);
-	expect(&r, 2, 2, "after rewriting the other name of h.h");
-	expect(&r, 2, 2, "again after rewriting the other name of h.h");
+	expect_twice(&r, 2, 2, "after rewriting the other name of h.h");
 	oreq_free(&r);
 	harness_stop();
 }
@@ -434,12 +409,8 @@ START_TEST(write_through_shared_mapping)
 	 * hands the header to another user to be one. */
 	if (geteuid() == 0)
 		ck_assert_int_eq(chown(hdr, 65534, 65534), 0);
-	oreq_init(&r, program_text);
-	oreq_arg(&r, "-I%s", inc);
-	harness_start(NULL);
-
-	expect(&r, 1, 1, "first request");
-	expect(&r, 1, 1, "second request");
+	oreq_program(&r, inc);
+	start_and_build(&r);
 
 	fd = open(hdr, O_RDWR);
 	ck_assert_msg(fd >= 0, "open %s: %s", hdr, strerror(errno));
@@ -487,17 +458,12 @@ START_TEST(mount_over_include_dir)
 
 	ck_assert_int_eq(mkdir(mounted_dir(inc), 0700), 0);
 	write_header(harness_path(hdr, "inc/h.h"), 1);
-	oreq_init(&r, program_text);
-	oreq_arg(&r, "-I%s", inc);
-	harness_start(NULL);
-
-	expect(&r, 1, 1, "first request");
-	expect(&r, 1, 1, "second request");
+	oreq_program(&r, inc);
+	start_and_build(&r);
 	ck_assert_msg(mount("tmpfs", inc, "tmpfs", 0, "size=1m,mode=0700") == 0,
 		      "mount tmpfs on %s: %s", inc, strerror(errno));
 	write_header(hdr, 2);
-	expect(&r, 2, 2, "with a tmpfs mounted over the include directory");
-	expect(&r, 2, 2, "again with a tmpfs mounted over the include directory");
+	expect_twice(&r, 2, 2, "with a tmpfs mounted over the include directory");
 
 	/* Unmounted: the first h.h is back, rebuilt or found again. */
 	ck_assert_int_eq(umount2(inc, MNT_DETACH), 0);
@@ -517,30 +483,32 @@ static char *up_to_root(char *buf)
 	return buf;
 }
 
+/* r: the program of program_text, but including name instead of "h.h". */
+static void oreq_including(struct oreq *r, const char *name)
+{
+	char *text = NULL;
+
+	ck_assert(asprintf(&text, "#include \"%s\"\n\nint kiln_test_value(void)\n{\n"
+			   "\treturn H_VALUE;\n}\n", name) > 0);
+	oreq_init(r, text);
+	free(text);
+}
+
 /* #include "../../..//<absolute path of h.h>": relative to the source in
  * the build directory, so the dependency file names it relatively, yet it
  * is a file outside the build like any other header. */
 START_TEST(include_path_leaving_the_build_directory)
 {
 	char inc[HARNESS_PATH], hdr[HARNESS_PATH], up[3 * UP_LEVELS + 1];
-	char *text = NULL;
 	struct oreq r;
 
 	make_dir(inc, "inc");
 	write_header(harness_path(hdr, "inc/h.h"), 1);
-	ck_assert(asprintf(&text, "#include \"%s%s\"\n\nint kiln_test_value(void)\n{\n"
-			   "\treturn H_VALUE;\n}\n", up_to_root(up), hdr) > 0);
-	oreq_init(&r, text);
-	free(text);
-	harness_start(NULL);
-
-	expect(&r, 1, 1, "first request");
-	expect(&r, 1, 1, "second request");
-	write_header(hdr, 2);
-	expect(&r, 2, 2, "after changing h.h");
-	expect(&r, 2, 2, "again after changing h.h");
-	oreq_free(&r);
-	harness_stop();
+	char name[sizeof(up) + HARNESS_PATH];
+	snprintf(name, sizeof(name), "%s%s", up_to_root(up), hdr);
+	oreq_including(&r, name);
+	start_and_build(&r);
+	header_change_counts(&r, hdr);
 }
 END_TEST
 
@@ -549,25 +517,14 @@ END_TEST
 START_TEST(relative_include_dir_leaving_the_build_directory)
 {
 	char inc[HARNESS_PATH], hdr[HARNESS_PATH], up[3 * UP_LEVELS + 1];
-	char *text = NULL;
 	struct oreq r;
 
 	make_dir(inc, "inc");
 	write_header(harness_path(hdr, "inc/h.h"), 1);
-	ck_assert(asprintf(&text, "#include \"%s\"\n\nint kiln_test_value(void)\n{\n"
-			   "\treturn H_VALUE;\n}\n", hdr + 1) > 0);
-	oreq_init(&r, text);
-	free(text);
+	oreq_including(&r, hdr + 1);
 	oreq_arg(&r, "-I%s..", up_to_root(up));
-	harness_start(NULL);
-
-	expect(&r, 1, 1, "first request");
-	expect(&r, 1, 1, "second request");
-	write_header(hdr, 2);
-	expect(&r, 2, 2, "after changing h.h");
-	expect(&r, 2, 2, "again after changing h.h");
-	oreq_free(&r);
-	harness_stop();
+	start_and_build(&r);
+	header_change_counts(&r, hdr);
 }
 END_TEST
 
@@ -623,11 +580,9 @@ START_TEST(large_header_rewritten_with_same_size_and_mtime_after_restart)
 	text = header_text(1, pad);
 	harness_write_file(hdr, text);
 	free(text);
-	oreq_init(&r, program_text);
-	oreq_arg(&r, "-I%s", inc);
+	oreq_program(&r, inc);
 	harness_start(NULL);
-	expect(&r, 1, 1, "first request");
-	expect(&r, 1, 1, "second request");
+	expect_twice(&r, 1, 1, "first request");
 	harness_stop();
 
 	ck_assert_int_eq(stat(hdr, &st), 0);
@@ -662,10 +617,7 @@ START_TEST(forced_include_changed)
 	oreq_init(&r, prog);
 	oreq_arg(&r, "-include");
 	oreq_arg(&r, "%s", hdr);
-	harness_start(NULL);
-
-	expect(&r, 1, 1, "first request");
-	expect(&r, 1, 1, "second request");
+	start_and_build(&r);
 	write_header(hdr, 2);
 	expect(&r, 2, 2, "after changing the forced header");
 	oreq_free(&r);
@@ -691,10 +643,7 @@ START_TEST(linker_script_changed)
 	harness_write_file(harness_path(script, "ld/values.ld"), "kiln_script_value = 1;\n");
 	oreq_init(&r, prog);
 	oreq_arg(&r, "-Wl,%s", script);
-	harness_start(NULL);
-
-	expect(&r, 1, 1, "first request");
-	expect(&r, 1, 1, "second request");
+	start_and_build(&r);
 	harness_write_file(script, "kiln_script_value = 2;\n");
 	expect(&r, 2, 2, "after changing the linker script");
 	oreq_free(&r);

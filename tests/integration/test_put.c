@@ -17,15 +17,7 @@
 
 /* Builds a program on the harness daemon; fills skeleton, meta and a memfd
  * copy of the artifact. */
-struct exported {
-	char *skel;
-	char *meta;
-	char *bytes;
-	size_t size;
-	char key[72];
-};
-
-static void export_program(struct exported *x, const char *name, int value, const char *text_extra)
+static void export_program(struct harness_export *x, const char *name, int value, const char *text_extra)
 {
 	struct kiln *k;
 	struct kiln_request req;
@@ -52,7 +44,7 @@ static void export_program(struct exported *x, const char *name, int value, cons
 	free(full);
 }
 
-static void exported_free(struct exported *x)
+static void exported_free(struct harness_export *x)
 {
 	free(x->skel);
 	free(x->meta);
@@ -69,7 +61,7 @@ static int memfd_of(const char *bytes, size_t size)
 }
 
 /* Puts x (with meta replaced when not NULL) into the kilnd at sock. */
-static int put_to(const char *sock, const struct exported *x, const char *meta, const char *bytes,
+static int put_to(const char *sock, const struct harness_export *x, const char *meta, const char *bytes,
 		  size_t size, char *msg, size_t msglen)
 {
 	struct kiln *k;
@@ -81,15 +73,6 @@ static int put_to(const char *sock, const struct exported *x, const char *meta, 
 	kiln_close(k);
 	close(fd);
 	return rc;
-}
-
-static int64_t status_num(const char *sock, const char *field)
-{
-	cJSON *st = harness_status_at(sock);
-	int64_t v = harness_num(st, field);
-
-	cJSON_Delete(st);
-	return v;
 }
 
 /* meta with the first occurrence of from replaced by to (malloc'd). */
@@ -108,7 +91,7 @@ static char *meta_with(const char *meta, const char *from, const char *to)
 
 START_TEST(put_then_hit_without_building)
 {
-	struct exported x;
+	struct harness_export x;
 	char sock[HARNESS_PATH], msg[4096];
 	struct kiln *k;
 	struct kiln_request req;
@@ -120,11 +103,11 @@ START_TEST(put_then_hit_without_building)
 	export_program(&x, "moved", 31, "");
 	harness_start_named("b", NULL, NULL, sock);
 	ck_assert_msg(put_to(sock, &x, NULL, x.bytes, x.size, msg, sizeof(msg)) == KILN_OK, "%s", msg);
-	ck_assert_int_eq(status_num(sock, "imports"), 1);
-	ck_assert_int_eq(status_num(sock, "entries"), 1);
+	ck_assert_int_eq(harness_status_num_at(sock, "imports"), 1);
+	ck_assert_int_eq(harness_status_num_at(sock, "entries"), 1);
 	/* A second put of the same artifact finds it there. */
 	ck_assert_msg(put_to(sock, &x, NULL, x.bytes, x.size, msg, sizeof(msg)) == KILN_OK, "%s", msg);
-	ck_assert_int_eq(status_num(sock, "imports"), 1);
+	ck_assert_int_eq(harness_status_num_at(sock, "imports"), 1);
 
 	/* Node b serves it as a hit with the same key, and never compiled. */
 	harness_request(&req, &src, "prog.c", text);
@@ -135,8 +118,8 @@ START_TEST(put_then_hit_without_building)
 	*(void **)&fn = kiln_sym(p, "kiln_test_value");
 	ck_assert_int_eq(fn(), 31);
 	kiln_close(k);
-	ck_assert_int_eq(status_num(sock, "builds_started"), 0);
-	ck_assert_int_eq(status_num(sock, "hits"), 1);
+	ck_assert_int_eq(harness_status_num_at(sock, "builds_started"), 0);
+	ck_assert_int_eq(harness_status_num_at(sock, "hits"), 1);
 	free(text);
 	exported_free(&x);
 }
@@ -144,7 +127,7 @@ END_TEST
 
 START_TEST(put_refuses_bad_bytes)
 {
-	struct exported x;
+	struct harness_export x;
 	char sock[HARNESS_PATH], msg[4096];
 
 	harness_start(NULL);
@@ -158,8 +141,8 @@ START_TEST(put_refuses_bad_bytes)
 	/* Truncated. */
 	ck_assert_int_eq(put_to(sock, &x, NULL, x.bytes, x.size - 100, msg, sizeof(msg)), KILN_EREFUSED);
 	ck_assert_msg(harness_contains(msg, "bytes"), "%s", msg);
-	ck_assert_int_eq(status_num(sock, "entries"), 0);
-	ck_assert_int_eq(status_num(sock, "imports"), 0);
+	ck_assert_int_eq(harness_status_num_at(sock, "entries"), 0);
+	ck_assert_int_eq(harness_status_num_at(sock, "imports"), 0);
 	/* Nothing half-written is left behind in the cache. */
 	char tmp[HARNESS_PATH];
 	ck_assert_int_eq(harness_count_dir(harness_path(tmp, "b.cache/tmp")), 0);
@@ -171,7 +154,7 @@ END_TEST
 
 START_TEST(put_refuses_foreign_key_and_deps)
 {
-	struct exported x;
+	struct harness_export x;
 	char sock[HARNESS_PATH], msg[4096], hdr[HARNESS_PATH], inc[HARNESS_PATH + 16];
 	char *meta;
 
@@ -210,14 +193,14 @@ START_TEST(put_refuses_foreign_key_and_deps)
 	harness_write_file(hdr, "#define DEP_VALUE 10\n");
 	ck_assert_int_eq(put_to(sock, &x, NULL, x.bytes, x.size, msg, sizeof(msg)), KILN_EREFUSED);
 	ck_assert_msg(harness_contains(msg, "differs on this node"), "%s", msg);
-	ck_assert_int_eq(status_num(sock, "entries"), 0);
+	ck_assert_int_eq(harness_status_num_at(sock, "entries"), 0);
 	exported_free(&x);
 }
 END_TEST
 
 START_TEST(put_refuses_other_toolchain_environment)
 {
-	struct exported x;
+	struct harness_export x;
 	char sock[HARNESS_PATH], msg[4096];
 	const char *env[] = { "SOURCE_DATE_EPOCH=1", NULL };
 
@@ -226,14 +209,14 @@ START_TEST(put_refuses_other_toolchain_environment)
 	harness_start_named("b", NULL, env, sock);
 	ck_assert_int_eq(put_to(sock, &x, NULL, x.bytes, x.size, msg, sizeof(msg)), KILN_EREFUSED);
 	ck_assert_msg(harness_contains(msg, "computes key"), "%s", msg);
-	ck_assert_int_eq(status_num(sock, "entries"), 0);
+	ck_assert_int_eq(harness_status_num_at(sock, "entries"), 0);
 	exported_free(&x);
 }
 END_TEST
 
 START_TEST(put_needs_a_file_descriptor)
 {
-	struct exported x;
+	struct harness_export x;
 	char req[8192];
 	cJSON *r;
 	int fd;

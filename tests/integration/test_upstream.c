@@ -200,9 +200,11 @@ static void run_clients(const struct node *nodes, int n, const struct kiln_reque
 	munmap(res, (size_t)n * sizeof(*res));
 }
 
-/* Files under dir whose names end in suffix (recursively). */
+/* Files under dir whose names end in suffix (recursively): how many, and
+ * the last one found. */
 static const char *count_suffix;
 static int count_found;
+static char found_path[HARNESS_PATH];
 
 static int count_visit(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -210,8 +212,10 @@ static int count_visit(const char *path, const struct stat *st, int flag, struct
 
 	(void)st;
 	(void)ftw;
-	if (flag == FTW_F && len >= sl && strcmp(path + len - sl, count_suffix) == 0)
+	if (flag == FTW_F && len >= sl && strcmp(path + len - sl, count_suffix) == 0) {
 		count_found++;
+		snprintf(found_path, sizeof(found_path), "%s", path);
+	}
 	return 0;
 }
 
@@ -219,29 +223,15 @@ static int count_files(const char *dir, const char *suffix)
 {
 	count_suffix = suffix;
 	count_found = 0;
+	found_path[0] = '\0';
 	nftw(dir, count_visit, 16, FTW_PHYS);
 	return count_found;
 }
 
 /* The one file under dir ending in suffix; fails the test otherwise. */
-static char found_path[HARNESS_PATH];
-
-static int find_visit(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	size_t len = strlen(path), sl = strlen(count_suffix);
-
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_F && len >= sl && strcmp(path + len - sl, count_suffix) == 0)
-		snprintf(found_path, sizeof(found_path), "%s", path);
-	return 0;
-}
-
 static const char *find_one(const char *dir, const char *suffix)
 {
 	ck_assert_int_eq(count_files(dir, suffix), 1);
-	found_path[0] = '\0';
-	nftw(dir, find_visit, 16, FTW_PHYS);
 	return found_path;
 }
 
@@ -340,73 +330,94 @@ START_TEST(nodes_share_one_build_per_program)
 END_TEST
 
 /*
+ * Two daemons on one tier: a claims a program and compiles it behind a gate
+ * (the toolchain wrapper waits for it); b's client asks for the same program
+ * and b waits for a's claim.
+ */
+struct claim_race {
+	char wrapper[HARNESS_PATH], log[HARNESS_PATH], gate[HARNESS_PATH];
+	char claims[HARNESS_PATH];
+	char *text;
+	struct kiln_request req;
+	struct kiln_source src;
+	struct harness_fleet *fa, *fb;
+	struct node a, b;
+	struct node_args args;
+};
+
+static void claim_race_start(struct claim_race *c, const char *name, int value, const char *stale)
+{
+	c->text = harness_program(name, value);
+	harness_write_wrapper(harness_path(c->wrapper, "cc-wrapper"),
+			      harness_path(c->log, "wrapper.log"), harness_path(c->gate, "gate"), 0);
+	harness_path(c->claims, "upstream/claims");
+	node_args_init(&c->args, c->wrapper, stale);
+	harness_request(&c->req, &c->src, "prog.c", c->text);
+	node_init(&c->a, "a");
+	node_init(&c->b, "b");
+	node_start(&c->a, c->args.argv);
+	node_start(&c->b, c->args.argv);
+	c->fa = harness_fleet_start(1, &(struct harness_fleet_opts){
+		.socket = c->a.socket, .reqs = &c->req, .nreqs = 1 });
+	harness_wait_wrapper_starts(c->log, 1, 60);
+	ck_assert_int_eq(harness_count_dir(c->claims), 1);
+	c->fb = harness_fleet_start(1, &(struct harness_fleet_opts){
+		.socket = c->b.socket, .reqs = &c->req, .nreqs = 1 });
+	node_use(&c->b);
+	harness.pid = 0;
+	harness_wait_status("upstream_waits", 1, 60);
+}
+
+/* The end of a race: no claim left, one entry published. */
+static void claim_race_end(struct claim_race *c)
+{
+	ck_assert_int_eq(harness_count_dir(c->claims), 0);
+	ck_assert_int_eq(count_files(c->args.upstream, ".json"), 1);
+	harness_fleet_free(c->fa);
+	harness_fleet_free(c->fb);
+	free(c->text);
+}
+
+/*
  * A daemon killed while it holds a claim: another daemon waits (holding no
  * --jobs slot) while the claim is fresh, takes it over once it went stale,
  * and builds.
  */
 START_TEST(killed_claim_holder_is_taken_over)
 {
-	char wrapper[HARNESS_PATH], log[HARNESS_PATH], gate[HARNESS_PATH], claims[HARNESS_PATH];
-	char *text = harness_program("orphaned", 77);
-	struct kiln_request req;
-	struct kiln_source src;
-	struct harness_fleet *fa, *fb;
+	struct claim_race c;
 	struct harness_wrapper_log wl;
-	struct node a, b;
-	struct node_args args;
 	cJSON *st;
 
-	harness_write_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(log, "wrapper.log"),
-			      harness_path(gate, "gate"), 0);
-	node_args_init(&args, wrapper, "2");
-	harness_request(&req, &src, "prog.c", text);
-	node_init(&a, "a");
-	node_init(&b, "b");
-	node_start(&a, args.argv);
-	node_start(&b, args.argv);
-
-	/* a claims the program and compiles it behind the gate. */
-	fa = harness_fleet_start(1, &(struct harness_fleet_opts){
-		.socket = a.socket, .reqs = &req, .nreqs = 1 });
-	harness_wait_wrapper_starts(log, 1, 60);
-	ck_assert_int_eq(harness_count_dir(harness_path(claims, "upstream/claims")), 1);
-
-	/* b waits for a's claim, without a slot. */
-	fb = harness_fleet_start(1, &(struct harness_fleet_opts){
-		.socket = b.socket, .reqs = &req, .nreqs = 1 });
-	node_use(&b);
-	harness.pid = 0;
-	harness_wait_status("upstream_waits", 1, 60);
-	st = node_status(&b);
+	claim_race_start(&c, "orphaned", 77, "2");
+	st = node_status(&c.b);
 	ck_assert_int_eq(harness_num(st, "in_flight"), 0);
 	ck_assert_int_eq(harness_num(st, "queued"), 0);
 	ck_assert_int_eq(harness_num(st, "builds_started"), 0);
 	cJSON_Delete(st);
 
-	node_use(&a);
+	node_use(&c.a);
 	harness_kill9();
-	a.pid = 0;
-	harness_fleet_wait(fa, 60);
-	ck_assert_msg(fa->results[0].rc != KILN_OK, "a's client got a program from a killed daemon");
-	harness_write_file(gate, "");
+	c.a.pid = 0;
+	harness_fleet_wait(c.fa, 60);
+	ck_assert_msg(c.fa->results[0].rc != KILN_OK,
+		      "a's client got a program from a killed daemon");
+	harness_write_file(c.gate, "");
 
-	harness_fleet_wait(fb, 120);
-	ck_assert_msg(fb->results[0].rc == KILN_OK, "b's client failed in %s: %s: %s",
-		      fb->results[0].stage, kiln_strerror(fb->results[0].rc), fb->results[0].msg);
-	ck_assert_int_eq(fb->results[0].value, 77);
-	st = node_status(&b);
+	harness_fleet_wait(c.fb, 120);
+	ck_assert_msg(c.fb->results[0].rc == KILN_OK, "b's client failed in %s: %s: %s",
+		      c.fb->results[0].stage, kiln_strerror(c.fb->results[0].rc),
+		      c.fb->results[0].msg);
+	ck_assert_int_eq(c.fb->results[0].value, 77);
+	st = node_status(&c.b);
 	ck_assert_int_eq(harness_num(st, "upstream_takeovers"), 1);
 	ck_assert_int_eq(harness_num(st, "builds_started"), 1);
 	ck_assert_int_eq(harness_num(st, "builds_ok"), 1);
 	cJSON_Delete(st);
-	harness_wrapper_log_read(log, &wl);
+	harness_wrapper_log_read(c.log, &wl);
 	ck_assert_int_eq(wl.starts, 2);
-	node_stop(&b);
-	ck_assert_int_eq(harness_count_dir(claims), 0);
-	ck_assert_int_eq(count_files(args.upstream, ".json"), 1);
-	harness_fleet_free(fa);
-	harness_fleet_free(fb);
-	free(text);
+	node_stop(&c.b);
+	claim_race_end(&c);
 }
 END_TEST
 
@@ -414,46 +425,21 @@ END_TEST
  * client and exits cleanly; the claim holder goes on and publishes. */
 START_TEST(stop_while_waiting_on_a_claim)
 {
-	char wrapper[HARNESS_PATH], log[HARNESS_PATH], gate[HARNESS_PATH], claims[HARNESS_PATH];
-	char *text = harness_program("patient", 5);
-	struct kiln_request req;
-	struct kiln_source src;
-	struct harness_fleet *fa, *fb;
-	struct node a, b;
-	struct node_args args;
+	struct claim_race c;
 
-	harness_write_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(log, "wrapper.log"),
-			      harness_path(gate, "gate"), 0);
-	node_args_init(&args, wrapper, NULL);
-	harness_request(&req, &src, "prog.c", text);
-	node_init(&a, "a");
-	node_init(&b, "b");
-	node_start(&a, args.argv);
-	node_start(&b, args.argv);
-	fa = harness_fleet_start(1, &(struct harness_fleet_opts){
-		.socket = a.socket, .reqs = &req, .nreqs = 1 });
-	harness_wait_wrapper_starts(log, 1, 60);
-	fb = harness_fleet_start(1, &(struct harness_fleet_opts){
-		.socket = b.socket, .reqs = &req, .nreqs = 1 });
-	node_use(&b);
-	harness.pid = 0;
-	harness_wait_status("upstream_waits", 1, 60);
+	claim_race_start(&c, "patient", 5, NULL);
+	node_stop(&c.b);
+	harness_fleet_wait(c.fb, 60);
+	ck_assert_msg(c.fb->results[0].rc == KILN_EBUSY,
+		      "b's client got %s, expected KILN_EBUSY: %s",
+		      kiln_strerror(c.fb->results[0].rc), c.fb->results[0].msg);
 
-	node_stop(&b);
-	harness_fleet_wait(fb, 60);
-	ck_assert_msg(fb->results[0].rc == KILN_EBUSY, "b's client got %s, expected KILN_EBUSY: %s",
-		      kiln_strerror(fb->results[0].rc), fb->results[0].msg);
-
-	harness_write_file(gate, "");
-	harness_fleet_wait(fa, 60);
-	ck_assert_msg(fa->results[0].rc == KILN_OK, "a's client: %s", fa->results[0].msg);
-	ck_assert_int_eq(fa->results[0].value, 5);
-	node_stop(&a);
-	ck_assert_int_eq(harness_count_dir(harness_path(claims, "upstream/claims")), 0);
-	ck_assert_int_eq(count_files(args.upstream, ".json"), 1);
-	harness_fleet_free(fa);
-	harness_fleet_free(fb);
-	free(text);
+	harness_write_file(c.gate, "");
+	harness_fleet_wait(c.fa, 60);
+	ck_assert_msg(c.fa->results[0].rc == KILN_OK, "a's client: %s", c.fa->results[0].msg);
+	ck_assert_int_eq(c.fa->results[0].value, 5);
+	node_stop(&c.a);
+	claim_race_end(&c);
 }
 END_TEST
 
