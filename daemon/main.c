@@ -335,12 +335,140 @@ static const struct server_hooks server_hooks = {
 	.batch = headers_requests_read,
 };
 
+/*
+ * The process: detached (--daemonize), the socket systemd passed, the
+ * directories and the log, the instance lock. 0: go on; 1: another kilnd
+ * serves (exit 0); -1: failed, said why.
+ */
+static int start_process(struct kilnd *d, struct config *cfg, char *err, size_t errlen)
+{
+	long other = 0;
+
+	if (cfg->daemonize && instance_daemonize() != 0)
+		return -1;
+	/* Socket activation: the socket systemd passed decides the path. */
+	char *apath = NULL;
+	d->activated_fd = sd_activation_socket(&apath, err, errlen);
+	if (d->activated_fd == -2) {
+		fail_start(cfg, err);
+		return -1;
+	}
+	if (d->activated_fd >= 0) {
+		d->activated = true;
+		free(cfg->socket_path);
+		cfg->socket_path = apath;
+	}
+	if (main_make_dirs(cfg, err, errlen) != 0 || open_log(cfg) != 0) {
+		fail_start(cfg, err[0] != '\0' ? err : "cannot open the log file");
+		return -1;
+	}
+	int rc = instance_lock(cfg, &other, err, errlen);
+	if (rc == 1) {
+		/* With --daemonize the waiting parent prints it, once. */
+		if (!cfg->daemonize)
+			fprintf(stderr, "kilnd: %s\n", err);
+		instance_ready(0, other, err);
+		return 1;
+	}
+	if (rc != 0)
+		fail_start(cfg, err);
+	return rc == 0 ? 0 : -1;
+}
+
+/* The services, then the loop's: 0, or -1 after saying why (*loop: the
+ * loop was made, so fini_loop must run). */
+static int start_services(struct kilnd *d, char *err, size_t errlen, bool *loop)
+{
+	d->stop = lifecycle_stop;
+	if (store_init(d, err, errlen) != 0 || cachedir_open(d, err, errlen) != 0 ||
+	    toolchains_init(d, err, errlen) != 0) {
+		fail_start(d->cfg, err);
+		return -1;
+	}
+	key_cpu_id(d->cpu_id);
+	threadpool_size(d->cfg);
+	d->loop = uv_default_loop();
+	*loop = true;
+	thread_set_loop();
+	d->touches = table_new();
+	d->aliases = table_new();
+	d->fds = fdcache_new(FDCACHE_MAX);
+	if (d->touches == NULL || d->aliases == NULL || d->fds == NULL || headers_init(d) != 0 ||
+	    flight_init(d) != 0 || upstream_init(d, err, errlen) != 0 ||
+	    server_init(d, &server_hooks, err, errlen) != 0) {
+		fail_start(d->cfg, err[0] != '\0' ? err : "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* Serves until the stop; then writes what is batched and marks the cache
+ * cleanly stopped. */
+static void serve(struct kilnd *d)
+{
+	const struct config *cfg = d->cfg;
+	char status[4200];
+
+	signals_start(d);
+	kilnd_timers_start(d);
+	lifecycle_start(d);
+	kilnd_activity(d);
+	log_info("kilnd %s ready: pid %d, socket %s, cache %s, %u jobs, max size %llu bytes",
+		 KILN_VERSION_STR, (int)getpid(), cfg->socket_path, cfg->cache_dir, cfg->jobs,
+		 (unsigned long long)cfg->max_size);
+	instance_ready(0, (long)getpid(), NULL);
+	snprintf(status, sizeof(status), "serving %s", cfg->socket_path);
+	sd_ready(status);
+	uv_run(d->loop, UV_RUN_DEFAULT);
+	kilnd_flush_touches(d);
+	publish_flush_aliases(d);
+	store_mark_clean(d->store);
+	d->exit_code = 0;
+	log_info("stopped");
+}
+
+/* The loop's parts, in reverse. */
+static void fini_loop(struct kilnd *d)
+{
+	if (!d->stopping) {
+		upstream_stop(d);
+		headers_fini(d);
+		uv_run(d->loop, UV_RUN_NOWAIT);
+	}
+	server_free(d);
+	flight_fini(d);
+	upstream_fini(d);
+	fdcache_free(d->fds);
+	verify_fini(d);
+	table_free(d->touches, free);
+	table_free(d->aliases, free);
+	uv_loop_close(d->loop);
+}
+
+/* The services and the process's parts, in reverse. */
+static void fini_process(struct kilnd *d)
+{
+	if (d->activated && d->activated_fd >= 0)
+		close(d->activated_fd);   /* it never reached the server */
+	free(d->gpus);
+	free(d->observe_lib);
+	digests_fini();
+	for (size_t i = 0; i < d->ntoolchains; i++)
+		key_toolchain_fini(&d->toolchains[i]);
+	cachedir_close(d);
+	store_close(d->store);
+	instance_unlock();
+	log_close();
+}
+
+/* Inits, run, finis in reverse. */
 int main(int argc, char **argv)
 {
 	struct config cfg;
 	struct kilnd d = { 0 };
 	char err[1024] = "";
-	long other = 0;
+	bool loop = false;
+
 	/* Everything kilnd creates (cache, logs, socket) is private to its user. */
 	umask(077);
 	int rc = config_parse(&cfg, argc, argv);
@@ -349,97 +477,16 @@ int main(int argc, char **argv)
 	d.cfg = &cfg;
 	d.exit_code = 1;
 	d.start_ns = util_now_ns();
-	if (cfg.daemonize && instance_daemonize() != 0)
-		goto out;
-	/* Socket activation: the socket systemd passed decides the path. */
-	char *apath = NULL;
-	d.activated_fd = sd_activation_socket(&apath, err, sizeof(err));
-	if (d.activated_fd == -2) {
-		fail_start(&cfg, err);
-		goto out;
-	}
-	if (d.activated_fd >= 0) {
-		d.activated = true;
-		free(cfg.socket_path);
-		cfg.socket_path = apath;
-	}
-	if (main_make_dirs(&cfg, err, sizeof(err)) != 0 || open_log(&cfg) != 0) {
-		fail_start(&cfg, err[0] != '\0' ? err : "cannot open the log file");
-		goto out;
-	}
-	rc = instance_lock(&cfg, &other, err, sizeof(err));
-	if (rc == 1) {
-		/* With --daemonize the waiting parent prints it, once. */
-		if (!cfg.daemonize)
-			fprintf(stderr, "kilnd: %s\n", err);
-		instance_ready(0, other, err);
+	d.activated_fd = -1;
+	d.cache_fd = -1;   /* nothing to close before cachedir_open */
+	rc = start_process(&d, &cfg, err, sizeof(err));
+	if (rc == 1)
 		d.exit_code = 0;
-		goto out;
-	}
-	d.cache_fd = -1;
-	d.stop = lifecycle_stop;
-	if (rc != 0 || store_init(&d, err, sizeof(err)) != 0 ||
-	    cachedir_open(&d, err, sizeof(err)) != 0 || toolchains_init(&d, err, sizeof(err)) != 0) {
-		fail_start(&cfg, err);
-		goto out;
-	}
-	key_cpu_id(d.cpu_id);
-	threadpool_size(&cfg);
-	d.loop = uv_default_loop();
-	thread_set_loop();
-	d.touches = table_new();
-	d.aliases = table_new();
-	d.fds = fdcache_new(FDCACHE_MAX);
-	if (d.touches == NULL || d.aliases == NULL || d.fds == NULL || headers_init(&d) != 0 || flight_init(&d) != 0 ||
-	    upstream_init(&d, err, sizeof(err)) != 0 || server_init(&d, &server_hooks, err, sizeof(err)) != 0) {
-		fail_start(&cfg, err[0] != '\0' ? err : "out of memory");
-		goto out_loop;
-	}
-	signals_start(&d);
-	kilnd_timers_start(&d);
-	lifecycle_start(&d);
-	kilnd_activity(&d);
-	log_info("kilnd %s ready: pid %d, socket %s, cache %s, %u jobs, max size %llu bytes",
-		 KILN_VERSION_STR, (int)getpid(), cfg.socket_path, cfg.cache_dir, cfg.jobs,
-		 (unsigned long long)cfg.max_size);
-	instance_ready(0, (long)getpid(), NULL);
-	char status[4200];
-	snprintf(status, sizeof(status), "serving %s", cfg.socket_path);
-	sd_ready(status);
-	uv_run(d.loop, UV_RUN_DEFAULT);
-	kilnd_flush_touches(&d);
-	publish_flush_aliases(&d);
-	store_mark_clean(d.store);
-	d.exit_code = 0;
-	log_info("stopped");
-out_loop:
-	if (d.loop != NULL) {
-		if (!d.stopping) {
-			upstream_stop(&d);
-			headers_fini(&d);
-			uv_run(d.loop, UV_RUN_NOWAIT);
-		}
-		server_free(&d);
-		flight_fini(&d);
-		upstream_fini(&d);
-		fdcache_free(d.fds);
-		verify_fini(&d);
-		table_free(d.touches, free);
-		table_free(d.aliases, free);
-		uv_loop_close(d.loop);
-	}
-out:
-	if (d.activated && d.activated_fd >= 0)
-		close(d.activated_fd);   /* it never reached the server */
-	free(d.gpus);
-	free(d.observe_lib);
-	digests_fini();
-	for (size_t i = 0; i < d.ntoolchains; i++)
-		key_toolchain_fini(&d.toolchains[i]);
-	cachedir_close(&d);
-	store_close(d.store);
-	instance_unlock();
-	log_close();
+	else if (rc == 0 && start_services(&d, err, sizeof(err), &loop) == 0)
+		serve(&d);
+	if (loop)
+		fini_loop(&d);
+	fini_process(&d);
 	config_fini(&cfg);
 	return d.exit_code;
 }
