@@ -401,7 +401,8 @@ static int parse_source(const cJSON *v, size_t i, struct msg_source *src,
 static int parse_sources(const cJSON *obj, struct msg_request *req, struct msg_error *err)
 {
 	const cJSON *arr = member(obj, "sources"), *v;
-	size_t n, i = 0, j;
+	size_t n, i = 0;
+	char why[300];
 
 	if (!arr)
 		return msg_error_set(err, ERR_BAD_REQUEST, "sources",
@@ -426,15 +427,12 @@ static int parse_sources(const cJSON *obj, struct msg_request *req, struct msg_e
 		req->nsources = i + 1;
 		if (parse_source(v, i, &req->sources[i], err) < 0)
 			return -1;
-		/* At most 256 names: a quadratic check costs microseconds. */
-		for (j = 0; j < i; j++) {
-			if (strcmp(req->sources[j].name, req->sources[i].name) == 0)
-				return msg_error_set(err, ERR_BAD_NAME, "sources",
-						     "source name \"%s\" appears more than once",
-						     req->sources[i].name);
-		}
 		i++;
 	}
+	/* At most 256 names: a quadratic check costs microseconds. */
+	if (validate_source_set((const char *const *)&req->sources[0].name, n,
+				sizeof(*req->sources), why, sizeof(why)) != 0)
+		return msg_error_set(err, ERR_BAD_NAME, "sources", "%s", why);
 	return 0;
 }
 

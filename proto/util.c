@@ -256,6 +256,20 @@ int util_write_new_file(const char *path, const void *data, size_t len)
 	return rc;
 }
 
+int util_mkdir_parents_at(int dirfd, const char *base, const char *name, unsigned mode)
+{
+	char path[4096];
+
+	for (const char *slash = strchr(name, '/'); slash != NULL; slash = strchr(slash + 1, '/')) {
+		int n = snprintf(path, sizeof(path), "%s/%.*s", base, (int)(slash - name), name);
+		if (n < 0 || (size_t)n >= sizeof(path))
+			return -ENAMETOOLONG;
+		if (mkdirat(dirfd, path, (mode_t)mode) != 0 && errno != EEXIST)
+			return -errno;
+	}
+	return 0;
+}
+
 int util_replace_file_at(int dirfd, const char *name, const void *data, size_t len,
 			 bool durable)
 {

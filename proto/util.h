@@ -29,6 +29,10 @@ char *util_default_cache_dir(void);
 /* Creates dir and missing parents with mode (existing ones are left alone).
  * Returns 0 or a negative errno. */
 int util_mkdir_p(const char *dir, unsigned mode);
+/* Makes the folders of the relative name under base (in dirfd or
+ * AT_FDCWD), which exists: for "a/b/f.h", base/a and base/a/b, mode, those
+ * already there left alone. 0 or a negative errno. */
+int util_mkdir_parents_at(int dirfd, const char *base, const char *name, unsigned mode);
 /* Writes len bytes to fd, retrying short writes and EINTR. 0 or -errno. */
 int util_write_all(int fd, const void *buf, size_t len);
 /* Creates path (O_EXCL, mode 0600) holding len bytes of data; 0 or a

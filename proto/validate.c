@@ -107,9 +107,72 @@ static int check_name(const char *what, const char *name, size_t max, bool no_do
 	return 0;
 }
 
+/*
+ * A source name: a relative path of plain names ("prog.cpp",
+ * "src/cpu/prog.cpp", "include/hash.h"), each folder and file name by the
+ * rules of check_name, so that no name is empty, ".", "..", hidden or an
+ * option, and the file lands inside the build directory's src/.
+ */
 int validate_source_name(const char *name, char *why, size_t whylen)
 {
-	return check_name("source name", name, 255, true, why, whylen);
+	char q[QUOTE_MAX + 4], part[VALIDATE_SOURCE_MAX + 1];
+	size_t len, depth = 0;
+	const char *p;
+
+	if (!name || !strchr(name, '/'))
+		return check_name("source name", name, VALIDATE_SOURCE_MAX, true, why, whylen);
+	len = strlen(name);
+	if (len > VALIDATE_SOURCE_MAX)
+		return refuse(why, whylen, "source name \"%s\" is longer than %d characters",
+			      validate_quote(name, q), VALIDATE_SOURCE_MAX);
+	if (name[0] == '/')
+		return refuse(why, whylen, "source name \"%s\" is an absolute path; name the "
+			      "file relative to the program's folder", validate_quote(name, q));
+	for (p = name; ; p += strlen(part) + 1) {
+		size_t n = strcspn(p, "/");
+		memcpy(part, p, n);
+		part[n] = '\0';
+		if (n == 0)
+			return refuse(why, whylen, "source name \"%s\" has an empty folder name "
+				      "(\"//\" or a '/' at the end)", validate_quote(name, q));
+		if (strcmp(part, "..") == 0 || strcmp(part, ".") == 0)
+			return refuse(why, whylen, "source name \"%s\" has \"%s\" in it; folders "
+				      "must go down, never up or nowhere", validate_quote(name, q), part);
+		if (check_name("a folder or file name", part, VALIDATE_SOURCE_MAX, true, why,
+			       whylen) != 0) {
+			char inner[200];
+			snprintf(inner, sizeof(inner), "%s", why ? why : "");
+			return refuse(why, whylen, "source name \"%s\": %s", validate_quote(name, q),
+				      inner);
+		}
+		if (++depth > VALIDATE_SOURCE_DEPTH)
+			return refuse(why, whylen, "source name \"%s\" is more than %d folders deep",
+				      validate_quote(name, q), VALIDATE_SOURCE_DEPTH - 1);
+		if (p[n] == '\0')
+			return 0;
+	}
+}
+
+int validate_source_set(const char *const *names, size_t n, size_t stride, char *why,
+			size_t whylen)
+{
+	char q[QUOTE_MAX + 4], q2[QUOTE_MAX + 4];
+
+#define NAME(i) (*(const char *const *)((const char *)names + (i) * stride))
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = 0; j < n; j++) {
+			const char *a = NAME(i), *b = NAME(j);
+			size_t la = strlen(a);
+			if (i < j && strcmp(a, b) == 0)
+				return refuse(why, whylen, "source name \"%s\" appears twice",
+					      validate_quote(a, q));
+			if (i != j && strncmp(a, b, la) == 0 && b[la] == '/')
+				return refuse(why, whylen, "source \"%s\" is a file, so \"%s\" cannot "
+					      "be inside it", validate_quote(a, q), validate_quote(b, q2));
+		}
+	}
+#undef NAME
+	return 0;
 }
 
 int validate_toolchain_name(const char *name, char *why, size_t whylen)

@@ -9,8 +9,18 @@
 
 #include <stddef.h>
 
-/* Plain file name: 1..255 of [A-Za-z0-9._+-], not starting with '.' or '-'. */
+/* Source names: a file name (1..255 of [A-Za-z0-9._+-], not starting with
+ * '.' or '-'), or a relative path of file and folder names
+ * ("src/cpu/prog.cpp"), at most VALIDATE_SOURCE_MAX characters and
+ * VALIDATE_SOURCE_DEPTH names. */
+#define VALIDATE_SOURCE_MAX 255
+#define VALIDATE_SOURCE_DEPTH 16
 int validate_source_name(const char *name, char *why, size_t whylen);
+/* The names of one request together: none twice, and none inside a name
+ * that is a file ("a" and "a/b"). names[i] is at (char *)names + i * stride,
+ * so that it can walk the name member of an array of structs. */
+int validate_source_set(const char *const *names, size_t n, size_t stride, char *why,
+			size_t whylen);
 /* Toolchain names: 1..64 of [A-Za-z0-9._+-], not starting with '-'. */
 int validate_toolchain_name(const char *name, char *why, size_t whylen);
 /* Alias: 1..256 printable ASCII characters (0x21..0x7e). */

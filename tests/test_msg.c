@@ -331,6 +331,11 @@ START_TEST(test_parse_get_errors)
 		  ERR_BAD_REQUEST, "sources", 2);
 	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"a.c\",\"text\":\"x\"},"
 		  "{\"name\":\"a.c\",\"path\":\"/b.c\"}]}", ERR_BAD_NAME, "sources", 2);
+	/* A file cannot hold another source; folders are fine. */
+	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"a/b.c\",\"text\":\"x\"},"
+		  "{\"name\":\"a\",\"text\":\"y\"}]}", ERR_BAD_NAME, "sources", 2);
+	parse_err("{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"a/../b.c\",\"text\":\"x\"}]}",
+		  ERR_BAD_NAME, "sources", 2);
 	/* toolchain and output */
 	parse_err("{\"op\":\"get\",\"id\":2,\"toolchain\":5," SRC "}", ERR_BAD_REQUEST,
 		  "toolchain", 2);
@@ -375,14 +380,14 @@ START_TEST(test_parse_get_messages)
 	char *text;
 
 	ck_assert_int_eq(msg_request_parse(json, strlen(json), &req, &err), -1);
-	ck_assert_str_eq(err.message,
-			 "source name \"../x.c\" is not a plain file name: it contains '/'");
+	ck_assert_str_eq(err.message, "source name \"../x.c\" has \"..\" in it; folders must go "
+			 "down, never up or nowhere");
 	reply = msg_error_reply(req.id, &err);
 	ck_assert_ptr_nonnull(reply);
 	text = cJSON_PrintUnformatted(reply);
 	ck_assert_str_eq(text, "{\"id\":2,\"ok\":false,\"error\":{\"code\":\"bad_name\","
-			 "\"message\":\"source name \\\"../x.c\\\" is not a plain file name: "
-			 "it contains '/'\",\"field\":\"sources\"}}");
+			 "\"message\":\"source name \\\"../x.c\\\" has \\\"..\\\" in it; folders "
+			 "must go down, never up or nowhere\",\"field\":\"sources\"}}");
 	free(text);
 	cJSON_Delete(reply);
 

@@ -26,6 +26,8 @@ START_TEST(test_source_names_allowed)
 	static const char *const ok[] = {
 		"prog.cpp", "a.c", "x", "kernel_0.cu", "A-B+C_d.hpp", "9lives.c",
 		"a..c", "foo-.c", "a.b.c.d",
+		/* A generated tree: DaCe's src/cpu/<prog>.cpp and include/hash.h. */
+		"src/cpu/prog.cpp", "include/hash.h", "a/b", "a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p.c",
 	};
 	char why[200];
 	size_t i;
@@ -41,9 +43,12 @@ END_TEST
 START_TEST(test_source_names_refused)
 {
 	static const char *const bad[] = {
-		"", "../etc/passwd", "a/b", "/abs.c", ".hidden", "..", ".", "-rf",
+		"", "../etc/passwd", "/abs.c", ".hidden", "..", ".", "-rf",
 		"-o", "a b.c", "a\nb.c", "a\tb", "caf\xc3\xa9.c", "a;b", "a*b", "$x",
 		"a\\b", "a:b", "~x", "a\x7f",
+		/* Folders: only down, each name plain. */
+		"a/../b.c", "a/./b.c", "a/..", "a//b.c", "a/", "/", "a/.git/x.c", "a/-o",
+		"a/b c.c", "a/b\n.c", "./a.c", "a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q.c",
 	};
 	char why[200];
 	size_t i;
@@ -59,7 +64,7 @@ START_TEST(test_source_names_refused)
 	}
 	ck_assert_int_eq(validate_source_name(NULL, why, sizeof(why)), -1);
 	/* A zero-sized buffer gets no text but the same verdict. */
-	ck_assert_int_eq(validate_source_name("a/b", NULL, 0), -1);
+	ck_assert_int_eq(validate_source_name("a/../b", NULL, 0), -1);
 }
 END_TEST
 
@@ -68,7 +73,12 @@ START_TEST(test_source_name_messages)
 	char why[200];
 
 	ck_assert_int_eq(validate_source_name("../x.c", why, sizeof(why)), -1);
-	ck_assert_str_eq(why, "source name \"../x.c\" is not a plain file name: it contains '/'");
+	ck_assert_str_eq(why, "source name \"../x.c\" has \"..\" in it; folders must go down, "
+			 "never up or nowhere");
+	ck_assert_int_eq(validate_source_name("/abs.c", why, sizeof(why)), -1);
+	ck_assert_ptr_nonnull(strstr(why, "absolute"));
+	ck_assert_int_eq(validate_source_name("a/.git/x.c", why, sizeof(why)), -1);
+	ck_assert_ptr_nonnull(strstr(why, "\".git\""));
 	ck_assert_int_eq(validate_source_name(".hidden", why, sizeof(why)), -1);
 	ck_assert_str_eq(why, "source name \".hidden\" is not a plain file name: it starts with '.'");
 	ck_assert_int_eq(validate_source_name("a b.c", why, sizeof(why)), -1);
@@ -79,8 +89,34 @@ START_TEST(test_source_name_messages)
 	ck_assert_int_eq(validate_source_name("-rf", why, sizeof(why)), -1);
 	ck_assert_ptr_nonnull(strstr(why, "option"));
 	/* A short buffer truncates the reason but stays terminated. */
-	ck_assert_int_eq(validate_source_name("a/b", why, 8), -1);
+	ck_assert_int_eq(validate_source_name("a//b", why, 8), -1);
 	ck_assert_str_eq(why, "source ");
+}
+END_TEST
+
+/* The names of one request together. */
+START_TEST(test_source_sets)
+{
+	struct named {
+		const char *name;
+		int other;
+	};
+	static const struct named ok[] = { { "src/cpu/p.cpp", 0 }, { "include/hash.h", 0 },
+					   { "src/cpu/q.cpp", 0 }, { "src/cpu.h", 0 },
+					   { "src/cpux/r.cpp", 0 } };
+	static const struct named twice[] = { { "a.c", 0 }, { "b/a.c", 0 }, { "a.c", 0 } };
+	static const struct named inside[] = { { "src/cpu/p.cpp", 0 }, { "src/cpu", 0 } };
+	char why[300];
+
+	ck_assert_int_eq(validate_source_set(&ok[0].name, 5, sizeof(ok[0]), why, sizeof(why)), 0);
+	ck_assert_int_eq(validate_source_set(&twice[0].name, 3, sizeof(twice[0]), why,
+					     sizeof(why)), -1);
+	ck_assert_str_eq(why, "source name \"a.c\" appears twice");
+	ck_assert_int_eq(validate_source_set(&inside[0].name, 2, sizeof(inside[0]), why,
+					     sizeof(why)), -1);
+	ck_assert_str_eq(why, "source \"src/cpu\" is a file, so \"src/cpu/p.cpp\" cannot be "
+			 "inside it");
+	ck_assert_int_eq(validate_source_set(&ok[0].name, 0, sizeof(ok[0]), why, sizeof(why)), 0);
 }
 END_TEST
 
@@ -214,6 +250,7 @@ static Suite *validate_suite(void)
 	tcase_add_test(tn, test_source_names_refused);
 	tcase_add_test(tn, test_source_name_messages);
 	tcase_add_test(tn, test_source_name_length);
+	tcase_add_test(tn, test_source_sets);
 	tcase_add_test(tn, test_toolchain_names);
 	tcase_add_test(tn, test_alias);
 	tcase_add_test(tn, test_label);

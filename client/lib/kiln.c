@@ -191,7 +191,7 @@ static int request_args(const struct kiln_request *req)
 int lib_request_build(const struct kiln_request *req, struct msg_request *m)
 {
 	char why[256];
-	size_t i, j;
+	size_t i;
 	int rc;
 
 	memset(m, 0, sizeof(*m));
@@ -224,11 +224,10 @@ int lib_request_build(const struct kiln_request *req, struct msg_request *m)
 		rc = request_source(&req->sources[i], i, &m->sources[i]);
 		if (rc < 0)
 			return rc;
-		for (j = 0; j < i; j++)
-			if (strcmp(req->sources[j].name, req->sources[i].name) == 0)
-				return lib_err_set(KILN_EINVAL, "source name %s appears twice",
-						   req->sources[i].name);
 	}
+	if (validate_source_set(&req->sources[0].name, req->nsources, sizeof(*req->sources), why,
+				sizeof(why)) != 0)
+		return lib_err_set(KILN_EINVAL, "%s", why);
 	m->args = (char **)req->args;
 	m->nargs = req->nargs;
 	m->alias = (char *)req->alias;

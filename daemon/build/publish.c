@@ -78,6 +78,12 @@ void prepare_work(void *arg)
 			rc = -errno;
 	}
 	for (size_t i = 0; rc == 0 && i < b->in.nsrc; i++) {
+		/* Sources in folders ("src/cpu/p.cpp") get them; names were
+		 * checked: relative, no "..", no file inside another. */
+		snprintf(rel, sizeof(rel), "%s/src", name);
+		rc = util_mkdir_parents_at(tmp, rel, b->in.src[i].name, 0700);
+		if (rc != 0)
+			break;
 		snprintf(rel, sizeof(rel), "%s/src/%s", name, b->in.src[i].name);
 		int fd = openat(tmp, rel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 		rc = fd >= 0 ? util_write_all(fd, b->in.src[i].text, b->in.src[i].len) : -errno;

@@ -144,11 +144,17 @@ static int write_sources(const struct build_input *in, const char *dir, bool *te
 	*texts = true;
 	for (size_t i = 0; i < in->nsrc; i++) {
 		*texts = *texts && in->src[i].text != NULL;
+		snprintf(path, sizeof(path), "%s/src", dir);
+		if (util_mkdir_parents_at(AT_FDCWD, path, in->src[i].name, 0700) != 0)
+			return -1;
 		snprintf(path, sizeof(path), "%s/src/%s", dir, in->src[i].name);
 		if (util_write_new_file(path, STAND_IN, strlen(STAND_IN)) != 0)
 			return -1;
 	}
 	for (size_t i = 0; *texts && i < in->nsrc; i++) {
+		snprintf(path, sizeof(path), "%s/real", dir);
+		if (util_mkdir_parents_at(AT_FDCWD, path, in->src[i].name, 0700) != 0)
+			return -1;
 		snprintf(path, sizeof(path), "%s/real/%s", dir, in->src[i].name);
 		if (util_write_new_file(path, in->src[i].text, in->src[i].len) != 0)
 			return -1;

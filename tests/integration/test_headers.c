@@ -5,7 +5,7 @@
  * however they change: through a symlinked header, a flipped release
  * symlink, one directory under two names, a rewrite that keeps size and
  * mtime, a header above 1 MiB, a replaced parent directory, or a rebuilt
- * static library.
+ * static library; and sources in folders (a generated tree).
  */
 #include "observe_util.h"
 
@@ -17,6 +17,53 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* A request for a generated tree, DaCe's shape: src/cpu/prog.c includes
+ * "../../include/hash.h" and its own "kernels.h"; hash_value goes into
+ * include/hash.h. */
+static void tree_request(struct kiln_request *req, struct kiln_source src[3], char hash[64],
+			 int hash_value)
+{
+	static const char prog[] = "#include \"../../include/hash.h\"\n"
+				   "#include \"kernels.h\"\n"
+				   "int kiln_test_value(void) { return HASH + KERNELS; }\n";
+	snprintf(hash, 64, "#define HASH %d\n", hash_value);
+	memset(req, 0, sizeof(*req));
+	src[0] = (struct kiln_source){ .name = "src/cpu/prog.c", .text = prog };
+	src[1] = (struct kiln_source){ .name = "src/cpu/kernels.h", .text = "#define KERNELS 2\n" };
+	src[2] = (struct kiln_source){ .name = "include/hash.h", .text = hash };
+	req->sources = src;
+	req->nsources = 3;
+}
+
+static void tree_expect(const struct kiln_request *req, int value, int64_t builds)
+{
+	struct harness_result res = harness_in_child(req, NULL);
+
+	ck_assert_msg(res.rc == KILN_OK, "the tree failed in %s: %s: %s", res.stage,
+		      kiln_strerror(res.rc), res.msg);
+	ck_assert_int_eq(res.value, value);
+	ck_assert_int_eq(builds_started(), builds);
+}
+
+/* Sources in folders are built in the same layout, so relative includes
+ * between them work; the tree is a hit when asked again, and a changed
+ * header in another folder is a new build. */
+START_TEST(generated_tree_in_folders)
+{
+	struct kiln_request req;
+	struct kiln_source src[3];
+	char hash[64];
+
+	harness_start(NULL);
+	tree_request(&req, src, hash, 40);
+	tree_expect(&req, 42, 1);
+	tree_expect(&req, 42, 1);
+	tree_request(&req, src, hash, 50);
+	tree_expect(&req, 52, 2);
+	harness_stop();
+}
+END_TEST
 
 /* A symlinked header (inc/h.h -> ../real/h.h): editing its target counts. */
 START_TEST(symlinked_header)
@@ -329,5 +376,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("large_header", large_header, 90));
 	suite_add_tcase(s, harness_tcase("replaced_parent", replaced_parent_directory, 90));
 	suite_add_tcase(s, harness_tcase("static_library", static_library_input, 90));
+	suite_add_tcase(s, harness_tcase("tree", generated_tree_in_folders, 90));
 	return harness_main(s);
 }

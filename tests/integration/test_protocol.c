@@ -105,7 +105,7 @@ START_TEST(invalid_requests_get_errors_and_the_connection_stays)
 		{ "{\"op\":\"status\",\"id\":\"twelve\"}", 0, "bad_request" },
 		{ "{\"op\":\"get\",\"id\":13,\"sources\":[{\"name\":\"../x.c\",\"text\":\"int x;\"}]}",
 		  13, "bad_name" },
-		{ "{\"op\":\"get\",\"id\":14,\"sources\":[{\"name\":\"a/b.c\",\"text\":\"int x;\"}]}",
+		{ "{\"op\":\"get\",\"id\":14,\"sources\":[{\"name\":\"a//b.c\",\"text\":\"int x;\"}]}",
 		  14, "bad_name" },
 		{ "{\"op\":\"get\",\"id\":15,\"sources\":[{\"name\":\".x.c\",\"text\":\"int x;\"}]}",
 		  15, "bad_name" },

@@ -169,7 +169,9 @@ def test_invalid_requests(k):
     assert isinstance(e.value, ValueError) and e.value.code == -1
     assert '"-o"' in e.value.message
     with pytest.raises(kiln.InvalidRequest):
-        k.get(sources={"a/b.c": returns(1)})
+        k.get(sources={"a/../b.c": returns(1)})
+    with pytest.raises(kiln.InvalidRequest):
+        k.get(sources={"a": returns(1), "a/b.c": returns(2)})
     with pytest.raises(kiln.InvalidRequest):
         k.get(sources={})
     with pytest.raises(kiln.InvalidRequest):
