@@ -105,7 +105,7 @@ module kiln
 
    ! The raw C API. Strings that C allows to be NULL are type(c_ptr), value;
    ! strings that must not be NULL are NUL-terminated character arrays.
-   public :: kiln_open, kiln_open_with, kiln_close, kiln_get, kiln_get_many, &
+   public :: kiln_open, kiln_open_with, kiln_close, kiln_get, kiln_get_file, kiln_get_many, &
       kiln_lookup, kiln_sym, kiln_program_key, kiln_program_path, kiln_program_fd, &
       kiln_program_output, kiln_program_data, kiln_errmsg, kiln_strerror, &
       kiln_version, kiln_get_stats
@@ -137,6 +137,14 @@ module kiln
          type(c_ptr), intent(out) :: out
          integer(c_int) :: rc
       end function kiln_get
+
+      function kiln_get_file(k, req, out) bind(C, name='kiln_get_file') result(rc)
+         import :: c_ptr, c_int, kiln_request
+         type(c_ptr), value :: k
+         type(kiln_request), intent(in) :: req
+         type(c_ptr), intent(out) :: out
+         integer(c_int) :: rc
+      end function kiln_get_file
 
       ! status may be c_null_ptr or c_loc of an integer(c_int) array of n.
       function kiln_get_many(k, reqs, n, out, status) bind(C, name='kiln_get_many') result(rc)

@@ -235,8 +235,8 @@ int lib_request_build(const struct kiln_request *req, struct msg_request *m)
 	return 0;
 }
 
-/* Sends a get or lookup and loads what it names. */
-static int kiln_fetch(struct kiln *k, struct msg_request *m, const char *alias,
+/* Sends a get or lookup and loads what it names (when load). */
+static int kiln_fetch(struct kiln *k, struct msg_request *m, const char *alias, bool load,
 		      struct kiln_program **out)
 {
 	cJSON *reply = NULL;
@@ -245,19 +245,21 @@ static int kiln_fetch(struct kiln *k, struct msg_request *m, const char *alias,
 	rc = lib_conn_call(k, m, &reply, &fd);
 	if (rc < 0)
 		return rc;
-	rc = lib_prog_from_reply(k, reply, fd, alias, out);
+	rc = lib_prog_from_reply(k, reply, fd, alias, load, out);
 	cJSON_Delete(reply);
 	return rc;
 }
 
-int kiln_get(struct kiln *k, const struct kiln_request *req, struct kiln_program **out)
+static int get_program(struct kiln *k, const struct kiln_request *req, bool load,
+		       struct kiln_program **out)
 {
 	struct msg_request m;
 	struct kiln_program *p;
 	int rc;
 
 	if (!k || !req || !out)
-		return lib_err_set(KILN_EINVAL, "kiln_get: k, req and out must not be NULL");
+		return lib_err_set(KILN_EINVAL, "%s: k, req and out must not be NULL",
+				   load ? "kiln_get" : "kiln_get_file");
 	*out = NULL;
 	/* The fast path comes first: a loaded alias needs neither checks
 	 * nor IPC (only valid aliases ever enter the table). */
@@ -271,15 +273,25 @@ int kiln_get(struct kiln *k, const struct kiln_request *req, struct kiln_program
 	}
 	rc = lib_request_build(req, &m);
 	if (rc == 0)
-		rc = kiln_fetch(k, &m, req->alias, out);
+		rc = kiln_fetch(k, &m, req->alias, load, out);
 	if (rc == LIB_ENEEDSRC) {
 		lib_request_with_text(&m);
-		rc = kiln_fetch(k, &m, req->alias, out);
+		rc = kiln_fetch(k, &m, req->alias, load, out);
 		if (rc == LIB_ENEEDSRC)
 			rc = lib_err_set(KILN_EPROTO, "kilnd asked for the text of sources it was sent");
 	}
 	free(m.sources);
 	return rc;
+}
+
+int kiln_get(struct kiln *k, const struct kiln_request *req, struct kiln_program **out)
+{
+	return get_program(k, req, true, out);
+}
+
+int kiln_get_file(struct kiln *k, const struct kiln_request *req, struct kiln_program **out)
+{
+	return get_program(k, req, false, out);
 }
 
 int kiln_lookup(struct kiln *k, const char *alias, struct kiln_program **out)
@@ -300,7 +312,7 @@ int kiln_lookup(struct kiln *k, const char *alias, struct kiln_program **out)
 	if (validate_alias(alias, why, sizeof(why)) < 0)
 		return lib_err_set(KILN_EINVAL, "alias: %s", why);
 	m.alias = (char *)alias;
-	return kiln_fetch(k, &m, alias, out);
+	return kiln_fetch(k, &m, alias, true, out);
 }
 
 void kiln_get_stats(struct kiln *k, struct kiln_stats *out)

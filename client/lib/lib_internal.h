@@ -28,6 +28,7 @@ struct kiln_program {
 	int fd;          /* the artifact's descriptor, owned */
 	bool fd_named;   /* loaded as /proc/self/fd/<fd>: the fd must outlive us */
 	void *handle;    /* dlopen handle, never dlclosed; NULL for GPU outputs */
+	bool loaded;     /* loaded (dlopen or mapped); false: got as a file only */
 	char output[8];  /* "shared", "cubin", "fatbin" or "ptx" */
 	void *data;      /* GPU outputs: the bytes, mapped read-only, never unmapped */
 	size_t size;
@@ -142,7 +143,7 @@ struct kiln_program *lib_prog_by_alias(struct kiln *k, const char *alias);
  * loads the artifact. Takes ownership of fd in every case. Maps alias (may be
  * NULL) to the program. *out stays owned by k.
  */
-int lib_prog_from_reply(struct kiln *k, const cJSON *reply, int fd, const char *alias,
+int lib_prog_from_reply(struct kiln *k, const cJSON *reply, int fd, const char *alias, bool load,
 			struct kiln_program **out);
 
 #endif

@@ -73,7 +73,7 @@ static void many_reply(void *arg, size_t pos, int rc, cJSON *reply, int fd)
 		}
 		cJSON_Delete(reply);
 	} else if (rc == 0) {
-		rc = lib_prog_from_reply(m->k, reply, fd, m->reqs[i].alias, &m->out[i]);
+		rc = lib_prog_from_reply(m->k, reply, fd, m->reqs[i].alias, true, &m->out[i]);
 		cJSON_Delete(reply);
 	}
 	many_result(m, i, rc);

@@ -76,16 +76,19 @@ static int prog_dlopen(struct kiln_program *p)
 	if (fstat(p->fd, &fst) < 0)
 		return lib_err_set(KILN_EIO, "could not stat the descriptor of %s: %s", p->path,
 				   strerror(errno));
-	if (stat(p->path, &pst) == 0 && pst.st_dev == fst.st_dev && pst.st_ino == fst.st_ino) {
-		p->handle = dlopen(p->path, RTLD_NOW | RTLD_LOCAL);
-		if (p->handle)
-			return 0;
-		/* The path went away after the stat: use the descriptor. */
+	void *h = NULL;
+	if (stat(p->path, &pst) == 0 && pst.st_dev == fst.st_dev && pst.st_ino == fst.st_ino)
+		h = dlopen(p->path, RTLD_NOW | RTLD_LOCAL);
+	/* Else, or when the path went away after the stat: the descriptor. */
+	if (h == NULL) {
+		snprintf(name, sizeof(name), "/proc/self/fd/%d", p->fd);
+		h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+		p->fd_named = h != NULL;
 	}
-	snprintf(name, sizeof(name), "/proc/self/fd/%d", p->fd);
-	p->handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-	if (p->handle) {
-		p->fd_named = true;
+	if (h != NULL) {
+		/* Published last: a thread holding p from kiln_get_file may read
+		 * it in kiln_sym while another thread loads p. */
+		__atomic_store_n(&p->handle, h, __ATOMIC_RELEASE);
 		return 0;
 	}
 	why = dlerror();
@@ -119,21 +122,33 @@ static int prog_map(struct kiln_program *p)
 			return lib_err_set(KILN_EIO, "could not read %s: %s", p->path, strerror(errno));
 		}
 		mprotect(buf, len, PROT_READ);
-		p->data = buf;
+		__atomic_store_n(&p->data, buf, __ATOMIC_RELEASE);
 		return 0;
 	}
-	p->data = mmap(NULL, p->size, PROT_READ, MAP_PRIVATE, p->fd, 0);
-	if (p->data == MAP_FAILED) {
-		p->data = NULL;
+	void *data = mmap(NULL, p->size, PROT_READ, MAP_PRIVATE, p->fd, 0);
+	if (data == MAP_FAILED)
 		return lib_err_set(KILN_EIO, "could not map %s: %s", p->path, strerror(errno));
-	}
+	__atomic_store_n(&p->data, data, __ATOMIC_RELEASE);
 	return 0;
 }
 
-/* Makes and loads a program from a reply's key, path and descriptor; takes
- * the descriptor. */
+/* Loads p (a library: dlopen; a GPU output: mapped), once. */
+static int prog_finish_load(struct kiln *k, struct kiln_program *p)
+{
+	if (p->loaded)
+		return 0;
+	int rc = strcmp(p->output, "shared") == 0 ? prog_dlopen(p) : prog_map(p);
+	if (rc < 0)
+		return rc;
+	p->loaded = true;
+	atomic_fetch_add(&k->loads, 1);
+	return 0;
+}
+
+/* Makes a program from a reply's key, path and descriptor, and loads it
+ * when load; takes the descriptor. */
 static int prog_load(struct kiln *k, const char *key, const char *path, const char *output,
-		     int fd, struct kiln_program **out)
+		     int fd, bool load, struct kiln_program **out)
 {
 	struct kiln_program *p;
 	int rc;
@@ -152,10 +167,9 @@ static int prog_load(struct kiln *k, const char *key, const char *path, const ch
 		goto fail;
 	}
 	snprintf(p->output, sizeof(p->output), "%s", output);
-	rc = strcmp(p->output, "shared") == 0 ? prog_dlopen(p) : prog_map(p);
+	rc = load ? prog_finish_load(k, p) : 0;
 	if (rc < 0)
 		goto fail;
-	atomic_fetch_add(&k->loads, 1);
 	/* The handle is kept even if the insert fails: the code may be in
 	 * use already, and kiln never dlcloses. */
 	if (table_put(k->by_key, key, p, NULL) < 0) {
@@ -169,7 +183,7 @@ fail:
 	return rc;
 }
 
-int lib_prog_from_reply(struct kiln *k, const cJSON *reply, int fd, const char *alias,
+int lib_prog_from_reply(struct kiln *k, const cJSON *reply, int fd, const char *alias, bool load,
 			struct kiln_program **out)
 {
 	const char *key = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(reply, "key"));
@@ -194,12 +208,18 @@ int lib_prog_from_reply(struct kiln *k, const cJSON *reply, int fd, const char *
 	p = table_get(k->by_key, key);
 	if (p) {
 		close(fd);
+		/* Got as a file before (kiln_get_file), wanted loaded now. */
+		rc = load ? prog_finish_load(k, p) : 0;
+		if (rc < 0)
+			goto out;
 	} else {
-		rc = prog_load(k, key, path, output != NULL ? output : "shared", fd, &p);
+		rc = prog_load(k, key, path, output != NULL ? output : "shared", fd, load, &p);
 		if (rc < 0)
 			goto out;
 	}
-	if (alias) {
+	/* Only loaded programs enter the alias fast path, which kiln_get
+	 * answers without loading. */
+	if (alias && p->loaded) {
 		/* A failed insert only costs a later IPC round trip, so the
 		 * loaded program is still returned. */
 		(void)alias_map_put(&k->by_alias, alias, p);
@@ -212,16 +232,18 @@ out:
 
 void *kiln_sym(const struct kiln_program *p, const char *name)
 {
-	if (!p || !name || !p->handle)
+	void *h = p != NULL ? __atomic_load_n(&p->handle, __ATOMIC_ACQUIRE) : NULL;
+	if (!name || !h)
 		return NULL;
-	return dlsym(p->handle, name);
+	return dlsym(h, name);
 }
 
 const void *kiln_program_data(const struct kiln_program *p, size_t *size)
 {
+	void *data = p != NULL ? __atomic_load_n(&p->data, __ATOMIC_ACQUIRE) : NULL;
 	if (size)
-		*size = p && p->data ? p->size : 0;
-	return p ? p->data : NULL;
+		*size = data != NULL ? p->size : 0;
+	return data;
 }
 
 const char *kiln_program_output(const struct kiln_program *p)

@@ -405,7 +405,7 @@ int kiln_x_lookup_key(struct kiln *k, const char *key, const char *alias,
 	rc = lib_conn_call(k, &m, &reply, &fd);
 	if (rc < 0)
 		return rc;
-	rc = lib_prog_from_reply(k, reply, fd, alias, out);
+	rc = lib_prog_from_reply(k, reply, fd, alias, true, out);
 	cJSON_Delete(reply);
 	return rc;
 }

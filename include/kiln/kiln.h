@@ -103,6 +103,18 @@ void kiln_close(struct kiln *k);
 int kiln_get(struct kiln *k, const struct kiln_request *req, struct kiln_program **out);
 
 /*
+ * As kiln_get, but the program is not loaded: for a framework that loads (and
+ * unloads) libraries itself. *out has its key, kiln_program_fd (a read-only
+ * descriptor of the artifact, valid until kiln_close) and kiln_program_path;
+ * kiln_sym and kiln_program_data return NULL. Load the path (read-only) or
+ * a copy of the bytes; never write into the cache. (A library loaded as
+ * /proc/self/fd/N stays known to the dynamic loader by that name after the
+ * descriptor is closed and its number reused.) A later kiln_get of the same
+ * program loads it then. Thread-safe.
+ */
+int kiln_get_file(struct kiln *k, const struct kiln_request *req, struct kiln_program **out);
+
+/*
  * Gets n programs at once: all n requests are in flight together, so the
  * daemon builds the missing ones in parallel (up to its --jobs) instead of
  * one after another. out[i] receives program i (NULL when it failed);

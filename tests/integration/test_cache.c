@@ -6,9 +6,11 @@
 #include "harness.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define EVICT_PROGRAMS 4
@@ -183,6 +185,70 @@ START_TEST(gc_counts_a_use_just_made)
 		      "gc evicted the entry used last and kept the least recently used one");
 	cJSON_Delete(ls);
 	harness_stop();
+}
+END_TEST
+
+/* True when this process has a file of that inode mapped. */
+static bool mapped_here(const char *path)
+{
+	char line[4600];
+	struct stat st;
+	bool found = false;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(stat(path, &st), 0);
+	while (!found && fgets(line, sizeof(line), f) != NULL) {
+		unsigned long ino = 0;
+		if (sscanf(line, "%*s %*s %*s %*s %lu", &ino) == 1 && ino == (unsigned long)st.st_ino)
+			found = true;
+	}
+	fclose(f);
+	return found;
+}
+
+/* kiln_get_file gets the artifact without loading it: its descriptor and
+ * path, no symbol, nothing mapped, no load counted; a later kiln_get of
+ * the same request loads that same program. */
+START_TEST(get_file_does_not_load)
+{
+	char *text = harness_program("fileonly", 7);
+	struct kiln_request req;
+	struct kiln_source src;
+	struct kiln_program *p, *q;
+	struct kiln_stats stats;
+	struct stat fst, pst;
+	struct kiln *k;
+	int (*fn)(void);
+
+	harness_start(NULL);
+	harness_request(&req, &src, "prog.c", text);
+	req.alias = "test:fileonly";
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	ck_assert_msg(kiln_get_file(k, &req, &p) == KILN_OK, "%s", kiln_errmsg(k));
+	ck_assert_int_eq(fstat(kiln_program_fd(p), &fst), 0);
+	ck_assert_int_eq(stat(kiln_program_path(p), &pst), 0);
+	ck_assert(S_ISREG(fst.st_mode) && fst.st_ino == pst.st_ino && fst.st_size > 0);
+	ck_assert_ptr_null(kiln_sym(p, "kiln_test_value"));
+	ck_assert(!mapped_here(kiln_program_path(p)));
+	kiln_get_stats(k, &stats);
+	ck_assert_uint_eq(stats.loads, 0);
+
+	ck_assert_int_eq(kiln_get(k, &req, &q), KILN_OK);
+	ck_assert_ptr_eq(p, q);
+	*(void **)&fn = kiln_sym(q, "kiln_test_value");
+	ck_assert_ptr_nonnull(fn);
+	ck_assert_int_eq(fn(), 7);
+	ck_assert(mapped_here(kiln_program_path(q)));
+	kiln_get_stats(k, &stats);
+	ck_assert_uint_eq(stats.loads, 1);
+	/* Loaded, the alias is now a process-local hit. */
+	ck_assert_int_eq(kiln_get(k, &req, &q), KILN_OK);
+	kiln_get_stats(k, &stats);
+	ck_assert_uint_eq(stats.local_hits, 1);
+	kiln_close(k);
+	harness_stop();
+	free(text);
 }
 END_TEST
 
@@ -411,6 +477,7 @@ int main(void)
 	Suite *s = suite_create("cache");
 
 	suite_add_tcase(s, harness_tcase("gc_pins", gc_to_tiny_size_keeps_pinned, 90));
+	suite_add_tcase(s, harness_tcase("get_file", get_file_does_not_load, 60));
 	suite_add_tcase(s, harness_tcase("max_size", max_size_evicts_least_recent_but_not_pinned, 90));
 	suite_add_tcase(s, harness_tcase("recent_use", gc_counts_a_use_just_made, 60));
 	suite_add_tcase(s, harness_tcase("fast_path", alias_fast_path_makes_no_ipc, 60));

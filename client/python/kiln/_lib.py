@@ -95,6 +95,7 @@ _PROTOTYPES = {
     "kiln_open_with": (ctypes.c_int, [ctypes.POINTER(Options), ctypes.POINTER(KilnP)]),
     "kiln_close": (None, [KilnP]),
     "kiln_get": (ctypes.c_int, [KilnP, ctypes.POINTER(Request), ctypes.POINTER(ProgramP)]),
+    "kiln_get_file": (ctypes.c_int, [KilnP, ctypes.POINTER(Request), ctypes.POINTER(ProgramP)]),
     "kiln_get_many": (ctypes.c_int, [KilnP, ctypes.POINTER(Request), ctypes.c_size_t,
                                      ctypes.POINTER(ProgramP), ctypes.POINTER(ctypes.c_int)]),
     "kiln_lookup": (ctypes.c_int, [KilnP, ctypes.c_char_p, ctypes.POINTER(ProgramP)]),

@@ -66,12 +66,16 @@ class _KilnSymbols(ctypes.CDLL):
 
 
 class Program:
-    """A program (artifact) that kilnd built or found, loaded in this process.
+    """A program (artifact) that kilnd built or found, loaded in this process
+    (or, from get(..., load=False), only got as a file).
 
     key     the artifact's key, 64 hex digits
-    path    its real path in the cache
+    path    its real path in the cache (read-only: load it, or copy it)
+    fd      a read-only descriptor of it, open until the Kiln is closed
+            (-1 after)
     output  "shared", or for nvcc "cubin", "fatbin" or "ptx"
-    lib     for a shared library, a ctypes.CDLL of the loaded object:
+    loaded  False for a program got with load=False (lib and data None)
+    lib     for a loaded shared library, a ctypes.CDLL of the loaded object:
             lib.entry or lib["entry"] is a function with restype c_int,
             whose restype and argtypes you set as with any CDLL; None for
             GPU outputs
@@ -83,19 +87,24 @@ class Program:
     one Program object per Kiln.
     """
 
-    __slots__ = ("key", "path", "output", "lib", "_data_addr", "_data_size", "_data",
-                 "__weakref__")
+    __slots__ = ("key", "path", "output", "lib", "loaded", "_kiln", "_handle", "_data_addr",
+                 "_data_size", "_data", "__weakref__")
 
-    def __init__(self, kiln, handle):
+    def __init__(self, kiln, handle, loaded=True):
         c = kiln._c
         raw_path = c.kiln_program_path(handle)
+        self._kiln = kiln
+        self._handle = handle
         self.key = _lib.decode(c.kiln_program_key(handle))
         self.path = os.fsdecode(raw_path)
         self.output = _lib.decode(c.kiln_program_output(handle)) or "shared"
+        self.loaded = loaded
         self.lib = None
         self._data = None
         self._data_addr = None
         self._data_size = 0
+        if not loaded:
+            return
         if self.output == "shared":
             fd = c.kiln_program_fd(handle)
             # libkiln loaded the path, or, when the path no longer named the
@@ -110,6 +119,14 @@ class Program:
             size = ctypes.c_size_t(0)
             self._data_addr = c.kiln_program_data(handle, ctypes.byref(size))
             self._data_size = size.value
+
+    @property
+    def fd(self):
+        """The artifact's read-only descriptor (kiln_program_fd), valid
+        while the Kiln is open; -1 once it is closed."""
+        if self._kiln.closed:
+            return -1
+        return self._kiln._c.kiln_program_fd(self._handle)
 
     @property
     def data(self):
@@ -254,13 +271,16 @@ class Kiln:
         # kiln_errmsg is per thread, and this is the thread that failed.
         return error_for(rc, _lib.decode(self._c.kiln_errmsg(k)))
 
-    def _program(self, handle):
+    def _program(self, handle, loaded=True):
         with self._cond:
             prog = self._programs.get(handle)
-        if prog is None:
-            prog = Program(self, handle)
+        # A program got as a file before is replaced once it is loaded.
+        if prog is None or (loaded and not prog.loaded):
+            new = Program(self, handle, loaded)
             with self._cond:
-                prog = self._programs.setdefault(handle, prog)
+                prog = self._programs.get(handle)
+                if prog is None or (loaded and not prog.loaded):
+                    self._programs[handle] = prog = new
         return prog
 
     @property
@@ -298,9 +318,11 @@ class Kiln:
         return "<kiln.Kiln %s socket=%r>" % (state, self.socket)
 
     def get(self, toolchain="c++", sources=None, args=(), output="shared", alias=None,
-            label=None):
+            label=None, load=True):
         """Gets the program for a request, building it in kilnd if needed,
-        and loads it (kiln_get).
+        and loads it (kiln_get); with load=False only gets it as a file
+        (kiln_get_file: Program.fd and Program.path, for a framework that
+        loads libraries itself).
 
         toolchain  a toolchain kilnd knows: "c++" (the default), "cc", "nvcc"
         sources    {file name: text (str or bytes) or pathlib.Path}; the
@@ -320,11 +342,12 @@ class Kiln:
         keep = _fill_request(req, toolchain, sources, args, output, alias, label)
         out = _lib.ProgramP()
         with self._using() as k:
-            rc = self._c.kiln_get(k, ctypes.byref(req), ctypes.byref(out))
+            call = self._c.kiln_get if load else self._c.kiln_get_file
+            rc = call(k, ctypes.byref(req), ctypes.byref(out))
             if rc != _lib.KILN_OK:
                 raise self._fail(rc, k)
             del keep
-            return self._program(out.value)
+            return self._program(out.value, loaded=load)
 
     def get_many(self, requests, return_exceptions=False):
         """Gets many programs at once (kiln_get_many): all requests are in

@@ -385,3 +385,21 @@ def test_version_is_the_library_s(daemon):
     assert r.stdout.split()[:2] == ["kilnd", kiln.__version__]
     with pytest.raises(AttributeError):
         kiln.__no_such_attribute__
+
+
+def test_get_without_loading(k):
+    """load=False gets the artifact as a file (kiln_get_file): a descriptor
+    and a path, nothing loaded; a later get loads that same program."""
+    name = unique("fileonly")
+    src = {name + ".c": returns(5)}
+    p = k.get(toolchain="cc", sources=src, load=False)
+    assert not p.loaded and p.lib is None and p.sym("f") is None
+    st = os.fstat(p.fd)
+    assert st.st_ino == os.stat(p.path).st_ino and st.st_size > 0
+    with open("/proc/self/maps") as maps:
+        assert str(st.st_ino) not in maps.read()
+    before = k.stats().loads
+    q = k.get(toolchain="cc", sources=src)
+    assert q.loaded and q.key == p.key
+    assert k.stats().loads == before + 1
+    assert k.get(toolchain="cc", sources=src) is q
