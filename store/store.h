@@ -190,6 +190,15 @@ int store_reconcile_keep(struct store *s, struct store_reconcile_stats *st, bool
 int store_root_fd(const struct store *s);
 /* After a clean stop: only empties tmp/. */
 int store_reconcile_tmp(struct store *s, struct store_reconcile_stats *st);
+/*
+ * Files in objects/ that the store never writes there (a loader's copy
+ * "<key>.so_0", anything a person put there), each named to report
+ * (relative to objects/) and removed; *removed counts them. Names the store
+ * does write are left alone even without a row (a publish in progress; the
+ * next full reconcile handles leftovers). Safe while kilnd serves.
+ */
+int store_remove_strays(struct store *s, void (*report)(void *ctx, const char *rel), void *ctx,
+			uint64_t *removed);
 /* Marks a clean stop (the daemon's last write before it exits). */
 int store_mark_clean(struct store *s);
 /* True when the last daemon stopped cleanly; removes the mark (durably), so

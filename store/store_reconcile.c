@@ -435,6 +435,82 @@ static int scan_objects(struct recon *r)
 	return rc;
 }
 
+/* A name store_publish can write in objects/<sub>/: "<key>.meta", or
+ * "<key>.<ext>" of an output kind, the key starting with sub. */
+static bool published_name(const char *name, const char *sub)
+{
+	static const char *const outputs[] = { "shared", "cubin", "fatbin", "ptx" };
+	char key[KILN_KEY_HEX + 1];
+	const char *ext;
+
+	if (!meta_parse_name(name, sub, key, &ext))
+		return false;
+	if (strcmp(ext, "meta") == 0)
+		return true;
+	for (size_t i = 0; i < sizeof(outputs) / sizeof(outputs[0]); i++)
+		if (strcmp(ext, store_output_ext(outputs[i])) == 0)
+			return true;
+	return false;
+}
+
+/* The strays of one objects/<sub>/ (or sub itself when it is not a
+ * folder of objects). */
+static int strays_in(int topfd, const char *sub,
+		     void (*report)(void *ctx, const char *rel), void *ctx, uint64_t *removed)
+{
+	struct stat sb;
+	char rel[2 * NAME_MAX + 2];
+	int rc = 0;
+
+	if (!is_subdir_name(sub) || fstatat(topfd, sub, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    !S_ISDIR(sb.st_mode)) {
+		report(ctx, sub);
+		if (rm_tree_at(topfd, sub, 0) == 0)
+			(*removed)++;
+		return 0;
+	}
+	int fd = openat(topfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (d == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	for (struct dirent *de; (de = readdir(d)) != NULL;) {
+		if (is_dot(de->d_name) || published_name(de->d_name, sub))
+			continue;
+		snprintf(rel, sizeof(rel), "%s/%s", sub, de->d_name);
+		report(ctx, rel);
+		if (rm_tree_at(dirfd(d), de->d_name, 0) == 0)
+			(*removed)++;
+		else
+			rc = -errno;
+	}
+	closedir(d);
+	return rc;
+}
+
+int store_remove_strays(struct store *s, void (*report)(void *ctx, const char *rel), void *ctx,
+			uint64_t *removed)
+{
+	*removed = 0;
+	if (s->readonly)
+		return -EROFS;
+	DIR *d = open_held(s->fd_objects);
+	if (d == NULL)
+		return -errno;
+	int rc = 0;
+	for (struct dirent *de; (de = readdir(d)) != NULL;) {
+		if (is_dot(de->d_name))
+			continue;
+		int r = strays_in(dirfd(d), de->d_name, report, ctx, removed);
+		if (rc == 0)
+			rc = r;
+	}
+	closedir(d);
+	return rc;
+}
+
 /*
  * The clean-stop mark: a daemon that stopped gracefully leaves nothing half
  * done, so the next start needs to empty tmp/ only, not to stat every object

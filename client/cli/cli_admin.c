@@ -419,7 +419,7 @@ int cmd_verify(struct cli *cli, int argc, char **argv)
 	struct msg_request req;
 	cJSON *reply = NULL;
 	const cJSON *item;
-	uint64_t checked = 0, ok = 0, removed = 0, unverified = 0;
+	uint64_t checked = 0, ok = 0, removed = 0, unverified = 0, strays = 0;
 	int status = CLI_EXIT_ERROR, nrefs;
 
 	status = cli_parse_refs(cli, argc, argv, NULL, 0, &nrefs);
@@ -435,15 +435,22 @@ int cmd_verify(struct cli *cli, int argc, char **argv)
 	cli_json_u64(reply, "intact", &ok);
 	cli_json_u64(reply, "removed", &removed);
 	cli_json_u64(reply, "unverified", &unverified);
+	cli_json_u64(reply, "strays_removed", &strays);
 	if (!cli->json) {
 		cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "damaged"))
 			printf("damaged  %s  %s\n", cli_json_str(item, "key"), cli_json_str(item, "problem"));
+		cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "strays"))
+			printf("stray    objects/%s  (not written by kiln; removed)\n",
+			       cJSON_GetStringValue(item));
 		printf("checked %llu %s: %llu ok, %llu damaged and removed",
 		       (unsigned long long)checked, cli_entries_word(checked), (unsigned long long)ok,
 		       (unsigned long long)removed);
 		if (unverified > 0)
 			printf(" (%llu without a recorded SHA-256: size checked only)",
 			       (unsigned long long)unverified);
+		if (strays > 0)
+			printf("; %llu stray %s removed", (unsigned long long)strays,
+			       strays == 1 ? "file" : "files");
 		printf("\n");
 	}
 	status = cli_finish_stdout(checked == ok ? CLI_EXIT_OK : CLI_EXIT_ERROR);

@@ -230,11 +230,13 @@ static const struct {
 	  "removed, so that their next request builds them again. Prints one line per\n"
 	  "damaged entry, then \"checked N entries: N ok, N damaged and removed\".\n"
 	  "Entries from caches older than schema 3 have no recorded SHA-256; only their\n"
-	  "size is checked (\"unverified\"). Needs kilnd. Exits 0 when every entry is\n"
-	  "intact, 1 when some were damaged (and removed) or the check failed.\n"
+	  "size is checked (\"unverified\"). Files in the cache's objects/ that kiln\n"
+	  "never writes there (a loader's copy such as <key>.so_0) are listed as\n"
+	  "\"stray\" and removed. Needs kilnd. Exits 0 when every entry is intact,\n"
+	  "1 when some were damaged (and removed) or the check failed.\n"
 	  "\n"
 	  "With --json, prints {\"checked\", \"intact\", \"removed\", \"unverified\",\n"
-	  "\"damaged\": [{\"key\", \"problem\"}]}.\n"
+	  "\"damaged\": [{\"key\", \"problem\"}], \"strays_removed\", \"strays\": [...]}.\n"
 	  "\n" GLOBAL_OPTS },
 	{ "gc",
 	  "Usage: kiln gc [--max-size SIZE]\n"

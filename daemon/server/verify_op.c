@@ -1,7 +1,8 @@
 /*
  * The verify operation (server layer): every entry's object checked on the
  * pool against its recorded size and SHA-256 (verify.c), damaged ones
- * removed, the result answered on the connection.
+ * removed, then files in objects/ that the store never writes removed, the
+ * result answered on the connection.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,8 +28,20 @@ struct verify_job {
 	char (*why)[96];        /* per entry: "" when intact */
 	uint64_t unverified;    /* rows from before schema 3: size checked only */
 	uint64_t removed;
+	cJSON *strays;          /* files the store never writes, removed (names) */
+	uint64_t nstrays;
 	int rc;
 };
+
+#define STRAYS_LISTED 100
+
+static void note_stray(void *ctx, const char *rel)
+{
+	struct verify_job *j = ctx;
+
+	if (cJSON_GetArraySize(j->strays) < STRAYS_LISTED)
+		cJSON_AddItemToArray(j->strays, cJSON_CreateString(rel));
+}
 
 static void verify_work(void *arg)
 {
@@ -55,6 +68,13 @@ static void verify_work(void *arg)
 		else
 			j->rc = rc;
 	}
+	/* Then what the store did not write: a loader's copy of an object
+	 * (DaCe's "<key>.so_0"), a file put there by hand. */
+	if (j->strays != NULL) {
+		int rc = store_remove_strays(d->store, note_stray, j, &j->nstrays);
+		if (rc != 0 && j->rc == 0)
+			j->rc = rc;
+	}
 }
 
 static void verify_done(void *arg)
@@ -70,6 +90,9 @@ static void verify_done(void *arg)
 		cJSON_AddBoolToObject(r, "ok", 1);
 	}
 	cJSON *list = r != NULL ? cJSON_AddArrayToObject(r, "damaged") : NULL;
+	for (int i = 0; i < cJSON_GetArraySize(j->strays); i++)
+		log_warn("verify: objects/%s is not the store's; removed",
+			 cJSON_GetStringValue(cJSON_GetArrayItem(j->strays, i)));
 	for (size_t i = 0; i < j->n; i++) {
 		if (j->why[i][0] == '\0')
 			continue;
@@ -86,7 +109,7 @@ static void verify_done(void *arg)
 	d->c.damaged += damaged;
 	if (j->rc != 0) {
 		cJSON_Delete(r);
-		conn_reply_error(c, j->id, ERR_IO, NULL, "cannot remove a damaged entry: %s",
+		conn_reply_error(c, j->id, ERR_IO, NULL, "cannot remove a damaged entry or a stray file: %s",
 				 strerror(-j->rc));
 	} else if (r == NULL || list == NULL) {
 		cJSON_Delete(r);
@@ -96,8 +119,12 @@ static void verify_done(void *arg)
 		cJSON_AddNumberToObject(r, "intact", (double)(j->n - damaged));
 		cJSON_AddNumberToObject(r, "removed", (double)j->removed);
 		cJSON_AddNumberToObject(r, "unverified", (double)j->unverified);
+		cJSON_AddNumberToObject(r, "strays_removed", (double)j->nstrays);
+		cJSON_AddItemToObject(r, "strays", j->strays);
+		j->strays = NULL;
 		conn_reply(c, r, -1);
 	}
+	cJSON_Delete(j->strays);
 	store_entries_free(j->list, j->n);
 	free(j->why);
 	conn_unref(c);
@@ -111,9 +138,13 @@ void op_verify(struct conn *c, struct msg_request *req)
 	int rc = j != NULL ? store_list(d->store, &j->list, &j->n) : -ENOMEM;
 	if (rc == 0 && (j->why = calloc(j->n ? j->n : 1, sizeof(*j->why))) == NULL)
 		rc = -ENOMEM;
+	if (rc == 0 && (j->strays = cJSON_CreateArray()) == NULL)
+		rc = -ENOMEM;
 	if (rc != 0) {
-		if (j != NULL)
+		if (j != NULL) {
 			store_entries_free(j->list, j->n);
+			free(j->why);
+		}
 		free(j);
 		conn_reply_error(c, req->id, rc == -ENOMEM ? ERR_INTERNAL : ERR_IO, NULL,
 				 "cannot read the index: %s", strerror(-rc));

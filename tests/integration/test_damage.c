@@ -158,6 +158,49 @@ START_TEST(damaged_objects_are_rebuilt_not_served)
 }
 END_TEST
 
+/* Files in objects/ that kiln never writes (a loader's copy "<key>.so_0",
+ * as DaCe's ReloadableDLL makes, a note, a stray top-level file) are listed
+ * and removed by kiln verify; the entry, a meta and a name kiln could be
+ * publishing stay. */
+START_TEST(verify_removes_stray_files)
+{
+	char path[HARNESS_PATH], copy[HARNESS_PATH + 8], note[HARNESS_PATH + 32];
+	char junk[HARNESS_PATH], pending[HARNESS_PATH + 8];
+	struct harness_result r;
+
+	harness_start(NULL);
+	r = get_in_child("stray", 33);
+	ck_assert_msg(r.rc == KILN_OK, "%s", r.msg);
+	object_path(r.key, path);
+	snprintf(copy, sizeof(copy), "%s_0", path);
+	harness_write_file(copy, "a copy a loader made");
+	snprintf(note, sizeof(note), "%.*s/notes.txt", (int)(strrchr(path, '/') - path), path);
+	harness_write_file(note, "hello");
+	harness_path(junk, "cache/objects/junk");
+	harness_write_file(junk, "junk");
+	/* "<key>.meta" beside it, of another key: what a publish writes first. */
+	snprintf(pending, sizeof(pending), "%.*s/%.2s%062d.meta", (int)(strrchr(path, '/') - path),
+		 path, r.key, 0);
+	harness_write_file(pending, "{}");
+
+	cJSON *v = harness_cli_json("verify", NULL);
+	ck_assert_int_eq(harness_num(v, "checked"), 1);
+	ck_assert_int_eq(harness_num(v, "intact"), 1);
+	ck_assert_int_eq(harness_num(v, "strays_removed"), 3);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(v, "strays")), 3);
+	cJSON_Delete(v);
+	ck_assert_int_ne(access(copy, F_OK), 0);
+	ck_assert_int_ne(access(note, F_OK), 0);
+	ck_assert_int_ne(access(junk, F_OK), 0);
+	ck_assert_int_eq(access(pending, F_OK), 0);
+	ck_assert_int_eq(access(path, F_OK), 0);
+	r = get_in_child("stray", 33);
+	ck_assert_msg(r.rc == KILN_OK && r.value == 33, "%s", r.msg);
+	ck_assert_int_eq(status_num("builds_started"), 1);
+	harness_stop();
+}
+END_TEST
+
 /* An index.db overwritten with garbage, or damaged inside, is set aside and
  * rebuilt from the objects' metadata: every entry is kept. */
 START_TEST(damaged_index_is_rebuilt_from_the_objects)
@@ -328,6 +371,7 @@ int main(void)
 
 	suite_add_tcase(s, harness_tcase("objects", damaged_objects_are_rebuilt_not_served, 90));
 	suite_add_tcase(s, harness_tcase("index", damaged_index_is_rebuilt_from_the_objects, 90));
+	suite_add_tcase(s, harness_tcase("strays", verify_removes_stray_files, 90));
 	suite_add_tcase(s, harness_tcase("kill9_loop", kill9_in_a_loop, 400));
 	suite_add_tcase(s, harness_tcase("gc_while_loading", gc_while_clients_load, 200));
 	return harness_main(s);
