@@ -8,6 +8,7 @@ this script restarts itself with libasan in LD_PRELOAD.
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -16,7 +17,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def skip(why):
-    print("py_kiln skipped: %s" % why, flush=True)
+    print("%s skipped: %s" % ("py_dace" if "--dace" in sys.argv[1:] else "py_kiln", why),
+          flush=True)
     return SKIP
 
 
@@ -56,6 +58,43 @@ def asan_restart(lib):
     return "could not restart python3"  # not reached
 
 
+DACE_MODULES = ("numpy", "sympy", "networkx", "ply", "astunparse", "dill", "yaml",
+                "packaging", "ordered_set")
+
+
+def dace_setup():
+    """For the py_dace test: unpacks the vendored DaCe (KILN_TEST_DACE_TARBALL,
+    ../shared/vendor/dace of the source tree) into a temporary directory and
+    puts it on the module path of this process and its children. Returns
+    None, or why it cannot run here."""
+    import importlib
+    import tarfile
+    import tempfile
+
+    tarball = os.environ.get("KILN_TEST_DACE_TARBALL", "")
+    if not tarball or not os.path.exists(tarball):
+        return "the vendored DaCe (%s) is absent" % (tarball or "KILN_TEST_DACE_TARBALL unset")
+    missing = []
+    for m in DACE_MODULES:
+        try:
+            importlib.import_module(m)
+        except ImportError:
+            missing.append(m)
+    if missing:
+        return ("DaCe needs Python modules missing here: %s (see ../shared/vendor/dace/"
+                "README.md for the Debian packages)" % ", ".join(missing))
+    if not shutil.which("c++"):
+        return "no c++ compiler"
+    into = tempfile.mkdtemp(prefix="kiln-dace-")
+    with tarfile.open(tarball) as t:
+        t.extractall(into)
+    paths = [into, os.path.join(os.path.dirname(tarball), "ml_dtypes-standin")]
+    sys.path[:0] = paths
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")])
+    os.environ["KILN_TEST_DACE_DIR"] = into
+    return None
+
+
 def main():
     for var in ("KILN_LIBRARY", "KILN_TEST_KILND"):
         if not os.environ.get(var):
@@ -77,7 +116,14 @@ def main():
     if os.environ.get("KILN_TEST_ASAN_PRELOADED"):
         print("py_kiln: libkiln has AddressSanitizer; python3 runs with LD_PRELOAD=%s"
               % os.environ.get("LD_PRELOAD"), flush=True)
-    rc = pytest.main(["-v", "-p", "no:cacheprovider", "--rootdir", HERE, HERE])
+    if "--dace" in sys.argv[1:]:
+        why = dace_setup()
+        if why:
+            return skip(why)
+        targets = [os.path.join(HERE, "test_dace.py")]
+    else:
+        targets = [HERE, "--ignore", os.path.join(HERE, "test_dace.py")]
+    rc = pytest.main(["-v", "-p", "no:cacheprovider", "--rootdir", HERE] + targets)
     if rc == pytest.ExitCode.NO_TESTS_COLLECTED:
         print("py_kiln: pytest collected no tests", flush=True)
         return 1

@@ -1,0 +1,199 @@
+"""
+kiln.dace: DaCe's builds through kiln (docs/dace.md).
+
+    import kiln.dace
+    kiln.dace.install()          # before DaCe compiles anything
+
+replaces DaCe's `configure_and_compile` (dace/codegen/compiler.py; DaCe
+calls it through the module, so the one assignment reroutes every build).
+For a CPU program it sends the generated tree as it is (src/cpu/<name>.cpp
+and include/*.h under their folder names, so "../../include/hash.h"
+resolves), with DaCe's compiler configuration translated into arguments
+(its CPU arguments, the build type's flags, the C++ standard, OpenMP, the
+runtime include directory). Per-folder content is made folder-independent
+first: include/hash.h holds the SDFG's hash, which covers the build folder's
+path, so it is rewritten from the SDFG without that path; then every rank's
+copy of a program, whatever its folder, is one key and one build per node.
+
+kilnd builds (or finds) the library and hands it over without loading it
+(Kiln.get(load=False)); the library is copied to where DaCe's loader looks
+(compiler.get_binary_name: <folder>/build/lib<name>.so), with DaCe's loader
+stub beside it (itself built through kiln, once), so DaCe loads, reloads
+and unloads as it always does, and nothing ever writes into kiln's cache.
+A compiler failure raises DaCe's own CompilationError with the compiler's
+output.
+
+What kiln cannot express falls back to DaCe's own CMake build, with one
+line on stderr saying why: GPU and other non-CPU targets, a compiler other
+than the one kilnd runs as "c++", arguments kiln's allow-list refuses.
+"""
+
+import gzip
+import json
+import os
+import pathlib
+import shlex
+import shutil
+import sys
+import threading
+
+from .client import Kiln
+from .errors import BuildError, InvalidRequest, KilnError
+
+_lock = threading.Lock()
+_state = {"kiln": None, "original": None, "socket": None}
+# Per process: what went through kiln, what fell back (for tests and logs).
+stats = {"built": 0, "fallbacks": 0}
+
+
+def install(socket=None):
+    """Routes DaCe's builds through kiln (idempotent). socket: kilnd's socket
+    (default: libkiln's, $KILN_SOCKET or the per-user default)."""
+    from dace.codegen import compiler
+
+    with _lock:
+        if _state["original"] is None:
+            _state["original"] = compiler.configure_and_compile
+            compiler.configure_and_compile = configure_and_compile
+        _state["socket"] = socket
+
+
+def uninstall():
+    """Gives DaCe its own build back."""
+    from dace.codegen import compiler
+
+    with _lock:
+        if _state["original"] is not None:
+            compiler.configure_and_compile = _state["original"]
+            _state["original"] = None
+
+
+def _kiln():
+    with _lock:
+        if _state["kiln"] is None:
+            _state["kiln"] = Kiln(_state["socket"]) if _state["socket"] else Kiln()
+        return _state["kiln"]
+
+
+def _say(msg):
+    print("kiln.dace: " + msg, file=sys.stderr, flush=True)
+
+
+def _compiled_files(folder):
+    """The translation units DaCe would compile: dace_files.csv's rows
+    (target, target type, file) under src/."""
+    files = []
+    with open(os.path.join(folder, "dace_files.csv")) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            target, ttype, name = line.strip().split(",")
+            files.append((target, os.path.join("src", target, ttype, name) if ttype
+                          else os.path.join("src", target, name)))
+    return files
+
+
+def _normalise_hash(folder, name):
+    """Rewrites include/hash.h with the SDFG's hash computed without the
+    build folder (the only per-folder part of a CPU program's tree)."""
+    import dace
+
+    path = os.path.join(folder, "program.sdfgz")
+    if not os.path.exists(path):
+        return
+    with gzip.open(path, "rt") as f:
+        j = json.load(f)
+    j.get("attributes", {}).pop("build_folder", None)
+    text = '#define __HASH_%s "%s"\n' % (name, dace.SDFG.hash_sdfg(None, jsondict=j))
+    with open(os.path.join(folder, "include", "hash.h"), "w") as f:
+        f.write(text)
+
+
+def _sources(folder, compiled):
+    """The tree kiln gets: the compiled files and every header under src/
+    and include/, named relative to the program folder."""
+    names = {rel for _, rel in compiled}
+    for top in ("src", "include"):
+        for root, _, files in os.walk(os.path.join(folder, top)):
+            for fn in files:
+                if fn.endswith((".h", ".hpp", ".hh", ".inl")):
+                    names.add(os.path.relpath(os.path.join(root, fn), folder))
+    return {n: pathlib.Path(folder, n).read_bytes() for n in sorted(names)}
+
+
+def _arguments():
+    """DaCe's compile configuration as arguments, or (None, why)."""
+    from dace.config import Config
+    from dace.codegen import compiler, compiler_family
+
+    cxx = compiler_family.host_compiler()
+    resolved = shutil.which(cxx) or cxx
+    if os.path.realpath(resolved) != os.path.realpath(shutil.which("c++") or "/usr/bin/c++"):
+        return None, "DaCe's compiler %s is not the c++ that kilnd runs" % cxx
+    runtime = os.path.join(os.path.dirname(os.path.dirname(compiler.__file__)),
+                           "runtime", "include")
+    args = ["-I" + runtime] + shlex.split(compiler_family.cpu_args())
+    args += compiler.build_type_flags()
+    args += ["-fopenmp", "-std=c++%s" % Config.get("compiler", "cpp_standard"), "-lpthread"]
+    return args, None
+
+
+def _stub(k, args):
+    """DaCe's loader stub (the same for every program), built through kiln."""
+    from dace.codegen import compiler
+
+    src = os.path.join(os.path.dirname(compiler.__file__), "tools", "dacestub.cpp")
+    return k.get(toolchain="c++", sources={"dacestub.cpp": pathlib.Path(src)},
+                 args=["-O2", "-fopenmp", "-ldl"], label="dace stub", load=False)
+
+
+def _place(src, dst):
+    """A private copy of kiln's artifact where DaCe loads it: never a link,
+    so a loader that copies or unlinks it never touches kiln's cache."""
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    tmp = "%s.kiln%d" % (dst, os.getpid())
+    shutil.copyfile(src, tmp)
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, dst)
+
+
+def _fallback(why, *a, **kw):
+    stats["fallbacks"] += 1
+    _say("building with DaCe's CMake: " + why)
+    return _state["original"](*a, **kw)
+
+
+def configure_and_compile(program_folder, program_name=None, output_stream=None,
+                          folder_mode=None):
+    """DaCe's configure_and_compile, through kiln (same arguments, same
+    result: the library's path)."""
+    from dace.codegen import compiler
+    from dace.codegen.exceptions import CompilationError
+
+    call = (program_folder, program_name, output_stream, folder_mode)
+    folder = os.path.abspath(program_folder)
+    name = program_name or os.path.basename(folder)
+    compiled = _compiled_files(folder)
+    others = sorted({t for t, _ in compiled if t != "cpu"})
+    if others:
+        return _fallback("targets %s are not translated yet" % ", ".join(others), *call)
+    args, why = _arguments()
+    if args is None:
+        return _fallback(why, *call)
+    _normalise_hash(folder, name)
+    k = _kiln()
+    try:
+        prog = k.get(toolchain="c++", sources=_sources(folder, compiled), args=args,
+                     label="dace " + name, load=False)
+        stub = _stub(k, args)
+    except BuildError as e:
+        raise CompilationError("Compiler failure:\n" + (e.diagnostics or e.message))
+    except InvalidRequest as e:
+        return _fallback("kiln refuses the request: %s" % e.message, *call)
+    except KilnError as e:
+        return _fallback("kiln failed: %s" % e, *call)
+    lib = compiler.get_binary_name(folder, name, folder_mode=folder_mode)
+    _place(prog.path, str(lib))
+    _place(stub.path, os.path.join(os.path.dirname(str(lib)), "libdacestub_%s.so" % name))
+    stats["built"] += 1
+    return pathlib.Path(lib)

@@ -1,0 +1,118 @@
+"""
+kiln.dace against the real DaCe (the vendored copy that run.py --dace
+unpacks; meson test py_dace): several processes, each with its own build
+folder as DaCe's ranks have, build two programs once between them, load
+and run them; fresh processes afterwards build nothing; a program that does
+not compile raises DaCe's own CompilationError with the compiler's output.
+Skipped where DaCe cannot be imported.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("dace")
+
+PROGRAMS = textwrap.dedent('''
+    import sys
+    import numpy as np
+    import dace
+    import kiln.dace
+    kiln.dace.install(socket=sys.argv[1])
+    N = dace.symbol("N")
+
+    @dace.program
+    def axpy(a: dace.float64, x: dace.float64[N], y: dace.float64[N]):
+        y[:] = a * x + y
+
+    @dace.program
+    def jacobi(A: dace.float64[N, N], B: dace.float64[N, N]):
+        for t in range(4):
+            B[1:-1, 1:-1] = 0.2 * (A[1:-1, 1:-1] + A[:-2, 1:-1] + A[2:, 1:-1] +
+                                   A[1:-1, :-2] + A[1:-1, 2:])
+            A[1:-1, 1:-1] = 0.2 * (B[1:-1, 1:-1] + B[:-2, 1:-1] + B[2:, 1:-1] +
+                                   B[1:-1, :-2] + B[1:-1, 2:])
+
+    x = np.arange(16, dtype=np.float64)
+    y = np.ones(16)
+    axpy(2.0, x, y)
+    assert np.allclose(y, 2.0 * np.arange(16) + 1.0), y
+    A = np.fromfunction(lambda i, j: (i * 7 + j * 3) % 11, (12, 12))
+    B = np.zeros((12, 12))
+    want_a, want_b = A.copy(), B.copy()
+    for t in range(4):
+        want_b[1:-1, 1:-1] = 0.2 * (want_a[1:-1, 1:-1] + want_a[:-2, 1:-1] + want_a[2:, 1:-1] +
+                                    want_a[1:-1, :-2] + want_a[1:-1, 2:])
+        want_a[1:-1, 1:-1] = 0.2 * (want_b[1:-1, 1:-1] + want_b[:-2, 1:-1] +
+                                    want_b[2:, 1:-1] + want_b[1:-1, :-2] + want_b[1:-1, 2:])
+    jacobi(A, B)
+    assert np.allclose(A, want_a) and np.allclose(B, want_b)
+    print("built", kiln.dace.stats["built"], "fallbacks", kiln.dace.stats["fallbacks"])
+''')
+
+BROKEN = textwrap.dedent('''
+    import sys
+    import dace
+    from dace.codegen.exceptions import CompilationError
+    import kiln.dace
+    kiln.dace.install(socket=sys.argv[1])
+    sdfg = dace.SDFG("broken")
+    st = sdfg.add_state()
+    sdfg.add_array("A", [1], dace.float64)
+    t = st.add_tasklet("t", {}, {"o"}, "o = kiln_undeclared_thing;",
+                       language=dace.Language.CPP)
+    st.add_edge(t, "o", st.add_write("A"), None, dace.Memlet("A[0]"))
+    try:
+        sdfg.compile()
+    except CompilationError as e:
+        print("CompilationError", "kiln_undeclared_thing" in str(e))
+''')
+
+
+def run_ranks(daemon, tmp_path, script, ranks, tag, name="programs"):
+    # One script file for every run, as the ranks of a job share theirs: the
+    # SDFG's hash in include/hash.h covers the Python file's path (its debug
+    # information), so a program from another file is another key.
+    path = tmp_path / ("%s.py" % name)
+    path.write_text(script)
+    procs = []
+    for r in range(ranks):
+        env = dict(os.environ)
+        # DaCe's per-rank build folders, and its node-wide cache kept private.
+        env["DACE_default_build_folder"] = str(tmp_path / ("%s_rank%d" % (tag, r)))
+        env["DACE_BUILD_CACHE_DIR"] = str(tmp_path / "dace-node-cache")
+        procs.append(subprocess.Popen([sys.executable, str(path), daemon.socket], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True, cwd=str(tmp_path)))
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    for p, out in zip(procs, outs):
+        assert p.returncode == 0, out
+    return outs
+
+
+def builds(daemon):
+    out = subprocess.run([os.environ["KILN_TEST_CLI"], "--socket", daemon.socket, "--json",
+                          "status"], stdout=subprocess.PIPE, text=True, check=True).stdout
+    return json.loads(out)["builds_started"]
+
+
+def test_ranks_build_each_program_once(daemon, tmp_path):
+    before = builds(daemon)
+    outs = run_ranks(daemon, tmp_path, PROGRAMS, 3, "cold")
+    for out in outs:
+        assert "built 2 fallbacks 0" in out, out
+    # axpy, jacobi and DaCe's loader stub: once each for all ranks.
+    assert builds(daemon) - before == 3
+    # Fresh processes and folders: everything from kiln, nothing compiled.
+    warm = builds(daemon)
+    run_ranks(daemon, tmp_path, PROGRAMS, 2, "warm")
+    assert builds(daemon) == warm
+
+
+def test_compile_error_is_dace_s(daemon, tmp_path):
+    out = run_ranks(daemon, tmp_path, BROKEN, 1, "broken", name="broken")[0]
+    assert "CompilationError True" in out, out
