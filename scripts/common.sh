@@ -10,7 +10,7 @@ KILN_PACKAGES=(meson ninja-build pkg-config gcc g++ libuv1-dev libsqlite3-dev li
 	# The vendored DaCe's dependencies (py_dace; ../shared/vendor/dace/README.md).
 	python3-numpy python3-sympy python3-networkx python3-ply python3-astunparse python3-dill
 	python3-yaml python3-packaging python3-typing-extensions python3-ordered-set
-	python3-fparser)
+	python3-fparser cmake)
 
 kiln_say() {
 	printf '%s\n' "$*" >&2

@@ -116,3 +116,43 @@ def test_ranks_build_each_program_once(daemon, tmp_path):
 def test_compile_error_is_dace_s(daemon, tmp_path):
     out = run_ranks(daemon, tmp_path, BROKEN, 1, "broken", name="broken")[0]
     assert "CompilationError True" in out, out
+
+
+AUTO = textwrap.dedent('''
+    import site
+    import sys
+    site.addsitedir(sys.argv[2])   # where kiln-dace.pth is, as in site-packages
+    import numpy as np
+    import dace
+    N = dace.symbol("N")
+
+    @dace.program
+    def triple(x: dace.float64[N]):
+        x[:] = 3 * x
+
+    x = np.ones(8)
+    triple(x)
+    assert (x == 3).all(), x
+    import kiln.dace
+    print("built", kiln.dace.stats["built"])
+''')
+
+
+@pytest.mark.parametrize("switch", ["1", "0"])
+def test_environment_switch(daemon, tmp_path, switch):
+    """KILN_DACE=1 and the installed kiln-dace.pth switch DaCe over without
+    a line of code; KILN_DACE=0 leaves DaCe's own build."""
+    script = tmp_path / "auto.py"
+    script.write_text(AUTO)
+    env = dict(os.environ, KILN_DACE=switch, KILN_SOCKET=daemon.socket)
+    env["DACE_default_build_folder"] = str(tmp_path / "auto")
+    env["DACE_BUILD_CACHE_DIR"] = str(tmp_path / "dace-node-cache")
+    pth_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    before = builds(daemon)
+    p = subprocess.run([sys.executable, str(script), daemon.socket, pth_dir], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       cwd=str(tmp_path), timeout=600)
+    assert p.returncode == 0, p.stdout
+    assert ("built 1" in p.stdout) == (switch == "1"), p.stdout
+    # The program, and DaCe's stub unless an earlier test built it.
+    assert builds(daemon) - before in ((1, 2) if switch == "1" else (0,))
