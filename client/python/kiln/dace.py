@@ -24,8 +24,9 @@ A compiler failure raises DaCe's own CompilationError with the compiler's
 output.
 
 What kiln cannot express falls back to DaCe's own CMake build, with one
-line on stderr saying why: GPU and other non-CPU targets, a compiler other
-than the one kilnd runs as "c++", arguments kiln's allow-list refuses.
+line on stderr saying why: GPU and other non-CPU targets, a DaCe compiler
+other than the c++ on PATH (kiln builds with kilnd's "c++" toolchain, by
+default that same /usr/bin/c++), arguments kiln's allow-list refuses.
 """
 
 import gzip
@@ -129,7 +130,8 @@ def _arguments():
     cxx = compiler_family.host_compiler()
     resolved = shutil.which(cxx) or cxx
     if os.path.realpath(resolved) != os.path.realpath(shutil.which("c++") or "/usr/bin/c++"):
-        return None, "DaCe's compiler %s is not the c++ that kilnd runs" % cxx
+        return None, ("DaCe's compiler %s is not c++ (kiln builds with kilnd's \"c++\" "
+                      "toolchain)" % cxx)
     runtime = os.path.join(os.path.dirname(os.path.dirname(compiler.__file__)),
                            "runtime", "include")
     args = ["-I" + runtime] + shlex.split(compiler_family.cpu_args())
