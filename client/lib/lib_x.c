@@ -279,7 +279,9 @@ done:
 	return out;
 }
 
-int kiln_x_put(struct kiln *k, const char *skeleton, const char *meta, int fd)
+/* The hello and put frames of a put (encoded), checked by the daemon's own
+ * rules first, so that a bad meta costs no connection. */
+static int put_frames(const char *skeleton, const char *meta, char *enc[2], size_t elens[2])
 {
 	struct msg_request hello = {
 		.op = OP_HELLO, .id = 1, .proto = KILN_PROTO_VERSION,
@@ -287,51 +289,41 @@ int kiln_x_put(struct kiln *k, const char *skeleton, const char *meta, int fd)
 	};
 	struct msg_request check;
 	struct msg_error err;
-	struct wire_conn w;
-	struct iovec iov[2];
-	char *frames[2], *enc[2] = { NULL, NULL }, *reply = NULL;
-	size_t lens[2], elens[2], rlen, done = 0, total;
-	long n;
-	cJSON *r = NULL;
-	int sock, rc, i;
+	char *frames[2];
+	size_t lens[2];
+	int rc = 0;
 
-	if (!k || !skeleton || !meta)
-		return lib_err_set(KILN_EINVAL, "kiln_x_put: k, skeleton and meta must not be NULL");
 	frames[0] = msg_request_pack(&hello, &lens[0]);
 	frames[1] = put_json(skeleton, meta, 2);
 	if (!frames[0] || !frames[1]) {
-		free(frames[0]);
-		free(frames[1]);
-		return lib_err_set(KILN_EINVAL, "cannot make a put request of this skeleton and meta");
+		rc = lib_err_set(KILN_EINVAL, "cannot make a put request of this skeleton and meta");
+	} else {
+		lens[1] = strlen(frames[1]);
+		if (msg_request_parse(frames[1], lens[1], &check, &err) != 0)
+			rc = lib_err_set(KILN_EINVAL, "invalid put: %s", err.message);
+		else
+			msg_request_free(&check);
 	}
-	lens[1] = strlen(frames[1]);
-	/* The daemon's rules, here first: a bad meta costs no connection. */
-	if (msg_request_parse(frames[1], lens[1], &check, &err) != 0) {
-		free(frames[0]);
-		free(frames[1]);
-		return lib_err_set(KILN_EINVAL, "invalid put: %s", err.message);
-	}
-	msg_request_free(&check);
-	sock = wire_connect(k->socket_path);
-	if (sock < 0) {
-		free(frames[0]);
-		free(frames[1]);
-		return lib_err_set(KILN_ECONNECT, "cannot connect to kilnd at %s: %s", k->socket_path,
-				   strerror(-sock));
-	}
-	wire_conn_init(&w, sock, FRAME_MAX_DEFAULT);
-	for (i = 0; i < 2; i++) {
-		enc[i] = frame_encode(frames[i], lens[i], &elens[i]);
+	for (int i = 0; i < 2; i++) {
+		enc[i] = rc == 0 ? frame_encode(frames[i], lens[i], &elens[i]) : NULL;
 		free(frames[i]);
 	}
-	rc = enc[0] && enc[1] ? 0 : -ENOMEM;
-	total = rc == 0 ? elens[0] + elens[1] : 0;
-	/* The artifact's descriptor goes with the first byte; the daemon keeps
-	 * it for the put that follows hello. */
-	while (rc == 0 && done < total) {
+	if (rc == 0 && (!enc[0] || !enc[1]))
+		rc = lib_err_set(KILN_ENOMEM, "out of memory");
+	return rc;
+}
+
+/* Sends both frames, the artifact's descriptor with the first byte (the
+ * daemon keeps it for the put that follows hello). 0 or a negative errno. */
+static int send_with_fd(int sock, char *enc[2], const size_t elens[2], int fd)
+{
+	size_t done = 0, total = elens[0] + elens[1];
+	struct iovec iov[2];
+
+	while (done < total) {
 		size_t skip = done, k0 = 0;
 
-		for (i = 0; i < 2; i++) {
+		for (int i = 0; i < 2; i++) {
 			if (skip >= elens[i]) {
 				skip -= elens[i];
 				continue;
@@ -340,41 +332,68 @@ int kiln_x_put(struct kiln *k, const char *skeleton, const char *meta, int fd)
 			iov[k0++].iov_len = elens[i] - skip;
 			skip = 0;
 		}
-		n = wire_sendmsgv(sock, iov, k0, &fd, done == 0 ? 1 : 0);
+		long n = wire_sendmsgv(sock, iov, k0, &fd, done == 0 ? 1 : 0);
 		if (n == -EINTR || n == -EAGAIN)
 			continue;
 		if (n < 0)
-			rc = (int)n;
-		else
-			done += (size_t)n;
+			return (int)n;
+		done += (size_t)n;
 	}
-	free(enc[0]);
-	free(enc[1]);
-	if (rc < 0) {
-		rc = lib_err_set(KILN_EIO, "cannot send the put request: %s", strerror(-rc));
-		goto out;
-	}
-	for (i = 0; i < 2; i++) {
+	return 0;
+}
+
+/* The replies to hello and put: 0 when both are ok, else the error. */
+static int put_replies(struct wire_conn *w)
+{
+	char *reply = NULL;
+	size_t rlen;
+	cJSON *r = NULL;
+	int rc = 0;
+
+	for (int i = 0; rc == 0 && i < 2; i++) {
 		free(reply);
 		reply = NULL;
 		cJSON_Delete(r);
-		rc = wire_recv_frame(&w, &reply, &rlen);
+		r = NULL;
+		rc = wire_recv_frame(w, &reply, &rlen);
 		if (rc < 0) {
 			rc = lib_err_set(KILN_EIO, "kilnd closed the connection during put: %s",
 					 strerror(-rc));
-			goto out;
+			break;
 		}
 		r = cJSON_ParseWithLength(reply, rlen);
-		if (!cJSON_IsTrue(x_member(r, "ok"))) {
+		if (!cJSON_IsTrue(x_member(r, "ok")))
 			rc = r ? lib_err_from_reply(r) : lib_err_set(KILN_EPROTO, "kilnd's reply is not JSON");
-			goto out;
-		}
 	}
-	rc = 0;
-out:
 	cJSON_Delete(r);
 	free(reply);
-	wire_conn_fini(&w);
+	return rc;
+}
+
+int kiln_x_put(struct kiln *k, const char *skeleton, const char *meta, int fd)
+{
+	char *enc[2] = { NULL, NULL };
+	size_t elens[2] = { 0, 0 };
+	struct wire_conn w;
+
+	if (!k || !skeleton || !meta)
+		return lib_err_set(KILN_EINVAL, "kiln_x_put: k, skeleton and meta must not be NULL");
+	int rc = put_frames(skeleton, meta, enc, elens);
+	int sock = rc == 0 ? wire_connect(k->socket_path) : -1;
+	if (rc == 0 && sock < 0)
+		rc = lib_err_set(KILN_ECONNECT, "cannot connect to kilnd at %s: %s", k->socket_path,
+				 strerror(-sock));
+	if (rc == 0) {
+		wire_conn_init(&w, sock, FRAME_MAX_DEFAULT);
+		rc = send_with_fd(sock, enc, elens, fd);
+		if (rc < 0)
+			rc = lib_err_set(KILN_EIO, "cannot send the put request: %s", strerror(-rc));
+		else
+			rc = put_replies(&w);
+		wire_conn_fini(&w);
+	}
+	free(enc[0]);
+	free(enc[1]);
 	return rc;
 }
 
