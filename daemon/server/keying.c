@@ -148,47 +148,40 @@ static bool gpu_request_refused(struct conn *c, const struct msg_request *req,
 	return false;
 }
 
-void keying_request(struct conn *c, struct msg_request *req, int fd, keying_next_fn next)
+/* Refuses what cannot be keyed (an unknown toolchain, nothing to compile,
+ * a GPU request without an architecture): true after answering. */
+static bool keying_refused(struct conn *c, const struct msg_request *req,
+			   const struct toolchain *tc)
 {
-	struct kilnd *d = c->d;
-	const struct toolchain *tc = kilnd_toolchain(d, req->toolchain);
+	bool any_compiled = false;
+
 	if (tc == NULL) {
 		conn_reply_error(c, req->id, ERR_BAD_TOOLCHAIN, "toolchain",
 				 "toolchain \"%s\" is not configured in kilnd (see kilnd --toolchain)",
 				 req->toolchain);
-		if (fd >= 0)
-			close(fd);
-		return;
+		return true;
 	}
-	bool any_compiled = false, any_path = false;
-	size_t inline_len = 0;
-	for (size_t i = 0; i < req->nsources; i++) {
+	for (size_t i = 0; i < req->nsources; i++)
 		any_compiled = any_compiled || !build_is_header(req->sources[i].name);
-		any_path = any_path || req->sources[i].path != NULL;
-		inline_len += req->sources[i].len;
-	}
 	if (!any_compiled) {
 		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "sources",
 				 "every source is a header; nothing to compile");
-		if (fd >= 0)
-			close(fd);
-		return;
+		return true;
 	}
-	if (gpu_request_refused(c, req, tc)) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
+	return gpu_request_refused(c, req, tc);
+}
+
+/* The build input of req, which it takes over (req is zeroed); NULL when
+ * out of memory (req untouched). */
+static struct build_input *input_of(struct msg_request *req, const struct toolchain *tc)
+{
 	struct build_input *in = calloc(1, sizeof(*in));
 	if (in == NULL || (in->src = calloc(req->nsources, sizeof(*in->src))) == NULL ||
 	    (in->bufs = calloc(req->nsources, sizeof(*in->bufs))) == NULL) {
 		if (in != NULL)
 			free(in->src);
 		free(in);
-		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
-		if (fd >= 0)
-			close(fd);
-		return;
+		return NULL;
 	}
 	in->req = *req;
 	memset(req, 0, sizeof(*req));
@@ -203,34 +196,58 @@ void keying_request(struct conn *c, struct msg_request *req, int fd, keying_next
 			in->by_digest = true;
 		}
 	}
-	if (!any_path && inline_len <= INLINE_KEY_MAX) {
+	return in;
+}
+
+/* True when the key can be computed inline: small texts, nothing to read. */
+static bool key_inline(const struct build_input *in)
+{
+	size_t inline_len = 0;
+
+	for (size_t i = 0; i < in->req.nsources; i++) {
+		if (in->req.sources[i].path != NULL)
+			return false;
+		inline_len += in->req.sources[i].len;
+	}
+	return inline_len <= INLINE_KEY_MAX;
+}
+
+void keying_request(struct conn *c, struct msg_request *req, int fd, keying_next_fn next)
+{
+	struct kilnd *d = c->d;
+	const struct toolchain *tc = kilnd_toolchain(d, req->toolchain);
+	struct build_input *in = NULL;
+	struct keying_job *j = NULL;
+
+	if (keying_refused(c, req, tc))
+		goto drop;
+	if ((in = input_of(req, tc)) == NULL) {
+		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
+		goto drop;
+	}
+	if (key_inline(in)) {
 		key_request(tc, in->req.output, in->req.args, in->req.nargs, in->src, in->nsrc,
 			    d->cpu_id, in->rkey);
 		next(c, in, fd);
 		return;
 	}
-	struct keying_job *j = calloc(1, sizeof(*j));
-	if (j == NULL) {
+	if ((j = calloc(1, sizeof(*j))) == NULL) {
 		conn_reply_error(c, in->req.id, ERR_INTERNAL, NULL, "out of memory");
-		build_input_free(in);
-		free(in);
-		if (fd >= 0)
-			close(fd);
-		return;
+		goto drop;
 	}
-	j->c = c;
-	j->in = in;
-	j->fd = fd;
-	j->next = next;
+	*j = (struct keying_job){ .c = c, .in = in, .fd = fd, .next = next };
 	conn_ref(c);
-	if (kilnd_work(d, keying_work, keying_done, j) != 0) {
-		conn_unref(c);
-		conn_reply_error(c, in->req.id, ERR_INTERNAL, NULL, "cannot queue work");
+	if (kilnd_work(d, keying_work, keying_done, j) == 0)
+		return;
+	conn_unref(c);
+	conn_reply_error(c, in->req.id, ERR_INTERNAL, NULL, "cannot queue work");
+	free(j);
+drop:
+	if (in != NULL) {
 		build_input_free(in);
 		free(in);
-		if (fd >= 0)
-			close(fd);
-		free(j);
 	}
+	if (fd >= 0)
+		close(fd);
 }
 
