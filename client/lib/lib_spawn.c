@@ -62,13 +62,51 @@ static void read_said(int fd, char *buf, size_t len)
 	buf[have] = '\0';
 }
 
+/*
+ * The daemon must not inherit what the application did to its signals (MPI
+ * runtimes block or ignore some), nor read its stdin or write into its
+ * stdout. Its stderr comes back through a pipe (errfd): a failing start
+ * explains itself in kiln_errmsg(), and the "already running" notes of the
+ * many ranks that lost the race stay off the application's stderr. 0 or a
+ * positive errno; on success fa and attr need destroying.
+ */
+static int spawn_setup(posix_spawn_file_actions_t *fa, posix_spawnattr_t *attr, int errfd)
+{
+	sigset_t none, all;
+	int rc = posix_spawn_file_actions_init(fa);
+
+	if (rc != 0)
+		return rc;
+	rc = posix_spawn_file_actions_addopen(fa, 0, "/dev/null", O_RDONLY, 0);
+	if (rc == 0)
+		rc = posix_spawn_file_actions_addopen(fa, 1, "/dev/null", O_WRONLY, 0);
+	if (rc == 0)
+		rc = posix_spawn_file_actions_adddup2(fa, errfd, 2);
+	if (rc == 0)
+		rc = posix_spawnattr_init(attr);
+	if (rc != 0) {
+		posix_spawn_file_actions_destroy(fa);
+		return rc;
+	}
+	sigemptyset(&none);
+	sigfillset(&all);
+	rc = posix_spawnattr_setsigmask(attr, &none);
+	if (rc == 0)
+		rc = posix_spawnattr_setsigdefault(attr, &all);
+	if (rc == 0)
+		rc = posix_spawnattr_setflags(attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	if (rc != 0) {
+		posix_spawn_file_actions_destroy(fa);
+		posix_spawnattr_destroy(attr);
+	}
+	return rc;
+}
+
 int lib_spawn_kilnd(const struct kiln *k)
 {
 	const char *argv[7];
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
-	sigset_t none, all;
-	bool fa_ok = false, attr_ok = false;
 	int argc = 0, rc, status = 0;
 	int errp[2] = { -1, -1 };
 	char said[1024] = "";
@@ -84,70 +122,33 @@ int lib_spawn_kilnd(const struct kiln *k)
 	}
 	argv[argc] = NULL;
 
-	/*
-	 * The daemon must not inherit what the application did to its signals
-	 * (MPI runtimes block or ignore some), nor read its stdin or write into
-	 * its stdout. Its stderr comes back through a pipe: a failing start
-	 * explains itself in kiln_errmsg(), and the "already running" notes of
-	 * the many ranks that lost the race stay off the application's stderr.
-	 */
-	if (pipe2(errp, O_CLOEXEC) != 0) {
-		rc = errno;
-		goto fail;
+	rc = pipe2(errp, O_CLOEXEC) != 0 ? errno : spawn_setup(&fa, &attr, errp[1]);
+	if (rc == 0) {
+		rc = posix_spawn(&pid, k->kilnd_path, &fa, &attr, (char *const *)argv, environ);
+		posix_spawn_file_actions_destroy(&fa);
+		posix_spawnattr_destroy(&attr);
 	}
-	rc = posix_spawn_file_actions_init(&fa);
-	if (rc != 0)
-		goto fail;
-	fa_ok = true;
-	rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	if (rc == 0)
-		rc = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	if (rc == 0)
-		rc = posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
-	if (rc != 0)
-		goto fail;
-	rc = posix_spawnattr_init(&attr);
-	if (rc != 0)
-		goto fail;
-	attr_ok = true;
-	sigemptyset(&none);
-	sigfillset(&all);
-	rc = posix_spawnattr_setsigmask(&attr, &none);
-	if (rc == 0)
-		rc = posix_spawnattr_setsigdefault(&attr, &all);
-	if (rc == 0)
-		rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	if (rc != 0)
-		goto fail;
-
-	rc = posix_spawn(&pid, k->kilnd_path, &fa, &attr, (char *const *)argv, environ);
-	if (rc != 0)
-		goto fail;
-	close(errp[1]);
-	errp[1] = -1;
-	read_said(errp[0], said, sizeof(said));
-	rc = spawn_wait(pid, &status);
-	/* With SIGCHLD ignored the child is reaped for us (ECHILD) and its
-	 * status is lost; connecting tells whether it worked. */
-	if (rc == -ECHILD)
-		rc = 0;
-	else if (rc < 0)
-		rc = lib_err_set(KILN_ECONNECT, "could not start kilnd at %s: waitpid: %s",
-				 k->kilnd_path, strerror(-rc));
-	else
-		rc = spawn_status(k, status, said);
-	goto out;
-fail:
-	rc = lib_err_set(KILN_ECONNECT, "could not start kilnd at %s: %s", k->kilnd_path,
-			 strerror(rc));
-out:
+	if (rc != 0) {
+		rc = lib_err_set(KILN_ECONNECT, "could not start kilnd at %s: %s", k->kilnd_path,
+				 strerror(rc));
+	} else {
+		close(errp[1]);
+		errp[1] = -1;
+		read_said(errp[0], said, sizeof(said));
+		rc = spawn_wait(pid, &status);
+		/* With SIGCHLD ignored the child is reaped for us (ECHILD) and
+		 * its status is lost; connecting tells whether it worked. */
+		if (rc == -ECHILD)
+			rc = 0;
+		else if (rc < 0)
+			rc = lib_err_set(KILN_ECONNECT, "could not start kilnd at %s: waitpid: %s",
+					 k->kilnd_path, strerror(-rc));
+		else
+			rc = spawn_status(k, status, said);
+	}
 	for (int i = 0; i < 2; i++) {
 		if (errp[i] >= 0)
 			close(errp[i]);
 	}
-	if (fa_ok)
-		posix_spawn_file_actions_destroy(&fa);
-	if (attr_ok)
-		posix_spawnattr_destroy(&attr);
 	return rc;
 }
