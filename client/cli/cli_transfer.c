@@ -58,6 +58,63 @@ static void remove_tree(const char *dir)
 		waitpid(pid, NULL, 0);
 }
 
+/* The directory the daemon works in: a new temporary one for an archive
+ * (tmp, filled by mkdtemp), else path itself (made for an export); malloc'd,
+ * or NULL after saying why. */
+static char *transfer_dir(const char *path, bool archive, enum msg_op op, char *tmp)
+{
+	char *dir;
+
+	if (archive) {
+		if (mkdtemp(tmp) == NULL) {
+			cli_error("cannot make a temporary directory: %s", strerror(errno));
+			return NULL;
+		}
+		if ((dir = strdup(tmp)) == NULL) {
+			cli_error("out of memory");
+			remove_tree(tmp);
+		}
+		return dir;
+	}
+	if (op == OP_EXPORT && mkdir(path, 0700) != 0 && errno != EEXIST) {
+		cli_error("cannot create %s: %s", path, strerror(errno));
+		return NULL;
+	}
+	dir = realpath(path, NULL);
+	if (dir == NULL)
+		cli_error("cannot use %s: %s", path, strerror(errno));
+	return dir;
+}
+
+/* The daemon's reply as the user sees it (path: what they named). */
+static void transfer_report(const struct cli *cli, cJSON *reply, enum msg_op op,
+			    const char *path, bool archive)
+{
+	uint64_t n = 0, kept = 0, skipped = 0, damaged = 0;
+
+	cJSON_DeleteItemFromObjectCaseSensitive(reply, "id");
+	cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");
+	if (archive)
+		cJSON_ReplaceItemInObjectCaseSensitive(reply, "dir", cJSON_CreateString(path));
+	if (cli->json) {
+		cli_print_json(reply);
+		return;
+	}
+	cli_json_u64(reply, op == OP_EXPORT ? "exported" : "imported", &n);
+	cli_json_u64(reply, "kept", &kept);
+	cli_json_u64(reply, "skipped", &skipped);
+	cli_json_u64(reply, "damaged", &damaged);
+	if (op == OP_EXPORT)
+		printf("exported %llu %s to %s (%llu already there, %llu not exportable)\n",
+		       (unsigned long long)n, cli_entries_word(n), path, (unsigned long long)kept,
+		       (unsigned long long)skipped);
+	else
+		printf("imported %llu %s from %s (%llu already present, %llu skipped: another "
+		       "compiler, other headers or not trusted; %llu damaged)\n",
+		       (unsigned long long)n, cli_entries_word(n), path, (unsigned long long)kept,
+		       (unsigned long long)skipped, (unsigned long long)damaged);
+}
+
 static int transfer(struct cli *cli, int argc, char **argv, enum msg_op op)
 {
 	const char *refs[2];
@@ -76,23 +133,9 @@ static int transfer(struct cli *cli, int argc, char **argv, enum msg_op op)
 				       op == OP_EXPORT ? "export" : "import");
 	status = CLI_EXIT_ERROR;
 	archive = is_archive(refs[0]);
-	if (archive) {
-		if (mkdtemp(tmp) == NULL) {
-			cli_error("cannot make a temporary directory: %s", strerror(errno));
-			return status;
-		}
-		dir = strdup(tmp);
-	} else {
-		if (op == OP_EXPORT && mkdir(refs[0], 0700) != 0 && errno != EEXIST) {
-			cli_error("cannot create %s: %s", refs[0], strerror(errno));
-			return status;
-		}
-		dir = realpath(refs[0], NULL);
-		if (dir == NULL) {
-			cli_error("cannot use %s: %s", refs[0], strerror(errno));
-			return status;
-		}
-	}
+	dir = transfer_dir(refs[0], archive, op, tmp);
+	if (dir == NULL)
+		return status;
 	if (archive && op == OP_IMPORT) {
 		/* Never the archive's owners or modes: the daemon wants a private tree. */
 		char *targv[] = { (char *)"tar", (char *)"-x", (char *)"--no-same-owner",
@@ -116,29 +159,7 @@ static int transfer(struct cli *cli, int argc, char **argv, enum msg_op op)
 		if (run_tar(targv) != 0)
 			goto out;
 	}
-	cJSON_DeleteItemFromObjectCaseSensitive(reply, "id");
-	cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");
-	if (archive)
-		cJSON_ReplaceItemInObjectCaseSensitive(reply, "dir", cJSON_CreateString(refs[0]));
-	if (cli->json) {
-		cli_print_json(reply);
-	} else {
-		uint64_t n = 0, kept = 0, skipped = 0, damaged = 0;
-		cli_json_u64(reply, op == OP_EXPORT ? "exported" : "imported", &n);
-		cli_json_u64(reply, "kept", &kept);
-		cli_json_u64(reply, "skipped", &skipped);
-		cli_json_u64(reply, "damaged", &damaged);
-		if (op == OP_EXPORT)
-			printf("exported %llu %s to %s (%llu already there, %llu not exportable)\n",
-			       (unsigned long long)n, cli_entries_word(n), refs[0],
-			       (unsigned long long)kept, (unsigned long long)skipped);
-		else
-			printf("imported %llu %s from %s (%llu already present, %llu skipped: another "
-			       "compiler, other headers or not trusted; %llu damaged)\n",
-			       (unsigned long long)n, cli_entries_word(n), refs[0],
-			       (unsigned long long)kept, (unsigned long long)skipped,
-			       (unsigned long long)damaged);
-	}
+	transfer_report(cli, reply, op, refs[0], archive);
 	status = cli_finish_stdout(CLI_EXIT_OK);
 out:
 	if (archive)
