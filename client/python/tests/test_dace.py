@@ -134,7 +134,7 @@ AUTO = textwrap.dedent('''
     triple(x)
     assert (x == 3).all(), x
     import kiln.dace
-    print("built", kiln.dace.stats["built"])
+    print("built", kiln.dace.stats["built"], "fallbacks", kiln.dace.stats["fallbacks"])
 ''')
 
 
@@ -153,6 +153,28 @@ def test_environment_switch(daemon, tmp_path, switch):
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        cwd=str(tmp_path), timeout=600)
     assert p.returncode == 0, p.stdout
-    assert ("built 1" in p.stdout) == (switch == "1"), p.stdout
+    assert ("built 1 fallbacks 0" in p.stdout) == (switch == "1"), p.stdout
     # The program, and DaCe's stub unless an earlier test built it.
     assert builds(daemon) - before in ((1, 2) if switch == "1" else (0,))
+
+
+def test_refused_arguments_fall_back_to_cmake(daemon, tmp_path):
+    """An argument kiln's allow-list refuses (here -Wl,-Map=, which writes a file, in DaCe's
+    compiler.cpu.args) is no error: DaCe's own CMake build runs instead,
+    and one line on stderr says why."""
+    script = tmp_path / "auto.py"
+    script.write_text(AUTO)
+    env = dict(os.environ, KILN_DACE="1", KILN_SOCKET=daemon.socket)
+    env["DACE_compiler_cpu_args"] = "-O2 -fPIC -Wl,-Map=kiln-test.map"
+    env["DACE_default_build_folder"] = str(tmp_path / "refused")
+    env["DACE_BUILD_CACHE_DIR"] = str(tmp_path / "dace-node-cache")
+    pth_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    before = builds(daemon)
+    p = subprocess.run([sys.executable, str(script), daemon.socket, pth_dir], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       cwd=str(tmp_path), timeout=600)
+    assert p.returncode == 0, p.stdout
+    assert "built 0 fallbacks 1" in p.stdout, p.stdout
+    assert "kiln.dace: building with DaCe's CMake: kiln refuses the request" in p.stdout
+    assert "-Map" in p.stdout
+    assert builds(daemon) == before
