@@ -26,7 +26,7 @@ enum key_tag {
 	TAG_VERSION = 1, TAG_TOOLCHAIN, TAG_OUTPUT, TAG_CPU, TAG_NARGS, TAG_ARG,
 	TAG_NSOURCES, TAG_SOURCE_NAME, TAG_SOURCE_DIGEST, TAG_RKEY, TAG_NDEPS, TAG_DEP_PATH,
 	TAG_DEP_DIGEST, TAG_TC_PATH, TAG_TC_STAT, TAG_TC_VERSION, TAG_ENV, TAG_CUDA_ARCH,
-	TAG_DEP_KIND, TAG_DEP_MODE, TAG_TC_PROG,
+	TAG_DEP_KIND, TAG_DEP_MODE, TAG_TC_PROG, TAG_NPCH, TAG_PCH,
 };
 
 const char *const key_env_vars[] = {
@@ -291,6 +291,10 @@ int key_toolchain_init(struct toolchain *tc, const char *name, const char *path,
 		put_field(md, TAG_CPU, cpu, sizeof(cpu));
 	}
 	tc->is_nvcc = strstr(ver, "Cuda compilation tools") != NULL;
+	/* GCC's drivers (gcc, g++, cc, c++, gfortran) name the FSF; clang and
+	 * its derivatives do not, and treat a .gch differently. */
+	tc->is_gcc = !tc->is_nvcc && strstr(ver, "Free Software Foundation") != NULL &&
+		     strstr(ver, "clang") == NULL;
 	if (tc->is_nvcc)
 		put_nvcc_programs(md, real);
 	else
@@ -404,6 +408,18 @@ void key_request(const struct toolchain *tc, const char *output, char *const *ar
 	}
 	key_end(md, digest);
 	util_hex(digest, sizeof(digest), out);
+}
+
+void key_request_pch(char *const *pch, size_t npch, char rkey[65])
+{
+	EVP_MD_CTX *md = key_begin("rkey-pch");
+	uint8_t digest[32];
+	put_str(md, TAG_RKEY, rkey);
+	put_u64(md, TAG_NPCH, npch);
+	for (size_t i = 0; i < npch; i++)
+		put_str(md, TAG_PCH, pch[i]);
+	key_end(md, digest);
+	util_hex(digest, sizeof(digest), rkey);
 }
 
 static int dep_cmp(const void *a, const void *b)

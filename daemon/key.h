@@ -31,6 +31,7 @@ struct toolchain {
 	char *version;       /* first line of --version output */
 	bool link_depfile;   /* its linker writes -Wl,--dependency-file */
 	bool is_nvcc;        /* NVIDIA's nvcc: GPU outputs, an architecture */
+	bool is_gcc;         /* a GCC driver: precompiled headers as .gch */
 	bool dynamic;        /* the driver is a dynamically linked ELF program (or a
 	                      * script), so kiln-observe.so can be preloaded */
 	char *cuda_arch;     /* nvcc: the architectures for requests that name
@@ -68,6 +69,9 @@ bool key_args_native(char *const *args, size_t nargs);
 /* The request key of a get, as 64 hex digits plus NUL. */
 void key_request(const struct toolchain *tc, const char *output, char *const *args, size_t nargs,
 		 const struct key_source *src, size_t nsrc, const uint8_t cpu_id[32], char out[65]);
+/* A request naming headers to precompile ("pch"): its rkey becomes the
+ * digest of the rkey without them and the list, in order. */
+void key_request_pch(char *const *pch, size_t npch, char rkey[65]);
 /* The artifact key: rkey plus every dependency's path and digest. */
 void key_artifact(const char *rkey, const struct store_dep *deps, size_t ndeps, char out[65]);
 

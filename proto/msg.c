@@ -191,6 +191,9 @@ void msg_request_free(struct msg_request *req)
 		free(req->sources[i].path);
 	}
 	free(req->sources);
+	for (i = 0; i < req->npch; i++)
+		free(req->pch[i]);
+	free(req->pch);
 	free(req->alias);
 	free(req->label);
 	free(req->key);
@@ -332,6 +335,43 @@ static int parse_args(const cJSON *obj, struct msg_request *req, struct msg_erro
 	return 0;
 }
 
+/* "pch": the headers kilnd precompiles for the request, named as an
+ * #include <...> names them; each is a relative name like a source's. */
+static int parse_pch(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+{
+	const cJSON *arr = member(obj, "pch"), *v;
+	char why[256];
+	size_t n, i = 0;
+
+	if (!arr)
+		return 0;
+	if (!cJSON_IsArray(arr))
+		return msg_error_set(err, ERR_BAD_REQUEST, "pch",
+				     "\"pch\" must be an array of header names");
+	n = (size_t)cJSON_GetArraySize(arr);
+	if (n > MSG_MAX_PCH)
+		return msg_error_set(err, ERR_TOO_LARGE, "pch",
+				     "the request names %zu headers to precompile; at most %d are allowed",
+				     n, MSG_MAX_PCH);
+	if (n == 0)
+		return 0;
+	req->pch = calloc(n, sizeof(*req->pch));
+	if (!req->pch)
+		return oom(err);
+	cJSON_ArrayForEach(v, arr) {
+		if (!cJSON_IsString(v) || !v->valuestring)
+			return msg_error_set(err, ERR_BAD_REQUEST, "pch",
+					     "header %zu of \"pch\" must be a string", i + 1);
+		if (validate_source_name(v->valuestring, why, sizeof(why)) < 0)
+			return msg_error_set(err, ERR_BAD_NAME, "pch", "header %zu of \"pch\": %s",
+					     i + 1, why);
+		req->pch[i] = strdup(v->valuestring);
+		if (!req->pch[i])
+			return oom(err);
+		req->npch = ++i;
+	}
+	return 0;
+}
 
 /* Parses sources[i] into src; i is 0-based, messages count from 1. */
 static int parse_source(const cJSON *v, size_t i, struct msg_source *src,
@@ -469,7 +509,7 @@ static int parse_get(const cJSON *obj, struct msg_request *req, struct msg_error
 				     "nvcc \"cubin\", \"fatbin\" or \"ptx\"",
 				     printable(req->output, q));
 	if (parse_args(obj, req, err) < 0 || parse_sources(obj, req, err) < 0 ||
-	    parse_name(obj, "alias", validate_alias, &req->alias, err) < 0 ||
+	    parse_pch(obj, req, err) < 0 || parse_name(obj, "alias", validate_alias, &req->alias, err) < 0 ||
 	    parse_name(obj, "label", validate_label, &req->label, err) < 0)
 		return -1;
 	build = member(obj, "build");

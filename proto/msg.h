@@ -16,6 +16,7 @@
 
 /* Limits enforced by msg_request_parse(). */
 #define MSG_MAX_SOURCES 256
+#define MSG_MAX_PCH 16     /* headers in a request's "pch" */
 #define MSG_MAX_ARGS 4096
 #define MSG_MAX_ARG_LEN 4096
 #define MSG_MAX_ALIAS 256
@@ -124,6 +125,8 @@ struct msg_request {
 	char *alias;       /* get, lookup, put */
 	char *label;
 	bool no_build;     /* get with "build": false: answer not_found on a miss */
+	char **pch;        /* headers to precompile ("dace/dace.h"), or NULL */
+	size_t npch;
 	/* put: the artifact (its descriptor travels beside the frame) */
 	uint8_t art_digest[32];
 	int64_t art_size;

@@ -124,6 +124,13 @@ static bool pack_fields(cJSON *obj, const struct msg_request *req)
 				return false;
 			}
 		}
+		if (req->npch) {
+			arr = cJSON_CreateStringArray((const char *const *)req->pch, (int)req->npch);
+			if (!arr || !cJSON_AddItemToObject(obj, "pch", arr)) {
+				cJSON_Delete(arr);
+				return false;
+			}
+		}
 		return pack_sources(obj, req) && add_str(obj, "alias", req->alias) &&
 		       add_str(obj, "label", req->label);
 	case OP_LOOKUP:

@@ -99,6 +99,7 @@ static const struct {
 	{ "cubin", "cubin" },
 	{ "fatbin", "fatbin" },
 	{ "ptx", "ptx" },
+	{ "pch", "gch" },  /* a precompiled header, node-local (docs/pch.md) */
 };
 
 int store_sql_errno(int rc)

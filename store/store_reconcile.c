@@ -439,7 +439,7 @@ static int scan_objects(struct recon *r)
  * "<key>.<ext>" of an output kind, the key starting with sub. */
 static bool published_name(const char *name, const char *sub)
 {
-	static const char *const outputs[] = { "shared", "cubin", "fatbin", "ptx" };
+	static const char *const outputs[] = { "shared", "cubin", "fatbin", "ptx", "pch" };
 	char key[KILN_KEY_HEX + 1];
 	const char *ext;
 

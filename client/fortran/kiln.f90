@@ -50,6 +50,8 @@ module kiln
       integer(c_size_t) :: nsources = 0
       type(c_ptr) :: alias = c_null_ptr
       type(c_ptr) :: label = c_null_ptr
+      type(c_ptr) :: pch = c_null_ptr        ! array of npch type(c_ptr): headers to precompile
+      integer(c_size_t) :: npch = 0
    end type kiln_request
 
    type, bind(C), public :: kiln_options
@@ -106,6 +108,7 @@ module kiln
    ! The raw C API. Strings that C allows to be NULL are type(c_ptr), value;
    ! strings that must not be NULL are NUL-terminated character arrays.
    public :: kiln_open, kiln_open_with, kiln_close, kiln_get, kiln_get_file, kiln_get_many, &
+      kiln_release, &
       kiln_lookup, kiln_sym, kiln_program_key, kiln_program_path, kiln_program_fd, &
       kiln_program_output, kiln_program_data, kiln_errmsg, kiln_strerror, &
       kiln_version, kiln_get_stats
@@ -137,6 +140,12 @@ module kiln
          type(c_ptr), intent(out) :: out
          integer(c_int) :: rc
       end function kiln_get
+
+      function kiln_release(k, p) bind(C, name='kiln_release') result(rc)
+         import :: c_ptr, c_int
+         type(c_ptr), value :: k, p
+         integer(c_int) :: rc
+      end function kiln_release
 
       function kiln_get_file(k, req, out) bind(C, name='kiln_get_file') result(rc)
          import :: c_ptr, c_int, kiln_request

@@ -228,6 +228,16 @@ int lib_request_build(const struct kiln_request *req, struct msg_request *m)
 	if (validate_source_set(&req->sources[0].name, req->nsources, sizeof(*req->sources), why,
 				sizeof(why)) != 0)
 		return lib_err_set(KILN_EINVAL, "%s", why);
+	if (req->npch > MSG_MAX_PCH || (req->npch && !req->pch))
+		return lib_err_set(KILN_EINVAL, "pch: %zu headers%s (at most %d)", req->npch,
+				   req->pch ? "" : " but pch is NULL", MSG_MAX_PCH);
+	for (i = 0; i < req->npch; i++) {
+		if (!req->pch[i] || validate_source_name(req->pch[i], why, sizeof(why)) < 0)
+			return lib_err_set(KILN_EINVAL, "pch header %zu: %s", i,
+					   req->pch[i] ? why : "NULL");
+	}
+	m->pch = (char **)req->pch;
+	m->npch = req->npch;
 	m->args = (char **)req->args;
 	m->nargs = req->nargs;
 	m->alias = (char *)req->alias;

@@ -1,6 +1,7 @@
 /*
  * A lock-free-read hash map for the process-local alias table (see
- * lib_alias.h). Open addressing; entries are never removed. A slot is filled
+ * lib_alias.h). Open addressing; keys are never removed (a released
+ * program's aliases map to NULL, a miss). A slot is filled
  * value first, then key with a release store, so a reader that sees the key
  * sees the value. Growing copies into a new array that is published with a
  * release store; old arrays stay allocated (readers may still be in them)
@@ -128,4 +129,15 @@ int alias_map_put(struct alias_map *m, const char *alias, struct kiln_program *p
 	arr_insert(a, key, h, p);
 	m->count++;
 	return 0;
+}
+
+void alias_map_drop(struct alias_map *m, const struct kiln_program *p)
+{
+	/* The older arrays too: a reader may still be in one. A reader that
+	 * got p before this store still finds p's references at zero. */
+	for (struct alias_arr *a = atomic_load_explicit(&m->cur, memory_order_relaxed); a != NULL;
+	     a = a->older)
+		for (size_t i = 0; i <= a->mask; i++)
+			if (atomic_load_explicit(&a->slots[i].val, memory_order_relaxed) == p)
+				atomic_store_explicit(&a->slots[i].val, NULL, memory_order_release);
 }

@@ -25,5 +25,7 @@ void alias_map_fini(struct alias_map *m);
 struct kiln_program *alias_map_get(struct alias_map *m, const char *alias);
 /* Maps (or re-points) alias; the caller serialises writers. 0 or -ENOMEM. */
 int alias_map_put(struct alias_map *m, const char *alias, struct kiln_program *p);
+/* Unmaps every alias that names p (kiln_release); writers serialised. */
+void alias_map_drop(struct alias_map *m, const struct kiln_program *p);
 
 #endif

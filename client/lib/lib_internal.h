@@ -27,11 +27,15 @@ struct kiln_program {
 	char *path;      /* the path the daemon named, owned */
 	int fd;          /* the artifact's descriptor, owned */
 	bool fd_named;   /* loaded as /proc/self/fd/<fd>: the fd must outlive us */
-	void *handle;    /* dlopen handle, never dlclosed; NULL for GPU outputs */
-	bool loaded;     /* loaded (dlopen or mapped); false: got as a file only */
+	void *handle;    /* dlopen handle; NULL for GPU outputs and once released */
+	bool loaded;     /* loaded (dlopen or mapped); false: got as a file only, or
+			  * released (load_lock guards it) */
+	atomic_int refs; /* references taken by gets and lookups that loaded it;
+			  * at 0 kiln_release unloads it */
 	char output[8];  /* "shared", "cubin", "fatbin" or "ptx" */
-	void *data;      /* GPU outputs: the bytes, mapped read-only, never unmapped */
+	void *data;      /* GPU outputs: the bytes, mapped read-only, until released */
 	size_t size;
+	size_t map_len;  /* the length of data's mapping */
 };
 
 /*
@@ -134,8 +138,9 @@ int lib_spawn_kilnd(const struct kiln *k);
 /* Creates and frees the tables; frees every program (without dlclose). */
 int lib_prog_init(struct kiln *k);
 void lib_prog_fini(struct kiln *k);
-/* The fast path: the program an alias maps to in this process, or NULL.
- * No allocation, no system call. */
+/* The fast path: the program an alias maps to in this process, loaded, with
+ * a reference taken for the caller; NULL when there is none (or it is being
+ * released). No allocation, no system call, no lock. */
 struct kiln_program *lib_prog_by_alias(struct kiln *k, const char *alias);
 /*
  * Turns a successful get or lookup reply into a loaded program: reuses the

@@ -56,9 +56,22 @@ void lib_prog_fini(struct kiln *k)
 	k->by_key = NULL;
 }
 
+/* Takes a reference on p unless it has none (it is being released, or was):
+ * that caller goes the slow way, which loads it again under load_lock. */
+static bool prog_ref(struct kiln_program *p)
+{
+	int n = atomic_load_explicit(&p->refs, memory_order_relaxed);
+	while (n > 0)
+		if (atomic_compare_exchange_weak_explicit(&p->refs, &n, n + 1, memory_order_acquire,
+							  memory_order_relaxed))
+			return true;
+	return false;
+}
+
 struct kiln_program *lib_prog_by_alias(struct kiln *k, const char *alias)
 {
-	return alias_map_get(&k->by_alias, alias);
+	struct kiln_program *p = alias_map_get(&k->by_alias, alias);
+	return p != NULL && prog_ref(p) ? p : NULL;
 }
 
 /*
@@ -122,12 +135,14 @@ static int prog_map(struct kiln_program *p)
 			return lib_err_set(KILN_EIO, "could not read %s: %s", p->path, strerror(errno));
 		}
 		mprotect(buf, len, PROT_READ);
+		p->map_len = len;
 		__atomic_store_n(&p->data, buf, __ATOMIC_RELEASE);
 		return 0;
 	}
 	void *data = mmap(NULL, p->size, PROT_READ, MAP_PRIVATE, p->fd, 0);
 	if (data == MAP_FAILED)
 		return lib_err_set(KILN_EIO, "could not map %s: %s", p->path, strerror(errno));
+	p->map_len = p->size;
 	__atomic_store_n(&p->data, data, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -208,7 +223,8 @@ int lib_prog_from_reply(struct kiln *k, const cJSON *reply, int fd, const char *
 	p = table_get(k->by_key, key);
 	if (p) {
 		close(fd);
-		/* Got as a file before (kiln_get_file), wanted loaded now. */
+		/* Got as a file before (kiln_get_file), or released, and
+		 * wanted loaded now. */
 		rc = load ? prog_finish_load(k, p) : 0;
 		if (rc < 0)
 			goto out;
@@ -217,6 +233,10 @@ int lib_prog_from_reply(struct kiln *k, const cJSON *reply, int fd, const char *
 		if (rc < 0)
 			goto out;
 	}
+	/* Under load_lock, so from 0 too: a release waiting for the lock
+	 * then finds a reference and leaves p loaded. */
+	if (load)
+		atomic_fetch_add_explicit(&p->refs, 1, memory_order_acquire);
 	/* Only loaded programs enter the alias fast path, which kiln_get
 	 * answers without loading. */
 	if (alias && p->loaded) {
@@ -228,6 +248,41 @@ int lib_prog_from_reply(struct kiln *k, const cJSON *reply, int fd, const char *
 out:
 	pthread_mutex_unlock(&k->load_lock);
 	return rc;
+}
+
+/* Unloads p, whose last reference is gone (load_lock held): its aliases
+ * leave the fast path first, then the object goes (dlclose, or unmapped). */
+static void prog_unload(struct kiln *k, struct kiln_program *p)
+{
+	alias_map_drop(&k->by_alias, p);
+	void *h = __atomic_exchange_n(&p->handle, NULL, __ATOMIC_ACQ_REL);
+	void *data = __atomic_exchange_n(&p->data, NULL, __ATOMIC_ACQ_REL);
+	if (h != NULL)
+		dlclose(h);
+	if (data != NULL)
+		munmap(data, p->map_len);
+	p->loaded = false;
+}
+
+int kiln_release(struct kiln *k, struct kiln_program *p)
+{
+	if (k == NULL || p == NULL)
+		return lib_err_set(KILN_EINVAL, "kiln_release: k and p must not be NULL");
+	int n = atomic_load_explicit(&p->refs, memory_order_relaxed);
+	do {
+		if (n <= 0)
+			return lib_err_set(KILN_EINVAL, "kiln_release: program %.16s holds no "
+					   "reference (released already, or got with kiln_get_file)",
+					   p->key);
+	} while (!atomic_compare_exchange_weak_explicit(&p->refs, &n, n - 1, memory_order_release,
+							memory_order_relaxed));
+	if (n > 1)
+		return KILN_OK;
+	pthread_mutex_lock(&k->load_lock);
+	if (atomic_load_explicit(&p->refs, memory_order_acquire) == 0 && p->loaded)
+		prog_unload(k, p);
+	pthread_mutex_unlock(&k->load_lock);
+	return KILN_OK;
 }
 
 void *kiln_sym(const struct kiln_program *p, const char *name)
@@ -249,6 +304,15 @@ const void *kiln_program_data(const struct kiln_program *p, size_t *size)
 const char *kiln_program_output(const struct kiln_program *p)
 {
 	return p ? p->output : NULL;
+}
+
+int kiln_program_loaded(const struct kiln_program *p)
+{
+	if (p == NULL)
+		return 0;
+	bool shared = strcmp(p->output, "shared") == 0;
+	return (shared ? __atomic_load_n(&p->handle, __ATOMIC_ACQUIRE)
+		       : __atomic_load_n(&p->data, __ATOMIC_ACQUIRE)) != NULL;
 }
 
 const char *kiln_program_key(const struct kiln_program *p)

@@ -39,6 +39,9 @@ void build_input_free(struct build_input *in)
 		free(in->bufs);
 	}
 	free(in->src);
+	for (size_t i = 0; i < in->npch_deps; i++)
+		free(in->pch_deps[i].path);
+	free(in->pch_deps);
 	memset(in, 0, sizeof(*in));
 }
 
@@ -345,7 +348,7 @@ void build_finish(struct build *b)
 	}
 	reply_all(b);
 	/* After the replies: publishing upstream must not delay the clients. */
-	if (d->tier != NULL)
+	if (d->tier != NULL && !build_is_pch(&b->in))
 		d->tier->flight_end(b);
 	if (b->dir != NULL)
 		publish_cleanup(d, b);
@@ -446,7 +449,7 @@ static void pump(struct kilnd *d)
 			if (b == NULL)
 				break;
 			running_add(d, b);
-			if (d->tier != NULL) {
+			if (d->tier != NULL && !build_is_pch(&b->in)) {
 				flight_enter(b, FLIGHT_CLAIMING);
 				d->tier->claim(b);
 			}
@@ -470,9 +473,17 @@ void flight_join_input(struct build *b, struct build_input *in)
 	if (b->in.by_digest && !in->by_digest) {
 		/* The flight waits on the upstream tier with digests only;
 		 * with the text it can build when upstream misses. */
-		build_input_free(&b->in);
+		/* The precompiled header the flight settled on stays. */
+		struct build_input old = b->in;
 		b->in = *in;
 		memset(in, 0, sizeof(*in));
+		b->in.pch_done = old.pch_done;
+		memcpy(b->in.pch_key, old.pch_key, sizeof(old.pch_key));
+		b->in.pch_deps = old.pch_deps;
+		b->in.npch_deps = old.npch_deps;
+		old.pch_deps = NULL;
+		old.npch_deps = 0;
+		build_input_free(&old);
 		return;
 	}
 	build_input_free(in);
@@ -513,7 +524,8 @@ int flight_start(struct kilnd *d, struct build_input *in, const struct waiter_op
 		build_free(b);
 		return -ENOMEM;
 	}
-	if (d->tier != NULL) {
+	/* Precompiled headers stay on this node (docs/pch.md). */
+	if (d->tier != NULL && !build_is_pch(&b->in)) {
 		flight_enter(b, FLIGHT_UPSTREAM);
 		d->tier->flight_start(b);
 	}

@@ -53,9 +53,17 @@ struct build_input {
 	const struct toolchain *tc;
 	char rkey[65];
 	bool by_digest;             /* a source came as a digest: keyed, not buildable */
+	/* Precompiled headers (pch.c): done once the request's "pch" was
+	 * looked at; pch_key names the .gch entry the build uses, or is "". */
+	bool pch_done;
+	char pch_key[65];
+	struct store_dep *pch_deps;  /* the .gch entry's dependencies (owned) */
+	size_t npch_deps;
 };
 
 void build_input_free(struct build_input *in);
+/* True for the build of a precompiled header (output "pch", pch.c). */
+bool build_is_pch(const struct build_input *in);
 /* True for names that are headers (placed beside the sources, not compiled). */
 bool build_is_header(const char *name);
 

@@ -16,6 +16,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "pch.h"
 #include "publish.h"
 #include "flight.h"
 #include "build_int.h"
@@ -90,6 +91,8 @@ void prepare_work(void *arg)
 		if (fd >= 0 && close(fd) != 0 && rc == 0)
 			rc = -errno;
 	}
+	if (rc == 0)
+		rc = pch_place(store, name, &b->in);
 	if (rc != 0)
 		build_fail(b, ERR_IO, "cannot write the build directory %s: %s", b->dir, strerror(-rc));
 }
@@ -161,6 +164,9 @@ static void publish_work(void *arg)
 				       .exec_helper = b->d->cfg->exec_helper, .rkey = b->in.rkey,
 				       .start_wall_ns = b->start_wall_ns };
 	int rc = deps_collect(&db, &b->entry, why, sizeof(why));
+	if (rc == 0 && (rc = pch_merge_deps(&b->in, &b->entry, why, sizeof(why))) == -EAGAIN)
+		/* Built once more, without the precompiled header. */
+		b->in.pch_key[0] = '\0';
 	if (rc == -EAGAIN) {
 		build_fail(b, ERR_INPUTS_CHANGED, "an input changed while the build ran: %s", why);
 		return;

@@ -18,6 +18,7 @@
 #include "build_int.h"
 #include "kilnd.h"
 #include "log.h"
+#include "pch.h"
 
 #define ARTIFACT "out/artifact"
 
@@ -166,9 +167,10 @@ static void push_confine(struct argv_buf *a, const struct build *b)
 	}
 }
 
-/* kiln-exec running the toolchain, with the architecture and the request's
+/* kiln-exec running the toolchain, with the architecture, the precompiled
+ * header when src (a source's name, or NULL) gets it, and the request's
  * arguments (libraries last, by the caller): the start of every compile. */
-static void push_compiler(struct argv_buf *a, const struct build *b)
+static void push_compiler(struct argv_buf *a, const struct build *b, const char *src)
 {
 	push(a, "%s", b->d->cfg->exec_helper);
 	push(a, "run");
@@ -180,7 +182,32 @@ static void push_compiler(struct argv_buf *a, const struct build *b)
 	push(a, "--");
 	push(a, "%s", b->in.tc->path);
 	push_cuda_arch(a, b);
+	/* First of all includes, as gcc wants a precompiled header (pch.c). */
+	if (src != NULL && pch_applies(&b->in, src)) {
+		push(a, "-include");
+		push(a, "%s", pch_include(&b->in));
+	}
 	push_args(a, b, false);
+}
+
+/* A precompiled header (pch.c): one compile of the generated header. */
+static bool pch_step_argv(struct build *b, struct argv_buf *a)
+{
+	const char *name = b->in.src[0].name;
+	if (b->step > 0)
+		return false;
+	push_compiler(a, b, NULL);
+	push_pic(a, b);
+	push(a, "-x");
+	push(a, "%s", build_is_header(name) && strcmp(strrchr(name, '.'), ".h") == 0 ? "c-header"
+										    : "c++-header");
+	push(a, "-MD");
+	push(a, "-MF");
+	push(a, "out/dep0.d");
+	push(a, "-o");
+	push(a, ARTIFACT ".%s", store_output_ext(b->in.req.output));
+	push(a, "src/%s", name);
+	return true;
 }
 
 /* A GPU output (cubin, fatbin, ptx): one nvcc run, no load check. */
@@ -189,7 +216,7 @@ static bool gpu_step_argv(struct build *b, struct argv_buf *a, size_t src)
 	const char *out = b->in.req.output;
 	if (b->step > 0)
 		return false;
-	push_compiler(a, b);
+	push_compiler(a, b, NULL);
 	push(a, "-%s", out);
 	push(a, "-MD");
 	push(a, "-MF");
@@ -213,6 +240,8 @@ static bool step_argv(struct build *b, struct argv_buf *a, bool *is_check)
 	size_t ncompile_steps = ncomp == 1 ? 0 : ncomp;
 	size_t s = (size_t)b->step;
 	*is_check = false;
+	if (build_is_pch(&b->in))
+		return pch_step_argv(b, a);
 	if (strcmp(b->in.req.output, "shared") != 0)
 		return gpu_step_argv(b, a, idx[0]);
 	if (s > ncompile_steps + 1)
@@ -226,7 +255,8 @@ static bool step_argv(struct build *b, struct argv_buf *a, bool *is_check)
 		push(a, ARTIFACT ".%s", store_output_ext(b->in.req.output));
 		return true;
 	}
-	push_compiler(a, b);
+	push_compiler(a, b, s < ncompile_steps ? b->in.src[idx[s]].name
+			  : ncompile_steps == 0 ? b->in.src[idx[0]].name : NULL);
 	push_pic(a, b);
 	if (s < ncompile_steps) {
 		push(a, "-c");

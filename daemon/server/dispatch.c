@@ -29,6 +29,7 @@
 #include "kilnd.h"
 #include "log.h"
 #include "msg.h"
+#include "pch.h"
 #include "server.h"
 #include "upstream.h"
 #include "util.h"
@@ -271,23 +272,60 @@ static const struct waiter_ops conn_waiter = {
 	.release = conn_release,
 };
 
+/* Joins the flight of in's key, or starts one. */
+static void join_or_start(struct conn *c, struct build_input *in)
+{
+	struct kilnd *d = c->d;
+	uint64_t id = in->req.id;
+	struct build *b = flight_find(d, in->rkey);
+	int rc = 0;
+	conn_ref(c);
+	if (b != NULL) {
+		d->c.joined++;
+		rc = build_add_waiter(b, &conn_waiter, c, id, in->req.alias, true);
+		flight_join_input(b, in);
+	} else {
+		rc = flight_start(d, in, &conn_waiter, c, id);
+	}
+	if (rc != 0)
+		conn_unref(c);
+	free(in);
+	if (rc == -ESHUTDOWN)
+		conn_reply_error(c, id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
+	else if (rc == -EBUSY)
+		conn_reply_error(c, id, ERR_BUSY, NULL,
+				 "%u builds wait for a compiler already (--max-queue); try again later",
+				 d->queued);
+	else if (rc != 0)
+		conn_reply_error(c, id, ERR_INTERNAL, NULL, "out of memory");
+}
+
+/* The request's precompiled header is settled (pch.c): on to its build. */
+static void pch_settled(void *ctx, struct build_input *in)
+{
+	struct conn *c = ctx;
+	if (c->dead || c->d->stopping) {
+		if (!c->dead)
+			conn_reply_error(c, in->req.id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
+		build_input_free(in);
+		free(in);
+	} else {
+		join_or_start(c, in);
+	}
+	conn_unref(c);
+}
+
 /* After the key is known: join a build, serve a hit, or start a build. A
  * probe ("build": false) only serves a hit. */
 static void resolve_get(struct conn *c, struct build_input *in, int fd)
 {
 	struct kilnd *d = c->d;
 	uint64_t id = in->req.id;
+	(void)fd;
 	struct build *b = in->req.no_build ? NULL : flight_find(d, in->rkey);
 	if (b != NULL) {
 		d->c.misses++;
-		d->c.joined++;
-		conn_ref(c);
-		if (build_add_waiter(b, &conn_waiter, c, id, in->req.alias, true) != 0) {
-			conn_unref(c);
-			conn_reply_error(c, id, ERR_INTERNAL, NULL, "out of memory");
-		}
-		flight_join_input(b, in);
-		free(in);
+		join_or_start(c, in);
 		return;
 	}
 	struct store_entry *list = NULL;
@@ -325,19 +363,9 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 	 * answered, unless it was need_sources after all (upstream.c). */
 	if (!in->by_digest)
 		d->c.misses++;
+	/* Headers to precompile: their .gch first (found, built or joined). */
 	conn_ref(c);
-	int rc = flight_start(d, in, &conn_waiter, c, id);
-	if (rc != 0)
-		conn_unref(c);
-	free(in);
-	if (rc == -ESHUTDOWN)
-		conn_reply_error(c, id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
-	else if (rc == -EBUSY)
-		conn_reply_error(c, id, ERR_BUSY, NULL,
-				 "%u builds wait for a compiler already (--max-queue); try again later",
-				 d->queued);
-	else if (rc != 0)
-		conn_reply_error(c, id, ERR_INTERNAL, NULL, "out of memory");
+	pch_settle(d, in, pch_settled, c);
 }
 
 static void op_get(struct conn *c, struct msg_request *req)

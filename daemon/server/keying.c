@@ -33,6 +33,15 @@ struct keying_job {
 	keying_next_fn next;
 };
 
+/* The request key of in; the headers to precompile, when named, are in it. */
+static void key_input(const struct kilnd *d, struct build_input *in)
+{
+	key_request(in->tc, in->req.output, in->req.args, in->req.nargs, in->src, in->nsrc,
+		    d->cpu_id, in->rkey);
+	if (in->req.npch > 0)
+		key_request_pch(in->req.pch, in->req.npch, in->rkey);
+}
+
 /* Thread pool: reads sources given by path and computes the request key. */
 static void keying_work(void *arg)
 {
@@ -71,8 +80,7 @@ static void keying_work(void *arg)
 			return;
 		}
 	}
-	key_request(in->tc, in->req.output, in->req.args, in->req.nargs, in->src, in->nsrc,
-		    d->cpu_id, in->rkey);
+	key_input(d, in);
 }
 
 static void keying_done(void *arg)
@@ -168,6 +176,12 @@ static bool keying_refused(struct conn *c, const struct msg_request *req,
 				 "every source is a header; nothing to compile");
 		return true;
 	}
+	if (req->npch > 0 && strcmp(req->output, "shared") != 0) {
+		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "pch",
+				 "precompiled headers (\"pch\") apply to output \"shared\", not \"%s\"",
+				 req->output);
+		return true;
+	}
 	return gpu_request_refused(c, req, tc);
 }
 
@@ -226,8 +240,7 @@ void keying_request(struct conn *c, struct msg_request *req, int fd, keying_next
 		goto drop;
 	}
 	if (key_inline(in)) {
-		key_request(tc, in->req.output, in->req.args, in->req.nargs, in->src, in->nsrc,
-			    d->cpu_id, in->rkey);
+		key_input(d, in);
 		next(c, in, fd);
 		return;
 	}

@@ -72,6 +72,9 @@ static void export_work(struct transfer_job *j, struct up_dirs *u)
 	struct kilnd *d = j->c->d;
 	for (size_t i = 0; i < j->n; i++) {
 		struct store_entry *e = &j->list[i];
+		/* Precompiled headers are node-local (docs/pch.md). */
+		if (strcmp(e->output, "pch") == 0)
+			continue;
 		char *obj = store_object_path(d->store, e->key, e->output);
 		int rc = obj != NULL ? upfs_publish(u, e, obj, NULL, 0) : -ENOMEM;
 		free(obj);

@@ -39,14 +39,17 @@ enum kiln_status {
 
 /* A connection to kilnd plus the process-local program table; thread-safe. */
 struct kiln;
-/* A loaded artifact. Owned by its struct kiln, valid until kiln_close(). */
+/* A program (artifact). Owned by its struct kiln, valid until kiln_close()
+ * (loaded until kiln_release gives back its last reference). */
 struct kiln_program;
 
 /*
  * One source file of a request: either inline text (text, len; len 0 means
- * strlen(text)) or an absolute path that the daemon reads. name is a plain
- * file name (no '/'), used as the file name in the build directory, so its
- * extension selects the language as usual for the compiler.
+ * strlen(text)) or an absolute path that the daemon reads. name is a
+ * relative name ("p.c", or "src/cpu/p.cpp": folders of plain names, no
+ * ".."), the file's name under the build directory's src/, so its extension
+ * selects the language as usual for the compiler; headers (.h, .hpp, ...)
+ * are placed, not compiled.
  */
 struct kiln_source {
 	const char *name;
@@ -64,6 +67,16 @@ struct kiln_request {
 	size_t nsources;
 	const char *alias;                  /* optional stable client key */
 	const char *label;                  /* optional human-readable name */
+	/*
+	 * Optional headers to precompile, named as #include <...> names them
+	 * ("dace/dace.h"), found through the request's -I arguments. kilnd
+	 * builds them once into a precompiled header (itself cached and
+	 * single-flight) and uses it for every request with the same
+	 * toolchain, arguments and list; the artifact is the same as without
+	 * it. A hint: ignored by toolchains other than gcc's (docs/pch.md).
+	 */
+	const char *const *pch;
+	size_t npch;
 };
 
 /* Options for kiln_open_with(). Zero-initialise, then set what you need. */
@@ -90,8 +103,9 @@ int kiln_open_with(const struct kiln_options *opts, struct kiln **out);
 
 /*
  * Closes the connection and unloads nothing: loaded programs stay mapped for
- * the life of the process (their code may still be running), but their
- * struct kiln_program handles become invalid. k may be NULL.
+ * the life of the process (their code may still be running; kiln_release
+ * first what should go), but their struct kiln_program handles become
+ * invalid. k may be NULL.
  */
 void kiln_close(struct kiln *k);
 
@@ -133,8 +147,25 @@ int kiln_get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
  */
 int kiln_lookup(struct kiln *k, const char *alias, struct kiln_program **out);
 
+/*
+ * Gives back a reference to a loaded program. Every kiln_get, kiln_lookup and
+ * kiln_get_many that returns a loaded program takes one reference for the
+ * caller (kiln_get_file takes none); when the last is given back, the
+ * program leaves the process: its aliases leave the fast path, and the
+ * library is dlclosed (a GPU output unmapped). p stays a valid handle until
+ * kiln_close (key, path, fd), but kiln_sym returns NULL; a later get loads it
+ * again, a fresh copy with fresh globals. Programs never released stay loaded
+ * for the life of the process, as before. KILN_EINVAL when p holds no
+ * reference. Thread-safe; the caller must not use symbols of p after giving
+ * back the reference that kept them loaded.
+ */
+int kiln_release(struct kiln *k, struct kiln_program *p);
+
 /* Resolves a symbol of a loaded program; NULL when it has no such symbol. */
 void *kiln_sym(const struct kiln_program *p, const char *name);
+/* 1 when p is loaded in this process now (got with kiln_get, kiln_lookup or
+ * kiln_get_many and not released), else 0. */
+int kiln_program_loaded(const struct kiln_program *p);
 /* The artifact's key (64 hex digits); owned by p. */
 const char *kiln_program_key(const struct kiln_program *p);
 /* The artifact's real path in the cache; owned by p. */

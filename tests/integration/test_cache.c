@@ -6,6 +6,7 @@
 #include "harness.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,6 +253,118 @@ START_TEST(get_file_does_not_load)
 }
 END_TEST
 
+static const char counter_text[] = "int counter;\nint bump(void) { return ++counter; }\n";
+
+static int bump(struct kiln_program *p)
+{
+	int (*fn)(void);
+	*(void **)&fn = kiln_sym(p, "bump");
+	ck_assert_ptr_nonnull(fn);
+	return fn();
+}
+
+/* kiln_release counts references: the last one unloads the program (its
+ * alias leaves the fast path, kiln_sym answers NULL), a second release of
+ * nothing is EINVAL, and a later get loads a fresh copy, fresh globals. */
+START_TEST(release_unloads_at_the_last_reference)
+{
+	struct kiln_request req;
+	struct kiln_source src;
+	struct kiln_program *p, *q, *f;
+	struct kiln_stats stats;
+	struct kiln *k;
+
+	harness_start(NULL);
+	harness_request(&req, &src, "counter.c", counter_text);
+	req.alias = "test:counter";
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	ck_assert_msg(kiln_get(k, &req, &p) == KILN_OK, "%s", kiln_errmsg(k));
+	ck_assert_int_eq(kiln_get(k, &req, &q), KILN_OK);
+	ck_assert_ptr_eq(p, q);
+	ck_assert_int_eq(bump(p), 1);
+	ck_assert_int_eq(bump(q), 2);
+
+	ck_assert_int_eq(kiln_release(k, q), KILN_OK);
+	ck_assert(kiln_program_loaded(p) && mapped_here(kiln_program_path(p)));
+	ck_assert_int_eq(bump(p), 3);
+	ck_assert_int_eq(kiln_release(k, p), KILN_OK);
+	ck_assert(!kiln_program_loaded(p));
+	ck_assert(!mapped_here(kiln_program_path(p)));
+	ck_assert_ptr_null(kiln_sym(p, "bump"));
+	ck_assert_str_eq(kiln_program_output(p), "shared");
+	ck_assert_int_eq(strlen(kiln_program_key(p)), 64);
+	ck_assert_int_eq(kiln_release(k, p), KILN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(kiln_errmsg(k), "holds no reference"));
+
+	kiln_get_stats(k, &stats);
+	uint64_t hits = stats.local_hits;
+	ck_assert_int_eq(kiln_get(k, &req, &q), KILN_OK);
+	kiln_get_stats(k, &stats);
+	ck_assert_uint_eq(stats.local_hits, hits);   /* the alias had left */
+	ck_assert_uint_eq(stats.loads, 2);
+	ck_assert_int_eq(bump(q), 1);                /* a fresh copy */
+	ck_assert_int_eq(kiln_release(k, q), KILN_OK);
+
+	/* A program got as a file holds no reference. */
+	ck_assert_int_eq(kiln_get_file(k, &req, &f), KILN_OK);
+	ck_assert_int_eq(kiln_release(k, f), KILN_EINVAL);
+	kiln_close(k);
+	harness_stop();
+}
+END_TEST
+
+struct churn {
+	struct kiln *k;
+	const struct kiln_request *req;
+	int bad;
+};
+
+static void *churn_thread(void *arg)
+{
+	struct churn *c = arg;
+	for (int i = 0; i < 300; i++) {
+		struct kiln_program *p = NULL;
+		int (*fn)(void);
+		if (kiln_get(c->k, c->req, &p) != KILN_OK) {
+			c->bad++;
+			continue;
+		}
+		*(void **)&fn = kiln_sym(p, "bump");
+		if (fn == NULL || fn() < 1)
+			c->bad++;
+		if (kiln_release(c->k, p) != KILN_OK)
+			c->bad++;
+	}
+	return NULL;
+}
+
+/* Threads that get, call and release one program at once: whoever holds a
+ * reference always has it loaded. */
+START_TEST(release_races_with_gets)
+{
+	struct kiln_request req;
+	struct kiln_source src;
+	struct kiln *k;
+	pthread_t t[4];
+	struct churn c[4];
+
+	harness_start(NULL);
+	harness_request(&req, &src, "counter.c", counter_text);
+	req.alias = "test:churn";
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	for (int i = 0; i < 4; i++) {
+		c[i] = (struct churn){ .k = k, .req = &req };
+		ck_assert_int_eq(pthread_create(&t[i], NULL, churn_thread, &c[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_int_eq(c[i].bad, 0);
+	}
+	kiln_close(k);
+	harness_stop();
+}
+END_TEST
+
 static int64_t status_requests(void)
 {
 	cJSON *st = harness_status();
@@ -478,6 +591,8 @@ int main(void)
 
 	suite_add_tcase(s, harness_tcase("gc_pins", gc_to_tiny_size_keeps_pinned, 90));
 	suite_add_tcase(s, harness_tcase("get_file", get_file_does_not_load, 60));
+	suite_add_tcase(s, harness_tcase("release", release_unloads_at_the_last_reference, 60));
+	suite_add_tcase(s, harness_tcase("release_races", release_races_with_gets, 120));
 	suite_add_tcase(s, harness_tcase("max_size", max_size_evicts_least_recent_but_not_pinned, 90));
 	suite_add_tcase(s, harness_tcase("recent_use", gc_counts_a_use_just_made, 60));
 	suite_add_tcase(s, harness_tcase("fast_path", alias_fast_path_makes_no_ipc, 60));

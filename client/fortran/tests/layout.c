@@ -34,6 +34,8 @@ static const struct {
 	OFFSET(kiln_request, nsources),
 	OFFSET(kiln_request, alias),
 	OFFSET(kiln_request, label),
+	OFFSET(kiln_request, pch),
+	OFFSET(kiln_request, npch),
 	SIZE(kiln_options),
 	OFFSET(kiln_options, socket_path),
 	OFFSET(kiln_options, autospawn),

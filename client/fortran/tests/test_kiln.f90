@@ -159,6 +159,8 @@ contains
       call same('kiln_request%nsources', off(c_loc(req), c_loc(req%nsources)))
       call same('kiln_request%alias', off(c_loc(req), c_loc(req%alias)))
       call same('kiln_request%label', off(c_loc(req), c_loc(req%label)))
+      call same('kiln_request%pch', off(c_loc(req), c_loc(req%pch)))
+      call same('kiln_request%npch', off(c_loc(req), c_loc(req%npch)))
       call same('kiln_options', c_sizeof(opts))
       call same('kiln_options%socket_path', off(c_loc(opts), c_loc(opts%socket_path)))
       call same('kiln_options%autospawn', off(c_loc(opts), c_loc(opts%autospawn)))

@@ -60,6 +60,8 @@ class Request(ctypes.Structure):
         ("nsources", ctypes.c_size_t),
         ("alias", ctypes.c_char_p),
         ("label", ctypes.c_char_p),
+        ("pch", ctypes.POINTER(ctypes.c_char_p)),
+        ("npch", ctypes.c_size_t),
     ]
 
 
@@ -96,6 +98,8 @@ _PROTOTYPES = {
     "kiln_close": (None, [KilnP]),
     "kiln_get": (ctypes.c_int, [KilnP, ctypes.POINTER(Request), ctypes.POINTER(ProgramP)]),
     "kiln_get_file": (ctypes.c_int, [KilnP, ctypes.POINTER(Request), ctypes.POINTER(ProgramP)]),
+    "kiln_release": (ctypes.c_int, [KilnP, ProgramP]),
+    "kiln_program_loaded": (ctypes.c_int, [ProgramP]),
     "kiln_get_many": (ctypes.c_int, [KilnP, ctypes.POINTER(Request), ctypes.c_size_t,
                                      ctypes.POINTER(ProgramP), ctypes.POINTER(ctypes.c_int)]),
     "kiln_lookup": (ctypes.c_int, [KilnP, ctypes.c_char_p, ctypes.POINTER(ProgramP)]),

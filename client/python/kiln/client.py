@@ -31,8 +31,8 @@ def _noload(names):
 
     libkiln does not hand out its dlopen handle, so take a second reference
     to the same object: dlopen with RTLD_NOLOAD returns the loaded object
-    that the name belongs to, and never loads anything. The reference is
-    never dropped, as libkiln never dlcloses.
+    that the name belongs to, and never loads anything. Program.release()
+    drops it when libkiln unloads the program.
     """
     for name in names:
         try:
@@ -81,10 +81,10 @@ class Program:
             GPU outputs
     data    for a GPU output, its bytes; None for a shared library
 
-    A Program stays usable after its Kiln is closed: the object is never
-    unloaded, and everything above was taken while the Kiln was open.
-    Programs are made by Kiln.get, get_many and lookup only; one artifact is
-    one Program object per Kiln.
+    A Program stays usable after its Kiln is closed: the object is not
+    unloaded unless release() gives back its last reference, and everything
+    above was taken while the Kiln was open. Programs are made by Kiln.get,
+    get_many and lookup only; one artifact is one Program object per Kiln.
     """
 
     __slots__ = ("key", "path", "output", "lib", "loaded", "_kiln", "_handle", "_data_addr",
@@ -137,6 +137,30 @@ class Program:
             self._data = ctypes.string_at(self._data_addr, self._data_size)
         return self._data
 
+    def release(self):
+        """Gives back one reference to the loaded program (kiln_release):
+        every get, get_many and lookup that returned it loaded took one.
+        When the last goes, the program leaves the process (its library is
+        closed, here and in libkiln), lib and data become None and loaded
+        False; a later get loads it afresh, with fresh globals, as a new
+        Program. Do not call into the library after that. Raises
+        InvalidRequest when the program holds no reference."""
+        c = self._kiln._c
+        with self._kiln._using() as k:
+            rc = c.kiln_release(k, self._handle)
+            if rc != _lib.KILN_OK:
+                raise self._kiln._fail(rc, k)
+            if c.kiln_program_loaded(self._handle):
+                return
+        lib, self.lib = self.lib, None
+        self.loaded = False
+        self._data = self._data_addr = None
+        self._data_size = 0
+        # The second reference _noload took: without it the object stays.
+        if lib is not None and not isinstance(lib, _KilnSymbols) and lib._handle:
+            import _ctypes
+            _ctypes.dlclose(lib._handle)
+
     def sym(self, name):
         """The address of a symbol as an int (kiln_sym), None when the
         program has none of that name or is a GPU output."""
@@ -184,8 +208,21 @@ def _source(src, name, value):
                     % (name, type(value).__name__))
 
 
+def _strings(values, field, kind, what, keep):
+    """A char *[] for a list of strings (its pointer and length), kept alive
+    in keep; (None, 0) for an empty one."""
+    if isinstance(values, (str, bytes)):
+        raise TypeError("%s must be %s, not one string" % (field, kind))
+    cvals = [_cstr(v, what) for v in (values or ())]
+    if not cvals:
+        return None, 0
+    arr = (ctypes.c_char_p * len(cvals))(*cvals)
+    keep += [arr, cvals]
+    return arr, len(cvals)
+
+
 def _fill_request(req, toolchain="c++", sources=None, args=(), output="shared",
-                  alias=None, label=None):
+                  alias=None, label=None, pch=()):
     """Fills a struct kiln_request; returns what must stay alive during the
     call."""
     keep = []
@@ -193,14 +230,8 @@ def _fill_request(req, toolchain="c++", sources=None, args=(), output="shared",
     req.output = _cstr(output, "output")
     req.alias = _cstr(alias, "alias")
     req.label = _cstr(label, "label")
-    if isinstance(args, (str, bytes)):
-        raise TypeError("args must be a list of arguments, not one string")
-    cargs = [_cstr(a, "an argument") for a in (args or ())]
-    if cargs:
-        arr = (ctypes.c_char_p * len(cargs))(*cargs)
-        req.args = arr
-        req.nargs = len(cargs)
-        keep += [arr, cargs]
+    req.args, req.nargs = _strings(args, "args", "a list of arguments", "an argument", keep)
+    req.pch, req.npch = _strings(pch, "pch", "a list of header names", "a pch header", keep)
     items = list(dict(sources or {}).items())
     if items:
         arr = (_lib.Source * len(items))()
@@ -318,7 +349,7 @@ class Kiln:
         return "<kiln.Kiln %s socket=%r>" % (state, self.socket)
 
     def get(self, toolchain="c++", sources=None, args=(), output="shared", alias=None,
-            label=None, load=True):
+            label=None, load=True, pch=()):
         """Gets the program for a request, building it in kilnd if needed,
         and loads it (kiln_get); with load=False only gets it as a file
         (kiln_get_file: Program.fd and Program.path, for a framework that
@@ -333,13 +364,18 @@ class Kiln:
         alias      optional stable name of the program (e.g. a code
                    generator's hash); later lookups need no sources
         label      optional human-readable name for `kiln ls`
+        pch        optional headers for kilnd to precompile once and use in
+                   every build with the same toolchain and arguments, named
+                   as #include <...> names them (["dace/dace.h"]); they are
+                   included first in every compiled source (gcc's -include;
+                   docs/pch.md)
 
         Returns a Program. Raises BuildError with the compiler's output,
         InvalidRequest (a ValueError) for a request libkiln refuses before
         sending it, Refused for one kilnd refuses, and the other KilnErrors.
         """
         req = _lib.Request()
-        keep = _fill_request(req, toolchain, sources, args, output, alias, label)
+        keep = _fill_request(req, toolchain, sources, args, output, alias, label, pch)
         out = _lib.ProgramP()
         with self._using() as k:
             call = self._c.kiln_get if load else self._c.kiln_get_file

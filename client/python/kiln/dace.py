@@ -10,8 +10,9 @@ For a CPU program it sends the generated tree as it is (src/cpu/<name>.cpp
 and include/*.h under their folder names, so "../../include/hash.h"
 resolves), with DaCe's compiler configuration translated into arguments
 (its CPU arguments, the build type's flags, the C++ standard, OpenMP, the
-runtime include directory). Per-folder content is made folder-independent
-first: include/hash.h holds the SDFG's hash, which covers the build folder's
+runtime include directory), and <dace/dace.h> named as the header for kilnd
+to precompile (DaCe's compiler.precompiled_header). Per-folder content is
+made folder-independent first: include/hash.h holds the SDFG's hash, which covers the build folder's
 path, so it is rewritten from the SDFG without that path; then every rank's
 copy of a program, whatever its folder, is one key and one build per node.
 
@@ -140,6 +141,16 @@ def _arguments():
     return args, None
 
 
+def _pch():
+    """DaCe's precompiled runtime header, when its configuration asks for
+    one (compiler.precompiled_header, on by default): kilnd precompiles
+    <dace/dace.h> once per toolchain and arguments and force-includes it,
+    as DaCe's CMake build does with its own .gch (docs/pch.md)."""
+    from dace.config import Config
+
+    return ["dace/dace.h"] if Config.get_bool("compiler", "precompiled_header") else []
+
+
 def _stub(k, args):
     """DaCe's loader stub (the same for every program), built through kiln."""
     from dace.codegen import compiler
@@ -186,7 +197,7 @@ def configure_and_compile(program_folder, program_name=None, output_stream=None,
     k = _kiln()
     try:
         prog = k.get(toolchain="c++", sources=_sources(folder, compiled), args=args,
-                     label="dace " + name, load=False)
+                     label="dace " + name, load=False, pch=_pch())
         stub = _stub(k, args)
     except BuildError as e:
         raise CompilationError("Compiler failure:\n" + (e.diagnostics or e.message))

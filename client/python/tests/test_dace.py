@@ -105,8 +105,15 @@ def test_ranks_build_each_program_once(daemon, tmp_path):
     outs = run_ranks(daemon, tmp_path, PROGRAMS, 3, "cold")
     for out in outs:
         assert "built 2 fallbacks 0" in out, out
-    # axpy, jacobi and DaCe's loader stub: once each for all ranks.
-    assert builds(daemon) - before == 3
+    # axpy, jacobi, DaCe's loader stub and the precompiled <dace/dace.h>
+    # (DaCe's compiler.precompiled_header is on): once each for all ranks.
+    assert builds(daemon) - before == 4
+    ls = json.loads(subprocess.run([os.environ["KILN_TEST_CLI"], "--socket", daemon.socket,
+                                    "--json", "ls"], stdout=subprocess.PIPE, text=True,
+                                   check=True).stdout)
+    entries = ls if isinstance(ls, list) else ls["entries"]
+    pch = [e for e in entries if e["output"] == "pch"]
+    assert len(pch) == 1 and pch[0]["label"] == "precompiled dace/dace.h", entries
     # Fresh processes and folders: everything from kiln, nothing compiled.
     warm = builds(daemon)
     run_ranks(daemon, tmp_path, PROGRAMS, 2, "warm")

@@ -403,3 +403,38 @@ def test_get_without_loading(k):
     assert q.loaded and q.key == p.key
     assert k.stats().loads == before + 1
     assert k.get(toolchain="cc", sources=src) is q
+
+
+def test_release_unloads_at_the_last_reference(k):
+    """Each get takes a reference; release() gives one back, and the last
+    one unloads the library (libkiln's handle and the Program's own); the
+    next get loads a fresh copy, with fresh globals."""
+    src = {unique("counter") + ".c": "int counter;\nint bump(void) { return ++counter; }\n"}
+    p = k.get(toolchain="cc", sources=src)
+    assert k.get(toolchain="cc", sources=src) is p
+    assert p.lib.bump() == 1 and p.lib.bump() == 2
+    ino = str(os.stat(p.path).st_ino)
+    p.release()
+    assert p.loaded and p.lib.bump() == 3
+    p.release()
+    assert not p.loaded and p.lib is None and p.sym("bump") is None
+    with open("/proc/self/maps") as maps:
+        assert ino not in maps.read()
+    with pytest.raises(kiln.InvalidRequest, match="holds no reference"):
+        p.release()
+    q = k.get(toolchain="cc", sources=src)
+    assert q is not p and q.loaded and q.key == p.key
+    assert q.lib.bump() == 1
+
+
+def test_pch(k, tmp_path):
+    """pch=[...] names headers for kilnd to precompile; the program is the
+    same, bad names are refused before sending."""
+    (tmp_path / "big.h").write_text("#define BIG 40\n")
+    src = {unique("pch") + ".c": "#include <big.h>\nint f(void) { return BIG + 2; }\n"}
+    p = k.get(toolchain="cc", sources=src, args=["-I%s" % tmp_path], pch=["big.h"])
+    assert p.lib.f() == 42
+    with pytest.raises(kiln.InvalidRequest, match="pch"):
+        k.get(toolchain="cc", sources=src, pch=["../big.h"])
+    with pytest.raises(TypeError):
+        k.get(toolchain="cc", sources=src, pch="big.h")

@@ -1,0 +1,342 @@
+/*
+ * Precompiled headers managed by kilnd; see pch.h and docs/pch.md.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "build.h"
+#include "flight.h"
+#include "headers.h"
+#include "kilnd.h"
+#include "log.h"
+#include "pch.h"
+#include "store.h"
+#include "thread.h"
+#include "util.h"
+#include "verify.h"
+
+/* The generated header, as a source of the precompile and in the build
+ * directory of the requests that use it. */
+#define PCH_NAME_CXX "kiln_pch.hxx"
+#define PCH_NAME_C "kiln_pch.h"
+
+bool build_is_pch(const struct build_input *in)
+{
+	return in->req.output != NULL && strcmp(in->req.output, "pch") == 0;
+}
+
+/* The language of a compiled source, for the header: 'c', 'x' (C++), or 0
+ * (another: no precompiled header). */
+static char source_lang(const char *name)
+{
+	static const char *const cxx[] = { ".cc", ".cpp", ".cxx", ".C", ".c++", ".cp", ".CPP", NULL };
+	const char *dot = strrchr(name, '.');
+	if (dot == NULL)
+		return 0;
+	if (strcmp(dot, ".c") == 0)
+		return 'c';
+	for (size_t i = 0; cxx[i] != NULL; i++)
+		if (strcmp(dot, cxx[i]) == 0)
+			return 'x';
+	return 0;
+}
+
+/* The language of in's first compiled source. */
+static char input_lang(const struct build_input *in)
+{
+	for (size_t i = 0; i < in->nsrc; i++)
+		if (!build_is_header(in->src[i].name))
+			return source_lang(in->src[i].name);
+	return 0;
+}
+
+const char *pch_include(const struct build_input *in)
+{
+	if (in->pch_key[0] == '\0')
+		return NULL;
+	return input_lang(in) == 'c' ? PCH_DIR "/" PCH_NAME_C : PCH_DIR "/" PCH_NAME_CXX;
+}
+
+bool pch_applies(const struct build_input *in, const char *name)
+{
+	return in->pch_key[0] != '\0' && source_lang(name) == input_lang(in);
+}
+
+/* "#include <h>" for each header named, in order. */
+static char *pch_text(const struct msg_request *req, size_t *len)
+{
+	size_t cap = 1;
+	for (size_t i = 0; i < req->npch; i++)
+		cap += strlen(req->pch[i]) + 12;
+	char *t = malloc(cap), *p = t;
+	if (t == NULL)
+		return NULL;
+	for (size_t i = 0; i < req->npch; i++)
+		p += sprintf(p, "#include <%s>\n", req->pch[i]);
+	*len = (size_t)(p - t);
+	return t;
+}
+
+/* The arguments of the precompile: the request's, less its libraries
+ * (linker inputs; nothing else of a link reaches a header's compile). */
+static int pch_args(const struct msg_request *req, struct msg_request *p)
+{
+	bool *lib = calloc(req->nargs + 1, sizeof(bool));
+	p->args = calloc(req->nargs + 1, sizeof(char *));
+	if (lib == NULL || p->args == NULL) {
+		free(lib);
+		return -ENOMEM;
+	}
+	validate_args_for((const char *const *)req->args, req->nargs, 0, lib, NULL, NULL, 0);
+	for (size_t i = 0; i < req->nargs; i++) {
+		if (lib[i])
+			continue;
+		if ((p->args[p->nargs] = strdup(req->args[i])) == NULL) {
+			free(lib);
+			return -ENOMEM;
+		}
+		p->nargs++;
+	}
+	free(lib);
+	return 0;
+}
+
+/* The build input of in's precompiled header, keyed; NULL when out of
+ * memory. */
+static struct build_input *pch_input(const struct kilnd *d, const struct build_input *in, char lang)
+{
+	struct build_input *p = calloc(1, sizeof(*p));
+	struct msg_request *r = p != NULL ? &p->req : NULL;
+	char label[MSG_MAX_LABEL + 1];
+	if (p == NULL)
+		return NULL;
+	r->op = OP_GET;
+	r->proto = -1;
+	r->max_size = -1;
+	snprintf(label, sizeof(label), "precompiled %s%s", in->req.pch[0], in->req.npch > 1 ? ", ..." : "");
+	r->toolchain = strdup(in->req.toolchain);
+	r->output = strdup("pch");
+	r->label = strdup(label);
+	r->sources = calloc(1, sizeof(*r->sources));
+	p->src = calloc(1, sizeof(*p->src));
+	p->bufs = calloc(1, sizeof(*p->bufs));
+	if (r->toolchain == NULL || r->output == NULL || r->label == NULL || r->sources == NULL ||
+	    p->src == NULL || p->bufs == NULL || pch_args(&in->req, r) != 0)
+		goto oom;
+	r->nsources = p->nsrc = 1;
+	r->sources[0].name = strdup(lang == 'c' ? PCH_NAME_C : PCH_NAME_CXX);
+	r->sources[0].text = pch_text(&in->req, &r->sources[0].len);
+	if (r->sources[0].name == NULL || r->sources[0].text == NULL)
+		goto oom;
+	p->src[0] = (struct key_source){ .name = r->sources[0].name, .text = r->sources[0].text,
+					 .len = r->sources[0].len };
+	p->tc = in->tc;
+	p->pch_done = true;
+	key_request(p->tc, r->output, r->args, r->nargs, p->src, 1, d->cpu_id, p->rkey);
+	return p;
+oom:
+	build_input_free(p);
+	free(p);
+	return NULL;
+}
+
+static int dep_copy(struct store_dep *to, const struct store_dep *from)
+{
+	*to = *from;
+	to->path = strdup(from->path);
+	return to->path != NULL ? 0 : -ENOMEM;
+}
+
+/* in uses the .gch entry e: its key and dependencies (the pool cannot read
+ * the index). False when out of memory: then in uses none. */
+static bool pch_take(struct build_input *in, const struct store_entry *e)
+{
+	in->pch_deps = calloc(e->ndeps + 1, sizeof(*in->pch_deps));
+	for (size_t i = 0; in->pch_deps != NULL && i < e->ndeps; i++) {
+		if (dep_copy(&in->pch_deps[i], &e->deps[i]) != 0)
+			break;
+		in->npch_deps++;
+	}
+	if (in->pch_deps == NULL || in->npch_deps != e->ndeps) {
+		for (size_t i = 0; i < in->npch_deps; i++)
+			free(in->pch_deps[i].path);
+		free(in->pch_deps);
+		in->pch_deps = NULL;
+		in->npch_deps = 0;
+		return false;
+	}
+	memcpy(in->pch_key, e->key, sizeof(in->pch_key));
+	return true;
+}
+
+/* A valid .gch entry of rkey whose object is intact, taken by in. */
+static bool pch_lookup(struct kilnd *d, const char *rkey, struct build_input *in)
+{
+	struct store_entry *list = NULL;
+	size_t n = 0;
+	bool found = false;
+	if (store_get_by_rkey(d->store, rkey, &list, &n) != 0)
+		return false;
+	for (size_t i = 0; !found && i < n; i++) {
+		if (!headers_valid(d, &list[i]))
+			continue;
+		int fd = store_object_open(d->store, list[i].key, list[i].output);
+		char why[96];
+		if (fd < 0)
+			continue;
+		if (verify_served(d, &list[i], fd, why, sizeof(why)) == 0) {
+			found = pch_take(in, &list[i]);
+		} else {
+			log_error("precompiled header %.16s is damaged (%s); building it again",
+				  list[i].key, why);
+		}
+		close(fd);
+	}
+	store_entries_free(list, n);
+	return found;
+}
+
+/* A request waiting on the flight of its precompiled header. */
+struct pch_wait {
+	struct build_input *in;
+	pch_next_fn next;
+	void *ctx;
+};
+
+static bool pch_gone(void *ctx)
+{
+	(void)ctx;
+	return false;
+}
+
+static bool pch_done(void *ctx, uint64_t id, bool joined, const struct build_result *r)
+{
+	struct pch_wait *w = ctx;
+	(void)id;
+	(void)joined;
+	if (r->err_code == ERR_NONE)
+		pch_take(w->in, r->entry);
+	else
+		log_info("precompiled header for %.16s failed (%s); building without it",
+			 w->in->rkey, r->err_msg != NULL ? r->err_msg : "no reason");
+	w->next(w->ctx, w->in);
+	w->in = NULL;
+	return r->err_code == ERR_NONE;
+}
+
+static void pch_release(void *ctx)
+{
+	struct pch_wait *w = ctx;
+	/* Unanswered (the flight was never run): the request goes on. */
+	if (w->in != NULL)
+		w->next(w->ctx, w->in);
+	free(w);
+}
+
+static const struct waiter_ops pch_waiter = {
+	.gone = pch_gone,
+	.done = pch_done,
+	.release = pch_release,
+};
+
+void pch_settle(struct kilnd *d, struct build_input *in, pch_next_fn next, void *ctx)
+{
+	ASSERT_LOOP();
+	char lang = input_lang(in);
+	bool wanted = !in->pch_done && in->req.npch > 0 && in->tc->is_gcc && lang != 0 &&
+		      strcmp(in->req.output, "shared") == 0;
+	in->pch_done = true;
+	in->pch_key[0] = '\0';
+	struct build_input *p = wanted ? pch_input(d, in, lang) : NULL;
+	if (p == NULL || pch_lookup(d, p->rkey, in)) {
+		build_input_free(p);
+		free(p);
+		next(ctx, in);
+		return;
+	}
+	struct pch_wait *w = calloc(1, sizeof(*w));
+	struct build *b = flight_find(d, p->rkey);
+	int rc = -ENOMEM;
+	if (w != NULL) {
+		*w = (struct pch_wait){ .in = in, .next = next, .ctx = ctx };
+		rc = b != NULL ? build_add_waiter(b, &pch_waiter, w, 0, NULL, true)
+			       : flight_start(d, p, &pch_waiter, w, 0);
+	}
+	if (b != NULL || rc != 0)
+		build_input_free(p);
+	free(p);
+	if (rc != 0) {
+		free(w);
+		next(ctx, in);
+	}
+}
+
+int pch_place(struct store *s, const char *dir, const struct build_input *in)
+{
+	const char *inc = pch_include(in);
+	char rel[4200];
+	int tmp = store_tmp_fd(s);
+	if (inc == NULL)
+		return 0;
+	snprintf(rel, sizeof(rel), "%s/" PCH_DIR, dir);
+	if (mkdirat(tmp, rel, 0700) != 0)
+		return -errno;
+	size_t len = 0;
+	char *text = pch_text(&in->req, &len);
+	char *obj = store_object_path(s, in->pch_key, "pch");
+	int rc = text != NULL && obj != NULL ? 0 : -ENOMEM;
+	snprintf(rel, sizeof(rel), "%s/%s", dir, inc);
+	if (rc == 0)
+		rc = util_replace_file_at(tmp, rel, text, len, false);
+	snprintf(rel, sizeof(rel), "%s/%s.gch", dir, inc);
+	if (rc == 0 && symlinkat(obj, tmp, rel) != 0)
+		rc = -errno;
+	free(text);
+	free(obj);
+	return rc;
+}
+
+/* Whether two records of one dependency agree. */
+static bool dep_same(const struct store_dep *a, const struct store_dep *b)
+{
+	if (a->kind == STORE_DEP_FILE || a->kind == STORE_DEP_ENV)
+		return a->mode == b->mode && memcmp(a->digest, b->digest, 32) == 0;
+	if (a->kind == STORE_DEP_EXISTS)
+		return a->mode == b->mode;
+	return true;
+}
+
+
+int pch_merge_deps(const struct build_input *in, struct store_entry *e, char *why, size_t cap)
+{
+	if (in->pch_key[0] == '\0' || in->npch_deps == 0)
+		return 0;
+	struct store_dep *all = realloc(e->deps, (e->ndeps + in->npch_deps + 1) * sizeof(*all));
+	if (all == NULL)
+		return -ENOMEM;
+	e->deps = all;
+	size_t own = e->ndeps;
+	for (size_t i = 0; i < in->npch_deps; i++) {
+		const struct store_dep *pd = &in->pch_deps[i];
+		size_t j = 0;
+		while (j < own && !(e->deps[j].kind == pd->kind && strcmp(e->deps[j].path, pd->path) == 0))
+			j++;
+		if (j < own && !dep_same(&e->deps[j], pd)) {
+			snprintf(why, cap, "%s changed after the precompiled header that holds it was built",
+				 pd->path);
+			return -EAGAIN;
+		}
+		if (j == own) {
+			if (dep_copy(&e->deps[e->ndeps], pd) != 0)
+				return -ENOMEM;
+			e->ndeps++;
+		}
+	}
+	return 0;
+}

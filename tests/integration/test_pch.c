@@ -1,0 +1,243 @@
+/*
+ * Integration tests of precompiled headers managed by kilnd (docs/pch.md): a
+ * request naming headers in "pch" gets them precompiled once (an entry of
+ * output "pch"), every build with the same toolchain and arguments uses
+ * that .gch, a header inside it that changes is a new .gch and a new build
+ * (never a stale hit), a header set that does not compile only costs the
+ * speed-up, concurrent requests share one precompile, and bad names are
+ * refused.
+ */
+#include "observe_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* inc/outer.h includes inc/inner.h, which defines H_VALUE and says (with a
+ * #pragma message) when the compiler parses it: a build that used the .gch
+ * never parses it, so its log lacks the line. */
+static void write_headers(int value)
+{
+	char path[HARNESS_PATH], *text = header_text(value, 0), *all = NULL;
+	if (!harness_exists(harness_path(path, "inc")))
+		make_dir(path, "inc");
+	ck_assert(asprintf(&all, "#pragma message \"parsing inner.h\"\n%s", text) > 0);
+	harness_write_file(harness_path(path, "inc/inner.h"), all);
+	harness_write_file(harness_path(path, "inc/outer.h"),
+			   "#ifndef OUTER_H\n#define OUTER_H\n#include \"inner.h\"\n#endif\n");
+	free(all);
+	free(text);
+}
+
+struct pch_req {
+	struct kiln_request req;
+	struct kiln_source src;
+	char text[256];
+	char inc[HARNESS_PATH + 8];
+	const char *args[2];
+	const char *pch[1];
+};
+
+/* A program returning H_VALUE + add, in C or C++, with "outer.h" in pch. */
+static void pch_request(struct pch_req *r, int add, bool cxx, const char *pch)
+{
+	memset(r, 0, sizeof(*r));
+	snprintf(r->text, sizeof(r->text), "#include <outer.h>\n%sint kiln_test_value(void) "
+		 "{ return H_VALUE + %d; }\n", cxx ? "extern \"C\" " : "", add);
+	snprintf(r->inc, sizeof(r->inc), "-I%s/inc", harness.dir);
+	r->args[0] = r->inc;
+	r->args[1] = "-O1";
+	r->pch[0] = pch;
+	r->src = (struct kiln_source){ .name = cxx ? "prog.cpp" : "prog.c", .text = r->text };
+	r->req = (struct kiln_request){ .toolchain = cxx ? "c++" : "cc", .args = r->args,
+					.nargs = 2, .sources = &r->src, .nsources = 1,
+					.pch = r->pch, .npch = 1 };
+}
+
+/* The entries of output "pch" in the cache. */
+static int pch_entries(void)
+{
+	cJSON *ls = harness_cli_json("ls", NULL);
+	const cJSON *e, *arr = cJSON_IsArray(ls) ? ls : cJSON_GetObjectItem(ls, "entries");
+	int n = 0;
+	cJSON_ArrayForEach(e, arr)
+		n += strcmp(harness_str(e, "output"), "pch") == 0;
+	cJSON_Delete(ls);
+	return n;
+}
+
+/* Whether the build log of key says the compiler parsed inner.h. */
+static bool parsed_inner(const char *key)
+{
+	char *out = NULL, *err = NULL;
+	ck_assert_int_eq(harness_cli(&out, &err, "log", key, NULL), 0);
+	bool parsed = strstr(out, "parsing inner.h") != NULL;
+	free(out);
+	free(err);
+	return parsed;
+}
+
+/* Whether entry key records path among its dependencies. */
+static bool has_dep(const char *key, const char *path)
+{
+	cJSON *e = harness_cli_json("show", key, NULL);
+	const cJSON *d, *deps = cJSON_GetObjectItem(e, "deps");
+	bool found = false;
+	cJSON_ArrayForEach(d, deps)
+		found = found || (cJSON_IsString(d) && strcmp(d->valuestring, path) == 0);
+	cJSON_Delete(e);
+	return found;
+}
+
+static struct harness_result get(const struct pch_req *r, int value, const char *what)
+{
+	struct harness_result res = harness_in_child(&r->req, NULL);
+	check_result(&res, value, what);
+	return res;
+}
+
+/* Built once, used by every program with the same arguments, recorded in
+ * their dependencies, and a hit stays a hit. */
+START_TEST(built_once_used_by_all)
+{
+	struct pch_req a, b;
+	char inner[HARNESS_PATH];
+	write_headers(1);
+	harness_start(NULL);
+	pch_request(&a, 0, false, "outer.h");
+	pch_request(&b, 10, false, "outer.h");
+
+	struct harness_result ra = get(&a, 1, "the first program");
+	ck_assert_int_eq(builds_started(), 2);
+	ck_assert_int_eq(pch_entries(), 1);
+	get(&b, 11, "a second program with the same arguments");
+	ck_assert_int_eq(builds_started(), 3);
+	ck_assert_int_eq(pch_entries(), 1);
+	get(&a, 1, "the first program again");
+	ck_assert_int_eq(builds_started(), 3);
+
+	ck_assert_msg(!parsed_inner(ra.key), "the build parsed inner.h: the .gch was not used");
+	ck_assert_msg(has_dep(ra.key, harness_path(inner, "inc/inner.h")),
+		      "the program does not record inner.h, which reached it through the .gch");
+	harness_stop();
+}
+END_TEST
+
+/* A header inside the .gch changes: a new .gch, a new build, the new value;
+ * the old entries are never served for it. */
+START_TEST(changed_header_inside)
+{
+	struct pch_req a, b;
+	write_headers(1);
+	harness_start(NULL);
+	pch_request(&a, 0, true, "outer.h");
+	pch_request(&b, 10, true, "outer.h");
+	get(&a, 1, "C++, before the change");
+	ck_assert_int_eq(builds_started(), 2);
+
+	write_headers(2);
+	struct harness_result ra = get(&a, 2, "after inner.h changed");
+	ck_assert_int_eq(builds_started(), 4);
+	ck_assert_int_eq(pch_entries(), 2);
+	ck_assert(!parsed_inner(ra.key));
+	get(&b, 12, "another program after the change");
+	ck_assert_int_eq(builds_started(), 5);
+	get(&a, 2, "after inner.h changed, again");
+	ck_assert_int_eq(builds_started(), 5);
+	harness_stop();
+}
+END_TEST
+
+/* A header set that does not compile: the program builds without it. */
+START_TEST(failing_precompile_builds_without)
+{
+	struct pch_req a;
+	write_headers(3);
+	harness_start(NULL);
+	pch_request(&a, 0, false, "no_such_header.h");
+	struct harness_result ra = get(&a, 3, "with a header to precompile that is missing");
+	ck_assert_int_eq(pch_entries(), 0);
+	ck_assert_msg(parsed_inner(ra.key), "no .gch, yet the build did not parse inner.h");
+	harness_stop();
+}
+END_TEST
+
+/* Three programs asked together share one precompile. */
+START_TEST(concurrent_requests_share_one)
+{
+	struct pch_req r[3];
+	struct kiln_request reqs[3];
+	struct kiln_program *out[3];
+	struct kiln *k = NULL;
+	write_headers(4);
+	harness_start(NULL);
+	for (int i = 0; i < 3; i++) {
+		pch_request(&r[i], 100 * i, true, "outer.h");
+		/* the request points into r[i]: copy the struct, keep r */
+		reqs[i] = r[i].req;
+	}
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	ck_assert_msg(kiln_get_many(k, reqs, 3, out, NULL) == KILN_OK, "%s", kiln_errmsg(k));
+	for (int i = 0; i < 3; i++) {
+		int (*f)(void) = (int (*)(void))kiln_sym(out[i], "kiln_test_value");
+		ck_assert_ptr_nonnull(f);
+		ck_assert_int_eq(f(), 4 + 100 * i);
+	}
+	kiln_close(k);
+	ck_assert_int_eq(builds_started(), 4);
+	ck_assert_int_eq(pch_entries(), 1);
+	harness_stop();
+}
+END_TEST
+
+/* Names that are not relative header names are refused by libkiln, and by
+ * kilnd when a client sends them anyway. */
+START_TEST(bad_names_refused)
+{
+	static const char *const bad[] = { "../outer.h", "/usr/include/stdio.h", "a//b.h", "" };
+	struct pch_req a;
+	struct kiln_program *p = NULL;
+	struct kiln *k = NULL;
+	harness_start(NULL);
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		pch_request(&a, 0, false, bad[i]);
+		ck_assert_int_eq(kiln_get(k, &a.req, &p), KILN_EINVAL);
+	}
+	kiln_close(k);
+
+	static const char *const frames[] = {
+		"{\"op\":\"get\",\"id\":1,\"sources\":[{\"name\":\"a.c\",\"text\":\"int x;\"}],"
+		"\"pch\":[\"../x.h\"]}",
+		"{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"a.c\",\"text\":\"int x;\"}],"
+		"\"pch\":\"x.h\"}",
+		"{\"op\":\"get\",\"id\":3,\"sources\":[{\"name\":\"a.c\",\"text\":\"int x;\"}],"
+		"\"pch\":[7]}",
+	};
+	static const char *const codes[] = { "bad_name", "bad_request", "bad_request" };
+	int fd = harness_raw_connect(harness.socket);
+	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":3,\"client\":\"kiln-tests\"}");
+	cJSON_Delete(harness_raw_recv(fd));
+	for (size_t i = 0; i < sizeof(frames) / sizeof(frames[0]); i++) {
+		harness_raw_send(fd, frames[i]);
+		cJSON *reply = harness_raw_recv(fd);
+		ck_assert_str_eq(harness_error_code(reply), codes[i]);
+		cJSON_Delete(reply);
+	}
+	close(fd);
+	harness_stop();
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("pch");
+
+	suite_add_tcase(s, harness_tcase("built_once", built_once_used_by_all, 120));
+	suite_add_tcase(s, harness_tcase("changed_inside", changed_header_inside, 120));
+	suite_add_tcase(s, harness_tcase("failing", failing_precompile_builds_without, 120));
+	suite_add_tcase(s, harness_tcase("concurrent", concurrent_requests_share_one, 120));
+	suite_add_tcase(s, harness_tcase("bad_names", bad_names_refused, 60));
+	return harness_main(s);
+}
