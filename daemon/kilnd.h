@@ -74,6 +74,7 @@ struct kilnd {
 	struct headers *headers;
 	struct table *flights;       /* rkey -> struct build, builds not yet finished */
 	struct build *queue_head, *queue_tail;
+	struct build *bg_head, *bg_tail;  /* background builds: run when queue_head is empty */
 	struct build *running;       /* builds holding a slot, for shutdown */
 	struct table *touches;       /* key -> struct touch, uses not yet written */
 	struct table *aliases;       /* alias -> key replied, write not yet done */

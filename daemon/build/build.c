@@ -179,27 +179,54 @@ static void build_close_handles(struct build *b)
 	}
 }
 
+/* Two FIFOs: the builds clients wait for, and background ones (a .gch
+ * nobody waits for), which get a slot only when the first is empty. */
 static void queue_push(struct kilnd *d, struct build *b)
 {
+	struct build **head = b->in.background ? &d->bg_head : &d->queue_head;
+	struct build **tail = b->in.background ? &d->bg_tail : &d->queue_tail;
 	b->qnext = NULL;
-	if (d->queue_tail != NULL)
-		d->queue_tail->qnext = b;
+	if (*tail != NULL)
+		(*tail)->qnext = b;
 	else
-		d->queue_head = b;
-	d->queue_tail = b;
+		*head = b;
+	*tail = b;
 	d->queued++;
 }
 
 static struct build *queue_pop(struct kilnd *d)
 {
-	struct build *b = d->queue_head;
+	bool bg = d->queue_head == NULL;
+	struct build **head = bg ? &d->bg_head : &d->queue_head;
+	struct build *b = *head;
 	if (b == NULL)
 		return NULL;
-	d->queue_head = b->qnext;
-	if (d->queue_head == NULL)
-		d->queue_tail = NULL;
+	*head = b->qnext;
+	if (*head == NULL)
+		*(bg ? &d->bg_tail : &d->queue_tail) = NULL;
 	d->queued--;
 	return b;
+}
+
+void flight_promote(struct build *b)
+{
+	ASSERT_LOOP();
+	struct kilnd *d = b->d;
+	struct build *prev = NULL, *q = d->bg_head;
+	while (q != NULL && q != b) {
+		prev = q;
+		q = q->qnext;
+	}
+	if (q == NULL)
+		return;  /* not waiting in the background (running, or promoted) */
+	*(prev != NULL ? &prev->qnext : &d->bg_head) = b->qnext;
+	if (d->bg_tail == b)
+		d->bg_tail = prev;
+	b->in.background = false;
+	b->qnext = d->queue_head;
+	d->queue_head = b;
+	if (d->queue_tail == NULL)
+		d->queue_tail = b;
 }
 
 static void running_add(struct kilnd *d, struct build *b)
@@ -477,8 +504,9 @@ void flight_join_input(struct build *b, struct build_input *in)
 		struct build_input old = b->in;
 		b->in = *in;
 		memset(in, 0, sizeof(*in));
-		b->in.pch_done = old.pch_done;
+		memcpy(b->in.pch_rkey, old.pch_rkey, sizeof(old.pch_rkey));
 		memcpy(b->in.pch_key, old.pch_key, sizeof(old.pch_key));
+		b->in.pch_refused = old.pch_refused;
 		b->in.pch_deps = old.pch_deps;
 		b->in.npch_deps = old.npch_deps;
 		old.pch_deps = NULL;

@@ -53,12 +53,15 @@ struct build_input {
 	const struct toolchain *tc;
 	char rkey[65];
 	bool by_digest;             /* a source came as a digest: keyed, not buildable */
-	/* Precompiled headers (pch.c): done once the request's "pch" was
-	 * looked at; pch_key names the .gch entry the build uses, or is "". */
-	bool pch_done;
+	/* Precompiled headers (pch.c). pch_rkey: the .gch's request key once
+	 * settled ("" when the request names none or the toolchain makes
+	 * none); pch_key: the .gch entry the build uses, or "". */
+	char pch_rkey[65];
 	char pch_key[65];
 	struct store_dep *pch_deps;  /* the .gch entry's dependencies (owned) */
 	size_t npch_deps;
+	bool pch_refused;            /* its .gch disagreed with the build: not again */
+	bool background;             /* queued behind every other build (a .gch) */
 };
 
 void build_input_free(struct build_input *in);

@@ -55,6 +55,8 @@ int flight_start(struct kilnd *d, struct build_input *in, const struct waiter_op
  * in's contents either way (in itself is the caller's).
  */
 void flight_join_input(struct build *b, struct build_input *in);
+/* Moves b, queued in the background, to the head of the queue. */
+void flight_promote(struct build *b);
 /* Shutdown: kills running compilers; every waiter gets shutting_down. */
 void flight_abort_all(struct kilnd *d);
 

@@ -58,14 +58,14 @@ static char input_lang(const struct build_input *in)
 
 const char *pch_include(const struct build_input *in)
 {
-	if (in->pch_key[0] == '\0')
+	if (in->pch_rkey[0] == '\0')
 		return NULL;
 	return input_lang(in) == 'c' ? PCH_DIR "/" PCH_NAME_C : PCH_DIR "/" PCH_NAME_CXX;
 }
 
 bool pch_applies(const struct build_input *in, const char *name)
 {
-	return in->pch_key[0] != '\0' && source_lang(name) == input_lang(in);
+	return in->pch_rkey[0] != '\0' && source_lang(name) == input_lang(in);
 }
 
 /* "#include <h>" for each header named, in order. */
@@ -137,7 +137,6 @@ static struct build_input *pch_input(const struct kilnd *d, const struct build_i
 	p->src[0] = (struct key_source){ .name = r->sources[0].name, .text = r->sources[0].text,
 					 .len = r->sources[0].len };
 	p->tc = in->tc;
-	p->pch_done = true;
 	key_request(p->tc, r->output, r->args, r->nargs, p->src, 1, d->cpu_id, p->rkey);
 	return p;
 oom:
@@ -153,6 +152,16 @@ static int dep_copy(struct store_dep *to, const struct store_dep *from)
 	return to->path != NULL ? 0 : -ENOMEM;
 }
 
+void pch_drop(struct build_input *in)
+{
+	for (size_t i = 0; i < in->npch_deps; i++)
+		free(in->pch_deps[i].path);
+	free(in->pch_deps);
+	in->pch_deps = NULL;
+	in->npch_deps = 0;
+	in->pch_key[0] = '\0';
+}
+
 /* in uses the .gch entry e: its key and dependencies (the pool cannot read
  * the index). False when out of memory: then in uses none. */
 static bool pch_take(struct build_input *in, const struct store_entry *e)
@@ -164,11 +173,7 @@ static bool pch_take(struct build_input *in, const struct store_entry *e)
 		in->npch_deps++;
 	}
 	if (in->pch_deps == NULL || in->npch_deps != e->ndeps) {
-		for (size_t i = 0; i < in->npch_deps; i++)
-			free(in->pch_deps[i].path);
-		free(in->pch_deps);
-		in->pch_deps = NULL;
-		in->npch_deps = 0;
+		pch_drop(in);
 		return false;
 	}
 	memcpy(in->pch_key, e->key, sizeof(in->pch_key));
@@ -202,79 +207,92 @@ static bool pch_lookup(struct kilnd *d, const char *rkey, struct build_input *in
 	return found;
 }
 
-/* A request waiting on the flight of its precompiled header. */
-struct pch_wait {
-	struct build_input *in;
-	pch_next_fn next;
-	void *ctx;
-};
-
-static bool pch_gone(void *ctx)
+/* The first waiter of a .gch flight nobody waits for. */
+static bool bg_gone(void *ctx)
 {
 	(void)ctx;
 	return false;
 }
 
-static bool pch_done(void *ctx, uint64_t id, bool joined, const struct build_result *r)
+static bool bg_done(void *ctx, uint64_t id, bool joined, const struct build_result *r)
 {
-	struct pch_wait *w = ctx;
+	(void)ctx;
 	(void)id;
 	(void)joined;
-	if (r->err_code == ERR_NONE)
-		pch_take(w->in, r->entry);
-	else
-		log_info("precompiled header for %.16s failed (%s); building without it",
-			 w->in->rkey, r->err_msg != NULL ? r->err_msg : "no reason");
-	w->next(w->ctx, w->in);
-	w->in = NULL;
-	return r->err_code == ERR_NONE;
+	if (r->err_code != ERR_NONE)
+		log_info("precompiled header %.16s failed: %s", r->rkey,
+			 r->err_msg != NULL ? r->err_msg : "no reason");
+	return false;
 }
 
-static void pch_release(void *ctx)
+static void bg_release(void *ctx)
 {
-	struct pch_wait *w = ctx;
-	/* Unanswered (the flight was never run): the request goes on. */
-	if (w->in != NULL)
-		w->next(w->ctx, w->in);
-	free(w);
+	(void)ctx;
 }
 
-static const struct waiter_ops pch_waiter = {
-	.gone = pch_gone,
-	.done = pch_done,
-	.release = pch_release,
+static const struct waiter_ops bg_waiter = {
+	.gone = bg_gone,
+	.done = bg_done,
+	.release = bg_release,
 };
 
-void pch_settle(struct kilnd *d, struct build_input *in, pch_next_fn next, void *ctx)
+/* A backlog that a .gch would shorten: builds wait for slots already. */
+static bool backlog(const struct kilnd *d)
+{
+	return d->queued >= 2 * d->cfg->jobs;
+}
+
+void pch_settle(struct kilnd *d, struct build_input *in)
 {
 	ASSERT_LOOP();
 	char lang = input_lang(in);
-	bool wanted = !in->pch_done && in->req.npch > 0 && in->tc->is_gcc && lang != 0 &&
-		      strcmp(in->req.output, "shared") == 0;
-	in->pch_done = true;
-	in->pch_key[0] = '\0';
-	struct build_input *p = wanted ? pch_input(d, in, lang) : NULL;
-	if (p == NULL || pch_lookup(d, p->rkey, in)) {
-		build_input_free(p);
-		free(p);
-		next(ctx, in);
+	in->pch_rkey[0] = in->pch_key[0] = '\0';
+	if (in->req.npch == 0 || lang == 0 || strcmp(in->req.output, "shared") != 0)
+		return;
+	/* The headers are included whatever happens (pch_include); the
+	 * .gch is for gcc only. */
+	struct build_input *p = pch_input(d, in, lang);
+	if (p == NULL) {
+		log_error("out of memory for a precompiled header; building without it");
 		return;
 	}
-	struct pch_wait *w = calloc(1, sizeof(*w));
-	struct build *b = flight_find(d, p->rkey);
-	int rc = -ENOMEM;
-	if (w != NULL) {
-		*w = (struct pch_wait){ .in = in, .next = next, .ctx = ctx };
-		rc = b != NULL ? build_add_waiter(b, &pch_waiter, w, 0, NULL, true)
-			       : flight_start(d, p, &pch_waiter, w, 0);
-	}
-	if (b != NULL || rc != 0)
+	memcpy(in->pch_rkey, p->rkey, sizeof(in->pch_rkey));
+	if (!in->tc->is_gcc || pch_lookup(d, p->rkey, in)) {
 		build_input_free(p);
-	free(p);
-	if (rc != 0) {
-		free(w);
-		next(ctx, in);
+		free(p);
+		return;
 	}
+	/* Never waited for: it runs when a slot would be idle, or first
+	 * when builds queue up, and builds that start after it use it
+	 * (pch_bind). */
+	struct build *b = flight_find(d, p->rkey);
+	if (b != NULL) {
+		if (backlog(d))
+			flight_promote(b);
+		build_input_free(p);
+	} else {
+		p->background = !backlog(d);
+		(void)flight_start(d, p, &bg_waiter, NULL, 0);
+	}
+	free(p);
+}
+
+void pch_bind(struct kilnd *d, struct build_input *in, const char *dir)
+{
+	ASSERT_LOOP();
+	if (in->pch_rkey[0] == '\0' || !in->tc->is_gcc || in->pch_refused)
+		return;
+	if (in->pch_key[0] == '\0' && !pch_lookup(d, in->pch_rkey, in))
+		return;
+	char path[4200];
+	char *obj = store_object_path(d->store, in->pch_key, "pch");
+	snprintf(path, sizeof(path), "%s/%s.gch", dir, pch_include(in));
+	if (obj == NULL || symlink(obj, path) != 0) {
+		log_error("cannot link the precompiled header into %s: %s; building without it",
+			  dir, obj == NULL ? "out of memory" : strerror(errno));
+		pch_drop(in);
+	}
+	free(obj);
 }
 
 int pch_place(struct store *s, const char *dir, const struct build_input *in)
@@ -289,16 +307,9 @@ int pch_place(struct store *s, const char *dir, const struct build_input *in)
 		return -errno;
 	size_t len = 0;
 	char *text = pch_text(&in->req, &len);
-	char *obj = store_object_path(s, in->pch_key, "pch");
-	int rc = text != NULL && obj != NULL ? 0 : -ENOMEM;
 	snprintf(rel, sizeof(rel), "%s/%s", dir, inc);
-	if (rc == 0)
-		rc = util_replace_file_at(tmp, rel, text, len, false);
-	snprintf(rel, sizeof(rel), "%s/%s.gch", dir, inc);
-	if (rc == 0 && symlinkat(obj, tmp, rel) != 0)
-		rc = -errno;
+	int rc = text != NULL ? util_replace_file_at(tmp, rel, text, len, false) : -ENOMEM;
 	free(text);
-	free(obj);
 	return rc;
 }
 

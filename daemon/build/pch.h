@@ -23,32 +23,36 @@ struct store_entry;
 /* Where the build directory holds the precompiled header, by language. */
 #define PCH_DIR "pch"
 
-/* Called on the loop once in's precompiled header is settled. */
-typedef void (*pch_next_fn)(void *ctx, struct build_input *in);
-
 /*
- * Settles in's precompiled header and calls next(ctx, in): at once when in
- * names none, its toolchain is not gcc's, or a valid one is in the store;
- * after the flight that builds it otherwise. in->pch_key is then the .gch
- * entry's key, or "" when there is none to use (a failed precompile only
- * costs the speed-up: the request builds without). Sets in->pch_done.
- * Loop thread.
+ * Settles in's precompiled header, at once (loop thread): in->pch_rkey is the
+ * .gch's request key when in names headers, its first compiled source is C
+ * or C++ and its output is "shared" (then every compile of that language
+ * includes them); in->pch_key is a valid .gch entry of it when there is one
+ * and the toolchain is gcc's. Without one, a flight builds it, never waited
+ * for: in the background (a slot that would be idle), or first in the queue
+ * when builds back up, so that builds starting after it use it (pch_bind).
  */
-void pch_settle(struct kilnd *d, struct build_input *in, pch_next_fn next, void *ctx);
+void pch_settle(struct kilnd *d, struct build_input *in);
+/*
+ * At a build's first compile (loop thread): takes the .gch if it became valid
+ * since the request settled, and links it into the build directory dir,
+ * beside the generated header (objects are never rewritten, and the
+ * compiler, confined to the build directory, cannot write through the link).
+ */
+void pch_bind(struct kilnd *d, struct build_input *in, const char *dir);
+/* Forgets the .gch in uses (its key and dependencies). */
+void pch_drop(struct build_input *in);
 
-/* The generated header's name in the build directory ("pch/kiln.hxx" for
- * C++, "pch/kiln.h" for C), or NULL when in uses no precompiled header. */
+/* The generated header's name in the build directory ("pch/kiln_pch.hxx"
+ * for C++, "pch/kiln_pch.h" for C), or NULL when in names none. */
 const char *pch_include(const struct build_input *in);
 /* Whether a compile of source name gets the precompiled header (a source of
  * the header's language). */
 bool pch_applies(const struct build_input *in, const char *name);
 
 /*
- * Places the precompiled header in the build directory dir (its name under
- * the store's tmp/): the generated header and, beside it, a link to the
- * .gch object (objects are never rewritten, and the compiler, confined to
- * the build directory, cannot write through it). 0 or a negative errno.
- * Thread pool.
+ * Writes the generated header into the build directory dir (its name under
+ * the store's tmp/) when in uses one. 0 or a negative errno. Thread pool.
  */
 int pch_place(struct store *s, const char *dir, const struct build_input *in);
 

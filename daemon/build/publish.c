@@ -164,9 +164,11 @@ static void publish_work(void *arg)
 				       .exec_helper = b->d->cfg->exec_helper, .rkey = b->in.rkey,
 				       .start_wall_ns = b->start_wall_ns };
 	int rc = deps_collect(&db, &b->entry, why, sizeof(why));
-	if (rc == 0 && (rc = pch_merge_deps(&b->in, &b->entry, why, sizeof(why))) == -EAGAIN)
-		/* Built once more, without the precompiled header. */
-		b->in.pch_key[0] = '\0';
+	if (rc == 0 && (rc = pch_merge_deps(&b->in, &b->entry, why, sizeof(why))) == -EAGAIN) {
+		/* Built once more, without the .gch (still with the headers). */
+		pch_drop(&b->in);
+		b->in.pch_refused = true;
+	}
 	if (rc == -EAGAIN) {
 		build_fail(b, ERR_INPUTS_CHANGED, "an input changed while the build ran: %s", why);
 		return;

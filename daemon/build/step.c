@@ -450,6 +450,8 @@ void step_next(struct build *b)
 		build_finish(b);
 		return;
 	}
+	if (b->step == 0 && !build_is_pch(&b->in))
+		pch_bind(b->d, &b->in, b->dir);
 	if (!step_argv(b, &a, &is_check)) {
 		step_argv_free(&a);
 		publish_start(b);

@@ -300,21 +300,6 @@ static void join_or_start(struct conn *c, struct build_input *in)
 		conn_reply_error(c, id, ERR_INTERNAL, NULL, "out of memory");
 }
 
-/* The request's precompiled header is settled (pch.c): on to its build. */
-static void pch_settled(void *ctx, struct build_input *in)
-{
-	struct conn *c = ctx;
-	if (c->dead || c->d->stopping) {
-		if (!c->dead)
-			conn_reply_error(c, in->req.id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
-		build_input_free(in);
-		free(in);
-	} else {
-		join_or_start(c, in);
-	}
-	conn_unref(c);
-}
-
 /* After the key is known: join a build, serve a hit, or start a build. A
  * probe ("build": false) only serves a hit. */
 static void resolve_get(struct conn *c, struct build_input *in, int fd)
@@ -363,9 +348,9 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 	 * answered, unless it was need_sources after all (upstream.c). */
 	if (!in->by_digest)
 		d->c.misses++;
-	/* Headers to precompile: their .gch first (found, built or joined). */
-	conn_ref(c);
-	pch_settle(d, in, pch_settled, c);
+	/* Headers to precompile: their .gch, found or set building (pch.c). */
+	pch_settle(d, in);
+	join_or_start(c, in);
 }
 
 static void op_get(struct conn *c, struct msg_request *req)

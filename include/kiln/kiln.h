@@ -69,11 +69,12 @@ struct kiln_request {
 	const char *label;                  /* optional human-readable name */
 	/*
 	 * Optional headers to precompile, named as #include <...> names them
-	 * ("dace/dace.h"), found through the request's -I arguments. kilnd
-	 * builds them once into a precompiled header (itself cached and
-	 * single-flight) and uses it for every request with the same
-	 * toolchain, arguments and list; the artifact is the same as without
-	 * it. A hint: ignored by toolchains other than gcc's (docs/pch.md).
+	 * ("dace/dace.h"), found through the request's -I arguments. Every
+	 * compiled source of their language (C or C++) includes them first
+	 * (gcc's -include). kilnd precompiles them once (a cached entry of its
+	 * own, built in the background) and later builds with the same
+	 * toolchain, arguments and list use it: the program is the same with
+	 * or without it. A .gch only with gcc's toolchains (docs/pch.md).
 	 */
 	const char *const *pch;
 	size_t npch;

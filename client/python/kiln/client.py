@@ -365,10 +365,10 @@ class Kiln:
                    generator's hash); later lookups need no sources
         label      optional human-readable name for `kiln ls`
         pch        optional headers for kilnd to precompile once and use in
-                   every build with the same toolchain and arguments, named
+                   later builds with the same toolchain and arguments, named
                    as #include <...> names them (["dace/dace.h"]); they are
-                   included first in every compiled source (gcc's -include;
-                   docs/pch.md)
+                   included first in every compiled source of their language
+                   (gcc's -include; docs/pch.md)
 
         Returns a Program. Raises BuildError with the compiler's output,
         InvalidRequest (a ValueError) for a request libkiln refuses before
