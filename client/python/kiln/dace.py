@@ -12,9 +12,10 @@ resolves), with DaCe's compiler configuration translated into arguments
 (its CPU arguments, the build type's flags, the C++ standard, OpenMP, the
 runtime include directory), and <dace/dace.h> named as the header for kilnd
 to precompile (DaCe's compiler.precompiled_header). Per-folder content is
-made folder-independent first: include/hash.h holds the SDFG's hash, which covers the build folder's
-path, so it is rewritten from the SDFG without that path; then every rank's
-copy of a program, whatever its folder, is one key and one build per node.
+made folder-independent first: include/hash.h holds the SDFG's hash, which
+covers the build folder's path, so it is rewritten from the SDFG without
+that path; then every rank's copy of a program, whatever its folder, is one
+key and one build per node.
 
 kilnd builds (or finds) the library and hands it over without loading it
 (Kiln.get(load=False)); the library is copied to where DaCe's loader looks
@@ -24,8 +25,13 @@ and unloads as it always does, and nothing ever writes into kiln's cache.
 A compiler failure raises DaCe's own CompilationError with the compiler's
 output.
 
+A GPU program (DaCe's CUDA backend: src/cpu/*.cpp and src/cuda/*.cu in one
+library) goes to kilnd's "nvcc" toolchain with the flags DaCe's CMake gives
+nvcc, the host flags forwarded with -Xcompiler=.
+
 What kiln cannot express falls back to DaCe's own CMake build, with one
-line on stderr saying why: GPU and other non-CPU targets, a DaCe compiler
+line on stderr saying why: targets other than cpu and cuda (and HIP), library
+environments that need CMake (find_package, .cmake files), a DaCe compiler
 other than the c++ on PATH (kiln builds with kilnd's "c++" toolchain, by
 default that same /usr/bin/c++), arguments kiln's allow-list refuses.
 """
@@ -123,22 +129,141 @@ def _sources(folder, compiled):
     return {n: pathlib.Path(folder, n).read_bytes() for n in sorted(names)}
 
 
-def _arguments():
-    """DaCe's compile configuration as arguments, or (None, why)."""
+def _runtime_include():
+    from dace.codegen import compiler
+
+    return os.path.join(os.path.dirname(os.path.dirname(compiler.__file__)), "runtime", "include")
+
+
+def _same_program(a, b):
+    ra, rb = shutil.which(a) or a, shutil.which(b) or b
+    return os.path.realpath(ra) == os.path.realpath(rb)
+
+
+def _libs(targets):
+    """compiler.<target>.libs of the targets as linker arguments, or (None,
+    why): -lname and absolute paths pass; a bare name becomes -lname."""
+    from dace.config import Config
+
+    out = []
+    for t in sorted(targets):
+        try:
+            libs = shlex.split(Config.get("compiler", t, "libs") or "")
+        except KeyError:
+            continue
+        for lib in libs:
+            if lib.startswith("-l") or os.path.isabs(lib):
+                out.append(lib)
+            elif lib.replace("_", "").replace("-", "").replace(".", "").replace("+", "").isalnum():
+                out.append("-l" + lib)
+            else:
+                return None, "compiler.%s.libs entry %r is not a library" % (t, lib)
+    return out, None
+
+
+def _environments(folder):
+    """The library environments of dace_environments.csv as arguments, or
+    (None, why) for what only CMake can read (packages, .cmake files,
+    variables)."""
+    import dace.library
+    from dace.codegen import compiler
+
+    path = os.path.join(folder, "dace_environments.csv")
+    names = set()
+    if os.path.exists(path):
+        with open(path) as f:
+            names = {l.strip() for l in f if l.strip()}
+    if not names:
+        return [], None
+    envs = dace.library.get_environments_and_dependencies(names)
+    args = []
+    for env in envs:
+        get = compiler._get_or_eval
+        name = getattr(env, "__name__", str(env))
+        if get(env.cmake_packages) or get(env.cmake_files) or get(env.cmake_variables):
+            return None, "library environment %s needs CMake (find_package, .cmake files)" % name
+        args += ["-I" + i for i in sorted(get(env.cmake_includes))]
+        args += sorted(get(env.cmake_compile_flags))
+        for lib in sorted(get(env.cmake_libraries)):
+            args.append(lib if lib.startswith("-") or os.path.isabs(lib) else "-l" + lib)
+        args += sorted(get(env.cmake_link_flags))
+    return args, None
+
+
+def _cpu_arguments():
+    """DaCe's CPU compile configuration as arguments, or (None, why)."""
     from dace.config import Config
     from dace.codegen import compiler, compiler_family
 
     cxx = compiler_family.host_compiler()
-    resolved = shutil.which(cxx) or cxx
-    if os.path.realpath(resolved) != os.path.realpath(shutil.which("c++") or "/usr/bin/c++"):
+    if not _same_program(cxx, "c++"):
         return None, ("DaCe's compiler %s is not c++ (kiln builds with kilnd's \"c++\" "
                       "toolchain)" % cxx)
-    runtime = os.path.join(os.path.dirname(os.path.dirname(compiler.__file__)),
-                           "runtime", "include")
-    args = ["-I" + runtime] + shlex.split(compiler_family.cpu_args())
+    args = ["-I" + _runtime_include()] + shlex.split(compiler_family.cpu_args())
     args += compiler.build_type_flags()
     args += ["-fopenmp", "-std=c++%s" % Config.get("compiler", "cpp_standard"), "-lpthread"]
     return args, None
+
+
+def _cuda_arch_args():
+    """-arch or -gencode for compiler.cuda.cuda_arch ("80" or "70,80");
+    none when empty: kilnd then targets its --cuda-arch or the node's GPUs."""
+    from dace.config import Config
+
+    archs = [a.strip() for a in (Config.get("compiler", "cuda", "cuda_arch") or "").split(",")
+             if a.strip()]
+    if len(archs) == 1:
+        return ["-arch=sm_%s" % archs[0]]
+    out = []
+    for a in archs:
+        out += ["-gencode", "arch=compute_%s,code=sm_%s" % (a, a)]
+    return out
+
+
+def _cuda_arguments():
+    """A CPU + CUDA program (src/cpu/*.cpp and src/cuda/*.cu in one library)
+    through kilnd's "nvcc" toolchain: the host flags DaCe forwards to nvcc
+    go with -Xcompiler= to both, as DaCe's CMake does for the .cu. (None,
+    why) for what is not translated."""
+    from dace.config import Config
+    from dace.codegen import common, compiler, compiler_family
+    from dace.codegen.targets import cuda as dace_cuda
+
+    backend = common.get_gpu_backend()
+    if backend != "cuda":
+        return None, "GPU backend %s is not translated" % backend
+    cxx = compiler_family.host_compiler()
+    if not _same_program(cxx, "c++"):
+        return None, "DaCe's compiler %s is not c++ (nvcc's host compiler)" % cxx
+    toolkit = Config.get("compiler", "cuda", "path")
+    if toolkit and not _same_program(os.path.join(toolkit, "bin", "nvcc"), "nvcc"):
+        return None, ("DaCe's CUDA toolkit %s is not the nvcc on PATH (kiln builds with "
+                      "kilnd's \"nvcc\" toolchain)" % toolkit)
+    args = ["-I" + _runtime_include(), "-std=c++%s" % Config.get("compiler", "cpp_standard"),
+            "--expt-relaxed-constexpr", "-DWITH_CUDA"]
+    args += shlex.split(Config.get("compiler", "cuda", "args") or "")
+    args += compiler.build_type_flags() + _cuda_arch_args()
+    args += ["-Xcompiler=" + f for f in dace_cuda.forwarded_host_args()]
+    args += ["-Xcompiler=-fopenmp", "-lgomp", "-lpthread"]
+    return args, None
+
+
+def _translate(folder, compiled):
+    """(toolchain, arguments, None) for the program, or (None, None, why)."""
+    targets = {t for t, _ in compiled}
+    cuda = [rel for t, rel in compiled if t == "cuda"]
+    if targets - {"cpu", "cuda"}:
+        return None, None, "targets %s are not translated" % ", ".join(
+            sorted(targets - {"cpu", "cuda"}))
+    if cuda and not all(rel.startswith(os.path.join("src", "cuda", "")) and rel.count(os.sep) == 2
+                        for rel in cuda):
+        return None, None, "HIP sources are not translated"
+    args, why = _cuda_arguments() if cuda else _cpu_arguments()
+    env, why = _environments(folder) if args is not None else (None, why)
+    libs, why = _libs(targets) if env is not None else (None, why)
+    if libs is None:
+        return None, None, why
+    return ("nvcc" if cuda else "c++"), args + env + libs, None
 
 
 def _pch():
@@ -151,7 +276,7 @@ def _pch():
     return ["dace/dace.h"] if Config.get_bool("compiler", "precompiled_header") else []
 
 
-def _stub(k, args):
+def _stub(k):
     """DaCe's loader stub (the same for every program), built through kiln."""
     from dace.codegen import compiler
 
@@ -187,18 +312,15 @@ def configure_and_compile(program_folder, program_name=None, output_stream=None,
     folder = os.path.abspath(program_folder)
     name = program_name or os.path.basename(folder)
     compiled = _compiled_files(folder)
-    others = sorted({t for t, _ in compiled if t != "cpu"})
-    if others:
-        return _fallback("targets %s are not translated yet" % ", ".join(others), *call)
-    args, why = _arguments()
-    if args is None:
+    toolchain, args, why = _translate(folder, compiled)
+    if toolchain is None:
         return _fallback(why, *call)
     _normalise_hash(folder, name)
     k = _kiln()
     try:
-        prog = k.get(toolchain="c++", sources=_sources(folder, compiled), args=args,
+        prog = k.get(toolchain=toolchain, sources=_sources(folder, compiled), args=args,
                      label="dace " + name, load=False, pch=_pch())
-        stub = _stub(k, args)
+        stub = _stub(k)
     except BuildError as e:
         raise CompilationError("Compiler failure:\n" + (e.diagnostics or e.message))
     except InvalidRequest as e:
