@@ -180,7 +180,8 @@ static void build_close_handles(struct build *b)
 }
 
 /* Two FIFOs: the builds clients wait for, and background ones (a .gch
- * nobody waits for), which get a slot only when the first is empty. */
+ * nobody waits for), which get a slot only when kilnd is otherwise idle:
+ * no build running or waiting. */
 static void queue_push(struct kilnd *d, struct build *b)
 {
 	struct build **head = b->in.background ? &d->bg_head : &d->queue_head;
@@ -197,6 +198,8 @@ static void queue_push(struct kilnd *d, struct build *b)
 static struct build *queue_pop(struct kilnd *d)
 {
 	bool bg = d->queue_head == NULL;
+	if (bg && d->in_flight > 0 && !d->stopping)
+		return NULL;
 	struct build **head = bg ? &d->bg_head : &d->queue_head;
 	struct build *b = *head;
 	if (b == NULL)

@@ -262,7 +262,7 @@ void pch_settle(struct kilnd *d, struct build_input *in)
 		free(p);
 		return;
 	}
-	/* Never waited for: it runs when a slot would be idle, or first
+	/* Never waited for: it runs when kilnd is otherwise idle, or first
 	 * when builds queue up, and builds that start after it use it
 	 * (pch_bind). */
 	struct build *b = flight_find(d, p->rkey);

@@ -29,8 +29,9 @@ struct store_entry;
  * or C++ and its output is "shared" (then every compile of that language
  * includes them); in->pch_key is a valid .gch entry of it when there is one
  * and the toolchain is gcc's. Without one, a flight builds it, never waited
- * for: in the background (a slot that would be idle), or first in the queue
- * when builds back up, so that builds starting after it use it (pch_bind).
+ * for: in the background (when no other build runs or waits), or first in
+ * the queue when builds back up, so that builds starting after it use it
+ * (pch_bind).
  */
 void pch_settle(struct kilnd *d, struct build_input *in);
 /*

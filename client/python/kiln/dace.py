@@ -243,7 +243,11 @@ def _cuda_arguments():
             "--expt-relaxed-constexpr", "-DWITH_CUDA"]
     args += shlex.split(Config.get("compiler", "cuda", "args") or "")
     args += compiler.build_type_flags() + _cuda_arch_args()
-    args += ["-Xcompiler=" + f for f in dace_cuda.forwarded_host_args()]
+    # The standard is DaCe's compiler.cpp_standard (nvcc's -std= above sets
+    # the host compiler's too); a -std= in compiler.cpu.args loses to it, as
+    # CMake's CXX_STANDARD flag, which comes last, wins in DaCe's build.
+    args += ["-Xcompiler=" + f for f in dace_cuda.forwarded_host_args()
+             if not f.startswith("-std=")]
     args += ["-Xcompiler=-fopenmp", "-lgomp", "-lpthread"]
     return args, None
 
@@ -301,12 +305,50 @@ def _fallback(why, *a, **kw):
     return _state["original"](*a, **kw)
 
 
+class _Build:
+    """One program's build through kiln: DaCe's call and kiln's request."""
+
+    def __init__(self, call, folder, name, lib, request):
+        self.call, self.folder, self.name = call, folder, name
+        self.lib, self.request = lib, request
+        self.prog = self.stub = self.error = None
+
+    def fetch(self, k):
+        """The kiln calls (thread-safe; blocking calls release the GIL)."""
+        try:
+            self.prog = k.get(**self.request)
+            self.stub = _stub(k)
+        except KilnError as e:
+            self.error = e
+
+    def finish(self):
+        """Places the library for DaCe's loader, or falls back, or raises
+        DaCe's CompilationError; the library's path."""
+        from dace.codegen.exceptions import CompilationError
+
+        e = self.error
+        if isinstance(e, BuildError):
+            raise CompilationError("Compiler failure:\n" + (e.diagnostics or e.message))
+        if isinstance(e, InvalidRequest):
+            return _fallback("kiln refuses the request: %s" % e.message, *self.call)
+        if e is not None:
+            return _fallback("kiln failed: %s" % e, *self.call)
+        _place(self.prog.path, self.lib)
+        _place(self.stub.path, os.path.join(os.path.dirname(self.lib),
+                                            "libdacestub_%s.so" % self.name))
+        stats["built"] += 1
+        return pathlib.Path(self.lib)
+
+
+_batch = threading.local()
+
+
 def configure_and_compile(program_folder, program_name=None, output_stream=None,
                           folder_mode=None):
     """DaCe's configure_and_compile, through kiln (same arguments, same
-    result: the library's path)."""
+    result: the library's path). Inside compile_many it only records the
+    build; compile_many sends them all at once."""
     from dace.codegen import compiler
-    from dace.codegen.exceptions import CompilationError
 
     call = (program_folder, program_name, output_stream, folder_mode)
     folder = os.path.abspath(program_folder)
@@ -316,19 +358,59 @@ def configure_and_compile(program_folder, program_name=None, output_stream=None,
     if toolchain is None:
         return _fallback(why, *call)
     _normalise_hash(folder, name)
-    k = _kiln()
+    request = dict(toolchain=toolchain, sources=_sources(folder, compiled), args=args,
+                   label="dace " + name, load=False, pch=_pch())
+    lib = str(compiler.get_binary_name(folder, name, folder_mode=folder_mode))
+    b = _Build(call, folder, name, lib, request)
+    pending = getattr(_batch, "pending", None)
+    if pending is not None:
+        pending.append(b)
+        return pathlib.Path(lib)
+    b.fetch(_kiln())
+    return b.finish()
+
+
+def compile_many(sdfgs):
+    """Compiles several SDFGs with their kiln builds in flight together, so
+    that kilnd builds the missing ones in parallel (up to its --jobs)
+    instead of one after another: code generation runs for each in turn
+    (DaCe's code generator is not thread-safe), then every build is sent at
+    once, then each program is loaded. Returns their CompiledSDFGs, in
+    order. A build that fails raises DaCe's CompilationError (the first, in
+    order) once all are back."""
+    from concurrent.futures import ThreadPoolExecutor
+    import copy
+    from dace.codegen import compiler
+
+    sdfgs = list(sdfgs)
+    if _state["original"] is None:
+        install()
+    made = []
+    _batch.pending = []
     try:
-        prog = k.get(toolchain=toolchain, sources=_sources(folder, compiled), args=args,
-                     label="dace " + name, load=False, pch=_pch())
-        stub = _stub(k)
-    except BuildError as e:
-        raise CompilationError("Compiler failure:\n" + (e.diagnostics or e.message))
-    except InvalidRequest as e:
-        return _fallback("kiln refuses the request: %s" % e.message, *call)
-    except KilnError as e:
-        return _fallback("kiln failed: %s" % e, *call)
-    lib = compiler.get_binary_name(folder, name, folder_mode=folder_mode)
-    _place(prog.path, str(lib))
-    _place(stub.path, os.path.join(os.path.dirname(str(lib)), "libdacestub_%s.so" % name))
-    stats["built"] += 1
-    return pathlib.Path(lib)
+        for s in sdfgs:
+            before = len(_batch.pending)
+            s.compile(return_program_handle=False)
+            made.append(_batch.pending[before] if len(_batch.pending) > before else None)
+    finally:
+        pending, _batch.pending = _batch.pending, None
+    k = _kiln()
+    if pending:
+        with ThreadPoolExecutor(max_workers=min(len(pending), 64)) as ex:
+            list(ex.map(lambda b: b.fetch(k), pending))
+    for b in pending:
+        b.finish()
+    out = []
+    for s, b in zip(sdfgs, made):
+        if b is None:
+            # Nothing to build (DaCe's own cache had it): as SDFG.compile.
+            out.append(s.compile())
+            continue
+        loaded = s
+        if b.name != s.name:
+            # DaCe renamed the copy it built (a program of that name was
+            # loaded already): load under the built name.
+            loaded = copy.deepcopy(s)
+            loaded.name = b.name
+        out.append(compiler.load_precompiled_sdfg(folder=b.folder, sdfg=loaded))
+    return out

@@ -253,3 +253,117 @@ def test_gpu_program_through_nvcc(daemon, tmp_path):
         assert "symbols True" in out, out
     # One nvcc build for both ranks (plus DaCe's stub if no earlier test built it).
     assert builds(daemon) - before in (1, 2)
+
+
+MANY = textwrap.dedent('''
+    import sys
+    import numpy as np
+    import dace
+    import kiln.dace
+    kiln.dace.install(socket=sys.argv[1])
+    N = dace.symbol("N")
+
+    @dace.program
+    def scale(x: dace.float64[N]):
+        x[:] = 3.0 * x
+
+    @dace.program
+    def shift(x: dace.float64[N]):
+        x[:] = x + 5.0
+
+    @dace.program
+    def square(x: dace.float64[N]):
+        x[:] = x * x
+
+    progs = kiln.dace.compile_many([scale.to_sdfg(), shift.to_sdfg(), square.to_sdfg()])
+    x = np.arange(8, dtype=np.float64)
+    progs[0](x=x, N=8)
+    progs[1](x=x, N=8)
+    progs[2](x=x, N=8)
+    assert np.allclose(x, (3.0 * np.arange(8) + 5.0) ** 2), x
+    print("built", kiln.dace.stats["built"], "fallbacks", kiln.dace.stats["fallbacks"])
+''')
+
+
+def test_compile_many_sends_the_builds_together(daemon, tmp_path):
+    """kiln.dace.compile_many generates code for each SDFG, has every build
+    in flight at once, loads each; the results are right, and a second
+    process builds nothing."""
+    before = builds(daemon)
+    out = run_ranks(daemon, tmp_path, MANY, 1, "many", name="many")[0]
+    assert "built 3 fallbacks 0" in out, out
+    grew = builds(daemon) - before
+    # three programs (the stub and the .gch may come from earlier tests)
+    assert 3 <= grew <= 5, grew
+    warm = builds(daemon)
+    out = run_ranks(daemon, tmp_path, MANY, 1, "many_warm", name="many")[0]
+    assert "built 3 fallbacks 0" in out, out
+    assert builds(daemon) == warm
+
+
+# What GT4Py's DaCe backend does with a program (gt4py.next, program_processors/
+# runners/dace/workflow/compilation.py, DaCeCompiler.__call__): the SDFG arrives
+# as JSON, is compiled inside a temporary DaCe configuration with GT4Py's
+# settings, and called. GT4Py itself cannot be installed here (no PyPI); these
+# are the exact DaCe entry points it calls.
+GT4PY = textwrap.dedent('''
+    import json, os, sys
+    import numpy as np
+    import dace
+    import kiln.dace
+    kiln.dace.install(socket=sys.argv[1])
+    N = dace.symbol("N")
+
+    @dace.program
+    def diffuse(a: dace.float64[N], b: dace.float64[N]):
+        b[1:-1] = a[1:-1] + 0.25 * (a[:-2] - 2.0 * a[1:-1] + a[2:])
+
+    source = json.dumps(diffuse.to_sdfg().to_json())   # GT4Py's program_source
+    gpu = os.environ.get("GT4PY_DEVICE") == "gpu"
+    sdfg = dace.SDFG.from_json(json.loads(source))
+    if gpu:
+        sdfg.apply_gpu_transformations()
+    with dace.config.temporary_config():
+        dace.config.Config.set("compiler.build_type", value="Debug")
+        dace.config.Config.set("compiler.use_cache", value=True)
+        dace.config.Config.set("compiler.cpu.args", value="-std=c++14 -fPIC -O3 -march=native "
+                               "-Wall -Wextra -Wno-unused-parameter -Wno-unused-label")
+        dace.config.Config.set("compiler.cuda.args", value="-Xcompiler -O3 -Xcompiler "
+                               "-march=native -Xcompiler -Wno-unused-parameter")
+        dace.config.Config.set("compiler.cuda.max_concurrent_streams", value=1)
+        dace.config.Config.set("instrumentation", "report_each_invocation", value=True)
+        program = sdfg.compile(validate=False)
+    print("built", kiln.dace.stats["built"], "fallbacks", kiln.dace.stats["fallbacks"])
+    if not gpu:
+        a = np.arange(10, dtype=np.float64) ** 2
+        b = np.zeros(10)
+        program(a=a, b=b, N=10)
+        want = np.zeros(10)
+        want[1:-1] = a[1:-1] + 0.25 * (a[:-2] - 2.0 * a[1:-1] + a[2:])
+        assert np.allclose(b, want), b
+        print("ran")
+''')
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_gt4py_entry_points(daemon, tmp_path, device):
+    """A program compiled the way GT4Py's DaCe backend compiles it (SDFG from
+    JSON, GT4Py's configuration, sdfg.compile(validate=False)) goes through
+    kiln.dace: built by kilnd, no fallback; on the CPU it runs and is
+    checked; the GPU variant (GT4Py's "-Xcompiler -O3 ..." nvcc arguments)
+    is built through nvcc."""
+    import shutil
+    if device == "gpu" and shutil.which("nvcc") is None:
+        pytest.skip("no nvcc on PATH: kilnd has no nvcc toolchain")
+    script = tmp_path / "gt4py_like.py"
+    script.write_text(GT4PY)
+    env = dict(os.environ, GT4PY_DEVICE=device, DACE_compiler_cuda_backend="cuda")
+    env.setdefault("DACE_compiler_cuda_cuda_arch", "80")
+    env["DACE_default_build_folder"] = str(tmp_path / ("gt4py_" + device))
+    env["DACE_BUILD_CACHE_DIR"] = str(tmp_path / "dace-node-cache")
+    p = subprocess.run([sys.executable, str(script), daemon.socket], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       cwd=str(tmp_path), timeout=900)
+    assert p.returncode == 0, p.stdout
+    assert "built 1 fallbacks 0" in p.stdout, p.stdout
+    assert ("ran" in p.stdout.split()) == (device == "cpu"), p.stdout
