@@ -603,9 +603,14 @@ static int parse_put(const cJSON *obj, struct msg_request *req, struct msg_error
 
 static int parse_lookup(const cJSON *obj, struct msg_request *req, struct msg_error *err)
 {
+	char why[200];
 	if (parse_name(obj, "alias", validate_alias, &req->alias, err) < 0 ||
-	    get_str(obj, "key", false, 0, &req->key, err) < 0)
+	    get_str(obj, "key", false, 0, &req->key, err) < 0 ||
+	    get_str(obj, "toolchain", false, 0, &req->toolchain, err) < 0)
 		return -1;
+	/* "toolchain": only an entry that toolchain, as kilnd has it now, built. */
+	if (req->toolchain && validate_toolchain_name(req->toolchain, why, sizeof(why)) < 0)
+		return msg_error_set(err, ERR_BAD_TOOLCHAIN, "toolchain", "%s", why);
 	if (!req->alias == !req->key)
 		return msg_error_set(err, ERR_BAD_REQUEST, req->key ? "key" : "alias",
 				     "lookup needs exactly one of \"alias\" or \"key\"");

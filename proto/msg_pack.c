@@ -134,7 +134,8 @@ static bool pack_fields(cJSON *obj, const struct msg_request *req)
 		return pack_sources(obj, req) && add_str(obj, "alias", req->alias) &&
 		       add_str(obj, "label", req->label);
 	case OP_LOOKUP:
-		return add_str(obj, "alias", req->alias) && add_str(obj, "key", req->key);
+		return add_str(obj, "alias", req->alias) && add_str(obj, "key", req->key) &&
+		       add_str(obj, "toolchain", req->toolchain);
 	case OP_SHOW:
 	case OP_REMOVE:
 	case OP_PIN:

@@ -325,6 +325,25 @@ int kiln_lookup(struct kiln *k, const char *alias, struct kiln_program **out)
 	return kiln_fetch(k, &m, alias, true, out);
 }
 
+int kiln_lookup_file(struct kiln *k, const char *alias, const char *toolchain,
+		     struct kiln_program **out)
+{
+	struct msg_request m = { .op = OP_LOOKUP, .proto = -1, .max_size = -1 };
+	char why[256];
+
+	if (!k || !alias || !out)
+		return lib_err_set(KILN_EINVAL, "kiln_lookup_file: k, alias and out must not be NULL");
+	*out = NULL;
+	if (validate_alias(alias, why, sizeof(why)) < 0)
+		return lib_err_set(KILN_EINVAL, "alias: %s", why);
+	if (toolchain && validate_toolchain_name(toolchain, why, sizeof(why)) < 0)
+		return lib_err_set(KILN_EINVAL, "toolchain \"%s\": %s", toolchain, why);
+	m.alias = (char *)alias;
+	m.toolchain = (char *)toolchain;
+	/* Always asks kilnd: the fast path holds loaded programs only. */
+	return kiln_fetch(k, &m, NULL, false, out);
+}
+
 void kiln_get_stats(struct kiln *k, struct kiln_stats *out)
 {
 	if (!out)

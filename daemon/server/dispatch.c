@@ -364,6 +364,29 @@ static void op_get(struct conn *c, struct msg_request *req)
 	keying_request(c, req, -1, resolve_get);
 }
 
+/*
+ * A lookup naming a toolchain takes only an entry that toolchain, as kilnd
+ * has it configured now, built: the same name, and its driver (as
+ * configured or resolved) among the programs the build ran. An alias knows nothing of the
+ * toolchain, so without this a kilnd restarted with another compiler would
+ * answer with the old one's program while that one is still installed.
+ * (The driver's content, and everything else it read, is then checked as
+ * for any hit.) No name: any entry, as before.
+ */
+static bool built_by(struct kilnd *d, const struct store_entry *e, const char *name)
+{
+	const struct toolchain *tc = name != NULL ? kilnd_toolchain(d, name) : NULL;
+	if (name == NULL)
+		return true;
+	if (tc == NULL || e->toolchain == NULL || strcmp(e->toolchain, name) != 0)
+		return false;
+	for (size_t i = 0; i < e->ndeps; i++)
+		if (e->deps[i].kind == STORE_DEP_FILE && (strcmp(e->deps[i].path, tc->real_path) == 0 ||
+							  strcmp(e->deps[i].path, tc->path) == 0))
+			return true;
+	return false;
+}
+
 static void op_lookup(struct conn *c, struct msg_request *req)
 {
 	struct kilnd *d = c->d;
@@ -372,7 +395,8 @@ static void op_lookup(struct conn *c, struct msg_request *req)
 	int rc = pending != NULL ? store_get(d->store, pending, &e)
 		 : req->alias != NULL ? store_get_by_alias(d->store, req->alias, &e)
 				      : store_get(d->store, req->key, &e);
-	int hit = rc == 0 && headers_valid(d, &e) ? reply_hit(c, req->id, &e, NULL) : -1;
+	int hit = rc == 0 && built_by(d, &e, req->toolchain) && headers_valid(d, &e)
+			  ? reply_hit(c, req->id, &e, NULL) : -1;
 	if (hit >= 0) {
 		d->c.hits += hit == 0;
 	} else {

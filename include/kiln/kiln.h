@@ -162,6 +162,17 @@ int kiln_lookup(struct kiln *k, const char *alias, struct kiln_program **out);
  */
 int kiln_release(struct kiln *k, struct kiln_program *p);
 
+/*
+ * As kiln_lookup, without loading (kiln_get_file's result: fd and path), and
+ * always answered by kilnd. With toolchain (may be NULL), only an entry that
+ * toolchain, as kilnd has it configured now, built is taken: for aliases
+ * that stand for generated code, so that a kilnd restarted with another
+ * compiler does not answer with the old one's program. KILN_ENOTFOUND on a
+ * miss. Thread-safe.
+ */
+int kiln_lookup_file(struct kiln *k, const char *alias, const char *toolchain,
+		     struct kiln_program **out);
+
 /* Resolves a symbol of a loaded program; NULL when it has no such symbol. */
 void *kiln_sym(const struct kiln_program *p, const char *name);
 /* 1 when p is loaded in this process now (got with kiln_get, kiln_lookup or

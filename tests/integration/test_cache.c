@@ -313,6 +313,47 @@ START_TEST(release_unloads_at_the_last_reference)
 }
 END_TEST
 
+/* kiln_lookup_file: the alias's program as a file, not loaded; with a
+ * toolchain, only an entry that toolchain as kilnd has it now built: after a
+ * restart with another cc, the alias misses for "cc" (a plain lookup, which
+ * knows no toolchain, still answers). */
+START_TEST(lookup_file_checks_the_toolchain)
+{
+	struct kiln_request req;
+	struct kiln_source src;
+	struct kiln_program *p, *q;
+	struct kiln *k;
+	char wrapper[HARNESS_PATH], log[HARNESS_PATH], toolchain[HARNESS_PATH + 8];
+
+	harness_start(NULL);
+	harness_request(&req, &src, "counter.c", counter_text);
+	req.alias = "test:lookup-file";
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	ck_assert_int_eq(kiln_get_file(k, &req, &p), KILN_OK);
+	ck_assert_msg(kiln_lookup_file(k, "test:lookup-file", "cc", &q) == KILN_OK, "%s",
+		      kiln_errmsg(k));
+	ck_assert_ptr_eq(p, q);
+	ck_assert(!kiln_program_loaded(q));
+	ck_assert_int_eq(kiln_lookup_file(k, "test:lookup-file", NULL, &q), KILN_OK);
+	ck_assert_int_eq(kiln_lookup_file(k, "test:lookup-file", "c++", &q), KILN_ENOTFOUND);
+	ck_assert_int_eq(kiln_lookup_file(k, "test:lookup-file", "nosuch", &q), KILN_ENOTFOUND);
+	ck_assert_int_eq(kiln_lookup_file(k, "test:lookup-file", "bad name!", &q), KILN_EINVAL);
+	ck_assert_int_eq(kiln_lookup_file(k, "test:no-such-alias", "cc", &q), KILN_ENOTFOUND);
+	kiln_close(k);
+	harness_stop();
+
+	harness_write_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(log, "wrapper.log"),
+			      NULL, 0);
+	snprintf(toolchain, sizeof(toolchain), "cc=%s", wrapper);
+	harness_start("--toolchain", toolchain, NULL);
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	ck_assert_int_eq(kiln_lookup_file(k, "test:lookup-file", "cc", &q), KILN_ENOTFOUND);
+	ck_assert_int_eq(kiln_lookup_file(k, "test:lookup-file", NULL, &q), KILN_OK);
+	kiln_close(k);
+	harness_stop();
+}
+END_TEST
+
 struct churn {
 	struct kiln *k;
 	const struct kiln_request *req;
@@ -593,6 +634,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("get_file", get_file_does_not_load, 60));
 	suite_add_tcase(s, harness_tcase("release", release_unloads_at_the_last_reference, 60));
 	suite_add_tcase(s, harness_tcase("release_races", release_races_with_gets, 120));
+	suite_add_tcase(s, harness_tcase("lookup_file", lookup_file_checks_the_toolchain, 60));
 	suite_add_tcase(s, harness_tcase("max_size", max_size_evicts_least_recent_but_not_pinned, 90));
 	suite_add_tcase(s, harness_tcase("recent_use", gc_counts_a_use_just_made, 60));
 	suite_add_tcase(s, harness_tcase("fast_path", alias_fast_path_makes_no_ipc, 60));

@@ -99,6 +99,8 @@ _PROTOTYPES = {
     "kiln_get": (ctypes.c_int, [KilnP, ctypes.POINTER(Request), ctypes.POINTER(ProgramP)]),
     "kiln_get_file": (ctypes.c_int, [KilnP, ctypes.POINTER(Request), ctypes.POINTER(ProgramP)]),
     "kiln_release": (ctypes.c_int, [KilnP, ProgramP]),
+    "kiln_lookup_file": (ctypes.c_int, [KilnP, ctypes.c_char_p, ctypes.c_char_p,
+                                        ctypes.POINTER(ProgramP)]),
     "kiln_program_loaded": (ctypes.c_int, [ProgramP]),
     "kiln_get_many": (ctypes.c_int, [KilnP, ctypes.POINTER(Request), ctypes.c_size_t,
                                      ctypes.POINTER(ProgramP), ctypes.POINTER(ctypes.c_int)]),

@@ -422,19 +422,28 @@ class Kiln:
             raise first
         return result
 
-    def lookup(self, alias):
+    def lookup(self, alias, load=True, toolchain=None):
         """Finds the program an alias names and loads it (kiln_lookup);
         never builds. Answered from the process when the alias was loaded
-        here before, else by kilnd. Raises NotFound on a miss."""
+        here before, else by kilnd. With load=False it is only got as a
+        file (kiln_lookup_file, always asking kilnd), and toolchain, when
+        given, takes only an entry that toolchain, as kilnd has it now,
+        built. Raises NotFound on a miss."""
         a = _cstr(alias, "alias")
         if a is None:
             raise TypeError("lookup needs an alias")
+        if toolchain is not None and load:
+            raise ValueError("toolchain= goes with load=False (kiln_lookup_file)")
         out = _lib.ProgramP()
         with self._using() as k:
-            rc = self._c.kiln_lookup(k, a, ctypes.byref(out))
+            if load:
+                rc = self._c.kiln_lookup(k, a, ctypes.byref(out))
+            else:
+                rc = self._c.kiln_lookup_file(k, a, _cstr(toolchain, "toolchain"),
+                                              ctypes.byref(out))
             if rc != _lib.KILN_OK:
                 raise self._fail(rc, k)
-            return self._program(out.value)
+            return self._program(out.value, loaded=load)
 
     def stats(self):
         """The connection's counters (kiln_get_stats) as a KilnStats."""
