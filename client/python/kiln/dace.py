@@ -183,7 +183,10 @@ def _environments(folder):
             names = {l.strip() for l in f if l.strip()}
     if not names:
         return [], None
-    envs = dace.library.get_environments_and_dependencies(names)
+    try:
+        envs = dace.library.get_environments_and_dependencies(names)
+    except Exception as e:  # an environment DaCe does not know (KeyError), a cycle
+        return None, "DaCe's library environments %s: %s" % (", ".join(sorted(names)), e)
     args = []
     for env in envs:
         get = compiler._get_or_eval

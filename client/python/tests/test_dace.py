@@ -17,7 +17,8 @@ import time
 
 import pytest
 
-pytest.importorskip("dace")
+dace = pytest.importorskip("dace")
+import dace.library  # noqa: E402  (after the skip: DaCe may be absent)
 
 PROGRAMS = textwrap.dedent('''
     import sys
@@ -388,3 +389,60 @@ def test_gt4py_entry_points(daemon, tmp_path, device):
     assert p.returncode == 0, p.stdout
     assert counts(p.stdout) == (1, 0, 0), p.stdout
     assert ("ran" in p.stdout.split()) == (device == "cpu"), p.stdout
+
+
+@dace.library.environment
+class KilnPlainEnv:
+    """A library environment kiln.dace can translate: includes, libraries, flags."""
+    cmake_minimum_version = None
+    cmake_packages = []
+    cmake_variables = {}
+    cmake_includes = ["/opt/kiln-test/include"]
+    cmake_libraries = ["m", "/opt/kiln-test/lib/libkt.so"]
+    cmake_compile_flags = ["-DKILN_ENV=1"]
+    cmake_link_flags = ["-Wl,--as-needed"]
+    cmake_files = []
+    headers = []
+    state_fields = []
+    init_code = ""
+    finalize_code = ""
+    dependencies = []
+
+
+@dace.library.environment
+class KilnCMakeEnv:
+    """One that needs CMake's find_package: kiln.dace falls back."""
+    cmake_minimum_version = None
+    cmake_packages = ["BLAS"]
+    cmake_variables = {}
+    cmake_includes = []
+    cmake_libraries = []
+    cmake_compile_flags = []
+    cmake_link_flags = []
+    cmake_files = []
+    headers = []
+    state_fields = []
+    init_code = ""
+    finalize_code = ""
+    dependencies = []
+
+
+def test_library_environments(tmp_path):
+    """dace_environments.csv: includes, libraries and flags become arguments;
+    an environment that needs CMake (find_package), or one DaCe does not
+    know, is a fallback with its reason, never an error."""
+    import kiln.dace
+
+    def envs(*names):
+        (tmp_path / "dace_environments.csv").write_text("".join(n + "\n" for n in names))
+        return kiln.dace._environments(str(tmp_path))
+
+    assert envs() == ([], None)
+    args, why = envs(KilnPlainEnv.full_class_path())
+    assert why is None
+    assert args == ["-I/opt/kiln-test/include", "-DKILN_ENV=1", "/opt/kiln-test/lib/libkt.so",
+                    "-lm", "-Wl,--as-needed"], args
+    args, why = envs(KilnPlainEnv.full_class_path(), KilnCMakeEnv.full_class_path())
+    assert args is None and "needs CMake" in why, why
+    args, why = envs("no.such.Environment")
+    assert args is None and "no.such.Environment" in why, why
