@@ -73,6 +73,11 @@ int instance_daemonize(void)
 	return 0;
 }
 
+bool instance_parent_waits(void)
+{
+	return ready_fd >= 0;
+}
+
 void instance_ready(int status, long pid, const char *msg)
 {
 	if (ready_fd < 0)
@@ -113,8 +118,9 @@ static void write_owner(int fd, const struct config *cfg)
 		(void)!pwrite(fd, buf, (size_t)n, 0);
 }
 
-/* Reads who holds a lock file: pid and socket path. */
-static void read_owner(const char *path, long *pid, char *sock, size_t socklen)
+/* Reads who holds a lock file: pid, socket path and cache directory. */
+static void read_owner(const char *path, long *pid, char *sock, size_t socklen, char *cache,
+		       size_t cachelen)
 {
 	char buf[8400] = "";
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -123,14 +129,30 @@ static void read_owner(const char *path, long *pid, char *sock, size_t socklen)
 		buf[n > 0 ? n : 0] = '\0';
 		close(fd);
 	}
-	char *nl = strchr(buf, '\n');
 	*pid = strtol(buf, NULL, 10);
-	if (nl != NULL) {
-		char *end = strchr(nl + 1, '\n');
-		if (end != NULL)
-			*end = '\0';
-		snprintf(sock, socklen, "%s", nl + 1);
+	sock[0] = cache[0] = '\0';
+	char *line = strchr(buf, '\n');
+	char *out[2] = { sock, cache };
+	size_t len[2] = { socklen, cachelen };
+	for (int i = 0; i < 2 && line != NULL; i++) {
+		line++;
+		char *end = strchr(line, '\n');
+		if (end == NULL)
+			break;
+		*end = '\0';
+		snprintf(out[i], len[i], "%s", line);
+		line = end;
 	}
+}
+
+/* Whether two paths name one file (the same text, or one inode). */
+static bool same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	if (strcmp(a, b) == 0)
+		return true;
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
 }
 
 /*
@@ -143,17 +165,33 @@ static void read_owner(const char *path, long *pid, char *sock, size_t socklen)
 static int wait_lock_or_owner(const char *path, int *fd, const char *what,
 			      const struct config *cfg, long *other_pid, char *msg, size_t msglen)
 {
-	char sock[4200] = "";
+	char sock[4200] = "", cache[4200] = "";
 	long pid = 0;
 	for (int waited = 0; waited < WAIT_OTHER_MS; waited += 20) {
 		int rc = take_lock(path, fd);
 		if (rc <= 0)
 			return rc;
-		read_owner(path, &pid, sock, sizeof(sock));
+		read_owner(path, &pid, sock, sizeof(sock), cache, sizeof(cache));
 		int s = wire_connect(sock[0] != '\0' ? sock : cfg->socket_path);
 		if (s >= 0) {
 			close(s);
 			*other_pid = pid;
+			if (sock[0] != '\0' && !same_file(sock, cfg->socket_path)) {
+				/* Serving, but not where we were asked to: the
+				 * caller would wait for a socket that never comes. */
+				snprintf(msg, msglen, "the %s %s is served by kilnd pid %ld on socket "
+					 "%s, not %s; use that socket (KILN_SOCKET=%s), or another "
+					 "--cache-dir", what, cfg->cache_dir, pid, sock, cfg->socket_path,
+					 sock);
+				return -EADDRINUSE;
+			}
+			if (cache[0] != '\0' && !same_file(cache, cfg->cache_dir)) {
+				/* Our socket, another cache: not the daemon asked for. */
+				snprintf(msg, msglen, "the %s %s is served by kilnd pid %ld with cache "
+					 "directory %s, not %s; stop it first, or use another --socket",
+					 what, cfg->socket_path, pid, cache, cfg->cache_dir);
+				return -EADDRINUSE;
+			}
 			snprintf(msg, msglen, "kilnd is already running on this %s (pid %ld, socket %s)",
 				 what, pid, sock[0] != '\0' ? sock : cfg->socket_path);
 			return 1;
@@ -177,7 +215,7 @@ int instance_lock(const struct config *cfg, long *other_pid, char *msg, size_t m
 	if (rc == 1)
 		return 1;
 	if (rc < 0) {
-		if (rc != -EBUSY)
+		if (rc != -EBUSY && rc != -EADDRINUSE)
 			snprintf(msg, msglen, "cannot lock %s: %s", path, strerror(-rc));
 		return rc;
 	}
@@ -187,7 +225,7 @@ int instance_lock(const struct config *cfg, long *other_pid, char *msg, size_t m
 		rc = wait_lock_or_owner(path, &cache_lock_fd, "cache directory", cfg, other_pid, msg,
 					msglen);
 	if (rc != 0) {
-		if (rc < 0 && rc != -EBUSY)
+		if (rc < 0 && rc != -EBUSY && rc != -EADDRINUSE)
 			snprintf(msg, msglen, "cannot lock %s: %s", path, strerror(-rc));
 		close(sock_lock_fd);
 		sock_lock_fd = -1;
@@ -218,8 +256,8 @@ int instance_relock_cache(const struct config *cfg, long *other_pid, char *msg, 
 		return 0;
 	int rc = take_lock(path, &fd);
 	if (rc == 1) {
-		char sock[4200] = "";
-		read_owner(path, other_pid, sock, sizeof(sock));
+		char sock[4200] = "", cache[4200] = "";
+		read_owner(path, other_pid, sock, sizeof(sock), cache, sizeof(cache));
 		snprintf(msg, msglen, "kilnd pid %ld (socket %s) has taken the new directory",
 			 *other_pid, sock);
 		return 1;

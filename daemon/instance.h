@@ -21,6 +21,9 @@ int instance_daemonize(void);
  * Tells a waiting --daemonize parent the outcome: status 0 with the serving
  * daemon's pid, or 1 with an error message. A no-op in the foreground.
  */
+/* True while the --daemonize parent waits for instance_ready (it prints
+ * the message of a failed start itself). */
+bool instance_parent_waits(void);
 void instance_ready(int status, long pid, const char *msg);
 
 /*

@@ -323,8 +323,9 @@ static int open_log(const struct config *cfg)
 static void fail_start(const struct config *cfg, const char *err)
 {
 	log_error("%s", err);
-	/* The log goes to stderr unless a file takes it: say it there once. */
-	if (cfg->log_file != NULL || cfg->daemonize)
+	/* The log goes to stderr unless a file takes it: say it there once.
+	 * With --daemonize the parent waiting for us prints it. */
+	if ((cfg->log_file != NULL || cfg->daemonize) && !instance_parent_waits())
 		fprintf(stderr, "kilnd: %s\n", err);
 	instance_ready(1, 0, err);
 }

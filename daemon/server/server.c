@@ -744,7 +744,17 @@ int server_init(struct kilnd *d, const struct server_hooks *hooks, char *err, si
 		goto fail;
 	}
 	strcpy(sa.sun_path, path);
-	/* main.c holds the socket's lock: a file left here belongs to a dead daemon. */
+	/* main.c holds the socket's lock: a socket left here belongs to a dead
+	 * daemon. Anything else is the user's: never removed. */
+	struct stat st;
+	if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+		rc = -EEXIST;
+		snprintf(err, errlen, "%s exists and is %s, not a socket; kilnd only replaces a stale "
+			 "socket: choose another --socket, or remove it yourself", path,
+			 S_ISDIR(st.st_mode) ? "a directory" : S_ISLNK(st.st_mode) ? "a symbolic link"
+			 : S_ISREG(st.st_mode) ? "a regular file" : "a special file");
+		goto fail;
+	}
 	unlink(path);
 	mode_t old = umask(0177);
 	rc = bind(s->fd, (struct sockaddr *)&sa, sizeof(sa));

@@ -52,14 +52,13 @@ static bool says_already_running(const char *text, pid_t first)
 	return yes;
 }
 
-/* Runs a second kilnd with the given paths in the foreground and requires
- * that it exits 0 at once, saying that the first one runs. */
-static void second_daemon_yields(const char *socket_path, const char *cache, pid_t first)
+/* Runs a second kilnd with the given paths in the foreground; returns its
+ * wait status, with its stdout and stderr in *said (caller frees). */
+static int second_daemon(const char *socket_path, const char *cache, char **said)
 {
 	char out_path[HARNESS_PATH];
 	const char *argv[] = { harness_kilnd(), "--socket", socket_path, "--cache-dir", cache,
 			       NULL };
-	char *out;
 	int status;
 
 	harness_path(out_path, "second.out");
@@ -67,11 +66,36 @@ static void second_daemon_yields(const char *socket_path, const char *cache, pid
 	status = harness_run(argv, out_path, NULL, 30);
 	ck_assert_msg(status != -1, "a second kilnd (socket %s, cache %s) did not exit",
 		      socket_path, cache);
-	out = harness_read_file(out_path);
+	*said = harness_read_file(out_path);
+	return status;
+}
+
+/* The same socket and cache: the second exits 0 at once, saying that the
+ * first one runs (an idempotent start). */
+static void second_daemon_yields(const char *socket_path, const char *cache, pid_t first)
+{
+	char *out;
+	int status = second_daemon(socket_path, cache, &out);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		      "a second kilnd exited with status 0x%x: %s", status, out);
 	ck_assert_msg(says_already_running(out, first),
 		      "a second kilnd did not say that pid %d runs: '%s'", (int)first, out);
+	free(out);
+}
+
+/* Another socket on the cache, or another cache on the socket: not the
+ * daemon asked for, so the second fails, naming the first and what it
+ * serves. */
+static void second_daemon_refused(const char *socket_path, const char *cache, pid_t first,
+				  const char *names)
+{
+	char *out, pid[32];
+	int status = second_daemon(socket_path, cache, &out);
+	snprintf(pid, sizeof(pid), "pid %d", (int)first);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) != 0,
+		      "a second kilnd (socket %s, cache %s) exited 0: %s", socket_path, cache, out);
+	ck_assert_msg(strstr(out, pid) != NULL && strstr(out, names) != NULL,
+		      "a second kilnd did not name %s and %s: '%s'", pid, names, out);
 	free(out);
 }
 
@@ -85,20 +109,53 @@ static void expect_served_by(pid_t pid)
 	cJSON_Delete(st);
 }
 
-START_TEST(second_daemon_on_one_cache_yields)
+START_TEST(second_daemon_on_one_cache)
 {
 	char other_socket[HARNESS_PATH], other_cache[HARNESS_PATH];
 	pid_t first = harness_start(NULL);
 
 	second_daemon_yields(harness.socket, harness.cache, first);
 	expect_served_by(first);
-	second_daemon_yields(harness_path(other_socket, "other.sock"), harness.cache, first);
+	second_daemon_refused(harness_path(other_socket, "other.sock"), harness.cache, first,
+			      harness.socket);
 	expect_served_by(first);
-	ck_assert_msg(!harness_socket_answers(other_socket), "the second daemon serves %s",
-		      other_socket);
-	second_daemon_yields(harness.socket, harness_path(other_cache, "other-cache"), first);
+	ck_assert_msg(!harness_exists(other_socket), "a socket appeared at %s", other_socket);
+	second_daemon_refused(harness.socket, harness_path(other_cache, "other-cache"), first,
+			      harness.cache);
 	expect_served_by(first);
 	harness_stop();
+}
+END_TEST
+
+/* --socket naming a file that is not a socket: refused, named, and the file
+ * is left as it was (a stale socket is the only thing kilnd replaces). */
+START_TEST(socket_path_that_is_not_a_socket_is_kept)
+{
+	char file[HARNESS_PATH], dir[HARNESS_PATH], out_path[HARNESS_PATH];
+	const char *kinds[] = { "a regular file", "a directory" };
+	const char *paths[] = { harness_path(file, "notes.txt"), harness_path(dir, "adir") };
+	harness_write_file(file, "the user's notes\n");
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	for (int i = 0; i < 2; i++) {
+		const char *argv[] = { harness_kilnd(), "--socket", paths[i], "--cache-dir",
+				       harness.cache, "--daemonize", NULL };
+		harness_path(out_path, "start%d.out", i);
+		int status = harness_run(argv, out_path, NULL, 30);
+		char *out = harness_read_file(out_path);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) != 0,
+			      "kilnd --socket %s exited 0: %s", paths[i], out);
+		ck_assert_msg(strstr(out, kinds[i]) != NULL && strstr(out, "not a socket") != NULL,
+			      "kilnd did not say that %s is %s: '%s'", paths[i], kinds[i], out);
+		/* Said once, by the --daemonize parent, not once per process. */
+		char *again = strstr(out, "not a socket");
+		ck_assert_msg(strstr(again + 1, "not a socket") == NULL, "said twice: '%s'", out);
+		free(out);
+	}
+	char *text = harness_read_file(file);
+	ck_assert_str_eq(text, "the user's notes\n");
+	free(text);
+	struct stat st;
+	ck_assert(stat(dir, &st) == 0 && S_ISDIR(st.st_mode));
 }
 END_TEST
 
@@ -408,7 +465,8 @@ int main(void)
 {
 	Suite *s = suite_create("lifecycle");
 
-	suite_add_tcase(s, harness_tcase("two_daemons", second_daemon_on_one_cache_yields, 90));
+	suite_add_tcase(s, harness_tcase("two_daemons", second_daemon_on_one_cache, 90));
+	suite_add_tcase(s, harness_tcase("socket_not_socket", socket_path_that_is_not_a_socket_is_kept, 60));
 	suite_add_tcase(s, harness_tcase("daemonize",
 					 daemonize_returns_ready_and_yields_to_the_first, 90));
 	suite_add_tcase(s, harness_tcase("socket_private", socket_is_private_to_its_user, 60));
