@@ -4,7 +4,7 @@ _kiln()
 	local cur prev words cword
 	_init_completion || return
 	local cmds="status ls show log build warm rm pin unpin gc verify export import stats stop help"
-	local globals="--socket --cache-dir --json --help --version"
+	local globals="--socket --cache-dir --json --help -V --version"
 	local cmd="" i
 	for ((i = 1; i < cword; i++)); do
 		case ${words[i]} in

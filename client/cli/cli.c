@@ -26,9 +26,20 @@ static const struct cli_optdef global_defs[] = {
 	{ "cache-dir", 0, true, OPT_G_CACHE_DIR },
 	{ "json", 0, false, OPT_G_JSON },
 	{ "help", 'h', false, OPT_G_HELP },
-	{ "version", 0, false, OPT_G_VERSION },
+	{ "version", 'V', false, OPT_G_VERSION },
 	{ NULL, 0, false, 0 },
 };
+
+/* The run's first failure, for --json: printed as one JSON object on stdout
+ * at the end when the command printed no JSON of its own (cli_json_failure). */
+static struct {
+	char code[32];
+	char message[1024];
+	char *log;
+	bool have;
+	bool json_printed;
+	const char *next_code;  /* the code of the next message, or NULL: "error" */
+} failure;
 
 /* Prints "kiln: " and the message as one line on stderr, after what is
  * already on stdout so that the two streams keep their order on a terminal. */
@@ -36,10 +47,59 @@ static void report(const char *fmt, va_list ap) __attribute__((format(printf, 1,
 
 static void report(const char *fmt, va_list ap)
 {
+	va_list copy;
+	va_copy(copy, ap);
+	if (!failure.have) {
+		vsnprintf(failure.message, sizeof(failure.message), fmt, copy);
+		snprintf(failure.code, sizeof(failure.code), "%s",
+			 failure.next_code ? failure.next_code : "error");
+		failure.have = true;
+	}
+	va_end(copy);
+	failure.next_code = NULL;
 	fflush(stdout);
 	fputs("kiln: ", stderr);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
+}
+
+void cli_error_code(const char *code)
+{
+	failure.next_code = code;
+}
+
+void cli_error_log(const char *log)
+{
+	if (failure.log == NULL && log != NULL)
+		failure.log = strdup(log);
+}
+
+void cli_json_printed(void)
+{
+	failure.json_printed = true;
+}
+
+/* Under --json, a failed run whose command printed no JSON says so on stdout:
+ * {"ok": false, "error": {"code", "message"[, "log"]}}. */
+static void cli_json_failure(const struct cli *cli, int status)
+{
+	if (!cli->json || status == CLI_EXIT_OK || failure.json_printed)
+		return;
+	cJSON *o = cJSON_CreateObject(), *e = cJSON_CreateObject();
+	if (o != NULL && e != NULL) {
+		cJSON_AddBoolToObject(o, "ok", false);
+		cJSON_AddStringToObject(e, "code", failure.have ? failure.code : "error");
+		cJSON_AddStringToObject(e, "message", failure.have ? failure.message : "failed");
+		if (failure.log != NULL)
+			cJSON_AddStringToObject(e, "log", failure.log);
+		cJSON_AddNumberToObject(e, "exit", status);
+		cJSON_AddItemToObject(o, "error", e);
+		e = NULL;
+		cli_print_json(o);
+	}
+	cJSON_Delete(o);
+	cJSON_Delete(e);
+	fflush(stdout);
 }
 
 void cli_error(const char *fmt, ...)
@@ -55,6 +115,7 @@ int cli_usage_error(const struct cli *cli, const char *fmt, ...)
 {
 	va_list ap;
 
+	cli_error_code("usage");
 	va_start(ap, fmt);
 	report(fmt, ap);
 	va_end(ap);
@@ -359,6 +420,8 @@ int main(int argc, char **argv)
 	status = cli_usage_error(&cli, "unknown command '%s'", name);
 
 cleanup:
+	cli_json_failure(&cli, status);
+	free(failure.log);
 	free(cli.socket);
 	free(cli.cache_dir);
 	return status;

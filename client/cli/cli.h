@@ -72,6 +72,13 @@ int cli_parse_refs(struct cli *cli, int argc, char **argv, const char **refs, in
 
 /* Messages on stderr, prefixed "kiln: ". cli_usage_error adds a pointer to
  * the command's help and returns CLI_EXIT_USAGE for "return cli_usage_error()". */
+/* The error code (a protocol code such as "not_found", or "usage") of the
+ * next cli_error, for --json's failure object; "error" when none is set. */
+void cli_error_code(const char *code);
+/* The compiler output that goes with the failure (--json's "log"). */
+void cli_error_log(const char *log);
+/* A command printed its JSON result (a failure then needs no object). */
+void cli_json_printed(void);
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_usage_error(const struct cli *cli, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

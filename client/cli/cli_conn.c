@@ -13,15 +13,16 @@
 
 void cli_not_running(const struct cli *cli)
 {
-	fflush(stdout);
-	fprintf(stderr, "kiln: kilnd is not running at %s; start it with: kilnd --daemonize",
-		cli->socket);
+	char msg[9000];
+	int n = snprintf(msg, sizeof(msg), "kilnd is not running at %s; start it with: "
+			 "kilnd --daemonize", cli->socket);
 	/* Only options the user chose are repeated; the defaults are kilnd's too. */
-	if (cli->socket_given)
-		fprintf(stderr, " --socket %s", cli->socket);
-	if (cli->cache_dir_given)
-		fprintf(stderr, " --cache-dir %s", cli->cache_dir);
-	fputc('\n', stderr);
+	if (cli->socket_given && n > 0 && (size_t)n < sizeof(msg))
+		n += snprintf(msg + n, sizeof(msg) - (size_t)n, " --socket %s", cli->socket);
+	if (cli->cache_dir_given && n > 0 && (size_t)n < sizeof(msg))
+		snprintf(msg + n, sizeof(msg) - (size_t)n, " --cache-dir %s", cli->cache_dir);
+	cli_error_code("not_running");
+	cli_error("%s", msg);
 }
 
 static void report_io(const struct cli *cli, int rc)
@@ -121,6 +122,7 @@ void cli_request_init(struct msg_request *req, enum msg_op op)
 
 void cli_ref_error(enum msg_err code, const char *ref)
 {
+	cli_error_code(code == ERR_AMBIGUOUS ? "ambiguous" : "not_found");
 	if (code == ERR_AMBIGUOUS)
 		cli_error("\"%s\" matches several entries; give more digits", ref);
 	else
@@ -138,9 +140,13 @@ enum msg_err cli_reply_check(const cJSON *reply, const char *ref)
 		return ERR_NONE;
 	/* Unknown codes count as internal errors, as the protocol asks. */
 	e = code ? msg_err_parse(code) : ERR_INTERNAL;
-	if (ref && (e == ERR_NOT_FOUND || e == ERR_AMBIGUOUS))
+	if (ref && (e == ERR_NOT_FOUND || e == ERR_AMBIGUOUS)) {
 		cli_ref_error(e, ref);
-	else if (message && *message)
+		return e;
+	}
+	cli_error_code(code ? code : "internal");
+	cli_error_log(cli_json_str(err, "log"));
+	if (message && *message)
 		cli_error("%s", message);
 	else
 		cli_error("kilnd refused the request (%s)", code ? code : "no error code");

@@ -19,8 +19,10 @@
 
 /*
  * Opens the cache at cli->cache_dir read-only. Returns 0 with *out set, 0
- * with *out NULL when no cache was ever created there (an empty cache, not an
- * error), or a negative errno after printing why.
+ * with *out NULL when no cache was ever created at the default directory (an
+ * empty cache, not an error), or a negative errno after printing why: a
+ * --cache-dir given that does not exist or holds no cache is an error (a
+ * typo must not read as "no entries").
  */
 static int open_offline(const struct cli *cli, struct store **out)
 {
@@ -37,6 +39,12 @@ static int open_offline(const struct cli *cli, struct store **out)
 	}
 	rc = access(index, F_OK) < 0 && errno == ENOENT ? 0 : 1;
 	free(index);
+	if (rc == 0 && cli->cache_dir_given) {
+		bool dir = access(cli->cache_dir, F_OK) == 0;
+		cli_error("%s %s; give the --cache-dir kilnd uses (kiln status shows it)",
+			  cli->cache_dir, dir ? "holds no kiln cache (no index.db)" : "does not exist");
+		return -ENOENT;
+	}
 	if (rc == 0)
 		return 0;
 	rc = store_open(cli->cache_dir, STORE_READONLY, out, err, sizeof(err));

@@ -49,14 +49,14 @@ static const char global_help[] =
 	"                   ~/.cache/kiln)\n"
 	"  --json           print JSON on stdout, one document on one line\n"
 	"  -h, --help       show help (of the command, after one) and exit\n"
-	"  --version        print the version and exit\n"
+	"  -V, --version    print the version and exit\n"
 	"\n"
 	"Exit status: 0 on success, 1 on an error, 2 on a usage error.\n"
 	"See 'kiln help COMMAND' for a command's options and output.\n";
 
 /* The global options as every command's help lists them. */
 #define GLOBAL_OPTS                                                                  \
-	"Global options: --socket PATH, --cache-dir DIR, --json, -h/--help, --version\n" \
+	"Global options: --socket PATH, --cache-dir DIR, --json, -h/--help, -V/--version\n" \
 	"(see 'kiln --help').\n"
 
 static const struct {

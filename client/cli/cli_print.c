@@ -57,6 +57,7 @@ int cli_print_json(const cJSON *item)
 	}
 	puts(s);
 	free(s);
+	cli_json_printed();
 	return 0;
 }
 

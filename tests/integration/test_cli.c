@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -257,11 +258,67 @@ START_TEST(cli_builds_cxx_from_several_files)
 }
 END_TEST
 
+/* The object a failure prints on stdout under --json: its code and message. */
+static void expect_json_failure(const char *out, const char *code, const char *in_message)
+{
+	cJSON *o = cJSON_Parse(out);
+	ck_assert_msg(o != NULL, "--json printed no JSON on a failure: '%s'", out);
+	const cJSON *e = cJSON_GetObjectItem(o, "error");
+	ck_assert_msg(cJSON_IsFalse(cJSON_GetObjectItem(o, "ok")) && e != NULL, "'%s'", out);
+	ck_assert_str_eq(harness_str(e, "code"), code);
+	ck_assert_msg(strstr(harness_str(e, "message"), in_message) != NULL, "'%s'", out);
+	cJSON_Delete(o);
+}
+
+/* -V, a --cache-dir that is no cache, and failures under --json. */
+START_TEST(cli_errors_and_version)
+{
+	char *out, *err, *v2, missing[HARNESS_PATH], empty[HARNESS_PATH], bad[HARNESS_PATH];
+
+	ck_assert_int_eq(harness_cli(&out, &err, "-V", NULL), 0);
+	ck_assert_int_eq(harness_cli(&v2, &err, "--version", NULL), 0);
+	ck_assert_msg(strncmp(out, "kiln ", 5) == 0 && strcmp(out, v2) == 0, "'%s' '%s'", out, v2);
+	free(out), free(v2), free(err);
+
+	/* kilnd not running: a --cache-dir that does not exist, or holds no
+	 * cache, is an error, not "no entries". */
+	harness_path(missing, "no-such-cache");
+	ck_assert_int_ne(harness_cli(&out, &err, "ls", "--cache-dir", missing, NULL), 0);
+	ck_assert_msg(strstr(err, "does not exist") != NULL, "'%s'", err);
+	free(out), free(err);
+	ck_assert_int_eq(mkdir(harness_path(empty, "not-a-cache"), 0700), 0);
+	ck_assert_int_ne(harness_cli(&out, &err, "ls", "--cache-dir", empty, NULL), 0);
+	ck_assert_msg(strstr(err, "holds no kiln cache") != NULL, "'%s'", err);
+	free(out), free(err);
+	ck_assert_int_eq(harness_cli(&out, &err, "--json", "status", NULL), 1);
+	expect_json_failure(out, "not_running", "kilnd is not running");
+	free(out), free(err);
+
+	harness_start(NULL);
+	ck_assert_int_eq(harness_cli(&out, &err, "--json", "show", "nonexistent", NULL), 1);
+	expect_json_failure(out, "not_found", "nonexistent");
+	free(out), free(err);
+	ck_assert_int_eq(harness_cli(&out, &err, "--json", "rm", NULL), 2);
+	expect_json_failure(out, "usage", "rm needs");
+	free(out), free(err);
+	harness_write_file(harness_path(bad, "bad.c"), "int f(void) { return kiln_undeclared; }\n");
+	ck_assert_int_eq(harness_cli(&out, &err, "build", "--json", bad, NULL), 1);
+	expect_json_failure(out, "build_failed", "compiler exited");
+	cJSON *o = cJSON_Parse(out);
+	ck_assert_ptr_nonnull(strstr(harness_str(cJSON_GetObjectItem(o, "error"), "log"),
+				     "kiln_undeclared"));
+	cJSON_Delete(o);
+	free(out), free(err);
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cli");
 
 	suite_add_tcase(s, harness_tcase("commands", cli_commands_with_and_without_the_daemon, 120));
 	suite_add_tcase(s, harness_tcase("cxx", cli_builds_cxx_from_several_files, 60));
+	suite_add_tcase(s, harness_tcase("errors", cli_errors_and_version, 60));
 	return harness_main(s);
 }
