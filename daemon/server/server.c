@@ -711,6 +711,22 @@ static int prepare_dir(const char *path, char *err, size_t errlen)
 	return rc;
 }
 
+/* main.c holds the socket's lock: a socket left at path belongs to a dead
+ * daemon and goes. Anything else is the user's: refused, never removed. */
+static int clear_socket_path(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+	if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+		snprintf(err, errlen, "%s exists and is %s, not a socket; kilnd only replaces a stale "
+			 "socket: choose another --socket, or remove it yourself", path,
+			 S_ISDIR(st.st_mode) ? "a directory" : S_ISLNK(st.st_mode) ? "a symbolic link"
+			 : S_ISREG(st.st_mode) ? "a regular file" : "a special file");
+		return -EEXIST;
+	}
+	unlink(path);
+	return 0;
+}
+
 int server_init(struct kilnd *d, const struct server_hooks *hooks, char *err, size_t errlen)
 {
 	const char *path = d->cfg->socket_path;
@@ -744,18 +760,8 @@ int server_init(struct kilnd *d, const struct server_hooks *hooks, char *err, si
 		goto fail;
 	}
 	strcpy(sa.sun_path, path);
-	/* main.c holds the socket's lock: a socket left here belongs to a dead
-	 * daemon. Anything else is the user's: never removed. */
-	struct stat st;
-	if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
-		rc = -EEXIST;
-		snprintf(err, errlen, "%s exists and is %s, not a socket; kilnd only replaces a stale "
-			 "socket: choose another --socket, or remove it yourself", path,
-			 S_ISDIR(st.st_mode) ? "a directory" : S_ISLNK(st.st_mode) ? "a symbolic link"
-			 : S_ISREG(st.st_mode) ? "a regular file" : "a special file");
+	if ((rc = clear_socket_path(path, err, errlen)) != 0)
 		goto fail;
-	}
-	unlink(path);
 	mode_t old = umask(0177);
 	rc = bind(s->fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
