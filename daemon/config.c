@@ -513,8 +513,11 @@ int config_parse(struct config *cfg, int argc, char **argv)
 			argv[optind]);
 		return -1;
 	}
-	if (cfg->socket_path == NULL && (cfg->socket_path = util_default_socket()) == NULL)
-		return -1;
+	if (cfg->socket_path == NULL) {
+		cfg->socket_default = true;
+		if ((cfg->socket_path = util_default_socket()) == NULL)
+			return -1;
+	}
 	if (cfg->cache_dir == NULL && (cfg->cache_dir = util_default_cache_dir()) == NULL) {
 		fprintf(stderr, "kilnd: no cache directory: set --cache-dir or $KILN_CACHE_DIR\n");
 		return -1;

@@ -25,6 +25,7 @@ struct config_toolchain {
 
 struct config {
 	char *socket_path;
+	bool socket_default;        /* socket_path is util_default_socket()'s */
 	char *cache_dir;
 	unsigned jobs;
 	uint64_t max_size;

@@ -414,6 +414,10 @@ static void serve(struct kilnd *d)
 	kilnd_timers_start(d);
 	lifecycle_start(d);
 	kilnd_activity(d);
+	const char *xdg = cfg->socket_default ? util_runtime_dir_ignored() : NULL;
+	if (xdg != NULL)
+		log_warn("XDG_RUNTIME_DIR=%s is no directory of this user (inherited from another "
+			 "session?); the socket is %s instead", xdg, d->cfg->socket_path);
 	log_info("kilnd %s ready: pid %d, socket %s, cache %s, %u jobs, max size %llu bytes",
 		 KILN_VERSION_STR, (int)getpid(), cfg->socket_path, cfg->cache_dir, cfg->jobs,
 		 (unsigned long long)cfg->max_size);

@@ -141,6 +141,24 @@ static const char *env_path(const char *name, int absolute)
 	return v;
 }
 
+/* XDG_RUNTIME_DIR when it names a directory of this user: under su, sudo
+ * and in batch jobs it is often inherited from another session and missing. */
+static const char *runtime_dir(void)
+{
+	const char *v = env_path("XDG_RUNTIME_DIR", 1);
+	struct stat st;
+
+	if (!v || stat(v, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
+		return NULL;
+	return v;
+}
+
+const char *util_runtime_dir_ignored(void)
+{
+	const char *v = env_path("XDG_RUNTIME_DIR", 1);
+	return v != NULL && runtime_dir() == NULL && !env_path("KILN_SOCKET", 0) ? v : NULL;
+}
+
 char *util_default_socket(void)
 {
 	const char *v;
@@ -148,7 +166,7 @@ char *util_default_socket(void)
 
 	if ((v = env_path("KILN_SOCKET", 0)))
 		return strdup(v);
-	if ((v = env_path("XDG_RUNTIME_DIR", 1))) {
+	if ((v = runtime_dir())) {
 		if (asprintf(&s, "%s/kiln/kilnd.sock", v) < 0)
 			return NULL;
 		return s;

@@ -23,6 +23,10 @@ char *util_format_age(int64_t seconds, char *buf, size_t len);
 /* Default socket path: $KILN_SOCKET, else $XDG_RUNTIME_DIR/kiln/kilnd.sock,
  * else /tmp/kiln-<uid>/kilnd.sock. Returns a malloc'd string or NULL. */
 char *util_default_socket(void);
+/* XDG_RUNTIME_DIR when it is set (and KILN_SOCKET is not) but names no
+ * directory of this user, so that util_default_socket skipped it; else
+ * NULL. For a note saying why the socket is in /tmp. */
+const char *util_runtime_dir_ignored(void);
 /* Default cache directory: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
  * $HOME/.cache/kiln (getpwuid when HOME is unset). malloc'd or NULL. */
 char *util_default_cache_dir(void);

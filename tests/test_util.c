@@ -93,23 +93,45 @@ END_TEST
 
 START_TEST(test_default_socket)
 {
-	char want[64], *s;
+	char want[64], dir[] = "/tmp/kiln-test-xdg-XXXXXX", path[128], *s;
 
+	ck_assert_ptr_nonnull(mkdtemp(dir));
 	setenv("KILN_SOCKET", "/run/x/k.sock", 1);
-	setenv("XDG_RUNTIME_DIR", "/run/user/1000", 1);
+	setenv("XDG_RUNTIME_DIR", dir, 1);
 	s = util_default_socket();
 	ck_assert_str_eq(s, "/run/x/k.sock");
 	free(s);
+	ck_assert_ptr_null(util_runtime_dir_ignored());
 
 	unsetenv("KILN_SOCKET");
 	s = util_default_socket();
-	ck_assert_str_eq(s, "/run/user/1000/kiln/kilnd.sock");
+	snprintf(path, sizeof(path), "%s/kiln/kilnd.sock", dir);
+	ck_assert_str_eq(s, path);
 	free(s);
+	ck_assert_ptr_null(util_runtime_dir_ignored());
+
+	/* Set but missing (inherited through su, sudo or a batch system):
+	 * the next default, and util_runtime_dir_ignored says which. */
+	snprintf(want, sizeof(want), "/tmp/kiln-%u/kilnd.sock", (unsigned)getuid());
+	snprintf(path, sizeof(path), "%s/gone", dir);
+	setenv("XDG_RUNTIME_DIR", path, 1);
+	s = util_default_socket();
+	ck_assert_str_eq(s, want);
+	free(s);
+	ck_assert_str_eq(util_runtime_dir_ignored(), path);
+	/* Another user's directory is skipped the same way (root can chown). */
+	if (getuid() == 0 && chown(dir, 65534, 65534) == 0) {
+		setenv("XDG_RUNTIME_DIR", dir, 1);
+		s = util_default_socket();
+		ck_assert_str_eq(s, want);
+		free(s);
+		ck_assert_str_eq(util_runtime_dir_ignored(), dir);
+	}
+	rmdir(dir);
 
 	/* Empty variables and relative XDG paths are ignored. */
 	setenv("KILN_SOCKET", "", 1);
 	setenv("XDG_RUNTIME_DIR", "relative", 1);
-	snprintf(want, sizeof(want), "/tmp/kiln-%u/kilnd.sock", (unsigned)getuid());
 	s = util_default_socket();
 	ck_assert_str_eq(s, want);
 	free(s);
@@ -117,6 +139,7 @@ START_TEST(test_default_socket)
 	s = util_default_socket();
 	ck_assert_str_eq(s, want);
 	free(s);
+	ck_assert_ptr_null(util_runtime_dir_ignored());
 }
 END_TEST
 

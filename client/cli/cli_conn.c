@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "util.h"
 
 void cli_not_running(const struct cli *cli)
 {
@@ -21,6 +22,11 @@ void cli_not_running(const struct cli *cli)
 		n += snprintf(msg + n, sizeof(msg) - (size_t)n, " --socket %s", cli->socket);
 	if (cli->cache_dir_given && n > 0 && (size_t)n < sizeof(msg))
 		snprintf(msg + n, sizeof(msg) - (size_t)n, " --cache-dir %s", cli->cache_dir);
+	const char *xdg = util_runtime_dir_ignored();
+	n = (int)strlen(msg);
+	if (xdg != NULL && !cli->socket_given && (size_t)n < sizeof(msg))
+		snprintf(msg + n, sizeof(msg) - (size_t)n, " (XDG_RUNTIME_DIR=%s is no directory of "
+			 "this user, so the default socket is in /tmp)", xdg);
 	cli_error_code("not_running");
 	cli_error("%s", msg);
 }

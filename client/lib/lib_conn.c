@@ -393,11 +393,15 @@ static int conn_connect(struct kiln *k)
 					   "the socket %s is served by another user's process; "
 					   "refusing to load code from it (set KILN_DAEMON_UID to trust "
 					   "another user's kilnd)", k->socket_path);
-		return lib_err_set(KILN_ECONNECT, "could not connect to kilnd at %s: %s%s",
+		const char *xdg = util_runtime_dir_ignored();
+		return lib_err_set(KILN_ECONNECT, "could not connect to kilnd at %s: %s%s%s%s%s",
 				   k->socket_path, strerror(-fd),
 				   conn_nobody_home(fd) && !k->autospawn
 					   ? " (is kilnd running? KILN_AUTOSPAWN=1 starts one)"
-					   : "");
+					   : "",
+				   xdg ? "; XDG_RUNTIME_DIR=" : "", xdg ? xdg : "",
+				   xdg ? " is no directory of this user, so the default socket is "
+					 "in /tmp" : "");
 	}
 	rc = lib_spawn_kilnd(k);
 	if (rc < 0)
