@@ -32,6 +32,7 @@ struct warm_item {
 	uint64_t build_ms;
 	char key[65];
 	char *error;         /* the daemon's message, malloc'd */
+	char *log;           /* the compiler's output of a failed build, malloc'd */
 };
 
 struct warm {
@@ -71,6 +72,27 @@ static char *manifest_path(const struct warm *w, const char *p)
 	return real;
 }
 
+/* True when o has no member but those in known; else says which (a typo
+ * such as "arg" for "args" must not be dropped in silence). */
+static bool only_known(const cJSON *o, const char *const *known, const char *where)
+{
+	const cJSON *m;
+	cJSON_ArrayForEach(m, o) {
+		size_t i = 0;
+		while (known[i] != NULL && strcmp(known[i], m->string) != 0)
+			i++;
+		if (known[i] == NULL) {
+			char list[256] = "";
+			for (i = 0; known[i] != NULL; i++)
+				snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+					 i ? ", " : "", known[i]);
+			cli_error("%s: unknown key \"%s\" (known: %s)", where, m->string, list);
+			return false;
+		}
+	}
+	return true;
+}
+
 /* Fills one source from a path string or a {"name", "path"|"text"} object. */
 static int warm_parse_source(const struct warm *w, const cJSON *s, struct msg_source *src, size_t i,
 			size_t r)
@@ -79,7 +101,12 @@ static int warm_parse_source(const struct warm *w, const cJSON *s, struct msg_so
 			   cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "path"));
 	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "name"));
 	const char *text = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "text"));
+	static const char *const known[] = { "name", "path", "text", NULL };
+	char where[64];
 
+	snprintf(where, sizeof(where), "manifest request %zu: source %zu", r, i);
+	if (cJSON_IsObject(s) && !only_known(s, known, where))
+		return -1;
 	if (path != NULL) {
 		src->path = manifest_path(w, path);
 		if (src->path == NULL) {
@@ -109,7 +136,14 @@ static int parse_request(struct warm *w, const cJSON *o, struct warm_item *it, s
 	size_t i = 0;
 	const cJSON *s;
 
+	static const char *const known[] = { "sources", "toolchain", "output", "args", "alias",
+					     "label", NULL };
+	char where[48];
+
 	cli_request_init(&it->req, OP_GET);
+	snprintf(where, sizeof(where), "manifest request %zu", r);
+	if (cJSON_IsObject(o) && !only_known(o, known, where))
+		return -1;
 	if (!cJSON_IsObject(o) || !cJSON_IsArray(srcs) || cJSON_GetArraySize(srcs) == 0 ||
 	    cJSON_GetArraySize(srcs) > MSG_MAX_SOURCES) {
 		cli_error("manifest request %zu: needs \"sources\", an array of 1 to %d sources", r,
@@ -169,6 +203,9 @@ static int load_manifest(struct warm *w, const char *file)
 	root = cJSON_ParseWithLength(text, len);
 	free(text);
 	list = cJSON_IsArray(root) ? root : cJSON_GetObjectItemCaseSensitive(root, "requests");
+	static const char *const known[] = { "requests", NULL };
+	if (cJSON_IsObject(root) && !only_known(root, known, file))
+		goto out;
 	if (!cJSON_IsArray(list)) {
 		cli_error("%s is not a manifest: expected {\"requests\": [...]} or a JSON array", file);
 		goto out;
@@ -217,6 +254,20 @@ static const char *item_name(const struct warm_item *it, char *buf, size_t len, 
 	return buf;
 }
 
+/* "failed NAME: message" on stdout, the compiler's output whole on stderr
+ * (as kiln build prints it). */
+static void print_failure(const struct warm_item *it, const char *name)
+{
+	printf("failed %s: %s\n", name, it->error != NULL ? it->error : "not answered");
+	if (it->log == NULL)
+		return;
+	fflush(stdout);
+	size_t len = strlen(it->log);
+	fwrite(it->log, 1, len, stderr);
+	if (len > 0 && it->log[len - 1] != '\n')
+		fputc('\n', stderr);
+}
+
 static void warm_record(struct warm *w, const cJSON *reply)
 {
 	uint64_t id = 0;
@@ -240,18 +291,21 @@ static void warm_record(struct warm *w, const cJSON *reply)
 	} else {
 		const cJSON *err = cJSON_GetObjectItemCaseSensitive(reply, "error");
 		const char *msg = cli_json_str(err, "message");
+		const char *log = cli_json_str(err, "log");
 		it->rc = 1;
 		it->error = strdup(msg != NULL ? msg : "failed");
+		it->log = log != NULL && *log ? strdup(log) : NULL;
 		w->failed++;
 	}
 	if (w->tty || w->cli->json)
 		return;
-	if (it->rc == 0)
-		printf("%s %s %s", it->cached ? "cached" : it->joined ? "joined" : "built ", it->key,
-		       item_name(it, buf, sizeof(buf), id - 1));
-	else
-		printf("failed %s: %s", item_name(it, buf, sizeof(buf), id - 1), it->error);
-	printf(it->rc == 0 && !it->cached ? " (%llu ms)\n" : "\n", (unsigned long long)it->build_ms);
+	if (it->rc != 0) {
+		print_failure(it, item_name(it, buf, sizeof(buf), id - 1));
+		return;
+	}
+	printf("%s %s %s", it->cached ? "cached" : it->joined ? "joined" : "built ", it->key,
+	       item_name(it, buf, sizeof(buf), id - 1));
+	printf(!it->cached ? " (%llu ms)\n" : "\n", (unsigned long long)it->build_ms);
 	fflush(stdout);
 }
 
@@ -327,6 +381,8 @@ static void print_json(const struct warm *w, double elapsed)
 			cJSON_AddNumberToObject(r, "build_ms", (double)it->build_ms);
 		} else {
 			cJSON_AddStringToObject(r, "error", it->error != NULL ? it->error : "not answered");
+			if (it->log != NULL)
+				cJSON_AddStringToObject(r, "log", it->log);
 		}
 	}
 	cli_print_json(o);
@@ -351,6 +407,7 @@ static void cli_warm_free(struct warm *w)
 		free(r->alias);
 		free(r->label);
 		free(w->items[i].error);
+		free(w->items[i].log);
 	}
 	free(w->items);
 	free(w->dir);
@@ -383,8 +440,8 @@ int cmd_warm(struct cli *cli, int argc, char **argv)
 			for (size_t i = 0; i < w.n; i++)
 				if (w.items[i].rc == 1) {
 					char buf[300];
-					printf("failed %s: %s\n", item_name(&w.items[i], buf, sizeof(buf), i),
-					       w.items[i].error);
+					print_failure(&w.items[i],
+						      item_name(&w.items[i], buf, sizeof(buf), i));
 				}
 		printf("warmed %zu of %zu programs in %.1f s: %zu built, %zu cached, %zu failed\n",
 		       w.done - w.failed, w.n, elapsed, w.built, w.cached, w.failed);

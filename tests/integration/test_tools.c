@@ -52,6 +52,9 @@ START_TEST(warm_builds_a_manifest)
 	ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetArrayItem(results, 4), "ok")));
 	ck_assert_msg(harness_contains(harness_str(cJSON_GetArrayItem(results, 4), "error"), "compiler"),
 		      "the failure does not say why");
+	/* The compiler's own output comes with it. */
+	ck_assert_msg(harness_contains(harness_str(cJSON_GetArrayItem(results, 4), "log"), "bad.c"),
+		      "the failure has no compiler output");
 	cJSON_Delete(r);
 	st = harness_status();
 	ck_assert_int_eq(harness_num(st, "builds_started"), 5);
@@ -62,10 +65,19 @@ START_TEST(warm_builds_a_manifest)
 
 		ck_assert_msg(h.rc == KILN_OK && h.value == 2, "%s", h.msg);
 	}
-	rc = harness_cli(&out, NULL, "warm", manifest, NULL);
+	char *err = NULL;
+	rc = harness_cli(&out, &err, "warm", manifest, NULL);
 	ck_assert_int_eq(rc, 1);
 	ck_assert_msg(harness_contains(out, "0 built, 4 cached, 1 failed"), "output: %s", out);
 	ck_assert_msg(harness_contains(out, "failed warm:bad"), "output: %s", out);
+	ck_assert_msg(harness_contains(err, "bad.c") && harness_contains(err, "error"),
+		      "the compiler's output is not on stderr: %s", err);
+	free(out);
+	free(err);
+	/* A key that is not a manifest's (a typo) is refused, named. */
+	harness_write_file(manifest, "{\"requests\": [{\"sources\": [\"a.c\"], \"arg\": [\"-O2\"]}]}");
+	ck_assert_int_eq(harness_cli(NULL, &out, "warm", manifest, NULL), 1);
+	ck_assert_msg(harness_contains(out, "unknown key \"arg\""), "stderr: %s", out);
 	free(out);
 	/* A malformed manifest is refused before anything is sent. */
 	harness_write_file(manifest, "{\"requests\": [{\"sources\": 3}]}");
