@@ -26,6 +26,23 @@ static bool is_archive(const char *path)
 	       (n > 4 && strcmp(path + n - 4, ".tgz") == 0);
 }
 
+/* An archive or compression suffix kiln does not write or read (.zip,
+ * .tar.xz, ...), which would otherwise name a directory: NULL or it. */
+static const char *foreign_archive(const char *path)
+{
+	static const char *const sfx[] = { ".zip", ".7z", ".rar", ".tar.bz2", ".tbz2", ".tbz",
+					   ".tar.xz", ".txz", ".tar.zst", ".tzst", ".tar.lz4",
+					   ".tar.lz", ".tar.Z", ".gz", ".bz2", ".xz", ".zst",
+					   ".lz4", ".cpio", ".jar", NULL };
+	size_t n = strlen(path);
+	for (size_t i = 0; sfx[i] != NULL; i++) {
+		size_t m = strlen(sfx[i]);
+		if (n > m && strcmp(path + n - m, sfx[i]) == 0)
+			return sfx[i];
+	}
+	return NULL;
+}
+
 /* Runs tar with argv (NULL-terminated, argv[0] "tar"); 0 or -1 after saying why. */
 static int run_tar(char *const *argv)
 {
@@ -131,6 +148,10 @@ static int transfer(struct cli *cli, int argc, char **argv, enum msg_op op)
 	if (nrefs != 1)
 		return cli_usage_error(cli, "%s needs a PATH (a directory, or a .tar/.tar.gz file)",
 				       op == OP_EXPORT ? "export" : "import");
+	const char *foreign = is_archive(refs[0]) ? NULL : foreign_archive(refs[0]);
+	if (foreign != NULL)
+		return cli_usage_error(cli, "%s: export and import take a directory or a .tar, "
+				       ".tar.gz or .tgz archive, not %s", refs[0], foreign);
 	status = CLI_EXIT_ERROR;
 	archive = is_archive(refs[0]);
 	dir = transfer_dir(refs[0], archive, op, tmp);

@@ -219,6 +219,24 @@ static int tree_size(const char *dir)
  * import /etc` wrote objects/, entries/, claims/ and tmp/ into /etc); an
  * entry the cache holds already is counted as such, copied again never,
  * and keeps its pin. */
+/* An archive kiln does not make (w.zip) is refused; no directory of that
+ * name appears. */
+START_TEST(export_refuses_unknown_archives)
+{
+	char path[HARNESS_PATH], *err = NULL;
+	harness_start(NULL);
+	for (int i = 0; i < 3; i++) {
+		static const char *const names[] = { "w.zip", "w.tar.xz", "w.7z" };
+		harness_path(path, "%s", names[i]);
+		ck_assert_int_eq(harness_cli(NULL, &err, "export", path, NULL), 2);
+		ck_assert_msg(harness_contains(err, ".tar.gz"), "stderr: %s", err);
+		ck_assert_msg(!harness_exists(path), "export made %s", path);
+		free(err);
+	}
+	harness_stop();
+}
+END_TEST
+
 START_TEST(import_leaves_its_source_and_the_cache_alone)
 {
 	char key[72], dir[HARNESS_PATH], empty[HARNESS_PATH];
@@ -260,5 +278,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("stats", stats_in_prometheus_format, 60));
 	suite_add_tcase(s, harness_tcase("transfer", export_then_import_on_another_node, 120));
 	suite_add_tcase(s, harness_tcase("import_alone", import_leaves_its_source_and_the_cache_alone, 120));
+	suite_add_tcase(s, harness_tcase("export_suffix", export_refuses_unknown_archives, 60));
 	return harness_main(s);
 }
