@@ -722,6 +722,34 @@ static int resolve_prefix(struct store *s, const char *prefix, struct store_entr
 	return key[0] ? store_get(s, key, e) : -EBADMSG;
 }
 
+int store_keys_with_prefix(struct store *s, const char *prefix, char (*keys)[65],
+			   size_t max, size_t *n)
+{
+	char hex[KILN_KEY_HEX + 1];
+	sqlite3_stmt *st = NULL;
+	size_t len = strlen(prefix);
+	int rc;
+
+	*n = 0;
+	if (len > KILN_KEY_HEX)
+		return -EINVAL;
+	for (size_t i = 0; i <= len; i++)
+		hex[i] = (char)tolower((unsigned char)prefix[i]);
+	rc = sqlite3_prepare_v2(s->rd, "SELECT key FROM entries WHERE key >= ?1 AND key < ?1 || 'g' "
+				"ORDER BY key LIMIT ?2", -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return store_sql_errno(rc);
+	sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)max);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW && *n < max) {
+		const unsigned char *t = sqlite3_column_text(st, 0);
+		if (t != NULL && sqlite3_column_bytes(st, 0) == KILN_KEY_HEX)
+			memcpy(keys[(*n)++], t, KILN_KEY_HEX + 1);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : store_sql_errno(rc);
+}
+
 /*
  * An exact key wins, then an exact alias (an alias may look like hex), and
  * only then a prefix, so that a longer key never hides a user's alias.

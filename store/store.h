@@ -147,6 +147,10 @@ int store_get_by_rkey(struct store *s, const char *rkey, struct store_entry **ou
 /* ref is a full key, a unique key prefix of >= 4 hex digits, or an alias.
  * -ENOENT when nothing matches, -ENOTUNIQ when a prefix is ambiguous. */
 int store_resolve(struct store *s, const char *ref, struct store_entry *e);
+/* Up to max keys starting with the hex prefix (any case), in order: what an
+ * ambiguous prefix matches. 0 with *n set, or a negative errno. */
+int store_keys_with_prefix(struct store *s, const char *prefix, char (*keys)[65],
+			   size_t max, size_t *n);
 /* Every entry, most recently used first (deps not filled). */
 int store_list(struct store *s, struct store_entry **out, size_t *n);
 int store_totals(struct store *s, uint64_t *entries, uint64_t *bytes);

@@ -280,6 +280,18 @@ START_TEST(test_resolve)
 	ck_assert_str_eq(e.key, kb);
 	store_entry_free(&e);
 	ck_assert_int_eq(store_resolve(s, "abcd", &e), -ENOTUNIQ);
+	/* What an ambiguous prefix matches, in order, any case, up to max. */
+	char keys[4][65];
+	size_t n = 9;
+	ck_assert_int_eq(store_keys_with_prefix(s, "ABCD", keys, 4, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(keys[0], ka);
+	ck_assert_str_eq(keys[1], kb);
+	ck_assert_int_eq(store_keys_with_prefix(s, "abc", keys, 1, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(keys[0], ka);
+	ck_assert_int_eq(store_keys_with_prefix(s, "ffff", keys, 4, &n), 0);
+	ck_assert_uint_eq(n, 0);
 	ck_assert_int_eq(store_resolve(s, "my-alias", &e), 0);
 	ck_assert_str_eq(e.key, ka);
 	store_entry_free(&e);

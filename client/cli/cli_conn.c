@@ -146,7 +146,7 @@ enum msg_err cli_reply_check(const cJSON *reply, const char *ref)
 		return ERR_NONE;
 	/* Unknown codes count as internal errors, as the protocol asks. */
 	e = code ? msg_err_parse(code) : ERR_INTERNAL;
-	if (ref && (e == ERR_NOT_FOUND || e == ERR_AMBIGUOUS)) {
+	if (ref && (e == ERR_NOT_FOUND || (e == ERR_AMBIGUOUS && !(message && *message)))) {
 		cli_ref_error(e, ref);
 		return e;
 	}

@@ -158,8 +158,20 @@ static int offline_entry(const struct cli *cli, const char *ref, cJSON **out)
 	if (rc < 0)
 		return rc;
 	rc = s ? store_resolve(s, ref, &e) : -ENOENT;
-	if (rc == -ENOENT || rc == -ENOTUNIQ) {
-		cli_ref_error(rc == -ENOENT ? ERR_NOT_FOUND : ERR_AMBIGUOUS, ref);
+	if (rc == -ENOTUNIQ) {
+		char keys[8][65], list[8 * 14 + 16] = "";
+		size_t n = 0;
+		(void)store_keys_with_prefix(s, ref, keys, 8, &n);
+		for (size_t i = 0; i < n; i++)
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%.12s",
+				 i ? ", " : "", keys[i]);
+		cli_error_code("ambiguous");
+		cli_error("\"%s\" matches several entries (%s%s); give more digits", ref, list,
+			  n == 8 ? ", ..." : "");
+		goto cleanup;
+	}
+	if (rc == -ENOENT) {
+		cli_ref_error(ERR_NOT_FOUND, ref);
 		goto cleanup;
 	}
 	if (rc < 0) {

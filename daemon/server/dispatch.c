@@ -556,6 +556,31 @@ static void op_list(struct conn *c, struct msg_request *req)
 }
 
 /* Resolves req->ref; on failure answers the request and returns non-zero. */
+/* An ambiguous key prefix: the error names the entries it matches (the
+ * first eight, by key) in its message and in "matches". */
+static void ambiguous_ref(struct conn *c, const struct msg_request *req)
+{
+	char keys[8][65], list[8 * 14 + 16] = "";
+	size_t n = 0;
+	(void)store_keys_with_prefix(c->d->store, req->ref, keys, 8, &n);
+	for (size_t i = 0; i < n; i++)
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%.12s", i ? ", " : "",
+			 keys[i]);
+	struct msg_error err = { .code = ERR_AMBIGUOUS };
+	snprintf(err.field, sizeof(err.field), "ref");
+	snprintf(err.message, sizeof(err.message), "\"%.64s\" matches several entries (%s%s); give "
+		 "more digits", req->ref, list, n == 8 ? ", ..." : "");
+	cJSON *reply = msg_error_reply(req->id, &err);
+	cJSON *eo = reply != NULL ? cJSON_GetObjectItem(reply, "error") : NULL;
+	cJSON *arr = eo != NULL ? cJSON_AddArrayToObject(eo, "matches") : NULL;
+	for (size_t i = 0; arr != NULL && i < n; i++)
+		cJSON_AddItemToArray(arr, cJSON_CreateString(keys[i]));
+	if (reply != NULL)
+		conn_reply(c, reply, -1);
+	else
+		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
+}
+
 static int resolve_ref(struct conn *c, struct msg_request *req, struct store_entry *e)
 {
 	int rc = store_resolve(c->d->store, req->ref, e);
@@ -565,8 +590,7 @@ static int resolve_ref(struct conn *c, struct msg_request *req, struct store_ent
 	else if (rc == -ENOENT)
 		conn_reply_error(c, req->id, ERR_NOT_FOUND, "ref", "no entry matches \"%s\"", req->ref);
 	else if (rc == -ENOTUNIQ)
-		conn_reply_error(c, req->id, ERR_AMBIGUOUS, "ref",
-				 "\"%s\" matches several entries; give more digits", req->ref);
+		ambiguous_ref(c, req);
 	else if (rc != 0)
 		conn_reply_error(c, req->id, ERR_IO, NULL, "cannot read the index: %s", strerror(-rc));
 	return rc;
