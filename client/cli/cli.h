@@ -79,6 +79,11 @@ void cli_error_code(const char *code);
 void cli_error_log(const char *log);
 /* A command printed its JSON result (a failure then needs no object). */
 void cli_json_printed(void);
+/* Makes the paths of -I, -isystem, -iquote, -idirafter, -L (joined or
+ * separate), -include and -imacros (separate) absolute against base: args[i]
+ * then points to owned[i] (malloc'd, the caller frees each), else owned[i]
+ * is NULL. Absolute, sysroot-relative (=, $) values stay. 0. */
+int cli_absolute_args(char **args, size_t n, const char *base, char **owned);
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_usage_error(const struct cli *cli, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

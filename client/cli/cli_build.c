@@ -72,6 +72,50 @@ static int build_parse(struct cli *cli, int argc, char **argv, struct build_args
 	return -1;
 }
 
+/* Options whose value is a path the compiler reads: joined (-Iinc) or
+ * separate (-I inc). */
+static const char *const path_opts[] = { "-isystem", "-iquote", "-idirafter", "-include",
+					  "-imacros", "-I", "-L", NULL };
+
+/* The path of arg's value made absolute against base, or NULL when arg is not
+ * a relative path option value. sep: arg is the value of a separate option. */
+static char *absolute_value(const char *prefix, const char *value, const char *base)
+{
+	char *out = NULL;
+	/* Absolute, sysroot-relative (=, $SYSROOT) or empty: as it is. */
+	if (value[0] == '\0' || value[0] == '/' || value[0] == '=' || value[0] == '$')
+		return NULL;
+	if (asprintf(&out, "%s%s/%s", prefix, base, value) < 0)
+		return NULL;
+	return out;
+}
+
+int cli_absolute_args(char **args, size_t n, const char *base, char **owned)
+{
+	for (size_t i = 0; i < n; i++) {
+		owned[i] = NULL;
+		for (size_t k = 0; path_opts[k] != NULL; k++) {
+			size_t len = strlen(path_opts[k]);
+			if (strcmp(args[i], path_opts[k]) == 0 && i + 1 < n) {
+				/* -I inc: the next argument is the path. */
+				i++;
+				owned[i] = absolute_value("", args[i], base);
+				break;
+			}
+			/* -include and -imacros are only separate here. */
+			if (k < 3 || k >= 5) {
+				if (strncmp(args[i], path_opts[k], len) == 0 && args[i][len] != '\0') {
+					owned[i] = absolute_value(path_opts[k], args[i] + len, base);
+					break;
+				}
+			}
+		}
+		if (owned[i] != NULL)
+			args[i] = owned[i];
+	}
+	return 0;
+}
+
 static const char *base_name(const char *path)
 {
 	const char *slash = strrchr(path, '/');
@@ -205,6 +249,7 @@ static int build_print(const struct cli *cli, const cJSON *reply)
 int cmd_build(struct cli *cli, int argc, char **argv)
 {
 	struct build_args b = { .toolchain = "cc" };
+	char **owned = NULL, *cwd = NULL;
 	struct msg_source *srcs = NULL;
 	struct msg_request req;
 	struct cli_conn c = { .wc.fd = -1 };
@@ -226,6 +271,16 @@ int cmd_build(struct cli *cli, int argc, char **argv)
 	status = CLI_EXIT_ERROR;
 	if (build_sources(&b, srcs) < 0)
 		goto cleanup;
+	/* Relative include and library directories are the caller's, not the
+	 * daemon's build directory's: made absolute against the working
+	 * directory, as the source files are. */
+	owned = calloc(b.nargs + 1, sizeof(*owned));
+	cwd = getcwd(NULL, 0);
+	if (owned == NULL || cwd == NULL) {
+		cli_error("cannot resolve relative arguments: %s", strerror(errno));
+		goto cleanup;
+	}
+	cli_absolute_args((char **)b.args, b.nargs, cwd, owned);
 
 	if (cli_conn_require(cli, &c) < 0)
 		goto cleanup;
@@ -254,6 +309,10 @@ cleanup:
 	for (size_t i = 0; srcs && i < b.nfiles; i++)
 		free(srcs[i].path);
 	free(srcs);
+	for (size_t i = 0; owned != NULL && i < b.nargs; i++)
+		free(owned[i]);
+	free(owned);
+	free(cwd);
 	free(b.files);
 	free(b.args);
 	return status;

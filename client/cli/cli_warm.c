@@ -172,6 +172,23 @@ static int parse_request(struct warm *w, const cJSON *o, struct warm_item *it, s
 			  "args an array of strings", r);
 		return -1;
 	}
+	/* Relative include and library directories, like the sources, are
+	 * the manifest directory's. */
+	char **owned = calloc(it->req.nargs + 1, sizeof(*owned));
+	if (owned == NULL)
+		return -1;
+	char **before = calloc(it->req.nargs + 1, sizeof(*before));
+	if (before == NULL) {
+		free(owned);
+		return -1;
+	}
+	memcpy(before, it->req.args, it->req.nargs * sizeof(*before));
+	cli_absolute_args(it->req.args, it->req.nargs, w->dir, owned);
+	for (size_t k = 0; k < it->req.nargs; k++)
+		if (owned[k] != NULL)
+			free(before[k]);  /* args[k] is owned[k] now */
+	free(before);
+	free(owned);
 	it->req.nsources = (size_t)cJSON_GetArraySize(srcs);
 	it->req.sources = calloc(it->req.nsources, sizeof(*it->req.sources));
 	if (it->req.sources == NULL)

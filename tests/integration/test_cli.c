@@ -313,6 +313,43 @@ START_TEST(cli_errors_and_version)
 }
 END_TEST
 
+/* Relative -I and -L after '--' are the caller's directories, not the
+ * daemon's build directory's; a warm manifest's are its own directory's. */
+START_TEST(cli_relative_include_dirs)
+{
+	char dir[HARNESS_PATH], path[HARNESS_PATH], *out, *err, *old = getcwd(NULL, 0);
+
+	ck_assert_int_eq(mkdir(harness_path(dir, "proj"), 0700), 0);
+	ck_assert_int_eq(mkdir(harness_path(path, "proj/inc"), 0700), 0);
+	harness_write_file(harness_path(path, "proj/inc/v.h"), "#define V 7\n");
+	harness_write_file(harness_path(path, "proj/p.c"),
+			   "#include \"v.h\"\nint kiln_test_value(void) { return V; }\n");
+	harness_write_file(harness_path(path, "proj/m.json"),
+			   "{\"requests\": [{\"sources\": [\"p.c\"], \"args\": [\"-Iinc\"], "
+			   "\"alias\": \"rel:warm\"}]}");
+	harness_start(NULL);
+	ck_assert_int_eq(chdir(dir), 0);
+	int rc = harness_cli(&out, &err, "--json", "build", "p.c", "--alias", "rel:build", "--",
+			     "-Iinc", NULL);
+	ck_assert_int_eq(chdir(old), 0);
+	ck_assert_msg(rc == 0, "build with -Iinc failed: %s %s", out, err);
+	free(out), free(err);
+	cJSON *e = harness_cli_json("show", "rel:build", NULL);
+	harness_path(path, "proj/inc");
+	char want[HARNESS_PATH + 8];
+	snprintf(want, sizeof(want), "-I%s", path);
+	ck_assert_str_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(e, "args"), 0)->valuestring, want);
+	cJSON_Delete(e);
+	/* warm, run from elsewhere: the manifest's directory counts. */
+	ck_assert_int_eq(harness_cli(&out, &err, "warm", harness_path(path, "proj/m.json"), NULL), 0);
+	free(out), free(err);
+	struct harness_result h = harness_in_child(NULL, "rel:warm");
+	ck_assert_msg(h.rc == KILN_OK && h.value == 7, "%s", h.msg);
+	free(old);
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cli");
@@ -320,5 +357,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("commands", cli_commands_with_and_without_the_daemon, 120));
 	suite_add_tcase(s, harness_tcase("cxx", cli_builds_cxx_from_several_files, 60));
 	suite_add_tcase(s, harness_tcase("errors", cli_errors_and_version, 60));
+	suite_add_tcase(s, harness_tcase("relative_dirs", cli_relative_include_dirs, 60));
 	return harness_main(s);
 }
