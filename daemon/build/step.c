@@ -17,6 +17,7 @@
 #include "args.h"
 #include "build_int.h"
 #include "kilnd.h"
+#include "diag.h"
 #include "log.h"
 #include "pch.h"
 
@@ -312,6 +313,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 }
 
 static void step_evaluate(struct build *b);
+static void user_paths(struct build *b);
 
 static void on_part_closed(uv_handle_t *h)
 {
@@ -454,6 +456,7 @@ void step_next(struct build *b)
 		pch_bind(b->d, &b->in, b->dir);
 	if (!step_argv(b, &a, &is_check)) {
 		step_argv_free(&a);
+		user_paths(b);
 		publish_start(b);
 		return;
 	}
@@ -495,6 +498,40 @@ static bool disk_full(const struct build *b)
 	       strstr(b->log + b->log_mark, "No space left on device") != NULL;
 }
 
+/* The compiler's messages name src/NAME: the user's NAME, or the path the
+ * source was sent by, instead (diag.c). */
+static void user_paths(struct build *b)
+{
+	size_t n = b->in.nsrc, outlen = 0;
+	if (b->log == NULL || b->loglen == 0 || n == 0)
+		return;
+	const char **from = calloc(n, sizeof(*from)), **to = calloc(n, sizeof(*to));
+	char **made = calloc(n, sizeof(*made));
+	for (size_t i = 0; from != NULL && to != NULL && made != NULL && i < n; i++) {
+		const char *path = b->in.req.sources[i].path;
+		if (asprintf(&made[i], "src/%s", b->in.src[i].name) < 0) {
+			made[i] = NULL;
+			break;
+		}
+		from[i] = made[i];
+		to[i] = path != NULL ? path : b->in.src[i].name;
+	}
+	char *out = NULL;
+	if (from != NULL && to != NULL && made != NULL && made[n - 1] != NULL)
+		out = diag_user_paths(b->log, b->loglen, from, to, n, &outlen);
+	if (out != NULL) {
+		free(b->log);
+		b->log = out;
+		b->loglen = outlen;
+		b->logcap = outlen + 1;
+	}
+	for (size_t i = 0; made != NULL && i < n; i++)
+		free(made[i]);
+	free(made);
+	free(from);
+	free(to);
+}
+
 static void step_evaluate(struct build *b)
 {
 	bool is_check = b->is_check;
@@ -507,6 +544,7 @@ static void step_evaluate(struct build *b)
 		build_log_append(b, note, (size_t)n);
 	}
 	if (b->err_code != ERR_NONE) {
+		user_paths(b);
 		build_finish(b);
 		return;
 	}
@@ -526,6 +564,7 @@ static void step_evaluate(struct build *b)
 			   (long long)b->exit_status);
 	}
 	if (b->err_code != ERR_NONE) {
+		user_paths(b);
 		build_finish(b);
 		return;
 	}
