@@ -293,3 +293,26 @@ int validate_key_prefix(const char *s)
 		return -1;
 	return 0;
 }
+
+const char *validate_default_toolchain(const char *const *names, size_t n, size_t stride)
+{
+	static const char *const hdr[] = { ".h", ".hh", ".hpp", ".hxx", ".h++", ".inc", ".inl",
+					   ".ipp", ".tcc", ".cuh", NULL };
+	static const char *const cxx[] = { ".cc", ".cpp", ".cxx", ".c++", ".C", ".cp", NULL };
+	for (size_t i = 0; i < n; i++) {
+		const char *name = *(const char *const *)((const char *)names + i * stride);
+		const char *dot = name != NULL ? strrchr(name, '.') : NULL;
+		bool header = false;
+		for (size_t k = 0; dot != NULL && hdr[k] != NULL; k++)
+			header = header || strcmp(dot, hdr[k]) == 0;
+		if (dot == NULL || header)
+			continue;
+		if (strcmp(dot, ".cu") == 0)
+			return "nvcc";
+		for (size_t k = 0; cxx[k] != NULL; k++)
+			if (strcmp(dot, cxx[k]) == 0)
+				return "c++";
+		return "cc";
+	}
+	return "cc";
+}

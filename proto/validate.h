@@ -19,6 +19,13 @@ int validate_source_name(const char *name, char *why, size_t whylen);
 /* The names of one request together: none twice, and none inside a name
  * that is a file ("a" and "a/b"). names[i] is at (char *)names + i * stride,
  * so that it can walk the name member of an array of structs. */
+/*
+ * The toolchain a request that names none gets, by the language of its
+ * first compiled source (names: n strings, stride bytes apart): "c++" for
+ * .cc .cpp .cxx .c++ .C .cp, "nvcc" for .cu, else "cc". The same rule for
+ * libkiln, the CLI and Python.
+ */
+const char *validate_default_toolchain(const char *const *names, size_t n, size_t stride);
 int validate_source_set(const char *const *names, size_t n, size_t stride, char *why,
 			size_t whylen);
 /* Toolchain names: 1..64 of [A-Za-z0-9._+-], not starting with '-'. */

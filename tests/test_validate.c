@@ -241,6 +241,25 @@ START_TEST(test_keys)
 }
 END_TEST
 
+START_TEST(default_toolchain)
+{
+	const char *c[] = { "k.h", "a.c", "b.cpp" };
+	const char *cxx[] = { "include/hash.h", "src/cpu/p.cpp", "x.c" };
+	const char *cu[] = { "k.cuh", "k.cu" };
+	const char *others[] = { "m.f90" };
+	const char *headers[] = { "a.h", "b.hpp" };
+	ck_assert_str_eq(validate_default_toolchain(c, 3, sizeof(char *)), "cc");
+	ck_assert_str_eq(validate_default_toolchain(cxx, 3, sizeof(char *)), "c++");
+	ck_assert_str_eq(validate_default_toolchain(cu, 2, sizeof(char *)), "nvcc");
+	ck_assert_str_eq(validate_default_toolchain(others, 1, sizeof(char *)), "cc");
+	ck_assert_str_eq(validate_default_toolchain(headers, 2, sizeof(char *)), "cc");
+	ck_assert_str_eq(validate_default_toolchain(NULL, 0, sizeof(char *)), "cc");
+	static const char *const exts[] = { "a.cc", "a.cxx", "a.c++", "a.C", "a.cp" };
+	for (size_t i = 0; i < 5; i++)
+		ck_assert_str_eq(validate_default_toolchain(&exts[i], 1, sizeof(char *)), "c++");
+}
+END_TEST
+
 static Suite *validate_suite(void)
 {
 	Suite *s = suite_create("validate");
@@ -255,6 +274,7 @@ static Suite *validate_suite(void)
 	tcase_add_test(tn, test_alias);
 	tcase_add_test(tn, test_label);
 	tcase_add_test(tn, test_keys);
+	tcase_add_test(tn, default_toolchain);
 	suite_add_tcase(s, tn);
 
 	return s;

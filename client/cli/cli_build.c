@@ -125,7 +125,7 @@ static const char *base_name(const char *path)
 
 /* Checks everything the daemon would refuse as invalid. Returns -1 to go on,
  * or the exit status. */
-static int build_validate(struct cli *cli, const struct build_args *b)
+static int build_validate(struct cli *cli, struct build_args *b)
 {
 	char why[256];
 
@@ -137,6 +137,10 @@ static int build_validate(struct cli *cli, const struct build_args *b)
 	if (b->nargs > MSG_MAX_ARGS)
 		return cli_usage_error(cli, "too many compiler arguments (%zu); at most %d",
 				       b->nargs, MSG_MAX_ARGS);
+	/* None given: by the first compiled file's language, as libkiln and
+	 * Python choose (validate_default_toolchain). */
+	if (b->toolchain == NULL)
+		b->toolchain = validate_default_toolchain(b->files, b->nfiles, sizeof(*b->files));
 	if (validate_toolchain_name(b->toolchain, why, sizeof(why)) < 0)
 		return cli_usage_error(cli, "%s", why);
 	if (b->alias && validate_alias(b->alias, why, sizeof(why)) < 0)
@@ -248,7 +252,7 @@ static int build_print(const struct cli *cli, const cJSON *reply)
 
 int cmd_build(struct cli *cli, int argc, char **argv)
 {
-	struct build_args b = { .toolchain = "cc" };
+	struct build_args b = { 0 };
 	char **owned = NULL, *cwd = NULL;
 	struct msg_source *srcs = NULL;
 	struct msg_request req;

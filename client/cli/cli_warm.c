@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "validate.h"
 #include "util.h"
 
 /* Requests written ahead of their replies (see MANY_WINDOW in lib_many.c). */
@@ -154,8 +155,6 @@ static int parse_request(struct warm *w, const cJSON *o, struct warm_item *it, s
 	it->req.output = str_dup_json(o, "output", &bad);
 	it->req.alias = str_dup_json(o, "alias", &bad);
 	it->req.label = str_dup_json(o, "label", &bad);
-	if (it->req.toolchain == NULL && !bad)
-		it->req.toolchain = strdup("cc");
 	if (args != NULL && !cJSON_IsArray(args))
 		bad = true;
 	it->req.nargs = (size_t)cJSON_GetArraySize(args);
@@ -199,6 +198,12 @@ static int parse_request(struct warm *w, const cJSON *o, struct warm_item *it, s
 			return -1;
 		else
 			i++;
+	/* None given: by the first compiled source's language (as kiln build). */
+	if (it->req.toolchain == NULL &&
+	    (it->req.toolchain = strdup(validate_default_toolchain(
+		     (const char *const *)&it->req.sources[0].name, it->req.nsources,
+		     sizeof(*it->req.sources)))) == NULL)
+		return -1;
 	it->rc = -1;
 	return 0;
 }

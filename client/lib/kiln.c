@@ -198,7 +198,11 @@ int lib_request_build(const struct kiln_request *req, struct msg_request *m)
 	m->op = OP_GET;
 	m->proto = -1;
 	m->max_size = -1;
-	m->toolchain = (char *)(req->toolchain ? req->toolchain : "cc");
+	m->toolchain = (char *)(req->toolchain ? req->toolchain
+				: req->sources ? validate_default_toolchain(&req->sources[0].name,
+									    req->nsources,
+									    sizeof(*req->sources))
+				: "cc");
 	m->output = (char *)(req->output ? req->output : "shared");
 	if (validate_toolchain_name(m->toolchain, why, sizeof(why)) < 0)
 		return lib_err_set(KILN_EINVAL, "toolchain \"%s\": %s", m->toolchain, why);

@@ -59,7 +59,10 @@ struct kiln_source {
 };
 
 struct kiln_request {
-	const char *toolchain;              /* "cc", "c++", ...; NULL means "cc" */
+	const char *toolchain;              /* "cc", "c++", ...; NULL: by the first
+					     * compiled source: "c++" for .cpp .cc
+					     * .cxx .C .c++ .cp, "nvcc" for .cu,
+					     * else "cc" */
 	const char *output;                 /* "shared" (NULL means "shared") */
 	const char *const *args;            /* extra compiler arguments */
 	size_t nargs;

@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import os
 import threading
+from typing import Any, Iterable, List, Mapping, Optional, Sequence, Union
 
 from . import _lib
 from .errors import error_for, invalid
@@ -137,7 +138,7 @@ class Program:
             self._data = ctypes.string_at(self._data_addr, self._data_size)
         return self._data
 
-    def release(self):
+    def release(self) -> None:
         """Gives back one reference to the loaded program (kiln_release):
         every get, get_many and lookup that returned it loaded took one.
         When the last goes, the program leaves the process (its library is
@@ -161,7 +162,7 @@ class Program:
             import _ctypes
             _ctypes.dlclose(lib._handle)
 
-    def sym(self, name):
+    def sym(self, name: str) -> Optional[int]:
         """The address of a symbol as an int (kiln_sym), None when the
         program has none of that name or is a GPU output."""
         if self.lib is None:
@@ -221,7 +222,7 @@ def _strings(values, field, kind, what, keep):
     return arr, len(cvals)
 
 
-def _fill_request(req, toolchain="c++", sources=None, args=(), output="shared",
+def _fill_request(req, toolchain=None, sources=None, args=(), output="shared",
                   alias=None, label=None, pch=()):
     """Fills a struct kiln_request; returns what must stay alive during the
     call."""
@@ -258,7 +259,8 @@ class Kiln:
     thread-safe; close() waits for calls in progress in other threads.
     """
 
-    def __init__(self, socket=None, *, autospawn=False, kilnd=None, cache_dir=None):
+    def __init__(self, socket: Optional[str] = None, *, autospawn: bool = False,
+                 kilnd: Optional[str] = None, cache_dir: Optional[str] = None) -> None:
         self._c = _lib.load()
         self._k = None
         self._cond = threading.Condition()
@@ -318,7 +320,7 @@ class Kiln:
     def closed(self):
         return self._closed
 
-    def close(self):
+    def close(self) -> None:
         """Closes the connection (kiln_close). Loaded programs stay loaded
         and their Program objects usable. Idempotent; waits for calls that
         other threads have in progress."""
@@ -348,14 +350,20 @@ class Kiln:
         state = "closed" if self._closed else "open"
         return "<kiln.Kiln %s socket=%r>" % (state, self.socket)
 
-    def get(self, toolchain="c++", sources=None, args=(), output="shared", alias=None,
-            label=None, load=True, pch=()):
+    def get(self, toolchain: Optional[str] = None,
+            sources: Optional[Mapping[str, Union[str, bytes, "os.PathLike[str]"]]] = None,
+            args: Sequence[str] = (), output: str = "shared", alias: Optional[str] = None,
+            label: Optional[str] = None, load: bool = True,
+            pch: Sequence[str] = ()) -> "Program":
         """Gets the program for a request, building it in kilnd if needed,
         and loads it (kiln_get); with load=False only gets it as a file
         (kiln_get_file: Program.fd and Program.path, for a framework that
         loads libraries itself).
 
-        toolchain  a toolchain kilnd knows: "c++" (the default), "cc", "nvcc"
+        toolchain  a toolchain kilnd knows: "cc", "c++", "nvcc"; None (the
+                   default) picks one by the first compiled source's
+                   extension, as the CLI and libkiln do: "c++" for .cpp,
+                   .cc, .cxx, .C, "nvcc" for .cu, else "cc"
         sources    {file name: text (str or bytes) or pathlib.Path}; the
                    file name's extension picks the language; a Path is sent
                    as an absolute path for kilnd to read
@@ -385,7 +393,8 @@ class Kiln:
             del keep
             return self._program(out.value, loaded=load)
 
-    def get_many(self, requests, return_exceptions=False):
+    def get_many(self, requests: Iterable[Mapping[str, Any]],
+                 return_exceptions: bool = False) -> List[Any]:
         """Gets many programs at once (kiln_get_many): all requests are in
         flight together, so kilnd builds the missing ones in parallel.
 
@@ -422,7 +431,8 @@ class Kiln:
             raise first
         return result
 
-    def lookup(self, alias, load=True, toolchain=None):
+    def lookup(self, alias: str, load: bool = True,
+               toolchain: Optional[str] = None) -> "Program":
         """Finds the program an alias names and loads it (kiln_lookup);
         never builds. Answered from the process when the alias was loaded
         here before, else by kilnd. With load=False it is only got as a
@@ -445,7 +455,7 @@ class Kiln:
                 raise self._fail(rc, k)
             return self._program(out.value, loaded=load)
 
-    def stats(self):
+    def stats(self) -> "KilnStats":
         """The connection's counters (kiln_get_stats) as a KilnStats."""
         st = _lib.Stats()
         with self._using() as k:

@@ -44,6 +44,7 @@ import shlex
 import shutil
 import sys
 import threading
+from typing import Any, Iterable, List, Optional
 
 from .client import Kiln
 from .errors import BuildError, InvalidRequest, KilnError
@@ -55,7 +56,7 @@ _state = {"kiln": None, "original": None, "compile": None, "socket": None, "code
 stats = {"built": 0, "looked_up": 0, "fallbacks": 0}
 
 
-def install(socket=None):
+def install(socket: Optional[str] = None) -> None:
     """Routes DaCe's builds through kiln (idempotent). socket: kilnd's socket
     (default: libkiln's, $KILN_SOCKET or the per-user default)."""
     from dace.codegen import compiler
@@ -71,7 +72,7 @@ def install(socket=None):
         _state["socket"] = socket
 
 
-def uninstall():
+def uninstall() -> None:
     """Gives DaCe its own build back."""
     from dace.codegen import compiler
 
@@ -383,7 +384,7 @@ def configure_and_compile(program_folder, program_name=None, output_stream=None,
     return b.finish()
 
 
-def compile_many(sdfgs):
+def compile_many(sdfgs: Iterable[Any]) -> List[Any]:
     """Compiles several SDFGs with their kiln builds in flight together, so
     that kilnd builds the missing ones in parallel (up to its --jobs)
     instead of one after another: code generation runs for each in turn

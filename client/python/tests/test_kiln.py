@@ -438,3 +438,45 @@ def test_pch(k, tmp_path):
         k.get(toolchain="cc", sources=src, pch=["../big.h"])
     with pytest.raises(TypeError):
         k.get(toolchain="cc", sources=src, pch="big.h")
+
+
+def test_pip_installable(tmp_path):
+    """pip installs the package as the distribution kiln-hpc (offline, with
+    the setuptools already there), with py.typed, at the version libkiln
+    reports (meson.build's)."""
+    import importlib.util
+    if importlib.util.find_spec("pip") is None or importlib.util.find_spec("setuptools") is None:
+        pytest.skip("pip or setuptools is not installed (apt-get install python3-pip "
+                    "python3-setuptools)")
+    src = tmp_path / "src"
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    shutil.copytree(here, src, ignore=shutil.ignore_patterns("tests", "__pycache__", "build",
+                                                             "*.egg-info"))
+    site = tmp_path / "site"
+    p = subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation",
+                        "--no-deps", "--no-index", "--target", str(site), str(src)],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout
+    assert (site / "kiln" / "py.typed").exists()
+    env = dict(os.environ, PYTHONPATH=str(site))
+    p = subprocess.run([sys.executable, "-c",
+                        "import importlib.metadata as m, kiln; "
+                        "print(kiln.__file__, m.version('kiln-hpc'), kiln.__version__)"],
+                       env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stdout
+    path, dist_version, lib_version = p.stdout.split()
+    assert path.startswith(str(site)), path
+    assert dist_version == lib_version, p.stdout
+
+
+def test_default_toolchain_follows_the_language(k):
+    """No toolchain: chosen by the first compiled source, as the CLI does;
+    C++ (std::map, libstdc++) links with c++."""
+    cxx = k.get(sources={unique("map") + ".cpp":
+                         "#include <map>\nextern \"C\" int f(void) { std::map<int, int> m; "
+                         "m[1] = 41; return m[1] + 1; }\n"})
+    cxx.lib.f.restype = ctypes.c_int
+    assert cxx.lib.f() == 42
+    c = k.get(sources={unique("plain") + ".c": returns(3)})
+    assert c.lib.f() == 3
