@@ -334,6 +334,7 @@ static void fail_start(const struct config *cfg, const char *err)
 static const struct server_hooks server_hooks = {
 	.frame = dispatch_frame,
 	.batch = headers_requests_read,
+	.closed = flight_cancel_abandoned,
 };
 
 /*

@@ -78,6 +78,7 @@ static const struct {
 	{ "source_texts", "sources sent", F_INT },
 	{ "imports", "imported", F_INT },
 	{ "inputs_changed", "inputs changed", F_INT },
+	{ "cancelled", "cancelled", F_INT },
 	{ "depfile_fallbacks", "depfile only", F_INT },
 	{ "cache_recreated", "cache remade", F_INT },
 	{ "cache_problem", "cache problem", F_STR },

@@ -36,6 +36,7 @@ static const struct {
 	{ "stalled", "stalled_total", COUNTER, "Connections closed by --frame-timeout." },
 	{ "damaged", "damaged_total", COUNTER, "Damaged objects found (serving, verify)." },
 	{ "inputs_changed", "inputs_changed_total", COUNTER, "Builds whose inputs changed while they ran." },
+	{ "cancelled", "cancelled_total", COUNTER, "Builds stopped because every client that asked for them had gone." },
 	{ "depfile_fallbacks", "depfile_fallbacks_total", COUNTER, "Builds recorded from dependency files only." },
 	{ "upstream_hits", "upstream_hits_total", COUNTER, "Local misses served from --upstream." },
 	{ "upstream_publishes", "upstream_publishes_total", COUNTER, "Entries written to --upstream." },

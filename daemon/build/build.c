@@ -211,6 +211,84 @@ static struct build *queue_pop(struct kilnd *d)
 	return b;
 }
 
+/* Takes b out of whichever queue holds it; false when none does. */
+static bool queue_remove(struct kilnd *d, struct build *b)
+{
+	struct build **heads[2] = { &d->queue_head, &d->bg_head };
+	struct build **tails[2] = { &d->queue_tail, &d->bg_tail };
+	for (int q = 0; q < 2; q++) {
+		struct build *prev = NULL, *it = *heads[q];
+		while (it != NULL && it != b) {
+			prev = it;
+			it = it->qnext;
+		}
+		if (it == NULL)
+			continue;
+		*(prev != NULL ? &prev->qnext : heads[q]) = b->qnext;
+		if (*tails[q] == b)
+			*tails[q] = prev;
+		b->qnext = NULL;
+		d->queued--;
+		return true;
+	}
+	return false;
+}
+
+/* Whether b has waiters and every one of them has gone. */
+static bool abandoned(const struct build *b)
+{
+	if (b->waiters == NULL)
+		return false;
+	for (const struct waiter *w = b->waiters; w != NULL; w = w->next)
+		if (!w->ops->gone(w->ctx))
+			return false;
+	return true;
+}
+
+struct cancel_list {
+	struct build *v[64];
+	size_t n;
+};
+
+static void collect_abandoned(const char *key, void *val, void *ctx)
+{
+	struct build *b = val;
+	struct cancel_list *l = ctx;
+	(void)key;
+	if (l->n < 64 && !b->cancelled && b->up == NULL && abandoned(b) &&
+	    (b->state == FLIGHT_QUEUED || b->state == FLIGHT_COMPILING || b->state == FLIGHT_CHECKING))
+		l->v[l->n++] = b;
+}
+
+static void cancel_one(struct kilnd *d, struct build *b)
+{
+	b->cancelled = true;
+	log_info("build %.16s (%s): every client that asked for it has gone; cancelled",
+		 b->in.rkey, b->in.req.label != NULL ? b->in.req.label : "no label");
+	build_fail(b, ERR_INTERNAL, "cancelled: every client that asked for it has gone");
+	if (b->state == FLIGHT_QUEUED) {
+		if (queue_remove(d, b))
+			build_finish(b);
+	} else if (b->pgid > 0) {
+		/* The step's exit handler finishes it, slot and all. */
+		kill(-b->pgid, SIGKILL);
+	}
+}
+
+void flight_cancel_abandoned(struct kilnd *d)
+{
+	ASSERT_LOOP();
+	struct cancel_list l;
+	do {
+		/* Finished flights leave the table, killed ones are marked: each
+		 * round finds new ones, 64 at a time. */
+		l.n = 0;
+		table_foreach(d->flights, collect_abandoned, &l);
+		for (size_t i = 0; i < l.n; i++)
+			cancel_one(d, l.v[i]);
+	} while (l.n == 64);
+}
+
 void flight_promote(struct build *b)
 {
 	ASSERT_LOOP();
@@ -372,6 +450,8 @@ void build_finish(struct build *b)
 			 b->in.req.label != NULL ? b->in.req.label : "no label",
 			 (unsigned long long)b->entry.build_ms);
 		kilnd_refresh_totals(d);
+	} else if (b->cancelled) {
+		d->c.cancelled++;
 	} else if (b->err_code != ERR_SHUTTING_DOWN && b->err_code != ERR_NEED_SOURCES) {
 		d->c.builds_failed++;
 		log_info("build of %.16s failed: %s", b->in.rkey, b->err_msg != NULL ? b->err_msg : "");

@@ -72,6 +72,7 @@ struct build {
 	struct up_flight *up;        /* the --upstream side of the flight (upstream.c) */
 	bool from_upstream;          /* fetched from --upstream: no compiler ran */
 	bool retried;                /* built again once after an input changed */
+	bool cancelled;              /* every waiter left: stopped (flight_cancel_abandoned) */
 };
 
 void build_log_append(struct build *b, const char *data, size_t len);

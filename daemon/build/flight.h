@@ -55,6 +55,14 @@ int flight_start(struct kilnd *d, struct build_input *in, const struct waiter_op
  * in's contents either way (in itself is the caller's).
  */
 void flight_join_input(struct build *b, struct build_input *in);
+/*
+ * Stops the flights whose every waiter has gone (their clients hung up, as
+ * on Ctrl-C): a queued one leaves the queue, a compiling one has its
+ * compiler killed and its slot freed. Flights that publish, hold an
+ * --upstream claim or have a waiter that stays (a .gch nobody waits for)
+ * go on. A request that comes later starts a fresh flight. Loop thread.
+ */
+void flight_cancel_abandoned(struct kilnd *d);
 /* Moves b, queued in the background, to the head of the queue. */
 void flight_promote(struct build *b);
 /* Shutdown: kills running compilers; every waiter gets shutting_down. */

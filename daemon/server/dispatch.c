@@ -501,6 +501,7 @@ static void op_status(struct conn *c, struct msg_request *req)
 	ADD_NUM(r, "stalled", d->c.stalled);
 	ADD_NUM(r, "damaged", d->c.damaged);
 	ADD_NUM(r, "inputs_changed", d->c.inputs_changed);
+	ADD_NUM(r, "cancelled", d->c.cancelled);
 	ADD_NUM(r, "depfile_fallbacks", d->c.depfile_fallbacks);
 	ADD_NUM(r, "cache_recreated", d->c.cache_recreated);
 	if (d->cache_why[0] != '\0')

@@ -120,7 +120,9 @@ static void conn_kill(struct conn *c)
 	c->out_tail = NULL;
 	c->nout = 0;
 	c->out_bytes = 0;
-	/* Its requests go on (a build others wait for), unanswered. */
+	/* Its requests go on (a build others wait for), unanswered; a build
+	 * that only it waited for stops (the closed hook, after the unlink
+	 * below). */
 	s->pending -= c->pending;
 	c->pending = 0;
 	close(c->fd);
@@ -134,6 +136,8 @@ static void conn_kill(struct conn *c)
 	s->nconns--;
 	kilnd_activity(c->d);
 	uv_close((uv_handle_t *)&c->poll, conn_on_closed);
+	if (s->hooks.closed != NULL && !c->d->stopping)
+		s->hooks.closed(c->d);
 }
 
 static void conn_set_events(struct conn *c, int events)

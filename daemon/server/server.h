@@ -59,6 +59,9 @@ struct server_hooks {
 	void (*frame)(struct conn *c, const char *payload, size_t len);
 	/* Bytes were read on some connection: a new batch of requests. */
 	void (*batch)(struct kilnd *d);
+	/* A connection went (hung up, or closed by kilnd): its requests'
+	 * builds may have no one left to answer. */
+	void (*closed)(struct kilnd *d);
 };
 
 /* Binds and listens on d->cfg->socket_path: directory 0700 (created when

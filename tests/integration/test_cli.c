@@ -276,6 +276,7 @@ START_TEST(cli_errors_and_version)
 	char *out, *err, *v2, missing[HARNESS_PATH], empty[HARNESS_PATH], bad[HARNESS_PATH];
 
 	ck_assert_int_eq(harness_cli(&out, &err, "-V", NULL), 0);
+	free(err);
 	ck_assert_int_eq(harness_cli(&v2, &err, "--version", NULL), 0);
 	ck_assert_msg(strncmp(out, "kiln ", 5) == 0 && strcmp(out, v2) == 0, "'%s' '%s'", out, v2);
 	free(out), free(v2), free(err);

@@ -540,11 +540,63 @@ START_TEST(toolchain_others_can_replace_is_said_at_start)
 }
 END_TEST
 
+/* A client that hangs up (Ctrl-C on kiln warm) leaves builds nobody waits
+ * for: the running one's compiler is killed, the queued ones leave the
+ * queue, all counted as cancelled, not failed; asked again later, the
+ * program builds afresh. */
+START_TEST(abandoned_builds_are_cancelled)
+{
+	char src[HARNESS_PATH], wrapper[HARNESS_PATH], log[HARNESS_PATH], gate[HARNESS_PATH];
+	char tc[HARNESS_PATH + 8], manifest[HARNESS_PATH], out[HARNESS_PATH];
+
+	for (int i = 0; i < 3; i++) {
+		char name[32], text[96];
+		snprintf(name, sizeof(name), "ab%d.c", i);
+		snprintf(text, sizeof(text), "int kiln_test_value(void) { return %d; }\n", 50 + i);
+		harness_write_file(harness_path(src, "%s", name), text);
+	}
+	harness_write_file(harness_path(manifest, "m.json"),
+			   "{\"requests\": [{\"sources\": [\"ab0.c\"]}, {\"sources\": [\"ab1.c\"]}, "
+			   "{\"sources\": [\"ab2.c\"]}]}");
+	harness_write_wrapper(harness_path(wrapper, "wrap.sh"), harness_path(log, "wrap.log"),
+			      harness_path(gate, "gate"), 0);
+	snprintf(tc, sizeof(tc), "cc=%s", wrapper);
+	harness_start("--jobs", "1", "--toolchain", tc, NULL);
+	const char *const warm[] = { harness_cli_path(), "--socket", harness.socket, "warm", manifest,
+				     NULL };
+	pid_t pid = harness_spawn(warm, NULL, harness_path(out, "warm.out"), NULL);
+	harness_wait_wrapper_starts(log, 1, 60);
+	cJSON *st = harness_status();
+	ck_assert_int_eq(harness_num(cJSON_GetObjectItem(st, "flights"), "compiling"), 1);
+	ck_assert_int_eq(harness_num(cJSON_GetObjectItem(st, "flights"), "queued"), 2);
+	cJSON_Delete(st);
+	kill(pid, SIGKILL);
+	harness_wait(pid, 30);
+	harness_wait_status("cancelled", 3, 30);
+	harness_wait_status("in_flight", 0, 30);
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "builds_failed"), 0);
+	ck_assert_int_eq(harness_num(st, "queued"), 0);
+	cJSON_Delete(st);
+	/* The gate opens; the same program, asked again, builds. */
+	harness_write_file(gate, "");
+	struct kiln_request req;
+	struct kiln_source one;
+	char *text = harness_read_file(harness_path(src, "ab1.c"));
+	harness_request(&req, &one, "ab1.c", text);
+	struct harness_result r = harness_in_child(&req, NULL);
+	ck_assert_msg(r.rc == KILN_OK && r.value == 51, "%s: %s", r.stage, r.msg);
+	free(text);
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("faults");
 
 	suite_add_tcase(s, harness_tcase("cache_emptied", cache_emptied_under_a_running_build_keeps_the_build, 120));
+	suite_add_tcase(s, harness_tcase("abandoned", abandoned_builds_are_cancelled, 120));
 	suite_add_tcase(s, harness_tcase("toolchain_swappable", toolchain_others_can_replace_is_said_at_start, 90));
 
 	suite_add_tcase(s, harness_tcase("cache_removed", cache_directory_removed_while_running_is_made_again, 120));
