@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,6 +333,15 @@ static void warm_record(struct warm *w, const cJSON *reply)
 }
 
 /* Keeps WARM_WINDOW requests in flight until every one is answered. */
+/* Set by SIGINT or SIGTERM during warm: stop, say what was done, and hang
+ * up (kilnd then cancels what nobody waits for). */
+static volatile sig_atomic_t warm_stop;
+
+static void on_stop_signal(int sig)
+{
+	warm_stop = sig;
+}
+
 static int warm_run(struct warm *w, struct cli_conn *c)
 {
 	while (w->done < w->n) {
@@ -349,11 +359,16 @@ static int warm_run(struct warm *w, struct cli_conn *c)
 			}
 			w->sent++;
 		}
-		/* Redraw at least twice a second while compilers run. */
-		if (w->tty && c->wc.rlen <= c->wc.roff) {
+		/* Redraw at least twice a second while compilers run; a signal
+		 * interrupts the wait. */
+		if (c->wc.rlen <= c->wc.roff) {
 			struct pollfd pfd = { .fd = c->wc.fd, .events = POLLIN };
-			if (poll(&pfd, 1, 500) == 0) {
-				warm_progress(w, false);
+			int ready = poll(&pfd, 1, 500);
+			if (warm_stop)
+				return -EINTR;
+			if (ready <= 0) {
+				if (w->tty)
+					warm_progress(w, false);
 				continue;
 			}
 		}
@@ -387,6 +402,7 @@ static void print_json(const struct warm *w, double elapsed)
 	cJSON_AddNumberToObject(o, "cached", (double)w->cached);
 	cJSON_AddNumberToObject(o, "failed", (double)w->failed);
 	cJSON_AddNumberToObject(o, "elapsed_s", elapsed);
+	cJSON_AddBoolToObject(o, "interrupted", warm_stop != 0);
 	for (size_t i = 0; arr != NULL && i < w->n; i++) {
 		const struct warm_item *it = &w->items[i];
 		cJSON *r = cJSON_CreateObject();
@@ -452,9 +468,23 @@ int cmd_warm(struct cli *cli, int argc, char **argv)
 		goto out;
 	w.tty = !cli->json && isatty(STDERR_FILENO) && isatty(STDOUT_FILENO);
 	w.start = now_s();
+	struct sigaction sa = { .sa_handler = on_stop_signal }, old_int, old_term;
+	sigemptyset(&sa.sa_mask);
+	warm_stop = 0;
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
 	int rc = warm_run(&w, &c);
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
 	double elapsed = now_s() - w.start;
 	warm_progress(&w, true);
+	if (rc == -EINTR) {
+		/* Hanging up first: kilnd cancels the builds only we waited for. */
+		cli_conn_close(&c);
+		cli_error_code("interrupted");
+		cli_error("interrupted by signal %d after %zu of %zu answers; the builds nobody else "
+			  "waits for are cancelled", (int)warm_stop, w.done, w.n);
+	}
 	if (cli->json)
 		print_json(&w, elapsed);
 	else {
@@ -469,6 +499,8 @@ int cmd_warm(struct cli *cli, int argc, char **argv)
 		       w.done - w.failed, w.n, elapsed, w.built, w.cached, w.failed);
 	}
 	status = cli_finish_stdout(rc == 0 && w.failed == 0 ? CLI_EXIT_OK : CLI_EXIT_ERROR);
+	if (rc == -EINTR)
+		status = 128 + (int)warm_stop;
 out:
 	cli_conn_close(&c);
 	cli_warm_free(&w);

@@ -540,10 +540,10 @@ START_TEST(toolchain_others_can_replace_is_said_at_start)
 }
 END_TEST
 
-/* A client that hangs up (Ctrl-C on kiln warm) leaves builds nobody waits
- * for: the running one's compiler is killed, the queued ones leave the
- * queue, all counted as cancelled, not failed; asked again later, the
- * program builds afresh. */
+/* Ctrl-C on kiln warm: it prints its summary and hangs up, leaving builds
+ * nobody waits for: the running one's compiler is killed, the queued ones
+ * leave the queue, all counted as cancelled, not failed; asked again later,
+ * the program builds afresh. */
 START_TEST(abandoned_builds_are_cancelled)
 {
 	char src[HARNESS_PATH], wrapper[HARNESS_PATH], log[HARNESS_PATH], gate[HARNESS_PATH];
@@ -570,8 +570,14 @@ START_TEST(abandoned_builds_are_cancelled)
 	ck_assert_int_eq(harness_num(cJSON_GetObjectItem(st, "flights"), "compiling"), 1);
 	ck_assert_int_eq(harness_num(cJSON_GetObjectItem(st, "flights"), "queued"), 2);
 	cJSON_Delete(st);
-	kill(pid, SIGKILL);
-	harness_wait(pid, 30);
+	/* Ctrl-C: warm says what it did, exits 130 and hangs up. */
+	kill(pid, SIGINT);
+	int wst = harness_wait(pid, 30);
+	ck_assert_msg(WIFEXITED(wst) && WEXITSTATUS(wst) == 130, "warm exited 0x%x", wst);
+	char *said = harness_read_file(out);
+	ck_assert_msg(strstr(said, "interrupted by signal 2 after 0 of 3") != NULL &&
+		      strstr(said, "warmed 0 of 3 programs") != NULL, "warm said: %s", said);
+	free(said);
 	harness_wait_status("cancelled", 3, 30);
 	harness_wait_status("in_flight", 0, 30);
 	st = harness_status();
