@@ -3,7 +3,7 @@ _kiln()
 {
 	local cur prev words cword
 	_init_completion || return
-	local cmds="status ls show log build warm rm pin unpin gc verify export import stats stop help"
+	local cmds="status top ls show log build warm rm pin unpin gc verify export import stats stop help"
 	local globals="--socket --cache-dir --json --help -V --version"
 	local cmd="" i
 	for ((i = 1; i < cword; i++)); do

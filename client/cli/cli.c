@@ -363,6 +363,7 @@ static const struct {
 	int (*run)(struct cli *cli, int argc, char **argv);
 } commands[] = {
 	{ "status", cmd_status },
+	{ "top", cmd_top },
 	{ "ls", cmd_ls },
 	{ "show", cmd_show },
 	{ "log", cmd_log },

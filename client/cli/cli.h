@@ -169,6 +169,7 @@ int cmd_gc(struct cli *cli, int argc, char **argv);
 int cmd_verify(struct cli *cli, int argc, char **argv);
 int cmd_stats(struct cli *cli, int argc, char **argv);
 int cmd_warm(struct cli *cli, int argc, char **argv);
+int cmd_top(struct cli *cli, int argc, char **argv);
 int cmd_export(struct cli *cli, int argc, char **argv);
 int cmd_import(struct cli *cli, int argc, char **argv);
 int cmd_stop(struct cli *cli, int argc, char **argv);

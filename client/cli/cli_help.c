@@ -16,6 +16,9 @@ static const char global_help[] =
 	"\n"
 	"Commands:\n"
 	"  status                show the daemon's state and counters\n"
+	"  top [--once] [-d SECONDS] [-n FRAMES]\n"
+	"                        what kilnd does now, redrawn: running builds, the queue,\n"
+	"                        hits and misses per second (q quits)\n"
 	"  ls                    list the cache entries, most recently used first\n"
 	"  show REF              show one entry in detail\n"
 	"  log REF               print the compiler output of an entry's build\n"
@@ -63,6 +66,17 @@ static const struct {
 	const char *name;
 	const char *text;
 } command_help[] = {
+	{ "top",
+	  "Usage: kiln top [--once] [-d, --interval SECONDS] [-n, --frames N]\n"
+	  "\n"
+	  "What kilnd does now, like top: its slots (busy/--jobs), the queue length,\n"
+	  "requests, hits and misses per second since the last frame, the builds\n"
+	  "running (state, elapsed time, clients waiting, label) and the queue (time\n"
+	  "waited, background builds last). On a terminal the screen is redrawn every\n"
+	  "SECONDS (default 1) until q or Ctrl-C; otherwise, or with --once (one frame)\n"
+	  "or -n N (N frames), frames are printed one after another. With --json each\n"
+	  "frame is the daemon's status object, whose \"running\" and \"queue\" arrays\n"
+	  "hold the builds. Needs kilnd.\n" },
 	{ "status",
 	  "Usage: kiln status\n"
 	  "\n"

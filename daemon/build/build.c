@@ -113,6 +113,50 @@ void flight_count_states(struct kilnd *d, unsigned counts[FLIGHT__COUNT])
 	table_foreach(d->flights, count_state, counts);
 }
 
+/* Waiters still there (their clients have not hung up). */
+static unsigned waiters_left(const struct build *b)
+{
+	unsigned n = 0;
+	for (const struct waiter *w = b->waiters; w != NULL; w = w->next)
+		n += !w->ops->gone(w->ctx);
+	return n;
+}
+
+static cJSON *describe_one(const struct build *b, const char *age, uint64_t since, uint64_t now)
+{
+	cJSON *o = cJSON_CreateObject();
+	char key[17];
+	if (o == NULL)
+		return NULL;
+	snprintf(key, sizeof(key), "%.16s", b->in.rkey);
+	cJSON_AddStringToObject(o, "key", key);
+	if (b->in.req.label != NULL)
+		cJSON_AddStringToObject(o, "label", b->in.req.label);
+	cJSON_AddStringToObject(o, "state", flight_state_name(b->state));
+	cJSON_AddNumberToObject(o, age, since != 0 && now > since ? (double)(now - since) / 1e9 : 0);
+	cJSON_AddNumberToObject(o, "waiters", waiters_left(b));
+	return o;
+}
+
+void flight_describe(struct kilnd *d, cJSON *running, cJSON *queue, size_t max)
+{
+	ASSERT_LOOP();
+	uint64_t now = util_now_ns();
+	size_t n = 0;
+	for (const struct build *b = d->running; running != NULL && b != NULL && n < max;
+	     b = b->rnext, n++)
+		cJSON_AddItemToArray(running, describe_one(b, "elapsed_s", b->start_ns, now));
+	n = 0;
+	const struct build *heads[2] = { d->queue_head, d->bg_head };
+	for (int q = 0; q < 2 && queue != NULL; q++)
+		for (const struct build *b = heads[q]; b != NULL && n < max; b = b->qnext, n++) {
+			cJSON *o = describe_one(b, "waited_s", b->queued_ns, now);
+			if (o != NULL)
+				cJSON_AddBoolToObject(o, "background", q == 1);
+			cJSON_AddItemToArray(queue, o);
+		}
+}
+
 struct build *flight_find(struct kilnd *d, const char *rkey)
 {
 	return table_get(d->flights, rkey);
@@ -623,6 +667,7 @@ int flight_start(struct kilnd *d, struct build_input *in, const struct waiter_op
 	memset(in, 0, sizeof(*in));
 	b->fd = -1;
 	b->refs = 1;
+	b->queued_ns = util_now_ns();
 	if (build_add_waiter(b, ops, ctx, id, b->in.req.alias, false) != 0) {
 		build_free(b);
 		return -ENOMEM;

@@ -73,6 +73,7 @@ struct build {
 	bool from_upstream;          /* fetched from --upstream: no compiler ran */
 	bool retried;                /* built again once after an input changed */
 	bool cancelled;              /* every waiter left: stopped (flight_cancel_abandoned) */
+	uint64_t queued_ns;          /* when the flight started (status: age in the queue) */
 };
 
 void build_log_append(struct build *b, const char *data, size_t len);

@@ -6,7 +6,10 @@
 #ifndef KILN_DAEMON_FLIGHT_H
 #define KILN_DAEMON_FLIGHT_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include <cjson/cJSON.h>
 
 struct build;
 struct build_input;
@@ -63,6 +66,13 @@ void flight_join_input(struct build *b, struct build_input *in);
  * go on. A request that comes later starts a fresh flight. Loop thread.
  */
 void flight_cancel_abandoned(struct kilnd *d);
+/*
+ * What kilnd does now, for status and kiln top: each build holding a slot
+ * ({"key": rkey prefix, "label", "state", "elapsed_s", "waiters"}) into
+ * running, and the queue in order, background last ({"key", "label",
+ * "waited_s", "waiters", "background"}), at most max each. Loop thread.
+ */
+void flight_describe(struct kilnd *d, cJSON *running, cJSON *queue, size_t max);
 /* Moves b, queued in the background, to the head of the queue. */
 void flight_promote(struct build *b);
 /* Shutdown: kills running compilers; every waiter gets shutting_down. */

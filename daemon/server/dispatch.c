@@ -494,6 +494,9 @@ static void op_status(struct conn *c, struct msg_request *req)
 	cJSON *fl = cJSON_AddObjectToObject(r, "flights");
 	for (int i = FLIGHT_UPSTREAM; fl != NULL && i < FLIGHT_DONE; i++)
 		ADD_NUM(fl, flight_state_name((enum flight_state)i), states[i]);
+	/* What runs and waits now (kiln top): 50 of each at most. */
+	flight_describe(d, cJSON_AddArrayToObject(r, "running"), cJSON_AddArrayToObject(r, "queue"),
+			50);
 	ADD_NUM(r, "pending", server_pending(d));
 	cJSON_AddBoolToObject(r, "socket_activated", d->activated);
 	ADD_NUM(r, "busy", d->c.busy);

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# kiln top on a terminal, read back from the screen: under tmux, with one
+# build running (a toolchain wrapper that sleeps) and two queued (--jobs 1),
+# the screen shows the slots, the running build with its label and state,
+# the queue, and q ends it. Skips (77) without tmux. meson passes
+# KILN_TEST_KILND and KILN_TEST_CLI.
+set -u
+command -v tmux >/dev/null || { echo "SKIP: tmux is not installed (apt-get install tmux)"; exit 77; }
+T=$(mktemp -d /tmp/kiln-top.XXXXXX) || exit 1
+sock=$T/s
+srv=kiln-top-$$
+fail() { echo "FAIL: $*"; [ -n "${screen:-}" ] && printf '%s\n' "--- screen:" "$screen"; exit 1; }
+cleanup() {
+	tmux -L "$srv" kill-server 2>/dev/null
+	[ -n "${warm:-}" ] && kill "$warm" 2>/dev/null
+	"$KILN_TEST_CLI" --socket "$sock" stop >/dev/null 2>&1
+	rm -rf "$T"
+}
+trap cleanup EXIT
+cat >"$T/wrap.sh" <<'W'
+#!/bin/sh
+# Slow only for builds (kilnd also runs it for --version and its programs).
+case " $* " in *" -o "*) sleep 4 ;; esac
+exec /usr/bin/cc "$@"
+W
+chmod +x "$T/wrap.sh"
+for i in 1 2 3; do echo "int top$i(void) { return $i; }" >"$T/t$i.c"; done
+cat >"$T/m.json" <<'M'
+{"requests": [{"sources": ["t1.c"], "label": "top-one"},
+              {"sources": ["t2.c"], "label": "top-two"},
+              {"sources": ["t3.c"], "label": "top-three"}]}
+M
+"$KILN_TEST_KILND" --socket "$sock" --cache-dir "$T/c" --jobs 1 --toolchain "cc=$T/wrap.sh" \
+	--daemonize >/dev/null || fail "kilnd did not start"
+"$KILN_TEST_CLI" --socket "$sock" warm "$T/m.json" >/dev/null 2>&1 &
+warm=$!
+for _ in $(seq 50); do
+	"$KILN_TEST_CLI" --socket "$sock" --json status | grep -q '"in_flight":1' && break
+	sleep 0.1
+done
+tmux -L "$srv" new-session -d -s top -x 110 -y 30 \
+	"$KILN_TEST_CLI --socket $sock top -d 0.3" || fail "tmux could not start kiln top"
+screen=
+for _ in $(seq 30); do
+	sleep 0.2
+	screen=$(tmux -L "$srv" capture-pane -p -t top 2>/dev/null)
+	grep -q "requests [0-9]" <<<"$screen" && grep -q "RUNNING" <<<"$screen" && break
+done
+grep -q "slots 1/1 busy  2 queued" <<<"$screen" || fail "no 'slots 1/1 busy  2 queued' line"
+grep -Eq "compiling .* 1  top-" <<<"$screen" || fail "no running build with its state and label"
+[ "$(grep -c "queued .* 1  top-" <<<"$screen")" = 2 ] || fail "the queue does not show two builds"
+grep -q "requests [0-9.]*/s  hits" <<<"$screen" || fail "no rates after the first frame"
+tmux -L "$srv" send-keys -t top q
+for _ in $(seq 30); do
+	tmux -L "$srv" has-session -t top 2>/dev/null || { echo "ok: kiln top drew the screen and q ended it"; exit 0; }
+	sleep 0.1
+done
+fail "q did not end kiln top"
