@@ -44,6 +44,10 @@ struct warm {
 	double start;
 	bool tty;
 	char *dir;           /* the manifest's directory */
+	/* What kilnd does (its status, at most twice a second, for the
+	 * progress line): builds holding a slot and builds queued. */
+	double status_at;
+	long building, queued;
 };
 
 static double now_s(void)
@@ -255,13 +259,42 @@ out:
 }
 
 /* "[3/10] 1 failed, 4 in flight, 12 s elapsed, ETA 28 s", redrawn in place. */
-static void warm_progress(const struct warm *w, bool final)
+/* kilnd's builds running and queued now, from its status (a second
+ * connection; -1 each when it cannot be asked). */
+static void kilnd_load(struct warm *w)
+{
+	struct cli_conn c;
+	struct msg_request req;
+	cJSON *reply = NULL;
+	w->status_at = now_s();
+	w->building = w->queued = -1;
+	if (cli_conn_open(w->cli, &c) < 0)
+		return;
+	cli_request_init(&req, OP_STATUS);
+	if (cli_call(w->cli, &c, &req, &reply) == 0 && cli_json_true(reply, "ok")) {
+		uint64_t v;
+		if (cli_json_u64(reply, "in_flight", &v))
+			w->building = (long)v;
+		if (cli_json_u64(reply, "queued", &v))
+			w->queued = (long)v;
+	}
+	cJSON_Delete(reply);
+	cli_conn_close(&c);
+}
+
+static void warm_progress(struct warm *w, bool final)
 {
 	double el = now_s() - w->start;
 	if (!w->tty)
 		return;
-	fprintf(stderr, "\r\033[K[%zu/%zu] %zu failed, %zu in flight, %.0f s elapsed", w->done,
-		w->n, w->failed, w->sent - w->done, el);
+	if (!final && now_s() - w->status_at >= 0.5)
+		kilnd_load(w);
+	if (!final && w->building >= 0)
+		fprintf(stderr, "\r\033[K[%zu/%zu] %zu failed; kilnd: %ld building, %ld queued; "
+			"%.0f s elapsed", w->done, w->n, w->failed, w->building, w->queued, el);
+	else
+		fprintf(stderr, "\r\033[K[%zu/%zu] %zu failed, %zu waiting, %.0f s elapsed",
+			w->done, w->n, w->failed, w->sent - w->done, el);
 	if (w->done > 0 && w->done < w->n)
 		fprintf(stderr, ", ETA %.0f s", el / (double)w->done * (double)(w->n - w->done));
 	if (final)

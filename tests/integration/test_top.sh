@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # kiln top on a terminal, read back from the screen: under tmux, with one
-# build running (a toolchain wrapper that sleeps) and two queued (--jobs 1),
-# the screen shows the slots, the running build with its label and state,
-# the queue, and q ends it. Skips (77) without tmux. meson passes
+# build running (a toolchain wrapper that sleeps) and two queued (--jobs 1,
+# kiln warm in another tmux session, whose progress line must say "kilnd: 1
+# building, 2 queued"), the screen shows the slots, the running build with
+# its label and state, the queue, and q ends it. Skips (77) without tmux. meson passes
 # KILN_TEST_KILND and KILN_TEST_CLI.
 set -u
 command -v tmux >/dev/null || { echo "SKIP: tmux is not installed (apt-get install tmux)"; exit 77; }
@@ -12,7 +13,6 @@ srv=kiln-top-$$
 fail() { echo "FAIL: $*"; [ -n "${screen:-}" ] && printf '%s\n' "--- screen:" "$screen"; exit 1; }
 cleanup() {
 	tmux -L "$srv" kill-server 2>/dev/null
-	[ -n "${warm:-}" ] && kill "$warm" 2>/dev/null
 	"$KILN_TEST_CLI" --socket "$sock" stop >/dev/null 2>&1
 	rm -rf "$T"
 }
@@ -32,8 +32,9 @@ cat >"$T/m.json" <<'M'
 M
 "$KILN_TEST_KILND" --socket "$sock" --cache-dir "$T/c" --jobs 1 --toolchain "cc=$T/wrap.sh" \
 	--daemonize >/dev/null || fail "kilnd did not start"
-"$KILN_TEST_CLI" --socket "$sock" warm "$T/m.json" >/dev/null 2>&1 &
-warm=$!
+# warm on a terminal too: its progress line says what kilnd builds and queues.
+tmux -L "$srv" new-session -d -s warm -x 110 -y 10 \
+	"$KILN_TEST_CLI --socket $sock warm $T/m.json; sleep 30" || fail "tmux could not start kiln warm"
 for _ in $(seq 50); do
 	"$KILN_TEST_CLI" --socket "$sock" --json status | grep -q '"in_flight":1' && break
 	sleep 0.1
@@ -50,6 +51,13 @@ grep -q "slots 1/1 busy  2 queued" <<<"$screen" || fail "no 'slots 1/1 busy  2 q
 grep -Eq "compiling .* 1  top-" <<<"$screen" || fail "no running build with its state and label"
 [ "$(grep -c "queued .* 1  top-" <<<"$screen")" = 2 ] || fail "the queue does not show two builds"
 grep -q "requests [0-9.]*/s  hits" <<<"$screen" || fail "no rates after the first frame"
+for _ in $(seq 30); do
+	warm_line=$(tmux -L "$srv" capture-pane -p -t warm 2>/dev/null)
+	grep -q "kilnd: 1 building, 2 queued" <<<"$warm_line" && break
+	sleep 0.1
+done
+grep -q "kilnd: 1 building, 2 queued" <<<"$warm_line" ||
+	{ screen=$warm_line; fail "warm's progress line does not say 'kilnd: 1 building, 2 queued'"; }
 tmux -L "$srv" send-keys -t top q
 for _ in $(seq 30); do
 	tmux -L "$srv" has-session -t top 2>/dev/null || { echo "ok: kiln top drew the screen and q ended it"; exit 0; }
