@@ -218,6 +218,10 @@ static void evict_done(void *arg)
 {
 	struct evict_job *j = arg;
 	evicting = false;
+	if (j->rc == 0) {
+		j->d->c.evicted += j->removed;
+		j->d->c.evicted_bytes += j->freed;
+	}
 	if (j->rc != 0)
 		log_warn("eviction failed: %s", strerror(-j->rc));
 	else if (j->removed > 0)

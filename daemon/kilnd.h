@@ -45,6 +45,8 @@ struct counters {
 	uint64_t depfile_fallbacks;  /* builds recorded from dependency files only */
 	uint64_t cache_recreated;    /* cache directory made again while running */
 	uint64_t cancelled;          /* builds every client had left: stopped */
+	uint64_t evicted;            /* entries evicted for --max-size or by gc */
+	uint64_t evicted_bytes;
 };
 
 /* Stores of removed cache directories, kept until no pool job can use them. */

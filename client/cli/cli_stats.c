@@ -37,6 +37,8 @@ static const struct {
 	{ "damaged", "damaged_total", COUNTER, "Damaged objects found (serving, verify)." },
 	{ "inputs_changed", "inputs_changed_total", COUNTER, "Builds whose inputs changed while they ran." },
 	{ "cancelled", "cancelled_total", COUNTER, "Builds stopped because every client that asked for them had gone." },
+	{ "evicted", "evicted_total", COUNTER, "Entries evicted (--max-size or kiln gc)." },
+	{ "evicted_bytes", "evicted_bytes_total", COUNTER, "Bytes of objects evicted." },
 	{ "depfile_fallbacks", "depfile_fallbacks_total", COUNTER, "Builds recorded from dependency files only." },
 	{ "upstream_hits", "upstream_hits_total", COUNTER, "Local misses served from --upstream." },
 	{ "upstream_publishes", "upstream_publishes_total", COUNTER, "Entries written to --upstream." },
@@ -50,6 +52,23 @@ static const struct {
 	{ "pending", "requests_pending", GAUGE, "Requests read and not yet answered." },
 	{ "uptime_s", "uptime_seconds", GAUGE, "Seconds since kilnd started." },
 };
+
+/* One counter for people: sizes in binary units, the uptime as a duration,
+ * counts as integers (JSON keeps the raw numbers). */
+static void print_human(const cJSON *v)
+{
+	char buf[64];
+	const char *name = v->string;
+	size_t n = strlen(name);
+	double x = v->valuedouble;
+	if (strcmp(name, "bytes") == 0 || strcmp(name, "max_size") == 0 ||
+	    (n > 6 && strcmp(name + n - 6, "_bytes") == 0))
+		printf("%-20s %s\n", name, util_format_size(x > 0 ? (uint64_t)x : 0, buf, sizeof(buf)));
+	else if (strcmp(name, "uptime_s") == 0)
+		printf("%-20s %s\n", "uptime", util_format_age((int64_t)x, buf, sizeof(buf)));
+	else
+		printf("%-20s %.0f\n", name, x);
+}
 
 /* A label value with \, " and newline escaped, as the format asks. */
 static void print_label(FILE *fp, const char *s)
@@ -162,7 +181,7 @@ int cmd_stats(struct cli *cli, int argc, char **argv)
 	} else {
 		const cJSON *v;
 		cJSON_ArrayForEach(v, counters)
-			printf("%-20s %.17g\n", v->string, v->valuedouble);
+			print_human(v);
 	}
 	status = cli_finish_stdout(CLI_EXIT_OK);
 cleanup:

@@ -505,6 +505,8 @@ static void op_status(struct conn *c, struct msg_request *req)
 	ADD_NUM(r, "damaged", d->c.damaged);
 	ADD_NUM(r, "inputs_changed", d->c.inputs_changed);
 	ADD_NUM(r, "cancelled", d->c.cancelled);
+	ADD_NUM(r, "evicted", d->c.evicted);
+	ADD_NUM(r, "evicted_bytes", d->c.evicted_bytes);
 	ADD_NUM(r, "depfile_fallbacks", d->c.depfile_fallbacks);
 	ADD_NUM(r, "cache_recreated", d->c.cache_recreated);
 	if (d->cache_why[0] != '\0')
@@ -652,6 +654,10 @@ static void write_done(void *arg)
 	struct conn *c = j->c;
 	struct kilnd *d = c->d;
 	kilnd_refresh_totals(d);
+	if (j->rc == 0 && j->op == OP_GC) {
+		d->c.evicted += j->removed;
+		d->c.evicted_bytes += j->freed;
+	}
 	if (j->rc == -ENOENT) {
 		conn_reply_error(c, j->id, ERR_NOT_FOUND, "ref", "entry %s is gone", j->key);
 	} else if (j->rc != 0) {

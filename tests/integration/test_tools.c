@@ -115,6 +115,17 @@ START_TEST(stats_in_prometheus_format)
 	ck_assert_msg(harness_contains(text, "kiln_cache_entries{"), "%s", text);
 	free(text);
 	ck_assert_int_eq(harness_cli(NULL, NULL, "stats", "-o", file, NULL), 2);
+	/* Evictions are counted; text shows sizes in units, counts as integers. */
+	ck_assert_int_eq(harness_cli(NULL, NULL, "gc", "--max-size", "1", NULL), 0);
+	ck_assert_int_eq(harness_cli(&out, NULL, "stats", NULL), 0);
+	ck_assert_msg(harness_contains(out, "evicted              1\n") &&
+		      harness_contains(out, " KiB\n") && harness_contains(out, "uptime ") &&
+		      !harness_contains(out, "uptime_s"), "%s", out);
+	free(out);
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "evicted"), 1);
+	ck_assert_int_gt(harness_num(st, "evicted_bytes"), 0);
+	cJSON_Delete(st);
 	harness_stop();
 }
 END_TEST
