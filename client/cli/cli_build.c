@@ -225,6 +225,16 @@ static int build_print(const struct cli *cli, const cJSON *reply)
 		return -EPROTO;
 	}
 	cli_json_u64(reply, "build_ms", &ms);
+	const char *log = cli_json_str(reply, "log");
+	if (log != NULL && *log != '\0' && !cli->json) {
+		/* The compiler's warnings, whole, as a failure's output is. */
+		size_t len = strlen(log);
+		fflush(stdout);
+		fputs("kiln: the compiler's messages:\n", stderr);
+		fwrite(log, 1, len, stderr);
+		if (log[len - 1] != '\n')
+			fputc('\n', stderr);
+	}
 	if (!cli->json) {
 		if (cli_json_true(reply, "cached"))
 			printf("cached %s\n", key);
@@ -240,7 +250,8 @@ static int build_print(const struct cli *cli, const cJSON *reply)
 	    !cJSON_AddStringToObject(out, "path", path) ||
 	    !cJSON_AddBoolToObject(out, "cached", cli_json_true(reply, "cached")) ||
 	    !cJSON_AddBoolToObject(out, "joined", cli_json_true(reply, "joined")) ||
-	    !cJSON_AddNumberToObject(out, "build_ms", (double)ms)) {
+	    !cJSON_AddNumberToObject(out, "build_ms", (double)ms) ||
+	    (log != NULL && *log != '\0' && !cJSON_AddStringToObject(out, "log", log))) {
 		cli_error("out of memory");
 		rc = -ENOMEM;
 	} else {

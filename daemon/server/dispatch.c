@@ -236,6 +236,9 @@ static cJSON *build_success_reply(uint64_t id, bool joined, const struct build_r
 	cJSON_AddBoolToObject(reply, "cached", r->cached);
 	cJSON_AddBoolToObject(reply, "joined", joined);
 	cJSON_AddNumberToObject(reply, "build_ms", (double)r->entry->build_ms);
+	/* A compiler ran and said something (warnings): the caller sees it. */
+	if (!r->cached && r->log != NULL && r->log[0] != '\0')
+		cJSON_AddStringToObject(reply, "log", r->log);
 	return reply;
 }
 

@@ -315,6 +315,13 @@ START_TEST(cli_errors_and_version)
 	ck_assert_msg(strstr(log, mention) != NULL && strstr(log, "src/bad.c") == NULL, "%s", log);
 	cJSON_Delete(o);
 	free(out), free(err);
+	/* A build that succeeds with warnings shows them (stderr; --json "log"). */
+	harness_write_file(harness_path(bad, "warn.c"),
+			   "int f(void) { int kiln_unused_var; return 1; }\n");
+	ck_assert_int_eq(harness_cli(&out, &err, "build", bad, "--", "-Wall", NULL), 0);
+	ck_assert_msg(strstr(err, "kiln_unused_var") != NULL && strstr(err, "warning") != NULL,
+		      "no warning on stderr: %s", err);
+	free(out), free(err);
 	harness_stop();
 }
 END_TEST
