@@ -203,6 +203,7 @@ static void build_failed(const cJSON *reply)
 	const char *log = cli_json_str(err, "log");
 	size_t len;
 
+	const char *rkey = cli_json_str(err, "key");
 	cli_reply_check(reply, NULL);
 	if (!log || !*log)
 		return;
@@ -210,6 +211,8 @@ static void build_failed(const cJSON *reply)
 	fwrite(log, 1, len, stderr);
 	if (log[len - 1] != '\n')
 		fputc('\n', stderr);
+	if (rkey != NULL)
+		fprintf(stderr, "kiln: this output is kept: kiln log %s\n", rkey);
 }
 
 static int build_print(const struct cli *cli, const cJSON *reply)

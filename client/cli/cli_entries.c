@@ -553,7 +553,54 @@ static int log_entry(struct cli *cli, const cJSON *e)
 	return (cli->json ? log_json(key, path) : log_copy(key, path)) < 0 ? -1 : 0;
 }
 
+/* The cache directory whose logs/ to read: kilnd's when it runs, else
+ * --cache-dir. malloc'd, or NULL. */
+static char *logs_cache_dir(struct cli *cli)
+{
+	struct cli_conn c;
+	struct msg_request req;
+	cJSON *reply = NULL;
+	char *dir = NULL;
+	if (cli_conn_open(cli, &c) == 0) {
+		cli_request_init(&req, OP_STATUS);
+		if (cli_call(cli, &c, &req, &reply) == 0 && cli_json_str(reply, "cache_dir") != NULL)
+			dir = strdup(cli_json_str(reply, "cache_dir"));
+		cJSON_Delete(reply);
+		cli_conn_close(&c);
+		return dir;
+	}
+	return strdup(cli->cache_dir);
+}
+
+/* A full 64-digit key or request key whose log file exists: the log of an
+ * entry, or of a build that failed (kept under its request key, which the
+ * failure names). 1 after printing it, 0 when there is none, -1 on error. */
+static int log_by_full_key(struct cli *cli, const char *ref)
+{
+	if (ref == NULL || strlen(ref) != KILN_KEY_HEX ||
+	    strspn(ref, "0123456789abcdef") != KILN_KEY_HEX)
+		return 0;
+	char *dir = logs_cache_dir(cli), *path = NULL;
+	if (dir == NULL || asprintf(&path, "%s/logs/%s.log", dir, ref) < 0) {
+		free(dir);
+		return 0;
+	}
+	free(dir);
+	int rc = 0;
+	if (access(path, R_OK) == 0)
+		rc = (cli->json ? log_json(ref, path) : log_copy(ref, path)) < 0 ? -1 : 1;
+	free(path);
+	return rc;
+}
+
 int cmd_log(struct cli *cli, int argc, char **argv)
 {
+	const char *ref = NULL;
+	int nrefs, status = cli_parse_refs(cli, argc, argv, &ref, 1, &nrefs);
+	if (status >= 0)
+		return status;
+	int rc = nrefs == 1 ? log_by_full_key(cli, ref) : 0;
+	if (rc != 0)
+		return rc > 0 ? cli_finish_stdout(CLI_EXIT_OK) : CLI_EXIT_ERROR;
 	return with_entry(cli, argc, argv, log_entry);
 }

@@ -315,6 +315,23 @@ START_TEST(cli_errors_and_version)
 	ck_assert_msg(strstr(log, mention) != NULL && strstr(log, "src/bad.c") == NULL, "%s", log);
 	cJSON_Delete(o);
 	free(out), free(err);
+	/* The failure's output is kept under the request key it names. */
+	ck_assert_int_eq(harness_cli(&out, &err, "build", bad, NULL), 1);
+	const char *hint = strstr(err, "kiln log ");
+	ck_assert_msg(hint != NULL, "no 'kiln log' hint: %s", err);
+	char rkey[65];
+	ck_assert_int_eq(sscanf(hint + 9, "%64[0-9a-f]", rkey), 1);
+	free(out), free(err);
+	int rc = 1;
+	for (int i = 0; i < 50 && rc != 0; i++) {
+		if (i > 0)
+			harness_sleep_ms(100);
+		rc = harness_cli(&out, &err, "log", rkey, NULL);
+		if (rc == 0)
+			ck_assert_msg(strstr(out, "kiln_undeclared") != NULL, "log: %s", out);
+		free(out), free(err);
+	}
+	ck_assert_msg(rc == 0, "kiln log of the failed build's request key failed");
 	/* A build that succeeds with warnings shows them (stderr; --json "log"). */
 	harness_write_file(harness_path(bad, "warn.c"),
 			   "int f(void) { int kiln_unused_var; return 1; }\n");
