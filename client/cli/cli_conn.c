@@ -7,16 +7,21 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
+
+extern char **environ;
 #include "util.h"
 
 void cli_not_running(const struct cli *cli)
 {
 	char msg[9000];
-	int n = snprintf(msg, sizeof(msg), "kilnd is not running at %s; start it with: "
-			 "kilnd --daemonize", cli->socket);
+	int n = snprintf(msg, sizeof(msg), "kilnd is not running at %s (KILN_AUTOSPAWN=1 starts "
+			 "one); start it with: kilnd --daemonize", cli->socket);
 	/* Only options the user chose are repeated; the defaults are kilnd's too. */
 	if (cli->socket_given && n > 0 && (size_t)n < sizeof(msg))
 		n += snprintf(msg + n, sizeof(msg) - (size_t)n, " --socket %s", cli->socket);
@@ -249,12 +254,62 @@ int cli_conn_open(const struct cli *cli, struct cli_conn *c)
 	return rc;
 }
 
+/*
+ * KILN_AUTOSPAWN=1, as for libkiln: starts kilnd --daemonize for the socket
+ * (and a --cache-dir given), which returns once it accepts. 0, or -1 after
+ * saying why (naming KILN_KILND when kilnd cannot be found).
+ */
+static int autospawn(const struct cli *cli)
+{
+	const char *kilnd = getenv("KILN_KILND");
+	if (kilnd == NULL || *kilnd == '\0')
+		kilnd = KILN_BINDIR "/kilnd";
+	if (access(kilnd, X_OK) != 0) {
+		cli_error_code("not_running");
+		cli_error("kilnd is not running at %s, and KILN_AUTOSPAWN=1 cannot start %s (%s); "
+			  "set KILN_KILND to kilnd's path", cli->socket, kilnd, strerror(errno));
+		return -1;
+	}
+	const char *argv[9] = { kilnd, "--daemonize", "--socket", cli->socket };
+	size_t n = 4;
+	if (cli->cache_dir_given) {
+		argv[n++] = "--cache-dir";
+		argv[n++] = cli->cache_dir;
+	}
+	argv[n] = NULL;
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+	pid_t pid;
+	int status = 0, rc = posix_spawn(&pid, kilnd, &fa, NULL, (char *const *)argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc == 0)
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+	if (rc != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		cli_error_code("not_running");
+		cli_error("KILN_AUTOSPAWN=1: %s --daemonize --socket %s failed (%s)", kilnd, cli->socket,
+			  rc != 0 ? strerror(rc) : "see its message above");
+		return -1;
+	}
+	return 0;
+}
+
 int cli_conn_require(const struct cli *cli, struct cli_conn *c)
 {
 	int rc = cli_conn_open(cli, c);
 
-	if (rc == -ECONNREFUSED)
+	if (rc == -ECONNREFUSED) {
+		const char *as = getenv("KILN_AUTOSPAWN");
+		/* Never a daemon started only to be stopped. */
+		bool stop = cli->cmd != NULL && strcmp(cli->cmd, "stop") == 0;
+		if (as != NULL && strcmp(as, "1") == 0 && !stop) {
+			if (autospawn(cli) != 0)
+				return rc;
+			return cli_conn_open(cli, c) == 0 ? 0 : (cli_not_running(cli), rc);
+		}
 		cli_not_running(cli);
+	}
 	return rc;
 }
 

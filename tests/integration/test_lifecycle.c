@@ -461,6 +461,42 @@ START_TEST(socket_is_private_to_its_user)
 }
 END_TEST
 
+/* KILN_AUTOSPAWN=1 reaches the CLI too: a command that needs kilnd starts
+ * one (KILN_KILND names it); kiln stop never starts one; a KILN_KILND that
+ * is not there is named in the error. */
+START_TEST(cli_autospawn)
+{
+	char out[HARNESS_PATH], env_kilnd[HARNESS_PATH + 16];
+	const char *status_argv[] = { harness_cli_path(), "--socket", harness.socket, "--cache-dir",
+				      harness.cache, "status", NULL };
+	const char *stop_argv[] = { harness_cli_path(), "--socket", harness.socket, "stop", NULL };
+	snprintf(env_kilnd, sizeof(env_kilnd), "KILN_KILND=%s", harness_kilnd());
+	const char *env[] = { "KILN_AUTOSPAWN=1", env_kilnd, NULL };
+	const char *bad_env[] = { "KILN_AUTOSPAWN=1", "KILN_KILND=/nonexistent/kilnd", NULL };
+
+	pid_t pid = harness_spawn(stop_argv, env, harness_path(out, "stop.out"), NULL);
+	harness_wait(pid, 30);
+	ck_assert_msg(!harness_socket_answers(harness.socket), "kiln stop started a daemon");
+
+	pid = harness_spawn(status_argv, bad_env, harness_path(out, "bad.out"), NULL);
+	ck_assert_int_ne(harness_wait(pid, 30), 0);
+	char *said = harness_read_file(out);
+	ck_assert_msg(strstr(said, "KILN_KILND") != NULL, "%s", said);
+	free(said);
+
+	pid = harness_spawn(status_argv, env, harness_path(out, "status.out"), NULL);
+	int st = harness_wait(pid, 60);
+	said = harness_read_file(out);
+	ck_assert_msg(st == 0 && strstr(said, "pid:") != NULL, "status 0x%x: %s", st, said);
+	free(said);
+	ck_assert(harness_socket_answers(harness.socket));
+	char *o = NULL, *e = NULL;
+	ck_assert_int_eq(harness_cli(&o, &e, "stop", NULL), 0);
+	free(o);
+	free(e);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("lifecycle");
@@ -470,6 +506,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("daemonize",
 					 daemonize_returns_ready_and_yields_to_the_first, 90));
 	suite_add_tcase(s, harness_tcase("socket_private", socket_is_private_to_its_user, 60));
+	suite_add_tcase(s, harness_tcase("cli_autospawn", cli_autospawn, 90));
 	suite_add_tcase(s, harness_tcase("idle_exit", idle_exit_stops_an_idle_daemon, 90));
 	suite_add_tcase(s, harness_tcase("stop_build", stop_during_a_build_kills_the_compiler, 90));
 	suite_add_tcase(s, harness_tcase("autospawn", autospawn_from_many_processes_gives_one_daemon,
