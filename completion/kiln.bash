@@ -13,8 +13,14 @@ _kiln()
 		*) cmd=${words[i]}; break ;;
 		esac
 	done
+	# build's --output is an output kind; stats' -o/--output is a file.
+	if [[ $cmd == build && $prev == --output ]]; then
+		COMPREPLY=($(compgen -W "shared cubin fatbin ptx" -- "$cur"))
+		return
+	fi
 	case $prev in
 	--socket|--cache-dir|-o|--output) _filedir; return ;;
+	-d|--interval|-n|--frames) return ;;
 	-t|--toolchain) COMPREPLY=($(compgen -W "cc c++ nvcc" -- "$cur")); return ;;
 	--max-size) return ;;
 	esac
@@ -27,6 +33,7 @@ _kiln()
 	warm) _filedir json ;;
 	export|import) _filedir ;;
 	gc) COMPREPLY=($(compgen -W "--max-size --help" -- "$cur")) ;;
+	top) COMPREPLY=($(compgen -W "--once -d --interval -n --frames --help" -- "$cur")) ;;
 	stats) COMPREPLY=($(compgen -W "--prometheus -o --output --help" -- "$cur")) ;;
 	help) COMPREPLY=($(compgen -W "$cmds" -- "$cur")) ;;
 	show|log|rm|pin|unpin)
