@@ -294,25 +294,41 @@ int validate_key_prefix(const char *s)
 	return 0;
 }
 
-const char *validate_default_toolchain(const char *const *names, size_t n, size_t stride)
+bool validate_is_header(const char *name)
 {
 	static const char *const hdr[] = { ".h", ".hh", ".hpp", ".hxx", ".h++", ".inc", ".inl",
 					   ".ipp", ".tcc", ".cuh", NULL };
-	static const char *const cxx[] = { ".cc", ".cpp", ".cxx", ".c++", ".C", ".cp", NULL };
+	const char *dot = name != NULL ? strrchr(name, '.') : NULL;
+	for (size_t k = 0; dot != NULL && hdr[k] != NULL; k++)
+		if (strcmp(dot, hdr[k]) == 0)
+			return true;
+	return false;
+}
+
+char validate_source_lang(const char *name)
+{
+	static const char *const cxx[] = { ".cc", ".cpp", ".cxx", ".c++", ".C", ".cp", ".CPP", NULL };
+	const char *dot = name != NULL ? strrchr(name, '.') : NULL;
+	if (dot == NULL)
+		return 0;
+	if (strcmp(dot, ".c") == 0)
+		return 'c';
+	if (strcmp(dot, ".cu") == 0)
+		return 'u';
+	for (size_t k = 0; cxx[k] != NULL; k++)
+		if (strcmp(dot, cxx[k]) == 0)
+			return 'x';
+	return 0;
+}
+
+const char *validate_default_toolchain(const char *const *names, size_t n, size_t stride)
+{
 	for (size_t i = 0; i < n; i++) {
 		const char *name = *(const char *const *)((const char *)names + i * stride);
-		const char *dot = name != NULL ? strrchr(name, '.') : NULL;
-		bool header = false;
-		for (size_t k = 0; dot != NULL && hdr[k] != NULL; k++)
-			header = header || strcmp(dot, hdr[k]) == 0;
-		if (dot == NULL || header)
+		if (name == NULL || validate_is_header(name))
 			continue;
-		if (strcmp(dot, ".cu") == 0)
-			return "nvcc";
-		for (size_t k = 0; cxx[k] != NULL; k++)
-			if (strcmp(dot, cxx[k]) == 0)
-				return "c++";
-		return "cc";
+		char lang = validate_source_lang(name);
+		return lang == 'u' ? "nvcc" : lang == 'x' ? "c++" : "cc";
 	}
 	return "cc";
 }

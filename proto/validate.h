@@ -7,6 +7,7 @@
 #ifndef KILN_PROTO_VALIDATE_H
 #define KILN_PROTO_VALIDATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Source names: a file name (1..255 of [A-Za-z0-9._+-], not starting with
@@ -19,6 +20,12 @@ int validate_source_name(const char *name, char *why, size_t whylen);
 /* The names of one request together: none twice, and none inside a name
  * that is a file ("a" and "a/b"). names[i] is at (char *)names + i * stride,
  * so that it can walk the name member of an array of structs. */
+/* Whether name is a header by its extension (.h .hh .hpp .hxx .h++ .inc .inl
+ * .ipp .tcc .cuh): placed beside the sources, not compiled. */
+bool validate_is_header(const char *name);
+/* The language of a source by its extension: 'c' (.c), 'x' (C++: .cc .cpp
+ * .cxx .c++ .C .cp .CPP), 'u' (CUDA: .cu), or 0 (another). */
+char validate_source_lang(const char *name);
 /*
  * The toolchain a request that names none gets, by the language of its
  * first compiled source (names: n strings, stride bytes apart): "c++" for

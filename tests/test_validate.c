@@ -254,6 +254,13 @@ START_TEST(default_toolchain)
 	ck_assert_str_eq(validate_default_toolchain(others, 1, sizeof(char *)), "cc");
 	ck_assert_str_eq(validate_default_toolchain(headers, 2, sizeof(char *)), "cc");
 	ck_assert_str_eq(validate_default_toolchain(NULL, 0, sizeof(char *)), "cc");
+	/* One table for headers and languages (build, pch and this). */
+	ck_assert(validate_is_header("x/k.cuh") && validate_is_header("a.hpp"));
+	ck_assert(!validate_is_header("a.c") && !validate_is_header("noext"));
+	ck_assert_int_eq(validate_source_lang("a.c"), 'c');
+	ck_assert_int_eq(validate_source_lang("a.CPP"), 'x');
+	ck_assert_int_eq(validate_source_lang("k.cu"), 'u');
+	ck_assert_int_eq(validate_source_lang("m.f90"), 0);
 	static const char *const exts[] = { "a.cc", "a.cxx", "a.c++", "a.C", "a.cp" };
 	for (size_t i = 0; i < 5; i++)
 		ck_assert_str_eq(validate_default_toolchain(&exts[i], 1, sizeof(char *)), "c++");

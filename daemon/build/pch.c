@@ -19,6 +19,7 @@
 #include "store.h"
 #include "thread.h"
 #include "util.h"
+#include "validate.h"
 #include "verify.h"
 
 /* The generated header, as a source of the precompile and in the build
@@ -35,16 +36,8 @@ bool build_is_pch(const struct build_input *in)
  * (another: no precompiled header). */
 static char source_lang(const char *name)
 {
-	static const char *const cxx[] = { ".cc", ".cpp", ".cxx", ".C", ".c++", ".cp", ".CPP", NULL };
-	const char *dot = strrchr(name, '.');
-	if (dot == NULL)
-		return 0;
-	if (strcmp(dot, ".c") == 0)
-		return 'c';
-	for (size_t i = 0; cxx[i] != NULL; i++)
-		if (strcmp(dot, cxx[i]) == 0)
-			return 'x';
-	return 0;
+	char lang = validate_source_lang(name);
+	return lang == 'c' || lang == 'x' ? lang : 0;
 }
 
 /* The language of in's first compiled source. */

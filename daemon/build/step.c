@@ -20,19 +20,13 @@
 #include "diag.h"
 #include "log.h"
 #include "pch.h"
+#include "validate.h"
 
 #define ARTIFACT "out/artifact"
 
 bool build_is_header(const char *name)
 {
-	static const char *const exts[] = { ".h", ".hh", ".hpp", ".hxx", ".h++", ".inc",
-					    ".inl", ".ipp", ".tcc", ".cuh", NULL };
-	const char *dot = strrchr(name, '.');
-	for (size_t i = 0; dot != NULL && exts[i] != NULL; i++) {
-		if (strcmp(dot, exts[i]) == 0)
-			return true;
-	}
-	return false;
+	return validate_is_header(name);
 }
 
 /* Indices of the sources that are compiled (headers are only placed). */
