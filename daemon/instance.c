@@ -96,18 +96,41 @@ void instance_ready(int status, long pid, const char *msg)
 	}
 }
 
+/* Where the locks were taken: removed at the stop (instance_unlock). */
+static char sock_lock_path[4200], cache_lock_path[4200];
+
+/* True while path names the file open as fd. */
+static bool still_there(int fd, const char *path)
+{
+	struct stat held, there;
+	return fstat(fd, &held) == 0 && lstat(path, &there) == 0 && held.st_dev == there.st_dev &&
+	       held.st_ino == there.st_ino;
+}
+
+/*
+ * The lock files are removed when kilnd stops, so a lock taken on a file
+ * that its owner unlinked meanwhile is no lock at all (a third process
+ * would make a new file and lock that): after the flock, the file must
+ * still be the one at path, else it is opened again.
+ */
 static int take_lock(const char *path, int *out)
 {
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return -errno;
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-		int e = errno;
+	for (int tries = 0; tries < 100; tries++) {
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0)
+			return -errno;
+		if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+			int e = errno;
+			close(fd);
+			return e == EWOULDBLOCK ? 1 : -e;
+		}
+		if (still_there(fd, path)) {
+			*out = fd;
+			return 0;
+		}
 		close(fd);
-		return e == EWOULDBLOCK ? 1 : -e;
 	}
-	*out = fd;
-	return 0;
+	return -EAGAIN;
 }
 
 static void write_owner(int fd, const struct config *cfg)
@@ -205,6 +228,17 @@ static int wait_lock_or_owner(const char *path, int *fd, const char *what,
 	return -EBUSY;
 }
 
+/* Removes a lock file while still holding it (only ours), then lets go. */
+static void drop_lock(int *fd, const char *path)
+{
+	if (*fd < 0)
+		return;
+	if (path[0] != '\0' && still_there(*fd, path))
+		unlink(path);
+	close(*fd);
+	*fd = -1;
+}
+
 int instance_lock(const struct config *cfg, long *other_pid, char *msg, size_t msglen)
 {
 	char path[4200];
@@ -227,12 +261,14 @@ int instance_lock(const struct config *cfg, long *other_pid, char *msg, size_t m
 	if (rc != 0) {
 		if (rc < 0 && rc != -EBUSY && rc != -EADDRINUSE)
 			snprintf(msg, msglen, "cannot lock %s: %s", path, strerror(-rc));
-		close(sock_lock_fd);
-		sock_lock_fd = -1;
+		snprintf(sock_lock_path, sizeof(sock_lock_path), "%s.lock", cfg->socket_path);
+		drop_lock(&sock_lock_fd, sock_lock_path);
 		return rc;
 	}
 	write_owner(sock_lock_fd, cfg);
 	write_owner(cache_lock_fd, cfg);
+	snprintf(sock_lock_path, sizeof(sock_lock_path), "%s.lock", cfg->socket_path);
+	snprintf(cache_lock_path, sizeof(cache_lock_path), "%s", path);
 	return 0;
 }
 
@@ -270,14 +306,12 @@ int instance_relock_cache(const struct config *cfg, long *other_pid, char *msg, 
 		close(cache_lock_fd);
 	cache_lock_fd = fd;
 	write_owner(cache_lock_fd, cfg);
+	snprintf(cache_lock_path, sizeof(cache_lock_path), "%s", path);
 	return 0;
 }
 
 void instance_unlock(void)
 {
-	if (cache_lock_fd >= 0)
-		close(cache_lock_fd);
-	if (sock_lock_fd >= 0)
-		close(sock_lock_fd);
-	cache_lock_fd = sock_lock_fd = -1;
+	drop_lock(&cache_lock_fd, cache_lock_path);
+	drop_lock(&sock_lock_fd, sock_lock_path);
 }

@@ -43,6 +43,7 @@ int instance_relock_cache(const struct config *cfg, long *other_pid, char *msg, 
 /* True while the cache lock kilnd holds is the kilnd.lock in the directory
  * cache_dir_fd (a removed lock file lets a second kilnd in). */
 bool instance_cache_lock_intact(int cache_dir_fd);
+/* Lets go of both locks, removing their files (no .lock is left behind). */
 void instance_unlock(void);
 
 #endif

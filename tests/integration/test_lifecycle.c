@@ -123,6 +123,20 @@ START_TEST(second_daemon_on_one_cache)
 	second_daemon_refused(harness.socket, harness_path(other_cache, "other-cache"), first,
 			      harness.cache);
 	expect_served_by(first);
+	/* Held while it runs; no .lock file is left behind when it stops (nor
+	 * by the second daemons, which held the socket's lock for a moment). */
+	char lock[HARNESS_PATH + 8], cache_lock[HARNESS_PATH + 16];
+	snprintf(lock, sizeof(lock), "%s.lock", harness.socket);
+	snprintf(cache_lock, sizeof(cache_lock), "%s/kilnd.lock", harness.cache);
+	ck_assert(harness_exists(lock) && harness_exists(cache_lock));
+	ck_assert_msg(!harness_exists(harness_path(other_socket, "other.sock.lock")),
+		      "the refused daemon left %s", other_socket);
+	harness_stop();
+	ck_assert_msg(!harness_exists(lock), "%s is left behind", lock);
+	ck_assert_msg(!harness_exists(cache_lock), "%s is left behind", cache_lock);
+	/* And the next kilnd starts as usual. */
+	harness_start(NULL);
+	expect_served_by(harness.pid);
 	harness_stop();
 }
 END_TEST
