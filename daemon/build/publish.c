@@ -155,6 +155,30 @@ void publish_write_log(struct kilnd *d, const char *key, const char *log, size_t
 			     log != NULL ? len : 0, false);
 }
 
+/* logs/alias-<SHA-256 of the alias>.failed: the request key of the alias's
+ * last build when it failed (kiln log ALIAS), removed when one succeeds. */
+static void failed_alias_name(const char *alias, char name[96])
+{
+	uint8_t digest[32];
+	char hex[65];
+	util_sha256(alias, strlen(alias), digest);
+	util_hex(digest, sizeof(digest), hex);
+	snprintf(name, 96, "alias-%s.failed", hex);
+}
+
+static void publish_failed_alias(struct kilnd *d, const char *alias, const char *rkey)
+{
+	char name[96], text[600];
+	failed_alias_name(alias, name);
+	if (rkey == NULL) {
+		unlinkat(store_logs_fd(d->store), name, 0);
+		return;
+	}
+	int n = snprintf(text, sizeof(text), "%.64s\n%s\n", rkey, alias);
+	util_replace_file_at(store_logs_fd(d->store), name, text,
+			     (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1, false);
+}
+
 static void publish_work(void *arg)
 {
 	ASSERT_POOL();
@@ -185,6 +209,8 @@ static void publish_work(void *arg)
 		return;
 	}
 	publish_write_log(b->d, b->entry.key, b->log, b->loglen);
+	if (b->in.req.alias != NULL)
+		publish_failed_alias(b->d, b->in.req.alias, NULL);
 	struct store *store = b->d->store;
 	snprintf(path, sizeof(path), "%s/out/artifact.%s", dir_name(b->dir),
 		 store_output_ext(b->entry.output));
@@ -236,6 +262,7 @@ struct cleanup_job {
 	struct kilnd *d;
 	char *dir;
 	char rkey[65];
+	char *alias;     /* of a failed build: kiln log ALIAS finds its log */
 	char *log;
 	size_t loglen;
 };
@@ -246,6 +273,8 @@ static void cleanup_work(void *arg)
 	/* A failed build keeps its output under the request key for `kiln log`. */
 	if (j->log != NULL)
 		publish_write_log(j->d, j->rkey, j->log, j->loglen);
+	if (j->log != NULL && j->alias != NULL)
+		publish_failed_alias(j->d, j->alias, j->rkey);
 	store_rm_tree_at(store_tmp_fd(j->d->store), dir_name(j->dir));
 }
 
@@ -254,6 +283,7 @@ static void cleanup_done(void *arg)
 	struct cleanup_job *j = arg;
 	free(j->dir);
 	free(j->log);
+	free(j->alias);
 	free(j);
 }
 
@@ -269,6 +299,7 @@ void publish_cleanup(struct kilnd *d, struct build *b)
 	if (b->err_code == ERR_BUILD_FAILED || b->err_code == ERR_BUILD_TIMEOUT) {
 		j->log = b->log;
 		j->loglen = b->loglen;
+		j->alias = b->in.req.alias != NULL ? strdup(b->in.req.alias) : NULL;
 		b->log = NULL;
 		b->loglen = b->logcap = 0;
 	}

@@ -332,6 +332,27 @@ START_TEST(cli_errors_and_version)
 		free(out), free(err);
 	}
 	ck_assert_msg(rc == 0, "kiln log of the failed build's request key failed");
+	/* And by its alias, until a build of the alias succeeds. */
+	ck_assert_int_eq(harness_cli(NULL, NULL, "build", "--alias", "cli:failing", bad, NULL), 1);
+	rc = 1;
+	for (int i = 0; i < 50 && rc != 0; i++) {
+		if (i > 0)
+			harness_sleep_ms(100);
+		rc = harness_cli(&out, &err, "log", "cli:failing", NULL);
+		if (rc == 0)
+			ck_assert_msg(strstr(out, "kiln_undeclared") != NULL &&
+				      strstr(err, "last build of cli:failing failed") != NULL,
+				      "log: %s / %s", out, err);
+		free(out), free(err);
+	}
+	ck_assert_msg(rc == 0, "kiln log of the failed build's alias failed");
+	char good[HARNESS_PATH];
+	harness_write_file(harness_path(good, "good_alias.c"), "int f(void) { return 7; }\n");
+	ck_assert_int_eq(harness_cli(NULL, NULL, "build", "--alias", "cli:failing", good, NULL), 0);
+	ck_assert_int_eq(harness_cli(&out, &err, "log", "cli:failing", NULL), 0);
+	ck_assert_msg(strstr(out, "kiln_undeclared") == NULL && strstr(err, "failed") == NULL,
+		      "a succeeded alias still shows the failure: %s / %s", out, err);
+	free(out), free(err);
 	/* A build that succeeds with warnings shows them (stderr; --json "log"). */
 	harness_write_file(harness_path(bad, "warn.c"),
 			   "int f(void) { int kiln_unused_var; return 1; }\n");

@@ -81,6 +81,9 @@ class Program:
             whose restype and argtypes you set as with any CDLL; None for
             GPU outputs
     data    for a GPU output, its bytes; None for a shared library
+    log     the compiler's output of the build that made it (warnings;
+            "" when the compiler said nothing), None when the cache no
+            longer has it
 
     A Program stays usable after its Kiln is closed: the object is not
     unloaded unless release() gives back its last reference, and everything
@@ -128,6 +131,21 @@ class Program:
         if self._kiln.closed:
             return -1
         return self._kiln._c.kiln_program_fd(self._handle)
+
+    @property
+    def log(self) -> Optional[str]:
+        """The compiler's output of the build that made this program, as
+        `kiln log KEY` prints it: read from the cache's logs/KEY.log (the
+        store's layout: objects/xx/KEY.ext beside logs/). "" when the
+        compiler said nothing; None when the log is gone (an imported
+        entry, or one evicted since)."""
+        objects = os.path.dirname(os.path.dirname(self.path))
+        log = os.path.join(os.path.dirname(objects), "logs", self.key + ".log")
+        try:
+            with open(log, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return None
 
     @property
     def data(self):

@@ -60,6 +60,15 @@ def test_get_and_call(k):
         prog.lib.no_such_symbol
 
 
+def test_program_log_has_the_warnings(k):
+    name = unique("warned")
+    prog = k.get(sources={"w.c": "int %s(void) { int kiln_unused_local; return 3; }\n" % name},
+                 args=["-Wall"])
+    assert prog.log is not None and "kiln_unused_local" in prog.log
+    quiet = k.get(sources={"q.c": returns(41, unique("quiet"))})
+    assert quiet.log == ""
+
+
 def test_struct_layouts_match_kiln_h(k):
     # Built against the installed header itself: sizeof and offsetof of
     # every struct the package declares, as the C compiler lays them out.
