@@ -3,7 +3,7 @@ _kiln()
 {
 	local cur prev words cword
 	_init_completion || return
-	local cmds="status top ls show log build warm rm pin unpin gc verify export import stats stop help"
+	local cmds="status top ls show log build warm rm pin unpin gc verify export import stats config stop help"
 	local globals="--socket --cache-dir --json --help -V --version"
 	local cmd="" i
 	for ((i = 1; i < cword; i++)); do
@@ -22,7 +22,7 @@ _kiln()
 	--socket|--cache-dir|-o|--output) _filedir; return ;;
 	-d|--interval|-n|--frames) return ;;
 	-t|--toolchain) COMPREPLY=($(compgen -W "cc c++ nvcc" -- "$cur")); return ;;
-	--max-size) return ;;
+	--max-size|max-size) return ;;
 	esac
 	if [[ -z $cmd ]]; then
 		COMPREPLY=($(compgen -W "$cmds $globals" -- "$cur"))
@@ -34,7 +34,8 @@ _kiln()
 	export|import) _filedir ;;
 	gc) COMPREPLY=($(compgen -W "--max-size --help" -- "$cur")) ;;
 	top) COMPREPLY=($(compgen -W "--once -d --interval -n --frames --help" -- "$cur")) ;;
-	stats) COMPREPLY=($(compgen -W "--prometheus -o --output --help" -- "$cur")) ;;
+	stats) COMPREPLY=($(compgen -W "--zero -z --prometheus -o --output --help" -- "$cur")) ;;
+	config) COMPREPLY=($(compgen -W "max-size --unset --help" -- "$cur")) ;;
 	help) COMPREPLY=($(compgen -W "$cmds" -- "$cur")) ;;
 	show|log|rm|pin|unpin)
 		# Aliases and key prefixes of the cache, when a daemon or cache answers.

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cache_conf.h"
 #include "config.h"
 #include "frame.h"
 #include "gpu.h"
@@ -46,7 +47,8 @@ static void config_usage(FILE *fp)
 		"                          $XDG_CACHE_HOME/kiln, else ~/.cache/kiln)\n"
 		"  --jobs N                compilers running at once (default: online CPUs)\n"
 		"  --max-size SIZE         evict least recently used entries above SIZE\n"
-		"                          (e.g. 500M, 10G; default 10G)\n"
+		"                          (e.g. 500M, 10G; default: the cache's kiln.conf,\n"
+		"                          set by 'kiln config max-size', else 10G)\n"
 		"  --toolchain NAME=PATH   compiler that requests may name, by absolute path\n"
 		"                          (repeatable);\n"
 		"                          defaults: cc=$CC or /usr/bin/cc, c++=$CXX or /usr/bin/c++,\n"
@@ -433,6 +435,7 @@ static int parse_one(struct config *cfg, int c, const char *arg)
 		return 0;
 	}
 	case OPT_MAX_SIZE:
+		cfg->max_size_given = true;
 		return parse_size_opt("--max-size", arg, &cfg->max_size);
 	case OPT_TOOLCHAIN:
 		return add_toolchain(cfg, arg);
@@ -526,6 +529,18 @@ int config_parse(struct config *cfg, int argc, char **argv)
 		return -1;
 	cfg->exec_helper = find_exec_helper();
 	return cfg->exec_helper != NULL ? 0 : -1;
+}
+
+const char *config_apply_cache_conf(struct config *cfg, const struct cache_conf *cc)
+{
+	if (cfg->max_size_given)
+		return "command line";
+	if (cc->has_max_size) {
+		cfg->max_size = cc->max_size;
+		return CACHE_CONF_NAME;
+	}
+	cfg->max_size = DEFAULT_MAX_SIZE;
+	return "default";
 }
 
 void config_fini(struct config *cfg)

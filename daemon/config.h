@@ -29,6 +29,7 @@ struct config {
 	char *cache_dir;
 	unsigned jobs;
 	uint64_t max_size;
+	bool max_size_given;         /* --max-size: it overrides the cache's kiln.conf */
 	struct config_toolchain toolchains[CONFIG_MAX_TOOLCHAINS];
 	size_t ntoolchains;
 	double build_timeout_s;
@@ -68,5 +69,11 @@ struct config {
  */
 int config_parse(struct config *cfg, int argc, char **argv);
 void config_fini(struct config *cfg);
+
+struct cache_conf;
+/* The cache's size limit: --max-size when given, else kiln.conf's
+ * max-size (kiln config), else the default (10G). Sets cfg->max_size and
+ * returns where it came from: "command line", "kiln.conf" or "default". */
+const char *config_apply_cache_conf(struct config *cfg, const struct cache_conf *cc);
 
 #endif

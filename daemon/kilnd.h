@@ -49,6 +49,18 @@ struct counters {
 	uint64_t evicted_bytes;
 };
 
+/* Hits and misses per toolchain, build times (stats.c). */
+struct stats_toolchain {
+	uint64_t hits, misses, builds_ok, builds_failed;
+};
+
+struct stats_extra {
+	struct stats_toolchain tc[CONFIG_MAX_TOOLCHAINS];     /* parallel to kilnd's toolchains */
+	uint64_t build_buckets[STORE_BUILD_BUCKETS];  /* builds by duration (not cumulative) */
+	uint64_t build_ms_sum;
+	int64_t since;                     /* Unix seconds: counting since (zeroed, or first start) */
+};
+
 /* Stores of removed cache directories, kept until no pool job can use them. */
 #define KILND_MAX_OLD_STORES 8
 
@@ -69,9 +81,11 @@ struct kilnd {
 	uint64_t start_ns;
 
 	struct counters c;
+	struct stats_extra stats;    /* per toolchain, build times, since (stats.h) */
 	unsigned in_flight;          /* builds holding a --jobs slot */
 	unsigned queued;             /* builds waiting for a slot */
 	uint64_t entries, bytes;     /* cache totals, refreshed after every write */
+	const char *max_size_source; /* "command line", "kiln.conf" or "default" */
 
 	struct server *server;
 	struct headers *headers;

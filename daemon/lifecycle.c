@@ -9,6 +9,7 @@
 #include "cachedir.h"
 #include "headers.h"
 #include "kilnd.h"
+#include "stats.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "sdnotify.h"
@@ -76,6 +77,7 @@ void lifecycle_stop(struct kilnd *d)
 	server_stop_listening(d);
 	flight_abort_all(d);
 	kilnd_timers_stop(d);
+	stats_timer_stop();
 	uv_timer_stop(&d->idle_timer);
 	uv_close((uv_handle_t *)&d->idle_timer, NULL);
 	uv_timer_stop(&d->cache_timer);

@@ -15,6 +15,7 @@
 #include "build.h"
 #include "publish.h"
 #include "flight.h"
+#include "cache_conf.h"
 #include "cachedir.h"
 #include "config.h"
 #include "confine.h"
@@ -24,6 +25,7 @@
 #include "headers.h"
 #include "instance.h"
 #include "kilnd.h"
+#include "stats.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "server.h"
@@ -382,11 +384,17 @@ static int start_process(struct kilnd *d, struct config *cfg, char *err, size_t 
 static int start_services(struct kilnd *d, char *err, size_t errlen, bool *loop)
 {
 	d->stop = lifecycle_stop;
+	struct cache_conf cc;
+	if (cache_conf_read(d->cfg->cache_dir, &cc, err, errlen) != 0)
+		log_warn("%s; its settings are ignored", err);
+	err[0] = '\0';
+	d->max_size_source = config_apply_cache_conf(d->cfg, &cc);
 	if (store_init(d, err, errlen) != 0 || cachedir_open(d, err, errlen) != 0 ||
 	    toolchains_init(d, err, errlen) != 0) {
 		fail_start(d->cfg, err);
 		return -1;
 	}
+	stats_load(d);
 	key_cpu_id(d->cpu_id);
 	threadpool_size(d->cfg);
 	d->loop = uv_default_loop();
@@ -413,20 +421,22 @@ static void serve(struct kilnd *d)
 
 	signals_start(d);
 	kilnd_timers_start(d);
+	stats_timer_start(d);
 	lifecycle_start(d);
 	kilnd_activity(d);
 	const char *xdg = cfg->socket_default ? util_runtime_dir_ignored() : NULL;
 	if (xdg != NULL)
 		log_warn("XDG_RUNTIME_DIR=%s is no directory of this user (inherited from another "
 			 "session?); the socket is %s instead", xdg, d->cfg->socket_path);
-	log_info("kilnd %s ready: pid %d, socket %s, cache %s, %u jobs, max size %llu bytes",
+	log_info("kilnd %s ready: pid %d, socket %s, cache %s, %u jobs, max size %llu bytes (%s)",
 		 KILN_VERSION_STR, (int)getpid(), cfg->socket_path, cfg->cache_dir, cfg->jobs,
-		 (unsigned long long)cfg->max_size);
+		 (unsigned long long)cfg->max_size, d->max_size_source);
 	instance_ready(0, (long)getpid(), NULL);
 	snprintf(status, sizeof(status), "serving %s", cfg->socket_path);
 	sd_ready(status);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	kilnd_flush_touches(d);
+	stats_flush(d);
 	publish_flush_aliases(d);
 	store_mark_clean(d->store);
 	d->exit_code = 0;

@@ -49,6 +49,8 @@ static const char *const op_names[OP__COUNT] = {
 	[OP_IMPORT] = "import",
 	[OP_SHUTDOWN] = "shutdown",
 	[OP_PUT] = "put",
+	[OP_CONFIG] = "config",
+	[OP_ZERO] = "zero",
 };
 
 static const char *const err_names[ERR__COUNT] = {
@@ -663,7 +665,9 @@ static int parse_fields(const cJSON *obj, struct msg_request *req, struct msg_er
 	case OP_UNPIN:
 		return parse_ref(obj, req, err);
 	case OP_GC:
+	case OP_CONFIG:
 		return get_uint(obj, "max_size", false, MSG_MAX_ID, &req->max_size, err);
+	case OP_ZERO:
 	case OP_STATUS:
 	case OP_LIST:
 	case OP_SHUTDOWN:

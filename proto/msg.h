@@ -44,6 +44,8 @@ enum msg_op {
 	OP_VERIFY,
 	OP_EXPORT,
 	OP_IMPORT,
+	OP_CONFIG,
+	OP_ZERO,
 	OP__COUNT
 };
 
@@ -138,7 +140,7 @@ struct msg_request {
 	char *key;
 	/* show, remove, pin, unpin */
 	char *ref;
-	/* gc */
+	/* gc; config: the size to keep in kiln.conf, 0 to remove it */
 	int64_t max_size;
 	/* export, import: a directory in the upstream tier's layout */
 	char *dir;

@@ -142,6 +142,7 @@ static bool pack_fields(cJSON *obj, const struct msg_request *req)
 	case OP_UNPIN:
 		return add_str(obj, "ref", req->ref);
 	case OP_GC:
+	case OP_CONFIG:
 		return add_num(obj, "max_size", req->max_size);
 	case OP_EXPORT:
 	case OP_IMPORT:

@@ -296,6 +296,8 @@ static int schema_body(struct store *s, void *arg)
 		rc = store_exec(s->wr, schema_v3_sql);
 	else if (rc == 0)
 		rc = check_version(j->path, version, j->err, j->errlen);
+	if (rc == 0)
+		rc = store_exec(s->wr, store_counters_sql);
 	return rc;
 }
 

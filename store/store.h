@@ -108,6 +108,25 @@ void store_close(struct store *s);
  * finds it damaged, another negative errno when it cannot tell. */
 int store_quick_check(struct store *s);
 
+/*
+ * Named counters kept in the index (kiln stats): they survive a restart.
+ * Names are short ASCII ("hits", "toolchain.gcc.hits"); values are counts.
+ */
+struct store_counter {
+	char name[64];
+	uint64_t value;
+};
+/* Reads every saved counter (reader thread); *out is malloc'd, *n may be 0
+ * (none saved, or an index no writer of this kiln has opened). 0 or -errno. */
+int store_counters_read(struct store *s, struct store_counter **out, size_t *n);
+/* Saves counters, each replacing its saved value; with all, every counter
+ * not in c is removed first (zeroing). Writer: the thread pool. 0 or -errno. */
+int store_counters_write(struct store *s, const struct store_counter *c, size_t n, bool all);
+/* The build-time histogram's buckets (kilnd's stats.c, kiln stats): upper
+ * bounds in milliseconds; the last bucket, "build_bucket.10", is +Inf. */
+#define STORE_BUILD_BUCKETS 11
+extern const uint64_t store_build_bucket_ms[STORE_BUILD_BUCKETS - 1];
+
 const char *store_dir(const struct store *s);
 /* File extension for an output kind ("shared" -> "so"), NULL if unknown. */
 const char *store_output_ext(const char *output);

@@ -59,6 +59,8 @@ int store_hot_get(struct store *s, enum store_hot_kind kind, const char *name,
 void store_hot_put(struct store *s, uint64_t gen, enum store_hot_kind kind, const char *name,
 		   const struct store_entry *list, size_t n);
 
+/* The counters table (store_counters.c), made by every writer at open. */
+extern const char store_counters_sql[];
 /* Maps an SQLite result code to a negative errno. */
 int store_sql_errno(int rc);
 /* The errno for a failed sqlite3_step: like store_sql_errno, but a code

@@ -19,6 +19,7 @@
 #include <cjson/cJSON.h>
 #include <sqlite3.h>
 
+#include "cache_conf.h"
 #include "entry_codec.h"
 #include "store.h"
 #include "store_int.h"
@@ -1261,6 +1262,83 @@ START_TEST(test_deps_blob_damaged)
 }
 END_TEST
 
+/* Counters: saved, read back by another open, replaced, zeroed. */
+START_TEST(test_counters)
+{
+	struct store *s = open_store(0);
+	struct store_counter *rows = NULL;
+	size_t n = 9;
+	ck_assert_int_eq(store_counters_read(s, &rows, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	free(rows);
+	struct store_counter c[] = { { "hits", 5 }, { "toolchain.cc.hits", 3 } };
+	ck_assert_int_eq(store_counters_write(s, c, 2, false), 0);
+	c[0].value = 7;
+	ck_assert_int_eq(store_counters_write(s, c, 1, false), 0);   /* replaces */
+	store_close(s);
+	s = open_store(STORE_READONLY);
+	ck_assert_int_eq(store_counters_read(s, &rows, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_uint_eq(rows[i].value, strcmp(rows[i].name, "hits") == 0 ? 7 : 3);
+	free(rows);
+	store_close(s);
+	s = open_store(0);
+	struct store_counter since = { "since", 42 };
+	ck_assert_int_eq(store_counters_write(s, &since, 1, true), 0);   /* zeroes the rest */
+	ck_assert_int_eq(store_counters_read(s, &rows, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(rows[0].name, "since");
+	free(rows);
+	store_close(s);
+	s = open_store(STORE_READONLY);
+	ck_assert_int_eq(store_counters_write(s, c, 1, false), -EROFS);
+	store_close(s);
+}
+END_TEST
+
+/* kiln.conf: parsed with comments and spaces, refused with the line named,
+ * written so that it reads back the same. */
+START_TEST(test_cache_conf)
+{
+	struct cache_conf cc;
+	char err[400];
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	static const char good[] = "# settings\n\n  max-size =  20G  # the budget\r\n";
+	ck_assert_int_eq(cache_conf_parse(good, strlen(good), &cc, err, sizeof(err)), 0);
+	ck_assert(cc.has_max_size);
+	ck_assert_uint_eq(cc.max_size, (uint64_t)20 << 30);
+	static const char *const bad[][2] = {
+		{ "max-size = 20G\nmax-sise = 1G\n", "line 2: unknown setting \"max-sise\"" },
+		{ "max-size = 12x\n", "line 1: max-size: \"12x\" is not a size" },
+		{ "max-size = 0\n", "is not a size" },
+		{ "max-size\n", "line 1: expected \"key = value\"" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_int_eq(cache_conf_parse(bad[i][0], strlen(bad[i][0]), &cc, err, sizeof(err)), -1);
+		ck_assert_msg(strstr(err, bad[i][1]) != NULL, "%s: %s", bad[i][0], err);
+	}
+	ck_assert_int_eq(cache_conf_read(dir, &cc, err, sizeof(err)), 0);   /* no file */
+	ck_assert(!cc.has_max_size);
+	static const char *const sizes[] = { "1", "1536", "20G", "3M", "1.5G", "7T" };
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		struct cache_conf w = { 0 }, r;
+		uint64_t want;
+		ck_assert_int_eq(cache_conf_set(&w, "max-size", sizes[i], err, sizeof(err)), 0);
+		ck_assert_int_eq(util_parse_size(sizes[i], &want), 0);
+		ck_assert_int_eq(cache_conf_write(dir, &w, err, sizeof(err)), 0);
+		ck_assert_int_eq(cache_conf_read(dir, &r, err, sizeof(err)), 0);
+		ck_assert(r.has_max_size);
+		ck_assert_uint_eq(r.max_size, want);
+	}
+	ck_assert_int_eq(cache_conf_set(&cc, "max-size", NULL, err, sizeof(err)), 0);
+	ck_assert_int_eq(cache_conf_write(dir, &cc, err, sizeof(err)), 0);
+	ck_assert_int_eq(cache_conf_read(dir, &cc, err, sizeof(err)), 0);
+	ck_assert(!cc.has_max_size);
+	ck_assert_int_eq(cache_conf_set(&cc, "maxsize", "1G", err, sizeof(err)), -1);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *su = suite_create("store");
@@ -1286,6 +1364,8 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_totals_kept);
 	tcase_add_test(tc, test_clean_mark);
 	tcase_add_test(tc, test_concurrent_writers);
+	tcase_add_test(tc, test_counters);
+	tcase_add_test(tc, test_cache_conf);
 	suite_add_tcase(su, tc);
 
 	/* The dependency encodings alone: no cache directory. */

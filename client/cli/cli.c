@@ -374,6 +374,7 @@ static const struct {
 	{ "gc", cmd_gc },
 	{ "verify", cmd_verify },
 	{ "stats", cmd_stats },
+	{ "config", cmd_config },
 	{ "warm", cmd_warm },
 	{ "export", cmd_export },
 	{ "import", cmd_import },

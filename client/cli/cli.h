@@ -112,6 +112,16 @@ void cli_conn_close(struct cli_conn *c);
 /* cli_conn_open for commands that need the daemon: also reports that none
  * runs. */
 int cli_conn_require(const struct cli *cli, struct cli_conn *c);
+struct store;
+/*
+ * Opens the cache at cli->cache_dir while kilnd is not running: read-only,
+ * or for writing (write). Returns 0 with *out set, 0 with *out NULL when no
+ * cache was ever created at the default directory (an empty cache, not an
+ * error), or a negative errno after printing why: a --cache-dir given that
+ * does not exist or holds no cache is an error (a typo must not read as "no
+ * entries").
+ */
+int cli_open_offline(const struct cli *cli, bool write, struct store **out);
 /* Prints "kilnd is not running at SOCKET; start it with: ..." */
 void cli_not_running(const struct cli *cli);
 
@@ -168,6 +178,7 @@ int cmd_unpin(struct cli *cli, int argc, char **argv);
 int cmd_gc(struct cli *cli, int argc, char **argv);
 int cmd_verify(struct cli *cli, int argc, char **argv);
 int cmd_stats(struct cli *cli, int argc, char **argv);
+int cmd_config(struct cli *cli, int argc, char **argv);
 int cmd_warm(struct cli *cli, int argc, char **argv);
 int cmd_top(struct cli *cli, int argc, char **argv);
 int cmd_export(struct cli *cli, int argc, char **argv);

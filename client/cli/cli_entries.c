@@ -17,14 +17,7 @@
 /* Largest log --json reads into memory; kilnd caps logs far below this. */
 #define LOG_JSON_MAX ((size_t)64 << 20)
 
-/*
- * Opens the cache at cli->cache_dir read-only. Returns 0 with *out set, 0
- * with *out NULL when no cache was ever created at the default directory (an
- * empty cache, not an error), or a negative errno after printing why: a
- * --cache-dir given that does not exist or holds no cache is an error (a
- * typo must not read as "no entries").
- */
-static int open_offline(const struct cli *cli, struct store **out)
+int cli_open_offline(const struct cli *cli, bool write, struct store **out)
 {
 	char err[256] = "";
 	char *index = NULL;
@@ -32,7 +25,8 @@ static int open_offline(const struct cli *cli, struct store **out)
 
 	*out = NULL;
 	fflush(stdout);
-	fprintf(stderr, "kiln: kilnd is not running; reading %s read-only\n", cli->cache_dir);
+	fprintf(stderr, "kiln: kilnd is not running; %s %s%s\n", write ? "writing" : "reading",
+		cli->cache_dir, write ? " directly" : " read-only");
 	if (asprintf(&index, "%s/index.db", cli->cache_dir) < 0) {
 		cli_error("out of memory");
 		return -ENOMEM;
@@ -47,7 +41,7 @@ static int open_offline(const struct cli *cli, struct store **out)
 	}
 	if (rc == 0)
 		return 0;
-	rc = store_open(cli->cache_dir, STORE_READONLY, out, err, sizeof(err));
+	rc = store_open(cli->cache_dir, write ? 0 : STORE_READONLY, out, err, sizeof(err));
 	if (rc < 0)
 		cli_error("cannot read the cache at %s: %s", cli->cache_dir,
 			  *err ? err : strerror(-rc));
@@ -121,7 +115,7 @@ static int fetch_list(const struct cli *cli, cJSON **out)
 			goto cleanup;
 		}
 	} else if (rc == -ECONNREFUSED) {
-		rc = open_offline(cli, &s);
+		rc = cli_open_offline(cli, false, &s);
 		if (rc < 0)
 			goto cleanup;
 		arr = cJSON_CreateArray();
@@ -154,7 +148,7 @@ static int offline_entry(const struct cli *cli, const char *ref, cJSON **out)
 	int rc;
 
 	memset(&e, 0, sizeof(e));
-	rc = open_offline(cli, &s);
+	rc = cli_open_offline(cli, false, &s);
 	if (rc < 0)
 		return rc;
 	rc = s ? store_resolve(s, ref, &e) : -ENOENT;
@@ -593,6 +587,47 @@ static int log_by_full_key(struct cli *cli, const char *ref)
 	return rc;
 }
 
+/* An alias whose last build failed: kilnd keeps its request key in
+ * logs/alias-<SHA-256 of the alias>.failed until a build of it succeeds.
+ * 1 after printing that build's log, 0 when there is none, -1 on error. */
+static int log_by_failed_alias(struct cli *cli, const char *ref)
+{
+	uint8_t digest[32];
+	char hex[65], rkey[KILN_KEY_HEX + 1];
+	char *dir = logs_cache_dir(cli), *path = NULL, *text = NULL;
+	size_t len = 0;
+	util_sha256(ref, strlen(ref), digest);
+	util_hex(digest, sizeof(digest), hex);
+	if (dir == NULL || asprintf(&path, "%s/logs/alias-%s.failed", dir, hex) < 0) {
+		free(dir);
+		return 0;
+	}
+	int rc = util_read_file(path, 4096, &text, &len);
+	free(path);
+	path = NULL;
+	/* "RKEY\nALIAS\n": the alias is checked, not only its digest. */
+	if (rc != 0 || len < KILN_KEY_HEX + 1 || text[KILN_KEY_HEX] != '\n' ||
+	    strspn(text, "0123456789abcdef") != KILN_KEY_HEX ||
+	    strncmp(text + KILN_KEY_HEX + 1, ref, strlen(ref)) != 0) {
+		free(text);
+		free(dir);
+		return 0;
+	}
+	memcpy(rkey, text, KILN_KEY_HEX);
+	rkey[KILN_KEY_HEX] = '\0';
+	free(text);
+	rc = asprintf(&path, "%s/logs/%s.log", dir, rkey) < 0 ? -1 : 0;
+	free(dir);
+	if (rc == 0 && access(path, R_OK) == 0) {
+		fflush(stdout);
+		fprintf(stderr, "kiln: the last build of %s failed (request key %s); its output:\n",
+			ref, rkey);
+		rc = (cli->json ? log_json(rkey, path) : log_copy(rkey, path)) < 0 ? -1 : 1;
+	}
+	free(path);
+	return rc;
+}
+
 int cmd_log(struct cli *cli, int argc, char **argv)
 {
 	const char *ref = NULL;
@@ -600,6 +635,8 @@ int cmd_log(struct cli *cli, int argc, char **argv)
 	if (status >= 0)
 		return status;
 	int rc = nrefs == 1 ? log_by_full_key(cli, ref) : 0;
+	if (rc == 0 && nrefs == 1)
+		rc = log_by_failed_alias(cli, ref);
 	if (rc != 0)
 		return rc > 0 ? cli_finish_stdout(CLI_EXIT_OK) : CLI_EXIT_ERROR;
 	return with_entry(cli, argc, argv, log_entry);

@@ -1,6 +1,8 @@
 /*
  * kiln stats: the daemon's counters, as text, JSON, or in Prometheus'
- * text exposition format for a node exporter's textfile collector.
+ * text exposition format for a node exporter's textfile collector. They are
+ * kept in the index, so they read the same while kilnd is not running, and
+ * --zero resets them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -8,9 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "store.h"
 #include "util.h"
 
 enum metric_kind { COUNTER, GAUGE };
@@ -51,6 +55,7 @@ static const struct {
 	{ "connections", "connections", GAUGE, "Open client connections." },
 	{ "pending", "requests_pending", GAUGE, "Requests read and not yet answered." },
 	{ "uptime_s", "uptime_seconds", GAUGE, "Seconds since kilnd started." },
+	{ "stats_since", "stats_since_seconds", GAUGE, "When counting began (Unix time): the cache's first kilnd, or kiln stats --zero." },
 };
 
 /* One counter for people: sizes in binary units, the uptime as a duration,
@@ -64,6 +69,8 @@ static void print_human(const cJSON *v)
 	if (strcmp(name, "bytes") == 0 || strcmp(name, "max_size") == 0 ||
 	    (n > 6 && strcmp(name + n - 6, "_bytes") == 0))
 		printf("%-20s %s\n", name, util_format_size(x > 0 ? (uint64_t)x : 0, buf, sizeof(buf)));
+	else if (strcmp(name, "stats_since") == 0)
+		printf("%-20s %s\n", "counting since", cli_format_time((int64_t)x, buf, sizeof(buf)));
 	else if (strcmp(name, "uptime_s") == 0)
 		printf("%-20s %s\n", "uptime", util_format_age((int64_t)x, buf, sizeof(buf)));
 	else
@@ -83,27 +90,83 @@ static void print_label(FILE *fp, const char *s)
 	}
 }
 
-static void print_prometheus(FILE *fp, const cJSON *st)
+static void print_socket_label(FILE *fp, const char *sock)
 {
-	const char *sock = cli_json_str(st, "socket");
+	fputs("socket=\"", fp);
+	print_label(fp, sock);
+	fputc('"', fp);
+}
+
+/* Hits, misses and builds per toolchain, and the build-time histogram. */
+static void print_prometheus_detail(FILE *fp, const cJSON *st, const char *sock)
+{
+	static const char *const tc[][3] = {
+		{ "hits", "toolchain_hits_total", "get and lookup requests served from the cache, by toolchain." },
+		{ "misses", "toolchain_misses_total", "get and lookup requests not in the cache, by toolchain." },
+		{ "builds_ok", "toolchain_builds_ok_total", "Builds that produced an artifact, by toolchain." },
+		{ "builds_failed", "toolchain_builds_failed_total", "Builds that failed, by toolchain." },
+	};
+	const cJSON *tcs = cJSON_GetObjectItemCaseSensitive(st, "toolchain_stats");
+	for (size_t i = 0; cJSON_IsObject(tcs) && i < sizeof(tc) / sizeof(tc[0]); i++) {
+		fprintf(fp, "# HELP kiln_%s %s\n# TYPE kiln_%s counter\n", tc[i][1], tc[i][2], tc[i][1]);
+		const cJSON *t;
+		cJSON_ArrayForEach(t, tcs) {
+			const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, tc[i][0]);
+			fprintf(fp, "kiln_%s{", tc[i][1]);
+			print_socket_label(fp, sock);
+			fputs(",toolchain=\"", fp);
+			print_label(fp, t->string);
+			fprintf(fp, "\"} %.17g\n", cJSON_IsNumber(v) ? v->valuedouble : 0);
+		}
+	}
+	const cJSON *h = cJSON_GetObjectItemCaseSensitive(st, "build_seconds");
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(h, "buckets");
+	if (!cJSON_IsArray(b))
+		return;
+	fputs("# HELP kiln_build_seconds How long builds took (compiler runs, failed ones too).\n"
+	      "# TYPE kiln_build_seconds histogram\n", fp);
+	const cJSON *pair;
+	cJSON_ArrayForEach(pair, b) {
+		const cJSON *le = cJSON_GetArrayItem(pair, 0), *n = cJSON_GetArrayItem(pair, 1);
+		fputs("kiln_build_seconds_bucket{", fp);
+		print_socket_label(fp, sock);
+		if (cJSON_IsNumber(le))
+			fprintf(fp, ",le=\"%g\"}", le->valuedouble);
+		else
+			fputs(",le=\"+Inf\"}", fp);
+		fprintf(fp, " %.17g\n", cJSON_IsNumber(n) ? n->valuedouble : 0);
+	}
+	const cJSON *sum = cJSON_GetObjectItemCaseSensitive(h, "sum");
+	const cJSON *count = cJSON_GetObjectItemCaseSensitive(h, "count");
+	fputs("kiln_build_seconds_sum{", fp);
+	print_socket_label(fp, sock);
+	fprintf(fp, "} %.17g\nkiln_build_seconds_count{", cJSON_IsNumber(sum) ? sum->valuedouble : 0);
+	print_socket_label(fp, sock);
+	fprintf(fp, "} %.17g\n", cJSON_IsNumber(count) ? count->valuedouble : 0);
+}
+
+/* up: kilnd answered (st is its status); else st was read from the index. */
+static void print_prometheus(FILE *fp, const cJSON *st, const char *sock, bool up)
+{
 	for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++) {
 		const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, metrics[i].field);
 		if (!cJSON_IsNumber(v))
 			continue;   /* e.g. the upstream counters without --upstream */
-		fprintf(fp, "# HELP kiln_%s %s\n# TYPE kiln_%s %s\nkiln_%s{socket=\"", metrics[i].name,
+		fprintf(fp, "# HELP kiln_%s %s\n# TYPE kiln_%s %s\nkiln_%s{", metrics[i].name,
 			metrics[i].help, metrics[i].name, metrics[i].kind == COUNTER ? "counter" : "gauge",
 			metrics[i].name);
-		print_label(fp, sock != NULL ? sock : "");
-		fprintf(fp, "\"} %.17g\n", v->valuedouble);
+		print_socket_label(fp, sock);
+		fprintf(fp, "} %.17g\n", v->valuedouble);
 	}
-	fprintf(fp, "# HELP kiln_up Whether kilnd answered.\n# TYPE kiln_up gauge\nkiln_up{socket=\"");
-	print_label(fp, sock != NULL ? sock : "");
-	fprintf(fp, "\"} 1\n");
+	print_prometheus_detail(fp, st, sock);
+	fprintf(fp, "# HELP kiln_up Whether kilnd answered.\n# TYPE kiln_up gauge\nkiln_up{");
+	print_socket_label(fp, sock);
+	fprintf(fp, "} %d\n", up ? 1 : 0);
 }
 
 /* Writes the metrics to path through a temporary file and a rename, so that
  * the textfile collector never reads half a file. */
-static int write_atomically(const char *path, const cJSON *st)
+static int write_atomically(const char *path, const cJSON *st, const char *sock, bool up)
 {
 	char *text = NULL;
 	size_t len = 0;
@@ -111,7 +174,7 @@ static int write_atomically(const char *path, const cJSON *st)
 	int rc = fp != NULL ? 0 : -errno;
 
 	if (fp != NULL) {
-		print_prometheus(fp, st);
+		print_prometheus(fp, st, sock, up);
 		rc = fclose(fp) == 0 ? 0 : -errno;
 	}
 	if (rc == 0)
@@ -124,22 +187,203 @@ static int write_atomically(const char *path, const cJSON *st)
 	return 0;
 }
 
-enum { OPT_PROMETHEUS = 1, OPT_OUTPUT };
+/* Adds a saved row (store_counters_read) to st in the status reply's shape. */
+static void offline_row(cJSON *st, cJSON *tcs, uint64_t *buckets, const struct store_counter *r)
+{
+	char tc[64];
+	int end = 0;
+	unsigned b;
+	if (strcmp(r->name, "since") == 0) {
+		cJSON_AddNumberToObject(st, "stats_since", (double)r->value);
+	} else if (strcmp(r->name, "build_ms_sum") == 0) {
+		cJSON_AddNumberToObject(st, "build_ms_sum", (double)r->value);
+	} else if (sscanf(r->name, "build_bucket.%u%n", &b, &end) == 1 && r->name[end] == '\0') {
+		if (b < STORE_BUILD_BUCKETS)
+			buckets[b] = r->value;
+	} else if (strncmp(r->name, "toolchain.", 10) == 0) {
+		const char *dot = strrchr(r->name, '.');
+		size_t len = (size_t)(dot - r->name) - 10;
+		if (len == 0 || len >= sizeof(tc))
+			return;
+		memcpy(tc, r->name + 10, len);
+		tc[len] = '\0';
+		cJSON *o = cJSON_GetObjectItemCaseSensitive(tcs, tc);
+		if (o == NULL)
+			o = cJSON_AddObjectToObject(tcs, tc);
+		if (o != NULL)
+			cJSON_AddNumberToObject(o, dot + 1, (double)r->value);
+	} else if (strchr(r->name, '.') == NULL && cJSON_GetObjectItemCaseSensitive(st, r->name) != NULL) {
+		cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(st, r->name), (double)r->value);
+	} else if (strchr(r->name, '.') == NULL &&
+		   (r->value != 0 || strncmp(r->name, "upstream_", 9) != 0)) {
+		cJSON_AddNumberToObject(st, r->name, (double)r->value);
+	}
+}
+
+/* The counters kept in the index, when kilnd is not running: an object in
+ * the shape of its status reply. 0, or a negative errno after saying why. */
+static int offline_status(const struct cli *cli, cJSON **out)
+{
+	struct store *s = NULL;
+	struct store_counter *rows = NULL;
+	size_t n = 0;
+	uint64_t buckets[STORE_BUILD_BUCKETS] = { 0 }, entries = 0, bytes = 0;
+	int rc = cli_open_offline(cli, false, &s);
+	if (rc < 0)
+		return rc;
+	if (s != NULL && ((rc = store_counters_read(s, &rows, &n)) != 0 ||
+			  (rc = store_totals(s, &entries, &bytes)) != 0)) {
+		cli_error("cannot read the counters in %s: %s", cli->cache_dir, strerror(-rc));
+		free(rows);
+		store_close(s);
+		return rc;
+	}
+	cJSON *st = cJSON_CreateObject(), *tcs = cJSON_AddObjectToObject(st, "toolchain_stats");
+	cJSON *h = cJSON_AddObjectToObject(st, "build_seconds");
+	cJSON *arr = cJSON_AddArrayToObject(h, "buckets");
+	if (arr == NULL) {
+		cJSON_Delete(st);
+		free(rows);
+		store_close(s);
+		cli_error("out of memory");
+		return -ENOMEM;
+	}
+	/* Zero counters are saved only once they change, after a --zero say. */
+	for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++)
+		if (metrics[i].kind == COUNTER && strncmp(metrics[i].field, "upstream_", 9) != 0)
+			cJSON_AddNumberToObject(st, metrics[i].field, 0);
+	cJSON_AddNumberToObject(st, "entries", (double)entries);
+	cJSON_AddNumberToObject(st, "bytes", (double)bytes);
+	for (size_t i = 0; i < n; i++)
+		offline_row(st, tcs, buckets, &rows[i]);
+	uint64_t total = 0;
+	for (size_t b = 0; b < STORE_BUILD_BUCKETS; b++) {
+		total += buckets[b];
+		cJSON *pair = cJSON_CreateArray();
+		if (b + 1 < STORE_BUILD_BUCKETS)
+			cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)store_build_bucket_ms[b] / 1000));
+		else
+			cJSON_AddItemToArray(pair, cJSON_CreateString("+Inf"));
+		cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)total));
+		cJSON_AddItemToArray(arr, pair);
+	}
+	cJSON *sum = cJSON_DetachItemFromObjectCaseSensitive(st, "build_ms_sum");
+	cJSON_AddNumberToObject(h, "sum", cJSON_IsNumber(sum) ? sum->valuedouble / 1000 : 0);
+	cJSON_AddNumberToObject(h, "count", (double)total);
+	cJSON_Delete(sum);
+	free(rows);
+	store_close(s);
+	*out = st;
+	return 0;
+}
+
+/* The build-time histogram and the per-toolchain counts, for people. */
+static void print_human_detail(const cJSON *st)
+{
+	char buf[64];
+	const cJSON *h = cJSON_GetObjectItemCaseSensitive(st, "build_seconds");
+	const cJSON *count = cJSON_GetObjectItemCaseSensitive(h, "count");
+	const cJSON *sum = cJSON_GetObjectItemCaseSensitive(h, "sum");
+	if (cJSON_IsNumber(count) && count->valuedouble > 0 && cJSON_IsNumber(sum)) {
+		printf("%-20s %.0f builds, %s on average\n", "build time", count->valuedouble,
+		       cli_format_ms((uint64_t)(sum->valuedouble * 1000 / count->valuedouble), buf,
+				     sizeof(buf)));
+		double prev = 0;
+		const cJSON *pair;
+		cJSON_ArrayForEach(pair, cJSON_GetObjectItemCaseSensitive(h, "buckets")) {
+			const cJSON *le = cJSON_GetArrayItem(pair, 0), *n = cJSON_GetArrayItem(pair, 1);
+			double k = cJSON_IsNumber(n) ? n->valuedouble - prev : 0;
+			prev = cJSON_IsNumber(n) ? n->valuedouble : prev;
+			if (k <= 0)
+				continue;
+			if (cJSON_IsNumber(le))
+				snprintf(buf, sizeof(buf), "  up to %gs", le->valuedouble);
+			else
+				snprintf(buf, sizeof(buf), "  longer");
+			printf("%-20s %.0f\n", buf, k);
+		}
+	}
+	const cJSON *t;
+	cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(st, "toolchain_stats")) {
+		double v[4] = { 0 };
+		static const char *const names[] = { "hits", "misses", "builds_ok", "builds_failed" };
+		for (int i = 0; i < 4; i++) {
+			const cJSON *x = cJSON_GetObjectItemCaseSensitive(t, names[i]);
+			v[i] = cJSON_IsNumber(x) ? x->valuedouble : 0;
+		}
+		if (v[0] + v[1] + v[2] + v[3] == 0)
+			continue;
+		snprintf(buf, sizeof(buf), "toolchain %s", t->string);
+		printf("%-20s %.0f hits, %.0f misses, %.0f built, %.0f failed\n", buf, v[0], v[1],
+		       v[2], v[3]);
+	}
+}
+
+/* --zero: kilnd resets its counters, or they are reset in the index when it
+ * is not running. */
+static int zero(struct cli *cli)
+{
+	struct cli_conn c;
+	struct msg_request req;
+	cJSON *r = NULL;
+	int rc = cli_conn_open(cli, &c);
+	if (rc == 0) {
+		cli_request_init(&req, OP_ZERO);
+		rc = cli_call(cli, &c, &req, &r) < 0 || cli_reply_check(r, NULL) != ERR_NONE ? -1 : 0;
+		cli_conn_close(&c);
+	} else if (rc == -ECONNREFUSED) {
+		struct store *s = NULL;
+		struct store_counter since = { .name = "since", .value = (uint64_t)time(NULL) };
+		rc = cli_open_offline(cli, true, &s);
+		if (rc == 0 && s != NULL && (rc = store_counters_write(s, &since, 1, true)) != 0)
+			cli_error("cannot zero the counters in %s: %s", cli->cache_dir, strerror(-rc));
+		store_close(s);
+		r = cJSON_CreateObject();
+		cJSON_AddNumberToObject(r, "stats_since", (double)since.value);
+	}
+	if (rc == 0) {
+		if (cli->json)
+			cli_print_json(r);
+		else
+			printf("statistics zeroed\n");
+	}
+	cJSON_Delete(r);
+	return rc == 0 ? cli_finish_stdout(CLI_EXIT_OK) : CLI_EXIT_ERROR;
+}
+
+enum { OPT_PROMETHEUS = 1, OPT_OUTPUT, OPT_ZERO };
 
 static const struct cli_optdef stats_opts[] = {
 	{ "prometheus", 0, false, OPT_PROMETHEUS },
 	{ "output", 'o', true, OPT_OUTPUT },
+	{ "zero", 'z', false, OPT_ZERO },
 	{ NULL, 0, false, 0 },
 };
+
+/* kilnd's status, or the counters in the index when it is not running
+ * (*up false). 0 or -1 after saying why. */
+static int fetch_stats(struct cli *cli, cJSON **st, bool *up)
+{
+	struct cli_conn c;
+	struct msg_request req;
+	int rc = cli_conn_open(cli, &c);
+	*up = rc == 0;
+	if (rc == -ECONNREFUSED)
+		return offline_status(cli, st) == 0 ? 0 : -1;
+	if (rc != 0)
+		return -1;
+	cli_request_init(&req, OP_STATUS);
+	rc = cli_call(cli, &c, &req, st) < 0 || cli_reply_check(*st, NULL) != ERR_NONE ? -1 : 0;
+	cli_conn_close(&c);
+	return rc;
+}
 
 int cmd_stats(struct cli *cli, int argc, char **argv)
 {
 	struct cli_parse p;
-	struct cli_conn c;
-	struct msg_request req;
 	cJSON *st = NULL, *counters = NULL;
 	const char *val, *output = NULL;
-	bool prometheus = false;
+	bool prometheus = false, zeroing = false, up;
 	int id, status = CLI_EXIT_ERROR;
 
 	cli_parse_init(&p, cli, argc, argv);
@@ -150,18 +394,23 @@ int cmd_stats(struct cli *cli, int argc, char **argv)
 			return cli_usage_error(cli, "stats takes no arguments");
 		if (id == OPT_PROMETHEUS)
 			prometheus = true;
+		else if (id == OPT_ZERO)
+			zeroing = true;
 		else
 			output = val;
 	}
 	if (output != NULL && !prometheus)
 		return cli_usage_error(cli, "--output goes with --prometheus");
-	if (cli_conn_require(cli, &c) < 0)
-		return status;
-	cli_request_init(&req, OP_STATUS);
-	if (cli_call(cli, &c, &req, &st) < 0 || cli_reply_check(st, NULL) != ERR_NONE)
+	if (zeroing && prometheus)
+		return cli_usage_error(cli, "--zero does not go with --prometheus");
+	if (zeroing)
+		return zero(cli);
+	if (fetch_stats(cli, &st, &up) != 0)
 		goto cleanup;
 	if (prometheus) {
-		if (output != NULL ? write_atomically(output, st) != 0 : (print_prometheus(stdout, st), 0))
+		const char *sock = up ? cli_json_str(st, "socket") : cli->socket;
+		if (output != NULL ? write_atomically(output, st, sock ? sock : "", up) != 0
+				   : (print_prometheus(stdout, st, sock ? sock : "", up), 0))
 			goto cleanup;
 		status = cli_finish_stdout(CLI_EXIT_OK);
 		goto cleanup;
@@ -176,17 +425,25 @@ int cmd_stats(struct cli *cli, int argc, char **argv)
 		cli_error("out of memory");
 		goto cleanup;
 	}
+	cJSON_AddBoolToObject(counters, "running", up);
 	if (cli->json) {
+		static const char *const detail[] = { "toolchain_stats", "build_seconds" };
+		for (size_t i = 0; i < 2; i++) {
+			cJSON *x = cJSON_DetachItemFromObjectCaseSensitive(st, detail[i]);
+			if (x != NULL)
+				cJSON_AddItemToObject(counters, detail[i], x);
+		}
 		cli_print_json(counters);
 	} else {
 		const cJSON *v;
 		cJSON_ArrayForEach(v, counters)
-			print_human(v);
+			if (cJSON_IsNumber(v))
+				print_human(v);
+		print_human_detail(st);
 	}
 	status = cli_finish_stdout(CLI_EXIT_OK);
 cleanup:
 	cJSON_Delete(counters);
 	cJSON_Delete(st);
-	cli_conn_close(&c);
 	return status;
 }

@@ -23,6 +23,7 @@
 #include "cachedir.h"
 #include "tracedir.h"
 #include "kilnd.h"
+#include "stats.h"
 #include "log.h"
 #include "table.h"
 #include "util.h"
@@ -489,6 +490,7 @@ void build_finish(struct build *b)
 		kilnd_refresh_totals(d);
 	} else if (b->err_code == ERR_NONE) {
 		d->c.builds_ok++;
+		stats_build(d, b->in.req.toolchain, true, b->entry.build_ms);
 		d->c.depfile_fallbacks += b->entry.deps_source == STORE_DEPS_DEPFILE;
 		log_info("built %.16s (%s) in %llu ms", b->entry.key,
 			 b->in.req.label != NULL ? b->in.req.label : "no label",
@@ -498,6 +500,8 @@ void build_finish(struct build *b)
 		d->c.cancelled++;
 	} else if (b->err_code != ERR_SHUTTING_DOWN && b->err_code != ERR_NEED_SOURCES) {
 		d->c.builds_failed++;
+		if (b->start_ns != 0)
+			stats_build(d, b->in.req.toolchain, false, (util_now_ns() - b->start_ns) / 1000000);
 		log_info("build of %.16s failed: %s", b->in.rkey, b->err_msg != NULL ? b->err_msg : "");
 	}
 	reply_all(b);

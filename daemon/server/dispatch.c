@@ -27,10 +27,12 @@
 #include "import.h"
 #include "keying.h"
 #include "kilnd.h"
+#include "stats.h"
 #include "log.h"
 #include "msg.h"
 #include "pch.h"
 #include "server.h"
+#include "settings_op.h"
 #include "upstream.h"
 #include "util.h"
 #include "transfer.h"
@@ -312,7 +314,7 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 	(void)fd;
 	struct build *b = in->req.no_build ? NULL : flight_find(d, in->rkey);
 	if (b != NULL) {
-		d->c.misses++;
+		stats_miss(d, in->req.toolchain);
 		join_or_start(c, in);
 		return;
 	}
@@ -322,7 +324,8 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 		for (size_t i = 0; i < n; i++) {
 			int rc = headers_valid(d, &list[i]) ? reply_hit(c, id, &list[i], in->req.alias) : -1;
 			if (rc >= 0) {
-				d->c.hits += rc == 0;
+				if (rc == 0)
+					stats_hit(d, in->req.toolchain);
 				store_entries_free(list, n);
 				build_input_free(in);
 				free(in);
@@ -332,7 +335,7 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 		store_entries_free(list, n);
 	}
 	if (in->req.no_build) {
-		d->c.misses++;
+		stats_miss(d, in->req.toolchain);
 		conn_reply_error(c, id, ERR_NOT_FOUND, NULL, "no valid entry for this request");
 		build_input_free(in);
 		free(in);
@@ -350,7 +353,7 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 	/* By digest (with --upstream), the miss is counted when upstream
 	 * answered, unless it was need_sources after all (upstream.c). */
 	if (!in->by_digest)
-		d->c.misses++;
+		stats_miss(d, in->req.toolchain);
 	/* Headers to precompile: their .gch, found or set building (pch.c). */
 	pch_settle(d, in);
 	join_or_start(c, in);
@@ -400,10 +403,10 @@ static void op_lookup(struct conn *c, struct msg_request *req)
 				      : store_get(d->store, req->key, &e);
 	int hit = rc == 0 && built_by(d, &e, req->toolchain) && headers_valid(d, &e)
 			  ? reply_hit(c, req->id, &e, NULL) : -1;
-	if (hit >= 0) {
-		d->c.hits += hit == 0;
-	} else {
-		d->c.misses++;
+	if (hit == 0) {
+		stats_hit(d, e.toolchain);
+	} else if (hit < 0) {
+		stats_miss(d, req->toolchain);
 		conn_reply_error(c, req->id, rc == 0 || rc == -ENOENT ? ERR_NOT_FOUND : ERR_IO, NULL,
 				 "no valid entry for %s \"%s\"", req->alias != NULL ? "alias" : "key",
 				 req->alias != NULL ? req->alias : req->key);
@@ -476,20 +479,12 @@ static void op_status(struct conn *c, struct msg_request *req)
 	cJSON_AddStringToObject(r, "cache_dir", d->cfg->cache_dir);
 	ADD_NUM(r, "jobs", d->cfg->jobs);
 	ADD_NUM(r, "max_size", d->cfg->max_size);
+	cJSON_AddStringToObject(r, "max_size_source", d->max_size_source);
 	ADD_NUM(r, "entries", d->entries);
 	ADD_NUM(r, "bytes", d->bytes);
 	ADD_NUM(r, "uptime_s", (double)(util_now_ns() - d->start_ns) / 1e9);
 	ADD_NUM(r, "connections", server_connections(d));
-	ADD_NUM(r, "requests", d->c.requests);
-	ADD_NUM(r, "hits", d->c.hits);
-	ADD_NUM(r, "misses", d->c.misses);
-	ADD_NUM(r, "builds_started", d->c.builds_started);
-	ADD_NUM(r, "builds_ok", d->c.builds_ok);
-	ADD_NUM(r, "builds_failed", d->c.builds_failed);
-	ADD_NUM(r, "joined", d->c.joined);
-	ADD_NUM(r, "need_sources", d->c.need_sources);
-	ADD_NUM(r, "source_texts", d->c.source_texts);
-	ADD_NUM(r, "imports", d->c.imports);
+	stats_add_json(d, r);
 	ADD_NUM(r, "in_flight", d->in_flight);
 	ADD_NUM(r, "queued", d->queued);
 	unsigned states[FLIGHT__COUNT];
@@ -502,16 +497,6 @@ static void op_status(struct conn *c, struct msg_request *req)
 			50);
 	ADD_NUM(r, "pending", server_pending(d));
 	cJSON_AddBoolToObject(r, "socket_activated", d->activated);
-	ADD_NUM(r, "busy", d->c.busy);
-	ADD_NUM(r, "denied", d->c.denied);
-	ADD_NUM(r, "stalled", d->c.stalled);
-	ADD_NUM(r, "damaged", d->c.damaged);
-	ADD_NUM(r, "inputs_changed", d->c.inputs_changed);
-	ADD_NUM(r, "cancelled", d->c.cancelled);
-	ADD_NUM(r, "evicted", d->c.evicted);
-	ADD_NUM(r, "evicted_bytes", d->c.evicted_bytes);
-	ADD_NUM(r, "depfile_fallbacks", d->c.depfile_fallbacks);
-	ADD_NUM(r, "cache_recreated", d->c.cache_recreated);
 	if (d->cache_why[0] != '\0')
 		cJSON_AddStringToObject(r, "cache_problem", d->cache_why);
 	add_observation(d, r);
@@ -749,6 +734,8 @@ static const struct {
 	[OP_VERIFY] = { op_verify, OPF_CACHE },
 	[OP_EXPORT] = { op_transfer, OPF_CACHE },
 	[OP_IMPORT] = { op_transfer, OPF_CACHE },
+	[OP_CONFIG] = { op_config, 0 },
+	[OP_ZERO] = { op_zero, 0 },
 };
 
 /* The policy: 0 when req may run, else answers it and returns -1. */

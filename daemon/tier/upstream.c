@@ -17,6 +17,7 @@
 #include "build.h"
 #include "build_int.h"
 #include "kilnd.h"
+#include "stats.h"
 #include "log.h"
 #include "recheck.h"
 #include "upstream.h"
@@ -586,7 +587,7 @@ void upstream_flight_end(struct build *b)
 	wait_del(d->up, f);
 	/* A get by digest counts as a miss once it is not need_sources. */
 	if (f->digest_first && b->err_code != ERR_NEED_SOURCES)
-		d->c.misses++;
+		stats_miss(d, b->in.req.toolchain);
 	if (b->err_code == ERR_NONE && !b->from_upstream)
 		publish_upstream(b, f->claim);
 	else if (f->claim != NULL)

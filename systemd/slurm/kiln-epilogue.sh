@@ -23,13 +23,24 @@
 _kiln_slurm_node_stop='
 node=${SLURMD_NODENAME:-$(hostname -s)}
 field() { printf "%s" "$json" | grep -o "\"$1\":[0-9.]*" | head -n 1 | cut -d: -f2; }
+# The counters are kept in the cache across kilnds; "this_run" has those
+# this kilnd (the job) counted itself, where the kilnd has them.
+run_field() {
+	local run
+	run=$(printf "%s" "$json" | sed -n "s/.*\"this_run\":{\([^}]*\)}.*/\1/p")
+	if [ -n "$run" ]; then printf "%s" "$run" | grep -o "\"$1\":[0-9.]*" | head -n 1 | cut -d: -f2
+	else field "$1"; fi
+}
 if ! json=$("$KILN_CLI" --socket "$KILN_SOCKET" --json status 2>&1); then
 	echo "kiln-failed $node no kilnd answers on $KILN_SOCKET: $json"
 	exit 1
 fi
 line="kiln-stats node=$node"
 for f in pid builds_started builds_ok builds_failed hits misses joined entries bytes requests; do
-	line="$line $f=$(field "$f")"
+	case $f in
+	pid | entries | bytes) line="$line $f=$(field "$f")" ;;
+	*) line="$line $f=$(run_field "$f")" ;;
+	esac
 done
 echo "$line"
 [ "$KILN_SLURM_MODE" = node ] && exit 0

@@ -32,8 +32,12 @@ ours() {
 
 if json=$(as_user timeout 10 "$KILN_CLI" --socket "$socket" --json status 2>&1); then
 	line="kiln-stats job=$job node=$node"
+	# The counters are kept in the cache across jobs; "this_run" has this
+	# job's kilnd's own.
+	run=$(printf '%s' "$json" | sed -n 's/.*"this_run":{\([^}]*\)}.*/\1/p')
 	for f in pid builds_started builds_ok builds_failed hits misses joined entries bytes requests; do
-		line="$line $f=$(printf '%s' "$json" | grep -o "\"$f\":[0-9.]*" | head -n 1 | cut -d: -f2)"
+		case $f in pid | entries | bytes) from=$json ;; *) from=${run:-$json} ;; esac
+		line="$line $f=$(printf '%s' "$from" | grep -o "\"$f\":[0-9.]*" | head -n 1 | cut -d: -f2)"
 	done
 	kiln_node_log "$line"
 	as_user timeout 30 "$KILN_CLI" --socket "$socket" stop >/dev/null 2>&1 ||

@@ -35,6 +35,9 @@ check "cubin " kiln build --output c
 check "FILE " kiln stats --prometheus --output ""
 check "FILE " kiln stats -o ""
 check "top " kiln to
+check "--zero " kiln stats --ze
+check "config " kiln conf
+check "max-size " kiln config ma
 check "--once " kiln top --on
 check "-V " kiln -V
 check "c++ cc nvcc " kiln build -t ""

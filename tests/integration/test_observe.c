@@ -557,7 +557,8 @@ START_TEST(assembler_and_linker_found_through_path)
 	ck_assert_msg(!harness_exists(marker), "the first build already ran %s", as);
 
 	harness_start_env(NULL, (const char *const[]){ path_env, NULL });
-	expect(&r, 12, 1, "after a restart with another as first in PATH");
+	/* builds_started is kept across the restart: one more is a rebuild. */
+	expect(&r, 12, 2, "after a restart with another as first in PATH");
 	ck_assert_msg(harness_exists(marker), "the program was served without running %s", as);
 	oreq_free(&r);
 	free(path_env);
@@ -593,8 +594,9 @@ START_TEST(large_header_rewritten_with_same_size_and_mtime_after_restart)
 	check_same_stat(hdr, &st);
 
 	harness_start(NULL);
-	expect(&r, 2, 1, "after the rewrite, in the restarted kilnd");
-	expect(&r, 2, 1, "again after the rewrite");
+	/* builds_started is kept across the restart: one more is a rebuild. */
+	expect(&r, 2, 2, "after the rewrite, in the restarted kilnd");
+	expect(&r, 2, 2, "again after the rewrite");
 	oreq_free(&r);
 	harness_stop();
 }

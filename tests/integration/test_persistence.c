@@ -99,7 +99,9 @@ START_TEST(restart_keeps_every_entry)
 	}
 	kiln_close(k);
 	st = harness_status();
-	ck_assert_int_eq(harness_num(st, "builds_started"), 0);
+	/* The counters are kept across the restart: the first run's builds,
+	 * and no new one. */
+	ck_assert_int_eq(harness_num(st, "builds_started"), RESTART_PROGRAMS);
 	ck_assert_int_eq(harness_num(st, "hits"), RESTART_PROGRAMS);
 	ck_assert_int_eq(harness_num(st, "entries"), RESTART_PROGRAMS);
 	cJSON_Delete(st);

@@ -130,6 +130,152 @@ START_TEST(stats_in_prometheus_format)
 }
 END_TEST
 
+/* One number of a --json object, through a path of members. */
+static int64_t member_num(const cJSON *o, const char *a, const char *b, const char *c)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, a);
+	if (b != NULL)
+		v = cJSON_GetObjectItemCaseSensitive(v, b);
+	if (c != NULL)
+		v = cJSON_GetObjectItemCaseSensitive(v, c);
+	ck_assert_msg(cJSON_IsNumber(v), "no number at %s.%s.%s", a, b ? b : "", c ? c : "");
+	return (int64_t)v->valuedouble;
+}
+
+START_TEST(stats_survive_a_restart_and_zero)
+{
+	char key[72], want[HARNESS_PATH + 128], *out = NULL;
+	harness_start(NULL);
+	harness_get_program(NULL, "kept", 1, NULL, key);   /* a miss and a build */
+	harness_get_program(NULL, "kept", 1, NULL, key);   /* a hit */
+	cJSON *st = harness_cli_json("stats", NULL);
+	ck_assert_int_eq(harness_num(st, "hits"), 1);
+	ck_assert_int_eq(harness_num(st, "misses"), 1);
+	ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(st, "running")));
+	ck_assert_int_eq(member_num(st, "toolchain_stats", "cc", "hits"), 1);
+	ck_assert_int_eq(member_num(st, "toolchain_stats", "cc", "builds_ok"), 1);
+	ck_assert_int_eq(member_num(st, "build_seconds", "count", NULL), 1);
+	int64_t since = harness_num(st, "stats_since");
+	ck_assert_int_gt(since, 0);
+	cJSON_Delete(st);
+	/* Per toolchain and the histogram in Prometheus' format. */
+	ck_assert_int_eq(harness_cli(&out, NULL, "stats", "--prometheus", NULL), 0);
+	snprintf(want, sizeof(want), "kiln_toolchain_hits_total{socket=\"%s\",toolchain=\"cc\"} 1\n",
+		 harness.socket);
+	ck_assert_msg(harness_contains(out, want), "no \"%s\" in:\n%s", want, out);
+	ck_assert(harness_contains(out, "# TYPE kiln_build_seconds histogram\n"));
+	ck_assert(harness_contains(out, ",le=\"+Inf\"} 1\n"));
+	ck_assert(harness_contains(out, "kiln_build_seconds_count{"));
+	free(out);
+	/* Kept in the index: read while kilnd is down, and after a restart. */
+	harness_stop();
+	st = harness_cli_json("stats", NULL);
+	ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(st, "running")));
+	ck_assert_int_eq(harness_num(st, "hits"), 1);
+	ck_assert_int_eq(harness_num(st, "builds_ok"), 1);
+	ck_assert_int_eq(member_num(st, "toolchain_stats", "cc", "misses"), 1);
+	ck_assert_int_eq(harness_num(st, "stats_since"), since);
+	cJSON_Delete(st);
+	ck_assert_int_eq(harness_cli(&out, NULL, "stats", "--prometheus", NULL), 0);
+	ck_assert_msg(harness_contains(out, "} 0\n") && harness_contains(out, "kiln_up{"), "%s", out);
+	free(out);
+	harness_start(NULL);
+	harness_get_program(NULL, "kept", 1, NULL, key);
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "hits"), 2);
+	ck_assert_int_eq(harness_num(st, "builds_ok"), 1);
+	cJSON_Delete(st);
+	/* --zero, by kilnd. */
+	ck_assert_int_eq(harness_cli(&out, NULL, "stats", "--zero", NULL), 0);
+	ck_assert_msg(harness_contains(out, "zeroed"), "%s", out);
+	free(out);
+	st = harness_cli_json("stats", NULL);
+	ck_assert_int_eq(harness_num(st, "hits"), 0);
+	ck_assert_int_eq(harness_num(st, "builds_ok"), 0);
+	ck_assert_int_eq(member_num(st, "toolchain_stats", "cc", "hits"), 0);
+	ck_assert_int_eq(member_num(st, "build_seconds", "count", NULL), 0);
+	ck_assert_int_ge(harness_num(st, "stats_since"), since);
+	cJSON_Delete(st);
+	harness_get_program(NULL, "kept", 1, NULL, key);
+	harness_stop();
+	st = harness_cli_json("stats", NULL);
+	ck_assert_int_eq(harness_num(st, "hits"), 1);
+	cJSON_Delete(st);
+	/* --zero in the index while kilnd is down. */
+	st = harness_cli_json("stats", "-z", NULL);
+	cJSON_Delete(st);
+	st = harness_cli_json("stats", NULL);
+	ck_assert_int_eq(harness_num(st, "hits"), 0);
+	ck_assert_int_eq(member_num(st, "build_seconds", "count", NULL), 0);
+	cJSON_Delete(st);
+	harness_start(NULL);
+	ck_assert_int_eq(harness_status_num_at(harness.socket, "hits"), 0);
+	harness_stop();
+}
+END_TEST
+
+START_TEST(config_max_size_is_kept_in_the_cache)
+{
+	char path[HARNESS_PATH], key[72], *out = NULL, *err = NULL, *text;
+	/* Without kilnd: written to <cache>/kiln.conf, read by the next kilnd. */
+	ck_assert_int_eq(harness_cli(NULL, &err, "config", NULL), 1);   /* no such cache */
+	ck_assert_msg(harness_contains(err, "does not exist"), "%s", err);
+	free(err);
+	ck_assert_int_eq(mkdir(harness.cache, 0700), 0);
+	ck_assert_int_eq(harness_cli(&out, NULL, "config", NULL), 0);
+	ck_assert_msg(harness_contains(out, "not set"), "%s", out);
+	free(out);
+	ck_assert_int_eq(harness_cli(NULL, NULL, "config", "max-size", "20G", NULL), 0);
+	text = harness_read_file(harness_path(path, "cache/kiln.conf"));
+	ck_assert_msg(harness_contains(text, "max-size = 20G\n"), "%s", text);
+	free(text);
+	ck_assert_int_eq(harness_cli(NULL, NULL, "config", "max-size", "12x", NULL), 2);
+	ck_assert_int_eq(harness_cli(NULL, &err, "config", "max_size", "1G", NULL), 2);
+	ck_assert_msg(harness_contains(err, "unknown setting \"max_size\""), "%s", err);
+	free(err);
+	harness_start(NULL);
+	cJSON *st = harness_status();
+	ck_assert_int_eq(harness_num(st, "max_size"), (int64_t)20 << 30);
+	ck_assert_str_eq(harness_str(st, "max_size_source"), "kiln.conf");
+	cJSON_Delete(st);
+	/* With kilnd: applied at once, evicting what is over. */
+	harness_get_program(NULL, "big", 1, NULL, key);
+	cJSON *r = harness_cli_json("config", "max-size", "1", NULL);
+	ck_assert_int_eq(harness_num(r, "max_size"), 1);
+	ck_assert_int_eq(harness_num(r, "saved_max_size"), 1);
+	cJSON_Delete(r);
+	harness_wait_status("entries", 0, 30);
+	ck_assert_int_eq(harness_status_num_at(harness.socket, "evicted"), 1);
+	r = harness_cli_json("config", "--unset", "max-size", NULL);
+	ck_assert_int_eq(harness_num(r, "max_size"), (int64_t)10 << 30);
+	ck_assert_str_eq(harness_str(r, "max_size_source"), "default");
+	ck_assert(cJSON_IsNull(cJSON_GetObjectItem(r, "saved_max_size")));
+	cJSON_Delete(r);
+	harness_stop();
+	/* --max-size wins over kiln.conf, and kiln config says so. */
+	ck_assert_int_eq(harness_cli(NULL, NULL, "config", "max-size", "2G", NULL), 0);
+	harness_start("--max-size", "5G", NULL);
+	ck_assert_int_eq(harness_cli(&out, NULL, "config", NULL), 0);
+	ck_assert_msg(harness_contains(out, "max-size = 2 GiB") && harness_contains(out, "wins"),
+		      "%s", out);
+	free(out);
+	ck_assert_int_eq(harness_status_num_at(harness.socket, "max_size"), (int64_t)5 << 30);
+	harness_stop();
+	/* A kiln.conf that does not parse: kilnd starts on the defaults and
+	 * says so; kiln config names the line. */
+	harness_write_file(path, "max-size = 20G\nmax-sise = 1G\n");
+	harness_start(NULL);
+	ck_assert_int_eq(harness_status_num_at(harness.socket, "max_size"), (int64_t)10 << 30);
+	harness_stop();
+	text = harness_read_file(harness.log);
+	ck_assert_msg(harness_contains(text, "line 2: unknown setting \"max-sise\""), "%s", text);
+	free(text);
+	ck_assert_int_eq(harness_cli(NULL, &err, "config", NULL), 1);
+	ck_assert_msg(harness_contains(err, "line 2"), "%s", err);
+	free(err);
+}
+END_TEST
+
 START_TEST(export_then_import_on_another_node)
 {
 	char keys[3][72], tgz[HARNESS_PATH], dir[HARNESS_PATH], sock2[HARNESS_PATH];
@@ -287,6 +433,8 @@ int main(void)
 
 	suite_add_tcase(s, harness_tcase("warm", warm_builds_a_manifest, 120));
 	suite_add_tcase(s, harness_tcase("stats", stats_in_prometheus_format, 60));
+	suite_add_tcase(s, harness_tcase("stats_kept", stats_survive_a_restart_and_zero, 90));
+	suite_add_tcase(s, harness_tcase("config", config_max_size_is_kept_in_the_cache, 90));
 	suite_add_tcase(s, harness_tcase("transfer", export_then_import_on_another_node, 120));
 	suite_add_tcase(s, harness_tcase("import_alone", import_leaves_its_source_and_the_cache_alone, 120));
 	suite_add_tcase(s, harness_tcase("export_suffix", export_refuses_unknown_archives, 60));

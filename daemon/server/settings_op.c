@@ -1,0 +1,116 @@
+/*
+ * The config and zero operations (server layer): `kiln config` reads and
+ * writes the cache's kiln.conf, `kiln stats --zero` resets the counters.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache_conf.h"
+#include "kilnd.h"
+#include "log.h"
+#include "msg.h"
+#include "server.h"
+#include "settings_op.h"
+#include "stats.h"
+#include "thread.h"
+
+struct config_job {
+	struct conn *c;
+	uint64_t id;
+	int64_t max_size;       /* to save; 0 removes; -1 only reads */
+	struct cache_conf cc;   /* what kiln.conf says after the job */
+	char err[600];
+	int rc;
+};
+
+static void config_work(void *arg)
+{
+	ASSERT_POOL();
+	struct config_job *j = arg;
+	const char *dir = j->c->d->cfg->cache_dir;
+	j->rc = cache_conf_read(dir, &j->cc, j->err, sizeof(j->err));
+	if (j->rc != 0 && j->max_size >= 0) {
+		/* A file that does not parse is replaced by what is asked:
+		 * said in the log, it is not kept half-read. */
+		log_warn("%s; writing it anew", j->err);
+		j->rc = 0;
+	}
+	if (j->rc != 0 || j->max_size < 0)
+		return;
+	j->cc.has_max_size = j->max_size > 0;
+	j->cc.max_size = (uint64_t)j->max_size;
+	j->rc = cache_conf_write(dir, &j->cc, j->err, sizeof(j->err));
+}
+
+static void config_done(void *arg)
+{
+	struct config_job *j = arg;
+	struct conn *c = j->c;
+	struct kilnd *d = c->d;
+	if (j->rc != 0) {
+		conn_reply_error(c, j->id, ERR_IO, NULL, "%s", j->err);
+	} else {
+		uint64_t before = d->cfg->max_size;
+		const char *source = config_apply_cache_conf(d->cfg, &j->cc);
+		d->max_size_source = source;
+		if (d->cfg->max_size != before)
+			log_info("max size %llu bytes (%s)", (unsigned long long)d->cfg->max_size,
+				 source);
+		kilnd_refresh_totals(d);   /* evicts when now over */
+		cJSON *r = cJSON_CreateObject();
+		if (r != NULL) {
+			msg_add_int(r, "id", (int64_t)j->id);
+			cJSON_AddBoolToObject(r, "ok", 1);
+			cJSON_AddNumberToObject(r, "max_size", (double)d->cfg->max_size);
+			cJSON_AddStringToObject(r, "max_size_source", source);
+			if (j->cc.has_max_size)
+				cJSON_AddNumberToObject(r, "saved_max_size", (double)j->cc.max_size);
+			else
+				cJSON_AddNullToObject(r, "saved_max_size");
+			char path[4200];
+			snprintf(path, sizeof(path), "%s/%s", d->cfg->cache_dir, CACHE_CONF_NAME);
+			cJSON_AddStringToObject(r, "file", path);
+			conn_reply(c, r, -1);
+		} else {
+			conn_reply_error(c, j->id, ERR_INTERNAL, NULL, "out of memory");
+		}
+	}
+	conn_unref(c);
+	free(j);
+}
+
+void op_config(struct conn *c, struct msg_request *req)
+{
+	struct config_job *j = calloc(1, sizeof(*j));
+	if (j == NULL) {
+		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	j->c = c;
+	j->id = req->id;
+	j->max_size = req->max_size;
+	conn_ref(c);
+	if (kilnd_work(c->d, config_work, config_done, j) != 0) {
+		conn_unref(c);
+		free(j);
+		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "cannot queue work");
+	}
+}
+
+void op_zero(struct conn *c, struct msg_request *req)
+{
+	struct kilnd *d = c->d;
+	stats_zero(d);
+	log_info("statistics zeroed by pid %d", (int)c->pid);
+	cJSON *r = cJSON_CreateObject();
+	if (r == NULL) {
+		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	msg_add_int(r, "id", (int64_t)req->id);
+	cJSON_AddBoolToObject(r, "ok", 1);
+	cJSON_AddNumberToObject(r, "stats_since", (double)d->stats.since);
+	conn_reply(c, r, -1);
+}
