@@ -9,7 +9,8 @@
 #      kiln-node-prolog.sh, kiln-node-epilog.sh and kiln-task-prolog.sh as
 #      the cluster's Prolog=, Epilog= and TaskProlog= (PrologFlags=Alloc),
 #      kilnd running as the job's user.
-# Each time every task asks for the same 3 programs with the kiln CLI and 3
+# Each time a step of one task per node warms its kilnd with one program
+# (kiln warm), then every task asks for the same 3 programs with the kiln CLI and 3
 # more through libkiln (examples/stencil_demo, loaded and run); the test
 # checks that every task got every program, that each program was built
 # exactly once (the epilogue's builds_started), that the epilogue printed
@@ -271,7 +272,10 @@ if [ -n "${KILN_TEST_DEMO:-}" ] && [ -x "$KILN_TEST_DEMO" ]; then
 	stencils=(laplace_2d diffusion_x diffusion_y)
 fi
 ntasks=4
-nprograms=$((${#programs[@]} + ${#stencils[@]}))
+# The batch script's per-node warm step (srun --ntasks-per-node=1 kiln warm)
+# builds one program more on each node.
+warmed=1
+nprograms=$((${#programs[@]} + ${#stencils[@]} + warmed))
 
 # Submits example.sbatch as user $1 with output in $T/out/$2.out and waits
 # for it; sets job.
@@ -327,6 +331,8 @@ check_output() {
 		n=$(grep -c "^kiln-task rank=[0-9]* program=$p how=built " "$f")
 		[ "$n" = 1 ] || fail "$p was built by $n tasks, not 1"
 	done
+	n=$(grep -c "^kiln-warm node=[^ ]* warmed 1 of 1 programs .*: 1 built, 0 cached, 0 failed$" "$f")
+	[ "$n" = 1 ] || fail "the per-node warm step did not warm the node once: $(grep '^kiln-warm' "$f")"
 	[ "$(grep -c '^kiln-stats node=' "$f")" = 1 ] || fail "no per-node statistics from the epilogue"
 	total=$(grep '^kiln-stats total ' "$f")
 	[ -n "$total" ] || fail "no kiln-stats total line from the epilogue"
