@@ -285,6 +285,10 @@ static int parse_hello(const cJSON *obj, struct msg_request *req, struct msg_err
 	if (get_uint(obj, "proto", true, MSG_MAX_ID, &req->proto, err) < 0 ||
 	    get_str(obj, "client", false, MSG_MAX_CLIENT, &req->client, err) < 0)
 		return -1;
+	const cJSON *hb = member(obj, "heartbeat");
+	if (hb != NULL && !cJSON_IsBool(hb))
+		return msg_error_set(err, ERR_BAD_REQUEST, "heartbeat", "\"heartbeat\" must be true or false");
+	req->heartbeat = cJSON_IsTrue(hb);
 	/* The daemon logs the client's name, so it follows the label rules. */
 	if (req->client && validate_label(req->client, NULL, 0) < 0)
 		return msg_error_set(err, ERR_BAD_REQUEST, "client",

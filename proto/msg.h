@@ -115,6 +115,7 @@ struct msg_request {
 	/* hello */
 	int64_t proto;
 	char *client;
+	bool heartbeat;    /* the client wants heartbeats while it waits */
 	/* get */
 	char *toolchain;   /* defaults to "cc" when absent */
 	char *output;      /* defaults to "shared" when absent */

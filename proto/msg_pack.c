@@ -105,6 +105,8 @@ static bool pack_fields(cJSON *obj, const struct msg_request *req)
 
 	switch (req->op) {
 	case OP_HELLO:
+		if (req->heartbeat && !cJSON_AddTrueToObject(obj, "heartbeat"))
+			return false;
 		return add_num(obj, "proto", req->proto) && add_str(obj, "client", req->client);
 	case OP_PUT:
 	case OP_GET:

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wire.h"
@@ -109,6 +110,29 @@ void wire_conn_init(struct wire_conn *c, int fd, size_t max_frame)
 	c->rlen = 0;
 	c->roff = 0;
 	c->nfds = 0;
+	c->recv_timeout_ms = 0;
+}
+
+/* Waits until fd is readable, at most ms milliseconds. 0 or -ETIMEDOUT. */
+static int wait_readable(int fd, int ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		long spent = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+		if (spent >= ms)
+			return -ETIMEDOUT;
+		int n = poll(&pfd, 1, ms - (int)spent);
+		if (n > 0)
+			return 0;
+		if (n == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
 }
 
 void wire_conn_fini(struct wire_conn *c)
@@ -216,6 +240,8 @@ static int fill_rbuf(struct wire_conn *c)
 	}
 	iov.iov_base = c->rbuf;
 	iov.iov_len = WIRE_RBUF;
+	if (c->recv_timeout_ms > 0 && (rc = wait_readable(c->fd, c->recv_timeout_ms)) != 0)
+		return rc;
 	for (;;) {
 		memset(&mh, 0, sizeof(mh));
 		mh.msg_iov = &iov;

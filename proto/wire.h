@@ -28,6 +28,8 @@ struct wire_conn {
 	size_t rlen, roff;       /* bytes read but not yet fed */
 	int fds[WIRE_MAX_FDS];   /* received descriptors, FIFO */
 	size_t nfds;
+	int recv_timeout_ms;     /* > 0: a read gets -ETIMEDOUT after this long
+				  * without a byte (0, the default: waits for ever) */
 };
 
 /* Connects to the Unix socket at path (blocking, close-on-exec). Returns the
@@ -48,7 +50,8 @@ int wire_send_frame(struct wire_conn *c, const char *payload, size_t len);
  * payload (owned by the caller). Descriptors that arrive are appended to
  * c->fds (received with MSG_CMSG_CLOEXEC). Returns 0, -ECONNRESET when the
  * peer closed, -EMSGSIZE/-EBADMSG for bad framing, -EPROTO when ancillary
- * data was truncated, or another negative errno.
+ * data was truncated, -ETIMEDOUT when c->recv_timeout_ms passed without a
+ * byte, or another negative errno.
  */
 int wire_recv_frame(struct wire_conn *c, char **out, size_t *outlen);
 

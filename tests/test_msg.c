@@ -87,6 +87,16 @@ START_TEST(test_parse_hello)
 	parse_ok("{\"id\":0,\"op\":\"hello\",\"proto\":99}", &req);
 	ck_assert_int_eq(req.proto, 99);
 	ck_assert_ptr_null(req.client);
+	ck_assert(!req.heartbeat);
+	msg_request_free(&req);
+
+	/* Heartbeats asked for, and packed back. */
+	parse_ok("{\"op\":\"hello\",\"id\":2,\"proto\":1,\"heartbeat\":true}", &req);
+	ck_assert(req.heartbeat);
+	size_t len;
+	char *packed = msg_request_pack(&req, &len);
+	ck_assert_ptr_nonnull(strstr(packed, "\"heartbeat\":true"));
+	free(packed);
 	msg_request_free(&req);
 }
 END_TEST
@@ -287,6 +297,8 @@ START_TEST(test_parse_hello_errors)
 		  "client", 1);
 	parse_err("{\"op\":\"hello\",\"id\":1,\"proto\":1,\"client\":\"a\\nb\"}",
 		  ERR_BAD_REQUEST, "client", 1);
+	parse_err("{\"op\":\"hello\",\"id\":1,\"proto\":1,\"heartbeat\":1}", ERR_BAD_REQUEST,
+		  "heartbeat", 1);
 }
 END_TEST
 

@@ -7,7 +7,7 @@
 ! with your own program and link with -lkiln. It must change whenever kiln.h
 ! changes a struct or a prototype.
 module kiln
-   use, intrinsic :: iso_c_binding, only: c_ptr, c_funptr, c_int, c_size_t, &
+   use, intrinsic :: iso_c_binding, only: c_ptr, c_funptr, c_int, c_size_t, c_double, &
       c_int64_t, c_char, c_null_char, c_null_ptr, c_null_funptr, c_loc, &
       c_f_pointer, c_associated
    use, intrinsic :: iso_fortran_env, only: error_unit
@@ -108,7 +108,7 @@ module kiln
    ! The raw C API. Strings that C allows to be NULL are type(c_ptr), value;
    ! strings that must not be NULL are NUL-terminated character arrays.
    public :: kiln_open, kiln_open_with, kiln_close, kiln_get, kiln_get_file, kiln_get_many, &
-      kiln_release, &
+      kiln_release, kiln_set_timeout, &
       kiln_lookup, kiln_sym, kiln_program_key, kiln_program_path, kiln_program_fd, &
       kiln_program_output, kiln_program_data, kiln_errmsg, kiln_strerror, &
       kiln_version, kiln_get_stats
@@ -146,6 +146,13 @@ module kiln
          type(c_ptr), value :: k, p
          integer(c_int) :: rc
       end function kiln_release
+
+      function kiln_set_timeout(k, seconds) bind(C, name='kiln_set_timeout') result(rc)
+         import :: c_ptr, c_int, c_double
+         type(c_ptr), value :: k
+         real(c_double), value :: seconds
+         integer(c_int) :: rc
+      end function kiln_set_timeout
 
       function kiln_get_file(k, req, out) bind(C, name='kiln_get_file') result(rc)
          import :: c_ptr, c_int, kiln_request

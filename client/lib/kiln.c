@@ -4,6 +4,7 @@
  * otherwise ask kilnd. The connection lives in lib_conn.c, the program table
  * and loading in lib_prog.c, errors in lib_err.c, autospawn in lib_spawn.c.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,35 @@ static bool env_autospawn(void)
 	const char *v = getenv("KILN_AUTOSPAWN");
 
 	return v && strcmp(v, "1") == 0;
+}
+
+/* The deadline for a silent kilnd: $KILN_TIMEOUT seconds, else 60. */
+static int env_timeout_ms(int *out)
+{
+	const char *v = getenv("KILN_TIMEOUT");
+	char *end;
+	*out = KILN_DEFAULT_TIMEOUT_S * 1000;
+	if (v == NULL || *v == '\0')
+		return 0;
+	errno = 0;
+	double s = strtod(v, &end);
+	if (errno != 0 || *end != '\0' || !(s >= 0 && s <= 2e6))
+		return lib_err_set(KILN_EINVAL, "KILN_TIMEOUT=\"%s\" is not a number of seconds "
+				   "(0 for no deadline)", v);
+	*out = (int)(s * 1000 + 0.5);
+	if (s > 0 && *out == 0)
+		*out = 1;
+	return 0;
+}
+
+int kiln_set_timeout(struct kiln *k, double seconds)
+{
+	if (!k || !(seconds >= 0 && seconds <= 2e6))
+		return lib_err_set(KILN_EINVAL, "kiln_set_timeout: seconds must be from 0 (no deadline) "
+				   "to 2000000");
+	int ms = (int)(seconds * 1000 + 0.5);
+	atomic_store(&k->timeout_ms, seconds > 0 && ms == 0 ? 1 : ms);
+	return KILN_OK;
 }
 
 /* Frees a handle that may be partly made; no call may be in flight. */
@@ -61,6 +91,10 @@ static int kiln_configure(struct kiln *k, const struct kiln_options *opts)
 						  !k->cache_dir))
 		return lib_err_set(KILN_ENOMEM, "out of memory");
 	k->autospawn = (opts && opts->autospawn) || env_autospawn();
+	int ms;
+	if (env_timeout_ms(&ms) != 0)
+		return KILN_EINVAL;
+	atomic_init(&k->timeout_ms, ms);
 	return 0;
 }
 

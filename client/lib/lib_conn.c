@@ -69,6 +69,10 @@ struct lib_conn {
 	size_t hello_len;
 	bool hello_checked;
 	bool hello_failed;          /* then err and errmsg are hello's */
+	/* Owned by the baton holder: kilnd said it sends heartbeats, so a
+	 * silence of k->timeout_ms means it is stopped or wedged. */
+	bool beats;
+	int beat_ms;
 };
 
 /* How long to keep trying to connect after kilnd --daemonize returned. */
@@ -182,7 +186,21 @@ static int conn_read_one(const struct kiln *k, struct lib_conn *c, cJSON **reply
 
 	*reply = NULL;
 	*fd = -1;
+	int timeout = atomic_load(&k->timeout_ms);
+again:
+	/* At least two heartbeats long, so that a late one trips nothing. */
+	if (c->beats && timeout > 0 && timeout < 2 * c->beat_ms)
+		timeout = 2 * c->beat_ms;
+	c->wire.recv_timeout_ms = c->beats ? timeout : 0;
 	rc = wire_recv_frame(&c->wire, &buf, &len);
+	if (rc == -ETIMEDOUT) {
+		snprintf(msg, msglen,
+			 "kilnd at %s sent nothing for %.0f s while a request waited (it sends a "
+			 "heartbeat every 5 s): it is stopped, wedged or gone; the next call "
+			 "reconnects (KILN_TIMEOUT, kiln_set_timeout set this deadline)",
+			 k->socket_path, timeout / 1000.0);
+		return KILN_EIO;
+	}
 	if (rc == -EMSGSIZE || rc == -EBADMSG || rc == -EPROTO) {
 		snprintf(msg, msglen, "kilnd at %s sent a malformed frame (%s); the next call reconnects",
 			 k->socket_path, strerror(-rc));
@@ -195,6 +213,19 @@ static int conn_read_one(const struct kiln *k, struct lib_conn *c, cJSON **reply
 	obj = cJSON_ParseWithLength(buf, len);
 	free(buf);
 	jid = cJSON_GetObjectItemCaseSensitive(obj, "id");
+	if (jid == NULL && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj, "heartbeat"))) {
+		cJSON_Delete(obj);   /* kilnd is alive; the reply is still to come */
+		buf = NULL;
+		goto again;
+	}
+	/* hello's reply says whether heartbeats come (a kilnd before them
+	 * sends none, and then silence proves nothing). */
+	const cJSON *beat = cJSON_GetObjectItemCaseSensitive(obj, "heartbeat_ms");
+	if (cJSON_IsNumber(jid) && (uint64_t)jid->valuedouble == c->hello.id &&
+	    cJSON_IsNumber(beat) && beat->valuedouble >= 1 && beat->valuedouble <= 3600000) {
+		c->beats = true;
+		c->beat_ms = (int)beat->valuedouble;
+	}
 	if (!cJSON_IsObject(obj) || !cJSON_IsNumber(jid) || jid->valuedouble < 0 ||
 	    jid->valuedouble > MSG_MAX_ID) {
 		snprintf(msg, msglen, "kilnd at %s sent a reply that is not a JSON object with an id",
@@ -293,7 +324,7 @@ static int conn_hello_prepare(struct kiln *k, struct lib_conn *c)
 {
 	struct msg_request req = {
 		.op = OP_HELLO, .proto = KILN_PROTO_VERSION,
-		.client = (char *)"libkiln/" KILN_VERSION, .max_size = -1,
+		.client = (char *)"libkiln/" KILN_VERSION, .max_size = -1, .heartbeat = true,
 	};
 
 	req.id = atomic_fetch_add(&k->next_id, 1);
@@ -441,6 +472,13 @@ static int conn_open(struct kiln *k, struct lib_conn **out)
 	if (!c) {
 		close(fd);
 		return lib_err_set(KILN_ENOMEM, "out of memory");
+	}
+	/* A write to a stopped kilnd whose socket buffer is full would block
+	 * for ever: bounded by the deadline too. */
+	int ms = atomic_load(&k->timeout_ms);
+	if (ms > 0) {
+		struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	}
 	rc = conn_hello_prepare(k, c);
 	if (rc < 0) {

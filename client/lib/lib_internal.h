@@ -49,6 +49,7 @@ struct kiln {
 	char *kilnd_path;
 	char *cache_dir;      /* NULL: the daemon's default */
 	bool autospawn;
+	atomic_int timeout_ms;  /* a silent kilnd fails calls after this; 0: never */
 
 	/* The connection and its pending requests (lib_conn.c). */
 	pthread_mutex_t lock;          /* guards conn and every lib_conn field it names */

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "kiln_x.h"
@@ -356,6 +358,11 @@ static int put_replies(struct wire_conn *w)
 		cJSON_Delete(r);
 		r = NULL;
 		rc = wire_recv_frame(w, &reply, &rlen);
+		if (rc == -ETIMEDOUT) {
+			rc = lib_err_set(KILN_EIO, "kilnd answered no put for %.0f s: it is stopped, "
+					 "wedged or gone (KILN_TIMEOUT)", w->recv_timeout_ms / 1000.0);
+			break;
+		}
 		if (rc < 0) {
 			rc = lib_err_set(KILN_EIO, "kilnd closed the connection during put: %s",
 					 strerror(-rc));
@@ -385,6 +392,12 @@ int kiln_x_put(struct kiln *k, const char *skeleton, const char *meta, int fd)
 				 strerror(-sock));
 	if (rc == 0) {
 		wire_conn_init(&w, sock, FRAME_MAX_DEFAULT);
+		/* put waits on no build: a silent kilnd is a stopped one. */
+		w.recv_timeout_ms = atomic_load(&k->timeout_ms);
+		int ms = w.recv_timeout_ms;
+		struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+		if (ms > 0)
+			setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 		rc = send_with_fd(sock, enc, elens, fd);
 		if (rc < 0)
 			rc = lib_err_set(KILN_EIO, "cannot send the put request: %s", strerror(-rc));

@@ -191,9 +191,12 @@ static void op_hello(struct conn *c, struct msg_request *req)
 		return;
 	}
 	c->hello = true;
+	c->heartbeat = req->heartbeat;
 	cJSON *r = ok_reply(req->id);
 	if (r == NULL)
 		return;
+	if (req->heartbeat)
+		cJSON_AddNumberToObject(r, "heartbeat_ms", SERVER_HEARTBEAT_MS);
 	cJSON_AddNumberToObject(r, "proto", KILN_PROTO_VERSION);
 	cJSON_AddStringToObject(r, "version", KILN_VERSION_STR);
 	cJSON_AddNumberToObject(r, "pid", (double)getpid());

@@ -38,6 +38,7 @@ struct server {
 	bool listening;
 	char *path;
 	uv_timer_t stall;           /* --frame-timeout sweep */
+	uv_timer_t beat;            /* heartbeats to clients waiting on requests */
 	uv_timer_t resume_timer;    /* feeds held bytes (conn_resume) */
 	struct conn *resume;        /* connections to feed, each with a reference */
 	struct conn *conns;
@@ -666,6 +667,29 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 	}
 }
 
+/* Heartbeats: to every connection that asked for them and waits on a
+ * request, unless replies are still queued for it (it reads slowly, and
+ * those say kilnd is alive). The frame has no id and is not a reply. */
+static void on_beat(uv_timer_t *t)
+{
+	static const char beat[] = "{\"heartbeat\":true}";
+	struct kilnd *d = t->data;
+	for (struct conn *c = d->server->conns; c != NULL; c = c->next) {
+		if (!c->heartbeat || c->pending == 0 || c->dead || c->closing || c->out_head != NULL)
+			continue;
+		struct outbuf *o = calloc(1, sizeof(*o));
+		if (o == NULL || (o->data = frame_encode(beat, sizeof(beat) - 1, &o->len)) == NULL) {
+			free(o);
+			return;   /* out of memory: the next beat tries again */
+		}
+		o->fd = -1;
+		c->out_head = c->out_tail = o;
+		c->nout++;
+		c->out_bytes += o->len;
+		conn_flush(c);
+	}
+}
+
 /* A client that sends part of a frame and stops would hold its connection
  * and the bytes it sent for ever: after --frame-timeout without a byte, it
  * gets bad_frame and is closed. An idle connection between frames is fine. */
@@ -786,6 +810,9 @@ listening:
 	s->stall.data = d;
 	uv_timer_init(d->loop, &s->resume_timer);
 	s->resume_timer.data = d;
+	uv_timer_init(d->loop, &s->beat);
+	s->beat.data = d;
+	uv_timer_start(&s->beat, on_beat, SERVER_HEARTBEAT_MS, SERVER_HEARTBEAT_MS);
 	if (d->cfg->frame_timeout_s > 0) {
 		/* Swept four times per timeout, at least every second. */
 		double ms = d->cfg->frame_timeout_s * 250.0;
@@ -818,6 +845,8 @@ void server_stop_listening(struct kilnd *d)
 	uv_close((uv_handle_t *)&s->stall, NULL);
 	uv_timer_stop(&s->resume_timer);
 	uv_close((uv_handle_t *)&s->resume_timer, NULL);
+	uv_timer_stop(&s->beat);
+	uv_close((uv_handle_t *)&s->beat, NULL);
 	/* An activated socket is systemd's: it stays, for the next start. */
 	if (!d->activated)
 		unlink(s->path);

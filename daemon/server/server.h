@@ -36,6 +36,7 @@ struct conn {
 	bool closing;               /* no more reads; close once written */
 	bool dead;                  /* socket closed; replies are dropped */
 	bool hello;                 /* hello succeeded */
+	bool heartbeat;             /* hello asked for heartbeats while it waits */
 	bool batching;              /* in a read: replies wait for its end */
 	uid_t uid;
 	pid_t pid;
@@ -63,6 +64,12 @@ struct server_hooks {
 	 * builds may have no one left to answer. */
 	void (*closed)(struct kilnd *d);
 };
+
+/* How often a client that asked for them gets a heartbeat frame,
+ * {"heartbeat": true} without an id, while it has requests in progress: a
+ * client can then tell a kilnd that is stopped or wedged (silent) from a
+ * long build (docs/protocol.md, hello). */
+#define SERVER_HEARTBEAT_MS 5000
 
 /* Binds and listens on d->cfg->socket_path: directory 0700 (created when
  * missing), socket 0600. Returns 0 or a negative errno with a sentence in err. */

@@ -106,6 +106,20 @@ int kiln_open(const char *socket_path, struct kiln **out);
 int kiln_open_with(const struct kiln_options *opts, struct kiln **out);
 
 /*
+ * The deadline for a silent kilnd: a call fails with KILN_EIO when kilnd
+ * sends nothing at all for this long while the call waits. kilnd sends a
+ * heartbeat every 5 s to a waiting client, so a long build or a long queue
+ * never trips it; a kilnd that is stopped (SIGSTOP), wedged or gone does.
+ * Default: $KILN_TIMEOUT seconds, else 60; 0 waits for ever; at least two
+ * heartbeats (10 s) however small it is set. Applies to the
+ * next read; a write to a stopped kilnd is bounded by the deadline in force
+ * when the connection was made. KILN_OK, or KILN_EINVAL for a negative or
+ * absurd value.
+ */
+#define KILN_DEFAULT_TIMEOUT_S 60
+int kiln_set_timeout(struct kiln *k, double seconds);
+
+/*
  * Closes the connection and unloads nothing: loaded programs stay mapped for
  * the life of the process (their code may still be running; kiln_release
  * first what should go), but their struct kiln_program handles become

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -477,6 +478,70 @@ START_TEST(cache_emptied_under_a_running_build_keeps_the_build)
 }
 END_TEST
 
+/* A get on its own thread, with a deadline of 1 s (raised to two
+ * heartbeats, 10 s, by libkiln). */
+struct timed_get {
+	pthread_t thread;
+	char name[32];
+	int rc;
+	char msg[600];
+};
+
+static void *timed_get_run(void *arg)
+{
+	struct timed_get *g = arg;
+	struct kiln *k = NULL;
+	struct kiln_request req;
+	struct kiln_source src;
+	struct kiln_program *p = NULL;
+	char *text = harness_program(g->name, 3);
+	harness_request(&req, &src, "prog.c", text);
+	g->rc = kiln_open(harness.socket, &k);
+	if (g->rc == KILN_OK && (g->rc = kiln_set_timeout(k, 1)) == KILN_OK)
+		g->rc = kiln_get_file(k, &req, &p);
+	snprintf(g->msg, sizeof(g->msg), "%s", kiln_errmsg(k));
+	kiln_close(k);
+	free(text);
+	return NULL;
+}
+
+/*
+ * Deadlines for a silent kilnd: kilnd sends heartbeats to a waiting client,
+ * so a build longer than the client's deadline is waited for; a kilnd that
+ * is stopped (SIGSTOP) fails the call with KILN_EIO, saying so, instead of
+ * holding the rank for ever.
+ */
+START_TEST(silent_kilnd_fails_calls_at_the_deadline)
+{
+	char wrapper[HARNESS_PATH], log[HARNESS_PATH], gate[HARNESS_PATH], tc[HARNESS_PATH + 8];
+	harness_write_wrapper(harness_path(wrapper, "wrap.sh"), harness_path(log, "wrap.log"),
+			      harness_path(gate, "gate"), 0);
+	snprintf(tc, sizeof(tc), "cc=%s", wrapper);
+	harness_start("--toolchain", tc, NULL);
+	/* A build held for 12 s, past the 10 s deadline: heartbeats keep it. */
+	struct timed_get slow = { .name = "heartbeat_kept" };
+	ck_assert_int_eq(pthread_create(&slow.thread, NULL, timed_get_run, &slow), 0);
+	harness_wait_wrapper_starts(log, 1, 60);
+	harness_sleep_ms(12000);
+	harness_write_file(gate, "");
+	pthread_join(slow.thread, NULL);
+	ck_assert_msg(slow.rc == KILN_OK, "a build longer than the deadline failed: %s: %s",
+		      kiln_strerror(slow.rc), slow.msg);
+	unlink(gate);
+	/* kilnd stopped while a build runs: the call fails, and says why. */
+	struct timed_get stopped = { .name = "kilnd_stopped" };
+	ck_assert_int_eq(pthread_create(&stopped.thread, NULL, timed_get_run, &stopped), 0);
+	harness_wait_wrapper_starts(log, 2, 60);
+	ck_assert_int_eq(kill(harness.pid, SIGSTOP), 0);
+	pthread_join(stopped.thread, NULL);   /* returns: the test's own timeout is the bound */
+	ck_assert_int_eq(kill(harness.pid, SIGCONT), 0);
+	ck_assert_msg(stopped.rc == KILN_EIO && strstr(stopped.msg, "sent nothing for 10 s") != NULL,
+		      "a stopped kilnd gave %s: %s", kiln_strerror(stopped.rc), stopped.msg);
+	harness_write_file(gate, "");
+	harness_stop();
+}
+END_TEST
+
 /*
  * When another kilnd has taken the cache directory's name meanwhile, this
  * one cannot make it again: every request that needs the cache is answered
@@ -603,6 +668,7 @@ int main(void)
 
 	suite_add_tcase(s, harness_tcase("cache_emptied", cache_emptied_under_a_running_build_keeps_the_build, 120));
 	suite_add_tcase(s, harness_tcase("abandoned", abandoned_builds_are_cancelled, 120));
+	suite_add_tcase(s, harness_tcase("deadline", silent_kilnd_fails_calls_at_the_deadline, 120));
 	suite_add_tcase(s, harness_tcase("toolchain_swappable", toolchain_others_can_replace_is_said_at_start, 90));
 
 	suite_add_tcase(s, harness_tcase("cache_removed", cache_directory_removed_while_running_is_made_again, 120));

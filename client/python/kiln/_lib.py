@@ -99,6 +99,7 @@ _PROTOTYPES = {
     "kiln_get": (ctypes.c_int, [KilnP, ctypes.POINTER(Request), ctypes.POINTER(ProgramP)]),
     "kiln_get_file": (ctypes.c_int, [KilnP, ctypes.POINTER(Request), ctypes.POINTER(ProgramP)]),
     "kiln_release": (ctypes.c_int, [KilnP, ProgramP]),
+    "kiln_set_timeout": (ctypes.c_int, [KilnP, ctypes.c_double]),
     "kiln_lookup_file": (ctypes.c_int, [KilnP, ctypes.c_char_p, ctypes.c_char_p,
                                         ctypes.POINTER(ProgramP)]),
     "kiln_program_loaded": (ctypes.c_int, [ProgramP]),

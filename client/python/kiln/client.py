@@ -271,6 +271,10 @@ class Kiln:
     /tmp/kiln-<uid>/kilnd.sock. With autospawn=True (or $KILN_AUTOSPAWN=1) a
     kilnd is started when none answers: kilnd names the one to start (else
     $KILN_KILND, else the installed one), cache_dir its --cache-dir.
+    timeout is the deadline, in seconds, for a kilnd that sends nothing
+    while a call waits (stopped, wedged or gone: KilnIOError); kilnd sends a
+    heartbeat every 5 s, so long builds never trip it. Default
+    $KILN_TIMEOUT, else 60; 0 waits for ever (kiln_set_timeout).
     Raises ConnectError when no daemon answers.
 
     Use it as a context manager, or call close(). Every method is
@@ -278,7 +282,8 @@ class Kiln:
     """
 
     def __init__(self, socket: Optional[str] = None, *, autospawn: bool = False,
-                 kilnd: Optional[str] = None, cache_dir: Optional[str] = None) -> None:
+                 kilnd: Optional[str] = None, cache_dir: Optional[str] = None,
+                 timeout: Optional[float] = None) -> None:
         self._c = _lib.load()
         self._k = None
         self._cond = threading.Condition()
@@ -301,6 +306,21 @@ class Kiln:
         self._k = handle.value
         self._closed = False
         self.socket = os.fsdecode(socket) if socket is not None else None
+        if timeout is not None:
+            try:
+                self.set_timeout(timeout)
+            except BaseException:
+                self.close()
+                raise
+
+    def set_timeout(self, seconds: float) -> None:
+        """Sets the deadline for a silent kilnd (kiln_set_timeout): a call
+        fails with KilnIOError when kilnd sends nothing for this long; 0
+        waits for ever. Raises InvalidRequest for a negative value."""
+        with self._using() as k:
+            rc = self._c.kiln_set_timeout(k, float(seconds))
+            if rc != _lib.KILN_OK:
+                raise self._fail(rc, k)
 
     # The handle's life: calls count themselves in and out, so that close()
     # never frees it under a call (kiln.h forbids that).

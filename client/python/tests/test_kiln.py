@@ -69,6 +69,16 @@ def test_program_log_has_the_warnings(k):
     assert quiet.log == ""
 
 
+def test_timeout_is_set_and_checked(daemon):
+    with kiln.Kiln(daemon.socket, timeout=30) as k:
+        assert k.get(sources={"t.c": returns(5, unique("timed"))}).lib is not None
+        k.set_timeout(0)
+        with pytest.raises(kiln.InvalidRequest):
+            k.set_timeout(-1)
+    with pytest.raises(kiln.InvalidRequest):
+        kiln.Kiln(daemon.socket, timeout=float("nan"))
+
+
 def test_struct_layouts_match_kiln_h(k):
     # Built against the installed header itself: sizeof and offsetof of
     # every struct the package declares, as the C compiler lays them out.
