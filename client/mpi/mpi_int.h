@@ -23,10 +23,13 @@ struct topo {
 	int node_rank, node_size;
 	int node_index, nnodes;
 	bool leader;
+	int per_node;       /* $KILN_MPI_NODE_SIZE it was made with (0: shared memory) */
+	bool cached;        /* owned by the communicator's attribute: topo_free leaves it */
 };
 
-/* Splits comm into nodes ($KILN_MPI_NODE_SIZE, else shared memory). 0 or a
- * kiln code (with the error text set); collective. */
+/* Splits comm into nodes ($KILN_MPI_NODE_SIZE, else shared memory), once:
+ * later calls on comm reuse the split (cached on comm). 0 or a kiln code
+ * (with the error text set); collective. */
 int topo_make(MPI_Comm comm, struct topo *t);
 void topo_free(struct topo *t);
 

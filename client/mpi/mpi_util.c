@@ -41,11 +41,61 @@ static int node_size_env(void)
 	return *end == '\0' && v > 0 && v <= INT_MAX ? (int)v : 0;
 }
 
+/*
+ * The topology is cached on the caller's communicator (an MPI attribute), so
+ * that only the first call on it splits communicators: the others reuse the
+ * node and leader communicators. The attribute's delete callback frees them
+ * with the communicator (or at MPI_Finalize).
+ */
+static int topo_key = MPI_KEYVAL_INVALID;
+
+static int topo_delete(MPI_Comm comm, int key, void *attr, void *extra)
+{
+	struct topo *t = attr;
+	(void)comm;
+	(void)key;
+	(void)extra;
+	t->cached = false;
+	topo_free(t);
+	free(t);
+	return MPI_SUCCESS;
+}
+
+static int topo_split(MPI_Comm comm, struct topo *t, int per_node);
+
 int topo_make(MPI_Comm comm, struct topo *t)
 {
-	int per_node = node_size_env(), info[2];
+	int per_node = node_size_env(), flag = 0;
+	struct topo *cached = NULL;
+
+	if (topo_key == MPI_KEYVAL_INVALID)
+		MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, topo_delete, &topo_key, NULL);
+	MPI_Comm_get_attr(comm, topo_key, &cached, &flag);
+	/* Every rank decides alike: the attribute is set on all or none, and
+	 * the node size is the job's. */
+	if (flag && cached != NULL && cached->per_node == per_node) {
+		*t = *cached;
+		return 0;
+	}
+	if (flag)
+		MPI_Comm_delete_attr(comm, topo_key);
+	topo_split(comm, t, per_node);
+	cached = malloc(sizeof(*cached));
+	if (cached != NULL) {
+		*cached = *t;
+		cached->cached = true;
+		t->cached = true;
+		MPI_Comm_set_attr(comm, topo_key, cached);
+	}
+	return 0;
+}
+
+static int topo_split(MPI_Comm comm, struct topo *t, int per_node)
+{
+	int info[2];
 
 	memset(t, 0, sizeof(*t));
+	t->per_node = per_node;
 	t->node = MPI_COMM_NULL;
 	t->leaders = MPI_COMM_NULL;
 	MPI_Comm_rank(comm, &t->rank);
@@ -70,6 +120,8 @@ int topo_make(MPI_Comm comm, struct topo *t)
 
 void topo_free(struct topo *t)
 {
+	if (t->cached)
+		return;   /* the communicator's attribute owns them */
 	if (t->leaders != MPI_COMM_NULL)
 		MPI_Comm_free(&t->leaders);
 	if (t->node != MPI_COMM_NULL)

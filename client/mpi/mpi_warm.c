@@ -8,18 +8,23 @@
  *     per distinct program (the node's "needs").
  *  2. The leader asks its daemon which of them it has (a probe that builds
  *     nothing).
- *  3. The leaders exchange (identity, have) lists, and each computes the
- *     same plan: a program some node lacks comes from a node that has it
- *     (the least loaded), else it is built by one of the nodes that need it
- *     (the one with the fewest builds so far), and is sent to the others.
+ *  3. The leaders exchange (identity, state) records, and each computes the
+ *     same plan (mpi_plan.c): a program some node lacks comes from a node
+ *     that has it, else it is built by one node that needs it (the least
+ *     loaded; ties spread by the program's id), and goes down a binary tree
+ *     of the nodes that lack it.
  *  4. A leader gathers the text of what it serves from the lowest rank of
- *     its node that asked for it, and gets those with kiln_x_get_many (its
+ *     its node that asked for it, and gets those with kiln_x_fetch_many (its
  *     daemon builds them in parallel, up to --jobs).
- *  5. Artifacts (with their metadata) or errors go to the nodes that need
- *     them, over a communicator of our own; each received artifact is
- *     imported into the node's daemon with put. An artifact the daemon
- *     refuses (another compiler or header there) is built locally instead.
- *  6. Each leader broadcasts the outcome of every program to its ranks.
+ *  5. Once every node's builds are done, the artifacts (with their
+ *     metadata) or errors travel down their trees (mpi_xfer.c: nonblocking,
+ *     every message checked, a deadline); each received artifact is passed
+ *     on, then imported into the node's daemon with put. An artifact the
+ *     daemon refuses (another compiler or header there) is built locally.
+ *  6. What a node's trouble lost (its kilnd died, stalled, or could not
+ *     export) the leaders agree on, and a second round gives each such
+ *     program to one node whose kilnd works (steps 3 to 5 again).
+ *  7. Each leader broadcasts the outcome of every program to its ranks.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,68 +35,11 @@
 
 #include "kiln_x.h"
 #include "mpi_int.h"
+#include "mpi_warm_int.h"
+#include "mpi_xfer.h"
 #include "sha256.h"
 #include "util.h"
 
-#define TAG_XFER 0x6b6c
-#define CHUNK ((size_t)16 << 20)
-
-/* One distinct program a node needs (leader only). */
-struct need {
-	uint8_t id[32];
-	char *skel;              /* owned */
-	int owner_rank;          /* lowest node rank that asked for it */
-	uint32_t owner_index;    /* the request's index there */
-	bool have;               /* the daemon had it at the probe */
-	int code;                /* outcome: 0 or a kiln code */
-	char *msg;               /* its text on failure (owned) */
-	char key[65];
-	int source;              /* node that serves it to us, or -1 */
-	bool serve;              /* this node builds or sends it */
-	bool fallback;           /* a received artifact was refused: build here */
-	bool targets;            /* this node sends it to other nodes */
-	const char *map;         /* the artifact, mapped, when this node sends it */
-	size_t map_size;
-};
-
-/* A program of the job-wide plan (leaders only). */
-struct gprog {
-	uint8_t id[32];
-	int from;                /* serving node, or -1 when nobody lacks it */
-	unsigned char *needs;    /* by node: 0 no, 1 needs and lacks, 2 has */
-};
-
-struct warm {
-	struct kiln *k;
-	struct topo t;
-	const struct kiln_request *reqs;
-	size_t n;
-	char **skels;            /* by request, NULL when invalid */
-	uint8_t (*ids)[32];
-	int *status;             /* by request */
-	char **msgs;             /* by request, failure text (owned) */
-	/* leader only */
-	struct need *needs;
-	size_t nneeds;
-	struct kiln_warm_report rep;
-};
-
-static int id_cmp(const void *a, const void *b)
-{
-	return memcmp(a, b, 32);
-}
-
-static struct need *need_find(struct warm *w, const uint8_t id[32])
-{
-	return bsearch(id, w->needs, w->nneeds, sizeof(*w->needs), id_cmp);
-}
-
-static void need_fail(struct need *nd, int code, const char *msg)
-{
-	nd->code = code;
-	free(nd->msg);
-	nd->msg = strdup(msg ? msg : kiln_strerror(code));
-}
 
 static int need_cmp(const void *a, const void *b)
 {
@@ -175,7 +123,7 @@ static int gather_skeletons(struct warm *w)
 				nd->skel = strdup(s);
 				nd->owner_rank = i;
 				nd->owner_index = j;
-				nd->source = -1;
+				nd->parent = -1;
 				w->nneeds++;
 			}
 		}
@@ -225,146 +173,15 @@ static void mpi_probe(struct warm *w)
 				if (w->needs[i].have)
 					memcpy(w->needs[i].key, keys[i], 65);
 			}
+		} else if (w->nneeds > 0) {
+			/* The node's kilnd does not answer: it builds nothing for
+			 * the others, and its programs come from them. */
+			w->kilnd_trouble = true;
 		}
 	}
 	free(skels);
 	free(keys);
 	free(st);
-}
-
-/* Step 3: the job-wide plan; fills need.source and need.serve, and returns
- * in *outs the (program, target node) pairs this node sends, in plan order. */
-struct send {
-	struct need *nd;
-	int to;
-};
-
-static int plan(struct warm *w, struct send **outs, size_t *nouts)
-{
-	int nn = w->t.nnodes, me = w->t.node_index, mine, i;
-	int *counts = calloc((size_t)nn, sizeof(int)), *displs = calloc((size_t)nn, sizeof(int));
-	unsigned char *rec = NULL, *all = NULL;
-	struct gprog *g = NULL;
-	size_t ng = 0, total = 0, nsend = 0, capsend = 0;
-	size_t *load_build = calloc((size_t)nn, sizeof(size_t));
-	size_t *load_send = calloc((size_t)nn, sizeof(size_t));
-	struct send *sends = NULL;
-	int rc = 0;
-
-	*outs = NULL;
-	*nouts = 0;
-	rec = malloc(w->nneeds * 33 + 1);
-	if (!counts || !displs || !rec || !load_build || !load_send ||
-	    mpi_count(w->nneeds * 33, "the program list", &mine) != 0)
-		mpi_oom(); /* every leader must make the same plan, or none */
-	for (size_t j = 0; rc == 0 && j < w->nneeds; j++) {
-		memcpy(rec + j * 33, w->needs[j].id, 32);
-		rec[j * 33 + 32] = w->needs[j].have ? 2 : 1;
-	}
-	MPI_Allgather(&mine, 1, MPI_INT, counts, 1, MPI_INT, w->t.leaders);
-	for (i = 0; i < nn; i++) {
-		displs[i] = (int)total;
-		total += (size_t)counts[i];
-	}
-	if (total > INT32_MAX || !(all = malloc(total ? total : 1)))
-		mpi_oom();
-	MPI_Allgatherv(rec, mine, MPI_BYTE, all, counts, displs, MPI_BYTE, w->t.leaders);
-	/* The distinct programs, sorted, each with its nodes' needs. */
-	g = calloc(total / 33 + 1, sizeof(*g));
-	if (!g)
-		mpi_oom();
-	{
-		uint8_t (*ids)[32] = malloc((total / 33 + 1) * 32);
-		size_t nid = 0;
-
-		if (!ids)
-			mpi_oom();
-		for (size_t off = 0; off + 33 <= total; off += 33)
-			memcpy(ids[nid++], all + off, 32);
-		qsort(ids, nid, 32, id_cmp);
-		for (size_t j = 0; j < nid; j++) {
-			if (ng > 0 && memcmp(g[ng - 1].id, ids[j], 32) == 0)
-				continue;
-			memcpy(g[ng].id, ids[j], 32);
-			g[ng].from = -1;
-			g[ng].needs = calloc((size_t)nn, 1);
-			if (!g[ng].needs)
-				mpi_oom();
-			ng++;
-		}
-		free(ids);
-		if (rc != 0)
-			goto out;
-		for (i = 0; i < nn; i++) {
-			for (size_t off = (size_t)displs[i]; off < (size_t)displs[i] + (size_t)counts[i];
-			     off += 33) {
-				struct gprog *p = bsearch(all + off, g, ng, sizeof(*g), id_cmp);
-
-				if (p)
-					p->needs[i] = all[off + 32];
-			}
-		}
-	}
-	/* The same decisions on every leader: same input, same order. */
-	for (size_t j = 0; j < ng; j++) {
-		struct gprog *p = &g[j];
-		int best = -1;
-		bool lacking = false;
-
-		for (i = 0; i < nn; i++)
-			lacking = lacking || p->needs[i] == 1;
-		if (!lacking)
-			continue;
-		for (i = 0; i < nn; i++)
-			if (p->needs[i] == 2 && (best < 0 || load_send[i] < load_send[best]))
-				best = i;
-		if (best < 0) {
-			for (i = 0; i < nn; i++)
-				if (p->needs[i] == 1 && (best < 0 || load_build[i] < load_build[best]))
-					best = i;
-			load_build[best]++;
-		}
-		p->from = best;
-		for (i = 0; i < nn; i++) {
-			if (p->needs[i] != 1 || i == best)
-				continue;
-			load_send[best]++;
-			if (best == me) {
-				if (nsend == capsend) {
-					capsend = capsend ? capsend * 2 : 64;
-					struct send *ns = realloc(sends, capsend * sizeof(*ns));
-					if (!ns)
-						mpi_oom();
-					sends = ns;
-				}
-				sends[nsend].nd = need_find(w, p->id);
-				sends[nsend].nd->targets = true;
-				sends[nsend++].to = i;
-			}
-		}
-		struct need *nd = need_find(w, p->id);
-		if (nd && best == me)
-			nd->serve = true;
-		else if (nd && !nd->have)
-			nd->source = best;
-	}
-out:
-	for (size_t j = 0; g && j < ng; j++)
-		free(g[j].needs);
-	free(g);
-	free(all);
-	free(rec);
-	free(counts);
-	free(displs);
-	free(load_build);
-	free(load_send);
-	if (rc != 0) {
-		free(sends);
-		return rc;
-	}
-	*outs = sends;
-	*nouts = nsend;
-	return 0;
 }
 
 /*
@@ -493,13 +310,15 @@ static void get_selected(struct warm *w, struct need **sel, struct kiln_request 
 			st[i] = 1; /* not answered */
 		int rc = kiln_x_fetch_many(w->k, reqs, n, fds, keys, st, errs);
 		for (size_t i = 0; i < n; i++) {
+			if (st[i] == KILN_EIO || st[i] == KILN_ECONNECT || (st[i] == 1 && rc != 0))
+				w->kilnd_trouble = true;
 			if (st[i] == 1) {
 				need_fail(sel[i], rc != 0 ? rc : KILN_EDAEMON, kiln_errmsg(w->k));
 			} else if (st[i] == KILN_OK) {
 				/* Kept as a mapping, not a descriptor: a node may serve
 				 * thousands of programs, and the page cache holds the
 				 * bytes, not this process's heap. */
-				if (sel[i]->targets)
+				if (sel[i]->nkids > 0)
 					map_artifact(sel[i], fds[i]);
 				close(fds[i]);
 				memcpy(sel[i]->key, keys[i], 65);
@@ -532,46 +351,60 @@ static void map_artifact(struct need *nd, int fd)
 	nd->map_size = (size_t)st.st_size;
 }
 
-/* What one program's message to a target holds: a header, then its bytes. */
-struct outgoing {
-	struct need *nd;
-	struct buf hdr;
-	const char *data;        /* the need's mapping */
-	size_t size;
-};
-
-static void outgoing_fill(struct warm *w, struct outgoing *o)
+/*
+ * Fault injection for the tests (tests/integration/test_mpi.c):
+ * KILN_MPI_FAULT=WHAT:NODE makes that step fail on that node. "export": the
+ * root cannot export what it built (as when its kilnd dies after the build),
+ * the case that once sent a header and bytes that disagreed.
+ */
+static bool fault_here(const struct warm *w, const char *what)
 {
-	struct need *nd = o->nd;
-	char *meta = NULL;
-	int code = nd->code;
-	const char *msg = nd->msg;
+	const char *v = getenv("KILN_MPI_FAULT");
+	size_t n = strlen(what);
+	return v != NULL && strncmp(v, what, n) == 0 && v[n] == ':' &&
+	       atoi(v + n + 1) == w->t.node_index;
+}
 
-	if (code == 0 && nd->map) {
-		code = kiln_x_export(w->k, nd->key, nd->map, nd->map_size, &meta);
-		o->data = nd->map;
-		o->size = nd->map_size;
-		if (code != 0)
-			msg = kiln_errmsg(w->k);
-	} else if (code == 0) {
-		code = kiln_x_fail(KILN_EIO, "the serving node could not map the artifact %.16s",
-				   nd->key);
-		msg = kiln_errmsg(w->k);
+/* The root's side of a program in the round: its artifact and export
+ * metadata, or why there is none. *meta is owned by the caller. */
+static void root_item(struct warm *w, struct need *nd, struct xfer_item *it, char **meta)
+{
+	*meta = NULL;
+	it->code = nd->code;
+	it->text = nd->msg;
+	it->data = NULL;
+	it->size = 0;
+	if (nd->code != 0)
+		return;
+	if (nd->map == NULL) {
+		it->code = kiln_x_fail(KILN_EIO, "the serving node could not map the artifact %.16s",
+				       nd->key);
+	} else if (fault_here(w, "export")) {
+		it->code = kiln_x_fail(KILN_EIO, "export failed (KILN_MPI_FAULT)");
+	} else if ((it->code = kiln_x_export(w->k, nd->key, nd->map, nd->map_size, meta)) == 0) {
+		it->text = *meta;
+		it->data = nd->map;
+		it->size = nd->map_size;
+		return;
+	} else if (it->code == KILN_EIO || it->code == KILN_ECONNECT) {
+		w->kilnd_trouble = true;   /* kilnd went after the build */
 	}
-	if (o->hdr.oom)
-		mpi_oom();
-	buf_u32(&o->hdr, (uint32_t)code);
-	buf_str(&o->hdr, code == 0 ? meta : msg, code == 0 ? strlen(meta) : strlen(msg ? msg : ""));
-	buf_u64(&o->hdr, code == 0 ? o->size : 0);
-	if (o->hdr.oom)
-		mpi_oom();
-	free(meta);
+	/* The serving node's own trouble: its text goes down the tree, and the
+	 * receivers try again in the next round. */
+	*meta = strdup(kiln_errmsg(w->k));
+	it->text = *meta;
 }
 
 /* Imports one received artifact into the node's daemon. */
 static void import_one(struct warm *w, struct need *nd, const char *meta, const char *data,
 		       size_t size)
 {
+	if (w->kilnd_trouble) {
+		/* Each put to a kilnd that stopped answering would wait for
+		 * the deadline: this node's programs are lost with it. */
+		nd->fallback = true;
+		return;
+	}
 	int fd = memfd_create("kiln-put", MFD_CLOEXEC);
 	int rc;
 
@@ -586,103 +419,85 @@ static void import_one(struct warm *w, struct need *nd, const char *meta, const 
 		w->rep.received++;
 		return;
 	}
+	if (rc == KILN_EIO || rc == KILN_ECONNECT || rc == KILN_EDAEMON)
+		w->kilnd_trouble = true;
 	/* Refused (this node's compiler or headers differ) or lost: build it
 	 * here instead; the text comes from the node's ranks. */
 	nd->fallback = true;
 }
 
-/* Step 5: artifacts and errors between leaders. */
-static int exchange(struct warm *w, struct send *sends, size_t nsends)
+/* A program's own failure, the same wherever it is built: not retried. */
+static bool program_failure(int code)
 {
-	/* One outgoing message per program, shared by its targets (the plan
-	 * lists a program's targets one after another). */
-	struct outgoing *outs = calloc(nsends + 1, sizeof(*outs));
-	size_t *which = calloc(nsends + 1, sizeof(*which));
-	MPI_Request *rq = NULL;
-	size_t nouts = 0, nrq = 0, caprq = 0;
-	int rc = 0;
+	return code == KILN_EBUILD || code == KILN_ETIMEDOUT || code == KILN_EREFUSED ||
+	       code == KILN_EINVAL;
+}
 
-	if (!outs || !which)
+/* What to do with a program once its bytes (or its failure) arrived; runs
+ * after it was passed on down the tree. */
+static void on_complete(void *ctx, struct xfer_item *it)
+{
+	struct warm *w = ctx;
+	struct need *nd = need_find(w, it->id);
+	if (nd == NULL)
+		return;
+	if (it->code == 0)
+		import_one(w, nd, it->text, it->data, it->size);
+	else if (program_failure(it->code))
+		need_fail(nd, it->code, it->text);
+	else
+		nd->retry = true;   /* the serving node's trouble: the next round */
+}
+
+/* Step 5: the round's artifacts and errors between leaders. */
+static void exchange(struct warm *w, int round)
+{
+	size_t n = 0;
+	for (size_t j = 0; j < w->nneeds; j++)
+		n += w->needs[j].in_tree && (w->needs[j].parent >= 0 || w->needs[j].nkids > 0);
+	struct xfer_item *items = calloc(n + 1, sizeof(*items));
+	char **metas = calloc(n + 1, sizeof(*metas));
+	if (!items || !metas)
 		mpi_oom();
-	for (size_t i = 0; i < nsends; i++) {
-		if (nouts == 0 || outs[nouts - 1].nd != sends[i].nd) {
-			outs[nouts].nd = sends[i].nd;
-			outgoing_fill(w, &outs[nouts++]);
-		}
-		which[i] = nouts - 1;
-	}
-	/* The header, then the chunks, per (program, target) in plan order;
-	 * all without blocking, so that no two leaders wait on each other. */
-	for (size_t i = 0; i < nsends && rc == 0; i++) {
-		const struct outgoing *o = &outs[which[i]];
-		size_t nchunks = o->hdr.len && o->data ? (o->size + CHUNK - 1) / CHUNK : 0;
-
-		if (nrq + nchunks + 1 > caprq) {
-			caprq = (nrq + nchunks + 1) * 2;
-			MPI_Request *nr = realloc(rq, caprq * sizeof(*nr));
-			if (!nr)
-				mpi_oom(); /* the targets would wait for what we cannot send */
-			rq = nr;
-		}
-		MPI_Isend(o->hdr.data, (int)o->hdr.len, MPI_BYTE, sends[i].to, TAG_XFER,
-			  w->t.leaders, &rq[nrq++]);
-		for (size_t c = 0; c < nchunks; c++) {
-			size_t off = c * CHUNK, len = o->size - off < CHUNK ? o->size - off : CHUNK;
-
-			MPI_Isend(o->data + off, (int)len, MPI_BYTE, sends[i].to, TAG_XFER,
-				  w->t.leaders, &rq[nrq++]);
-		}
-	}
-	/* What comes to us: in plan (identity) order, from each program's source. */
+	size_t k = 0;
 	for (size_t j = 0; j < w->nneeds; j++) {
 		struct need *nd = &w->needs[j];
-		MPI_Status st;
-		int count;
-		char *hdr, *data = NULL;
-		struct rd r;
-		size_t ml, size;
-
-		if (nd->source < 0)
+		if (!nd->in_tree || (nd->parent < 0 && nd->nkids == 0))
 			continue;
-		polite_probe(nd->source, TAG_XFER, w->t.leaders, &st);
-		MPI_Get_count(&st, MPI_BYTE, &count);
-		if (!(hdr = malloc((size_t)count + 1)))
-			mpi_oom();
-		MPI_Recv(hdr, count, MPI_BYTE, nd->source, TAG_XFER, w->t.leaders, MPI_STATUS_IGNORE);
-		r = (struct rd){ .p = hdr, .len = (size_t)count };
-		int code = (int)rd_u32(&r);
-		const char *text = rd_str(&r, &ml);
-		size = rd_u64(&r);
-		if (size > 0 && !(data = malloc(size)))
-			mpi_oom();
-		for (size_t off = 0; off < size; off += CHUNK) {
-			size_t len = size - off < CHUNK ? size - off : CHUNK;
-
-			MPI_Recv(data ? data + off : NULL, data ? (int)len : 0, MPI_BYTE, nd->source,
-				 TAG_XFER, w->t.leaders, MPI_STATUS_IGNORE);
-		}
-		if (r.bad || !text)
-			need_fail(nd, KILN_EPROTO, "a malformed artifact message came from another node");
-		else if (code == KILN_EBUILD || code == KILN_ETIMEDOUT || code == KILN_EREFUSED ||
-			 code == KILN_EINVAL)
-			need_fail(nd, code, text); /* the program's own failure: the same everywhere */
-		else if (code != 0)
-			nd->fallback = true; /* the serving node's trouble: build it here */
-		else if (!data && size > 0)
-			nd->fallback = true;
+		struct xfer_item *it = &items[k];
+		memcpy(it->id, nd->id, 32);
+		it->parent = nd->parent;
+		it->nkids = nd->nkids;
+		memcpy(it->kids, nd->kids, sizeof(it->kids));
+		if (nd->parent < 0)
+			root_item(w, nd, it, &metas[k]);
 		else
-			import_one(w, nd, text, data, size);
-		free(data);
-		free(hdr);
+			nd->retry = false;
+		k++;
 	}
-	for (size_t i = 0; i < nrq; i++)
-		polite_wait(&rq[i]);
-	free(rq);
-	for (size_t i = 0; i < nouts; i++)
-		buf_free(&outs[i].hdr);
-	free(outs);
-	free(which);
-	return rc;
+	xfer_run(w->t.leaders, round, items, n, xfer_timeout(), on_complete, w);
+	for (size_t i = 0; i < n; i++) {
+		struct need *nd = need_find(w, items[i].id);
+		/* A root that could not build it through its node's trouble:
+		 * the program is lost here too, and comes in the next round.
+		 * (One that built it but could not send it has it.) */
+		if (nd != NULL && items[i].parent < 0 && nd->code != 0 &&
+		    !program_failure(nd->code)) {
+			nd->retry = true;
+			nd->code = 0;
+		}
+		if (nd != NULL && items[i].parent >= 0 && items[i].lost) {
+			fprintf(stderr, "libkiln-mpi: node %d, program %.16s: %s\n", w->t.node_index,
+				nd->key[0] ? nd->key : "(not yet built)", items[i].text);
+			nd->retry = true;
+			free(nd->msg);
+			nd->msg = strdup(items[i].text);
+		}
+		free(metas[i]);
+	}
+	xfer_free(items, n);
+	free(items);
+	free(metas);
 }
 
 /* Steps 4 and the fallback: texts and gets, on the leader's node. */
@@ -785,12 +600,63 @@ static void mpi_warm_free(struct warm *w)
 	topo_free(&w->t);
 }
 
+/* After the rounds: what is still lost is built here, unless this node's
+ * kilnd is the trouble (then the node's ranks get why). */
+static void settle_leftover(struct warm *w, struct need *nd)
+{
+	if (nd->code != 0 || (!nd->retry && !nd->fallback))
+		return;
+	if (w->kilnd_trouble) {
+		need_fail(nd, KILN_EIO, "this node's kilnd failed during kiln_mpi_warm (it died, "
+			  "stopped or stopped answering); the other nodes carry on without it");
+		nd->fallback = false;
+		return;
+	}
+	nd->fallback = true;
+}
+
+/* Rounds of plan, build and exchange: the first for everything, the second
+ * for what the first lost through a node's trouble (its kilnd died, stalled
+ * or the bytes stopped), each program then given to one surviving node. */
+#define ROUNDS 2
+
+/*
+ * One round; collective over comm (every rank calls it). Returns whether
+ * another round is needed: the leaders agree on it (any of them lost a
+ * program), and each tells its node.
+ */
+static bool warm_round(struct warm *w, int round)
+{
+	int again = 0;
+	if (w->t.leader) {
+		plan(w, round);
+		for (size_t i = 0; round == 0 && i < w->nneeds; i++) {
+			struct need *nd = &w->needs[i];
+			if (!nd->have && !nd->serve && !nd->in_tree && nd->code == 0)
+				need_fail(nd, KILN_EDAEMON, "no node was planned to build this program");
+		}
+	}
+	/* The other ranks wait for the plan, then for the builds, politely. */
+	polite_barrier(w->t.node);
+	serve_round(w, pick_serve, true);
+	if (w->t.leader) {
+		/* Every node's builds are done: the exchange that follows is only
+		 * transfers, and its deadline is theirs. */
+		polite_barrier(w->t.leaders);
+		exchange(w, round);
+		int lost = 0;
+		for (size_t i = 0; i < w->nneeds; i++)
+			lost += w->needs[i].retry;
+		MPI_Allreduce(&lost, &again, 1, MPI_INT, MPI_MAX, w->t.leaders);
+	}
+	MPI_Bcast(&again, 1, MPI_INT, 0, w->t.node);
+	return again > 0 && round + 1 < ROUNDS;
+}
+
 int warm_run(struct kiln *k, MPI_Comm comm, const struct kiln_request *reqs, size_t n,
 	     struct kiln_warm_report *report, int *status)
 {
 	struct warm w = { .k = k, .reqs = reqs, .n = n };
-	struct send *sends = NULL;
-	size_t nsends = 0;
 	int rc = 0;
 
 	topo_make(comm, &w.t);
@@ -817,21 +683,16 @@ int warm_run(struct kiln *k, MPI_Comm comm, const struct kiln_request *reqs, siz
 		mpi_probe(&w);
 		for (size_t i = 0; i < w.nneeds; i++)
 			w.rep.already_cached += w.needs[i].have;
-		plan(&w, &sends, &nsends);
-		for (size_t i = 0; i < w.nneeds; i++) {
-			struct need *nd = &w.needs[i];
-
-			if (!nd->have && !nd->serve && nd->source < 0)
-				need_fail(nd, KILN_EDAEMON, "no node was planned to build this program");
-		}
 	}
-	/* The other ranks wait for the plan, then for the builds, politely. */
-	polite_barrier(w.t.node);
-	serve_round(&w, pick_serve, true);
+	for (int round = 0; round < ROUNDS; round++)
+		if (!warm_round(&w, round))
+			break;
+	/* What two rounds could not bring: built here (also what this node's
+	 * kilnd refused to import). */
 	if (w.t.leader)
-		exchange(&w, sends, nsends);
+		for (size_t i = 0; i < w.nneeds; i++)
+			settle_leftover(&w, &w.needs[i]);
 	polite_barrier(w.t.node);
-	free(sends);
 	serve_round(&w, pick_fallback, true);
 	if (w.t.leader)
 		for (size_t i = 0; i < w.nneeds; i++)

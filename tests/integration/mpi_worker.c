@@ -13,6 +13,13 @@
  *   mpi_worker badargs OUTDIR      rank 1 passes NULL to every call; the others must not hang
  *   mpi_worker solo N OUTDIR       no coordination: every rank gets its N programs
  *                                  from its node's daemon (the baseline of bench/mpi)
+ *   mpi_worker fault N NODE OUTDIR as same, but NODE's kilnd fails during the warm
+ *                                  (the test arranges how): the ranks of the other
+ *                                  nodes must get every program, NODE's may not
+ *
+ * Every rank also counts what libkiln-mpi sends between leaders (through
+ * the MPI profiling interface): "xfer_headers" (one per copy of a program
+ * sent) and "xfer_bytes".
  */
 #include <stdarg.h>
 #include <stdbool.h>
@@ -28,6 +35,25 @@
 static int rank, size;
 static FILE *out;
 static int failures;
+
+/* libkiln-mpi's transfer tags (client/mpi/mpi_xfer.c): headers on even
+ * offsets from TAG_BASE, bytes on odd ones, two per round. */
+#define XFER_TAG_BASE 0x6b70
+static long long xfer_headers, xfer_bytes;
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+	      MPI_Request *req)
+{
+	if (tag >= XFER_TAG_BASE && tag < XFER_TAG_BASE + 8) {
+		int tsize = 1;
+		MPI_Type_size(type, &tsize);
+		if ((tag - XFER_TAG_BASE) % 2 == 0)
+			xfer_headers++;
+		else
+			xfer_bytes += (long long)count * tsize;
+	}
+	return PMPI_Isend(buf, count, type, dest, tag, comm, req);
+}
 
 static void check(int ok, const char *fmt, ...)
 {
@@ -180,7 +206,31 @@ int main(int argc, char **argv)
 	if (rc != KILN_OK)
 		goto done;
 
-	if (strcmp(mode, "same") == 0 || strcmp(mode, "mixed") == 0 || strcmp(mode, "solo") == 0) {
+	if (strcmp(mode, "fault") == 0) {
+		const char *ns = getenv("KILN_MPI_NODE_SIZE");
+		int node = rank / (ns != NULL && atoi(ns) > 0 ? atoi(ns) : 1);
+		bool dead = node == atoi(argv[3]);
+		struct kiln_warm_report rep;
+		n = atoi(argv[2]);
+		progs = calloc((size_t)n + 1, sizeof(*progs));
+		struct kiln_request *reqs = calloc((size_t)n + 1, sizeof(*reqs));
+		for (int i = 0; i < n; i++) {
+			snprintf(tag, sizeof(tag), "fault-%d", i);
+			prog_make(&progs[i], 2000 + i, tag);
+			reqs[i] = progs[i].req;
+		}
+		rc = kiln_mpi_warm(k, MPI_COMM_WORLD, reqs, (size_t)n, &rep);
+		report_out("warm", &rep, rc, 0);
+		fprintf(out, "node %d\ndead %d\n", node, dead);
+		if (!dead) {
+			check(rc == KILN_OK, "kiln_mpi_warm on a healthy node: %s", kiln_errmsg(k));
+			for (int i = 0; i < n; i++)
+				get_and_call(k, &progs[i]);
+		} else if (rc != KILN_OK) {
+			fprintf(out, "dead_node_error %s\n", kiln_errmsg(k));
+		}
+		free(reqs);
+	} else if (strcmp(mode, "same") == 0 || strcmp(mode, "mixed") == 0 || strcmp(mode, "solo") == 0) {
 		n = atoi(argv[2]);
 		u = strcmp(mode, "mixed") == 0 ? atoi(argv[3]) : 0;
 		progs = calloc((size_t)(n + u) + 1, sizeof(*progs));
@@ -285,6 +335,7 @@ int main(int argc, char **argv)
 	kiln_get_stats(k, &st);
 	fprintf(out, "requests %llu\nloads %llu\n", (unsigned long long)st.requests,
 		(unsigned long long)st.loads);
+	fprintf(out, "xfer_headers %lld\nxfer_bytes %lld\n", xfer_headers, xfer_bytes);
 done:
 	kiln_close(k);
 	fprintf(out, "failures %d\n", failures);

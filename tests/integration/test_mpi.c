@@ -89,9 +89,10 @@ static long long rank_value(int rank, const char *name)
 	return v;
 }
 
-/* Runs mpiexec -n ranks mpi_worker ARGS... <dir>/out with node_size ranks
- * per node (0: real shared-memory nodes); fails with every rank's output. */
-static void run_ranks(int ranks, int node_size, const char *const *args)
+/* Starts mpiexec -n ranks mpi_worker ARGS... <dir>/out with node_size ranks
+ * per node (0: real shared-memory nodes), extra (may be NULL) in the ranks'
+ * environment; returns its pid. */
+static pid_t start_ranks(int ranks, int node_size, const char *const *args, const char *extra)
 {
 	char outdir[HARNESS_PATH], sockenv[HARNESS_PATH + 32], nsenv[64], nranks[16], asan[512];
 	const char *argv[32];
@@ -99,9 +100,9 @@ static void run_ranks(int ranks, int node_size, const char *const *args)
 	 * MPICH's own modules, unloaded at MPI_Finalize (so not even
 	 * suppressible by name); leak checking is off in the ranks only. The
 	 * daemons keep it, and every other ASan and UBSan check stays on. */
-	const char *env[] = { asan, sockenv, node_size > 0 ? nsenv : NULL, NULL };
+	const char *env[] = { asan, sockenv, node_size > 0 ? nsenv : extra,
+			      node_size > 0 ? extra : NULL, NULL };
 	size_t n = 0;
-	int status;
 
 	snprintf(asan, sizeof(asan), "ASAN_OPTIONS=%s%sdetect_leaks=0",
 		 getenv("ASAN_OPTIONS") ? getenv("ASAN_OPTIONS") : "",
@@ -121,8 +122,16 @@ static void run_ranks(int ranks, int node_size, const char *const *args)
 	argv[n] = NULL;
 	char log[HARNESS_PATH];
 	harness_path(log, "mpiexec.out");
-	pid_t pid = harness_spawn(argv, env, log, NULL);
-	status = harness_wait(pid, 240);
+	return harness_spawn(argv, env, log, NULL);
+}
+
+/* Waits for start_ranks' mpiexec; fails with every rank's output unless it
+ * and every rank's checks passed. */
+static void finish_ranks(pid_t pid, int ranks)
+{
+	char log[HARNESS_PATH];
+	harness_path(log, "mpiexec.out");
+	int status = harness_wait(pid, 240);
 	if (status != 0) {
 		char msg[16384] = "";
 
@@ -141,6 +150,11 @@ static void run_ranks(int ranks, int node_size, const char *const *args)
 	}
 	for (int r = 0; r < ranks; r++)
 		ck_assert_int_eq(rank_value(r, "failures"), 0);
+}
+
+static void run_ranks(int ranks, int node_size, const char *const *args)
+{
+	finish_ranks(start_ranks(ranks, node_size, args, NULL), ranks);
 }
 
 static long long sum_leaders(int ranks, int node_size, const char *name)
@@ -255,6 +269,111 @@ START_TEST(mismatched_node_builds_itself)
 }
 END_TEST
 
+/* Each program goes down a tree: with one program on 8 nodes, no node sends
+ * it more than twice, and each of the 7 others gets it once (a fan-out
+ * from the builder sent it 7 times). */
+START_TEST(copies_per_node_bounded)
+{
+	const char *one[] = { "same", "1", NULL }, *many[] = { "same", "16", NULL };
+
+	start_daemons(8, -1, NULL);
+	run_ranks(8, 1, one);
+	ck_assert_int_eq(sum_status("builds_started"), 1);
+	ck_assert_int_eq(sum_status("imports"), 7);
+	long long headers = 0;
+	for (int r = 0; r < 8; r++) {
+		ck_assert_int_le(rank_value(r, "xfer_headers"), 2);
+		headers += rank_value(r, "xfer_headers");
+	}
+	ck_assert_int_eq(headers, 7);
+	/* 16 programs, the first cached everywhere already: at most two
+	 * copies of each of the 15 others from any node, 7 in all each. */
+	run_ranks(8, 1, many);
+	ck_assert_int_eq(sum_status("builds_started"), 16);
+	headers = 0;
+	for (int r = 0; r < 8; r++) {
+		ck_assert_int_le(rank_value(r, "xfer_headers"), 2 * 15);
+		headers += rank_value(r, "xfer_headers");
+	}
+	ck_assert_int_eq(headers, 15 * 7);
+}
+END_TEST
+
+/* The serving node cannot export what it built (KILN_MPI_FAULT; as when its
+ * kilnd dies right after the build): its header says so with no bytes
+ * behind it, the others agree to build each of its programs on one node in
+ * a second round, and every rank gets every program. (The old exchange
+ * sent the bytes after a header that said 0: spurious protocol errors on
+ * every healthy rank, or a hang.) */
+START_TEST(export_failure_no_desync)
+{
+	const char *args[] = { "same", "8", NULL };
+
+	start_daemons(4, -1, NULL);
+	finish_ranks(start_ranks(8, 2, args, "KILN_MPI_FAULT=export:1"), 8);
+	/* 8 once, and node 1's share once more, each on one other node. */
+	int64_t node1 = node_status(1, "builds_started");
+	ck_assert_int_gt(node1, 0);
+	ck_assert_int_eq(sum_status("builds_started"), 8 + node1);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(node_status(i, "entries"), 8);
+}
+END_TEST
+
+/*
+ * Node 1's kilnd fails while it builds its share: killed (kill -9), or
+ * stopped (SIGSTOP: its leader's calls meet libkiln's deadline). The other
+ * nodes' ranks get every program, each of node 1's programs built once more
+ * on one surviving node (not on each), and nobody hangs.
+ */
+static void kilnd_fails_midway(int sig)
+{
+	const char *args[] = { "fault", "8", "1", NULL };
+	const char *extra[] = { "--jobs", "2", NULL, NULL, NULL };
+	char wrapper[HARNESS_PATH], log[HARNESS_PATH], gate[HARNESS_PATH], tc[HARNESS_PATH + 8];
+	char name[16], sock[HARNESS_PATH];
+
+	harness_write_wrapper(harness_path(wrapper, "wrap.sh"), harness_path(log, "wrap.log"),
+			      harness_path(gate, "gate"), 0);
+	snprintf(tc, sizeof(tc), "cc=%s", wrapper);
+	ndaemons = 4;
+	for (int i = 0; i < 4; i++) {
+		extra[2] = i == 1 ? "--toolchain" : NULL;
+		extra[3] = i == 1 ? tc : NULL;
+		snprintf(name, sizeof(name), "n%d", i);
+		daemons[i] = harness_start_named(name, extra, NULL, sock);
+	}
+	pid_t ranks = start_ranks(8, 2, args, "KILN_TIMEOUT=10");
+	harness_wait_wrapper_starts(log, 1, 120);
+	ck_assert_int_eq(kill(daemons[1], sig), 0);
+	harness_write_file(gate, "");
+	finish_ranks(ranks, 8);
+	if (sig == SIGSTOP)
+		kill(daemons[1], SIGCONT);
+	int64_t built = 0;
+	for (int i = 0; i < 4; i++) {
+		if (i == 1)
+			continue;
+		ck_assert_int_eq(node_status(i, "entries"), 8);
+		built += node_status(i, "builds_started");
+	}
+	ck_assert_int_eq(built, 8);
+	ck_assert_int_ne(rank_value(2, "warm_rc"), KILN_OK);
+	ck_assert_int_eq(rank_value(0, "warm_rc"), KILN_OK);
+}
+
+START_TEST(kilnd_killed_midway)
+{
+	kilnd_fails_midway(SIGKILL);
+}
+END_TEST
+
+START_TEST(kilnd_stopped_midway)
+{
+	kilnd_fails_midway(SIGSTOP);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s;
@@ -274,5 +393,9 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("failure_same_on_every_rank", failure_same_on_every_rank, 240));
 	suite_add_tcase(s, harness_tcase("bad_arguments_do_not_hang", bad_arguments_do_not_hang, 240));
 	suite_add_tcase(s, harness_tcase("mismatched_node_builds_itself", mismatched_node_builds_itself, 240));
+	suite_add_tcase(s, harness_tcase("copies_per_node_bounded", copies_per_node_bounded, 240));
+	suite_add_tcase(s, harness_tcase("export_failure_no_desync", export_failure_no_desync, 240));
+	suite_add_tcase(s, harness_tcase("kilnd_killed_midway", kilnd_killed_midway, 240));
+	suite_add_tcase(s, harness_tcase("kilnd_stopped_midway", kilnd_stopped_midway, 240));
 	return harness_main(s);
 }

@@ -1,0 +1,229 @@
+/*
+ * kiln_mpi_warm's plan of a round (mpi_warm_int.h): every leader gathers
+ * every node's (program, state) records, sorts them by program, and makes
+ * the same decisions in the same order: each program's root (a node that
+ * has it, else one that lacks it and can build, the least loaded, ties
+ * spread by the program's id) and its tree of receivers.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln/kiln.h"
+#include "mpi_warm_int.h"
+#include "mpi_xfer.h"
+
+int id_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, 32);
+}
+
+struct need *need_find(struct warm *w, const uint8_t id[32])
+{
+	return bsearch(id, w->needs, w->nneeds, sizeof(*w->needs), id_cmp);
+}
+
+void need_fail(struct need *nd, int code, const char *msg)
+{
+	nd->code = code;
+	free(nd->msg);
+	nd->msg = strdup(msg ? msg : kiln_strerror(code));
+}
+
+/* This node's record of a need for the round: its state (1, 2 or 3, above), or
+ * 0 when it takes no part in the round. */
+static unsigned char need_state(const struct warm *w, const struct need *nd, int round)
+{
+	if (round == 0)
+		return nd->have ? 2 : w->kilnd_trouble ? 3 : 1;
+	return nd->retry ? (w->kilnd_trouble ? 3 : 1) : 0;
+}
+
+/* Every leader's (id, state) records, gathered on every leader: *all with
+ * counts and displacements per node (free all three). */
+static size_t gather_records(struct warm *w, int round, unsigned char **all, int **counts,
+			     int **displs)
+{
+	int nn = w->t.nnodes, mine;
+	size_t nrec = 0, total = 0;
+	unsigned char *rec = malloc(w->nneeds * 33 + 1);
+	*counts = calloc((size_t)nn, sizeof(int));
+	*displs = calloc((size_t)nn, sizeof(int));
+	if (!rec || !*counts || !*displs)
+		mpi_oom(); /* every leader must make the same plan, or none */
+	for (size_t j = 0; j < w->nneeds; j++) {
+		unsigned char st = need_state(w, &w->needs[j], round);
+		if (st == 0)
+			continue;
+		memcpy(rec + nrec * 33, w->needs[j].id, 32);
+		rec[nrec++ * 33 + 32] = st;
+	}
+	if (mpi_count(nrec * 33, "the program list", &mine) != 0)
+		mpi_oom();
+	MPI_Allgather(&mine, 1, MPI_INT, *counts, 1, MPI_INT, w->t.leaders);
+	for (int i = 0; i < nn; i++) {
+		(*displs)[i] = (int)total;
+		total += (size_t)(*counts)[i];
+	}
+	if (total > INT32_MAX || !(*all = malloc(total ? total : 1)))
+		mpi_oom();
+	MPI_Allgatherv(rec, mine, MPI_BYTE, *all, *counts, *displs, MPI_BYTE, w->t.leaders);
+	free(rec);
+	return total;
+}
+
+/* One node's record of one program, from the gather: sorted by program,
+ * then node, the records of a program lie together. Memory is one record per
+ * (node, program) pair, not a byte per node for every program. */
+struct rec {
+	uint8_t id[32];
+	int node;
+	unsigned char state;    /* 1, 2 or 3 (above) */
+};
+
+static int rec_cmp(const void *a, const void *b)
+{
+	const struct rec *x = a, *y = b;
+	int c = memcmp(x->id, y->id, 32);
+	return c != 0 ? c : (x->node > y->node) - (x->node < y->node);
+}
+
+static struct rec *sorted_records(const unsigned char *all, const int *counts, const int *displs,
+				  int nn, size_t *nrec)
+{
+	size_t total = 0, k = 0;
+	for (int i = 0; i < nn; i++)
+		total += (size_t)counts[i] / 33;
+	struct rec *r = calloc(total + 1, sizeof(*r));
+	if (!r)
+		mpi_oom();
+	for (int i = 0; i < nn; i++) {
+		for (size_t off = (size_t)displs[i]; off + 33 <= (size_t)displs[i] + (size_t)counts[i];
+		     off += 33) {
+			memcpy(r[k].id, all + off, 32);
+			r[k].node = i;
+			r[k++].state = all[off + 32];
+		}
+	}
+	qsort(r, k, sizeof(*r), rec_cmp);
+	*nrec = k;
+	return r;
+}
+
+/* A node's place in a program's order: rotated by the program's id, so that
+ * ties (and the tree's inner nodes) fall on different nodes for different
+ * programs instead of always on nodes 0, 1, 2... */
+static unsigned rotated(const uint8_t id[32], int node, int nn)
+{
+	uint32_t h = (uint32_t)id[0] << 24 | (uint32_t)id[1] << 16 | (uint32_t)id[2] << 8 | id[3];
+	return (unsigned)(((uint64_t)node + h) % (uint64_t)nn);
+}
+
+/* The root of a program (its records r[0..n)): a node that has it (fewest
+ * copies to send so far), else a node that lacks it and can build (fewest
+ * builds so far); ties by the rotated order. -1 when none. */
+static int choose_root(const struct rec *r, size_t n, int nn, const size_t *load_build,
+		       const size_t *load_send)
+{
+	int best = -1;
+	for (int pass = 0; pass < 2 && best < 0; pass++) {
+		const size_t *load = pass == 0 ? load_send : load_build;
+		for (size_t j = 0; j < n; j++) {
+			int i = r[j].node;
+			if (r[j].state != (pass == 0 ? 2 : 1))
+				continue;
+			if (best < 0 || load[i] < load[best] ||
+			    (load[i] == load[best] && rotated(r[j].id, i, nn) < rotated(r[j].id, best, nn)))
+				best = i;
+		}
+	}
+	return best;
+}
+
+static int tree_cmp_nn;
+static const uint8_t *tree_cmp_id;
+
+static int tree_cmp(const void *a, const void *b)
+{
+	unsigned x = rotated(tree_cmp_id, *(const int *)a, tree_cmp_nn);
+	unsigned y = rotated(tree_cmp_id, *(const int *)b, tree_cmp_nn);
+	return (x > y) - (x < y);
+}
+
+/* One program's decision (records r[0..n)): root, tree, this node's part. */
+static void decide_one(struct warm *w, const struct rec *r, size_t n, size_t *load_build,
+		       size_t *load_send, int *tree)
+{
+	int nn = w->t.nnodes, me = w->t.node_index;
+	size_t k = 1;
+	bool lacking = false;
+	for (size_t j = 0; j < n; j++)
+		lacking = lacking || r[j].state == 1 || r[j].state == 3;
+	if (!lacking)
+		return;
+	int root = choose_root(r, n, nn, load_build, load_send);
+	struct need *nd = need_find(w, r[0].id);
+	if (root < 0) {
+		if (nd && !nd->have)
+			need_fail(nd, KILN_EDAEMON, "no node of the job that needs this program has a "
+				  "working kilnd to build it");
+		return;
+	}
+	bool root_has = false;
+	for (size_t j = 0; j < n; j++) {
+		root_has = root_has || (r[j].node == root && r[j].state == 2);
+		if (r[j].node != root && (r[j].state == 1 || r[j].state == 3))
+			tree[k++] = r[j].node;
+	}
+	load_build[root] += !root_has;
+	load_send[root] += k > 2 ? 2 : k - 1;
+	/* The tree: the root, then the nodes that lack it in rotated order. */
+	tree[0] = root;
+	tree_cmp_nn = nn;
+	tree_cmp_id = r[0].id;
+	qsort(tree + 1, k - 1, sizeof(int), tree_cmp);
+	if (nd == NULL)
+		return;
+	nd->in_tree = xfer_tree(tree, k, me, &nd->parent, nd->kids, &nd->nkids);
+	nd->serve = root == me;
+}
+
+/* The same decisions on every leader (same input, same order): each
+ * program's root and tree; this node's part in each is set in its needs. */
+static void decide(struct warm *w, const struct rec *r, size_t nrec)
+{
+	int nn = w->t.nnodes;
+	size_t *load_build = calloc((size_t)nn, sizeof(size_t));
+	size_t *load_send = calloc((size_t)nn, sizeof(size_t));
+	int *tree = calloc((size_t)nn + 1, sizeof(int));
+	if (!load_build || !load_send || !tree)
+		mpi_oom();
+	for (size_t j = 0, end; j < nrec; j = end) {
+		for (end = j + 1; end < nrec && memcmp(r[end].id, r[j].id, 32) == 0; end++)
+			;
+		decide_one(w, &r[j], end - j, load_build, load_send, tree);
+	}
+	free(load_build);
+	free(load_send);
+	free(tree);
+}
+
+void plan(struct warm *w, int round)
+{
+	unsigned char *all = NULL;
+	int *counts = NULL, *displs = NULL;
+	for (size_t j = 0; j < w->nneeds; j++) {
+		struct need *nd = &w->needs[j];
+		nd->serve = nd->in_tree = false;
+		nd->parent = -1;
+		nd->nkids = 0;
+	}
+	size_t nrec = 0;
+	gather_records(w, round, &all, &counts, &displs);
+	struct rec *r = sorted_records(all, counts, displs, w->t.nnodes, &nrec);
+	free(all);
+	decide(w, r, nrec);
+	free(r);
+	free(counts);
+	free(displs);
+}
+
