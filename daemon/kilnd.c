@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kilnd.h"
 #include "log.h"
@@ -253,6 +254,64 @@ void kilnd_refresh_totals(struct kilnd *d)
 		kilnd_touches_write(j->touches);
 		free(j);
 	}
+}
+
+struct sweep_job {
+	struct kilnd *d;
+	struct store *store;
+	struct store_sweep sw;
+	struct store_reconcile_stats st;
+	uint64_t start_ns;
+	int rc;
+};
+
+static void sweep_work(void *arg)
+{
+	struct sweep_job *j = arg;
+	j->rc = store_sweep_step(j->store, &j->sw, &j->st);
+}
+
+static void sweep_done(void *arg)
+{
+	struct sweep_job *j = arg;
+	struct kilnd *d = j->d;
+	if (j->rc == 1 && !d->stopping && j->store == d->store &&
+	    kilnd_work(d, sweep_work, sweep_done, j) == 0)
+		return;
+	if (j->rc == 0) {
+		d->sweep_pending = false;
+		log_info("checked the cache after an unclean stop in %.1f s: %llu rows without an "
+			 "object dropped, %llu objects adopted, %llu stray files removed",
+			 (double)(util_now_ns() - j->start_ns) / 1e9,
+			 (unsigned long long)j->st.rows_dropped,
+			 (unsigned long long)j->st.objects_adopted,
+			 (unsigned long long)j->st.objects_removed);
+		if (!d->stopping)
+			kilnd_refresh_totals(d);
+	} else if (j->rc < 0) {
+		log_warn("the cache check after an unclean stop failed: %s; the next start checks "
+			 "again", strerror(-j->rc));
+	}
+	free(j);
+}
+
+void kilnd_sweep_start(struct kilnd *d)
+{
+	struct sweep_job *j = calloc(1, sizeof(*j));
+	if (j == NULL)
+		return;
+	j->d = d;
+	j->store = d->store;
+	j->start_ns = util_now_ns();
+	/* What the running kilnd writes from now on is not a crash's leftover.
+	 * File systems stamp files with the coarse clock: what this kilnd
+	 * writes later has a time at or after this one. */
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+	j->sw.before_ns = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+	d->sweep_pending = true;
+	if (kilnd_work(d, sweep_work, sweep_done, j) != 0)
+		free(j);
 }
 
 int kilnd_timers_start(struct kilnd *d)

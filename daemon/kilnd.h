@@ -108,6 +108,7 @@ struct kilnd {
 	int activated_fd;
 
 	uint64_t work_pending;       /* thread-pool jobs not yet completed */
+	bool sweep_pending;          /* the check after an unclean stop has not finished */
 	bool stopping;
 	int exit_code;
 	uv_signal_t sig_term, sig_int, sig_hup;
@@ -147,6 +148,11 @@ void kilnd_flush_touches(struct kilnd *d);
 /* Starts and stops the use-flushing timer. */
 int kilnd_timers_start(struct kilnd *d);
 void kilnd_timers_stop(struct kilnd *d);
+/* After an unclean stop: checks the cache in the background, a step at a
+ * time on the pool (store_sweep_step), while kilnd serves; every object is
+ * checked anyway before its first serve (verify.h). sweep_pending stays set
+ * until it finished, so a stop before that leaves no clean mark. */
+void kilnd_sweep_start(struct kilnd *d);
 /* Re-reads entries and bytes from the index; evicts when over --max-size. */
 void kilnd_refresh_totals(struct kilnd *d);
 

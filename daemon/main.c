@@ -259,13 +259,45 @@ static int set_index_aside(const char *cache_dir, const char *why)
 	return 0;
 }
 
+/*
+ * Whether the machine restarted since the last kilnd on this cache began
+ * (its boot id, kept in <cache>/kilnd.boot, differs from this boot's): only
+ * then can an unclean stop have damaged the index. A process that dies
+ * (kill -9, a crash) cannot: SQLite's WAL is written through the kernel,
+ * which keeps what was written. Records this boot's id for the next start.
+ */
+static bool rebooted_since_last_start(const char *cache_dir)
+{
+	char path[4200], *now = NULL, *last = NULL;
+	size_t nlen = 0, llen = 0;
+	snprintf(path, sizeof(path), "%s/kilnd.boot", cache_dir);
+	if (util_read_file("/proc/sys/kernel/random/boot_id", 64, &now, &nlen) != 0)
+		return true;   /* unknown: assume the worst */
+	bool same = util_read_file(path, 64, &last, &llen) == 0 && llen == nlen &&
+		    memcmp(now, last, nlen) == 0;
+	if (!same) {
+		int dfd = open(cache_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd >= 0) {
+			util_replace_file_at(dfd, "kilnd.boot", now, nlen, true);
+			close(dfd);
+		}
+	}
+	free(now);
+	free(last);
+	return !same;
+}
+
 static int store_open_checked(struct kilnd *d, char *err, size_t errlen)
 {
 	char mark[4200];
-	/* After a crash the index gets SQLite's quick_check (a scan of every
-	 * page); after a clean stop, opening it is check enough. */
+	/* After an unclean stop across a reboot the index gets SQLite's
+	 * quick_check (a scan of every page: 0.8 s at a million entries);
+	 * after a clean stop, or when only kilnd died, opening it is check
+	 * enough. */
 	snprintf(mark, sizeof(mark), "%s/clean-stop", d->cfg->cache_dir);
 	bool crashed = access(mark, F_OK) != 0;
+	if (rebooted_since_last_start(d->cfg->cache_dir) == false && crashed)
+		crashed = false;
 	struct store *s = NULL;
 	int rc = store_open(d->cfg->cache_dir, 0, &s, err, errlen);
 	if (rc == 0 && crashed && store_quick_check(s) == -EBADMSG) {
@@ -296,9 +328,11 @@ static int store_init(struct kilnd *d, char *err, size_t errlen)
 		return rc;
 	struct store_reconcile_stats st = { 0 };
 	bool clean = store_take_clean_mark(d->store);
-	rc = clean ? store_reconcile_tmp(d->store, &st) : store_reconcile(d->store, &st);
-	if (!clean)
-		log_debug("no clean-stop mark: checked every object in the cache");
+	/* After a crash the rest of the check runs in the background while
+	 * kilnd serves (kilnd_sweep_start): start-up stays fast at any size,
+	 * and an object is checked anyway before it is first served. */
+	rc = store_reconcile_tmp(d->store, &st);
+	d->sweep_pending = !clean;
 	if (rc != 0) {
 		snprintf(err, errlen, "cannot reconcile the cache in %s: %s", d->cfg->cache_dir, strerror(-rc));
 		return rc;
@@ -422,6 +456,11 @@ static void serve(struct kilnd *d)
 	signals_start(d);
 	kilnd_timers_start(d);
 	stats_timer_start(d);
+	if (d->sweep_pending) {
+		log_info("no clean-stop mark (kilnd was killed or crashed): checking the cache in "
+			 "the background while serving");
+		kilnd_sweep_start(d);
+	}
 	lifecycle_start(d);
 	kilnd_activity(d);
 	const char *xdg = cfg->socket_default ? util_runtime_dir_ignored() : NULL;
@@ -438,7 +477,8 @@ static void serve(struct kilnd *d)
 	kilnd_flush_touches(d);
 	stats_flush(d);
 	publish_flush_aliases(d);
-	store_mark_clean(d->store);
+	if (!d->sweep_pending)
+		store_mark_clean(d->store);
 	d->exit_code = 0;
 	log_info("stopped");
 }

@@ -213,6 +213,24 @@ int store_reconcile_keep(struct store *s, struct store_reconcile_stats *st, bool
 int store_root_fd(const struct store *s);
 /* After a clean stop: only empties tmp/. */
 int store_reconcile_tmp(struct store *s, struct store_reconcile_stats *st);
+
+/*
+ * store_reconcile in steps, for a kilnd that serves while it runs (after a
+ * crash, docs/design.md "Start-up after a crash"): each step holds the
+ * writer lock for one batch (rows without an object dropped, 4096 keys at a
+ * time; then objects/ one subdirectory at a time: orphans adopted, strays
+ * removed). Files changed at or after before_ns are left alone: the running
+ * kilnd may be publishing them. Zero-initialise, set before_ns, then call
+ * until it returns 0 (done); 1 while steps remain; a negative errno on
+ * failure. Counts add up in st. Thread: the pool.
+ */
+struct store_sweep {
+	int phase;           /* 0 rows, 1 objects, 2 done */
+	char cursor[65];     /* phase 0: the last key checked */
+	unsigned subdir;     /* phase 1: the next subdirectory, 0..255 */
+	int64_t before_ns;
+};
+int store_sweep_step(struct store *s, struct store_sweep *sw, struct store_reconcile_stats *st);
 /*
  * Files in objects/ that the store never writes there (a loader's copy
  * "<key>.so_0", anything a person put there), each named to report

@@ -33,6 +33,11 @@ struct recon {
 	struct store *s;
 	struct store_reconcile_stats *st;
 	sqlite3_stmt *q_row;  /* SELECT output FROM entries WHERE key = ?1 */
+	const char *after;    /* collect_missing: keys after this one only, or NULL */
+	size_t limit;         /* and at most this many rows (0: all) */
+	char last[KILN_KEY_HEX + 1];  /* the last key collect_missing looked at */
+	size_t seen;          /* how many it looked at */
+	int64_t before_ns;    /* scan: files changed since then are left alone (0: none) */
 };
 
 static bool is_dot(const char *name)
@@ -141,12 +146,21 @@ static int collect_missing(struct recon *r, char (**keys)[KILN_KEY_HEX + 1], siz
 	size_t cap = 0;
 	int rc;
 
-	rc = sqlite3_prepare_v2(r->s->wr, "SELECT key, output, size FROM entries", -1, &st, NULL);
+	rc = r->after == NULL
+		? sqlite3_prepare_v2(r->s->wr, "SELECT key, output, size FROM entries", -1, &st, NULL)
+		: sqlite3_prepare_v2(r->s->wr, "SELECT key, output, size FROM entries WHERE key > ?1"
+				     " ORDER BY key LIMIT ?2", -1, &st, NULL);
+	if (rc == SQLITE_OK && r->after != NULL) {
+		sqlite3_bind_text(st, 1, r->after, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, (int64_t)r->limit);
+	}
 	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *key = (const char *)sqlite3_column_text(st, 0);
 		const char *output = (const char *)sqlite3_column_text(st, 1);
 
 		rc = SQLITE_OK;
+		r->seen++;
+		snprintf(r->last, sizeof(r->last), "%s", key ? key : "");
 		if (key && sqlite3_column_bytes(st, 0) == KILN_KEY_HEX &&
 		    !object_missing(r->s, key, output, (uint64_t)sqlite3_column_int64(st, 2)))
 			continue;
@@ -183,7 +197,7 @@ static int drop_missing_body(struct store *s, void *arg)
 		if (rc == -ENOENT)
 			rc = 0;
 	}
-	if (rc == 0)
+	if (rc == 0 && j->r->after == NULL)
 		rc = store_exec(s->wr, "DELETE FROM aliases"
 			" WHERE key NOT IN (SELECT key FROM entries)");
 	j->dropped = n;
@@ -356,6 +370,20 @@ static bool ends_with_meta(const char *name)
 	return len >= 5 && strcmp(name + len - 5, ".meta") == 0;
 }
 
+/* True when the file was changed at or after before_ns (a publish of the
+ * running kilnd may be writing it): the sweep leaves it alone. */
+static bool changed_since(int dfd, const char *name, int64_t before_ns)
+{
+	struct stat sb;
+	if (before_ns == 0)
+		return false;
+	if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+		return true;
+	int64_t m = (int64_t)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+	int64_t c = (int64_t)sb.st_ctim.tv_sec * 1000000000LL + sb.st_ctim.tv_nsec;
+	return m >= before_ns || c >= before_ns;
+}
+
 /* Names are read first because adopting and removing change the directory
  * under readdir; objects go before metas (see check_meta). */
 static int scan_subdir(struct recon *r, int topfd, const char *sub)
@@ -392,7 +420,8 @@ static int scan_subdir(struct recon *r, int topfd, const char *sub)
 	}
 	for (pass = 0; pass < 2; pass++) {
 		for (i = 0; rc == 0 && i < n; i++) {
-			if (ends_with_meta(names[i]) != (pass == 1))
+			if (ends_with_meta(names[i]) != (pass == 1) ||
+			    changed_since(dirfd(d), names[i], r->before_ns))
 				continue;
 			rc = pass == 0 ? check_object(r, dirfd(d), sub, names[i])
 				       : check_meta(r, dirfd(d), sub, names[i]);
@@ -410,6 +439,29 @@ static bool is_subdir_name(const char *name)
 	return strlen(name) == 2 && isxdigit((unsigned char)name[0]) &&
 		isxdigit((unsigned char)name[1]) && !isupper((unsigned char)name[0]) &&
 		!isupper((unsigned char)name[1]);
+}
+
+/* What lies in objects/ that is no subdirectory of the store's: removed
+ * (files changed since before_ns left alone). */
+static int scan_top_strays(struct recon *r)
+{
+	struct dirent *de;
+	struct stat sb;
+	DIR *d = open_held(r->s->fd_objects);
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		if (is_dot(de->d_name) ||
+		    (is_subdir_name(de->d_name) &&
+		     fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+		     S_ISDIR(sb.st_mode)) ||
+		    changed_since(dirfd(d), de->d_name, r->before_ns))
+			continue;
+		remove_counted(r, dirfd(d), de->d_name);
+	}
+	closedir(d);
+	return 0;
 }
 
 static int scan_objects(struct recon *r)
@@ -583,4 +635,53 @@ int store_reconcile_keep(struct store *s, struct store_reconcile_stats *st, bool
 	sqlite3_finalize(r.q_row);
 	pthread_mutex_unlock(&s->wlock);
 	return rc;
+}
+
+/* Rows checked per sweep step: a step holds the writer lock for about the
+ * time of this many stats. */
+#define SWEEP_ROWS 4096
+
+int store_sweep_step(struct store *s, struct store_sweep *sw, struct store_reconcile_stats *st)
+{
+	struct recon r = { .s = s, .st = st, .before_ns = sw->before_ns };
+	int rc = 0;
+
+	if (s->readonly)
+		return -EROFS;
+	pthread_mutex_lock(&s->wlock);
+	if (sw->phase == 0) {
+		/* Rows without a usable object, a batch of keys at a time. */
+		struct missing_job j = { .r = &r };
+		r.after = sw->cursor;
+		r.limit = SWEEP_ROWS;
+		rc = store_txn_locked(s, true, drop_missing_body, &j);
+		if (rc == 0) {
+			st->rows_dropped += j.dropped;
+			snprintf(sw->cursor, sizeof(sw->cursor), "%s", r.last);
+			if (r.seen < SWEEP_ROWS) {
+				rc = store_exec(s->wr, "DELETE FROM aliases"
+					" WHERE key NOT IN (SELECT key FROM entries)");
+				sw->phase = 1;
+				sw->subdir = 0;
+			}
+		}
+	} else if (sw->phase == 1) {
+		/* The objects, one of the 256 subdirectories at a time; names
+		 * that are no subdirectory go with the first. */
+		char sub[3];
+		snprintf(sub, sizeof(sub), "%02x", sw->subdir);
+		rc = store_sql_errno(sqlite3_prepare_v2(s->wr,
+			"SELECT output FROM entries WHERE key = ?1", -1, &r.q_row, NULL));
+		if (rc == 0 && sw->subdir == 0)
+			rc = scan_top_strays(&r);
+		if (rc == 0)
+			rc = scan_subdir(&r, s->fd_objects, sub);
+		sqlite3_finalize(r.q_row);
+		if (rc == 0 && ++sw->subdir == 256)
+			sw->phase = 2;
+	}
+	pthread_mutex_unlock(&s->wlock);
+	if (rc == 0 && st->objects_adopted + st->rows_dropped > 0)
+		store_changed(s);
+	return rc < 0 ? rc : sw->phase < 2;
 }

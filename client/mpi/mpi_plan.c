@@ -141,11 +141,17 @@ static int choose_root(const struct rec *r, size_t n, int nn, const size_t *load
 
 static int tree_cmp_nn;
 static const uint8_t *tree_cmp_id;
+static const size_t *tree_cmp_load;
 
+/* Receivers that sent the fewest copies so far first: they take the inner
+ * places of the tree, which pass it on. Ties by the rotated order. */
 static int tree_cmp(const void *a, const void *b)
 {
-	unsigned x = rotated(tree_cmp_id, *(const int *)a, tree_cmp_nn);
-	unsigned y = rotated(tree_cmp_id, *(const int *)b, tree_cmp_nn);
+	int i = *(const int *)a, j = *(const int *)b;
+	if (tree_cmp_load[i] != tree_cmp_load[j])
+		return tree_cmp_load[i] < tree_cmp_load[j] ? -1 : 1;
+	unsigned x = rotated(tree_cmp_id, i, tree_cmp_nn);
+	unsigned y = rotated(tree_cmp_id, j, tree_cmp_nn);
 	return (x > y) - (x < y);
 }
 
@@ -175,12 +181,17 @@ static void decide_one(struct warm *w, const struct rec *r, size_t n, size_t *lo
 			tree[k++] = r[j].node;
 	}
 	load_build[root] += !root_has;
-	load_send[root] += k > 2 ? 2 : k - 1;
-	/* The tree: the root, then the nodes that lack it in rotated order. */
+	/* The tree: the root, then the nodes that lack it, the least loaded
+	 * first; every node's copies to send are counted. */
 	tree[0] = root;
 	tree_cmp_nn = nn;
 	tree_cmp_id = r[0].id;
+	tree_cmp_load = load_send;
 	qsort(tree + 1, k - 1, sizeof(int), tree_cmp);
+	for (size_t pos = 0; pos < k; pos++) {
+		size_t kids = 2 * pos + 1 < k ? (2 * pos + 2 < k ? 2 : 1) : 0;
+		load_send[tree[pos]] += kids;
+	}
 	if (nd == NULL)
 		return;
 	nd->in_tree = xfer_tree(tree, k, me, &nd->parent, nd->kids, &nd->nkids);

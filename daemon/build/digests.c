@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,15 @@ static bool digest_same_ident(const struct stat *a, const struct stat *b)
 	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
+static atomic_uint_least64_t n_hashed, n_hashed_bytes, n_cached;
+
+void digests_counts(uint64_t *hashed, uint64_t *hashed_bytes, uint64_t *cached)
+{
+	*hashed = atomic_load(&n_hashed);
+	*hashed_bytes = atomic_load(&n_hashed_bytes);
+	*cached = atomic_load(&n_cached);
+}
+
 int digests_file(const char *path, uint8_t out[32], struct stat *st)
 {
 	char key[160];
@@ -58,10 +68,14 @@ int digests_file(const char *path, uint8_t out[32], struct stat *st)
 	if (hit != NULL)
 		memcpy(out, hit, 32);
 	pthread_mutex_unlock(&lock);
-	if (hit != NULL)
+	if (hit != NULL) {
+		atomic_fetch_add(&n_cached, 1);
 		return 0;
+	}
 	if (util_sha256_file(path, out) != 0)
 		return -EIO;
+	atomic_fetch_add(&n_hashed, 1);
+	atomic_fetch_add(&n_hashed_bytes, (uint64_t)st->st_size);
 	if (stat(path, &after) != 0)
 		return -errno;
 	if (!digest_same_ident(st, &after))

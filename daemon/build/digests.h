@@ -27,6 +27,10 @@ bool digests_settled(const struct stat *st);
  * Thread-safe.
  */
 int digests_file(const char *path, uint8_t out[32], struct stat *st);
+/* Files hashed (and their bytes) and answers from the cache since the
+ * start (status "digests"): an import of a program whose dependencies a
+ * build or an earlier import already hashed reads none of them again. */
+void digests_counts(uint64_t *hashed, uint64_t *hashed_bytes, uint64_t *cached);
 /* Frees the cache (at exit). */
 void digests_fini(void);
 

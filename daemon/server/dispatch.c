@@ -19,6 +19,7 @@
 #include "flight.h"
 #include "build_int.h"
 #include "cachedir.h"
+#include "digests.h"
 #include "dispatch.h"
 #include "entry_codec.h"
 #include "fdcache.h"
@@ -485,6 +486,7 @@ static void op_status(struct conn *c, struct msg_request *req)
 	cJSON_AddStringToObject(r, "max_size_source", d->max_size_source);
 	ADD_NUM(r, "entries", d->entries);
 	ADD_NUM(r, "bytes", d->bytes);
+	cJSON_AddBoolToObject(r, "checking_cache", d->sweep_pending);
 	ADD_NUM(r, "uptime_s", (double)(util_now_ns() - d->start_ns) / 1e9);
 	ADD_NUM(r, "connections", server_connections(d));
 	stats_add_json(d, r);
@@ -499,6 +501,14 @@ static void op_status(struct conn *c, struct msg_request *req)
 	flight_describe(d, cJSON_AddArrayToObject(r, "running"), cJSON_AddArrayToObject(r, "queue"),
 			50);
 	ADD_NUM(r, "pending", server_pending(d));
+	uint64_t hashed, hashed_bytes, cached;
+	digests_counts(&hashed, &hashed_bytes, &cached);
+	cJSON *dg = cJSON_AddObjectToObject(r, "digests");
+	if (dg != NULL) {
+		ADD_NUM(dg, "hashed", hashed);
+		ADD_NUM(dg, "hashed_bytes", hashed_bytes);
+		ADD_NUM(dg, "cached", cached);
+	}
 	cJSON_AddBoolToObject(r, "socket_activated", d->activated);
 	if (d->cache_why[0] != '\0')
 		cJSON_AddStringToObject(r, "cache_problem", d->cache_why);

@@ -721,6 +721,21 @@ const cJSON *harness_find_entry(const cJSON *ls, const char *member, const char 
 	return NULL;
 }
 
+void harness_wait_cache_checked(double timeout_s)
+{
+	double end = harness_now_s() + timeout_s;
+	for (;;) {
+		cJSON *st = harness_status();
+		bool checking = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "checking_cache"));
+		cJSON_Delete(st);
+		if (!checking)
+			return;
+		ck_assert_msg(harness_now_s() < end, "the cache check after the unclean stop did "
+			      "not finish in %.0f s", timeout_s);
+		harness_sleep_ms(20);
+	}
+}
+
 void harness_wait_status(const char *field, int64_t value, double timeout_s)
 {
 	double end = harness_now_s() + timeout_s;

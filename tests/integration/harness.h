@@ -154,6 +154,9 @@ const cJSON *harness_find_entry(const cJSON *ls, const char *member, const char 
 /* Polls "kiln --json status" until its field is at least value; fails the
  * test with the last status after timeout_s. */
 void harness_wait_status(const char *field, int64_t value, double timeout_s);
+/* Waits until kilnd's check of the cache after an unclean stop, which runs
+ * in the background while it serves, has finished (status checking_cache). */
+void harness_wait_cache_checked(double timeout_s);
 /* The number field name of obj as an integer; fails the test when absent. */
 int64_t harness_num(const cJSON *obj, const char *name);
 /* The string field name of obj; fails the test when absent. */

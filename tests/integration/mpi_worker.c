@@ -37,22 +37,48 @@ static FILE *out;
 static int failures;
 
 /* libkiln-mpi's transfer tags (client/mpi/mpi_xfer.c): headers on even
- * offsets from TAG_BASE, bytes on odd ones, two per round. */
+ * offsets from TAG_BASE, bytes on odd ones, two per round. Before the
+ * trees (kiln 0.1's fan-out, for bench/mpi's "before" column) one tag
+ * carried a header and then the bytes of each copy. */
 #define XFER_TAG_BASE 0x6b70
-static long long xfer_headers, xfer_bytes;
+#define FANOUT_TAG 0x6b6c
+static long long xfer_headers, xfer_bytes, xfer_recv_bytes, fanout_msgs;
+
+static long long bytes_of(int count, MPI_Datatype type)
+{
+	int tsize = 1;
+	MPI_Type_size(type, &tsize);
+	return (long long)count * tsize;
+}
 
 int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
 	      MPI_Request *req)
 {
 	if (tag >= XFER_TAG_BASE && tag < XFER_TAG_BASE + 8) {
-		int tsize = 1;
-		MPI_Type_size(type, &tsize);
 		if ((tag - XFER_TAG_BASE) % 2 == 0)
 			xfer_headers++;
-		else
-			xfer_bytes += (long long)count * tsize;
+		xfer_bytes += bytes_of(count, type);   /* headers (metadata) too */
+	} else if (tag == FANOUT_TAG) {
+		fanout_msgs++;
+		xfer_bytes += bytes_of(count, type);
 	}
 	return PMPI_Isend(buf, count, type, dest, tag, comm, req);
+}
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+	      MPI_Request *req)
+{
+	if (tag >= XFER_TAG_BASE && tag < XFER_TAG_BASE + 8)
+		xfer_recv_bytes += bytes_of(count, type);
+	return PMPI_Irecv(buf, count, type, source, tag, comm, req);
+}
+
+int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+	     MPI_Status *st)
+{
+	if (tag == FANOUT_TAG || (tag >= XFER_TAG_BASE && tag < XFER_TAG_BASE + 8))
+		xfer_recv_bytes += bytes_of(count, type);
+	return PMPI_Recv(buf, count, type, source, tag, comm, st);
 }
 
 static void check(int ok, const char *fmt, ...)
@@ -82,7 +108,9 @@ struct prog {
 /*
  * A program whose kiln_test_value() returns value; tag makes it unique.
  * $KILN_WORKER_FUNCS adds that many stencil-like functions compiled with
- * -O2, for compiles as long as real generated programs (bench/mpi).
+ * -O2, for compiles as long as real generated programs (bench/mpi), and
+ * $KILN_WORKER_PAD that many bytes of read-only data, for artifacts of a
+ * given size.
  */
 static void prog_make(struct prog *p, int value, const char *tag)
 {
@@ -92,8 +120,13 @@ static void prog_make(struct prog *p, int value, const char *tag)
 	size_t cap = 512 + (size_t)(funcs > 0 ? funcs : 0) * 256, off;
 
 	p->text = malloc(cap);
+	const char *pad = getenv("KILN_WORKER_PAD");
 	off = (size_t)snprintf(p->text, cap, "/* %s */\nint kiln_test_value(void) { return %d; }\n",
 			       tag, value);
+	if (pad != NULL && atol(pad) > 0)
+		off += (size_t)snprintf(p->text + off, cap - off,
+					"const unsigned char kiln_pad[%ld] = { %d };\n", atol(pad),
+					value % 250 + 1);
 	for (int i = 0; i < funcs; i++)
 		off += (size_t)snprintf(p->text + off, cap - off,
 					"void st_%d(double *o, const double *a, int n) { for (int j = 1; "
@@ -335,7 +368,9 @@ int main(int argc, char **argv)
 	kiln_get_stats(k, &st);
 	fprintf(out, "requests %llu\nloads %llu\n", (unsigned long long)st.requests,
 		(unsigned long long)st.loads);
-	fprintf(out, "xfer_headers %lld\nxfer_bytes %lld\n", xfer_headers, xfer_bytes);
+	/* The fan-out sent a header and one chunk (up to 16 MiB) per copy. */
+	fprintf(out, "xfer_headers %lld\nxfer_bytes %lld\nxfer_recv_bytes %lld\n",
+		xfer_headers + fanout_msgs / 2, xfer_bytes, xfer_recv_bytes);
 done:
 	kiln_close(k);
 	fprintf(out, "failures %d\n", failures);

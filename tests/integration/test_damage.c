@@ -228,6 +228,7 @@ START_TEST(damaged_index_is_rebuilt_from_the_objects)
 	ck_assert_msg(harness_contains(log, "is damaged"), "the damage is not logged");
 	free(log);
 	ck_assert_int_ge(harness_count_dir(harness.cache), 1);
+	harness_wait_cache_checked(60);
 	ls = harness_cli_json("ls", NULL);
 	ck_assert_int_eq(cJSON_GetArraySize(ls), 3);
 	for (int i = 0; i < 3; i++)

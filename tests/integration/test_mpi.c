@@ -184,6 +184,16 @@ START_TEST(same_programs_once_per_job)
 	/* Shared out: every node built 5. */
 	for (int r = 0; r < 8; r += 2)
 		ck_assert_int_eq(rank_value(r, "warm_built_here"), 5);
+	/* Imports hash no dependency twice: the 15 imports of a node find
+	 * libc, the compiler and the headers in kilnd's digest cache. */
+	for (int i = 0; i < 4; i++) {
+		cJSON *st = daemon_status(i);
+		const cJSON *dg = cJSON_GetObjectItemCaseSensitive(st, "digests");
+		int64_t hashed = harness_num(dg, "hashed"), cached = harness_num(dg, "cached");
+		ck_assert_msg(cached >= 15 && hashed < cached, "node %d hashed %lld files, took %lld "
+			      "from the cache", i, (long long)hashed, (long long)cached);
+		cJSON_Delete(st);
+	}
 
 	/* The next job step: everything is cached on every node. */
 	run_ranks(8, 2, args);
