@@ -24,10 +24,13 @@ char *kiln_x_skeleton(const struct kiln_request *req);
 /*
  * Asks the daemon whether it has each skeleton's program, building nothing
  * ("build": false). status[i] gets KILN_OK (keys[i] filled), KILN_ENOTFOUND,
- * or another code. Returns KILN_OK when the batch was answered.
+ * or another code; rkeys (may be NULL) the request key this daemon computes
+ * for it, hit or miss ("" when it did not say): nodes whose keys agree have
+ * the same compilers and can share artifacts. Returns KILN_OK when the batch
+ * was answered.
  */
 int kiln_x_probe_many(struct kiln *k, const char *const *skels, size_t n, char (*keys)[65],
-		      int *status);
+		      char (*rkeys)[65], int *status);
 
 /* Points each request's alias (those that have one) at the daemon's entry
  * for it, with probes that build nothing. KILN_OK, or the first failure. */

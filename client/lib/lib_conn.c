@@ -750,10 +750,11 @@ static int conn_batch_once(struct kiln *k, struct lib_conn *c, char **payloads,
 			rc = 0;
 		pthread_mutex_unlock(&k->lock);
 		if (rc < 0) {
-			cJSON_Delete(reply);
+			/* The failed reply too (NULL when the connection broke):
+			 * it may say more (a probe's request key). */
 			if (fd >= 0)
 				close(fd);
-			fn(arg, (size_t)(s - slots), rc, NULL, -1);
+			fn(arg, (size_t)(s - slots), rc, reply, -1);
 		} else {
 			fn(arg, (size_t)(s - slots), 0, reply, fd);
 		}

@@ -102,6 +102,9 @@ int lib_conn_call(struct kiln *k, struct msg_request *req, cJSON **reply, int *f
  * with cJSON_Delete) and fd (-1 or owned by fn), or a status code with the
  * thread's error text set, reply NULL and fd -1. Called without locks held.
  */
+/* A reply of lib_conn_call_many: rc 0 with the reply (and its descriptor,
+ * or -1), or a failure's status with its reply (NULL when none came); the
+ * callback owns the reply and the descriptor. */
 typedef void (*lib_reply_fn)(void *arg, size_t i, int rc, cJSON *reply, int fd);
 /*
  * Sends the n requests of a batch together (ids are assigned here) and hands

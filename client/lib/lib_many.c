@@ -53,6 +53,10 @@ static void many_reply(void *arg, size_t pos, int rc, cJSON *reply, int fd)
 	struct many *m = arg;
 	size_t i = m->index[pos];
 
+	if (rc < 0) {
+		cJSON_Delete(reply);
+		reply = NULL;
+	}
 	if (rc == LIB_ENEEDSRC && !m->with_text) {
 		m->again[i] = true;
 		m->nagain++;

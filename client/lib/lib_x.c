@@ -63,6 +63,7 @@ static int skeleton_parse(const char *skel, struct msg_request *m)
 
 struct probe {
 	char (*keys)[65];
+	char (*rkeys)[65];
 	int *status;
 };
 
@@ -70,9 +71,17 @@ static void probe_reply(void *arg, size_t i, int rc, cJSON *reply, int fd)
 {
 	struct probe *p = arg;
 	const char *key = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(reply, "key"));
+	const char *rkey = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(reply, "rkey"));
 
 	if (fd >= 0)
 		close(fd);
+	/* The request key, from a hit and from a miss (a kilnd before it
+	 * sends none: ""). */
+	p->rkeys[i][0] = '\0';
+	if (rkey != NULL && validate_key(rkey) == 0)
+		memcpy(p->rkeys[i], rkey, 65);
+	if (rc < 0)
+		key = NULL;
 	if (rc == 0 && (!key || validate_key(key) < 0))
 		rc = lib_err_set(KILN_EPROTO, "kilnd answered a probe without a valid key");
 	if (rc == 0)
@@ -82,11 +91,11 @@ static void probe_reply(void *arg, size_t i, int rc, cJSON *reply, int fd)
 }
 
 int kiln_x_probe_many(struct kiln *k, const char *const *skels, size_t n, char (*keys)[65],
-		      int *status)
+		      char (*rkeys)[65], int *status)
 {
 	struct msg_request *msgs = calloc(n ? n : 1, sizeof(*msgs));
 	struct msg_request **batch = calloc(n ? n : 1, sizeof(*batch));
-	struct probe p = { .keys = keys, .status = status };
+	struct probe p = { .keys = keys, .rkeys = rkeys, .status = status };
 	size_t i, nb = 0;
 	size_t *index = calloc(n ? n : 1, sizeof(*index));
 	int rc = 0;
@@ -111,18 +120,22 @@ int kiln_x_probe_many(struct kiln *k, const char *const *skels, size_t n, char (
 	 * status arrays of the batch's own order. */
 	{
 		char (*bkeys)[65] = calloc(nb ? nb : 1, sizeof(*bkeys));
+		char (*brkeys)[65] = calloc(nb ? nb : 1, sizeof(*brkeys));
 		int *bstatus = calloc(nb ? nb : 1, sizeof(*bstatus));
-		struct probe bp = { .keys = bkeys, .status = bstatus };
+		struct probe bp = { .keys = bkeys, .rkeys = brkeys, .status = bstatus };
 
-		if (!bkeys || !bstatus) {
+		if (!bkeys || !brkeys || !bstatus) {
 			rc = lib_err_set(KILN_ENOMEM, "out of memory for %zu probes", n);
 		} else if (nb > 0) {
 			rc = lib_conn_call_many(k, batch, nb, probe_reply, &bp);
 			for (i = 0; rc == 0 && i < nb; i++) {
 				p.status[index[i]] = bstatus[i];
 				memcpy(p.keys[index[i]], bkeys[i], 65);
+				if (p.rkeys != NULL)
+					memcpy(p.rkeys[index[i]], brkeys[i], 65);
 			}
 		}
+		free(brkeys);
 		free(bkeys);
 		free(bstatus);
 	}

@@ -22,6 +22,35 @@ struct need *need_find(struct warm *w, const uint8_t id[32])
 	return bsearch(id, w->needs, w->nneeds, sizeof(*w->needs), id_cmp);
 }
 
+static int gid_cmp(const void *a, const void *b)
+{
+	const struct need *x = *(const struct need *const *)a, *y = *(const struct need *const *)b;
+	return memcmp(x->gid, y->gid, 32);
+}
+
+static int gid_key_cmp(const void *key, const void *elem)
+{
+	return memcmp(key, (*(const struct need *const *)elem)->gid, 32);
+}
+
+void need_index_gids(struct warm *w)
+{
+	free(w->by_gid);
+	w->by_gid = calloc(w->nneeds + 1, sizeof(*w->by_gid));
+	if (!w->by_gid)
+		mpi_oom();
+	for (size_t i = 0; i < w->nneeds; i++)
+		w->by_gid[i] = &w->needs[i];
+	qsort(w->by_gid, w->nneeds, sizeof(*w->by_gid), gid_cmp);
+}
+
+struct need *need_find_gid(struct warm *w, const uint8_t gid[32])
+{
+	struct need **p = w->by_gid != NULL
+		? bsearch(gid, w->by_gid, w->nneeds, sizeof(*w->by_gid), gid_key_cmp) : NULL;
+	return p != NULL ? *p : NULL;
+}
+
 void need_fail(struct need *nd, int code, const char *msg)
 {
 	nd->code = code;
@@ -54,7 +83,7 @@ static size_t gather_records(struct warm *w, int round, unsigned char **all, int
 		unsigned char st = need_state(w, &w->needs[j], round);
 		if (st == 0)
 			continue;
-		memcpy(rec + nrec * 33, w->needs[j].id, 32);
+		memcpy(rec + nrec * 33, w->needs[j].gid, 32);
 		rec[nrec++ * 33 + 32] = st;
 	}
 	if (mpi_count(nrec * 33, "the program list", &mine) != 0)
@@ -167,7 +196,7 @@ static void decide_one(struct warm *w, const struct rec *r, size_t n, size_t *lo
 	if (!lacking)
 		return;
 	int root = choose_root(r, n, nn, load_build, load_send);
-	struct need *nd = need_find(w, r[0].id);
+	struct need *nd = need_find_gid(w, r[0].id);
 	if (root < 0) {
 		if (nd && !nd->have)
 			need_fail(nd, KILN_EDAEMON, "no node of the job that needs this program has a "

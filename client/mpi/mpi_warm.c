@@ -162,16 +162,28 @@ static void mpi_probe(struct warm *w)
 {
 	const char **skels = calloc(w->nneeds ? w->nneeds : 1, sizeof(*skels));
 	char (*keys)[65] = calloc(w->nneeds ? w->nneeds : 1, sizeof(*keys));
+	char (*rkeys)[65] = calloc(w->nneeds ? w->nneeds : 1, sizeof(*rkeys));
 	int *st = calloc(w->nneeds ? w->nneeds : 1, sizeof(*st));
 
-	if (skels && keys && st) {
+	for (size_t i = 0; i < w->nneeds; i++)
+		memcpy(w->needs[i].gid, w->needs[i].id, 32);
+	if (skels && keys && rkeys && st) {
 		for (size_t i = 0; i < w->nneeds; i++)
 			skels[i] = w->needs[i].skel;
-		if (kiln_x_probe_many(w->k, skels, w->nneeds, keys, st) == 0) {
+		if (kiln_x_probe_many(w->k, skels, w->nneeds, keys, rkeys, st) == 0) {
 			for (size_t i = 0; i < w->nneeds; i++) {
 				w->needs[i].have = st[i] == KILN_OK;
 				if (w->needs[i].have)
 					memcpy(w->needs[i].key, keys[i], 65);
+				/* Nodes whose compilers differ compute another
+				 * request key: a group of their own, which builds
+				 * once for all its nodes. */
+				if (rkeys[i][0] != '\0') {
+					uint8_t both[32 + 64];
+					memcpy(both, w->needs[i].id, 32);
+					memcpy(both + 32, rkeys[i], 64);
+					sha256_buf(both, sizeof(both), w->needs[i].gid);
+				}
 			}
 		} else if (w->nneeds > 0) {
 			/* The node's kilnd does not answer: it builds nothing for
@@ -181,7 +193,9 @@ static void mpi_probe(struct warm *w)
 	}
 	free(skels);
 	free(keys);
+	free(rkeys);
 	free(st);
+	need_index_gids(w);
 }
 
 /*
@@ -438,7 +452,7 @@ static bool program_failure(int code)
 static void on_complete(void *ctx, struct xfer_item *it)
 {
 	struct warm *w = ctx;
-	struct need *nd = need_find(w, it->id);
+	struct need *nd = need_find_gid(w, it->id);
 	if (nd == NULL)
 		return;
 	if (it->code == 0)
@@ -460,12 +474,13 @@ static void exchange(struct warm *w, int round)
 	if (!items || !metas)
 		mpi_oom();
 	size_t k = 0;
+	/* Items by the plan's identity (xfer_run looks them up by it). */
 	for (size_t j = 0; j < w->nneeds; j++) {
-		struct need *nd = &w->needs[j];
+		struct need *nd = w->by_gid[j];
 		if (!nd->in_tree || (nd->parent < 0 && nd->nkids == 0))
 			continue;
 		struct xfer_item *it = &items[k];
-		memcpy(it->id, nd->id, 32);
+		memcpy(it->id, nd->gid, 32);
 		it->parent = nd->parent;
 		it->nkids = nd->nkids;
 		memcpy(it->kids, nd->kids, sizeof(it->kids));
@@ -477,7 +492,7 @@ static void exchange(struct warm *w, int round)
 	}
 	xfer_run(w->t.leaders, round, items, n, xfer_timeout(), on_complete, w);
 	for (size_t i = 0; i < n; i++) {
-		struct need *nd = need_find(w, items[i].id);
+		struct need *nd = need_find_gid(w, items[i].id);
 		/* A root that could not build it through its node's trouble:
 		 * the program is lost here too, and comes in the next round.
 		 * (One that built it but could not send it has it.) */
@@ -597,6 +612,7 @@ static void mpi_warm_free(struct warm *w)
 			munmap((void *)w->needs[i].map, w->needs[i].map_size);
 	}
 	free(w->needs);
+	free(w->by_gid);
 	topo_free(&w->t);
 }
 

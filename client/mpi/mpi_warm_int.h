@@ -14,6 +14,8 @@
 /* One distinct program a node needs (leader only). */
 struct need {
 	uint8_t id[32];
+	uint8_t gid[32];         /* id and this node's request key: nodes whose
+				  * compilers agree share it (the plan's identity) */
 	char *skel;              /* owned */
 	int owner_rank;          /* lowest node rank that asked for it */
 	uint32_t owner_index;    /* the request's index there */
@@ -49,12 +51,17 @@ struct warm {
 	size_t nneeds;
 	struct kiln_warm_report rep;
 	bool kilnd_trouble;      /* a call to this node's kilnd failed (I/O, deadline) */
+	struct need **by_gid;    /* the needs sorted by gid */
 };
 
 /* Compares two 32-byte program ids (qsort, bsearch). */
 int id_cmp(const void *a, const void *b);
 /* The node's need of a program, or NULL (leader; needs sorted by id). */
 struct need *need_find(struct warm *w, const uint8_t id[32]);
+/* The same by the plan's identity (gid; after need_index_gids). */
+struct need *need_find_gid(struct warm *w, const uint8_t gid[32]);
+/* Sorts the needs by gid into w->by_gid. */
+void need_index_gids(struct warm *w);
 /* Records a program's failure (code and text) for the node's ranks. */
 void need_fail(struct need *nd, int code, const char *msg);
 

@@ -99,8 +99,8 @@ static size_t hit_reply_text(char *buf, size_t cap, uint64_t id, const struct st
 			     const char *path)
 {
 	size_t off;
-	int n = snprintf(buf, cap, "{\"id\":%llu,\"ok\":true,\"key\":\"%s\",\"path\":",
-			 (unsigned long long)id, e->key);
+	int n = snprintf(buf, cap, "{\"id\":%llu,\"ok\":true,\"key\":\"%s\",\"rkey\":\"%s\",\"path\":",
+			 (unsigned long long)id, e->key, e->rkey);
 	if (n < 0 || (size_t)n >= cap)
 		return 0;
 	off = (size_t)n;
@@ -340,7 +340,15 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 	}
 	if (in->req.no_build) {
 		stats_miss(d, in->req.toolchain);
-		conn_reply_error(c, id, ERR_NOT_FOUND, NULL, "no valid entry for this request");
+		/* The request key tells a client which nodes' compilers agree
+		 * (libkiln-mpi groups the nodes by it). */
+		struct msg_error err = { .code = ERR_NOT_FOUND };
+		snprintf(err.message, sizeof(err.message), "no valid entry for this request");
+		cJSON *r = msg_error_reply(id, &err);
+		if (r != NULL) {
+			cJSON_AddStringToObject(r, "rkey", in->rkey);
+			conn_reply(c, r, -1);
+		}
 		build_input_free(in);
 		free(in);
 		return;

@@ -279,6 +279,39 @@ START_TEST(mismatched_node_builds_itself)
 }
 END_TEST
 
+/* Nodes 2 and 3 have another compiler (a wrapper around cc: another
+ * toolchain identity, so another request key): the two groups build each
+ * program once each, and within a group it goes down a tree. (Before the
+ * groups, nodes 2 and 3 each built on their own what nodes 0 and 1 had
+ * built, and the other way round: 24 compiler runs for 16.) */
+START_TEST(compiler_groups_build_once_each)
+{
+	const char *args[] = { "same", "8", NULL };
+	const char *extra[] = { "--jobs", "2", NULL, NULL, NULL };
+	char wrapper[HARNESS_PATH], log[HARNESS_PATH], tc[HARNESS_PATH + 8];
+	char name[16], sock[HARNESS_PATH];
+
+	harness_write_wrapper(harness_path(wrapper, "other-cc.sh"), harness_path(log, "other.log"),
+			      NULL, 0);
+	snprintf(tc, sizeof(tc), "cc=%s", wrapper);
+	ndaemons = 4;
+	for (int i = 0; i < 4; i++) {
+		extra[2] = i >= 2 ? "--toolchain" : NULL;
+		extra[3] = i >= 2 ? tc : NULL;
+		snprintf(name, sizeof(name), "n%d", i);
+		daemons[i] = harness_start_named(name, extra, NULL, sock);
+	}
+	run_ranks(8, 2, args);
+	ck_assert_int_eq(sum_status("builds_started"), 16);
+	ck_assert_int_eq(node_status(0, "builds_started") + node_status(1, "builds_started"), 8);
+	ck_assert_int_eq(node_status(2, "builds_started") + node_status(3, "builds_started"), 8);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(node_status(i, "entries"), 8);
+		ck_assert_int_eq(node_status(i, "imports"), 4);
+	}
+}
+END_TEST
+
 /* Each program goes down a tree: with one program on 8 nodes, no node sends
  * it more than twice, and each of the 7 others gets it once (a fan-out
  * from the builder sent it 7 times). */
@@ -404,6 +437,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("bad_arguments_do_not_hang", bad_arguments_do_not_hang, 240));
 	suite_add_tcase(s, harness_tcase("mismatched_node_builds_itself", mismatched_node_builds_itself, 240));
 	suite_add_tcase(s, harness_tcase("copies_per_node_bounded", copies_per_node_bounded, 240));
+	suite_add_tcase(s, harness_tcase("compiler_groups_build_once_each", compiler_groups_build_once_each, 240));
 	suite_add_tcase(s, harness_tcase("export_failure_no_desync", export_failure_no_desync, 240));
 	suite_add_tcase(s, harness_tcase("kilnd_killed_midway", kilnd_killed_midway, 240));
 	suite_add_tcase(s, harness_tcase("kilnd_stopped_midway", kilnd_stopped_midway, 240));
