@@ -53,6 +53,55 @@ static int need_cmp(const void *a, const void *b)
 	return x->owner_index < y->owner_index ? -1 : x->owner_index > y->owner_index;
 }
 
+/* The leader's needs from the gathered skeletons of its node's ranks. */
+static int unpack_needs(struct warm *w, const char *all, const int *counts, const int *displs)
+{
+	size_t cap = 0;
+	for (int i = 0; i < w->t.node_size; i++) {
+		struct rd r = { .p = all + displs[i], .len = (size_t)counts[i] };
+		uint32_t m = counts[i] ? rd_u32(&r) : 0;
+		for (uint32_t j = 0; j < m && !r.bad; j++) {
+			size_t sl;
+			const char *s = rd_str(&r, &sl);
+			if (!s)
+				continue;
+			if (w->nneeds == cap) {
+				cap = cap ? cap * 2 : 64;
+				struct need *nn = realloc(w->needs, cap * sizeof(*nn));
+				if (!nn)
+					return kiln_x_fail(KILN_ENOMEM, "out of memory");
+				w->needs = nn;
+			}
+			struct need *nd = &w->needs[w->nneeds];
+			memset(nd, 0, sizeof(*nd));
+			sha256_buf(s, sl, nd->id);
+			nd->skel = strdup(s);
+			nd->owner_rank = i;
+			nd->owner_index = j;
+			nd->parent = -1;
+			w->nneeds++;
+		}
+	}
+	return 0;
+}
+
+/* Sorts by identity and keeps the first of duplicates: the lowest (rank,
+ * index) that asked, which will send the text. */
+static void dedupe_needs(struct warm *w)
+{
+	size_t o = 0;
+	struct need *v = w->needs;
+	qsort(v, w->nneeds, sizeof(*v), need_cmp);
+	for (size_t i = 0; i < w->nneeds; i++) {
+		if (o > 0 && memcmp(v[o - 1].id, v[i].id, 32) == 0) {
+			free(v[i].skel);
+			continue;
+		}
+		v[o++] = v[i];
+	}
+	w->nneeds = o;
+}
+
 /* Step 1: skeletons to the leader, deduplicated into w->needs. */
 static int gather_skeletons(struct warm *w)
 {
@@ -95,62 +144,15 @@ static int gather_skeletons(struct warm *w)
 		MPI_Gatherv(len > 0 ? b.data : NULL, len > 0 ? len : 0, MPI_BYTE, all, counts,
 			    displs, MPI_BYTE, 0, w->t.node);
 	buf_free(&b);
-	if (w->t.leader && rc == 0 && all) {
-		size_t cap = 0;
-
-		for (i = 0; i < w->t.node_size; i++) {
-			struct rd r = { .p = all + displs[i], .len = (size_t)counts[i] };
-			uint32_t m = counts[i] ? rd_u32(&r) : 0;
-
-			for (uint32_t j = 0; j < m && !r.bad; j++) {
-				size_t sl;
-				const char *s = rd_str(&r, &sl);
-
-				if (!s)
-					continue;
-				if (w->nneeds == cap) {
-					cap = cap ? cap * 2 : 64;
-					struct need *nn = realloc(w->needs, cap * sizeof(*nn));
-					if (!nn) {
-						rc = kiln_x_fail(KILN_ENOMEM, "out of memory");
-						break;
-					}
-					w->needs = nn;
-				}
-				struct need *nd = &w->needs[w->nneeds];
-				memset(nd, 0, sizeof(*nd));
-				sha256_buf(s, sl, nd->id);
-				nd->skel = strdup(s);
-				nd->owner_rank = i;
-				nd->owner_index = j;
-				nd->parent = -1;
-				w->nneeds++;
-			}
-		}
-		total = 0;
-	}
+	if (w->t.leader && rc == 0 && all)
+		rc = unpack_needs(w, all, counts, displs);
+	(void)total;
 	free(all);
 	free(counts);
 	free(displs);
-	(void)total;
 	if (!w->t.leader || w->nneeds == 0)
 		return rc;
-	/* Sort by identity, then keep the first of duplicates: the lowest
-	 * (rank, index) that asked, which will send the text. */
-	{
-		size_t i2, o = 0;
-		struct need *v = w->needs;
-
-		qsort(v, w->nneeds, sizeof(*v), need_cmp);
-		for (i2 = 0; i2 < w->nneeds; i2++) {
-			if (o > 0 && memcmp(v[o - 1].id, v[i2].id, 32) == 0) {
-				free(v[i2].skel);
-				continue;
-			}
-			v[o++] = v[i2];
-		}
-		w->nneeds = o;
-	}
+	dedupe_needs(w);
 	for (size_t j = 0; j < w->nneeds; j++)
 		if (!w->needs[j].skel)
 			rc = kiln_x_fail(KILN_ENOMEM, "out of memory");
