@@ -58,14 +58,17 @@ int kiln_mpi_open(MPI_Comm comm, const char *socket_path, struct kiln **out)
 	}
 	free(expanded);
 	topo_free(&t);
-	/* All or none: a rank without a daemon would fail the collectives. */
-	MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, comm);
-	if (rc == 0 && worst != 0) {
-		kiln_close(*kp);
+	/* Each rank's own result: a node whose kilnd does not answer fails
+	 * there, and the others go on (its ranks still take part in the later
+	 * collective calls, with k NULL, and get their error there). Counted,
+	 * so that every rank can tell. */
+	int bad = rc != 0;
+	MPI_Allreduce(&bad, &worst, 1, MPI_INT, MPI_SUM, comm);
+	if (rc == 0 && worst > 0)
+		fprintf(stderr, "libkiln-mpi: %d rank(s) could not connect to their node's kilnd; "
+			"the others go on without them\n", worst);
+	if (rc != 0 && kp != &scratch)
 		*kp = NULL;
-		rc = kiln_x_fail(worst, "another rank could not connect to its kilnd (%s)",
-				 kiln_strerror(worst));
-	}
 	return rc;
 }
 

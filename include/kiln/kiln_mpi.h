@@ -40,9 +40,11 @@ struct kiln_warm_report {
  * the node's index (0 .. nodes-1), so that tests can run one kilnd per
  * simulated node. Nodes are found with MPI_Comm_split_type(
  * MPI_COMM_TYPE_SHARED); $KILN_MPI_NODE_SIZE=n instead makes every n
- * consecutive ranks of comm a node. When any rank fails to connect, every
- * rank fails (the others close their connection), so that later collective
- * calls cannot hang. *out: as kiln_open().
+ * consecutive ranks of comm a node. Each rank gets its own result: a rank
+ * whose node's kilnd does not answer gets the error and *out NULL, and the
+ * others go on. Such a rank must still call the later collective functions
+ * (with k NULL: it takes part with nothing and gets KILN_EINVAL), so that
+ * nobody waits for it. *out: as kiln_open().
  */
 int kiln_mpi_open(MPI_Comm comm, const char *socket_path, struct kiln **out);
 

@@ -259,6 +259,8 @@ START_TEST(bad_arguments_do_not_hang)
 	ck_assert_int_eq(sum_status("builds_started"), 1);
 	ck_assert_int_eq(rank_value(1, "get_rc"), KILN_EINVAL);
 	ck_assert_int_eq(rank_value(0, "get_rc"), KILN_OK);
+	ck_assert_int_eq(rank_value(1, "open_rc"), KILN_EINVAL);
+	ck_assert_int_eq(rank_value(0, "open_rc"), KILN_OK);
 	ck_assert_int_eq(rank_value(2, "warm_rc"), KILN_OK);
 }
 END_TEST
@@ -405,6 +407,42 @@ static void kilnd_fails_midway(int sig)
 	ck_assert_int_eq(rank_value(0, "warm_rc"), KILN_OK);
 }
 
+/* Node 2 has no kilnd at all when the job starts: kiln_mpi_open fails on
+ * its ranks only, they take part in kiln_mpi_warm with nothing, and the
+ * other nodes' ranks get every program (each built once). */
+START_TEST(kilnd_down_at_start)
+{
+	const char *args[] = { "fault", "8", "2", NULL };
+	const char *extra[] = { "--jobs", "2", NULL };
+	char name[16], sock[HARNESS_PATH];
+
+	ndaemons = 0;
+	for (int i = 0; i < 4; i++) {
+		if (i == 2)
+			continue;
+		snprintf(name, sizeof(name), "n%d", i);
+		daemons[ndaemons++] = harness_start_named(name, extra, NULL, sock);
+	}
+	finish_ranks(start_ranks(8, 2, args, NULL), 8);
+	for (int r = 0; r < 8; r++) {
+		bool dead = r / 2 == 2;
+		ck_assert_int_eq(rank_value(r, "first_open_rc") == KILN_OK, !dead);
+		ck_assert_int_eq(rank_value(r, "warm_rc") == KILN_OK, !dead);
+	}
+	int64_t built = 0;
+	for (int i = 0; i < 4; i++) {
+		if (i == 2)
+			continue;
+		char path[HARNESS_PATH];
+		cJSON *st = harness_status_at(harness_path(path, "n%d.sock", i));
+		ck_assert_int_eq(harness_num(st, "entries"), 8);
+		built += harness_num(st, "builds_started");
+		cJSON_Delete(st);
+	}
+	ck_assert_int_eq(built, 8);
+}
+END_TEST
+
 START_TEST(kilnd_killed_midway)
 {
 	kilnd_fails_midway(SIGKILL);
@@ -439,6 +477,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("copies_per_node_bounded", copies_per_node_bounded, 240));
 	suite_add_tcase(s, harness_tcase("compiler_groups_build_once_each", compiler_groups_build_once_each, 240));
 	suite_add_tcase(s, harness_tcase("export_failure_no_desync", export_failure_no_desync, 240));
+	suite_add_tcase(s, harness_tcase("kilnd_down_at_start", kilnd_down_at_start, 240));
 	suite_add_tcase(s, harness_tcase("kilnd_killed_midway", kilnd_killed_midway, 240));
 	suite_add_tcase(s, harness_tcase("kilnd_stopped_midway", kilnd_stopped_midway, 240));
 	return harness_main(s);
