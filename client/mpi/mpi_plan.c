@@ -184,25 +184,22 @@ static int tree_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* One program's decision (records r[0..n)): root, tree, this node's part. */
-static void decide_one(struct warm *w, const struct rec *r, size_t n, size_t *load_build,
-		       size_t *load_send, int *tree)
+/* One program's tree (records r[0..n)): tree[0] its root, then the nodes
+ * that lack it, the least loaded first; every node's builds and copies to
+ * send are counted in the loads. Returns the number of nodes in the tree:
+ * 0 when nobody lacks it, -1 when nobody can be its root. */
+static long tree_of(const struct rec *r, size_t n, int nn, size_t *load_build, size_t *load_send,
+		    int *tree)
 {
-	int nn = w->t.nnodes, me = w->t.node_index;
 	size_t k = 1;
 	bool lacking = false;
 	for (size_t j = 0; j < n; j++)
 		lacking = lacking || r[j].state == 1 || r[j].state == 3;
 	if (!lacking)
-		return;
+		return 0;
 	int root = choose_root(r, n, nn, load_build, load_send);
-	struct need *nd = need_find_gid(w, r[0].id);
-	if (root < 0) {
-		if (nd && !nd->have)
-			need_fail(nd, KILN_EDAEMON, "no node of the job that needs this program has a "
-				  "working kilnd to build it");
-		return;
-	}
+	if (root < 0)
+		return -1;
 	bool root_has = false;
 	for (size_t j = 0; j < n; j++) {
 		root_has = root_has || (r[j].node == root && r[j].state == 2);
@@ -210,8 +207,6 @@ static void decide_one(struct warm *w, const struct rec *r, size_t n, size_t *lo
 			tree[k++] = r[j].node;
 	}
 	load_build[root] += !root_has;
-	/* The tree: the root, then the nodes that lack it, the least loaded
-	 * first; every node's copies to send are counted. */
 	tree[0] = root;
 	tree_cmp_nn = nn;
 	tree_cmp_id = r[0].id;
@@ -221,10 +216,29 @@ static void decide_one(struct warm *w, const struct rec *r, size_t n, size_t *lo
 		size_t kids = 2 * pos + 1 < k ? (2 * pos + 2 < k ? 2 : 1) : 0;
 		load_send[tree[pos]] += kids;
 	}
-	if (nd == NULL)
+	return (long)k;
+}
+
+static void fail_unbuildable(struct need *nd)
+{
+	if (nd != NULL && !nd->have)
+		need_fail(nd, KILN_EDAEMON, "no node of the job that needs this program has a "
+			  "working kilnd to build it");
+}
+
+/* One program's decision (records r[0..n)): root, tree, this node's part. */
+static void decide_one(struct warm *w, const struct rec *r, size_t n, size_t *load_build,
+		       size_t *load_send, int *tree)
+{
+	long k = tree_of(r, n, w->t.nnodes, load_build, load_send, tree);
+	struct need *nd = need_find_gid(w, r[0].id);
+	if (k < 0)
+		fail_unbuildable(nd);
+	if (k <= 0 || nd == NULL)
 		return;
-	nd->in_tree = xfer_tree(tree, k, me, &nd->parent, nd->kids, &nd->nkids);
-	nd->serve = root == me;
+	nd->in_tree = xfer_tree(tree, (size_t)k, w->t.node_index, &nd->parent, nd->kids,
+				&nd->nkids);
+	nd->serve = tree[0] == w->t.node_index;
 }
 
 /* The same decisions on every leader (same input, same order): each
@@ -247,6 +261,185 @@ static void decide(struct warm *w, const struct rec *r, size_t nrec)
 	free(tree);
 }
 
+/*
+ * The plan made by coordinators, for large jobs: the records of a program
+ * go to the leader its id hashes to (one MPI_Alltoallv), which decides its
+ * tree and tells each node of it its part (another MPI_Alltoallv). A leader
+ * then holds its own records, those of the programs it coordinates, and
+ * one role per program it takes part in: O(P) on average instead of every
+ * node's records. The loads that balance roots and inner places are each
+ * coordinator's own (the programs it coordinates), not the job's.
+ */
+#define ROLE_BYTES (32 + 3 * 4 + 1)
+enum { ROLE_SERVE = 1, ROLE_FAIL = 2 };
+
+static int coordinator(const uint8_t gid[32], int nn)
+{
+	uint32_t h = (uint32_t)gid[4] << 24 | (uint32_t)gid[5] << 16 | (uint32_t)gid[6] << 8 | gid[7];
+	return (int)(h % (uint32_t)nn);
+}
+
+/* Sends bytes[i] (sizes in counts, by destination) to every leader;
+ * returns what came, with counts and displacements by source. */
+static unsigned char *alltoallv(MPI_Comm comm, int nn, const unsigned char *data, const int *counts,
+				int **rcounts, int **rdispls)
+{
+	int *sdispls = calloc((size_t)nn, sizeof(int));
+	*rcounts = calloc((size_t)nn, sizeof(int));
+	*rdispls = calloc((size_t)nn, sizeof(int));
+	if (!sdispls || !*rcounts || !*rdispls)
+		mpi_oom();
+	size_t so = 0, ro = 0;
+	for (int i = 0; i < nn; i++) {
+		sdispls[i] = (int)so;
+		so += (size_t)counts[i];
+	}
+	MPI_Alltoall(counts, 1, MPI_INT, *rcounts, 1, MPI_INT, comm);
+	for (int i = 0; i < nn; i++) {
+		(*rdispls)[i] = (int)ro;
+		ro += (size_t)(*rcounts)[i];
+	}
+	unsigned char *in = malloc(ro ? ro : 1);
+	if (!in || ro > INT32_MAX || so > INT32_MAX)
+		mpi_oom();
+	MPI_Alltoallv(data, counts, sdispls, MPI_BYTE, in, *rcounts, *rdispls, MPI_BYTE, comm);
+	free(sdispls);
+	return in;
+}
+
+/* Appends a role for node to the per-destination buffers. */
+static void add_role(struct buf *out, int node, const uint8_t gid[32], int parent, const int *kids,
+		     int nkids, unsigned char flags)
+{
+	buf_put(&out[node], gid, 32);
+	buf_u32(&out[node], (uint32_t)parent);
+	buf_u32(&out[node], (uint32_t)(nkids > 0 ? kids[0] : -1));
+	buf_u32(&out[node], (uint32_t)(nkids > 1 ? kids[1] : -1));
+	buf_put(&out[node], &flags, 1);
+}
+
+/* The coordinator's decisions for the records it got (sorted by program):
+ * the roles of every node in each tree, by destination. */
+static void coordinate(const struct rec *r, size_t nrec, int nn, struct buf *out)
+{
+	size_t *load_build = calloc((size_t)nn, sizeof(size_t));
+	size_t *load_send = calloc((size_t)nn, sizeof(size_t));
+	int *tree = calloc((size_t)nn + 1, sizeof(int));
+	if (!load_build || !load_send || !tree)
+		mpi_oom();
+	for (size_t j = 0, end; j < nrec; j = end) {
+		for (end = j + 1; end < nrec && memcmp(r[end].id, r[j].id, 32) == 0; end++)
+			;
+		long k = tree_of(&r[j], end - j, nn, load_build, load_send, tree);
+		if (k < 0) {
+			for (size_t q = j; q < end; q++)
+				add_role(out, r[q].node, r[q].id, -1, NULL, 0, ROLE_FAIL);
+			continue;
+		}
+		for (long pos = 0; pos < k; pos++) {
+			int parent, kids[2], nkids;
+			xfer_tree(tree, (size_t)k, tree[pos], &parent, kids, &nkids);
+			add_role(out, tree[pos], r[j].id, parent, kids, nkids,
+				 pos == 0 ? ROLE_SERVE : 0);
+		}
+	}
+	free(load_build);
+	free(load_send);
+	free(tree);
+}
+
+static void plan_distributed(struct warm *w, int round)
+{
+	int nn = w->t.nnodes;
+	struct buf *to = calloc((size_t)nn, sizeof(*to));
+	int *counts = calloc((size_t)nn, sizeof(int)), *rcounts = NULL, *rdispls = NULL;
+	if (!to || !counts)
+		mpi_oom();
+	/* 1. Each record to its program's coordinator. */
+	for (size_t j = 0; j < w->nneeds; j++) {
+		unsigned char st = need_state(w, &w->needs[j], round);
+		if (st == 0)
+			continue;
+		int c = coordinator(w->needs[j].gid, nn);
+		buf_put(&to[c], w->needs[j].gid, 32);
+		buf_put(&to[c], &st, 1);
+	}
+	struct buf all = { 0 };
+	for (int i = 0; i < nn; i++) {
+		if (to[i].oom || to[i].len > INT32_MAX)
+			mpi_oom();
+		counts[i] = (int)to[i].len;
+		buf_put(&all, to[i].data, to[i].len);
+		buf_free(&to[i]);
+	}
+	unsigned char *in = alltoallv(w->t.leaders, nn, (unsigned char *)all.data, counts, &rcounts,
+				      &rdispls);
+	buf_free(&all);
+	size_t nrec = 0;
+	struct rec *r = sorted_records(in, rcounts, rdispls, nn, &nrec);
+	free(in);
+	free(rcounts);
+	free(rdispls);
+	/* 2. Decisions, and each node's roles back to it. */
+	coordinate(r, nrec, nn, to);
+	free(r);
+	for (int i = 0; i < nn; i++) {
+		if (to[i].oom || to[i].len > INT32_MAX)
+			mpi_oom();
+		counts[i] = (int)to[i].len;
+		buf_put(&all, to[i].data, to[i].len);
+		buf_free(&to[i]);
+	}
+	in = alltoallv(w->t.leaders, nn, (unsigned char *)all.data, counts, &rcounts, &rdispls);
+	buf_free(&all);
+	size_t total = 0;
+	for (int i = 0; i < nn; i++)
+		total += (size_t)rcounts[i];
+	/* 3. This node's parts. */
+	for (size_t off = 0; off + ROLE_BYTES <= total; off += ROLE_BYTES) {
+		struct rd rr = { .p = (const char *)in + off + 32, .len = 13 };
+		struct need *nd = need_find_gid(w, in + off);
+		int parent = (int)rd_u32(&rr), k0 = (int)rd_u32(&rr), k1 = (int)rd_u32(&rr);
+		unsigned char flags = in[off + 44];
+		if (nd == NULL)
+			continue;
+		if (flags & ROLE_FAIL) {
+			fail_unbuildable(nd);
+			continue;
+		}
+		nd->in_tree = true;
+		nd->serve = (flags & ROLE_SERVE) != 0;
+		nd->parent = parent;
+		nd->nkids = 0;
+		if (k0 >= 0)
+			nd->kids[nd->nkids++] = k0;
+		if (k1 >= 0)
+			nd->kids[nd->nkids++] = k1;
+	}
+	free(in);
+	free(rcounts);
+	free(rdispls);
+	free(counts);
+	free(to);
+}
+
+/* Whether the plan is made by coordinators: $KILN_MPI_PLAN=distributed or
+ * gathered, else distributed once every node's records together would
+ * pass 32 MiB (a million node-program pairs). The same on every leader. */
+static bool distributed(struct warm *w, int round)
+{
+	const char *v = getenv("KILN_MPI_PLAN");
+	if (v != NULL && strcmp(v, "distributed") == 0)
+		return true;
+	if (v != NULL && strcmp(v, "gathered") == 0)
+		return false;
+	long long mine = 0, all = 0;
+	for (size_t j = 0; j < w->nneeds; j++)
+		mine += need_state(w, &w->needs[j], round) != 0;
+	MPI_Allreduce(&mine, &all, 1, MPI_LONG_LONG, MPI_SUM, w->t.leaders);
+	return all > (1LL << 20);
+}
+
 void plan(struct warm *w, int round)
 {
 	unsigned char *all = NULL;
@@ -256,6 +449,10 @@ void plan(struct warm *w, int round)
 		nd->serve = nd->in_tree = false;
 		nd->parent = -1;
 		nd->nkids = 0;
+	}
+	if (distributed(w, round)) {
+		plan_distributed(w, round);
+		return;
 	}
 	size_t nrec = 0;
 	gather_records(w, round, &all, &counts, &displs);

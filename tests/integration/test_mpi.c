@@ -307,22 +307,23 @@ START_TEST(compiler_groups_build_once_each)
 	ck_assert_int_eq(sum_status("builds_started"), 16);
 	ck_assert_int_eq(node_status(0, "builds_started") + node_status(1, "builds_started"), 8);
 	ck_assert_int_eq(node_status(2, "builds_started") + node_status(3, "builds_started"), 8);
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 4; i++)
 		ck_assert_int_eq(node_status(i, "entries"), 8);
-		ck_assert_int_eq(node_status(i, "imports"), 4);
-	}
+	/* Within each group, each node imported what the other one built. */
+	ck_assert_int_eq(node_status(0, "imports") + node_status(1, "imports"), 8);
+	ck_assert_int_eq(node_status(2, "imports") + node_status(3, "imports"), 8);
 }
 END_TEST
 
 /* Each program goes down a tree: with one program on 8 nodes, no node sends
  * it more than twice, and each of the 7 others gets it once (a fan-out
  * from the builder sent it 7 times). */
-START_TEST(copies_per_node_bounded)
+static void copies_bounded(const char *env)
 {
 	const char *one[] = { "same", "1", NULL }, *many[] = { "same", "16", NULL };
 
 	start_daemons(8, -1, NULL);
-	run_ranks(8, 1, one);
+	finish_ranks(start_ranks(8, 1, one, env), 8);
 	ck_assert_int_eq(sum_status("builds_started"), 1);
 	ck_assert_int_eq(sum_status("imports"), 7);
 	long long headers = 0;
@@ -333,7 +334,7 @@ START_TEST(copies_per_node_bounded)
 	ck_assert_int_eq(headers, 7);
 	/* 16 programs, the first cached everywhere already: at most two
 	 * copies of each of the 15 others from any node, 7 in all each. */
-	run_ranks(8, 1, many);
+	finish_ranks(start_ranks(8, 1, many, env), 8);
 	ck_assert_int_eq(sum_status("builds_started"), 16);
 	headers = 0;
 	for (int r = 0; r < 8; r++) {
@@ -341,6 +342,23 @@ START_TEST(copies_per_node_bounded)
 		headers += rank_value(r, "xfer_headers");
 	}
 	ck_assert_int_eq(headers, 15 * 7);
+	ck_assert_int_eq(sum_status("imports"), 16 * 7);
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(node_status(i, "entries"), 16);
+}
+
+START_TEST(copies_per_node_bounded)
+{
+	copies_bounded(NULL);
+}
+END_TEST
+
+/* The same with the plan made by coordinators (as for large jobs): each
+ * program's records go to one leader, which tells the nodes of its tree
+ * their parts; nobody gathers every node's records. */
+START_TEST(distributed_plan)
+{
+	copies_bounded("KILN_MPI_PLAN=distributed");
 }
 END_TEST
 
@@ -475,6 +493,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("bad_arguments_do_not_hang", bad_arguments_do_not_hang, 240));
 	suite_add_tcase(s, harness_tcase("mismatched_node_builds_itself", mismatched_node_builds_itself, 240));
 	suite_add_tcase(s, harness_tcase("copies_per_node_bounded", copies_per_node_bounded, 240));
+	suite_add_tcase(s, harness_tcase("distributed_plan", distributed_plan, 240));
 	suite_add_tcase(s, harness_tcase("compiler_groups_build_once_each", compiler_groups_build_once_each, 240));
 	suite_add_tcase(s, harness_tcase("export_failure_no_desync", export_failure_no_desync, 240));
 	suite_add_tcase(s, harness_tcase("kilnd_down_at_start", kilnd_down_at_start, 240));
