@@ -348,6 +348,21 @@ static void coordinate(const struct rec *r, size_t nrec, int nn, struct buf *out
 	free(tree);
 }
 
+/* The per-destination buffers end to end in all, with their sizes in
+ * counts; the buffers are emptied. */
+static void flatten(struct buf *to, int nn, int *counts, struct buf *all)
+{
+	for (int i = 0; i < nn; i++) {
+		if (to[i].oom || to[i].len > INT32_MAX)
+			mpi_oom();
+		counts[i] = (int)to[i].len;
+		buf_put(all, to[i].data, to[i].len);
+		buf_free(&to[i]);
+	}
+	if (all->oom)
+		mpi_oom();
+}
+
 static void plan_distributed(struct warm *w, int round)
 {
 	int nn = w->t.nnodes;
@@ -365,13 +380,7 @@ static void plan_distributed(struct warm *w, int round)
 		buf_put(&to[c], &st, 1);
 	}
 	struct buf all = { 0 };
-	for (int i = 0; i < nn; i++) {
-		if (to[i].oom || to[i].len > INT32_MAX)
-			mpi_oom();
-		counts[i] = (int)to[i].len;
-		buf_put(&all, to[i].data, to[i].len);
-		buf_free(&to[i]);
-	}
+	flatten(to, nn, counts, &all);
 	unsigned char *in = alltoallv(w->t.leaders, nn, (unsigned char *)all.data, counts, &rcounts,
 				      &rdispls);
 	buf_free(&all);
@@ -383,13 +392,7 @@ static void plan_distributed(struct warm *w, int round)
 	/* 2. Decisions, and each node's roles back to it. */
 	coordinate(r, nrec, nn, to);
 	free(r);
-	for (int i = 0; i < nn; i++) {
-		if (to[i].oom || to[i].len > INT32_MAX)
-			mpi_oom();
-		counts[i] = (int)to[i].len;
-		buf_put(&all, to[i].data, to[i].len);
-		buf_free(&to[i]);
-	}
+	flatten(to, nn, counts, &all);
 	in = alltoallv(w->t.leaders, nn, (unsigned char *)all.data, counts, &rcounts, &rdispls);
 	buf_free(&all);
 	size_t total = 0;
