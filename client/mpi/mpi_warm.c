@@ -667,7 +667,11 @@ static bool warm_round(struct warm *w, int round)
 			lost += w->needs[i].retry;
 		MPI_Allreduce(&lost, &again, 1, MPI_INT, MPI_MAX, w->t.leaders);
 	}
-	MPI_Bcast(&again, 1, MPI_INT, 0, w->t.node);
+	/* The other ranks wait here while their leader builds: politely, or
+	 * MPI's busy wait takes a core from the compilers. */
+	MPI_Request rq;
+	MPI_Ibcast(&again, 1, MPI_INT, 0, w->t.node, &rq);
+	polite_wait(&rq);
 	return again > 0 && round + 1 < ROUNDS;
 }
 
