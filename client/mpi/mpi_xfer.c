@@ -14,6 +14,8 @@
 #include <time.h>
 
 #include "kiln/kiln.h"
+#include "kiln/kiln_mpi.h"
+#include "kiln_x.h"
 #include "mpi_int.h"
 #include "mpi_xfer.h"
 #include "util.h"
@@ -61,8 +63,23 @@ struct engine {
 	void *ctx;
 };
 
+/* Set by kiln_mpi_set_timeout (seconds), or 0: the environment's. */
+static _Atomic double api_timeout;
+
+int kiln_mpi_set_timeout(double seconds)
+{
+	if (!(seconds >= 0 && seconds < 1e7))
+		return kiln_x_fail(KILN_EINVAL, "kiln_mpi_set_timeout: seconds must be from 0 "
+				   "(the default) to 10000000");
+	api_timeout = seconds;
+	return KILN_OK;
+}
+
 double xfer_timeout(void)
 {
+	double set = api_timeout;
+	if (set > 0)
+		return set;
 	const char *v = getenv("KILN_MPI_TIMEOUT");
 	char *end;
 	double t = v != NULL && *v != '\0' ? strtod(v, &end) : DEFAULT_TIMEOUT_S;

@@ -58,7 +58,8 @@ void xfer_free(struct xfer_item *items, size_t n);
  * (-1 for the root) and kids; false when me is not in nodes. */
 bool xfer_tree(const int *nodes, size_t n, int me, int *parent, int kids[2], int *nkids);
 
-/* The deadline of a round: $KILN_MPI_TIMEOUT seconds, else 300. */
+/* The deadline of a round: kiln_mpi_set_timeout's, else $KILN_MPI_TIMEOUT
+ * seconds, else 300. */
 double xfer_timeout(void);
 
 #endif

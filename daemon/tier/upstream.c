@@ -30,6 +30,10 @@
  * each look costs the shared filesystem's metadata server a few requests. */
 #define POLL_FIRST_MS 250
 #define POLL_MAX_MS 2000
+/* However many flights wait, one kilnd looks at most this many times a
+ * second in all (the rest look at the next tick): the load on the metadata
+ * server grows with the nodes, not with nodes x programs. */
+#define LOOKS_PER_S 20
 /* The compiler output published with an entry, read from the local cache. */
 #define LOG_MAX ((size_t)16 << 20)
 
@@ -225,6 +229,19 @@ static void wait_del(struct upstream *u, struct up_flight *f)
 
 static void on_poll(uv_timer_t *t);
 
+/* A factor from 0.8 to 1.2, so that the nodes of a job, which start
+ * waiting together, do not look together (xorshift, seeded per process). */
+static double jitter(void)
+{
+	static uint64_t x;
+	if (x == 0)
+		x = util_now_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ULL;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return 0.8 + 0.4 * (double)(x >> 11) / (double)(1ULL << 53);
+}
+
 static void wait_add(struct upstream *u, struct up_flight *f)
 {
 	f->interval_ms = f->interval_ms == 0 ? u->tick_ms : f->interval_ms * 3 / 2;
@@ -233,7 +250,7 @@ static void wait_add(struct upstream *u, struct up_flight *f)
 	/* Look at least four times per stale period, to see refreshes. */
 	if (f->interval_ms > u->refresh_ms)
 		f->interval_ms = u->refresh_ms;
-	f->due_ns = util_now_ns() + f->interval_ms * 1000000;
+	f->due_ns = util_now_ns() + (uint64_t)((double)f->interval_ms * jitter() * 1e6);
 	f->waiting = true;
 	f->prev = NULL;
 	f->next = u->waiting;
@@ -250,12 +267,16 @@ static void on_poll(uv_timer_t *t)
 {
 	struct upstream *u = t->data;
 	uint64_t now = util_now_ns();
+	uint64_t budget = (uint64_t)LOOKS_PER_S * u->tick_ms / 1000;
 	struct up_flight *f = u->waiting;
-	while (f != NULL) {
+	if (budget == 0)
+		budget = 1;
+	while (f != NULL && budget > 0) {
 		struct up_flight *next = f->next;
 		if (f->due_ns <= now) {
 			wait_del(u, f);
 			start_job(f->b, JOB_WATCH);
+			budget--;
 		}
 		f = next;
 	}

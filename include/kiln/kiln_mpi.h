@@ -77,6 +77,16 @@ int kiln_mpi_get(struct kiln *k, MPI_Comm comm, const struct kiln_request *req,
 int kiln_mpi_warm(struct kiln *k, MPI_Comm comm, const struct kiln_request *reqs, size_t n,
 		  struct kiln_warm_report *report);
 
+/*
+ * The deadline of each round of transfers between nodes in kiln_mpi_warm
+ * (and kiln_mpi_get): what has not arrived after this many seconds is lost
+ * and goes to the next round (docs/mpi.md). 0 restores the default:
+ * $KILN_MPI_TIMEOUT, else 300 s. The builds before a round are bounded by
+ * libkiln's own deadline (kiln_set_timeout, $KILN_TIMEOUT). Process-wide;
+ * not collective. KILN_OK, or KILN_EINVAL for a negative value.
+ */
+int kiln_mpi_set_timeout(double seconds);
+
 #ifdef __cplusplus
 }
 #endif

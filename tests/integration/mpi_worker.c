@@ -248,6 +248,8 @@ int main(int argc, char **argv)
 		int node = rank / (ns != NULL && atoi(ns) > 0 ? atoi(ns) : 1);
 		bool dead = node == atoi(argv[3]);
 		struct kiln_warm_report rep;
+		check(kiln_mpi_set_timeout(-1) == KILN_EINVAL, "kiln_mpi_set_timeout(-1) was taken");
+		check(kiln_mpi_set_timeout(120) == KILN_OK, "kiln_mpi_set_timeout(120) failed");
 		n = atoi(argv[2]);
 		progs = calloc((size_t)n + 1, sizeof(*progs));
 		struct kiln_request *reqs = calloc((size_t)n + 1, sizeof(*reqs));
