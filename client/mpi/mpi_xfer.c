@@ -24,6 +24,9 @@
 #define CHUNK ((size_t)16 << 20)
 #define TAG_BASE 0x6b70
 #define DEFAULT_TIMEOUT_S 300.0
+/* No compiled artifact comes near 64 GiB: a header that says more is
+ * damaged. */
+#define XFER_MAX_SIZE ((uint64_t)1 << 36)
 
 enum { WAIT_HDR, RECV_DATA, DONE };
 
@@ -231,7 +234,7 @@ static void take_header(struct engine *e, int source, const char *hdr, size_t le
 	struct xfer_item *it = r.bad ? NULL : bsearch(id, e->items, e->n, sizeof(*it), id_cmp);
 	struct peer *p = peer_find(e->from, e->nfrom, source);
 	char why[256] = "";
-	if (r.bad || magic != XFER_MAGIC)
+	if (r.bad || magic != XFER_MAGIC || size > XFER_MAX_SIZE || (code != 0 && size != 0))
 		snprintf(why, sizeof(why), "a malformed header came from node %d", source);
 	else if (p == NULL || it == NULL || it->parent != source || it->state != WAIT_HDR)
 		snprintf(why, sizeof(why), "node %d sent a program it does not serve to this node "
@@ -241,17 +244,15 @@ static void take_header(struct engine *e, int source, const char *hdr, size_t le
 			 p->seq);
 	if (p != NULL && !r.bad && magic == XFER_MAGIC)
 		p->seq = seq + 1;
+	/* A header too damaged to say how many bytes follow drops none. */
+	if (r.bad || magic != XFER_MAGIC || size > XFER_MAX_SIZE)
+		size = 0;
 	char *buf = size > 0 ? malloc(size) : NULL;
 	if (size > 0 && buf == NULL)
 		mpi_oom();
 	if (why[0] != '\0') {
 		/* Its bytes still come: received and dropped, so the next
 		 * message from that node is read as what it is. */
-		if (r.bad || magic != XFER_MAGIC) {
-			free(buf);
-			buf = NULL;
-			size = 0;
-		}
 		struct junk *j = calloc(1, sizeof(*j));
 		if (j == NULL)
 			mpi_oom();
