@@ -226,12 +226,35 @@ static void fail_unbuildable(struct need *nd)
 			  "working kilnd to build it");
 }
 
-/* One program's decision (records r[0..n)): root, tree, this node's part. */
-static void decide_one(struct warm *w, const struct rec *r, size_t n, size_t *load_build,
-		       size_t *load_send, int *tree)
+/* A program's tree, for each program of the records r[0..nrec) (sorted by
+ * program) in turn: fn(ctx, its records, their number, k, tree) with k and
+ * tree as tree_of gives them. The loads are shared by all of them. */
+typedef void (*tree_fn)(void *ctx, const struct rec *r, size_t n, long k, const int *tree);
+
+static void each_tree(const struct rec *r, size_t nrec, int nn, tree_fn fn, void *ctx)
 {
-	long k = tree_of(r, n, w->t.nnodes, load_build, load_send, tree);
+	size_t *load_build = calloc((size_t)nn, sizeof(size_t));
+	size_t *load_send = calloc((size_t)nn, sizeof(size_t));
+	int *tree = calloc((size_t)nn + 1, sizeof(int));
+	if (!load_build || !load_send || !tree)
+		mpi_oom();
+	for (size_t j = 0, end; j < nrec; j = end) {
+		for (end = j + 1; end < nrec && memcmp(r[end].id, r[j].id, 32) == 0; end++)
+			;
+		long k = tree_of(&r[j], end - j, nn, load_build, load_send, tree);
+		fn(ctx, &r[j], end - j, k, tree);
+	}
+	free(load_build);
+	free(load_send);
+	free(tree);
+}
+
+/* One program's decision: this node's part in its tree. */
+static void decide_one(void *ctx, const struct rec *r, size_t n, long k, const int *tree)
+{
+	struct warm *w = ctx;
 	struct need *nd = need_find_gid(w, r[0].id);
+	(void)n;
 	if (k < 0)
 		fail_unbuildable(nd);
 	if (k <= 0 || nd == NULL)
@@ -241,25 +264,6 @@ static void decide_one(struct warm *w, const struct rec *r, size_t n, size_t *lo
 	nd->serve = tree[0] == w->t.node_index;
 }
 
-/* The same decisions on every leader (same input, same order): each
- * program's root and tree; this node's part in each is set in its needs. */
-static void decide(struct warm *w, const struct rec *r, size_t nrec)
-{
-	int nn = w->t.nnodes;
-	size_t *load_build = calloc((size_t)nn, sizeof(size_t));
-	size_t *load_send = calloc((size_t)nn, sizeof(size_t));
-	int *tree = calloc((size_t)nn + 1, sizeof(int));
-	if (!load_build || !load_send || !tree)
-		mpi_oom();
-	for (size_t j = 0, end; j < nrec; j = end) {
-		for (end = j + 1; end < nrec && memcmp(r[end].id, r[j].id, 32) == 0; end++)
-			;
-		decide_one(w, &r[j], end - j, load_build, load_send, tree);
-	}
-	free(load_build);
-	free(load_send);
-	free(tree);
-}
 
 /*
  * The plan made by coordinators, for large jobs: the records of a program
@@ -318,34 +322,21 @@ static void add_role(struct buf *out, int node, const uint8_t gid[32], int paren
 	buf_put(&out[node], &flags, 1);
 }
 
-/* The coordinator's decisions for the records it got (sorted by program):
- * the roles of every node in each tree, by destination. */
-static void coordinate(const struct rec *r, size_t nrec, int nn, struct buf *out)
+/* A coordinator's decision for one program: the part of every node of its
+ * tree (or that it fails, for every node that asked), to be sent to it. */
+static void coordinate_one(void *ctx, const struct rec *r, size_t n, long k, const int *tree)
 {
-	size_t *load_build = calloc((size_t)nn, sizeof(size_t));
-	size_t *load_send = calloc((size_t)nn, sizeof(size_t));
-	int *tree = calloc((size_t)nn + 1, sizeof(int));
-	if (!load_build || !load_send || !tree)
-		mpi_oom();
-	for (size_t j = 0, end; j < nrec; j = end) {
-		for (end = j + 1; end < nrec && memcmp(r[end].id, r[j].id, 32) == 0; end++)
-			;
-		long k = tree_of(&r[j], end - j, nn, load_build, load_send, tree);
-		if (k < 0) {
-			for (size_t q = j; q < end; q++)
-				add_role(out, r[q].node, r[q].id, -1, NULL, 0, ROLE_FAIL);
-			continue;
-		}
-		for (long pos = 0; pos < k; pos++) {
-			int parent, kids[2], nkids;
-			xfer_tree(tree, (size_t)k, tree[pos], &parent, kids, &nkids);
-			add_role(out, tree[pos], r[j].id, parent, kids, nkids,
-				 pos == 0 ? ROLE_SERVE : 0);
-		}
+	struct buf *out = ctx;
+	if (k < 0) {
+		for (size_t q = 0; q < n; q++)
+			add_role(out, r[q].node, r[q].id, -1, NULL, 0, ROLE_FAIL);
+		return;
 	}
-	free(load_build);
-	free(load_send);
-	free(tree);
+	for (long pos = 0; pos < k; pos++) {
+		int parent, kids[2], nkids;
+		xfer_tree(tree, (size_t)k, tree[pos], &parent, kids, &nkids);
+		add_role(out, tree[pos], r[0].id, parent, kids, nkids, pos == 0 ? ROLE_SERVE : 0);
+	}
 }
 
 /* The per-destination buffers end to end in all, with their sizes in
@@ -390,7 +381,7 @@ static void plan_distributed(struct warm *w, int round)
 	free(rcounts);
 	free(rdispls);
 	/* 2. Decisions, and each node's roles back to it. */
-	coordinate(r, nrec, nn, to);
+	each_tree(r, nrec, nn, coordinate_one, to);
 	free(r);
 	flatten(to, nn, counts, &all);
 	in = alltoallv(w->t.leaders, nn, (unsigned char *)all.data, counts, &rcounts, &rdispls);
@@ -461,7 +452,8 @@ void plan(struct warm *w, int round)
 	gather_records(w, round, &all, &counts, &displs);
 	struct rec *r = sorted_records(all, counts, displs, w->t.nnodes, &nrec);
 	free(all);
-	decide(w, r, nrec);
+	/* The same decisions on every leader: same input, same order. */
+	each_tree(r, nrec, w->t.nnodes, decide_one, w);
 	free(r);
 	free(counts);
 	free(displs);

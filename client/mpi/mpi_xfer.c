@@ -314,7 +314,6 @@ static bool step(struct engine *e)
 		if (!test_all(it->rq, it->nrq))
 			continue;
 		it->state = DONE;
-		it->complete = true;
 		pass_on(e, it);
 		if (e->on_complete != NULL)
 			e->on_complete(e->ctx, it);

@@ -28,9 +28,9 @@ struct xfer_item {
 	char *text;           /* code 0: the export metadata; else the message */
 	const char *data;
 	size_t size;
-	/* Receiver's outcome: complete, or failed with why (then code is
-	 * KILN_EIO or KILN_EPROTO and text says what went wrong). */
-	bool complete;
+	/* Receiver's outcome: lost when nothing usable arrived (then code is
+	 * KILN_EIO or KILN_EPROTO and text says what went wrong); otherwise it
+	 * came whole and on_complete ran. */
 	bool lost;            /* nothing usable arrived (deadline, protocol) */
 	/* Internal. */
 	int state;
