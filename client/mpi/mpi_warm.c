@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "kiln_x.h"
+#include "mpi_import.h"
 #include "mpi_int.h"
 #include "mpi_warm_int.h"
 #include "mpi_xfer.h"
@@ -449,17 +450,32 @@ static bool program_failure(int code)
 	       code == KILN_EINVAL;
 }
 
-/* What to do with a program once its bytes (or its failure) arrived; runs
- * after it was passed on down the tree. */
-static void on_complete(void *ctx, struct xfer_item *it)
+/* A received artifact's import, on the importer (never calls MPI; it
+ * alone touches nd, rep.received and kilnd_trouble while the round runs). */
+static void import_job(void *ctx, void *job)
 {
 	struct warm *w = ctx;
+	struct xfer_item *it = job;
+	struct need *nd = need_find_gid(w, it->id);
+	if (nd != NULL)
+		import_one(w, nd, it->text, it->data, it->size);
+}
+
+/* What to do with a program once its bytes (or its failure) arrived; runs
+ * in the transfer loop after it was passed on down the tree, so it only
+ * queues the import. */
+static void on_complete(void *ctx, struct xfer_item *it)
+{
+	struct importer *im = ctx;
+	if (it->code == 0) {
+		importer_add(im, it);
+		return;
+	}
+	struct warm *w = importer_ctx(im);
 	struct need *nd = need_find_gid(w, it->id);
 	if (nd == NULL)
 		return;
-	if (it->code == 0)
-		import_one(w, nd, it->text, it->data, it->size);
-	else if (program_failure(it->code))
+	if (program_failure(it->code))
 		need_fail(nd, it->code, it->text);
 	else
 		nd->retry = true;   /* the serving node's trouble: the next round */
@@ -492,7 +508,11 @@ static void exchange(struct warm *w, int round)
 			nd->retry = false;
 		k++;
 	}
-	xfer_run(w->t.leaders, round, items, n, xfer_timeout(), on_complete, w);
+	struct importer *im = importer_start(import_mode(), import_job, w);
+	if (im == NULL)
+		mpi_oom();
+	xfer_run(w->t.leaders, round, items, n, xfer_timeout(), on_complete, im);
+	importer_finish(im);   /* the last imports, before the items go */
 	for (size_t i = 0; i < n; i++) {
 		struct need *nd = need_find_gid(w, items[i].id);
 		/* A root that could not build it through its node's trouble:

@@ -42,8 +42,9 @@ struct xfer_item {
 /*
  * Runs one round among the leaders: items (sorted by id, each with its
  * parent and kids) are sent, received and passed on. on_complete(ctx,
- * item) runs for each item received whole, after it was passed on (an
- * import happens off the receive path of the others). round makes the tags
+ * item) runs for each item received whole, after it was passed on, and
+ * for each failure that arrived; it must be quick (the caller queues the
+ * import for mpi_import.c and returns). round makes the tags
  * of this round its own. Returns when every item is complete or lost and
  * every send is done, or at the deadline (timeout_s; then what has not
  * arrived is lost, with a message naming the node it waited for).

@@ -227,13 +227,22 @@ int main(int argc, char **argv)
 	char path[4096], tag[64];
 	int n = 0, u = 0, rc;
 
-	MPI_Init(&argc, &argv);
+	/* KILN_TEST_MPI_THREAD=funneled: as codes with OpenMP start MPI, which
+	 * lets libkiln-mpi import on a thread of its own. */
+	const char *tl = getenv("KILN_TEST_MPI_THREAD");
+	int provided = MPI_THREAD_SINGLE;
+	if (tl != NULL && strcmp(tl, "funneled") == 0)
+		MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+	else
+		MPI_Init(&argc, &argv);
+	MPI_Query_thread(&provided);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	snprintf(path, sizeof(path), "%s/rank-%d.txt", dir, rank);
 	out = fopen(path, "w");
 	if (!out)
 		MPI_Abort(MPI_COMM_WORLD, 2);
+	fprintf(out, "thread_level %d\n", provided);
 	rc = kiln_mpi_open(MPI_COMM_WORLD, NULL, &k);
 	fprintf(out, "first_open_rc %d\n", rc);
 	/* In fault mode a node's kilnd may be down from the start: its ranks

@@ -350,6 +350,10 @@ static void copies_bounded(const char *env)
 START_TEST(copies_per_node_bounded)
 {
 	copies_bounded(NULL);
+	/* MPI_Init: the imports ran as a batch (unless the whole suite runs
+	 * with KILN_TEST_MPI_THREAD=funneled). */
+	for (int r = 0; r < 8 && getenv("KILN_TEST_MPI_THREAD") == NULL; r++)
+		ck_assert_int_eq(rank_value(r, "thread_level"), 0);
 }
 END_TEST
 
@@ -359,6 +363,17 @@ END_TEST
 START_TEST(distributed_plan)
 {
 	copies_bounded("KILN_MPI_PLAN=distributed");
+}
+END_TEST
+
+/* The same with MPI started at MPI_THREAD_FUNNELED, as codes with OpenMP
+ * do: each leader imports on a thread of its own while its transfer loop
+ * goes on (the others: after the loop, as one batch). */
+START_TEST(imports_on_a_thread)
+{
+	copies_bounded("KILN_TEST_MPI_THREAD=funneled");
+	for (int r = 0; r < 8; r++)   /* MPICH: SINGLE 0, FUNNELED 1 */
+		ck_assert_int_ge(rank_value(r, "thread_level"), 1);
 }
 END_TEST
 
@@ -494,6 +509,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("mismatched_node_builds_itself", mismatched_node_builds_itself, 240));
 	suite_add_tcase(s, harness_tcase("copies_per_node_bounded", copies_per_node_bounded, 240));
 	suite_add_tcase(s, harness_tcase("distributed_plan", distributed_plan, 240));
+	suite_add_tcase(s, harness_tcase("imports_on_a_thread", imports_on_a_thread, 240));
 	suite_add_tcase(s, harness_tcase("compiler_groups_build_once_each", compiler_groups_build_once_each, 240));
 	suite_add_tcase(s, harness_tcase("export_failure_no_desync", export_failure_no_desync, 240));
 	suite_add_tcase(s, harness_tcase("kilnd_down_at_start", kilnd_down_at_start, 240));
