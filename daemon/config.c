@@ -18,6 +18,7 @@
 #include "config.h"
 #include "frame.h"
 #include "gpu.h"
+#include "jobsize.h"
 #include "msg.h"
 #include "util.h"
 #include "validate.h"
@@ -65,6 +66,14 @@ static void config_usage(FILE *fp)
 		"  --upstream-stale SECONDS\n"
 		"                          take over another node's claim on a build once it\n"
 		"                          has not been refreshed for SECONDS (default 120)\n"
+		"  --upstream-looks N      upstream looks per second that all the nodes of\n"
+		"                          the job make in all while they wait for each\n"
+		"                          other's builds (default 1000); each kilnd makes\n"
+		"                          N / nodes, at most 20\n"
+		"  --job-nodes N           nodes in the job, for that pace (default:\n"
+		"                          $KILN_JOB_NODES, $SLURM_JOB_NUM_NODES, $SLURM_NNODES,\n"
+		"                          else the hosts of $SLURM_JOB_NODELIST; clients say\n"
+		"                          theirs too, and the largest recent one counts)\n"
 		"  --allow-uid USER        also serve USER (name or uid; repeatable); the\n"
 		"                          socket becomes 0666 in a directory others may\n"
 		"                          enter, and each peer's uid is checked on connect\n"
@@ -259,7 +268,8 @@ static char *find_exec_helper(void)
 enum {
 	OPT_SOCKET = 256, OPT_CACHE_DIR, OPT_JOBS, OPT_MAX_SIZE, OPT_TOOLCHAIN,
 	OPT_BUILD_TIMEOUT, OPT_DAEMONIZE, OPT_IDLE_EXIT, OPT_LOG_LEVEL, OPT_LOG_FILE,
-	OPT_MAX_FRAME, OPT_MAX_OUTPUT, OPT_UPSTREAM, OPT_UPSTREAM_STALE,
+	OPT_MAX_FRAME, OPT_MAX_OUTPUT, OPT_UPSTREAM, OPT_UPSTREAM_STALE, OPT_UPSTREAM_LOOKS,
+	OPT_JOB_NODES,
 	OPT_ALLOW_UID, OPT_ALLOW_GROUP, OPT_MAX_CONNECTIONS, OPT_MAX_REQUESTS, OPT_MAX_PENDING,
 	OPT_MAX_QUEUE, OPT_FRAME_TIMEOUT, OPT_CUDA_ARCH, OPT_NO_LANDLOCK, OPT_ALLOW_WRITE, OPT_ALLOW_TOOLCHAIN_CODE,
 };
@@ -279,6 +289,8 @@ static const struct option long_opts[] = {
 	{ "max-output", required_argument, NULL, OPT_MAX_OUTPUT },
 	{ "upstream", required_argument, NULL, OPT_UPSTREAM },
 	{ "upstream-stale", required_argument, NULL, OPT_UPSTREAM_STALE },
+	{ "upstream-looks", required_argument, NULL, OPT_UPSTREAM_LOOKS },
+	{ "job-nodes", required_argument, NULL, OPT_JOB_NODES },
 	{ "allow-uid", required_argument, NULL, OPT_ALLOW_UID },
 	{ "allow-group", required_argument, NULL, OPT_ALLOW_GROUP },
 	{ "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
@@ -386,6 +398,38 @@ static int add_allowed(struct config *cfg, const char *opt, const char *arg, boo
 	return 0;
 }
 
+/* The upstream tier's options. */
+static int parse_upstream(struct config *cfg, int c, const char *arg)
+{
+	unsigned looks;
+	switch (c) {
+	case OPT_UPSTREAM:
+		return set_upstream(cfg, arg);
+	case OPT_UPSTREAM_STALE:
+		if (parse_seconds("--upstream-stale", arg, &cfg->upstream_stale_s) != 0)
+			return -1;
+		if (cfg->upstream_stale_s < 1) {
+			fprintf(stderr, "kilnd: --upstream-stale must be at least 1 second\n");
+			return -1;
+		}
+		return 0;
+	case OPT_UPSTREAM_LOOKS:
+		if (parse_count("--upstream-looks", arg, 1000000, &looks) != 0)
+			return -1;
+		cfg->upstream_looks = looks;
+		return 0;
+	default:   /* OPT_JOB_NODES */
+		cfg->job_nodes = jobsize_parse(arg);
+		cfg->job_nodes_source = "--job-nodes";
+		if (cfg->job_nodes == 0) {
+			fprintf(stderr, "kilnd: --job-nodes: \"%s\" is not a number from 1 to %ld\n",
+				arg, JOBSIZE_MAX);
+			return -1;
+		}
+		return 0;
+	}
+}
+
 static int parse_one(struct config *cfg, int c, const char *arg)
 {
 	char *end;
@@ -465,15 +509,10 @@ static int parse_one(struct config *cfg, int c, const char *arg)
 	case OPT_MAX_OUTPUT:
 		return parse_size_opt("--max-output", arg, &cfg->max_output);
 	case OPT_UPSTREAM:
-		return set_upstream(cfg, arg);
 	case OPT_UPSTREAM_STALE:
-		if (parse_seconds("--upstream-stale", arg, &cfg->upstream_stale_s) != 0)
-			return -1;
-		if (cfg->upstream_stale_s < 1) {
-			fprintf(stderr, "kilnd: --upstream-stale must be at least 1 second\n");
-			return -1;
-		}
-		return 0;
+	case OPT_UPSTREAM_LOOKS:
+	case OPT_JOB_NODES:
+		return parse_upstream(cfg, c, arg);
 	default:
 		fprintf(stderr, "Try 'kilnd --help' for more information.\n");
 		return -1;
@@ -491,6 +530,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
 	cfg->max_frame = FRAME_MAX_DEFAULT;
 	cfg->max_output = DEFAULT_MAX_OUTPUT;
 	cfg->upstream_stale_s = DEFAULT_UPSTREAM_STALE;
+	cfg->upstream_looks = JOBSIZE_JOB_LOOKS_PER_S;
 	cfg->max_connections = DEFAULT_MAX_CONNECTIONS;
 	cfg->max_requests = DEFAULT_MAX_REQUESTS;
 	cfg->max_pending = DEFAULT_MAX_PENDING;
@@ -525,6 +565,8 @@ int config_parse(struct config *cfg, int argc, char **argv)
 		fprintf(stderr, "kilnd: no cache directory: set --cache-dir or $KILN_CACHE_DIR\n");
 		return -1;
 	}
+	if (cfg->job_nodes == 0 && (cfg->job_nodes = jobsize_here()) > 0)
+		cfg->job_nodes_source = "environment";
 	if (add_default_toolchains(cfg) != 0)
 		return -1;
 	cfg->exec_helper = find_exec_helper();

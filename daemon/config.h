@@ -42,6 +42,9 @@ struct config {
 	char *exec_helper;         /* path of kiln-exec */
 	char *upstream_dir;        /* --upstream: shared tier (absolute), or NULL */
 	double upstream_stale_s;   /* a claim unchanged this long is taken over */
+	long job_nodes;            /* --job-nodes, else from the environment; 0: unknown */
+	const char *job_nodes_source; /* "--job-nodes", "environment" or NULL */
+	double upstream_looks;     /* upstream looks per second of the whole job */
 
 	/* Who else may connect (--allow-uid, --allow-group); the own uid always. */
 	uid_t allow_uids[CONFIG_MAX_ALLOW];

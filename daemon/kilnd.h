@@ -37,6 +37,7 @@ struct counters {
 	uint64_t upstream_waits;     /* flights that waited on another node's claim */
 	uint64_t upstream_takeovers; /* stale claims taken over */
 	uint64_t upstream_errors;    /* corrupt upstream entries, failed upstream I/O */
+	uint64_t upstream_looks;     /* looks again at a claim another node holds */
 	uint64_t busy;               /* requests and connections answered "busy" */
 	uint64_t denied;             /* connections of users not allowed */
 	uint64_t stalled;            /* connections closed by --frame-timeout */

@@ -24,6 +24,7 @@ static const struct {
 	F(requests), F(hits), F(misses), F(builds_started), F(builds_ok), F(builds_failed),
 	F(joined), F(need_sources), F(source_texts), F(imports), U(upstream_hits),
 	U(upstream_publishes), U(upstream_waits), U(upstream_takeovers), U(upstream_errors),
+	U(upstream_looks),
 	F(busy), F(denied), F(stalled), F(damaged), F(inputs_changed), F(depfile_fallbacks),
 	F(cache_recreated), F(cancelled), F(evicted), F(evicted_bytes),
 #undef F

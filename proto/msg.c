@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobsize.h"
 #include "msg.h"
 #include "util.h"
 #include "args.h"
@@ -283,7 +284,8 @@ static int get_str(const cJSON *obj, const char *name, bool required, size_t max
 static int parse_hello(const cJSON *obj, struct msg_request *req, struct msg_error *err)
 {
 	if (get_uint(obj, "proto", true, MSG_MAX_ID, &req->proto, err) < 0 ||
-	    get_str(obj, "client", false, MSG_MAX_CLIENT, &req->client, err) < 0)
+	    get_str(obj, "client", false, MSG_MAX_CLIENT, &req->client, err) < 0 ||
+	    get_uint(obj, "job_nodes", false, JOBSIZE_MAX, &req->job_nodes, err) < 0)
 		return -1;
 	const cJSON *hb = member(obj, "heartbeat");
 	if (hb != NULL && !cJSON_IsBool(hb))

@@ -116,6 +116,7 @@ struct msg_request {
 	int64_t proto;
 	char *client;
 	bool heartbeat;    /* the client wants heartbeats while it waits */
+	int64_t job_nodes; /* the nodes of the client's job (jobsize.h); 0: not said */
 	/* get */
 	char *toolchain;   /* defaults to "cc" when absent */
 	char *output;      /* defaults to "shared" when absent */

@@ -107,6 +107,8 @@ static bool pack_fields(cJSON *obj, const struct msg_request *req)
 	case OP_HELLO:
 		if (req->heartbeat && !cJSON_AddTrueToObject(obj, "heartbeat"))
 			return false;
+		if (req->job_nodes > 0 && !add_num(obj, "job_nodes", req->job_nodes))
+			return false;
 		return add_num(obj, "proto", req->proto) && add_str(obj, "client", req->client);
 	case OP_PUT:
 	case OP_GET:

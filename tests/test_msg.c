@@ -96,6 +96,15 @@ START_TEST(test_parse_hello)
 	size_t len;
 	char *packed = msg_request_pack(&req, &len);
 	ck_assert_ptr_nonnull(strstr(packed, "\"heartbeat\":true"));
+	ck_assert_ptr_null(strstr(packed, "job_nodes"));
+	free(packed);
+	msg_request_free(&req);
+
+	/* The job's size, said by the client, and packed back. */
+	parse_ok("{\"op\":\"hello\",\"id\":3,\"proto\":1,\"job_nodes\":4096}", &req);
+	ck_assert_int_eq(req.job_nodes, 4096);
+	packed = msg_request_pack(&req, &len);
+	ck_assert_ptr_nonnull(strstr(packed, "\"job_nodes\":4096"));
 	free(packed);
 	msg_request_free(&req);
 }
@@ -299,6 +308,14 @@ START_TEST(test_parse_hello_errors)
 		  ERR_BAD_REQUEST, "client", 1);
 	parse_err("{\"op\":\"hello\",\"id\":1,\"proto\":1,\"heartbeat\":1}", ERR_BAD_REQUEST,
 		  "heartbeat", 1);
+	parse_err("{\"op\":\"hello\",\"id\":1,\"proto\":1,\"job_nodes\":-1}", ERR_BAD_REQUEST,
+		  "job_nodes", 1);
+	parse_err("{\"op\":\"hello\",\"id\":1,\"proto\":1,\"job_nodes\":10000001}",
+		  ERR_BAD_REQUEST, "job_nodes", 1);
+	parse_err("{\"op\":\"hello\",\"id\":1,\"proto\":1,\"job_nodes\":\"4\"}", ERR_BAD_REQUEST,
+		  "job_nodes", 1);
+	parse_err("{\"op\":\"hello\",\"id\":1,\"proto\":1,\"job_nodes\":2.5}", ERR_BAD_REQUEST,
+		  "job_nodes", 1);
 }
 END_TEST
 

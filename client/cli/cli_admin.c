@@ -49,7 +49,7 @@ static int call_report(struct cli *cli, struct cli_conn *c, struct msg_request *
 	return cli->json ? cli_print_json(*reply) : 0;
 }
 
-enum field_kind { F_INT, F_STR, F_SIZE, F_AGE, F_HITS };
+enum field_kind { F_INT, F_STR, F_SIZE, F_AGE, F_HITS, F_RATE };
 
 static const struct {
 	const char *field;
@@ -90,6 +90,9 @@ static const struct {
 	{ "upstream_waits", "upstream waits", F_INT },
 	{ "upstream_takeovers", "upstream takeovers", F_INT },
 	{ "upstream_errors", "upstream errors", F_INT },
+	{ "upstream_looks", "upstream looks", F_INT },
+	{ "job_nodes", "job nodes", F_INT },
+	{ "upstream_looks_per_s", "upstream pace", F_RATE },
 };
 
 static void print_status(const cJSON *st)
@@ -112,6 +115,12 @@ static void print_status(const cJSON *st)
 		if (status_fields[i].kind == F_STR) {
 			if ((s = cli_json_str(st, field)))
 				cli_field(width, name, "%s", s);
+			continue;
+		}
+		if (status_fields[i].kind == F_RATE) {
+			const cJSON *r = cJSON_GetObjectItemCaseSensitive(st, field);
+			if (cJSON_IsNumber(r))
+				cli_field(width, name, "%.3g looks/s", r->valuedouble);
 			continue;
 		}
 		if (!cli_json_u64(st, field, &v))

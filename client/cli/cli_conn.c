@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "jobsize.h"
 #include "cli.h"
 
 extern char **environ;
@@ -191,6 +192,7 @@ static int say_hello(const struct cli *cli, struct cli_conn *c)
 	cli_request_init(&req, OP_HELLO);
 	req.proto = KILN_PROTO_VERSION;
 	req.client = client;
+	req.job_nodes = jobsize_here();   /* paces kilnd's upstream polling */
 	rc = cli_call(cli, c, &req, &reply);
 	if (rc < 0)
 		goto cleanup;

@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jobsize.h"
 #include "lib_internal.h"
 #include "wire.h"
 
@@ -325,6 +326,8 @@ static int conn_hello_prepare(struct kiln *k, struct lib_conn *c)
 	struct msg_request req = {
 		.op = OP_HELLO, .proto = KILN_PROTO_VERSION,
 		.client = (char *)"libkiln/" KILN_VERSION, .max_size = -1, .heartbeat = true,
+		/* The job's size paces kilnd's upstream polling (jobsize.h). */
+		.job_nodes = jobsize_here(),
 	};
 
 	req.id = atomic_fetch_add(&k->next_id, 1);

@@ -193,6 +193,8 @@ static void op_hello(struct conn *c, struct msg_request *req)
 	}
 	c->hello = true;
 	c->heartbeat = req->heartbeat;
+	if (req->job_nodes > 0)
+		upstream_job_hint(d, (long)req->job_nodes);
 	cJSON *r = ok_reply(req->id);
 	if (r == NULL)
 		return;

@@ -16,6 +16,7 @@
 
 #include "build.h"
 #include "build_int.h"
+#include "jobsize.h"
 #include "kilnd.h"
 #include "stats.h"
 #include "log.h"
@@ -30,10 +31,12 @@
  * each look costs the shared filesystem's metadata server a few requests. */
 #define POLL_FIRST_MS 250
 #define POLL_MAX_MS 2000
-/* However many flights wait, one kilnd looks at most this many times a
- * second in all (the rest look at the next tick): the load on the metadata
- * server grows with the nodes, not with nodes x programs. */
-#define LOOKS_PER_S 20
+/* However many flights wait, one kilnd looks at most
+ * jobsize_looks_per_s() times a second in all: --upstream-looks shared by
+ * the job's nodes, at most 20 (the rest look later). The load on the
+ * metadata server is then the same for any number of nodes and programs.
+ * A client's word on its job's size counts this long after its hello. */
+#define HINT_NS (15ull * 60 * 1000000000)
 /* The compiler output published with an entry, read from the local cache. */
 #define LOG_MAX ((size_t)16 << 20)
 
@@ -64,6 +67,9 @@ struct upstream {
 	uv_timer_t refresh;              /* runs while claims are held */
 	bool poll_on, refresh_on, refreshing, closed;
 	uint64_t tick_ms, refresh_ms;
+	double tokens;                   /* looks that may be made now */
+	long hint_nodes;                 /* the largest job size clients said lately */
+	uint64_t hint_ns;                /* when they said it */
 	struct up_flight *waiting;
 	struct up_claim *claims;
 };
@@ -263,20 +269,55 @@ static void wait_add(struct upstream *u, struct up_flight *f)
 	}
 }
 
+/* The nodes of the job: the largest of --job-nodes (or the environment)
+ * and what clients said in the last HINT_NS; the source in *src. */
+static long job_nodes(const struct upstream *u, const char **src)
+{
+	long n = u->d->cfg->job_nodes;
+	*src = u->d->cfg->job_nodes_source;
+	if (u->hint_nodes > n && util_now_ns() - u->hint_ns < HINT_NS) {
+		n = u->hint_nodes;
+		*src = "client";
+	}
+	return n;
+}
+
+static double looks_per_s(const struct upstream *u)
+{
+	const char *src;
+	return jobsize_looks_per_s(job_nodes(u, &src), u->d->cfg->upstream_looks);
+}
+
+void upstream_job_hint(struct kilnd *d, long nodes)
+{
+	struct upstream *u = d->up;
+	if (u == NULL || nodes <= 0)
+		return;
+	uint64_t now = util_now_ns();
+	if (nodes >= u->hint_nodes || now - u->hint_ns >= HINT_NS)
+		u->hint_nodes = nodes;
+	if (nodes >= u->hint_nodes)
+		u->hint_ns = now;
+}
+
 static void on_poll(uv_timer_t *t)
 {
 	struct upstream *u = t->data;
 	uint64_t now = util_now_ns();
-	uint64_t budget = (uint64_t)LOOKS_PER_S * u->tick_ms / 1000;
+	/* A bucket of looks, filled at the pace and holding one tick's worth
+	 * (at least one look), so that a slow pace still looks now and then. */
+	double per_tick = looks_per_s(u) * (double)u->tick_ms / 1000.0;
+	u->tokens += per_tick;
+	if (u->tokens > (per_tick > 1 ? per_tick : 1))
+		u->tokens = per_tick > 1 ? per_tick : 1;
 	struct up_flight *f = u->waiting;
-	if (budget == 0)
-		budget = 1;
-	while (f != NULL && budget > 0) {
+	while (f != NULL && u->tokens >= 1) {
 		struct up_flight *next = f->next;
 		if (f->due_ns <= now) {
 			wait_del(u, f);
+			u->d->c.upstream_looks++;
 			start_job(f->b, JOB_WATCH);
-			budget--;
+			u->tokens -= 1;
 		}
 		f = next;
 	}
@@ -710,4 +751,17 @@ void upstream_status(struct kilnd *d, cJSON *r)
 	cJSON_AddNumberToObject(r, "upstream_waits", (double)d->c.upstream_waits);
 	cJSON_AddNumberToObject(r, "upstream_takeovers", (double)d->c.upstream_takeovers);
 	cJSON_AddNumberToObject(r, "upstream_errors", (double)d->c.upstream_errors);
+	cJSON_AddNumberToObject(r, "upstream_looks", (double)d->c.upstream_looks);
+	const char *src;
+	long nodes = job_nodes(u, &src);
+	if (nodes > 0)
+		cJSON_AddNumberToObject(r, "job_nodes", (double)nodes);
+	else
+		cJSON_AddNullToObject(r, "job_nodes");
+	if (src != NULL)
+		cJSON_AddStringToObject(r, "job_nodes_source", src);
+	else
+		cJSON_AddNullToObject(r, "job_nodes_source");
+	cJSON_AddNumberToObject(r, "upstream_looks_per_s",
+				jobsize_looks_per_s(nodes, d->cfg->upstream_looks));
 }

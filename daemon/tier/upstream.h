@@ -48,5 +48,8 @@ void upstream_claim(struct build *b);
 void upstream_flight_end(struct build *b);
 /* Adds the tier's members to a status reply (none without --upstream). */
 void upstream_status(struct kilnd *d, cJSON *reply);
+/* A client said its job has nodes nodes (hello's job_nodes): the pace of
+ * polling follows the largest said in the last 15 minutes. */
+void upstream_job_hint(struct kilnd *d, long nodes);
 
 #endif

@@ -102,10 +102,12 @@ static int64_t sum_status(const struct node *nodes, int n, const char *field)
 struct node_args {
 	char upstream[HARNESS_PATH];
 	char toolchain[HARNESS_PATH + 8];
-	const char *argv[8];
+	const char *argv[10];
 };
 
-static void node_args_init(struct node_args *a, const char *wrapper, const char *stale)
+/* job_nodes: --job-nodes for every node, or NULL. */
+static void node_args_init(struct node_args *a, const char *wrapper, const char *stale,
+			   const char *job_nodes)
 {
 	size_t n = 0;
 
@@ -120,6 +122,10 @@ static void node_args_init(struct node_args *a, const char *wrapper, const char 
 	if (stale) {
 		a->argv[n++] = "--upstream-stale";
 		a->argv[n++] = stale;
+	}
+	if (job_nodes) {
+		a->argv[n++] = "--job-nodes";
+		a->argv[n++] = job_nodes;
 	}
 	a->argv[n] = NULL;
 }
@@ -272,7 +278,7 @@ START_TEST(nodes_share_one_build_per_program)
 	/* One wrapper for all: the toolchain's identity is in the key. */
 	harness_write_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(log, "wrapper.log"),
 			      NULL, 0.2);
-	node_args_init(&args, wrapper, NULL);
+	node_args_init(&args, wrapper, NULL, NULL);
 	for (int i = 0; i < PROGRAMS; i++) {
 		char name[32];
 
@@ -345,13 +351,16 @@ struct claim_race {
 	struct node_args args;
 };
 
-static void claim_race_start(struct claim_race *c, const char *name, int value, const char *stale)
+/* Node a builds name behind a gate, node b waits on a's claim; every node
+ * with --job-nodes job_nodes unless NULL. */
+static void claim_race_start_with(struct claim_race *c, const char *name, int value,
+				  const char *stale, const char *job_nodes)
 {
 	c->text = harness_program(name, value);
 	harness_write_wrapper(harness_path(c->wrapper, "cc-wrapper"),
 			      harness_path(c->log, "wrapper.log"), harness_path(c->gate, "gate"), 0);
 	harness_path(c->claims, "upstream/claims");
-	node_args_init(&c->args, c->wrapper, stale);
+	node_args_init(&c->args, c->wrapper, stale, job_nodes);
 	harness_request(&c->req, &c->src, "prog.c", c->text);
 	node_init(&c->a, "a");
 	node_init(&c->b, "b");
@@ -366,6 +375,11 @@ static void claim_race_start(struct claim_race *c, const char *name, int value, 
 	node_use(&c->b);
 	harness.pid = 0;
 	harness_wait_status("upstream_waits", 1, 60);
+}
+
+static void claim_race_start(struct claim_race *c, const char *name, int value, const char *stale)
+{
+	claim_race_start_with(c, name, value, stale, NULL);
 }
 
 /* The end of a race: no claim left, one entry published. */
@@ -443,6 +457,76 @@ START_TEST(stop_while_waiting_on_a_claim)
 }
 END_TEST
 
+/*
+ * Waiting nodes look again at the claim at a pace set by the job's size
+ * (--upstream-looks, 1000 a second, shared by its nodes), so that 4,096
+ * nodes do not poll one metadata server 20 times a second each. At
+ * 10,000,000 nodes, b may look once in 10,000 s: in 2 s it does not look
+ * at all (at the pace of a small job it looks 3 times: after 250 ms, then
+ * less and less often). A client's hello says its job's size too.
+ */
+START_TEST(polling_is_paced_by_the_job_size)
+{
+	struct claim_race c;
+	memset(&c, 0, sizeof(c));
+	claim_race_start_with(&c, "paced", 6, NULL, "10000000");
+	cJSON *st = node_status(&c.b);
+	ck_assert_int_eq(harness_num(st, "job_nodes"), 10000000);
+	ck_assert_str_eq(harness_str(st, "job_nodes_source"), "--job-nodes");
+	ck_assert_double_eq_tol(cJSON_GetObjectItem(st, "upstream_looks_per_s")->valuedouble,
+				1e-4, 1e-12);
+	cJSON_Delete(st);
+	sleep(2);
+	st = node_status(&c.b);
+	ck_assert_int_eq(harness_num(st, "upstream_looks"), 0);
+	ck_assert_int_eq(harness_num(st, "upstream_waits"), 1);
+	cJSON_Delete(st);
+
+	/* A client of a 20,000,000-node job is not believed; one of 4,096 on
+	 * a kilnd told 10,000,000 changes nothing; a larger word would. */
+	setenv("SLURM_JOB_NUM_NODES", "20000000", 1);
+	st = node_status(&c.b);
+	ck_assert_int_eq(harness_num(st, "job_nodes"), 10000000);
+	cJSON_Delete(st);
+	setenv("SLURM_JOB_NUM_NODES", "4096", 1);
+	st = node_status(&c.b);
+	ck_assert_int_eq(harness_num(st, "job_nodes"), 10000000);
+	ck_assert_str_eq(harness_str(st, "job_nodes_source"), "--job-nodes");
+	cJSON_Delete(st);
+
+	node_stop(&c.b);
+	harness_fleet_wait(c.fb, 60);
+	ck_assert_int_eq(c.fb->results[0].rc, KILN_EBUSY);
+	harness_write_file(c.gate, "");
+	harness_fleet_wait(c.fa, 60);
+	ck_assert_msg(c.fa->results[0].rc == KILN_OK, "a's client: %s", c.fa->results[0].msg);
+	node_stop(&c.a);
+	claim_race_end(&c);
+
+	/* Without --job-nodes: the environment's Slurm hostlist (as in a
+	 * prologue), then a client's larger word. */
+	const char *env[] = { "SLURM_JOB_NODELIST=nid[0001-0128,0200]", NULL };
+	unsetenv("SLURM_JOB_NUM_NODES");
+	node_args_init(&c.args, NULL, NULL, NULL);
+	node_use(&c.a);
+	c.a.pid = harness_start_env(c.args.argv, env);
+	harness.pid = 0;
+	st = node_status(&c.a);
+	ck_assert_int_eq(harness_num(st, "job_nodes"), 129);
+	ck_assert_str_eq(harness_str(st, "job_nodes_source"), "environment");
+	cJSON_Delete(st);
+	setenv("SLURM_JOB_NUM_NODES", "4096", 1);
+	st = node_status(&c.a);
+	ck_assert_int_eq(harness_num(st, "job_nodes"), 4096);
+	ck_assert_str_eq(harness_str(st, "job_nodes_source"), "client");
+	ck_assert_double_eq_tol(cJSON_GetObjectItem(st, "upstream_looks_per_s")->valuedouble,
+				1000.0 / 4096, 1e-9);
+	cJSON_Delete(st);
+	unsetenv("SLURM_JOB_NUM_NODES");
+	node_stop(&c.a);
+}
+END_TEST
+
 /* An upstream object whose bytes do not match its metadata is not served:
  * the next node rebuilds and repairs it, and the one after that fetches. */
 START_TEST(corrupt_upstream_object_is_rebuilt)
@@ -457,7 +541,7 @@ START_TEST(corrupt_upstream_object_is_rebuilt)
 	cJSON *st;
 	int fd;
 
-	node_args_init(&args, NULL, NULL);
+	node_args_init(&args, NULL, NULL, NULL);
 	harness_request(&req, &src, "prog.c", text);
 	node_init(&a, "a");
 	node_start(&a, args.argv);
@@ -540,7 +624,7 @@ START_TEST(changed_header_is_not_an_upstream_hit)
 	harness_write_file(header, "#define KILN_UP_VALUE 11\n");
 	snprintf(incarg, sizeof(incarg), "-I%s", inc);
 	argv[0] = incarg;
-	node_args_init(&args, NULL, NULL);
+	node_args_init(&args, NULL, NULL, NULL);
 	harness_request(&req, &src, "prog.c", text);
 	req.args = argv;
 	req.nargs = 1;
@@ -598,7 +682,7 @@ START_TEST(text_joins_a_digest_only_flight)
 	size_t l1, l2;
 	int fd;
 
-	node_args_init(&args, NULL, NULL);
+	node_args_init(&args, NULL, NULL, NULL);
 	node_init(&a, "a");
 	node_start(&a, args.argv);
 	harness_sha256_hex(text, digest);
@@ -699,7 +783,7 @@ START_TEST(the_tier_is_used_through_the_directory_opened_at_start)
 	struct node a;
 	struct node_args args;
 
-	node_args_init(&args, NULL, NULL);
+	node_args_init(&args, NULL, NULL, NULL);
 	harness_request(&req1, &src1, "first.c", "int kiln_test_value(void) { return 31; }\n");
 	harness_request(&req2, &src2, "second.c", "int kiln_test_value(void) { return 32; }\n");
 	harness_request(&req3, &src3, "third.c", "int kiln_test_value(void) { return 33; }\n");
@@ -768,7 +852,7 @@ START_TEST(unusable_upstream_dir_is_refused)
 		expect_refused(dir, "not writable");
 	}
 
-	node_args_init(&args, NULL, NULL);
+	node_args_init(&args, NULL, NULL, NULL);
 	node_init(&a, "a");
 	node_start(&a, args.argv);
 	ck_assert_msg(harness_exists(args.upstream), "kilnd did not create %s", args.upstream);
@@ -791,6 +875,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("held", the_tier_is_used_through_the_directory_opened_at_start, 120));
 	suite_add_tcase(s, harness_tcase("takeover", killed_claim_holder_is_taken_over, 120));
 	suite_add_tcase(s, harness_tcase("stop_waiting", stop_while_waiting_on_a_claim, 120));
+	suite_add_tcase(s, harness_tcase("paced", polling_is_paced_by_the_job_size, 120));
 	suite_add_tcase(s, harness_tcase("corrupt", corrupt_upstream_object_is_rebuilt, 120));
 	suite_add_tcase(s, harness_tcase("header", changed_header_is_not_an_upstream_hit, 120));
 	suite_add_tcase(s, harness_tcase("join", text_joins_a_digest_only_flight, 60));
