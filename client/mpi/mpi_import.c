@@ -1,6 +1,6 @@
 /*
- * The importer of mpi_import.h: a queue of jobs and, when MPI allows it, one
- * thread that runs them while the caller goes on moving bytes.
+ * The importer of mpi_import.h: a queue of jobs and, when MPI allows it,
+ * threads that run them while the caller goes on moving bytes.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -11,16 +11,18 @@
 #include "mpi_import.h"
 #include "mpi_int.h"
 
+#define MAX_THREADS 64
+
 struct importer {
 	void (*run)(void *ctx, void *job);
 	void *ctx;
-	bool threaded;
-	pthread_t thread;
+	pthread_t threads[MAX_THREADS];
+	int nthreads;     /* started; 0: a batch */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	void **jobs;      /* the queue: jobs[head..n) still to run */
 	size_t n, cap, head;
-	bool closing;     /* no more jobs come: the thread ends once the queue is empty */
+	bool closing;     /* no more jobs come: the threads end once the queue is empty */
 };
 
 enum import_mode import_mode(void)
@@ -33,6 +35,16 @@ enum import_mode import_mode(void)
 	int provided = MPI_THREAD_SINGLE;
 	MPI_Query_thread(&provided);
 	return provided >= MPI_THREAD_FUNNELED ? IMPORT_THREAD : IMPORT_BATCH;
+}
+
+int import_threads(void)
+{
+	const char *v = getenv("KILN_MPI_IMPORT_THREADS");
+	char *end;
+	long n = v != NULL ? strtol(v, &end, 10) : 0;
+	if (v == NULL || *v == '\0' || *end != '\0' || n < 1 || n > MAX_THREADS)
+		return IMPORT_THREADS_DEFAULT;
+	return (int)n;
 }
 
 static void *importer_main(void *arg)
@@ -53,8 +65,8 @@ static void *importer_main(void *arg)
 	return NULL;
 }
 
-struct importer *importer_start(enum import_mode mode, void (*run)(void *ctx, void *job),
-				void *ctx)
+struct importer *importer_start(enum import_mode mode, int nthreads,
+				void (*run)(void *ctx, void *job), void *ctx)
 {
 	struct importer *im = calloc(1, sizeof(*im));
 	if (im == NULL)
@@ -63,8 +75,14 @@ struct importer *importer_start(enum import_mode mode, void (*run)(void *ctx, vo
 	im->ctx = ctx;
 	pthread_mutex_init(&im->lock, NULL);
 	pthread_cond_init(&im->cond, NULL);
-	if (mode == IMPORT_THREAD)
-		im->threaded = pthread_create(&im->thread, NULL, importer_main, im) == 0;
+	if (nthreads > MAX_THREADS)
+		nthreads = MAX_THREADS;
+	/* Those that start run the jobs; none started makes it a batch. */
+	for (int i = 0; mode == IMPORT_THREAD && i < nthreads; i++) {
+		if (pthread_create(&im->threads[im->nthreads], NULL, importer_main, im) != 0)
+			break;
+		im->nthreads++;
+	}
 	return im;
 }
 
@@ -86,12 +104,13 @@ void importer_add(struct importer *im, void *job)
 
 void importer_finish(struct importer *im)
 {
-	if (im->threaded) {
+	if (im->nthreads > 0) {
 		pthread_mutex_lock(&im->lock);
 		im->closing = true;
-		pthread_cond_signal(&im->cond);
+		pthread_cond_broadcast(&im->cond);
 		pthread_mutex_unlock(&im->lock);
-		pthread_join(im->thread, NULL);
+		for (int i = 0; i < im->nthreads; i++)
+			pthread_join(im->threads[i], NULL);
 	} else {
 		for (; im->head < im->n; im->head++)
 			im->run(im->ctx, im->jobs[im->head]);
@@ -102,9 +121,9 @@ void importer_finish(struct importer *im)
 	free(im);
 }
 
-bool importer_threaded(const struct importer *im)
+int importer_threads(const struct importer *im)
 {
-	return im->threaded;
+	return im->nthreads;
 }
 
 void *importer_ctx(const struct importer *im)

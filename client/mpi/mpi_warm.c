@@ -26,6 +26,7 @@
  *     program to one node whose kilnd works (steps 3 to 5 again).
  *  7. Each leader broadcasts the outcome of every program to its ranks.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -416,7 +417,10 @@ static void root_item(struct warm *w, struct need *nd, struct xfer_item *it, cha
 static void import_one(struct warm *w, struct need *nd, const char *meta, const char *data,
 		       size_t size)
 {
-	if (w->kilnd_trouble) {
+	pthread_mutex_lock(&w->import_lock);
+	bool trouble = w->kilnd_trouble;
+	pthread_mutex_unlock(&w->import_lock);
+	if (trouble) {
 		/* Each put to a kilnd that stopped answering would wait for
 		 * the deadline: this node's programs are lost with it. */
 		nd->fallback = true;
@@ -424,6 +428,7 @@ static void import_one(struct warm *w, struct need *nd, const char *meta, const 
 	}
 	int fd = memfd_create("kiln-put", MFD_CLOEXEC);
 	int rc;
+	uint64_t t0 = util_now_ns();
 
 	if (fd < 0 || util_write_all(fd, data, size) != 0) {
 		rc = kiln_x_fail(KILN_EIO, "cannot hold the received artifact in memory");
@@ -432,15 +437,18 @@ static void import_one(struct warm *w, struct need *nd, const char *meta, const 
 	}
 	if (fd >= 0)
 		close(fd);
-	if (rc == 0) {
+	pthread_mutex_lock(&w->import_lock);
+	w->t_puts += util_now_ns() - t0;
+	w->nputs++;
+	if (rc == 0)
 		w->rep.received++;
-		return;
-	}
-	if (rc == KILN_EIO || rc == KILN_ECONNECT || rc == KILN_EDAEMON)
+	else if (rc == KILN_EIO || rc == KILN_ECONNECT || rc == KILN_EDAEMON)
 		w->kilnd_trouble = true;
+	pthread_mutex_unlock(&w->import_lock);
 	/* Refused (this node's compiler or headers differ) or lost: build it
 	 * here instead; the text comes from the node's ranks. */
-	nd->fallback = true;
+	if (rc != 0)
+		nd->fallback = true;
 }
 
 /* A program's own failure, the same wherever it is built: not retried. */
@@ -450,8 +458,10 @@ static bool program_failure(int code)
 	       code == KILN_EINVAL;
 }
 
-/* A received artifact's import, on the importer (never calls MPI; it
- * alone touches nd, rep.received and kilnd_trouble while the round runs). */
+/* A received artifact's import, on the importer's threads (never calls
+ * MPI). Each need is imported once; what the imports share (rep.received,
+ * kilnd_trouble, the trace's sums) is under w->import_lock while the round
+ * runs. */
 static void import_job(void *ctx, void *job)
 {
 	struct warm *w = ctx;
@@ -508,11 +518,16 @@ static void exchange(struct warm *w, int round)
 			nd->retry = false;
 		k++;
 	}
-	struct importer *im = importer_start(import_mode(), import_job, w);
+	struct importer *im = importer_start(import_mode(), import_threads(), import_job, w);
 	if (im == NULL)
 		mpi_oom();
+	uint64_t t0 = util_now_ns();
 	xfer_run(w->t.leaders, round, items, n, xfer_timeout(), on_complete, im);
+	uint64_t t1 = util_now_ns();
+	w->import_threads = importer_threads(im);
 	importer_finish(im);   /* the last imports, before the items go */
+	w->t_xfer = t1 - t0;
+	w->t_tail = util_now_ns() - t1;
 	for (size_t i = 0; i < n; i++) {
 		struct need *nd = need_find_gid(w, items[i].id);
 		/* A root that could not build it through its node's trouble:
@@ -620,6 +635,7 @@ static void broadcast_results(struct warm *w)
 
 static void mpi_warm_free(struct warm *w)
 {
+	pthread_mutex_destroy(&w->import_lock);
 	for (size_t i = 0; i < w->n; i++) {
 		free(w->skels ? w->skels[i] : NULL);
 		free(w->msgs ? w->msgs[i] : NULL);
@@ -663,9 +679,23 @@ static void settle_leftover(struct warm *w, struct need *nd)
  * another round is needed: the leaders agree on it (any of them lost a
  * program), and each tells its node.
  */
+/* KILN_MPI_TRACE: one line per leader and round, on stderr. */
+static void trace_round(const struct warm *w, int round)
+{
+	fprintf(stderr, "libkiln-mpi: node %d round %d: plan %.1f ms, builds %.1f ms, waiting for "
+		"the other nodes %.1f ms, transfers %.1f ms, then imports %.1f ms more (%u puts, "
+		"%.1f ms in all, %s %d)\n", w->t.node_index, round, (double)w->t_plan / 1e6,
+		(double)w->t_builds / 1e6, (double)w->t_wait / 1e6, (double)w->t_xfer / 1e6,
+		(double)w->t_tail / 1e6, w->nputs, (double)w->t_puts / 1e6,
+		w->import_threads > 0 ? "threads" : "batch", w->import_threads);
+}
+
 static bool warm_round(struct warm *w, int round)
 {
 	int again = 0;
+	uint64_t t0 = util_now_ns();
+	w->t_puts = w->t_xfer = w->t_tail = 0;
+	w->nputs = 0;
 	if (w->t.leader) {
 		plan(w, round);
 		for (size_t i = 0; round == 0 && i < w->nneeds; i++) {
@@ -675,17 +705,25 @@ static bool warm_round(struct warm *w, int round)
 		}
 	}
 	/* The other ranks wait for the plan, then for the builds, politely. */
+	uint64_t t1 = util_now_ns();
 	polite_barrier(w->t.node);
 	serve_round(w, pick_serve, true);
 	if (w->t.leader) {
 		/* Every node's builds are done: the exchange that follows is only
 		 * transfers, and its deadline is theirs. */
+		uint64_t t2 = util_now_ns();
 		polite_barrier(w->t.leaders);
+		uint64_t t3 = util_now_ns();
 		exchange(w, round);
 		int lost = 0;
 		for (size_t i = 0; i < w->nneeds; i++)
 			lost += w->needs[i].retry;
 		MPI_Allreduce(&lost, &again, 1, MPI_INT, MPI_MAX, w->t.leaders);
+		w->t_plan = t1 - t0;
+		w->t_builds = t2 - t1;
+		w->t_wait = t3 - t2;
+		if (w->trace)
+			trace_round(w, round);
 	}
 	/* The other ranks wait here while their leader builds: politely, or
 	 * MPI's busy wait takes a core from the compilers. */
@@ -700,6 +738,9 @@ int warm_run(struct kiln *k, MPI_Comm comm, const struct kiln_request *reqs, siz
 {
 	struct warm w = { .k = k, .reqs = reqs, .n = n };
 	int rc = 0;
+	const char *trace = getenv("KILN_MPI_TRACE");
+	pthread_mutex_init(&w.import_lock, NULL);
+	w.trace = trace != NULL && *trace != '\0' && strcmp(trace, "0") != 0;
 
 	topo_make(comm, &w.t);
 	w.skels = calloc(n + 1, sizeof(*w.skels));

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "mpi_int.h"
@@ -52,6 +53,12 @@ struct warm {
 	struct kiln_warm_report rep;
 	bool kilnd_trouble;      /* a call to this node's kilnd failed (I/O, deadline) */
 	struct need **by_gid;    /* the needs sorted by gid */
+	/* $KILN_MPI_TRACE: where a leader's time went in the current round. */
+	bool trace;
+	uint64_t t_plan, t_builds, t_wait, t_xfer, t_tail, t_puts;   /* ns */
+	unsigned nputs;
+	int import_threads;      /* the round's imports ran on these (0: a batch) */
+	pthread_mutex_t import_lock;   /* what the import threads share */
 };
 
 /* Compares two 32-byte program ids (qsort, bsearch). */

@@ -100,7 +100,9 @@ static pid_t start_ranks(int ranks, int node_size, const char *const *args, cons
 	 * MPICH's own modules, unloaded at MPI_Finalize (so not even
 	 * suppressible by name); leak checking is off in the ranks only. The
 	 * daemons keep it, and every other ASan and UBSan check stays on. */
-	const char *env[] = { asan, sockenv, node_size > 0 ? nsenv : extra,
+	/* KILN_MPI_TRACE: each leader says where its time went (mpiexec.out,
+	 * shown when a test fails) and how it imported. */
+	const char *env[] = { asan, sockenv, "KILN_MPI_TRACE=1", node_size > 0 ? nsenv : extra,
 			      node_size > 0 ? extra : NULL, NULL };
 	size_t n = 0;
 
@@ -315,6 +317,22 @@ START_TEST(compiler_groups_build_once_each)
 }
 END_TEST
 
+/* How many of the leaders' trace lines in mpiexec.out (every mpiexec of
+ * the test) say what. */
+static int trace_lines(const char *what)
+{
+	char log[HARNESS_PATH];
+	char *text = harness_read_file(harness_path(log, "mpiexec.out"));
+	int n = 0;
+	for (char *p = text; p != NULL && (p = strstr(p, "libkiln-mpi: node ")) != NULL; p++) {
+		char *nl = strchr(p, '\n');
+		char *hit = strstr(p, what);
+		n += hit != NULL && (nl == NULL || hit < nl);
+	}
+	free(text);
+	return n;
+}
+
 /* Each program goes down a tree: with one program on 8 nodes, no node sends
  * it more than twice, and each of the 7 others gets it once (a fan-out
  * from the builder sent it 7 times). */
@@ -354,6 +372,9 @@ START_TEST(copies_per_node_bounded)
 	 * with KILN_TEST_MPI_THREAD=funneled). */
 	for (int r = 0; r < 8 && getenv("KILN_TEST_MPI_THREAD") == NULL; r++)
 		ck_assert_int_eq(rank_value(r, "thread_level"), 0);
+	/* mpiexec.out holds both jobs: 8 leaders each, one round each. */
+	if (getenv("KILN_TEST_MPI_THREAD") == NULL)
+		ck_assert_int_eq(trace_lines("batch 0)"), 16);
 }
 END_TEST
 
@@ -367,13 +388,16 @@ START_TEST(distributed_plan)
 END_TEST
 
 /* The same with MPI started at MPI_THREAD_FUNNELED, as codes with OpenMP
- * do: each leader imports on a thread of its own while its transfer loop
+ * do: each leader imports on 4 threads of its own while its transfer loop
  * goes on (the others: after the loop, as one batch). */
 START_TEST(imports_on_a_thread)
 {
 	copies_bounded("KILN_TEST_MPI_THREAD=funneled");
 	for (int r = 0; r < 8; r++)   /* MPICH: SINGLE 0, FUNNELED 1 */
 		ck_assert_int_ge(rank_value(r, "thread_level"), 1);
+	/* The 8 leaders of both jobs, one round each. */
+	ck_assert_int_eq(trace_lines("threads 4)"), 16);
+	ck_assert_int_eq(trace_lines("batch 0)"), 0);
 }
 END_TEST
 
