@@ -123,7 +123,9 @@ static void conn_kill(struct conn *c)
 	c->out_bytes = 0;
 	/* Its requests go on (a build others wait for), unanswered; a build
 	 * that only it waited for stops (the closed hook, after the unlink
-	 * below). */
+	 * below). A connection with nothing pending waited for no build, so
+	 * the hook, which walks the flights, runs only for one that did. */
+	bool waited = c->pending > 0;
 	s->pending -= c->pending;
 	c->pending = 0;
 	close(c->fd);
@@ -137,7 +139,7 @@ static void conn_kill(struct conn *c)
 	s->nconns--;
 	kilnd_activity(c->d);
 	uv_close((uv_handle_t *)&c->poll, conn_on_closed);
-	if (s->hooks.closed != NULL && !c->d->stopping)
+	if (s->hooks.closed != NULL && !c->d->stopping && waited)
 		s->hooks.closed(c->d);
 }
 
