@@ -25,8 +25,11 @@
 #include "table.h"
 
 /* Entries now carry every path their build looked at (hundreds, a
- * thousand for nvcc): room for a few hundred programs. */
-#define HOT_BYTES_MAX ((size_t)64 << 20)
+ * thousand for nvcc): room for a few hundred programs, more than a job
+ * uses. The bound is most of kilnd's memory after many distinct lookups
+ * (freed memory stays with the process): at 64 MiB, kilnd reached 92 MiB
+ * at 100k entries of 30 dependencies, above the 64 MiB it should stay in. */
+#define HOT_BYTES_MAX ((size_t)32 << 20)
 
 /* A cached answer: the entries found (n may be 0: a cached miss). */
 struct hot_val {
