@@ -314,11 +314,56 @@ void kilnd_sweep_start(struct kilnd *d)
 		free(j);
 }
 
+/* The logs of failed builds belong to no entry, so eviction never removes
+ * them: they are pruned by age and count (store_prune_failed) a second after
+ * the start and every 6 hours, and by kiln gc. */
+#define PRUNE_FIRST_MS 1000
+#define PRUNE_EVERY_MS (6ull * 3600 * 1000)
+
+struct prune_job {
+	struct store *store;
+	uint64_t removed;
+	int rc;
+};
+
+static void prune_work(void *arg)
+{
+	struct prune_job *j = arg;
+	j->rc = store_prune_failed(j->store, util_wall_s(), STORE_FAILED_MAX_AGE_S,
+				   STORE_FAILED_MAX_FILES, &j->removed);
+}
+
+static void prune_done(void *arg)
+{
+	struct prune_job *j = arg;
+	if (j->rc < 0)
+		log_warn("cannot prune the logs of failed builds: %s", strerror(-j->rc));
+	else if (j->removed > 0)
+		log_info("removed %llu logs of failed builds (older than %d days, or beyond the "
+			 "newest %d)", (unsigned long long)j->removed,
+			 STORE_FAILED_MAX_AGE_S / 86400, STORE_FAILED_MAX_FILES);
+	free(j);
+}
+
+static void on_prune_timer(uv_timer_t *t)
+{
+	struct kilnd *d = t->data;
+	struct prune_job *j = d->stopping ? NULL : calloc(1, sizeof(*j));
+	if (j == NULL)
+		return;
+	j->store = d->store;
+	if (kilnd_work(d, prune_work, prune_done, j) != 0)
+		free(j);
+}
+
 int kilnd_timers_start(struct kilnd *d)
 {
 	uv_timer_init(d->loop, &d->touch_timer);
 	d->touch_timer.data = d;
 	uv_timer_start(&d->touch_timer, on_touch_timer, TOUCH_FLUSH_MS, TOUCH_FLUSH_MS);
+	uv_timer_init(d->loop, &d->prune_timer);
+	d->prune_timer.data = d;
+	uv_timer_start(&d->prune_timer, on_prune_timer, PRUNE_FIRST_MS, PRUNE_EVERY_MS);
 	return 0;
 }
 
@@ -326,6 +371,8 @@ void kilnd_timers_stop(struct kilnd *d)
 {
 	uv_timer_stop(&d->touch_timer);
 	uv_close((uv_handle_t *)&d->touch_timer, NULL);
+	uv_timer_stop(&d->prune_timer);
+	uv_close((uv_handle_t *)&d->prune_timer, NULL);
 }
 
 void kilnd_stop(struct kilnd *d)

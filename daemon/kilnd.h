@@ -114,6 +114,7 @@ struct kilnd {
 	int exit_code;
 	uv_signal_t sig_term, sig_int, sig_hup;
 	uv_timer_t touch_timer;
+	uv_timer_t prune_timer;      /* logs of failed builds: pruned now and then */
 	uv_timer_t idle_timer;
 	uv_timer_t cache_timer;      /* the cache directory checked (cachedir.h) */
 	void (*stop)(struct kilnd *d);  /* the stop sequence (lifecycle.h) */

@@ -378,7 +378,7 @@ int store_open(const char *cache_dir, int flags, struct store **out, char *err, 
 	if (!s)
 		goto fail;
 	s->readonly = flags & STORE_READONLY;
-	s->fd_root = s->fd_objects = s->fd_logs = s->fd_tmp = -1;
+	s->fd_root = s->fd_objects = s->fd_logs = s->fd_tmp = s->fd_failed = -1;
 	pthread_mutex_init(&s->wlock, NULL);
 	s->dir = strdup(cache_dir);
 	if (!s->dir || asprintf(&s->objects, "%s/objects", cache_dir) < 0 ||

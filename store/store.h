@@ -5,6 +5,9 @@
  *   objects/ab/<key>.<ext>   artifacts (ext from the output kind: "so" for shared)
  *   objects/ab/<key>.meta    JSON metadata of the entry (lets reconcile adopt it)
  *   logs/<key>.log           compiler output of the build
+ *   logs/failed/<rkey>.log   compiler output of a failed build, by request key
+ *   logs/failed/alias-<sha256 of the alias>.failed
+ *                            the request key of an alias's last, failed build
  *   tmp/                     build directories, same filesystem for rename
  * Threads: one writer connection behind a mutex (store_put, store_touch, ...,
  * meant for the thread pool) and one reader connection for the caller that
@@ -142,6 +145,22 @@ char *store_tmp_dir(const struct store *s);
 int store_tmp_fd(const struct store *s);
 /* logs/, held open: build logs are written there through it. */
 int store_logs_fd(const struct store *s);
+/* logs/failed/, held open: the logs of failed builds (-1 when read-only and
+ * missing). */
+int store_failed_fd(const struct store *s);
+
+/* Failed builds' logs are kept this long, and at most this many files. */
+#define STORE_FAILED_MAX_AGE_S (7 * 24 * 3600)
+#define STORE_FAILED_MAX_FILES 1000
+/*
+ * Prunes logs/failed/: removes the logs (*.log, *.failed) last written
+ * more than max_age_s seconds before now_s, then the oldest beyond
+ * max_files, and temporary files left there for over an hour. *removed
+ * counts what went. 0 or a negative errno (-EROFS read-only). Safe while
+ * kilnd serves (a log being replaced is a new file of now).
+ */
+int store_prune_failed(struct store *s, int64_t now_s, int64_t max_age_s, size_t max_files,
+		       uint64_t *removed);
 /* True while objects/, logs/ and tmp/ are still the directories held open. */
 bool store_dirs_intact(const struct store *s);
 /* Opens key's object read-only through the held objects/ directory: a

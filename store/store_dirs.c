@@ -40,7 +40,16 @@ int store_open_dirs(struct store *s, char *err, size_t errlen)
 			return rc;
 		}
 	}
-	return 0;
+	/* logs/failed/: the logs of failed builds, pruned by age and count. */
+	if (s->fd_logs >= 0 && !s->readonly && mkdirat(s->fd_logs, "failed", 0700) != 0 &&
+	    errno != EEXIST)
+		rc = -errno;
+	else if (s->fd_logs >= 0 && (s->fd_failed = openat(s->fd_logs, "failed", O_RDONLY |
+					 O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 && !s->readonly)
+		rc = -errno;
+	if (rc < 0)
+		snprintf(err, errlen, "cannot create %s/logs/failed: %s", s->dir, strerror(-rc));
+	return rc;
 }
 
 int store_object_rel(const char *key, const char *ext, char out[STORE_REL_MAX])
@@ -75,6 +84,11 @@ int store_logs_fd(const struct store *s)
 	return s->fd_logs;
 }
 
+int store_failed_fd(const struct store *s)
+{
+	return s->fd_failed;
+}
+
 bool store_dirs_intact(const struct store *s)
 {
 	static const char *const subs[] = { "objects", "logs", "tmp" };
@@ -91,7 +105,7 @@ bool store_dirs_intact(const struct store *s)
 
 void store_close_dirs(struct store *s)
 {
-	int *fds[] = { &s->fd_root, &s->fd_objects, &s->fd_logs, &s->fd_tmp };
+	int *fds[] = { &s->fd_root, &s->fd_objects, &s->fd_logs, &s->fd_tmp, &s->fd_failed };
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
 		if (*fds[i] >= 0)
 			close(*fds[i]);

@@ -27,8 +27,9 @@ struct store {
 	char *tmp;              /* <dir>/tmp */
 	/* The same directories held open from store_open to store_close: the
 	 * store's own file operations go through them (*at() calls), so a name
-	 * changed underneath cannot redirect them. -1 when missing (read-only). */
-	int fd_root, fd_objects, fd_logs, fd_tmp;
+	 * changed underneath cannot redirect them. -1 when missing (read-only).
+	 * fd_failed is logs/failed/, the logs of failed builds. */
+	int fd_root, fd_objects, fd_logs, fd_tmp, fd_failed;
 	bool readonly;
 	sqlite3 *rd;            /* reader: only the thread that opened the store */
 	sqlite3 *wr;            /* writer, NULL when read-only; guarded by wlock */

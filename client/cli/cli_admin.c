@@ -414,6 +414,10 @@ int cmd_gc(struct cli *cli, int argc, char **argv)
 		       (unsigned long long)removed, cli_entries_word(removed),
 		       util_format_size(freed, a, sizeof(a)), (unsigned long long)entries,
 		       cli_entries_word(entries), util_format_size(bytes, b, sizeof(b)));
+		uint64_t logs = 0;
+		if (cli_json_u64(reply, "failed_logs_removed", &logs) && logs > 0)
+			printf("removed %llu old %s of failed builds\n", (unsigned long long)logs,
+			       logs == 1 ? "log" : "logs");
 	}
 	status = cli_finish_stdout(CLI_EXIT_OK);
 

@@ -566,6 +566,22 @@ static char *logs_cache_dir(struct cli *cli)
 	return strdup(cli->cache_dir);
 }
 
+/* dir/logs/NAME, else dir/logs/failed/NAME (failed builds; kiln 0.1 kept
+ * them in logs/ too), the first that can be read: malloc'd, or NULL. */
+static char *log_file(const char *dir, const char *name)
+{
+	static const char *const subs[] = { "logs", "logs/failed" };
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+		char *path = NULL;
+		if (asprintf(&path, "%s/%s/%s", dir, subs[i], name) < 0)
+			return NULL;
+		if (access(path, R_OK) == 0)
+			return path;
+		free(path);
+	}
+	return NULL;
+}
+
 /* A full 64-digit key or request key whose log file exists: the log of an
  * entry, or of a build that failed (kept under its request key, which the
  * failure names). 1 after printing it, 0 when there is none, -1 on error. */
@@ -574,31 +590,31 @@ static int log_by_full_key(struct cli *cli, const char *ref)
 	if (ref == NULL || strlen(ref) != KILN_KEY_HEX ||
 	    strspn(ref, "0123456789abcdef") != KILN_KEY_HEX)
 		return 0;
-	char *dir = logs_cache_dir(cli), *path = NULL;
-	if (dir == NULL || asprintf(&path, "%s/logs/%s.log", dir, ref) < 0) {
-		free(dir);
-		return 0;
-	}
+	char *dir = logs_cache_dir(cli), name[KILN_KEY_HEX + 8];
+	snprintf(name, sizeof(name), "%s.log", ref);
+	char *path = dir != NULL ? log_file(dir, name) : NULL;
 	free(dir);
 	int rc = 0;
-	if (access(path, R_OK) == 0)
+	if (path != NULL)
 		rc = (cli->json ? log_json(ref, path) : log_copy(ref, path)) < 0 ? -1 : 1;
 	free(path);
 	return rc;
 }
 
 /* An alias whose last build failed: kilnd keeps its request key in
- * logs/alias-<SHA-256 of the alias>.failed until a build of it succeeds.
- * 1 after printing that build's log, 0 when there is none, -1 on error. */
+ * logs/failed/alias-<SHA-256 of the alias>.failed until a build of it
+ * succeeds. 1 after printing that build's log, 0 when there is none, -1 on
+ * error. */
 static int log_by_failed_alias(struct cli *cli, const char *ref)
 {
 	uint8_t digest[32];
-	char hex[65], rkey[KILN_KEY_HEX + 1];
+	char hex[65], rkey[KILN_KEY_HEX + 1], name[96];
 	char *dir = logs_cache_dir(cli), *path = NULL, *text = NULL;
 	size_t len = 0;
 	util_sha256(ref, strlen(ref), digest);
 	util_hex(digest, sizeof(digest), hex);
-	if (dir == NULL || asprintf(&path, "%s/logs/alias-%s.failed", dir, hex) < 0) {
+	snprintf(name, sizeof(name), "alias-%s.failed", hex);
+	if (dir == NULL || (path = log_file(dir, name)) == NULL) {
 		free(dir);
 		return 0;
 	}
@@ -616,9 +632,11 @@ static int log_by_failed_alias(struct cli *cli, const char *ref)
 	memcpy(rkey, text, KILN_KEY_HEX);
 	rkey[KILN_KEY_HEX] = '\0';
 	free(text);
-	rc = asprintf(&path, "%s/logs/%s.log", dir, rkey) < 0 ? -1 : 0;
+	snprintf(name, sizeof(name), "%s.log", rkey);
+	path = log_file(dir, name);
 	free(dir);
-	if (rc == 0 && access(path, R_OK) == 0) {
+	rc = 0;
+	if (path != NULL) {
 		fflush(stdout);
 		fprintf(stderr, "kiln: the last build of %s failed (request key %s); its output:\n",
 			ref, rkey);

@@ -155,8 +155,9 @@ void publish_write_log(struct kilnd *d, const char *key, const char *log, size_t
 			     log != NULL ? len : 0, false);
 }
 
-/* logs/alias-<SHA-256 of the alias>.failed: the request key of the alias's
- * last build when it failed (kiln log ALIAS), removed when one succeeds. */
+/* logs/failed/alias-<SHA-256 of the alias>.failed: the request key of the
+ * alias's last build when it failed (kiln log ALIAS), removed when one
+ * succeeds (also from logs/, where kiln 0.1 kept it). */
 static void failed_alias_name(const char *alias, char name[96])
 {
 	uint8_t digest[32];
@@ -171,11 +172,12 @@ static void publish_failed_alias(struct kilnd *d, const char *alias, const char 
 	char name[96], text[600];
 	failed_alias_name(alias, name);
 	if (rkey == NULL) {
+		unlinkat(store_failed_fd(d->store), name, 0);
 		unlinkat(store_logs_fd(d->store), name, 0);
 		return;
 	}
 	int n = snprintf(text, sizeof(text), "%.64s\n%s\n", rkey, alias);
-	util_replace_file_at(store_logs_fd(d->store), name, text,
+	util_replace_file_at(store_failed_fd(d->store), name, text,
 			     (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1, false);
 }
 
@@ -270,9 +272,13 @@ struct cleanup_job {
 static void cleanup_work(void *arg)
 {
 	struct cleanup_job *j = arg;
-	/* A failed build keeps its output under the request key for `kiln log`. */
-	if (j->log != NULL)
-		publish_write_log(j->d, j->rkey, j->log, j->loglen);
+	/* A failed build keeps its output under the request key for `kiln log`,
+	 * in logs/failed/ (pruned by age and count: store_prune_failed). */
+	if (j->log != NULL) {
+		char name[80];
+		snprintf(name, sizeof(name), "%.64s.log", j->rkey);
+		util_replace_file_at(store_failed_fd(j->d->store), name, j->log, j->loglen, false);
+	}
 	if (j->log != NULL && j->alias != NULL)
 		publish_failed_alias(j->d, j->alias, j->rkey);
 	store_rm_tree_at(store_tmp_fd(j->d->store), dir_name(j->dir));

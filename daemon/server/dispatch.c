@@ -636,6 +636,7 @@ struct write_job {
 	void *touches;      /* gc: uses to write before choosing what to evict */
 	int rc;
 	uint64_t removed, freed;
+	uint64_t logs_removed;  /* gc: logs of failed builds pruned */
 };
 
 static void write_work(void *arg)
@@ -655,6 +656,9 @@ static void write_work(void *arg)
 		kilnd_touches_write(j->touches);
 		j->touches = NULL;
 		j->rc = store_evict(s, j->max_size, &j->removed, &j->freed);
+		if (j->rc == 0)
+			j->rc = store_prune_failed(s, util_wall_s(), STORE_FAILED_MAX_AGE_S,
+						   STORE_FAILED_MAX_FILES, &j->logs_removed);
 		break;
 	}
 }
@@ -678,6 +682,7 @@ static void write_done(void *arg)
 		if (r != NULL && j->op == OP_GC) {
 			ADD_NUM(r, "removed", j->removed);
 			ADD_NUM(r, "freed", j->freed);
+			ADD_NUM(r, "failed_logs_removed", j->logs_removed);
 			ADD_NUM(r, "entries", d->entries);
 			ADD_NUM(r, "bytes", d->bytes);
 		} else if (r != NULL) {

@@ -6,11 +6,13 @@
 #include "harness.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Runs the CLI, requires exit status 0 and returns stdout (caller frees). */
@@ -352,6 +354,24 @@ START_TEST(cli_errors_and_version)
 	ck_assert_int_eq(harness_cli(&out, &err, "log", "cli:failing", NULL), 0);
 	ck_assert_msg(strstr(out, "kiln_undeclared") == NULL && strstr(err, "failed") == NULL,
 		      "a succeeded alias still shows the failure: %s / %s", out, err);
+	free(out), free(err);
+	/* Failed builds' logs live in logs/failed/, where nothing else is, and
+	 * go after 7 days (kiln gc, and kilnd every 6 hours). */
+	char flog[HARNESS_PATH + 96], fdir[HARNESS_PATH + 16];
+	snprintf(flog, sizeof(flog), "%s/logs/failed/%s.log", harness.cache, rkey);
+	snprintf(fdir, sizeof(fdir), "%s/logs/failed", harness.cache);
+	ck_assert_int_eq(access(flog, F_OK), 0);
+	ck_assert_int_eq(harness_count_dir(fdir), 1);
+	ck_assert_int_eq(harness_cli(&out, &err, "gc", NULL), 0);
+	ck_assert_msg(strstr(out, "failed builds") == NULL, "gc removed a young log: %s", out);
+	free(out), free(err);
+	struct timespec old_times[2] = { { time(NULL) - 8 * 86400, 0 }, { time(NULL) - 8 * 86400, 0 } };
+	ck_assert_int_eq(utimensat(AT_FDCWD, flog, old_times, 0), 0);
+	ck_assert_int_eq(harness_cli(&out, &err, "gc", NULL), 0);
+	ck_assert_msg(strstr(out, "removed 1 old log of failed builds") != NULL, "gc: %s", out);
+	free(out), free(err);
+	ck_assert_int_eq(access(flog, F_OK), -1);
+	ck_assert_int_eq(harness_cli(&out, &err, "log", rkey, NULL), 1);
 	free(out), free(err);
 	/* A build that succeeds with warnings shows them (stderr; --json "log"). */
 	harness_write_file(harness_path(bad, "warn.c"),
