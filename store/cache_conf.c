@@ -144,3 +144,26 @@ int cache_conf_write(const char *cache_dir, const struct cache_conf *c, char *er
 	}
 	return 0;
 }
+
+int cache_conf_update(const char *cache_dir, int64_t max_size, struct cache_conf *c,
+		      bool *replaced, char *err, size_t errlen)
+{
+	*replaced = false;
+	if (cache_conf_read(cache_dir, c, err, errlen) != 0) {
+		if (max_size < 0)
+			return -1;
+		memset(c, 0, sizeof(*c));
+		*replaced = true;
+	}
+	if (max_size < 0)
+		return 0;
+	c->has_max_size = max_size > 0;
+	c->max_size = (uint64_t)max_size;
+	/* err keeps what made the file unreadable unless the write fails. */
+	char werr[700];
+	if (cache_conf_write(cache_dir, c, werr, sizeof(werr)) != 0) {
+		snprintf(err, errlen, "%s", werr);
+		return -1;
+	}
+	return 0;
+}

@@ -31,5 +31,12 @@ int cache_conf_set(struct cache_conf *c, const char *key, const char *value, cha
 /* Writes the settings to <cache_dir>/kiln.conf atomically (a reader sees the
  * old file or the new). 0, or -1 with err. */
 int cache_conf_write(const char *cache_dir, const struct cache_conf *c, char *err, size_t errlen);
+/* kiln config's read-modify-write: reads <cache_dir>/kiln.conf into *c and,
+ * unless max_size is -1 (only read), sets max-size to it (0 unsets) and
+ * writes the file. A file that does not parse is then replaced, not kept
+ * half-read: *replaced is set and err says why (for a warning). 0, or -1
+ * with err. */
+int cache_conf_update(const char *cache_dir, int64_t max_size, struct cache_conf *c,
+		      bool *replaced, char *err, size_t errlen);
 
 #endif

@@ -1336,6 +1336,27 @@ START_TEST(test_cache_conf)
 	ck_assert_int_eq(cache_conf_read(dir, &cc, err, sizeof(err)), 0);
 	ck_assert(!cc.has_max_size);
 	ck_assert_int_eq(cache_conf_set(&cc, "maxsize", "1G", err, sizeof(err)), -1);
+
+	/* kiln config's read-modify-write: reads only with -1; sets and
+	 * unsets; a file that does not parse is an error to read, and is
+	 * replaced (said) when a value is written. */
+	bool replaced = true;
+	ck_assert_int_eq(cache_conf_update(dir, 1 << 20, &cc, &replaced, err, sizeof(err)), 0);
+	ck_assert(!replaced && cc.has_max_size && cc.max_size == 1 << 20);
+	ck_assert_int_eq(cache_conf_update(dir, -1, &cc, &replaced, err, sizeof(err)), 0);
+	ck_assert(!replaced && cc.has_max_size && cc.max_size == 1 << 20);
+	ck_assert_int_eq(cache_conf_update(dir, 0, &cc, &replaced, err, sizeof(err)), 0);
+	ck_assert(!cc.has_max_size);
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/%s", dir, CACHE_CONF_NAME);
+	ck_assert_int_eq(util_replace_file_at(AT_FDCWD, path, "max-size = lots\n", 16, false), 0);
+	ck_assert_int_eq(cache_conf_update(dir, -1, &cc, &replaced, err, sizeof(err)), -1);
+	ck_assert_msg(strstr(err, "line 1") != NULL, "%s", err);
+	ck_assert_int_eq(cache_conf_update(dir, 5 << 20, &cc, &replaced, err, sizeof(err)), 0);
+	ck_assert(replaced);
+	ck_assert_msg(strstr(err, "line 1") != NULL, "%s", err);
+	ck_assert_int_eq(cache_conf_read(dir, &cc, err, sizeof(err)), 0);
+	ck_assert(cc.has_max_size && cc.max_size == 5 << 20);
 }
 END_TEST
 

@@ -42,21 +42,14 @@ static int offline(const struct cli *cli, bool set, uint64_t size, cJSON **out)
 		cli_error("cannot make %s: %s", cli->cache_dir, strerror(-rc));
 		return -1;
 	}
-	if (exists && cache_conf_read(cli->cache_dir, &cc, err, sizeof(err)) != 0) {
-		if (!set) {
-			cli_error("%s", err);
-			return -1;
-		}
-		fprintf(stderr, "kiln: %s; writing it anew\n", err);
+	bool replaced = false;
+	if ((exists || set) && cache_conf_update(cli->cache_dir, set ? (int64_t)size : -1, &cc,
+						 &replaced, err, sizeof(err)) != 0) {
+		cli_error("%s", err);
+		return -1;
 	}
-	if (set) {
-		cc.has_max_size = size > 0;
-		cc.max_size = size;
-		if (cache_conf_write(cli->cache_dir, &cc, err, sizeof(err)) != 0) {
-			cli_error("%s", err);
-			return -1;
-		}
-	}
+	if (replaced)
+		fprintf(stderr, "kiln: %s; written anew\n", err);
 	cJSON *r = cJSON_CreateObject();
 	if (cc.has_max_size)
 		cJSON_AddNumberToObject(r, "saved_max_size", (double)cc.max_size);

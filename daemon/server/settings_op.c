@@ -29,19 +29,11 @@ static void config_work(void *arg)
 {
 	ASSERT_POOL();
 	struct config_job *j = arg;
-	const char *dir = j->c->d->cfg->cache_dir;
-	j->rc = cache_conf_read(dir, &j->cc, j->err, sizeof(j->err));
-	if (j->rc != 0 && j->max_size >= 0) {
-		/* A file that does not parse is replaced by what is asked:
-		 * said in the log, it is not kept half-read. */
-		log_warn("%s; writing it anew", j->err);
-		j->rc = 0;
-	}
-	if (j->rc != 0 || j->max_size < 0)
-		return;
-	j->cc.has_max_size = j->max_size > 0;
-	j->cc.max_size = (uint64_t)j->max_size;
-	j->rc = cache_conf_write(dir, &j->cc, j->err, sizeof(j->err));
+	bool replaced;
+	j->rc = cache_conf_update(j->c->d->cfg->cache_dir, j->max_size, &j->cc, &replaced, j->err,
+				  sizeof(j->err));
+	if (j->rc == 0 && replaced)
+		log_warn("%s; written anew", j->err);
 }
 
 static void config_done(void *arg)

@@ -273,6 +273,29 @@ START_TEST(config_max_size_is_kept_in_the_cache)
 	ck_assert_int_eq(harness_cli(NULL, &err, "config", NULL), 1);
 	ck_assert_msg(harness_contains(err, "line 2"), "%s", err);
 	free(err);
+	/* Setting a value replaces it, and says what was wrong (offline, then
+	 * through kilnd, which logs it). */
+	ck_assert_int_eq(harness_cli(NULL, &err, "config", "max-size", "3G", NULL), 0);
+	ck_assert_msg(harness_contains(err, "line 2") && harness_contains(err, "written anew"),
+		      "%s", err);
+	free(err);
+	harness_write_file(path, "max-size = 20G\nmax-sise = 1G\n");
+	harness_start(NULL);
+	r = harness_cli_json("config", "max-size", "4G", NULL);
+	ck_assert_int_eq(harness_num(r, "saved_max_size"), (int64_t)4 << 30);
+	cJSON_Delete(r);
+	/* A kiln.conf that cannot be written (here a directory in its place):
+	 * a clear error, and kilnd goes on with the size it had. */
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	ck_assert_int_eq(harness_cli(NULL, &err, "config", "max-size", "6G", NULL), 1);
+	ck_assert_msg(harness_contains(err, "kiln.conf"), "%s", err);
+	free(err);
+	ck_assert_int_eq(harness_status_num_at(harness.socket, "max_size"), (int64_t)4 << 30);
+	harness_stop();
+	text = harness_read_file(harness.log);
+	ck_assert_msg(harness_contains(text, "written anew"), "%s", text);
+	free(text);
 }
 END_TEST
 
