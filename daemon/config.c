@@ -69,7 +69,7 @@ static void config_usage(FILE *fp)
 		"  --upstream-looks N      upstream looks per second that all the nodes of\n"
 		"                          the job make in all while they wait for each\n"
 		"                          other's builds (default 1000); each kilnd makes\n"
-		"                          N / nodes, at most 20\n"
+		"                          N / nodes, from 0.1 to 20\n"
 		"  --job-nodes N           nodes in the job, for that pace (default:\n"
 		"                          $KILN_JOB_NODES, $SLURM_JOB_NUM_NODES, $SLURM_NNODES,\n"
 		"                          else the hosts of $SLURM_JOB_NODELIST; clients say\n"

@@ -128,5 +128,7 @@ long jobsize_here(void)
 double jobsize_looks_per_s(long nodes, double job_looks)
 {
 	double r = job_looks / (double)(nodes > 0 ? nodes : 1);
+	if (r < JOBSIZE_NODE_MIN_LOOKS_PER_S)
+		return JOBSIZE_NODE_MIN_LOOKS_PER_S;
 	return r < JOBSIZE_NODE_LOOKS_PER_S ? r : JOBSIZE_NODE_LOOKS_PER_S;
 }

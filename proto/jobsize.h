@@ -15,6 +15,9 @@
  * job. A look costs the metadata server two or three requests. */
 #define JOBSIZE_JOB_LOOKS_PER_S 1000.0
 #define JOBSIZE_NODE_LOOKS_PER_S 20.0
+/* However large the job (or a client says it is), each kilnd still looks
+ * once every 10 s: waiting nodes notice a build within a bounded time. */
+#define JOBSIZE_NODE_MIN_LOOKS_PER_S 0.1
 
 /* The number of hosts in a Slurm hostlist ("nid[0001-0128,0200],login1",
  * "r[1-2]n[01-04]"); 0 when it is empty, malformed or names more than

@@ -105,9 +105,13 @@ START_TEST(test_pace)
 	ck_assert_double_eq_tol(jobsize_looks_per_s(4096, job), 1000.0 / 4096, 1e-12);
 	ck_assert_double_eq_tol(jobsize_looks_per_s(4096, 5000), 5000.0 / 4096, 1e-12);
 	ck_assert_double_eq(jobsize_looks_per_s(4, 5000), JOBSIZE_NODE_LOOKS_PER_S);
-	/* The whole job's rate stays at job beyond 50 nodes. */
-	for (long n = 50; n <= 1000000; n *= 3)
+	/* The whole job's rate stays at job from 50 to 10,000 nodes; beyond,
+	 * each kilnd still looks once every 10 s. */
+	for (long n = 50; n <= 10000; n *= 3)
 		ck_assert_double_le(jobsize_looks_per_s(n, job) * (double)n, job + 1e-6);
+	ck_assert_double_eq(jobsize_looks_per_s(10000, job), 0.1);
+	ck_assert_double_eq(jobsize_looks_per_s(158976, job), JOBSIZE_NODE_MIN_LOOKS_PER_S);
+	ck_assert_double_eq(jobsize_looks_per_s(JOBSIZE_MAX, job), JOBSIZE_NODE_MIN_LOOKS_PER_S);
 }
 END_TEST
 
