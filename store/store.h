@@ -161,7 +161,8 @@ int store_failed_fd(const struct store *s);
  */
 int store_prune_failed(struct store *s, int64_t now_s, int64_t max_age_s, size_t max_files,
 		       uint64_t *removed);
-/* True while objects/, logs/ and tmp/ are still the directories held open. */
+/* True while objects/, logs/, logs/failed/ and tmp/ are still the
+ * directories held open. */
 bool store_dirs_intact(const struct store *s);
 /* Opens key's object read-only through the held objects/ directory: a
  * descriptor, or a negative errno (-ENOENT: gone). */

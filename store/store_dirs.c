@@ -91,8 +91,8 @@ int store_failed_fd(const struct store *s)
 
 bool store_dirs_intact(const struct store *s)
 {
-	static const char *const subs[] = { "objects", "logs", "tmp" };
-	const int fds[] = { s->fd_objects, s->fd_logs, s->fd_tmp };
+	static const char *const subs[] = { "objects", "logs", "tmp", "logs/failed" };
+	const int fds[] = { s->fd_objects, s->fd_logs, s->fd_tmp, s->fd_failed };
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		struct stat held, now;
 		if (fds[i] < 0 || fstat(fds[i], &held) != 0 || held.st_nlink == 0 ||

@@ -21,6 +21,8 @@
 struct failed_file {
 	char *name;
 	int64_t mtime;
+	dev_t dev;
+	ino_t ino;
 };
 
 static bool ends_with(const char *s, const char *suffix)
@@ -73,6 +75,8 @@ static int list_logs(int dirfd, int64_t now_s, struct failed_file **out, size_t 
 			*out = p;
 		}
 		(*out)[*n].mtime = st.st_mtim.tv_sec;
+		(*out)[*n].dev = st.st_dev;
+		(*out)[*n].ino = st.st_ino;
 		if (((*out)[*n].name = strdup(de->d_name)) == NULL)
 			rc = -ENOMEM;
 		else
@@ -80,6 +84,17 @@ static int list_logs(int dirfd, int64_t now_s, struct failed_file **out, size_t 
 	}
 	closedir(d);
 	return rc;
+}
+
+/* Whether f's name still names the file that was listed: a failed build
+ * replaces its log with a new file (rename), which must not go for the old
+ * one's age. (A replacement between this check and the unlink can still
+ * go: a window of microseconds, for a log that the next failure rewrites.) */
+static bool still_same(int dirfd, const struct failed_file *f)
+{
+	struct stat st;
+	return fstatat(dirfd, f->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == f->dev &&
+	       st.st_ino == f->ino && st.st_mtim.tv_sec == f->mtime;
 }
 
 int store_prune_failed(struct store *s, int64_t now_s, int64_t max_age_s, size_t max_files,
@@ -94,10 +109,11 @@ int store_prune_failed(struct store *s, int64_t now_s, int64_t max_age_s, size_t
 		return 0;
 	int rc = list_logs(s->fd_failed, now_s, &v, &n, removed);
 	if (rc == 0) {
-		qsort(v, n, sizeof(*v), newest_first);
+		if (n > 1)
+			qsort(v, n, sizeof(*v), newest_first);
 		for (size_t i = 0; i < n; i++)
 			if ((i >= max_files || now_s - v[i].mtime > max_age_s) &&
-			    unlinkat(s->fd_failed, v[i].name, 0) == 0)
+			    still_same(s->fd_failed, &v[i]) && unlinkat(s->fd_failed, v[i].name, 0) == 0)
 				(*removed)++;
 	}
 	for (size_t i = 0; i < n; i++)

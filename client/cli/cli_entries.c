@@ -566,11 +566,12 @@ static char *logs_cache_dir(struct cli *cli)
 	return strdup(cli->cache_dir);
 }
 
-/* dir/logs/NAME, else dir/logs/failed/NAME (failed builds; kiln 0.1 kept
- * them in logs/ too), the first that can be read: malloc'd, or NULL. */
+/* dir/logs/failed/NAME (failed builds), else dir/logs/NAME (entries; kiln
+ * 0.1 kept failed builds there too), the first that can be read: malloc'd,
+ * or NULL. An entry's key and a request key never share a name. */
 static char *log_file(const char *dir, const char *name)
 {
-	static const char *const subs[] = { "logs", "logs/failed" };
+	static const char *const subs[] = { "logs/failed", "logs" };
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		char *path = NULL;
 		if (asprintf(&path, "%s/%s/%s", dir, subs[i], name) < 0)

@@ -179,6 +179,7 @@ static void publish_failed_alias(struct kilnd *d, const char *alias, const char 
 	int n = snprintf(text, sizeof(text), "%.64s\n%s\n", rkey, alias);
 	util_replace_file_at(store_failed_fd(d->store), name, text,
 			     (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1, false);
+	unlinkat(store_logs_fd(d->store), name, 0);   /* kiln 0.1's, now out of date */
 }
 
 static void publish_work(void *arg)
@@ -278,6 +279,7 @@ static void cleanup_work(void *arg)
 		char name[80];
 		snprintf(name, sizeof(name), "%.64s.log", j->rkey);
 		util_replace_file_at(store_failed_fd(j->d->store), name, j->log, j->loglen, false);
+		unlinkat(store_logs_fd(j->d->store), name, 0);   /* kiln 0.1's place */
 	}
 	if (j->log != NULL && j->alias != NULL)
 		publish_failed_alias(j->d, j->alias, j->rkey);

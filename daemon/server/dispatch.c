@@ -656,9 +656,12 @@ static void write_work(void *arg)
 		kilnd_touches_write(j->touches);
 		j->touches = NULL;
 		j->rc = store_evict(s, j->max_size, &j->removed, &j->freed);
-		if (j->rc == 0)
-			j->rc = store_prune_failed(s, util_wall_s(), STORE_FAILED_MAX_AGE_S,
-						   STORE_FAILED_MAX_FILES, &j->logs_removed);
+		/* The eviction's result stands whatever the logs' pruning does. */
+		int prc = j->rc == 0 ? store_prune_failed(s, util_wall_s(), STORE_FAILED_MAX_AGE_S,
+							  STORE_FAILED_MAX_FILES, &j->logs_removed)
+				     : 0;
+		if (prc < 0)
+			log_warn("gc: cannot prune the logs of failed builds: %s", strerror(-prc));
 		break;
 	}
 }

@@ -312,6 +312,13 @@ void conn_close_after_reply(struct conn *c)
 /* A framing error leaves no way to find the next frame: answer, then close. */
 static void conn_fatal(struct conn *c, enum msg_err code, const char *msg)
 {
+	/* This reply answers no request: counted as one of its own, so that it
+	 * does not consume the count of a request still in progress (the
+	 * closed hook runs only for a connection that has some). */
+	if (!c->dead) {
+		c->pending++;
+		c->d->server->pending++;
+	}
 	conn_reply_error(c, 0, code, NULL, "%s", msg);
 	c->closing = true;
 	conn_update_events(c);

@@ -37,6 +37,8 @@
  * metadata server is then the same for any number of nodes and programs.
  * A client's word on its job's size counts this long after its hello. */
 #define HINT_NS (15ull * 60 * 1000000000)
+/* Distinct sizes remembered (the oldest said is forgotten first). */
+#define HINTS 8
 /* The compiler output published with an entry, read from the local cache. */
 #define LOG_MAX ((size_t)16 << 20)
 
@@ -68,8 +70,11 @@ struct upstream {
 	bool poll_on, refresh_on, refreshing, closed;
 	uint64_t tick_ms, refresh_ms;
 	double tokens;                   /* looks that may be made now */
-	long hint_nodes;                 /* the largest job size clients said lately */
-	uint64_t hint_ns;                /* when they said it */
+	struct up_flight *waiting_tail;  /* the list's last: flights queue in turn */
+	struct {                         /* job sizes clients said, and when last */
+		long nodes;
+		uint64_t ns;
+	} hints[HINTS];
 	struct up_flight *waiting;
 	struct up_claim *claims;
 };
@@ -227,6 +232,8 @@ static void wait_del(struct upstream *u, struct up_flight *f)
 		u->waiting = f->next;
 	if (f->next != NULL)
 		f->next->prev = f->prev;
+	else
+		u->waiting_tail = f->prev;
 	if (u->waiting == NULL && u->poll_on) {
 		uv_timer_stop(&u->poll);
 		u->poll_on = false;
@@ -257,12 +264,17 @@ static void wait_add(struct upstream *u, struct up_flight *f)
 	if (f->interval_ms > u->refresh_ms)
 		f->interval_ms = u->refresh_ms;
 	f->due_ns = util_now_ns() + (uint64_t)((double)f->interval_ms * jitter() * 1e6);
+	/* At the tail: on_poll gives its looks from the head, so each flight
+	 * that looked waits behind the others, and none starves at a slow
+	 * pace. */
 	f->waiting = true;
-	f->prev = NULL;
-	f->next = u->waiting;
-	if (u->waiting != NULL)
-		u->waiting->prev = f;
-	u->waiting = f;
+	f->next = NULL;
+	f->prev = u->waiting_tail;
+	if (u->waiting_tail != NULL)
+		u->waiting_tail->next = f;
+	else
+		u->waiting = f;
+	u->waiting_tail = f;
 	if (!u->poll_on && !u->closed) {
 		uv_timer_start(&u->poll, on_poll, u->tick_ms, u->tick_ms);
 		u->poll_on = true;
@@ -274,10 +286,13 @@ static void wait_add(struct upstream *u, struct up_flight *f)
 static long job_nodes(const struct upstream *u, const char **src)
 {
 	long n = u->d->cfg->job_nodes;
+	uint64_t now = util_now_ns();
 	*src = u->d->cfg->job_nodes_source;
-	if (u->hint_nodes > n && util_now_ns() - u->hint_ns < HINT_NS) {
-		n = u->hint_nodes;
-		*src = "client";
+	for (int i = 0; i < HINTS; i++) {
+		if (u->hints[i].nodes > n && now - u->hints[i].ns < HINT_NS) {
+			n = u->hints[i].nodes;
+			*src = "client";
+		}
 	}
 	return n;
 }
@@ -293,11 +308,18 @@ void upstream_job_hint(struct kilnd *d, long nodes)
 	struct upstream *u = d->up;
 	if (u == NULL || nodes <= 0)
 		return;
-	uint64_t now = util_now_ns();
-	if (nodes >= u->hint_nodes || now - u->hint_ns >= HINT_NS)
-		u->hint_nodes = nodes;
-	if (nodes >= u->hint_nodes)
-		u->hint_ns = now;
+	/* The same size said again, else a free place, else the oldest. */
+	int at = 0;
+	for (int i = 0; i < HINTS; i++) {
+		if (u->hints[i].nodes == nodes || u->hints[i].nodes == 0) {
+			at = i;
+			break;
+		}
+		if (u->hints[i].ns < u->hints[at].ns)
+			at = i;
+	}
+	u->hints[at].nodes = nodes;
+	u->hints[at].ns = util_now_ns();
 }
 
 static void on_poll(uv_timer_t *t)
