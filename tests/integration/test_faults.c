@@ -662,12 +662,47 @@ START_TEST(abandoned_builds_are_cancelled)
 }
 END_TEST
 
+/* A client whose connection breaks on a framing error while its get waits
+ * for a build: the error's reply answers no request, so the build, which
+ * nobody waits for any more, is cancelled (the reply used to consume the
+ * get's count, and the check for abandoned builds was skipped). */
+START_TEST(framing_error_cancels_the_build_it_waited_for)
+{
+	static const unsigned char zero[4] = { 0, 0, 0, 0 };
+	char wrapper[HARNESS_PATH], log[HARNESS_PATH], gate[HARNESS_PATH];
+	char tc[HARNESS_PATH + 8];
+
+	harness_write_wrapper(harness_path(wrapper, "wrap.sh"), harness_path(log, "wrap.log"),
+			      harness_path(gate, "gate"), 0);
+	snprintf(tc, sizeof(tc), "cc=%s", wrapper);
+	harness_start("--toolchain", tc, NULL);
+	int fd = harness_raw_connect(harness.socket);
+	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":3}");
+	cJSON *r = harness_raw_recv(fd);
+	ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(r, "ok")));
+	cJSON_Delete(r);
+	harness_raw_send(fd, "{\"op\":\"get\",\"id\":2,\"sources\":[{\"name\":\"fe.c\","
+			 "\"text\":\"int kiln_test_value(void) { return 3; }\\n\"}]}");
+	harness_wait_wrapper_starts(log, 1, 60);
+	harness_raw_send_bytes(fd, zero, sizeof(zero));
+	r = harness_raw_recv(fd);
+	ck_assert_str_eq(harness_error_code(r), "bad_frame");
+	cJSON_Delete(r);
+	close(fd);
+	harness_wait_status("cancelled", 1, 30);
+	harness_wait_status("in_flight", 0, 30);
+	harness_write_file(gate, "");
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("faults");
 
 	suite_add_tcase(s, harness_tcase("cache_emptied", cache_emptied_under_a_running_build_keeps_the_build, 120));
 	suite_add_tcase(s, harness_tcase("abandoned", abandoned_builds_are_cancelled, 120));
+	suite_add_tcase(s, harness_tcase("framing_abandoned", framing_error_cancels_the_build_it_waited_for, 90));
 	suite_add_tcase(s, harness_tcase("deadline", silent_kilnd_fails_calls_at_the_deadline, 120));
 	suite_add_tcase(s, harness_tcase("toolchain_swappable", toolchain_others_can_replace_is_said_at_start, 90));
 
