@@ -91,8 +91,9 @@ static const struct {
 	  "builds_ok, builds_failed, joined, need_sources, source_texts, imports,\n"
 	  "in_flight, queued, and whatever else the daemon reports (such as its toolchains).\n"
 	  "A daemon started with --upstream adds upstream, upstream_stale_s,\n"
-	  "upstream_hits, upstream_publishes, upstream_waits, upstream_takeovers and\n"
-	  "upstream_errors (shown as text too).\n"
+	  "upstream_hits, upstream_publishes, upstream_waits, upstream_takeovers,\n"
+	  "upstream_errors, upstream_looks, job_nodes, job_nodes_source and\n"
+	  "upstream_looks_per_s (shown as text too).\n"
 	  "\n" GLOBAL_OPTS },
 	{ "ls",
 	  "Usage: kiln ls\n"
@@ -284,13 +285,15 @@ static const struct {
 	  "\n"
 	  "Evict unpinned entries, least recently used first, until the cache holds at\n"
 	  "most SIZE bytes. Prints \"removed N entries, freed X; cache now N entries, X\".\n"
-	  "Needs kilnd.\n"
+	  "Then remove the logs of failed builds (logs/failed/) older than 7 days or\n"
+	  "beyond the newest 1000, and say how many when there were some. Needs kilnd.\n"
 	  "\n"
 	  "Options:\n"
 	  "  --max-size SIZE  the limit, e.g. 512M, 1.5G, 4096 (binary units; default:\n"
 	  "                   the daemon's --max-size)\n"
 	  "\n"
-	  "With --json, prints {\"removed\", \"freed\", \"entries\", \"bytes\"}.\n"
+	  "With --json, prints {\"removed\", \"freed\", \"failed_logs_removed\", \"entries\",\n"
+	  "\"bytes\"}.\n"
 	  "\n" GLOBAL_OPTS },
 	{ "stop",
 	  "Usage: kiln stop\n"
