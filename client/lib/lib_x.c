@@ -301,6 +301,10 @@ static int put_frames(const char *skeleton, const char *meta, char *enc[2], size
 	struct msg_request hello = {
 		.op = OP_HELLO, .id = 1, .proto = KILN_PROTO_VERSION,
 		.client = (char *)"libkiln-put/" KILN_VERSION, .max_size = -1,
+		/* A put waits for kilnd's checks (its own toolchain run against
+		 * the artifact's inputs), which a loaded node can make long:
+		 * heartbeats tell that from a kilnd that stopped. */
+		.heartbeat = true,
 	};
 	struct msg_request check;
 	struct msg_error err;
@@ -357,7 +361,10 @@ static int send_with_fd(int sock, char *enc[2], const size_t elens[2], int fd)
 	return 0;
 }
 
-/* The replies to hello and put: 0 when both are ok, else the error. */
+/* The replies to hello and put: 0 when both are ok, else the error. Each
+ * reply may come after heartbeats ({"heartbeat": true}, no id), which say
+ * kilnd still works on it; KILN_TIMEOUT is the silence allowed between
+ * frames. */
 static int put_replies(struct wire_conn *w)
 {
 	char *reply = NULL;
@@ -371,6 +378,11 @@ static int put_replies(struct wire_conn *w)
 		cJSON_Delete(r);
 		r = NULL;
 		rc = wire_recv_frame(w, &reply, &rlen);
+		if (rc >= 0 && (r = cJSON_ParseWithLength(reply, rlen)) != NULL &&
+		    cJSON_IsTrue(x_member(r, "heartbeat")) && x_member(r, "id") == NULL) {
+			i--;   /* not a reply: read on */
+			continue;
+		}
 		if (rc == -ETIMEDOUT) {
 			rc = lib_err_set(KILN_EIO, "kilnd answered no put for %.0f s: it is stopped, "
 					 "wedged or gone (KILN_TIMEOUT)", w->recv_timeout_ms / 1000.0);
@@ -381,7 +393,6 @@ static int put_replies(struct wire_conn *w)
 					 strerror(-rc));
 			break;
 		}
-		r = cJSON_ParseWithLength(reply, rlen);
 		if (!cJSON_IsTrue(x_member(r, "ok")))
 			rc = r ? lib_err_from_reply(r) : lib_err_set(KILN_EPROTO, "kilnd's reply is not JSON");
 	}
@@ -405,7 +416,8 @@ int kiln_x_put(struct kiln *k, const char *skeleton, const char *meta, int fd)
 				 strerror(-sock));
 	if (rc == 0) {
 		wire_conn_init(&w, sock, FRAME_MAX_DEFAULT);
-		/* put waits on no build: a silent kilnd is a stopped one. */
+		/* Heartbeats come every 5 s while kilnd works on the put: a
+		 * silence of KILN_TIMEOUT is a stopped kilnd. */
 		w.recv_timeout_ms = atomic_load(&k->timeout_ms);
 		int ms = w.recv_timeout_ms;
 		struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };

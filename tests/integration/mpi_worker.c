@@ -209,8 +209,9 @@ static void run_warm(struct kiln *k, struct prog *progs, int n)
 	for (int i = 0; i < n; i++) {
 		struct kiln_program *kp;
 
-		check(kiln_lookup(k, progs[i].alias, &kp) == KILN_OK, "lookup of %s after warm: %s",
-		      progs[i].alias, kiln_errmsg(k));
+		/* The call first: kiln_errmsg's text is valid only after it. */
+		int lrc = kiln_lookup(k, progs[i].alias, &kp);
+		check(lrc == KILN_OK, "lookup of %s after warm: %s", progs[i].alias, kiln_errmsg(k));
 	}
 	for (int i = 0; i < n; i++)
 		get_and_call(k, &progs[i]);
@@ -324,8 +325,8 @@ int main(int argc, char **argv)
 			*(void **)&fn = kiln_sym(kp, "kiln_test_value");
 		check(fn && fn() == 4242, "the herd program returned %d", fn ? fn() : -1);
 		/* The alias now resolves in this process without IPC. */
-		check(kiln_lookup(k, p.alias, &kp) == KILN_OK, "lookup of the alias: %s",
-		      kiln_errmsg(k));
+		int lrc = kiln_lookup(k, p.alias, &kp);
+		check(lrc == KILN_OK, "lookup of the alias: %s", kiln_errmsg(k));
 		free(p.text);
 	} else if (strcmp(mode, "badargs") == 0) {
 		struct prog p;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -263,6 +264,51 @@ START_TEST(put_needs_a_file_descriptor)
 }
 END_TEST
 
+/* A put whose checks outlast libkiln's deadline (KILN_TIMEOUT=10): both
+ * kilnds run a toolchain wrapper that takes 12 s when kilnd checks another
+ * node's artifact with it (recheck.c, in tmp/v-*), as a loaded node can.
+ * kilnd sends heartbeats while it works, so the put succeeds; it used to
+ * fail with KILN_EIO ("answered no put for 10 s"), which libkiln-mpi takes
+ * for a dead kilnd (seen with 128 simulated nodes on 2 cores). */
+START_TEST(put_slower_than_the_deadline_succeeds)
+{
+	struct harness_export x;
+	char sock[HARNESS_PATH], msg[4096], wrapper[HARNESS_PATH], tc[HARNESS_PATH + 8];
+	char marks[HARNESS_PATH], *text = NULL;
+
+	harness_path(marks, "rechecks");
+	/* Builds and checks run the same programs (so that both record the
+	 * same inputs); only the sleep differs. */
+	ck_assert(asprintf(&text,
+		"#!/bin/sh\n"
+		"t=0\n"
+		"case \"$PWD\" in */tmp/v-*) t=12; echo recheck >> '%s' ;; esac\n"
+		"/bin/sh -c '/usr/bin/sleep \"$1\"' sh $t\n"
+		"exec /usr/bin/cc \"$@\"\n", marks) > 0);
+	harness_write_file(harness_path(wrapper, "slowcheck.sh"), text);
+	free(text);
+	ck_assert_int_eq(chmod(wrapper, 0755), 0);
+	snprintf(tc, sizeof(tc), "cc=%s", wrapper);
+	const char *extra[] = { "--toolchain", tc, "--allow-write", harness.dir, NULL };
+	char ignore[HARNESS_PATH + 32];
+	snprintf(ignore, sizeof(ignore), "KILN_OBSERVE_IGNORE=%s", marks);
+	const char *env[] = { ignore, NULL };
+	harness_start_env(extra, env);
+	export_program(&x, "slowcheck", 34, "");
+	harness_start_named("b", extra, env, sock);
+	setenv("KILN_TIMEOUT", "10", 1);
+	int rc = put_to(sock, &x, NULL, x.bytes, x.size, msg, sizeof(msg));
+	unsetenv("KILN_TIMEOUT");
+	ck_assert_msg(rc == KILN_OK, "%s", msg);
+	ck_assert_int_eq(harness_status_num_at(sock, "imports"), 1);
+	/* The check did take longer than the deadline. */
+	char *m = harness_read_file(marks);
+	ck_assert_msg(m != NULL && harness_contains(m, "recheck"), "no recheck ran: %s", m);
+	free(m);
+	exported_free(&x);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("put");
@@ -272,5 +318,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("put_refuses_foreign_key_and_deps", put_refuses_foreign_key_and_deps, 120));
 	suite_add_tcase(s, harness_tcase("put_refuses_other_toolchain_environment", put_refuses_other_toolchain_environment, 120));
 	suite_add_tcase(s, harness_tcase("put_needs_a_file_descriptor", put_needs_a_file_descriptor, 120));
+	suite_add_tcase(s, harness_tcase("put_slower_than_the_deadline", put_slower_than_the_deadline_succeeds, 120));
 	return harness_main(s);
 }
