@@ -58,6 +58,7 @@ struct up_flight {
 	bool digest_first;               /* began by digest only: its miss is counted at the end */
 	uint64_t due_ns;
 	uint64_t interval_ms;
+	unsigned looks;                  /* looks again while waiting (status) */
 	struct up_claim *claim;          /* held, or NULL */
 	struct up_seen seen;             /* the other node's claim, while waiting */
 };
@@ -337,6 +338,7 @@ static void on_poll(uv_timer_t *t)
 		struct up_flight *next = f->next;
 		if (f->due_ns <= now) {
 			wait_del(u, f);
+			f->looks++;
 			u->d->c.upstream_looks++;
 			start_job(f->b, JOB_WATCH);
 			u->tokens -= 1;
@@ -786,4 +788,17 @@ void upstream_status(struct kilnd *d, cJSON *r)
 		cJSON_AddNullToObject(r, "job_nodes_source");
 	cJSON_AddNumberToObject(r, "upstream_looks_per_s",
 				jobsize_looks_per_s(nodes, d->cfg->upstream_looks));
+	/* The flights waiting on other nodes' claims, in the order they look
+	 * (the first 64), and how often each has looked. */
+	cJSON *w = cJSON_AddArrayToObject(r, "upstream_waiting");
+	int n = 0;
+	for (const struct up_flight *f = u->waiting; w != NULL && f != NULL && n < 64;
+	     f = f->next, n++) {
+		cJSON *o = cJSON_CreateObject();
+		char key[17];
+		snprintf(key, sizeof(key), "%.16s", f->b->in.rkey);
+		cJSON_AddStringToObject(o, "key", key);
+		cJSON_AddNumberToObject(o, "looks", f->looks);
+		cJSON_AddItemToArray(w, o);
+	}
 }

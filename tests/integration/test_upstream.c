@@ -535,6 +535,87 @@ START_TEST(polling_is_paced_by_the_job_size)
 }
 END_TEST
 
+/* How many of node n's waiting flights (status upstream_waiting) have
+ * looked at least once; -1 while fewer than want wait. */
+static int flights_that_looked(const struct node *n, int want)
+{
+	cJSON *st = node_status(n);
+	const cJSON *w = cJSON_GetObjectItem(st, "upstream_waiting"), *f;
+	int count = 0, looked = 0;
+	cJSON_ArrayForEach(f, w) {
+		count++;
+		looked += harness_num(f, "looks") >= 1;
+	}
+	cJSON_Delete(st);
+	return count < want ? -1 : looked;
+}
+
+/*
+ * Several flights waiting at a slow pace look in turn: at 1 look a second
+ * for the kilnd (--job-nodes 1000), each of 4 waiting flights looks within
+ * a few seconds. (The newest used to take every look: one of 4 never
+ * looked, so it could not see its claim go stale either.)
+ */
+START_TEST(waiting_flights_look_in_turn)
+{
+	enum { N = 4 };
+	char wrapper[HARNESS_PATH], log[HARNESS_PATH], gate[HARNESS_PATH], up[HARNESS_PATH];
+	char tc[HARNESS_PATH + 8];
+	struct kiln_request reqs[N];
+	struct kiln_source srcs[N];
+	char *texts[N];
+	struct node a, b;
+
+	harness_write_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(log, "wrapper.log"),
+			      harness_path(gate, "gate"), 0);
+	snprintf(tc, sizeof(tc), "cc=%s", wrapper);
+	harness_path(up, "upstream");
+	const char *args[] = { "--upstream", up, "--toolchain", tc, "--jobs", "4",
+			       "--job-nodes", "1000", NULL };
+	for (int i = 0; i < N; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "turn_%d", i);
+		texts[i] = harness_program(name, 40 + i);
+		harness_request(&reqs[i], &srcs[i], "prog.c", texts[i]);
+	}
+	node_init(&a, "a");
+	node_init(&b, "b");
+	node_start(&a, args);
+	node_start(&b, args);
+	struct harness_fleet *fa = harness_fleet_start(N, &(struct harness_fleet_opts){
+		.socket = a.socket, .reqs = reqs, .nreqs = N });
+	harness_wait_wrapper_starts(log, N, 60);
+	struct harness_fleet *fb = harness_fleet_start(N, &(struct harness_fleet_opts){
+		.socket = b.socket, .reqs = reqs, .nreqs = N });
+	node_use(&b);
+	harness.pid = 0;
+	harness_wait_status("upstream_waits", N, 60);
+	cJSON *st = node_status(&b);
+	ck_assert_double_eq_tol(cJSON_GetObjectItem(st, "upstream_looks_per_s")->valuedouble, 1.0,
+				1e-9);
+	cJSON_Delete(st);
+	int looked = 0;
+	for (int t = 0; t < 600 && looked != N; t++) {
+		harness_sleep_ms(100);
+		looked = flights_that_looked(&b, N);
+	}
+	ck_assert_msg(looked == N, "only %d of %d waiting flights looked in 60 s", looked, N);
+	harness_write_file(gate, "");
+	harness_fleet_wait(fa, 60);
+	harness_fleet_wait(fb, 60);
+	for (int i = 0; i < N; i++) {
+		ck_assert_msg(fa->results[i].rc == KILN_OK, "a: %s", fa->results[i].msg);
+		ck_assert_msg(fb->results[i].rc == KILN_OK, "b: %s", fb->results[i].msg);
+		free(texts[i]);
+	}
+	ck_assert_int_eq(harness_status_num_at(b.socket, "builds_started"), 0);
+	harness_fleet_free(fa);
+	harness_fleet_free(fb);
+	node_stop(&b);
+	node_stop(&a);
+}
+END_TEST
+
 /* An upstream object whose bytes do not match its metadata is not served:
  * the next node rebuilds and repairs it, and the one after that fetches. */
 START_TEST(corrupt_upstream_object_is_rebuilt)
@@ -884,6 +965,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("takeover", killed_claim_holder_is_taken_over, 120));
 	suite_add_tcase(s, harness_tcase("stop_waiting", stop_while_waiting_on_a_claim, 120));
 	suite_add_tcase(s, harness_tcase("paced", polling_is_paced_by_the_job_size, 120));
+	suite_add_tcase(s, harness_tcase("in_turn", waiting_flights_look_in_turn, 150));
 	suite_add_tcase(s, harness_tcase("corrupt", corrupt_upstream_object_is_rebuilt, 120));
 	suite_add_tcase(s, harness_tcase("header", changed_header_is_not_an_upstream_hit, 120));
 	suite_add_tcase(s, harness_tcase("join", text_joins_a_digest_only_flight, 60));
