@@ -6,6 +6,7 @@
  * holds a claim is taken over, and nothing broken or foreign is served.
  */
 #include "harness.h"
+#include "upstream_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,114 +22,6 @@
 
 #define NODES 4
 #define PROGRAMS 10
-
-/* One daemon as if on its own node: socket and cache of its own. All log
- * into the harness's one log and output file (each line names its pid), so
- * that a failed test shows them. */
-struct node {
-	char socket[HARNESS_PATH];
-	char cache[HARNESS_PATH];
-	char log[HARNESS_PATH];
-	char out[HARNESS_PATH];
-	pid_t pid;
-};
-
-/* What the client process of one node saw. */
-struct node_result {
-	int done;
-	int failures;
-	char msg[1024];
-};
-
-static void node_init(struct node *n, const char *name)
-{
-	char dir[HARNESS_PATH];
-
-	harness_path(dir, "%s", name);
-	ck_assert_msg(mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
-	harness_path(n->socket, "%s/kilnd.sock", name);
-	harness_path(n->cache, "%s/cache", name);
-	harness_path(n->log, "kilnd.log");
-	harness_path(n->out, "kilnd.out");
-	n->pid = 0;
-}
-
-/* Points the harness (CLI, start, stop, failure output) at node n. */
-static void node_use(const struct node *n)
-{
-	snprintf(harness.socket, sizeof(harness.socket), "%s", n->socket);
-	snprintf(harness.cache, sizeof(harness.cache), "%s", n->cache);
-	snprintf(harness.log, sizeof(harness.log), "%s", n->log);
-	snprintf(harness.out, sizeof(harness.out), "%s", n->out);
-	harness.pid = n->pid;
-}
-
-static void node_start(struct node *n, const char *const *extra)
-{
-	node_use(n);
-	n->pid = harness_startv(extra);
-	harness.pid = 0;
-}
-
-static void node_stop(struct node *n)
-{
-	node_use(n);
-	harness_stop();
-	n->pid = 0;
-}
-
-static cJSON *node_status(const struct node *n)
-{
-	node_use(n);
-	harness.pid = 0;
-	return harness_status();
-}
-
-/* The sum of a status counter over nodes. */
-static int64_t sum_status(const struct node *nodes, int n, const char *field)
-{
-	int64_t sum = 0;
-
-	for (int i = 0; i < n; i++) {
-		cJSON *st = node_status(&nodes[i]);
-
-		sum += harness_num(st, field);
-		cJSON_Delete(st);
-	}
-	return sum;
-}
-
-/* The extra kilnd arguments every node of a test gets. */
-struct node_args {
-	char upstream[HARNESS_PATH];
-	char toolchain[HARNESS_PATH + 8];
-	const char *argv[10];
-};
-
-/* job_nodes: --job-nodes for every node, or NULL. */
-static void node_args_init(struct node_args *a, const char *wrapper, const char *stale,
-			   const char *job_nodes)
-{
-	size_t n = 0;
-
-	harness_path(a->upstream, "upstream");
-	a->argv[n++] = "--upstream";
-	a->argv[n++] = a->upstream;
-	if (wrapper) {
-		snprintf(a->toolchain, sizeof(a->toolchain), "cc=%s", wrapper);
-		a->argv[n++] = "--toolchain";
-		a->argv[n++] = a->toolchain;
-	}
-	if (stale) {
-		a->argv[n++] = "--upstream-stale";
-		a->argv[n++] = stale;
-	}
-	if (job_nodes) {
-		a->argv[n++] = "--job-nodes";
-		a->argv[n++] = job_nodes;
-	}
-	a->argv[n] = NULL;
-}
 
 /* Child of run_clients: all programs in one batch through one node. */
 static void node_client(const struct node *n, const struct kiln_request *reqs, const int *values,
@@ -204,41 +97,6 @@ static void run_clients(const struct node *nodes, int n, const struct kiln_reque
 			      res[i].failures, res[i].msg);
 	}
 	munmap(res, (size_t)n * sizeof(*res));
-}
-
-/* Files under dir whose names end in suffix (recursively): how many, and
- * the last one found. */
-static const char *count_suffix;
-static int count_found;
-static char found_path[HARNESS_PATH];
-
-static int count_visit(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	size_t len = strlen(path), sl = strlen(count_suffix);
-
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_F && len >= sl && strcmp(path + len - sl, count_suffix) == 0) {
-		count_found++;
-		snprintf(found_path, sizeof(found_path), "%s", path);
-	}
-	return 0;
-}
-
-static int count_files(const char *dir, const char *suffix)
-{
-	count_suffix = suffix;
-	count_found = 0;
-	found_path[0] = '\0';
-	nftw(dir, count_visit, 16, FTW_PHYS);
-	return count_found;
-}
-
-/* The one file under dir ending in suffix; fails the test otherwise. */
-static const char *find_one(const char *dir, const char *suffix)
-{
-	ck_assert_int_eq(count_files(dir, suffix), 1);
-	return found_path;
 }
 
 /* Gets one request through node n and requires its value. */
@@ -336,63 +194,6 @@ START_TEST(nodes_share_one_build_per_program)
 END_TEST
 
 /*
- * Two daemons on one tier: a claims a program and compiles it behind a gate
- * (the toolchain wrapper waits for it); b's client asks for the same program
- * and b waits for a's claim.
- */
-struct claim_race {
-	char wrapper[HARNESS_PATH], log[HARNESS_PATH], gate[HARNESS_PATH];
-	char claims[HARNESS_PATH];
-	char *text;
-	struct kiln_request req;
-	struct kiln_source src;
-	struct harness_fleet *fa, *fb;
-	struct node a, b;
-	struct node_args args;
-};
-
-/* Node a builds name behind a gate, node b waits on a's claim; every node
- * with --job-nodes job_nodes unless NULL. */
-static void claim_race_start_with(struct claim_race *c, const char *name, int value,
-				  const char *stale, const char *job_nodes)
-{
-	c->text = harness_program(name, value);
-	harness_write_wrapper(harness_path(c->wrapper, "cc-wrapper"),
-			      harness_path(c->log, "wrapper.log"), harness_path(c->gate, "gate"), 0);
-	harness_path(c->claims, "upstream/claims");
-	node_args_init(&c->args, c->wrapper, stale, job_nodes);
-	harness_request(&c->req, &c->src, "prog.c", c->text);
-	node_init(&c->a, "a");
-	node_init(&c->b, "b");
-	node_start(&c->a, c->args.argv);
-	node_start(&c->b, c->args.argv);
-	c->fa = harness_fleet_start(1, &(struct harness_fleet_opts){
-		.socket = c->a.socket, .reqs = &c->req, .nreqs = 1 });
-	harness_wait_wrapper_starts(c->log, 1, 60);
-	ck_assert_int_eq(harness_count_dir(c->claims), 1);
-	c->fb = harness_fleet_start(1, &(struct harness_fleet_opts){
-		.socket = c->b.socket, .reqs = &c->req, .nreqs = 1 });
-	node_use(&c->b);
-	harness.pid = 0;
-	harness_wait_status("upstream_waits", 1, 60);
-}
-
-static void claim_race_start(struct claim_race *c, const char *name, int value, const char *stale)
-{
-	claim_race_start_with(c, name, value, stale, NULL);
-}
-
-/* The end of a race: no claim left, one entry published. */
-static void claim_race_end(struct claim_race *c)
-{
-	ck_assert_int_eq(harness_count_dir(c->claims), 0);
-	ck_assert_int_eq(count_files(c->args.upstream, ".json"), 1);
-	harness_fleet_free(c->fa);
-	harness_fleet_free(c->fb);
-	free(c->text);
-}
-
-/*
  * A daemon killed while it holds a claim: another daemon waits (holding no
  * --jobs slot) while the claim is fresh, takes it over once it went stale,
  * and builds.
@@ -454,165 +255,6 @@ START_TEST(stop_while_waiting_on_a_claim)
 	ck_assert_int_eq(c.fa->results[0].value, 5);
 	node_stop(&c.a);
 	claim_race_end(&c);
-}
-END_TEST
-
-/*
- * Waiting nodes look again at the claim at a pace set by the job's size
- * (--upstream-looks, 1000 a second, shared by its nodes), so that 4,096
- * nodes do not poll one metadata server 20 times a second each. At
- * 10,000,000 nodes, b looks at the floor of once every 10 s: in 2 s it does
- * not look at all (at the pace of a small job it looks 3 times: after 250
- * ms, then less and less often). A client's hello says its job's size too.
- */
-START_TEST(polling_is_paced_by_the_job_size)
-{
-	struct claim_race c;
-	memset(&c, 0, sizeof(c));
-	claim_race_start_with(&c, "paced", 6, NULL, "10000000");
-	cJSON *st = node_status(&c.b);
-	ck_assert_int_eq(harness_num(st, "job_nodes"), 10000000);
-	ck_assert_str_eq(harness_str(st, "job_nodes_source"), "--job-nodes");
-	ck_assert_double_eq_tol(cJSON_GetObjectItem(st, "upstream_looks_per_s")->valuedouble,
-				0.1, 1e-12);
-	cJSON_Delete(st);
-	sleep(2);
-	st = node_status(&c.b);
-	ck_assert_int_eq(harness_num(st, "upstream_looks"), 0);
-	ck_assert_int_eq(harness_num(st, "upstream_waits"), 1);
-	cJSON_Delete(st);
-
-	/* A client of a 20,000,000-node job is not believed; one of 4,096 on
-	 * a kilnd told 10,000,000 changes nothing; a larger word would. */
-	setenv("SLURM_JOB_NUM_NODES", "20000000", 1);
-	st = node_status(&c.b);
-	ck_assert_int_eq(harness_num(st, "job_nodes"), 10000000);
-	cJSON_Delete(st);
-	setenv("SLURM_JOB_NUM_NODES", "4096", 1);
-	st = node_status(&c.b);
-	ck_assert_int_eq(harness_num(st, "job_nodes"), 10000000);
-	ck_assert_str_eq(harness_str(st, "job_nodes_source"), "--job-nodes");
-	cJSON_Delete(st);
-
-	/* Once a has built, b still notices within about 10 s (the floor),
-	 * fetches and compiles nothing. */
-	harness_write_file(c.gate, "");
-	harness_fleet_wait(c.fa, 60);
-	ck_assert_msg(c.fa->results[0].rc == KILN_OK, "a's client: %s", c.fa->results[0].msg);
-	harness_fleet_wait(c.fb, 60);
-	ck_assert_msg(c.fb->results[0].rc == KILN_OK, "b's client: %s", c.fb->results[0].msg);
-	ck_assert_int_eq(c.fb->results[0].value, 6);
-	st = node_status(&c.b);
-	ck_assert_int_ge(harness_num(st, "upstream_looks"), 1);
-	ck_assert_int_eq(harness_num(st, "upstream_hits"), 1);
-	ck_assert_int_eq(harness_num(st, "builds_started"), 0);
-	cJSON_Delete(st);
-	node_stop(&c.b);
-	node_stop(&c.a);
-	claim_race_end(&c);
-
-	/* Without --job-nodes: the environment's Slurm hostlist (as in a
-	 * prologue), then a client's larger word. */
-	const char *env[] = { "SLURM_JOB_NODELIST=nid[0001-0128,0200]", NULL };
-	unsetenv("SLURM_JOB_NUM_NODES");
-	node_args_init(&c.args, NULL, NULL, NULL);
-	node_use(&c.a);
-	c.a.pid = harness_start_env(c.args.argv, env);
-	harness.pid = 0;
-	st = node_status(&c.a);
-	ck_assert_int_eq(harness_num(st, "job_nodes"), 129);
-	ck_assert_str_eq(harness_str(st, "job_nodes_source"), "environment");
-	cJSON_Delete(st);
-	setenv("SLURM_JOB_NUM_NODES", "4096", 1);
-	st = node_status(&c.a);
-	ck_assert_int_eq(harness_num(st, "job_nodes"), 4096);
-	ck_assert_str_eq(harness_str(st, "job_nodes_source"), "client");
-	ck_assert_double_eq_tol(cJSON_GetObjectItem(st, "upstream_looks_per_s")->valuedouble,
-				1000.0 / 4096, 1e-9);
-	cJSON_Delete(st);
-	unsetenv("SLURM_JOB_NUM_NODES");
-	node_stop(&c.a);
-}
-END_TEST
-
-/* How many of node n's waiting flights (status upstream_waiting) have
- * looked at least once; -1 while fewer than want wait. */
-static int flights_that_looked(const struct node *n, int want)
-{
-	cJSON *st = node_status(n);
-	const cJSON *w = cJSON_GetObjectItem(st, "upstream_waiting"), *f;
-	int count = 0, looked = 0;
-	cJSON_ArrayForEach(f, w) {
-		count++;
-		looked += harness_num(f, "looks") >= 1;
-	}
-	cJSON_Delete(st);
-	return count < want ? -1 : looked;
-}
-
-/*
- * Several flights waiting at a slow pace look in turn: at 1 look a second
- * for the kilnd (--job-nodes 1000), each of 4 waiting flights looks within
- * a few seconds. (The newest used to take every look: one of 4 never
- * looked, so it could not see its claim go stale either.)
- */
-START_TEST(waiting_flights_look_in_turn)
-{
-	enum { N = 4 };
-	char wrapper[HARNESS_PATH], log[HARNESS_PATH], gate[HARNESS_PATH], up[HARNESS_PATH];
-	char tc[HARNESS_PATH + 8];
-	struct kiln_request reqs[N];
-	struct kiln_source srcs[N];
-	char *texts[N];
-	struct node a, b;
-
-	harness_write_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(log, "wrapper.log"),
-			      harness_path(gate, "gate"), 0);
-	snprintf(tc, sizeof(tc), "cc=%s", wrapper);
-	harness_path(up, "upstream");
-	const char *args[] = { "--upstream", up, "--toolchain", tc, "--jobs", "4",
-			       "--job-nodes", "1000", NULL };
-	for (int i = 0; i < N; i++) {
-		char name[32];
-		snprintf(name, sizeof(name), "turn_%d", i);
-		texts[i] = harness_program(name, 40 + i);
-		harness_request(&reqs[i], &srcs[i], "prog.c", texts[i]);
-	}
-	node_init(&a, "a");
-	node_init(&b, "b");
-	node_start(&a, args);
-	node_start(&b, args);
-	struct harness_fleet *fa = harness_fleet_start(N, &(struct harness_fleet_opts){
-		.socket = a.socket, .reqs = reqs, .nreqs = N });
-	harness_wait_wrapper_starts(log, N, 60);
-	struct harness_fleet *fb = harness_fleet_start(N, &(struct harness_fleet_opts){
-		.socket = b.socket, .reqs = reqs, .nreqs = N });
-	node_use(&b);
-	harness.pid = 0;
-	harness_wait_status("upstream_waits", N, 60);
-	cJSON *st = node_status(&b);
-	ck_assert_double_eq_tol(cJSON_GetObjectItem(st, "upstream_looks_per_s")->valuedouble, 1.0,
-				1e-9);
-	cJSON_Delete(st);
-	int looked = 0;
-	for (int t = 0; t < 600 && looked != N; t++) {
-		harness_sleep_ms(100);
-		looked = flights_that_looked(&b, N);
-	}
-	ck_assert_msg(looked == N, "only %d of %d waiting flights looked in 60 s", looked, N);
-	harness_write_file(gate, "");
-	harness_fleet_wait(fa, 60);
-	harness_fleet_wait(fb, 60);
-	for (int i = 0; i < N; i++) {
-		ck_assert_msg(fa->results[i].rc == KILN_OK, "a: %s", fa->results[i].msg);
-		ck_assert_msg(fb->results[i].rc == KILN_OK, "b: %s", fb->results[i].msg);
-		free(texts[i]);
-	}
-	ck_assert_int_eq(harness_status_num_at(b.socket, "builds_started"), 0);
-	harness_fleet_free(fa);
-	harness_fleet_free(fb);
-	node_stop(&b);
-	node_stop(&a);
 }
 END_TEST
 
@@ -964,8 +606,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("held", the_tier_is_used_through_the_directory_opened_at_start, 120));
 	suite_add_tcase(s, harness_tcase("takeover", killed_claim_holder_is_taken_over, 120));
 	suite_add_tcase(s, harness_tcase("stop_waiting", stop_while_waiting_on_a_claim, 120));
-	suite_add_tcase(s, harness_tcase("paced", polling_is_paced_by_the_job_size, 120));
-	suite_add_tcase(s, harness_tcase("in_turn", waiting_flights_look_in_turn, 150));
 	suite_add_tcase(s, harness_tcase("corrupt", corrupt_upstream_object_is_rebuilt, 120));
 	suite_add_tcase(s, harness_tcase("header", changed_header_is_not_an_upstream_hit, 120));
 	suite_add_tcase(s, harness_tcase("join", text_joins_a_digest_only_flight, 60));
