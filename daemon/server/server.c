@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "kilnd.h"
 #include "log.h"
 #include "msg.h"
@@ -532,70 +533,6 @@ static void conn_on_io(uv_poll_t *h, int status, int events)
 	conn_unref(c);
 }
 
-static bool id_listed(unsigned id, const unsigned *ids, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (ids[i] == id)
-			return true;
-	return false;
-}
-
-/* Whether the peer's groups (SO_PEERGROUPS: the supplementary groups it had
- * when it connected, no name service lookup) include an allowed group. */
-static bool peer_in_group(int fd, const struct config *cfg, gid_t gid)
-{
-	gid_t groups[256];
-	socklen_t len = sizeof(groups);
-	if (id_listed(gid, cfg->allow_gids, cfg->nallow_gids))
-		return true;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) != 0)
-		return false;
-	for (size_t i = 0; i < len / sizeof(gid_t); i++)
-		if (id_listed(groups[i], cfg->allow_gids, cfg->nallow_gids))
-			return true;
-	return false;
-}
-
-/* The daemon's own user may talk to it (DESIGN.md, one daemon per user),
- * and whoever --allow-uid or --allow-group name. */
-static int check_peer(int fd, const struct config *cfg, uid_t *uid, pid_t *pid)
-{
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
-		return -errno;
-	*uid = cred.uid;
-	*pid = cred.pid;
-	if (cred.uid == geteuid() || id_listed(cred.uid, cfg->allow_uids, cfg->nallow_uids))
-		return 0;
-	if (cfg->nallow_gids > 0 && peer_in_group(fd, cfg, cred.gid))
-		return 0;
-	return -EPERM;
-}
-
-/* Answers a connection kilnd will not serve with one error, then closes it. */
-static void refuse_conn(int fd, enum msg_err code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void refuse_conn(int fd, enum msg_err code, const char *fmt, ...)
-{
-	struct msg_error err = { .code = code };
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err.message, sizeof(err.message), fmt, ap);
-	va_end(ap);
-	cJSON *r = msg_error_reply(0, &err);
-	char *json = r != NULL ? cJSON_PrintUnformatted(r) : NULL;
-	size_t len;
-	char *frame = json != NULL ? frame_encode(json, strlen(json), &len) : NULL;
-	if (frame != NULL)
-		(void)wire_sendmsg(fd, frame, len, -1);
-	free(frame);
-	free(json);
-	cJSON_Delete(r);
-	close(fd);
-}
-
 static void server_on_accept(uv_poll_t *h, int status, int events);
 
 static void on_accept_retry(uv_timer_t *t)
@@ -626,10 +563,10 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 		}
 		uid_t uid = (uid_t)-1;
 		pid_t pid = 0;
-		if (check_peer(fd, d->cfg, &uid, &pid) != 0) {
+		if (access_check_peer(fd, d->cfg, &uid, &pid) != 0) {
 			log_warn("refused connection from uid %d (pid %d)", (int)uid, (int)pid);
 			d->c.denied++;
-			refuse_conn(fd, ERR_DENIED, "kilnd serves uid %d%s; connection from uid %d refused",
+			access_refuse(fd, ERR_DENIED, "kilnd serves uid %d%s; connection from uid %d refused",
 				    (int)geteuid(), d->cfg->nallow_uids + d->cfg->nallow_gids > 0 ?
 				    " and the users and groups it allows" : " only", (int)uid);
 			continue;
@@ -642,7 +579,7 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 				s->busy_log_ns = now;
 			}
 			d->c.busy++;
-			refuse_conn(fd, ERR_BUSY, "kilnd has %u connections open, its --max-connections; "
+			access_refuse(fd, ERR_BUSY, "kilnd has %u connections open, its --max-connections; "
 				    "try again later", s->nconns);
 			continue;
 		}
@@ -723,47 +660,6 @@ static void on_stall_sweep(uv_timer_t *t)
 	}
 }
 
-/* The socket's directory must be ours and private: the socket is the only
- * gate in front of a daemon that runs compilers. */
-static int prepare_dir(const char *path, char *err, size_t errlen)
-{
-	char *dir = strdup(path);
-	if (dir == NULL)
-		return -ENOMEM;
-	char *slash = strrchr(dir, '/');
-	int rc = 0;
-	if (slash != NULL && slash != dir) {
-		*slash = '\0';
-		struct stat st;
-		if (stat(dir, &st) != 0) {
-			rc = util_mkdir_p(dir, 0700);
-			if (rc != 0)
-				snprintf(err, errlen, "cannot create socket directory %s: %s", dir, strerror(-rc));
-		} else if (!S_ISDIR(st.st_mode)) {
-			snprintf(err, errlen, "%s is not a directory", dir);
-			rc = -ENOTDIR;
-		}
-	}
-	free(dir);
-	return rc;
-}
-
-/* main.c holds the socket's lock: a socket left at path belongs to a dead
- * daemon and goes. Anything else is the user's: refused, never removed. */
-static int clear_socket_path(const char *path, char *err, size_t errlen)
-{
-	struct stat st;
-	if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
-		snprintf(err, errlen, "%s exists and is %s, not a socket; kilnd only replaces a stale "
-			 "socket: choose another --socket, or remove it yourself", path,
-			 S_ISDIR(st.st_mode) ? "a directory" : S_ISLNK(st.st_mode) ? "a symbolic link"
-			 : S_ISREG(st.st_mode) ? "a regular file" : "a special file");
-		return -EEXIST;
-	}
-	unlink(path);
-	return 0;
-}
-
 int server_init(struct kilnd *d, const struct server_hooks *hooks, char *err, size_t errlen)
 {
 	const char *path = d->cfg->socket_path;
@@ -772,7 +668,7 @@ int server_init(struct kilnd *d, const struct server_hooks *hooks, char *err, si
 		snprintf(err, errlen, "socket path %s is longer than %zu bytes", path, sizeof(sa.sun_path) - 1);
 		return -ENAMETOOLONG;
 	}
-	int rc = d->activated ? 0 : prepare_dir(path, err, errlen);
+	int rc = d->activated ? 0 : access_prepare_dir(path, err, errlen);
 	if (rc != 0)
 		return rc;
 	struct server *s = calloc(1, sizeof(*s));
@@ -797,7 +693,7 @@ int server_init(struct kilnd *d, const struct server_hooks *hooks, char *err, si
 		goto fail;
 	}
 	strcpy(sa.sun_path, path);
-	if ((rc = clear_socket_path(path, err, errlen)) != 0)
+	if ((rc = access_clear_socket(path, err, errlen)) != 0)
 		goto fail;
 	mode_t old = umask(0177);
 	rc = bind(s->fd, (struct sockaddr *)&sa, sizeof(sa));
