@@ -6,7 +6,9 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -45,17 +47,60 @@ int util_sha256_file(const char *path, uint8_t out[32])
 	return util_sha256_file_at(AT_FDCWD, path, out);
 }
 
+int util_open_regular_at(int dirfd, const char *path, struct stat *st)
+{
+	/* O_PATH opens nothing of the file itself: no FIFO waits for a writer,
+	 * no device's open runs. Only a regular file is then opened for
+	 * reading, through the descriptor, so it is the same inode. */
+	int pfd = openat(dirfd, path, O_PATH | O_CLOEXEC);
+	if (pfd < 0)
+		return -errno;
+	if (fstat(pfd, st) != 0) {
+		int e = -errno;
+		close(pfd);
+		return e;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		close(pfd);
+		return -EINVAL;
+	}
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	int fd = open(self, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0 && errno == ENOENT) /* no /proc: a regular file cannot block */
+		fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	int e = -errno;
+	close(pfd);
+	if (fd < 0)
+		return e;
+	struct stat now;
+	if (fstat(fd, &now) != 0 || now.st_ino != st->st_ino || now.st_dev != st->st_dev) {
+		close(fd);
+		return -EAGAIN;
+	}
+	return fd;
+}
+
 int util_sha256_file_at(int dirfd, const char *path, uint8_t out[32])
+{
+	struct stat st;
+	int fd = util_open_regular_at(dirfd, path, &st);
+	if (fd < 0)
+		return fd;
+	int rc = util_sha256_fd(fd, out);
+	close(fd);
+	return rc;
+}
+
+int util_sha256_fd(int fd, uint8_t out[32])
 {
 	enum { CHUNK = 1 << 17 };
 	EVP_MD_CTX *ctx = NULL;
 	char *buf = NULL;
+	uint64_t off = 0;
 	ssize_t n;
-	int fd, rc;
+	int rc;
 
-	fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
 	buf = malloc(CHUNK);
 	ctx = EVP_MD_CTX_new();
 	if (!buf || !ctx || EVP_DigestInit_ex(ctx, util_sha256_md(), NULL) != 1) {
@@ -63,13 +108,17 @@ int util_sha256_file_at(int dirfd, const char *path, uint8_t out[32])
 		goto cleanup;
 	}
 	for (;;) {
-		n = util_read_retry(fd, buf, CHUNK);
+		/* pread: the descriptor's offset is left alone. */
+		n = pread(fd, buf, CHUNK, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
 		if (n < 0) {
-			rc = (int)n;
+			rc = -errno;
 			goto cleanup;
 		}
 		if (n == 0)
 			break;
+		off += (uint64_t)n;
 		if (EVP_DigestUpdate(ctx, buf, (size_t)n) != 1) {
 			rc = -ENOMEM;
 			goto cleanup;
@@ -79,7 +128,6 @@ int util_sha256_file_at(int dirfd, const char *path, uint8_t out[32])
 cleanup:
 	EVP_MD_CTX_free(ctx);
 	free(buf);
-	close(fd);
 	return rc;
 }
 

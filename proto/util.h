@@ -67,8 +67,19 @@ ssize_t util_read_retry(int fd, void *buf, size_t len);
 void util_sha256(const void *buf, size_t len, uint8_t out[32]);
 /* SHA-256 of a file's content. Returns 0 or a negative errno. */
 int util_sha256_file(const char *path, uint8_t out[32]);
-/* As util_sha256_file, path relative to the directory dirfd (or AT_FDCWD). */
+/* As util_sha256_file, path relative to the directory dirfd (or AT_FDCWD).
+ * Opened without blocking (a FIFO or device never holds the caller);
+ * anything but a regular file is -EINVAL. */
 int util_sha256_file_at(int dirfd, const char *path, uint8_t out[32]);
+/* Opens path (relative to dirfd) for reading only if it is a regular file,
+ * never blocking and never opening anything else (a FIFO, a device, a
+ * socket): the descriptor, with *st its identity; -EINVAL (st filled) for
+ * anything but a regular file, or another negative errno. */
+struct stat;
+int util_open_regular_at(int dirfd, const char *path, struct stat *st);
+/* The SHA-256 of what the open descriptor fd holds, read with pread from
+ * offset 0 to its end; 0 or a negative errno. fd stays open. */
+int util_sha256_fd(int fd, uint8_t out[32]);
 /* OpenSSL's SHA-256 (an EVP_MD), fetched once (digest.c). */
 struct evp_md_st;
 const struct evp_md_st *util_sha256_md(void);

@@ -62,6 +62,7 @@ struct build_input {
 	size_t npch_deps;
 	bool pch_refused;            /* its .gch disagreed with the build: not again */
 	bool background;             /* queued behind every other build (a .gch) */
+	unsigned hash_waits;         /* times it waited for an input hashed on the pool */
 };
 
 void build_input_free(struct build_input *in);

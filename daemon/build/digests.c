@@ -3,12 +3,14 @@
  * hashing itself runs outside the lock.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "digests.h"
 #include "table.h"
@@ -54,32 +56,50 @@ void digests_counts(uint64_t *hashed, uint64_t *hashed_bytes, uint64_t *cached)
 	*cached = atomic_load(&n_cached);
 }
 
-int digests_file(const char *path, uint8_t out[32], struct stat *st)
+/* The cached digest of the identity st, if any. */
+static bool cached(const struct stat *st, uint8_t out[32])
 {
 	char key[160];
-	struct stat after;
-	if (stat(path, st) != 0)
-		return -errno;
-	if (!S_ISREG(st->st_mode))
-		return -EISDIR;
 	ident_key(st, key, sizeof(key));
 	pthread_mutex_lock(&lock);
 	uint8_t *hit = cache != NULL ? table_get(cache, key) : NULL;
 	if (hit != NULL)
 		memcpy(out, hit, 32);
 	pthread_mutex_unlock(&lock);
-	if (hit != NULL) {
+	return hit != NULL;
+}
+
+int digests_file(const char *path, uint8_t out[32], struct stat *st)
+{
+	char key[160];
+	struct stat after;
+	/* Opened without blocking and checked by what was opened, not by an
+	 * earlier stat: a FIFO or device swapped in for a file between the two
+	 * must neither hold the thread in open() or read() nor be hashed. */
+	int fd = util_open_regular_at(AT_FDCWD, path, st);
+	if (fd < 0)
+		return fd == -EINVAL ? -EISDIR : fd;
+	if (cached(st, out)) {
+		close(fd);
 		atomic_fetch_add(&n_cached, 1);
 		return 0;
 	}
-	if (util_sha256_file(path, out) != 0)
-		return -EIO;
+	int rc = util_sha256_fd(fd, out) != 0 ? -EIO : 0;
+	if (rc == 0 && fstat(fd, &after) != 0)
+		rc = -errno;
+	close(fd);
+	if (rc != 0)
+		return rc;
 	atomic_fetch_add(&n_hashed, 1);
 	atomic_fetch_add(&n_hashed_bytes, (uint64_t)st->st_size);
+	/* Unchanged while read, and still what the path names. */
+	if (!digest_same_ident(st, &after))
+		return -EAGAIN;
 	if (stat(path, &after) != 0)
 		return -errno;
 	if (!digest_same_ident(st, &after))
 		return -EAGAIN;
+	ident_key(st, key, sizeof(key));
 	if (!digests_settled(st))
 		return 0;
 	uint8_t *copy = malloc(32);

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "store.h"
 
@@ -18,8 +19,10 @@ struct kilnd;
 int headers_init(struct kilnd *d);
 void headers_fini(struct kilnd *d);
 
+enum headers_verdict { HEADERS_INVALID, HEADERS_VALID, HEADERS_PENDING };
+
 /*
- * True when every dependency of e is still in its recorded state: files
+ * Whether every dependency of e is still in its recorded state: files
  * with the recorded content, found paths still there with the same type
  * and permissions, missing paths still missing, environment variables as
  * recorded. Runs on the loop thread. Costs one non-blocking read of the
@@ -28,9 +31,21 @@ void headers_fini(struct kilnd *d);
  * since e was last found valid and every dependency is watched by a
  * complete event source; otherwise a stat per dependency not yet checked
  * in this batch of requests, and a digest of every file whose identity
- * changed.
+ * changed. A changed file above 256 KiB is hashed on the pool: then
+ * HEADERS_PENDING, and headers_wait says when to ask again.
  */
+int headers_check(struct kilnd *d, const struct store_entry *e);
+/* After HEADERS_PENDING: calls cb(arg) on the loop once the hash it waits
+ * for is over (then headers_check again). 0, or -EINVAL/-ENOMEM (cb will
+ * not be called). */
+int headers_wait(struct kilnd *d, void (*cb)(void *arg), void *arg);
+/* headers_check for callers that cannot wait: pending counts as invalid
+ * (a rebuild or a fresh import, never a wrong hit). */
 bool headers_valid(struct kilnd *d, const struct store_entry *e);
+/* Events read, floods (more events than a bounded read: everything
+ * stat'ed once) and files hashed on the pool since the start. */
+void headers_counts(const struct kilnd *d, uint64_t *events, uint64_t *floods,
+		    uint64_t *hashed_on_pool);
 /* Whether inotify and the mount watch work (`kiln status`). */
 bool headers_events_complete(const struct kilnd *d);
 /*

@@ -311,6 +311,46 @@ static void join_or_start(struct conn *c, struct build_input *in)
 		conn_reply_error(c, id, ERR_INTERNAL, NULL, "out of memory");
 }
 
+/* How often one request waits for inputs hashed on the pool before a
+ * changing input counts as changed (a miss): each wait ends with the
+ * digest, unless the file changed again meanwhile. */
+#define HASH_WAITS_MAX 4
+
+static void resolve_get(struct conn *c, struct build_input *in, int fd);
+
+/* A get waiting for a large changed input to be hashed on the pool. */
+struct parked_get {
+	struct conn *c;
+	struct build_input *in;
+	int fd;
+};
+
+static void unpark_get(void *arg)
+{
+	struct parked_get *p = arg;
+	struct conn *c = p->c;
+	resolve_get(c, p->in, p->fd);
+	conn_unref(c);
+	free(p);
+}
+
+/* Parks the request until the hash its check waits for is over; false
+ * when it cannot (it is then answered now, the input counted as changed). */
+static bool park_get(struct conn *c, struct build_input *in, int fd)
+{
+	struct parked_get *p = calloc(1, sizeof(*p));
+	if (p == NULL)
+		return false;
+	*p = (struct parked_get){ .c = c, .in = in, .fd = fd };
+	in->hash_waits++;
+	conn_ref(c);
+	if (headers_wait(c->d, unpark_get, p) == 0)
+		return true;
+	conn_unref(c);
+	free(p);
+	return false;
+}
+
 /* After the key is known: join a build, serve a hit, or start a build. A
  * probe ("build": false) only serves a hit. */
 static void resolve_get(struct conn *c, struct build_input *in, int fd)
@@ -328,7 +368,13 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 	size_t n = 0;
 	if (store_get_by_rkey(d->store, in->rkey, &list, &n) == 0) {
 		for (size_t i = 0; i < n; i++) {
-			int rc = headers_valid(d, &list[i]) ? reply_hit(c, id, &list[i], in->req.alias) : -1;
+			int v = headers_check(d, &list[i]);
+			if (v == HEADERS_PENDING && in->hash_waits < HASH_WAITS_MAX &&
+			    park_get(c, in, fd)) {
+				store_entries_free(list, n);
+				return;
+			}
+			int rc = v == HEADERS_VALID ? reply_hit(c, id, &list[i], in->req.alias) : -1;
 			if (rc >= 0) {
 				if (rc == 0)
 					stats_hit(d, in->req.toolchain);
@@ -407,7 +453,59 @@ static bool built_by(struct kilnd *d, const struct store_entry *e, const char *n
 	return false;
 }
 
-static void op_lookup(struct conn *c, struct msg_request *req)
+/* A lookup waiting for a large changed input to be hashed on the pool:
+ * what it asked, copied (the request itself is freed when op_lookup
+ * returns). */
+struct parked_lookup {
+	struct conn *c;
+	struct msg_request req;
+	char *alias, *key, *toolchain;
+	unsigned waits;
+};
+
+static void lookup_resolve(struct conn *c, struct msg_request *req, unsigned waits);
+
+static void unpark_lookup(void *arg)
+{
+	struct parked_lookup *p = arg;
+	struct conn *c = p->c;
+	lookup_resolve(c, &p->req, p->waits);
+	conn_unref(c);
+	free(p->alias);
+	free(p->key);
+	free(p->toolchain);
+	free(p);
+}
+
+static bool park_lookup(struct conn *c, const struct msg_request *req, unsigned waits)
+{
+	struct parked_lookup *p = calloc(1, sizeof(*p));
+	if (p == NULL)
+		return false;
+	p->c = c;
+	p->waits = waits + 1;
+	p->req.id = req->id;
+	p->req.op = req->op;
+	if ((req->alias != NULL && (p->alias = strdup(req->alias)) == NULL) ||
+	    (req->key != NULL && (p->key = strdup(req->key)) == NULL) ||
+	    (req->toolchain != NULL && (p->toolchain = strdup(req->toolchain)) == NULL))
+		goto fail;
+	p->req.alias = p->alias;
+	p->req.key = p->key;
+	p->req.toolchain = p->toolchain;
+	conn_ref(c);
+	if (headers_wait(c->d, unpark_lookup, p) == 0)
+		return true;
+	conn_unref(c);
+fail:
+	free(p->alias);
+	free(p->key);
+	free(p->toolchain);
+	free(p);
+	return false;
+}
+
+static void lookup_resolve(struct conn *c, struct msg_request *req, unsigned waits)
 {
 	struct kilnd *d = c->d;
 	struct store_entry e = { 0 };
@@ -415,8 +513,12 @@ static void op_lookup(struct conn *c, struct msg_request *req)
 	int rc = pending != NULL ? store_get(d->store, pending, &e)
 		 : req->alias != NULL ? store_get_by_alias(d->store, req->alias, &e)
 				      : store_get(d->store, req->key, &e);
-	int hit = rc == 0 && built_by(d, &e, req->toolchain) && headers_valid(d, &e)
-			  ? reply_hit(c, req->id, &e, NULL) : -1;
+	int v = rc == 0 && built_by(d, &e, req->toolchain) ? headers_check(d, &e) : HEADERS_INVALID;
+	if (v == HEADERS_PENDING && waits < HASH_WAITS_MAX && park_lookup(c, req, waits)) {
+		store_entry_free(&e);
+		return;
+	}
+	int hit = v == HEADERS_VALID ? reply_hit(c, req->id, &e, NULL) : -1;
 	if (hit == 0) {
 		stats_hit(d, e.toolchain);
 	} else if (hit < 0) {
@@ -426,6 +528,11 @@ static void op_lookup(struct conn *c, struct msg_request *req)
 				 req->alias != NULL ? req->alias : req->key);
 	}
 	store_entry_free(&e);
+}
+
+static void op_lookup(struct conn *c, struct msg_request *req)
+{
+	lookup_resolve(c, req, 0);
 }
 
 #define ADD_NUM(obj, name, v) cJSON_AddNumberToObject(obj, name, (double)(v))
@@ -478,6 +585,11 @@ static void add_observation(const struct kilnd *d, cJSON *r)
 	cJSON_AddStringToObject(o, "validation", headers_events_complete(d)
 				? "events where complete, else stat once per batch of requests"
 				: "stat once per batch of requests");
+	uint64_t events, floods, on_pool;
+	headers_counts(d, &events, &floods, &on_pool);
+	ADD_NUM(o, "events", events);
+	ADD_NUM(o, "event_floods", floods);
+	ADD_NUM(o, "hashed_on_pool", on_pool);
 }
 
 static void op_status(struct conn *c, struct msg_request *req)
