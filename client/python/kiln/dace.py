@@ -431,13 +431,48 @@ def compile_many(sdfgs: Iterable[Any]) -> List[Any]:
 
 
 # Looking a program up before code generation (docs/dace.md, "Found before
-# code generation"). The alias names what the generated code and its build
-# depend on: the SDFG (DaCe's own hash, which leaves out its build folder,
-# plus its name), DaCe's whole configuration but the build folder, DaCe's
-# code (every file of the package by size and mtime), kiln.dace's own code,
-# and the compilers on PATH. kilnd answers it only with an entry that the
-# toolchain as configured now built and whose every recorded input still
-# holds; anything else is a miss, and DaCe generates the code as usual.
+# code generation" and "What the alias covers"). The alias names what the
+# generated code and its build depend on: the SDFG (DaCe's own hash, which
+# leaves out its build folder, plus its name); DaCe's configuration as
+# Config.get answers it at that moment, which is three inputs: the stored
+# configuration (the file DaCe read, its defaults, every Config.set) but
+# the build folder, every DACE_* environment variable (Config.get returns
+# os.environ["DACE_" + "_".join(keys)] before the stored value), and the
+# configuration file itself (its path and content); the few other variables
+# DaCe's code reads that can change code or arguments ($CXX, the GPU
+# backend's and library environments' roots); DaCe's code (every file of the
+# package by size and mtime), kiln.dace's own code, and the compilers on
+# PATH. kilnd answers it only with an entry that the toolchain as configured
+# now built and whose every recorded input still holds; anything else is a
+# miss, and DaCe generates the code as usual.
+
+# Variables DaCe reads itself (os.environ, not through Config) that decide
+# the generated code or the arguments kiln.dace builds with: $CXX picks the
+# host compiler when compiler.cpu.executable is empty (compiler_family);
+# CUDA_HOME and HIP_PLATFORM pick the GPU backend when compiler.cuda.backend
+# is "auto" (codegen/common.py); ROCM_PATH, MKLROOT, CONDA_PREFIX and
+# HPTT_ROOT give library environments and instrumentation their include
+# and library directories, which become arguments. Those DaCe reads that
+# cannot change either are left out: the launchers' rank variables
+# (SLURM_PROCID, OMPI_COMM_WORLD_RANK, ...) only name a per-rank build
+# folder (sdfg.build_folder_root) and share an auto-tuner's work between
+# ranks (optimization/utils), and TORCH_EXTENSIONS_DIR only says where
+# PyTorch builds its own extensions; leaving the rank variables out is what
+# lets every rank of a job share one alias.
+_ALIAS_ENV = ("CXX", "CUDA_HOME", "HIP_PLATFORM", "ROCM_PATH", "MKLROOT", "CONDA_PREFIX",
+              "HPTT_ROOT")
+
+# DACE_* variables left out of the alias, by the exact name DaCe reads
+# (any other spelling of them is covered, at worst a miss): neither can
+# change the generated code or its build. DACE_default_build_folder is the
+# build folder, which the stored configuration's copy and the SDFG's hash
+# leave out too (include/hash.h is rewritten without it; kiln.dace makes
+# the tree folder-independent), so that ranks with their own folders share
+# one alias. DACE_BUILD_CACHE_DIR is where DaCe's own CMake build keeps its
+# advisory caches (configure results, its .gch, compile commands;
+# compiler.build_cache_root: "a miss costs speed, never correctness"), and
+# kiln.dace does not run that build: a fallback records no alias.
+_ALIAS_ENV_LEFT_OUT = frozenset(("DACE_default_build_folder", "DACE_BUILD_CACHE_DIR"))
 
 
 def _file_id(h, path):
@@ -465,9 +500,47 @@ def _code_id():
             h.update(f.read())
         for prog in ("c++", "nvcc", "gcc"):
             _file_id(h, shutil.which(prog) or prog)
-        h.update(("CXX=%s\n" % os.environ.get("CXX", "")).encode())
         _state["code"] = h.hexdigest()
     return _state["code"]
+
+
+def _environment_id():
+    """The environment variables that can decide DaCe's configuration or
+    build, as JSON: every variable whose name starts with DACE_ in any case
+    (DaCe reads the exact "DACE_<section>_<key>" only, but a variable that
+    differs only in case or that names no key today costs at most a miss),
+    and those of _ALIAS_ENV. Name and value, sorted, so that a variable set
+    to the empty string differs from one that is unset."""
+    return json.dumps(sorted([k, v] for k, v in os.environ.items()
+                             if (k.upper().startswith("DACE_") and k not in _ALIAS_ENV_LEFT_OUT)
+                             or k in _ALIAS_ENV))
+
+
+def _config_file_id():
+    """The configuration file this thread's DaCe read (config.py's
+    _initialize: ./.dace.conf of the working directory, else $DACE_CONFIG,
+    else ~/.dace.conf), by path and content digest. What DaCe took from it
+    is in the stored configuration already; the file is covered as well so
+    that another file, or the file edited since (which DaCe reads again on
+    Config.load() and in every new thread, its configuration being
+    thread-local), is a miss whatever the stored configuration's JSON copy
+    (default=str) loses of YAML's types."""
+    import hashlib
+    from dace.config import Config
+
+    name = Config.cfg_filename()
+    if name is None:
+        return "config file: none read (defaults)"
+    # DaCe names ./.dace.conf relative to the working directory it started
+    # in; made absolute against today's, it may name another directory's
+    # file: at worst a miss, as what DaCe read is in the stored configuration.
+    path = os.path.abspath(name)
+    try:
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        digest = "absent"
+    return "config file: %s %s" % (path, digest)
 
 
 def _content_alias(sdfg):
@@ -482,7 +555,7 @@ def _content_alias(sdfg):
         config.pop("default_build_folder", None)
         h = hashlib.sha256()
         for part in (sdfg.hash_sdfg(jsondict=j), sdfg.name, _code_id(),
-                     json.dumps(config, sort_keys=True)):
+                     json.dumps(config, sort_keys=True), _environment_id(), _config_file_id()):
             h.update(part.encode() + b"\0")
         return "dace:" + h.hexdigest()
     except Exception:  # an SDFG that does not serialise: no alias, no harm

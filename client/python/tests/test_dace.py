@@ -77,7 +77,7 @@ BROKEN = textwrap.dedent('''
 ''')
 
 
-def run_ranks(daemon, tmp_path, script, ranks, tag, name="programs"):
+def run_ranks(daemon, tmp_path, script, ranks, tag, name="programs", extra_env=None):
     # One script file for every run, as the ranks of a job share theirs: the
     # SDFG's hash in include/hash.h covers the Python file's path (its debug
     # information), so a program from another file is another key.
@@ -89,6 +89,11 @@ def run_ranks(daemon, tmp_path, script, ranks, tag, name="programs"):
         # DaCe's per-rank build folders, and its node-wide cache kept private.
         env["DACE_default_build_folder"] = str(tmp_path / ("%s_rank%d" % (tag, r)))
         env["DACE_BUILD_CACHE_DIR"] = str(tmp_path / "dace-node-cache")
+        for var, value in (extra_env or {}).items():
+            if value is None:
+                env.pop(var, None)
+            else:
+                env[var] = value
         procs.append(subprocess.Popen([sys.executable, str(path), daemon.socket], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       text=True, cwd=str(tmp_path)))
@@ -146,6 +151,142 @@ def test_ranks_build_each_program_once(daemon, tmp_path):
 def test_compile_error_is_dace_s(daemon, tmp_path):
     out = run_ranks(daemon, tmp_path, BROKEN, 1, "broken", name="broken")[0]
     assert "CompilationError True" in out, out
+
+
+# A program whose result is a macro of the compile line: what it returns shows
+# which configuration its library was built with.
+KVAL = textwrap.dedent('''
+    import sys
+    import numpy as np
+    import dace
+    import kiln.dace
+    kiln.dace.install(socket=sys.argv[1])
+    sdfg = dace.SDFG("kval")
+    sdfg.add_array("A", [1], dace.int64)
+    st = sdfg.add_state()
+    t = st.add_tasklet("t", {}, {"o"}, "o = KVAL;", language=dace.Language.CPP)
+    st.add_edge(t, "o", st.add_write("A"), None, dace.Memlet("A[0]"))
+    A = np.zeros(1, dtype=np.int64)
+    sdfg(A=A)
+    print("kval", int(A[0]))
+    print("built", kiln.dace.stats["built"], "looked_up", kiln.dace.stats["looked_up"],
+          "fallbacks", kiln.dace.stats["fallbacks"])
+''')
+
+
+def kval_runs(daemon, tmp_path, configure):
+    """Runs KVAL in fresh processes, each with its own build folder, with
+    configure(kval) giving the environment that sets -DKVAL=kval: KVAL=1,
+    then 2, then 1 again; each result must be what its configuration says,
+    and the third is found by content (the alias is still shared across
+    folders)."""
+    def run(kval, tag):
+        out = run_ranks(daemon, tmp_path, KVAL, 1, tag, name="kval",
+                        extra_env=configure(kval))[0]
+        m = re.search(r"kval (-?\d+)", out)
+        assert m, out
+        return int(m.group(1)), counts(out), out
+
+    got, c, out = run(1, "kval1")
+    assert (got, c) == (1, (1, 0, 0)), out
+    # The same program under another configuration: without the override in
+    # the alias, this run finds KVAL=1's library by content and returns 1.
+    got, c, out = run(2, "kval2")
+    assert (got, c) == (2, (1, 0, 0)), out
+    got, c, out = run(1, "kval1_again")
+    assert (got, c) == (1, (0, 1, 0)), out
+
+
+def test_alias_covers_dace_environment_overrides(daemon, tmp_path):
+    """DaCe's Config.get reads DACE_<section>_<key> before its stored
+    configuration: DACE_compiler_cpu_args="... -DKVAL=2" must be a miss for
+    the program built with -DKVAL=1, not a hit that returns 1."""
+    args = dace.config.Config.get_default("compiler", "cpu", "args")
+    kval_runs(daemon, tmp_path, lambda kval: {
+        "DACE_compiler_cpu_args": "%s -DKVAL=%d" % (args, kval), "DACE_CONFIG": None})
+
+
+def test_alias_covers_dace_config_file(daemon, tmp_path):
+    """The configuration file DaCe reads (here named by DACE_CONFIG), edited
+    between two processes: the second process gets its own build."""
+    args = dace.config.Config.get_default("compiler", "cpu", "args")
+    conf = tmp_path / "kval.conf"
+
+    def configure(kval):
+        # JSON is YAML: DaCe reads it as its configuration file.
+        conf.write_text(json.dumps({"compiler": {"cpu": {"args": "%s -DKVAL=%d"
+                                                          % (args, kval)}}}))
+        return {"DACE_CONFIG": str(conf), "DACE_compiler_cpu_args": None}
+
+    kval_runs(daemon, tmp_path, configure)
+
+
+def test_alias_covers_every_dace_variable_and_the_config_file(monkeypatch, tmp_path):
+    """In one process: every variable whose name starts with DACE_ in any
+    case, set or unset or empty, the variable that names the configuration
+    file, and the file DaCe read (its path and content) change the alias;
+    the build folder's variables and DaCe's own advisory build cache do
+    not."""
+    import kiln.dace
+    from dace.config import Config
+
+    for var in [v for v in os.environ if v.upper().startswith("DACE_")]:
+        monkeypatch.delenv(var)
+    monkeypatch.setattr(Config._data, "_cfg_filename", None)
+    sdfg = dace.SDFG("alias_probe")
+    sdfg.add_state()
+
+    def alias():
+        a = kiln.dace._content_alias(sdfg)
+        assert a is not None
+        return a
+
+    base = alias()
+    # Left out: they do not change the generated code or its build.
+    monkeypatch.setenv("DACE_default_build_folder", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("DACE_BUILD_CACHE_DIR", str(tmp_path / "node-cache"))
+    assert alias() == base
+    monkeypatch.delenv("DACE_default_build_folder")
+    monkeypatch.delenv("DACE_BUILD_CACHE_DIR")
+    assert alias() == base
+
+    seen = {base}
+
+    def changed():
+        a = alias()
+        assert a not in seen
+        seen.add(a)
+
+    monkeypatch.setenv("DACE_compiler_cpu_args", "")
+    changed()                                   # set but empty is not unset
+    monkeypatch.setenv("DACE_compiler_cpu_args", "-DKVAL=2")
+    changed()
+    monkeypatch.delenv("DACE_compiler_cpu_args")
+    assert alias() == base
+    for var in ("dace_compiler_cpu_args", "DACE_COMPILER_CPU_ARGS", "Dace_compiler_cpu_args"):
+        monkeypatch.setenv(var, "-DKVAL=2")
+        changed()
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("DACE_some_future_key", "1")
+    changed()
+    monkeypatch.delenv("DACE_some_future_key")
+    conf = tmp_path / "dace.conf"
+    monkeypatch.setenv("DACE_CONFIG", str(conf))
+    changed()
+    monkeypatch.delenv("DACE_CONFIG")
+    assert alias() == base
+    # The file DaCe read: its content, and its path.
+    conf.write_text("compiler:\n  cpu:\n    args: -DKVAL=1\n")
+    monkeypatch.setattr(Config._data, "_cfg_filename", str(conf))
+    changed()
+    conf.write_text("compiler:\n  cpu:\n    args: -DKVAL=2\n")
+    changed()
+    other = tmp_path / "other.conf"
+    other.write_text(conf.read_text())
+    monkeypatch.setattr(Config._data, "_cfg_filename", str(other))
+    changed()
+    other.unlink()
+    changed()                                   # read, and gone since
 
 
 AUTO = textwrap.dedent('''
