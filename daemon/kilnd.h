@@ -44,6 +44,7 @@ struct counters {
 	uint64_t damaged;            /* objects found damaged (serving, verify) */
 	uint64_t inputs_changed;     /* builds whose inputs changed while they ran */
 	uint64_t depfile_fallbacks;  /* builds recorded from dependency files only */
+	uint64_t uncacheable;        /* builds served but not cached: a pseudo-file decided */
 	uint64_t cache_recreated;    /* cache directory made again while running */
 	uint64_t cancelled;          /* builds every client had left: stopped */
 	uint64_t evicted;            /* entries evicted for --max-size or by gc */

@@ -162,9 +162,144 @@ static bool tracing(void)
 	return true;
 }
 
+static bool under(const char *path, const char *root)
+{
+	size_t n = strlen(root);
+	return strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+/*
+ * Resolves what a path under /proc or /dev names in this process, so that
+ * the record names the file itself, valid in kilnd too: the magic links
+ * of /proc (/proc/self/root, cwd, exe, fd/N, /proc/<pid>/...) and the
+ * links of /dev into /proc (/dev/fd, /dev/stdin) are read with readlink,
+ * and ".." is applied by text where everything before it was found to be
+ * no symlink ("/dev/../x" is "/x"). The walk stops as soon as the path has
+ * left /proc and /dev, or at an ordinary symlink under /dev (/dev/shm/link,
+ * which may be flipped later): from there on, kilnd resolves the path as
+ * the kernel did here. "/proc/<own pid>" is spelled
+ * "/proc/self", which kilnd classifies (daemon/build/pseudo.c). A link
+ * that names no path (a pipe, a socket, a deleted file) stays as it is:
+ * kilnd counts such a pseudo-file as an input it cannot trust. path has
+ * cap bytes; no allocation.
+ */
+static bool absolute_as_written(int dirfd, const char *path, char *out, size_t cap);
+
+/* The last absolute() followed a link of /proc or /dev: what a probe saw
+ * of the link itself (readlink, lstat: a symlink) is not the type of what
+ * the record names now. */
+static __thread bool resolved_link __attribute__((tls_model("initial-exec")));
+
+static void unmagic(char *path, size_t cap)
+{
+	char out[PATH_MAX], tgt[PATH_MAX], self[32];
+	snprintf(self, sizeof(self), "/proc/%d", (int)getpid());
+	for (int hops = 0; hops < 16 && (under(path, "/proc") || under(path, "/dev")); hops++) {
+		size_t o = 0;
+		const char *s = path;
+		bool restart = false;
+		out[0] = '\0';
+		while (*s != '\0' && !restart) {
+			while (*s == '/')
+				s++;
+			size_t n = strcspn(s, "/");
+			if (n == 0 || (n == 1 && s[0] == '.')) {
+				s += n;
+				continue;
+			}
+			if (n == 2 && s[0] == '.' && s[1] == '.') {
+				while (o > 0 && out[o - 1] != '/')
+					o--;
+				if (o > 0)
+					o--;
+				out[o] = '\0';
+				s += n;
+			} else {
+				if (o + 1 + n >= sizeof(out))
+					return;
+				out[o++] = '/';
+				memcpy(out + o, s, n);
+				o += n;
+				out[o] = '\0';
+				s += n;
+				if (strcmp(out, self) == 0) {
+					snprintf(out, sizeof(out), "/proc/self");
+					o = strlen(out);
+				}
+			}
+			if (!(under(out, "/proc") || under(out, "/dev")) && o > 0) {
+				/* Left /proc and /dev: the rest as written. */
+				if (o + strlen(s) >= cap)
+					return;
+				memcpy(out + o, s, strlen(s) + 1);
+				memcpy(path, out, strlen(out) + 1);
+				return;
+			}
+			if (strcmp(out, "/proc/self") == 0 || strcmp(out, "/proc/thread-self") == 0)
+				continue;
+			long t = syscall(SYS_readlinkat, AT_FDCWD, out, tgt, sizeof(tgt) - 1);
+			if (t <= 0)
+				continue; /* no symlink (or no such path): go on */
+			tgt[t] = '\0';
+			size_t tl = (size_t)t;
+			if (tgt[0] != '/' && strchr(tgt, ':') != NULL)
+				return; /* "pipe:[42]", "anon_inode:...": no path */
+			if (tl > 10 && strcmp(tgt + tl - 10, " (deleted)") == 0)
+				return;
+			char next[PATH_MAX];
+			int w;
+			if (tgt[0] == '/') {
+				w = snprintf(next, sizeof(next), "%s%s", tgt, s);
+			} else {
+				size_t d = o;
+				while (d > 0 && out[d - 1] != '/')
+					d--;
+				w = snprintf(next, sizeof(next), "%.*s%s%s", (int)d, out, tgt, s);
+			}
+			if (!under(out, "/proc") && w > 0 && !under(next, "/proc")) {
+				/* An ordinary symlink under /dev (not into /proc): kept as
+				 * written, so that kilnd sees it flip. */
+				if (o + strlen(s) >= cap)
+					return;
+				memcpy(out + o, s, strlen(s) + 1);
+				memcpy(path, out, strlen(out) + 1);
+				return;
+			}
+			if (w < 0 || (size_t)w >= cap || (size_t)w >= sizeof(next))
+				return;
+			memcpy(path, next, (size_t)w + 1);
+			restart = true;
+		}
+		if (!restart) {
+			if (o == 0)
+				snprintf(out, sizeof(out), "/");
+			memcpy(path, out, strlen(out) + 1);
+			return;
+		}
+	}
+}
+
 /* Makes path absolute into out, relative to dirfd (AT_FDCWD: the working
- * directory). False when it cannot be told. */
+ * directory), and resolves what it names under /proc and /dev (unmagic).
+ * False when it cannot be told. */
 static bool absolute(int dirfd, const char *path, char *out, size_t cap)
+{
+	resolved_link = false;
+	if (!absolute_as_written(dirfd, path, out, cap))
+		return false;
+	if (under(out, "/proc") || under(out, "/dev")) {
+		/* The toolchain sees the errno of its own call, not of ours. */
+		int saved = errno;
+		char before[PATH_MAX];
+		snprintf(before, sizeof(before), "%s", out);
+		unmagic(out, cap);
+		resolved_link = strcmp(before, out) != 0;
+		errno = saved;
+	}
+	return true;
+}
+
+static bool absolute_as_written(int dirfd, const char *path, char *out, size_t cap)
 {
 	if (path == NULL)
 		return false;
@@ -254,7 +389,7 @@ static void note_probe(int dirfd, const char *path, int rc, int err, unsigned mo
 	if (!tracing() || !absolute(dirfd, path, abs, sizeof(abs)))
 		return;
 	if (rc == 0)
-		snprintf(head, sizeof(head), "S %d %o", (int)getpid(), mode);
+		snprintf(head, sizeof(head), "S %d %o", (int)getpid(), resolved_link ? 0 : mode);
 	else
 		snprintf(head, sizeof(head), "%c %d %d", err == ENOENT || err == ENOTDIR ? 'A' : 'Q',
 			 (int)getpid(), err);

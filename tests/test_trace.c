@@ -270,8 +270,9 @@ START_TEST(parse_written_dropped)
 }
 END_TEST
 
-/* Pseudo file systems, the skip list (after normalization) and the build
- * directory are left out; /device is not /dev. */
+/* The skip list (after normalization) and the build directory are left
+ * out; paths under /proc, /sys and /dev are kept (which of them are inputs
+ * is decided on the node: pseudo.c). */
 START_TEST(parse_skipped_paths)
 {
 	struct trace_result r;
@@ -287,8 +288,11 @@ START_TEST(parse_skipped_paths)
 	      "O 100 1 2 3 4 5 100644\t/c/tmp/b-1/src/../../b-1/src/b.c",
 	      "S 100 100644\t/device/x",
 	      "H 100 99\t/usr/bin/cc1");
-	ck_assert_uint_eq(r.ndeps, 1);
-	ck_assert_str_eq(r.deps[0].path, "/device/x");
+	ck_assert_uint_eq(r.ndeps, 6);
+	ck_assert_str_eq(r.deps[0].path, "/proc/self/maps");
+	ck_assert_str_eq(r.deps[3].path, "/dev/null");
+	ck_assert_uint_eq(r.deps[4].kind, STORE_DEP_ABSENT);
+	ck_assert_str_eq(r.deps[5].path, "/device/x");
 	trace_result_free(&r);
 }
 END_TEST

@@ -80,6 +80,7 @@ static const struct {
 	{ "inputs_changed", "inputs changed", F_INT },
 	{ "cancelled", "cancelled", F_INT },
 	{ "depfile_fallbacks", "depfile only", F_INT },
+	{ "uncacheable", "not cacheable", F_INT },
 	{ "cache_recreated", "cache remade", F_INT },
 	{ "cache_problem", "cache problem", F_STR },
 	{ "in_flight", "in flight", F_INT },

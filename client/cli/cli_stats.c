@@ -44,6 +44,7 @@ static const struct {
 	{ "evicted", "evicted_total", COUNTER, "Entries evicted (--max-size or kiln gc)." },
 	{ "evicted_bytes", "evicted_bytes_total", COUNTER, "Bytes of objects evicted." },
 	{ "depfile_fallbacks", "depfile_fallbacks_total", COUNTER, "Builds recorded from dependency files only." },
+	{ "uncacheable", "uncacheable_total", COUNTER, "Builds served but not cached: they read a pseudo-file that decides them." },
 	{ "upstream_hits", "upstream_hits_total", COUNTER, "Local misses served from --upstream." },
 	{ "upstream_publishes", "upstream_publishes_total", COUNTER, "Entries written to --upstream." },
 	{ "upstream_errors", "upstream_errors_total", COUNTER, "Damaged upstream entries and failed upstream I/O." },

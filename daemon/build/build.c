@@ -200,6 +200,7 @@ static void build_free(struct build *b)
 	free(b->log);
 	free(b->err_msg);
 	free(b->obj_path);
+	free(b->uncacheable);
 	free(b);
 }
 
@@ -428,9 +429,11 @@ static void reply_all(struct build *b)
 		.path = b->obj_path,
 		.fd = b->fd,
 		.cached = b->from_upstream,
+		.uncacheable = b->uncacheable,
 	};
 	for (struct waiter *w = b->waiters; w != NULL; w = w->next) {
-		if (w->ops->gone(w->ctx) || !w->ops->done(w->ctx, w->id, w->joined, &r))
+		if (w->ops->gone(w->ctx) || !w->ops->done(w->ctx, w->id, w->joined, &r) ||
+		    b->uncacheable != NULL)
 			continue;
 		kilnd_touch(d, b->entry.key);
 		/* Even the build's own alias (set with the entry): a re-point
@@ -470,6 +473,8 @@ static bool build_retry(struct build *b)
 	b->fd = -1;
 	free(b->obj_path);
 	b->obj_path = NULL;
+	free(b->uncacheable);
+	b->uncacheable = NULL;
 	build_enqueue(b);
 	return true;
 }
@@ -488,6 +493,12 @@ void build_finish(struct build *b)
 		log_info("fetched %.16s (%s) from upstream", b->entry.key,
 			 b->in.req.label != NULL ? b->in.req.label : "no label");
 		kilnd_refresh_totals(d);
+	} else if (b->err_code == ERR_NONE && b->uncacheable != NULL) {
+		d->c.builds_ok++;
+		d->c.uncacheable++;
+		stats_build(d, b->in.req.toolchain, true, b->entry.build_ms);
+		log_warn("built %.16s (%s), served and not cached: %s", b->in.rkey,
+			 b->in.req.label != NULL ? b->in.req.label : "no label", b->uncacheable);
 	} else if (b->err_code == ERR_NONE) {
 		d->c.builds_ok++;
 		stats_build(d, b->in.req.toolchain, true, b->entry.build_ms);

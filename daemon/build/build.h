@@ -28,6 +28,7 @@ struct build_result {
 	const char *path;                /* success: where its object lives */
 	int fd;                          /* success: its descriptor (borrowed: dup to keep) */
 	bool cached;                     /* no compiler ran (an upstream hit) */
+	const char *uncacheable;         /* success, not cached: why (else NULL) */
 };
 
 /*

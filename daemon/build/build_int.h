@@ -68,6 +68,7 @@ struct build {
 	struct store_entry entry;    /* filled by publish */
 	char *obj_path;
 	int fd;                      /* the published object, open, or -1 */
+	char *uncacheable;           /* why it was served and not cached, or NULL */
 
 	struct up_flight *up;        /* the --upstream side of the flight (upstream.c) */
 	bool from_upstream;          /* fetched from --upstream: no compiler ran */

@@ -20,6 +20,7 @@
 #include "deps.h"
 #include "digests.h"
 #include "log.h"
+#include "pseudo.h"
 #include "table.h"
 #include "trace.h"
 #include "tracedir.h"
@@ -217,8 +218,35 @@ static void own_paths(const char *exec_helper, char exec_real[PATH_MAX], char li
 		snprintf(lib_real, PATH_MAX, "%.*s", PATH_MAX - 1, lib);
 }
 
+/*
+ * Pseudo-files among the trace's dependencies (pseudo.c): those that
+ * cannot change what is built go; the first that decides and cannot be
+ * recorded is named in r->untrusted, and it goes too (it has no digest
+ * to check); the build is then not cached.
+ */
+static void filter_pseudo(struct trace_result *r, bool cpu_in_key)
+{
+	size_t w = 0;
+	for (size_t i = 0; i < r->ndeps; i++) {
+		struct store_dep *d = &r->deps[i];
+		const char *why;
+		enum pseudo_kind k = d->kind == STORE_DEP_ENV ? PSEUDO_NO
+							       : pseudo_classify(d->path, cpu_in_key, &why);
+		if (k == PSEUDO_UNTRUSTED && r->untrusted[0] == '\0')
+			snprintf(r->untrusted, sizeof(r->untrusted), "the toolchain read %.300s, and %s",
+				 d->path, why);
+		if (k != PSEUDO_NO) {
+			log_debug("%s is no input: %s", d->path, why);
+			free(d->path);
+			continue;
+		}
+		r->deps[w++] = *d;
+	}
+	r->ndeps = w;
+}
+
 int deps_read_trace(const char *dir, const char *token, const char *exec_helper,
-		    struct trace_result *r, bool *have)
+		    bool cpu_in_key, struct trace_result *r, bool *have)
 {
 	char path[PATH_MAX + 16], bdir[PATH_MAX], exec_real[PATH_MAX], lib_real[PATH_MAX];
 	char *text = NULL;
@@ -240,6 +268,8 @@ int deps_read_trace(const char *dir, const char *token, const char *exec_helper,
 	const char *skip[] = { exec_real, lib_real, NULL };
 	rc = trace_parse(text, len, token, bdir, skip, own_env, r);
 	free(text);
+	if (rc == 0)
+		filter_pseudo(r, cpu_in_key);
 	return rc;
 }
 
@@ -338,7 +368,7 @@ int deps_collect(const struct deps_build *b, struct store_entry *e, char *why, s
 	struct trace_result r;
 	bool traced;
 	why[0] = '\0';
-	int rc = deps_read_trace(b->dir, b->token, b->exec_helper, &r, &traced);
+	int rc = deps_read_trace(b->dir, b->token, b->exec_helper, b->cpu_in_key, &r, &traced);
 	if (rc != 0)
 		return rc;
 	if (r.damaged[0] != '\0') {
@@ -364,6 +394,10 @@ int deps_collect(const struct deps_build *b, struct store_entry *e, char *why, s
 		rc = settle_dep(b, &deps[i], why, cap);
 	e->deps = deps;
 	e->ndeps = n;
+	if (rc == 0 && r.untrusted[0] != '\0') {
+		snprintf(why, cap, "%s", r.untrusted);
+		rc = DEPS_UNCACHEABLE;
+	}
 	log_debug("build %.16s: %zu dependencies (%s, %zu trace records)", b->rkey, n,
 		  store_deps_source_name(e->deps_source), r.records);
 	return rc;

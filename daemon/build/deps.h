@@ -19,24 +19,32 @@ struct deps_build {
 	const char *exec_helper;  /* kiln-exec (kiln-observe.so lies next to it) */
 	const char *rkey;         /* for the log */
 	int64_t start_wall_ns;    /* when it started (dependency files' mtimes) */
+	bool cpu_in_key;          /* the request's key holds the CPU (pseudo.h) */
 };
+
+/* deps_collect: the build read a pseudo-file that decides what it makes
+ * and cannot be recorded (pseudo.h): serve it, do not cache it. */
+#define DEPS_UNCACHEABLE 1
 
 /*
  * Fills e->deps and e->deps_source from the build's trace (and its
  * dependency files where the trace is incomplete), each checked and
- * hashed. Returns 0; -EAGAIN with a sentence in why when an input changed
- * while the build ran; -EBADMSG when something else wrote into the trace;
+ * hashed. Returns 0; DEPS_UNCACHEABLE with a sentence in why (the
+ * dependencies filled all the same); -EAGAIN with a sentence in why when an
+ * input changed while the build ran; -EBADMSG when something else wrote into the trace;
  * or another negative errno.
  */
 int deps_collect(const struct deps_build *b, struct store_entry *e, char *why, size_t cap);
 
 /*
  * Reads and parses the trace of the build directory dir (its trace/) into
- * r, leaving kiln's own programs out; *have is false when nothing was
- * traced. 0 or a negative errno. (recheck.c reads its runs with it too.)
+ * r, leaving kiln's own programs out, and the pseudo-files that are no
+ * input (pseudo.h; an untrusted one is named in r->untrusted); *have is
+ * false when nothing was traced. 0 or a negative errno. (recheck.c reads
+ * its runs with it too.)
  */
 int deps_read_trace(const char *dir, const char *token, const char *exec_helper,
-		    struct trace_result *r, bool *have);
+		    bool cpu_in_key, struct trace_result *r, bool *have);
 
 /*
  * The absolute paths a dependency file lists (text, len bytes, changed in

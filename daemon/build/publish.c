@@ -182,6 +182,43 @@ static void publish_failed_alias(struct kilnd *d, const char *alias, const char 
 	unlinkat(store_logs_fd(d->store), name, 0);   /* kiln 0.1's, now out of date */
 }
 
+/*
+ * The build read a pseudo-file that decides what it makes (pseudo.h): its
+ * artifact goes to the clients waiting for it, through a descriptor of the
+ * file in the build directory, and nowhere else: no entry, no alias, no
+ * log. Its key is its own (the content's digest in it), so that a client
+ * never takes it for a cached entry's or for another such build's.
+ */
+static void serve_unindexed(struct build *b, const char *why)
+{
+	char rel[4200], hex[65], text[160];
+	uint8_t digest[32];
+	int tmp = store_tmp_fd(b->d->store);
+	int rc = fill_entry(b);
+	if (rc != 0) {
+		build_fail(b, ERR_IO, "cannot read the build's outputs: %s", strerror(-rc));
+		return;
+	}
+	util_hex(b->entry.sha256, 32, hex);
+	snprintf(text, sizeof(text), "kiln-uncacheable\n%.64s\n%s", b->entry.key, hex);
+	util_sha256(text, strlen(text), digest);
+	util_hex(digest, sizeof(digest), b->entry.key);
+	snprintf(rel, sizeof(rel), "%s/out/artifact.%s", dir_name(b->dir),
+		 store_output_ext(b->entry.output));
+	fchmodat(tmp, rel, 0444, 0);
+	b->fd = openat(tmp, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (b->fd < 0 || (b->uncacheable = strdup(why)) == NULL ||
+	    asprintf(&b->obj_path, "%s/%s", b->dir, strchr(rel, '/') + 1) < 0) {
+		b->obj_path = NULL;
+		build_fail(b, ERR_IO, "cannot open the artifact: %s", strerror(errno));
+		return;
+	}
+	/* The descriptor keeps the file; the clients load through it. */
+	store_rm_tree_at(tmp, dir_name(b->dir));
+	free(b->dir);
+	b->dir = NULL;
+}
+
 static void publish_work(void *arg)
 {
 	ASSERT_POOL();
@@ -189,8 +226,13 @@ static void publish_work(void *arg)
 	char path[4096], why[768];
 	const struct deps_build db = { .dir = b->dir, .token = b->trace_token,
 				       .exec_helper = b->d->cfg->exec_helper, .rkey = b->in.rkey,
-				       .start_wall_ns = b->start_wall_ns };
+				       .start_wall_ns = b->start_wall_ns,
+				       .cpu_in_key = key_args_native(b->in.req.args, b->in.req.nargs) };
 	int rc = deps_collect(&db, &b->entry, why, sizeof(why));
+	if (rc == DEPS_UNCACHEABLE) {
+		serve_unindexed(b, why);
+		return;
+	}
 	if (rc == 0 && (rc = pch_merge_deps(&b->in, &b->entry, why, sizeof(why))) == -EAGAIN) {
 		/* Built once more, without the .gch (still with the headers). */
 		pch_drop(&b->in);
@@ -242,7 +284,7 @@ static void on_published(void *arg)
 	if (b->d->stopping && b->err_code == ERR_NONE)
 		log_debug("build %.16s published during shutdown", b->in.rkey);
 	/* publish_work hashed the object it placed (fill_entry, store_publish). */
-	if (b->err_code == ERR_NONE && b->fd >= 0)
+	if (b->err_code == ERR_NONE && b->fd >= 0 && b->uncacheable == NULL)
 		verify_record(b->d, b->entry.key, b->fd);
 	build_finish(b);
 }

@@ -253,12 +253,12 @@ static int compare(const struct trace_result *r, const struct store_dep *sent, s
 	return rc;
 }
 
-static int observed(const struct kilnd *d, const char *dir, const char *token,
+static int observed(const struct kilnd *d, const char *dir, const char *token, bool cpu_in_key,
 		    const struct store_dep *sent, size_t nsent, char *why, size_t cap)
 {
 	struct trace_result r;
 	bool have;
-	int rc = deps_read_trace(dir, token, d->cfg->exec_helper, &r, &have);
+	int rc = deps_read_trace(dir, token, d->cfg->exec_helper, cpu_in_key, &r, &have);
 	if (rc != 0 || !have) {
 		snprintf(why, cap, "cannot check it here: the toolchain left no trace%s%s",
 			 rc != 0 ? ": " : "", rc != 0 ? strerror(-rc) : "");
@@ -270,6 +270,9 @@ static int observed(const struct kilnd *d, const char *dir, const char *token,
 		rc = -1;
 	} else if (!r.complete) {
 		snprintf(why, cap, "cannot check it here: %s", r.incomplete);
+		rc = -1;
+	} else if (r.untrusted[0] != '\0') {
+		snprintf(why, cap, "such a build is not cached here: %s", r.untrusted);
 		rc = -1;
 	} else {
 		rc = compare(&r, sent, nsent, why, cap);
@@ -326,7 +329,8 @@ int recheck_peer(const struct kilnd *d, const struct build_input *in, const stru
 	tracedir_token(token);
 	int rc = observe_request(d, in, dir, token, why, cap);
 	if (rc == 0)
-		rc = observed(d, dir, token, sent, nsent, why, cap);
+		rc = observed(d, dir, token, key_args_native(in->req.args, in->req.nargs), sent, nsent,
+			      why, cap);
 	if (rc == 0)
 		rc = load_check(d, dir, artifact, in->req.output, why, cap);
 	store_rm_tree(dir);

@@ -115,17 +115,6 @@ bool trace_normalize(const char *in, const char *bdir, char *out, size_t cap)
 	return !(strncmp(out, bdir, bl) == 0 && (out[bl] == '/' || out[bl] == '\0'));
 }
 
-static bool pseudo_fs(const char *path)
-{
-	static const char *const roots[] = { "/proc", "/sys", "/dev", NULL };
-	for (size_t i = 0; roots[i] != NULL; i++) {
-		size_t n = strlen(roots[i]);
-		if (strncmp(path, roots[i], n) == 0 && (path[n] == '/' || path[n] == '\0'))
-			return true;
-	}
-	return false;
-}
-
 struct builder {
 	struct table *index;      /* path (or "$NAME") -> 1 + position in deps */
 	struct table *written;    /* paths the toolchain wrote: outputs */
@@ -279,7 +268,7 @@ static bool skipped(const char *path, const char *const *skip)
 		if (strcmp(path, skip[i]) == 0)
 			return true;
 	}
-	return pseudo_fs(path);
+	return false;
 }
 
 static int take(struct builder *b, struct rec *r, const char *bdir, const char *const *skip,

@@ -30,6 +30,9 @@ struct trace_result {
 	/* A record without the build's token, or malformed: something other
 	 * than kiln-observe.so wrote into the trace directory. */
 	char damaged[128];
+	/* Set by deps_read_trace: a pseudo-file read that decides the build
+	 * and cannot be recorded (pseudo.h); empty when none. */
+	char untrusted[512];
 	size_t records;          /* records read, for the log */
 };
 
@@ -41,8 +44,9 @@ typedef const char *(*trace_env_fn)(const char *name);
  * with token and a space; others make out->damaged). bdir is the
  * build directory's real path: paths in it (the sources, outputs and
  * temporaries, which the key covers or which are the build's own) are left
- * out, as are /proc, /sys, /dev and the paths in skip (NULL-terminated: the
- * interposer and kiln-exec). Paths are made canonical without following
+ * out, as are the paths in skip (NULL-terminated: the interposer and
+ * kiln-exec). Paths under /proc, /sys and /dev are kept: which of them
+ * are inputs is decided on this node (deps.c, pseudo.c). Paths are made canonical without following
  * symlinks: "." and empty components go, and ".." is applied only where
  * the path so far is a prefix of bdir (known to have no symlinks), so
  * "src/../../../../abs/h.h" becomes "/abs/h.h" and "/opt/link/../h.h"

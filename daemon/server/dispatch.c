@@ -244,6 +244,8 @@ static cJSON *build_success_reply(uint64_t id, bool joined, const struct build_r
 	cJSON_AddBoolToObject(reply, "cached", r->cached);
 	cJSON_AddBoolToObject(reply, "joined", joined);
 	cJSON_AddNumberToObject(reply, "build_ms", (double)r->entry->build_ms);
+	if (r->uncacheable != NULL)
+		cJSON_AddStringToObject(reply, "uncacheable", r->uncacheable);
 	/* A compiler ran and said something (warnings): the caller sees it. */
 	if (!r->cached && r->log != NULL && r->log[0] != '\0')
 		cJSON_AddStringToObject(reply, "log", r->log);

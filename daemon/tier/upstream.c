@@ -674,7 +674,9 @@ void upstream_flight_end(struct build *b)
 	/* A get by digest counts as a miss once it is not need_sources. */
 	if (f->digest_first && b->err_code != ERR_NEED_SOURCES)
 		stats_miss(d, b->in.req.toolchain);
-	if (b->err_code == ERR_NONE && !b->from_upstream)
+	/* Served but not cached here (a pseudo-file decided it): not for
+	 * other nodes either. */
+	if (b->err_code == ERR_NONE && !b->from_upstream && b->uncacheable == NULL)
 		publish_upstream(b, f->claim);
 	else if (f->claim != NULL)
 		claim_release(d->up, f->claim);

@@ -1,0 +1,274 @@
+/*
+ * Integration tests of inputs however they are spelled and wherever they
+ * live: a header reached through /proc/self/root, /proc/self/cwd or
+ * "/dev/..", in a tmpfs under /dev (DaCe's node cache is in /dev/shm), is
+ * an input like any other (changed, it is a miss); a pseudo-file whose
+ * content decides the build (a procfs or sysfs file, a FIFO) makes the
+ * build served but not cached; /dev/null is no input at all.
+ */
+#include "observe_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* A program that includes name and returns H_VALUE. */
+static void oreq_including(struct oreq *r, const char *name)
+{
+	char *text;
+
+	ck_assert(asprintf(&text, "#include \"%s\"\n\nint kiln_test_value(void)\n{\n"
+			   "\treturn H_VALUE;\n}\n", name) > 0);
+	oreq_init(r, text);
+	free(text);
+}
+
+/* #include "/proc/self/root/<h.h>": the compiler's root, named through
+ * its own process. */
+START_TEST(header_through_proc_self_root)
+{
+	char inc[HARNESS_PATH], hdr[HARNESS_PATH], name[HARNESS_PATH + 32];
+	struct oreq r;
+
+	make_dir(inc, "inc");
+	write_header(harness_path(hdr, "inc/h.h"), 1);
+	snprintf(name, sizeof(name), "/proc/self/root%s", hdr);
+	oreq_including(&r, name);
+	start_and_build(&r);
+	header_change_counts(&r, hdr);
+}
+END_TEST
+
+/* -I/proc/self/root/<inc>, and the header included by its plain name. */
+START_TEST(include_dir_through_proc_self_root)
+{
+	char inc[HARNESS_PATH], hdr[HARNESS_PATH];
+	struct oreq r;
+
+	make_dir(inc, "inc");
+	write_header(harness_path(hdr, "inc/h.h"), 1);
+	oreq_init(&r, program_text);
+	oreq_arg(&r, "-I/proc/self/root%s", inc);
+	start_and_build(&r);
+	header_change_counts(&r, hdr);
+}
+END_TEST
+
+/* -I/proc/self/cwd/../../..<inc>: the compiler's working directory (the
+ * build directory, different for every build) and up to the root. */
+START_TEST(include_dir_through_proc_self_cwd)
+{
+	char inc[HARNESS_PATH], hdr[HARNESS_PATH], up[3 * UP_LEVELS + 1] = "";
+	struct oreq r;
+
+	for (int i = 0; i < UP_LEVELS; i++)
+		strcat(up, "../");
+	make_dir(inc, "inc");
+	write_header(harness_path(hdr, "inc/h.h"), 1);
+	oreq_init(&r, program_text);
+	oreq_arg(&r, "-I/proc/self/cwd/%s%s", up, inc + 1);
+	start_and_build(&r);
+	header_change_counts(&r, hdr);
+}
+END_TEST
+
+/* #include "/dev/../<h.h>": out of /dev by "..". */
+START_TEST(header_through_dev_dotdot)
+{
+	char inc[HARNESS_PATH], hdr[HARNESS_PATH], name[HARNESS_PATH + 32];
+	struct oreq r;
+
+	make_dir(inc, "inc");
+	write_header(harness_path(hdr, "inc/h.h"), 1);
+	snprintf(name, sizeof(name), "/dev/..%s", hdr);
+	oreq_including(&r, name);
+	start_and_build(&r);
+	header_change_counts(&r, hdr);
+}
+END_TEST
+
+static char shm_dir[64];
+
+/* /dev/shm/<the test directory's name>: known to the test and, for the
+ * teardown, to the parent that made that directory. */
+static void shm_name(void)
+{
+	const char *base = strrchr(harness.dir, '/');
+	snprintf(shm_dir, sizeof(shm_dir), "/dev/shm/%s", base != NULL ? base + 1 : "kiln-it");
+}
+
+static void shm_teardown(void)
+{
+	char cmd[128];
+
+	shm_name();
+	if (shm_dir[0] != '\0') {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", shm_dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", shm_dir);
+	}
+}
+
+/* -I/dev/shm/<dir>: a plain tmpfs under /dev, and a symlink there to it
+ * flipped to another directory. */
+START_TEST(header_in_a_tmpfs_under_dev)
+{
+	char hdr[128], other[128], link[128];
+	struct oreq r;
+
+	shm_name();
+	ck_assert_msg(mkdir(shm_dir, 0700) == 0, "mkdir %s: %s", shm_dir, strerror(errno));
+	snprintf(hdr, sizeof(hdr), "%s/a", shm_dir);
+	ck_assert_int_eq(mkdir(hdr, 0700), 0);
+	snprintf(other, sizeof(other), "%s/b", shm_dir);
+	ck_assert_int_eq(mkdir(other, 0700), 0);
+	snprintf(link, sizeof(link), "%s/current", shm_dir);
+	ck_assert_int_eq(symlink("a", link), 0);
+	snprintf(hdr, sizeof(hdr), "%s/a/h.h", shm_dir);
+	write_header(hdr, 1);
+	snprintf(other, sizeof(other), "%s/b/h.h", shm_dir);
+	write_header(other, 5);
+	oreq_program(&r, link);
+	start_and_build(&r);
+	write_header(hdr, 2);
+	expect_twice(&r, 2, 2, "after changing h.h in /dev/shm");
+	ck_assert_int_eq(unlink(link), 0);
+	ck_assert_int_eq(symlink("b", link), 0);
+	expect_twice(&r, 5, 3, "after flipping the symlink in /dev/shm");
+	oreq_free(&r);
+	harness_stop();
+}
+END_TEST
+
+/* Each request builds (nothing is cached), serves the value, and counts
+ * in status.uncacheable. */
+static void served_not_cached(struct oreq *r, int value, const char *what)
+{
+	expect(r, value, 1, what);
+	expect(r, value, 2, what);
+	cJSON *st = harness_status();
+	ck_assert_int_eq(harness_num(st, "uncacheable"), 2);
+	ck_assert_int_eq(harness_num(st, "entries"), 0);
+	cJSON_Delete(st);
+}
+
+/* A procfs file is read by the program's build (gcc takes its size, 0,
+ * and reads nothing; "Linux" is defined away for a reader that reads on):
+ * it is built and served on every request, never cached. */
+START_TEST(procfs_file_input_is_served_not_cached)
+{
+	struct oreq r;
+
+	oreq_init(&r, "int kiln_test_value(void)\n{\n\treturn 7\n"
+		      "#include \"/proc/sys/kernel/ostype\"\n;\n}\n");
+	oreq_arg(&r, "-DLinux=");
+	harness_start(NULL);
+	served_not_cached(&r, 7, "a program that includes /proc/sys/kernel/ostype");
+	char *log = harness_read_file(harness.log);
+	ck_assert_msg(harness_contains(log, "served and not cached: the toolchain read "
+				       "/proc/sys/kernel/ostype"), "no reason in the log");
+	free(log);
+	oreq_free(&r);
+	harness_stop();
+}
+END_TEST
+
+/* A sysfs file through an include directory. */
+START_TEST(sysfs_file_through_include_dir_is_served_not_cached)
+{
+	struct oreq r;
+
+	oreq_init(&r, "int kiln_test_value(void)\n{\n\treturn 3 +\n#include \"profiling\"\n;\n}\n");
+	oreq_arg(&r, "-I/sys/kernel");
+	harness_start(NULL);
+	served_not_cached(&r, 3, "a program that includes /sys/kernel/profiling");
+	oreq_free(&r);
+	harness_stop();
+}
+END_TEST
+
+/* A child that writes text into the FIFO at path once, when a reader
+ * opens it. */
+static pid_t feed_fifo(const char *path, const char *text)
+{
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		alarm(120);
+		int fd = open(path, O_WRONLY);
+		if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+			_exit(1);
+		_exit(0);
+	}
+	return pid;
+}
+
+/* A header that is a FIFO: what the compiler read came from another
+ * process. Served, not cached. */
+START_TEST(fifo_header_is_served_not_cached)
+{
+	char inc[HARNESS_PATH], fifo[HARNESS_PATH];
+	struct oreq r;
+
+	make_dir(inc, "inc");
+	ck_assert_int_eq(mkfifo(harness_path(fifo, "inc/h.h"), 0600), 0);
+	oreq_program(&r, inc);
+	harness_start(NULL);
+	pid_t feeder = feed_fifo(fifo, "#define H_VALUE 4\n");
+	expect(&r, 4, 1, "a header read from a FIFO");
+	waitpid(feeder, NULL, 0);
+	feeder = feed_fifo(fifo, "#define H_VALUE 6\n");
+	expect(&r, 6, 2, "the FIFO's next text");
+	waitpid(feeder, NULL, 0);
+	ck_assert_int_eq(harness_status_num_at(harness.socket, "uncacheable"), 2);
+	oreq_free(&r);
+	harness_stop();
+}
+END_TEST
+
+/* /dev/null (and the toolchain's own housekeeping under /proc and /sys)
+ * decides nothing: such a program is cached like any other. */
+START_TEST(dev_null_is_no_input)
+{
+	struct oreq r;
+
+	oreq_init(&r, "#include \"/dev/null\"\nint kiln_test_value(void) { return 8; }\n");
+	harness_start(NULL);
+	expect_twice(&r, 8, 1, "a program that includes /dev/null");
+	ck_assert_int_eq(harness_status_num_at(harness.socket, "uncacheable"), 0);
+	oreq_free(&r);
+	harness_stop();
+}
+END_TEST
+
+static TCase *add(Suite *s, const char *name, const TTest *test, double timeout_s)
+{
+	TCase *tc = harness_tcase(name, test, timeout_s);
+
+	suite_add_tcase(s, tc);
+	return tc;
+}
+
+int main(void)
+{
+	Suite *s = suite_create("pseudo");
+
+	add(s, "proc_self_root", header_through_proc_self_root, 90);
+	add(s, "proc_self_root_dir", include_dir_through_proc_self_root, 90);
+	add(s, "proc_self_cwd_dir", include_dir_through_proc_self_cwd, 90);
+	add(s, "dev_dotdot", header_through_dev_dotdot, 90);
+	tcase_add_unchecked_fixture(add(s, "dev_shm", header_in_a_tmpfs_under_dev, 90), NULL,
+				    shm_teardown);
+	add(s, "procfs_input", procfs_file_input_is_served_not_cached, 90);
+	add(s, "sysfs_input", sysfs_file_through_include_dir_is_served_not_cached, 90);
+	add(s, "fifo_input", fifo_header_is_served_not_cached, 90);
+	add(s, "dev_null", dev_null_is_no_input, 90);
+	return harness_main(s);
+}
