@@ -447,7 +447,7 @@ void key_artifact(const char *rkey, const struct store_dep *deps, size_t ndeps, 
 		put_str(md, TAG_DEP_PATH, d->path);
 		put_u64(md, TAG_DEP_KIND, d->kind);
 		/* What the state is: content, type and permissions, or a value. */
-		if (d->kind == STORE_DEP_FILE || d->kind == STORE_DEP_ENV)
+		if (d->kind == STORE_DEP_FILE || d->kind == STORE_DEP_ENV || d->kind == STORE_DEP_LISTING)
 			put_field(md, TAG_DEP_DIGEST, d->digest, 32);
 		if (d->kind == STORE_DEP_EXISTS || d->kind == STORE_DEP_ENV)
 			put_u64(md, TAG_DEP_MODE, d->mode);

@@ -20,7 +20,11 @@
  * client can name it by digest alone. */
 /* 3: dependencies carry their kind (file, exists, absent, env), and the
  * toolchain's identity covers the programs its driver runs. */
-#define KEY_FORMAT_VERSION 3
+/* 4: a directory the toolchain listed is a "listing" dependency (its
+ * names), and inputs reached through /proc and /dev are recorded: an
+ * entry of format 3 may rest on a listing recorded as "exists" or on a
+ * header that was never recorded, so it is not taken (rebuilt once). */
+#define KEY_FORMAT_VERSION 4
 
 /* A configured compiler and its identity digest. */
 struct toolchain {

@@ -25,6 +25,8 @@
  *                       running path (its H comes before or after this)
  *   L dev ino size mtime ctime mode   a shared object loaded in this process
  *   E 1|0               getenv of a variable, path = "NAME=VALUE" or "NAME"
+ *   D dev ino size mtime ctime mode   a directory listed (opendir, fdopendir,
+ *                       scandir): its names are an input
  *
  * KILN_OBSERVE_IGNORE, set for kilnd or in a toolchain's own process, is a
  * ':'-separated list of paths (starting with '/': those and everything
@@ -82,7 +84,8 @@ static int trace_state; /* 0: not yet, 1: tracing, 2: off */
 REAL(open); REAL(open64); REAL(openat); REAL(openat64); REAL(fopen); REAL(fopen64);
 REAL(freopen); REAL(freopen64); REAL(stat); REAL(lstat); REAL(fstatat); REAL(statx);
 REAL(access); REAL(faccessat); REAL(euidaccess); REAL(readlink); REAL(readlinkat);
-REAL(realpath); REAL(opendir); REAL(execve); REAL(execv); REAL(execvp); REAL(execvpe);
+REAL(realpath); REAL(opendir); REAL(fdopendir); REAL(scandir); REAL(scandir64);
+REAL(scandirat); REAL(execve); REAL(execv); REAL(execvp); REAL(execvpe);
 REAL(posix_spawn); REAL(posix_spawnp); REAL(dlopen); REAL(creat);
 static int (*real___open_2)(const char *, int);
 static int (*real___open64_2)(const char *, int);
@@ -665,12 +668,71 @@ char *canonicalize_file_name(const char *path)
 	return r;
 }
 
+/* A directory listed: its names decide what a toolchain that lists it
+ * does (gcc tries every file of a "h.h.gch" directory), so kilnd records
+ * its listing (D, with the identity of what was opened). */
+static void note_listed(int dirfd, const char *path, int fd)
+{
+	char abs[PATH_MAX + 8];
+	struct stat st;
+	if (!tracing() || !absolute(dirfd, path, abs, sizeof(abs)))
+		return;
+	RESOLVE(stat);
+	if ((fd >= 0 ? fstat(fd, &st) : real_stat(abs, &st)) == 0 && S_ISDIR(st.st_mode))
+		emit_ident('D', abs, &st);
+}
+
 DIR *opendir(const char *path)
 {
 	RESOLVE(opendir);
 	DIR *d = real_opendir(path);
-	note_probe(AT_FDCWD, path, d == NULL ? -1 : 0, errno, S_IFDIR);
+	int err = errno;
+	note_probe(AT_FDCWD, path, d == NULL ? -1 : 0, err, S_IFDIR);
+	if (d != NULL)
+		note_listed(AT_FDCWD, path, dirfd(d));
+	errno = err;
 	return d;
+}
+
+DIR *fdopendir(int fd)
+{
+	RESOLVE(fdopendir);
+	DIR *d = real_fdopendir(fd);
+	int err = errno;
+	if (d != NULL)
+		note_listed(fd, ".", fd);
+	errno = err;
+	return d;
+}
+
+/* glibc's scandir opens the directory inside libc, past the hooks. */
+#define SCANDIR_HOOK(name, type)                                                \
+	int name(const char *path, type ***list, int (*sel)(const type *),      \
+		 int (*cmp)(const type **, const type **))                       \
+	{                                                                       \
+		RESOLVE(name);                                                  \
+		int n = real_##name(path, list, sel, cmp);                      \
+		int err = errno;                                                \
+		note_probe(AT_FDCWD, path, n < 0 ? -1 : 0, err, S_IFDIR);       \
+		if (n >= 0)                                                     \
+			note_listed(AT_FDCWD, path, -1);                        \
+		errno = err;                                                    \
+		return n;                                                       \
+	}
+SCANDIR_HOOK(scandir, struct dirent)
+SCANDIR_HOOK(scandir64, struct dirent64)
+
+int scandirat(int dirfd, const char *path, struct dirent ***list, int (*sel)(const struct dirent *),
+	      int (*cmp)(const struct dirent **, const struct dirent **))
+{
+	RESOLVE(scandirat);
+	int n = real_scandirat(dirfd, path, list, sel, cmp);
+	int err = errno;
+	note_probe(dirfd, path, n < 0 ? -1 : 0, err, S_IFDIR);
+	if (n >= 0)
+		note_listed(dirfd, path, -1);
+	errno = err;
+	return n;
 }
 
 /* An X record was written for the exec in progress: its failure must be

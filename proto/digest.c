@@ -2,12 +2,14 @@
  * SHA-256 digests through OpenSSL's EVP interface. Apart from util.c so that
  * libkiln, which needs none, does not pull libcrypto into every rank.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -89,6 +91,70 @@ int util_sha256_file_at(int dirfd, const char *path, uint8_t out[32])
 		return fd;
 	int rc = util_sha256_fd(fd, out);
 	close(fd);
+	return rc;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int util_sha256_listing(const char *path, uint8_t out[32], struct stat *st)
+{
+	/* O_DIRECTORY: anything but a directory fails at once (no FIFO waits). */
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, st) != 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	DIR *dir = fdopendir(fd);
+	if (dir == NULL) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+	for (struct dirent *de; rc == 0 && (errno = 0, de = readdir(dir)) != NULL;) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (n == cap) {
+			size_t ncap = cap == 0 ? 32 : cap * 2;
+			char **nn = realloc(names, ncap * sizeof(*nn));
+			if (nn == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
+			names = nn;
+			cap = ncap;
+		}
+		if ((names[n] = strdup(de->d_name)) == NULL)
+			rc = -ENOMEM;
+		else
+			n++;
+	}
+	if (rc == 0 && errno != 0)
+		rc = -errno;
+	closedir(dir);
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	if (rc == 0 && (ctx == NULL || EVP_DigestInit_ex(ctx, util_sha256_md(), NULL) != 1))
+		rc = -ENOMEM;
+	if (rc == 0 && n > 0)
+		qsort(names, n, sizeof(*names), cmp_names);
+	/* Each name with its NUL: no two listings hash alike. */
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		if (EVP_DigestUpdate(ctx, names[i], strlen(names[i]) + 1) != 1)
+			rc = -ENOMEM;
+	if (rc == 0 && EVP_DigestFinal_ex(ctx, out, NULL) != 1)
+		rc = -ENOMEM;
+	EVP_MD_CTX_free(ctx);
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
 	return rc;
 }
 

@@ -531,7 +531,7 @@ static int parse_get(const cJSON *obj, struct msg_request *req, struct msg_error
 	return 0;
 }
 
-const char *const msg_dep_kinds[] = { "file", "exists", "absent", "env", NULL };
+const char *const msg_dep_kinds[] = { "file", "exists", "absent", "env", "listing", NULL };
 
 static int parse_dep(const cJSON *v, size_t i, struct msg_dep *dep, struct msg_error *err)
 {
@@ -547,13 +547,14 @@ static int parse_dep(const cJSON *v, size_t i, struct msg_dep *dep, struct msg_e
 			dep->kind = k;
 	if (dep->kind < 0)
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
-				     "\"kind\" of dependency %zu must be file, exists, absent or env", i + 1);
+				     "\"kind\" of dependency %zu must be file, exists, absent, env or listing",
+				     i + 1);
 	if ((dep->kind != 3 && path->valuestring[0] != '/') || path->valuestring[0] == '\0' ||
 	    strlen(path->valuestring) > MSG_MAX_PATH)
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
 				     "\"path\" of dependency %zu must be absolute and at most %d bytes",
 				     i + 1, MSG_MAX_PATH);
-	if ((dep->kind == 0 || dep->kind == 3) &&
+	if (MSG_DEP_HAS_DIGEST(dep->kind) &&
 	    (!cJSON_IsString(digest) || !util_unhex32(digest->valuestring, dep->digest)))
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
 				     "\"sha256\" of dependency %zu must be 64 lower-case hex digits", i + 1);

@@ -98,13 +98,23 @@ struct msg_source {
 /* The names of dependency kinds, by their number in struct msg_dep. */
 extern const char *const msg_dep_kinds[];
 
+/* The kinds of dependency, by number; store/store.h's enum store_dep_kind
+ * has the same numbers (checked there at compile time). */
+enum msg_dep_kind {
+	MSG_DEP_FILE, MSG_DEP_EXISTS, MSG_DEP_ABSENT, MSG_DEP_ENV, MSG_DEP_LISTING, MSG_DEP__COUNT
+};
+
+/* Kinds whose state is a digest ("sha256"). */
+#define MSG_DEP_HAS_DIGEST(k) ((k) == MSG_DEP_FILE || (k) == MSG_DEP_ENV || (k) == MSG_DEP_LISTING)
+
 /* One dependency of a put, as the building node recorded it (kinds as in
- * store/store.h: "file", "exists", "absent", "env"). */
+ * store/store.h: "file", "exists", "absent", "env", "listing"). */
 struct msg_dep {
 	char *path;          /* absolute; a variable's name for "env" */
-	int kind;            /* 0 file, 1 exists, 2 absent, 3 env */
+	int kind;            /* enum msg_dep_kind */
 	uint32_t mode;       /* exists: st_mode; env: 1 when set */
-	uint8_t digest[32];  /* file: SHA-256 of its content; env: of its value */
+	uint8_t digest[32];  /* file: SHA-256 of its content; env: of its value;
+	                      * listing: of the directory's names */
 };
 
 /* One request. Strings are owned by the struct (msg_request_free). Absent

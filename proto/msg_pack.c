@@ -89,7 +89,7 @@ static bool pack_put(cJSON *obj, const struct msg_request *req)
 		if (!add_str(d, "path", dep->path) ||
 		    !cJSON_AddStringToObject(d, "kind", msg_dep_kinds[dep->kind]))
 			return false;
-		if ((dep->kind == 0 || dep->kind == 3) && !cJSON_AddStringToObject(d, "sha256", hex))
+		if (MSG_DEP_HAS_DIGEST(dep->kind) && !cJSON_AddStringToObject(d, "sha256", hex))
 			return false;
 		if (dep->kind == 1 && !cJSON_AddNumberToObject(d, "mode", dep->mode))
 			return false;

@@ -77,6 +77,11 @@ int util_sha256_file_at(int dirfd, const char *path, uint8_t out[32]);
  * anything but a regular file, or another negative errno. */
 struct stat;
 int util_open_regular_at(int dirfd, const char *path, struct stat *st);
+/* The SHA-256 of the directory path's listing: its names but "." and "..",
+ * sorted, each with its NUL. *st gets the directory's identity (fstat of
+ * what was listed). Anything but a directory is an error (never blocks).
+ * 0 or a negative errno. */
+int util_sha256_listing(const char *path, uint8_t out[32], struct stat *st);
 /* The SHA-256 of what the open descriptor fd holds, read with pread from
  * offset 0 to its end; 0 or a negative errno. fd stays open. */
 int util_sha256_fd(int fd, uint8_t out[32]);

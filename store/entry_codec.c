@@ -104,6 +104,8 @@ cJSON *entry_dep_encode(const struct store_dep *dep, bool identity)
 
 	if (ok && dep->kind == STORE_DEP_FILE)
 		ok = enc_num(o, "size", (double)dep->size) && enc_digest(o, "sha256", dep->digest);
+	else if (ok && dep->kind == STORE_DEP_LISTING)
+		ok = enc_digest(o, "sha256", dep->digest);
 	else if (ok && dep->kind == STORE_DEP_EXISTS)
 		ok = enc_num(o, "mode", dep->mode);
 	else if (ok && dep->kind == STORE_DEP_ENV)
@@ -316,7 +318,7 @@ int entry_dep_decode(const cJSON *o, bool identity, struct store_dep *dep)
 	if (!cJSON_IsString(path) || path->valuestring[0] == '\0' || k < 0 ||
 	    (k != STORE_DEP_ENV && path->valuestring[0] != '/'))
 		return -EBADMSG;
-	if ((k == STORE_DEP_FILE || k == STORE_DEP_ENV) &&
+	if ((k == STORE_DEP_FILE || k == STORE_DEP_ENV || k == STORE_DEP_LISTING) &&
 	    (!cJSON_IsString(sha) || !util_unhex32(sha->valuestring, dep->digest)))
 		return -EBADMSG;
 	if (k == STORE_DEP_FILE && size != NULL &&

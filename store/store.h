@@ -38,6 +38,9 @@ enum store_dep_kind {
 	STORE_DEP_ABSENT,     /* looked for and not found: must stay absent */
 	STORE_DEP_ENV,        /* an environment variable read: path is its name,
 	                       * mode 1 when set, digest the SHA-256 of its value */
+	STORE_DEP_LISTING,    /* a directory listed (opendir): digest the SHA-256
+	                       * of its names (store_listing_digest), identity
+	                       * the directory's */
 	STORE_DEP__COUNT
 };
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "msg.h"
 #include "store.h"
 #include "store_int.h"
 #include "util.h"
@@ -24,7 +25,16 @@
 #define DEP_FIXED_V2 (1 + 4 + 2 + 8 * 5 + 32)
 #define HEAD_V2 6
 
-static const char *const kind_names[STORE_DEP__COUNT] = { "file", "exists", "absent", "env" };
+static const char *const kind_names[STORE_DEP__COUNT] = { "file", "exists", "absent", "env",
+							   "listing" };
+
+/* proto/ carries the kinds by number (put): the same numbers. */
+_Static_assert((int)STORE_DEP_FILE == (int)MSG_DEP_FILE &&
+	       (int)STORE_DEP_EXISTS == (int)MSG_DEP_EXISTS &&
+	       (int)STORE_DEP_ABSENT == (int)MSG_DEP_ABSENT && (int)STORE_DEP_ENV == (int)MSG_DEP_ENV &&
+	       (int)STORE_DEP_LISTING == (int)MSG_DEP_LISTING &&
+	       (int)STORE_DEP__COUNT == (int)MSG_DEP__COUNT,
+	       "store_dep_kind and msg_dep_kind differ");
 
 const char *store_dep_kind_name(int kind)
 {

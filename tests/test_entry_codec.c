@@ -75,7 +75,8 @@ static void deps_equal(const struct store_dep *a, const struct store_dep *b, siz
 	for (size_t i = 0; i < n; i++) {
 		ck_assert_str_eq(a[i].path, b[i].path);
 		ck_assert_uint_eq(a[i].kind, b[i].kind);
-		if (a[i].kind == STORE_DEP_FILE || a[i].kind == STORE_DEP_ENV)
+		if (a[i].kind == STORE_DEP_FILE || a[i].kind == STORE_DEP_ENV ||
+		    a[i].kind == STORE_DEP_LISTING)
 			ck_assert_mem_eq(a[i].digest, b[i].digest, 32);
 		if (a[i].kind == STORE_DEP_FILE)
 			ck_assert_uint_eq(a[i].size, b[i].size);

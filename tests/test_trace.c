@@ -270,6 +270,31 @@ START_TEST(parse_written_dropped)
 }
 END_TEST
 
+/* A directory listed (D) is a listing with the identity it was opened
+ * with, whatever probes of it came before or after; listed again with
+ * another identity, or listed after it was missing, it changed. */
+START_TEST(parse_listed_directories)
+{
+	struct trace_result r;
+	PARSE(&r, "S 100 40755\t/inc/h.h.gch",
+	      "D 100 8 9 4096 5 6 40755\t/inc/h.h.gch",
+	      "S 100 40755\t/inc/h.h.gch",
+	      "D 100 8 9 4096 5 6 40755\t/inc/h.h.gch");
+	ck_assert_uint_eq(r.ndeps, 1);
+	ck_assert_uint_eq(r.deps[0].kind, STORE_DEP_LISTING);
+	ck_assert_uint_eq(r.deps[0].ino, 9);
+	ck_assert_int_eq(r.deps[0].mtime_ns, 5);
+	ck_assert_str_eq(r.changed, "");
+	trace_result_free(&r);
+	PARSE(&r, "D 100 8 9 4096 5 6 40755\t/inc/d", "D 100 8 9 4096 7 8 40755\t/inc/d");
+	ck_assert_msg(strstr(r.changed, "/inc/d changed") != NULL, "%s", r.changed);
+	trace_result_free(&r);
+	PARSE(&r, "A 100 2\t/inc/d", "D 100 8 9 4096 7 8 40755\t/inc/d");
+	ck_assert_msg(strstr(r.changed, "/inc/d was missing, then found") != NULL, "%s", r.changed);
+	trace_result_free(&r);
+}
+END_TEST
+
 /* The skip list (after normalization) and the build directory are left
  * out; paths under /proc, /sys and /dev are kept (which of them are inputs
  * is decided on the node: pseudo.c). */
@@ -637,6 +662,7 @@ static Suite *trace_suite(void)
 	tcase_add_test(tp, parse_probe_error_no_mode);
 	tcase_add_test(tp, parse_written_dropped);
 	tcase_add_test(tp, parse_skipped_paths);
+	tcase_add_test(tp, parse_listed_directories);
 	tcase_add_test(tp, parse_normalizes_paths);
 	tcase_add_test(tp, parse_changed);
 	tcase_add_test(tp, parse_exec_started);

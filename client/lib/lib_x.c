@@ -254,7 +254,8 @@ int kiln_x_export(struct kiln *k, const char *key, const void *data, size_t size
 		const cJSON *mode = cJSON_GetArrayItem(modes, i);
 		if (kind != NULL)
 			cJSON_AddStringToObject(d, "kind", kind);
-		if (kind == NULL || strcmp(kind, "file") == 0 || strcmp(kind, "env") == 0)
+		if (kind == NULL || strcmp(kind, "file") == 0 || strcmp(kind, "env") == 0 ||
+		    strcmp(kind, "listing") == 0)
 			cJSON_AddStringToObject(d, "sha256",
 						cJSON_GetStringValue(cJSON_GetArrayItem(digests, i)));
 		if (kind != NULL && strcmp(kind, "exists") == 0 && cJSON_IsNumber(mode))

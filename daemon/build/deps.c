@@ -341,6 +341,22 @@ static int settle_dep(const struct deps_build *b, struct store_dep *d, char *why
 		}
 		deps_set_ident(d, &st);
 		return 0;
+	case STORE_DEP_LISTING:
+		/* The names now, from the directory the toolchain listed: same
+		 * inode, unchanged since (a directory's times move with every
+		 * name added, removed or renamed in it). */
+		rc = util_sha256_listing(d->path, d->digest, &st);
+		if (rc == 0 && (d->dev != (uint64_t)st.st_dev || d->ino != (uint64_t)st.st_ino ||
+				d->mtime_ns != (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec ||
+				d->ctime_ns != (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec))
+			rc = -EAGAIN;
+		if (rc != 0) {
+			snprintf(why, cap, "the listing of %s changed while the build ran%s%s", d->path,
+				 rc != -EAGAIN ? ": " : "", rc != -EAGAIN ? strerror(-rc) : "");
+			return -EAGAIN;
+		}
+		deps_set_ident(d, &st);
+		return 0;
 	case STORE_DEP_EXISTS:
 		if (stat(d->path, &st) != 0 && lstat(d->path, &st) != 0) {
 			snprintf(why, cap, "%s was removed while the build ran", d->path);
@@ -416,6 +432,17 @@ int deps_check_here(struct store_dep *d, char *why, size_t cap)
 		}
 		if (memcmp(digest, d->digest, 32) != 0) {
 			snprintf(why, cap, "dependency %s differs on this node", d->path);
+			return -1;
+		}
+		deps_set_ident(d, &st);
+		return 0;
+	case STORE_DEP_LISTING:
+		if (util_sha256_listing(d->path, digest, &st) != 0) {
+			snprintf(why, cap, "directory %s is missing or unreadable on this node", d->path);
+			return -1;
+		}
+		if (memcmp(digest, d->digest, 32) != 0) {
+			snprintf(why, cap, "directory %s lists other names on this node", d->path);
 			return -1;
 		}
 		deps_set_ident(d, &st);

@@ -48,6 +48,8 @@
 /* A changed file up to this size is hashed on the loop (well under a
  * millisecond); a larger one on the pool, and the request waits for it. */
 #define HASH_INLINE_MAX (256 * 1024)
+/* A directory whose entries take more than this is listed on the pool. */
+#define LIST_INLINE_MAX (64 * 1024)
 
 /* When an entry was last found valid. */
 struct hvalid {
@@ -67,6 +69,7 @@ struct hwait {
 struct hhash {
 	struct kilnd *d;
 	char *path;
+	bool listing;             /* a directory's listing, not a file's content */
 	struct stat got;          /* the identity the digest stands for */
 	uint8_t digest[32];
 	int rc;
@@ -114,7 +117,8 @@ static void hash_work(void *arg)
 {
 	struct hhash *j = arg;
 	ASSERT_POOL();
-	j->rc = digests_file(j->path, j->digest, &j->got);
+	j->rc = j->listing ? util_sha256_listing(j->path, j->digest, &j->got)
+			   : digests_file(j->path, j->digest, &j->got);
 }
 
 /* On the loop: the digest goes to the state if the state still describes
@@ -128,8 +132,11 @@ static void hash_done(void *arg)
 	if (hs != NULL && hs->hashing == j) {
 		hs->hashing = NULL;
 		if (j->rc == 0 && hs->known && !hs->evented && same_ident(&j->got, &hs->st)) {
-			memcpy(hs->digest, j->digest, 32);
-			hs->has_digest = true;
+			memcpy(j->listing ? hs->listing : hs->digest, j->digest, 32);
+			if (j->listing)
+				hs->has_listing = true;
+			else
+				hs->has_digest = true;
 			hs->racy = !digests_settled(&hs->st);
 			if (hs->racy)
 				hs->clean = false;
@@ -149,7 +156,7 @@ static void hash_done(void *arg)
 }
 
 /* Starts hashing path on the pool for hs; false when it cannot be queued. */
-static bool hash_on_pool(struct kilnd *d, const char *path, struct hstate *hs)
+static bool hash_on_pool(struct kilnd *d, const char *path, struct hstate *hs, bool listing)
 {
 	struct hhash *j = calloc(1, sizeof(*j));
 	if (j == NULL || (j->path = strdup(path)) == NULL) {
@@ -157,6 +164,7 @@ static bool hash_on_pool(struct kilnd *d, const char *path, struct hstate *hs)
 		return false;
 	}
 	j->d = d;
+	j->listing = listing;
 	if (kilnd_work(d, hash_work, hash_done, j) != 0) {
 		free(j->path);
 		free(j);
@@ -185,7 +193,7 @@ static int file_digest(struct kilnd *d, struct hstate *hs, const struct store_de
 		hs->has_digest = true;
 		return DEP_VALID;
 	}
-	if (hs->hashing == NULL && st->st_size > HASH_INLINE_MAX && hash_on_pool(d, path, hs))
+	if (hs->hashing == NULL && st->st_size > HASH_INLINE_MAX && hash_on_pool(d, path, hs, false))
 		log_debug("%s changed (%lld bytes): hashed on the pool", path, (long long)st->st_size);
 	if (hs->hashing != NULL) {
 		h->last = hs->hashing;
@@ -198,6 +206,49 @@ static int file_digest(struct kilnd *d, struct hstate *hs, const struct store_de
 	}
 	hs->has_digest = true;
 	hs->racy = !digests_settled(st);
+	if (hs->racy)
+		hs->clean = false;
+	return DEP_VALID;
+}
+
+/* The identity recorded with dep is the one the path has now. */
+static bool recorded_ident(const struct store_dep *dep, const struct stat *st)
+{
+	return dep->ino != 0 && dep->dev == (uint64_t)st->st_dev && dep->ino == (uint64_t)st->st_ino &&
+	       dep->size == (uint64_t)st->st_size &&
+	       dep->mtime_ns == (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec &&
+	       dep->ctime_ns == (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+}
+
+/* A directory's listing digest, as file_digest does for a file's content:
+ * from the state, from the record when the directory's identity is the
+ * recorded one (its times move with every name added, removed or renamed
+ * in it), or listed: on the loop when small, else on the pool. */
+static int listing_digest(struct kilnd *d, struct hstate *hs, const struct store_dep *dep,
+			  const char *path)
+{
+	struct headers *h = d->headers;
+	if (hs->has_listing)
+		return DEP_VALID;
+	if (recorded_ident(dep, &hs->st)) {
+		memcpy(hs->listing, dep->digest, 32);
+		hs->has_listing = true;
+		return DEP_VALID;
+	}
+	if (hs->hashing == NULL && hs->st.st_size > LIST_INLINE_MAX && hash_on_pool(d, path, hs, true))
+		log_debug("%s changed (%lld bytes of entries): listed on the pool", path,
+			  (long long)hs->st.st_size);
+	if (hs->hashing != NULL) {
+		h->last = hs->hashing;
+		return DEP_PENDING;
+	}
+	struct stat now;
+	if (util_sha256_listing(path, hs->listing, &now) != 0 || !same_ident(&now, &hs->st)) {
+		hs->known = false;
+		return DEP_INVALID;
+	}
+	hs->has_listing = true;
+	hs->racy = !digests_settled(&hs->st);
 	if (hs->racy)
 		hs->clean = false;
 	return DEP_VALID;
@@ -258,7 +309,9 @@ static int dep_valid(struct kilnd *d, const struct store_dep *dep, bool *watched
 		*watched = false;
 		return DEP_INVALID;
 	}
-	bool content = dep->kind == STORE_DEP_FILE;
+	/* A listing is content too: no event source is trusted for it, its
+	 * directory is stat'ed once per batch (its times move with its names). */
+	bool content = dep->kind == STORE_DEP_FILE || dep->kind == STORE_DEP_LISTING;
 	bool fresh = hs->known && hstate_clean(h, hs) &&
 		     (content ? hs->content_watched : hs->names_watched);
 	if (!fresh && !(hs->known && hs->epoch == h->epoch))
@@ -278,6 +331,12 @@ static int dep_valid(struct kilnd *d, const struct store_dep *dep, bool *watched
 		valid = !hs->exists || !S_ISREG(hs->st.st_mode) ? DEP_INVALID
 								 : file_digest(d, hs, dep, dep->path);
 		if (valid == DEP_VALID && memcmp(hs->digest, dep->digest, 32) != 0)
+			valid = DEP_INVALID;
+		break;
+	case STORE_DEP_LISTING:
+		valid = !hs->exists || !S_ISDIR(hs->st.st_mode) ? DEP_INVALID
+								: listing_digest(d, hs, dep, dep->path);
+		if (valid == DEP_VALID && memcmp(hs->listing, dep->digest, 32) != 0)
 			valid = DEP_INVALID;
 		break;
 	default:

@@ -59,7 +59,8 @@ static bool parse_rec(char *s, const char *token, struct rec *r)
 	for (p = end; *p == ' ' && r->nf < 7;) {
 		/* Modes are octal; every other field is decimal. */
 		bool octal = (r->kind == 'S' && r->nf == 0) ||
-			     ((r->kind == 'O' || r->kind == 'X' || r->kind == 'L') && r->nf == 5) ||
+			     ((r->kind == 'O' || r->kind == 'X' || r->kind == 'L' || r->kind == 'D') &&
+			      r->nf == 5) ||
 			     (r->kind == 'P' && r->nf == 6);
 		r->f[r->nf] = strtoll(p + 1, &end, octal ? 8 : 10);
 		if (end == p + 1)
@@ -190,6 +191,24 @@ static int add_file(struct builder *b, const char *path, const struct rec *r)
 		note_changed(b->r, path, "changed");
 		return 0;
 	}
+	if (r->kind == 'D') {
+		/* Listed: its names count, as they were when it was opened. */
+		if (!isnew && d->kind == STORE_DEP_LISTING &&
+		    (d->dev != (uint64_t)r->f[0] || d->ino != (uint64_t)r->f[1] ||
+		     d->mtime_ns != r->f[3] || d->ctime_ns != r->f[4])) {
+			note_changed(b->r, path, "changed");
+			return 0;
+		}
+		if (!isnew && d->kind == STORE_DEP_FILE) {
+			note_changed(b->r, path, "was a file, then a directory");
+			return 0;
+		}
+		d->kind = STORE_DEP_LISTING;
+		set_ident(d, r);
+		return 0;
+	}
+	if (!isnew && d->kind == STORE_DEP_LISTING)
+		return 0; /* found again (stat, opendir's own probe): listed counts */
 	if (ident && (isnew || d->kind != STORE_DEP_FILE || d->ino == 0)) {
 		d->kind = STORE_DEP_FILE;
 		set_ident(d, r);
@@ -301,7 +320,7 @@ static int take(struct builder *b, struct rec *r, const char *bdir, const char *
 		/* The exec'ing process starts anew: its next start record is due. */
 		pend(b, r->pid, +1);
 		break;
-	case 'O': case 'L':
+	case 'O': case 'L': case 'D':
 		if (r->nf != 6)
 			return 0;
 		break;

@@ -311,6 +311,37 @@ START_TEST(has_include_absent_then_present)
 }
 END_TEST
 
+/*
+ * #include "h.h" with a directory h.h.gch next to it: gcc lists it and
+ * tries every file in it as a precompiled h.h. A valid .gch dropped into it
+ * changes what a fresh build makes (H_VALUE 2 instead of 1): a miss that
+ * builds the new value; taken out again, the first entry is a hit again.
+ */
+START_TEST(gch_directory_listing)
+{
+	char inc[HARNESS_PATH], gch[HARNESS_PATH], other[HARNESS_PATH], hdr[HARNESS_PATH];
+	char tmp[HARNESS_PATH], pch[HARNESS_PATH];
+	struct oreq r;
+
+	make_dir(inc, "inc");
+	make_dir(gch, "inc/h.h.gch");
+	make_dir(other, "other");
+	write_header(harness_path(hdr, "inc/h.h"), 1);
+	write_header(harness_path(hdr, "other/h.h"), 2);
+	const char *cc[] = { "/usr/bin/cc", "-fPIC", "-x", "c-header", hdr, "-o",
+			     harness_path(tmp, "other/x.gch"), NULL };
+	run_ok(cc);
+	oreq_program(&r, inc);
+	start_and_build(&r);
+	ck_assert_int_eq(rename(tmp, harness_path(pch, "inc/h.h.gch/x.gch")), 0);
+	expect_twice(&r, 2, 2, "after a .gch was put into h.h.gch/");
+	ck_assert_int_eq(unlink(pch), 0);
+	expect(&r, 1, 2, "after the .gch was taken out again");
+	oreq_free(&r);
+	harness_stop();
+}
+END_TEST
+
 /* Builds <dir>/libfoo.a whose foo() returns value. */
 static void build_libfoo(const char *dir, int value)
 {
@@ -696,6 +727,7 @@ int main(void)
 	add(s, "incbin", assembler_incbin_input, 90);
 	add(s, "shadowing_header", header_shadowing_an_earlier_include_dir, 90);
 	add(s, "has_include", has_include_absent_then_present, 90);
+	add(s, "gch_listing", gch_directory_listing, 90);
 	add(s, "shadowing_library", library_shadowing_an_earlier_library_dir, 90);
 	add(s, "hard_link", hard_link_rewritten_elsewhere, 90);
 	add(s, "shared_mapping", write_through_shared_mapping, 90);
