@@ -88,7 +88,7 @@ static bool same_ident(const struct stat *a, const struct stat *b)
 static void restat(struct headers *h, const char *path, struct hstate *hs)
 {
 	struct stat st;
-	if (!hs->chosen)
+	if (hstate_unchosen(h, hs))
 		hwatch_choose(h, path, hs);
 	bool exists = stat(path, &st) == 0;
 	if (!exists)
@@ -366,6 +366,7 @@ int headers_check(struct kilnd *d, const struct store_entry *e)
 		return HEADERS_INVALID; /* stopping: nothing is checked any more */
 	if (h->ifd >= 0 && h->stale)
 		hwatch_catch_up(h);
+	hwatch_after_mounts(h);
 	struct hvalid *v = table_get(h->validated, e->key);
 	if (v != NULL && v->gen == h->gen && (v->all_watched || v->epoch == h->epoch))
 		return HEADERS_VALID;

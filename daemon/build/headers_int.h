@@ -21,6 +21,7 @@ struct hstate {
 	bool names_watched;  /* events see it appear, go or change type */
 	bool content_watched; /* events see every change of its content too */
 	bool chosen;         /* the two above were decided */
+	uint64_t chosen_gen; /* headers.choose_gen when they were */
 	bool known;          /* the fields below describe the path */
 	bool exists, lexists; /* stat / lstat found it */
 	struct stat st;
@@ -57,6 +58,8 @@ struct headers {
 	uintptr_t gen;            /* bumped whenever any header turns dirty */
 	uint64_t flood;           /* bumped when events were too many to read */
 	uint64_t epoch;           /* bumped per batch of requests read */
+	uint64_t choose_gen;      /* bumped when every state must choose anew */
+	bool mounts_moved;        /* a mount or unmount since the last check */
 	bool stale;               /* a request was read since the last drain */
 	int mfd;                  /* /proc/self/mountinfo, polled for mounts */
 	uv_poll_t mpoll;
@@ -85,6 +88,14 @@ bool hwatch_drain(struct headers *h, size_t budget);
 /* Before a check: reads the events queued up to now, at most a bounded
  * amount; beyond it, every state counts as dirty. */
 void hwatch_catch_up(struct headers *h);
+/* Before a check: after mounts moved, the watches are dropped and every
+ * state chooses anew (once per check, however many mount events came). */
+void hwatch_after_mounts(struct headers *h);
+/* The state must decide how it is tracked (again). */
+static inline bool hstate_unchosen(const struct headers *h, const struct hstate *hs)
+{
+	return !hs->chosen || hs->chosen_gen != h->choose_gen;
+}
 /* Starts inotify and the mount watch (false when inotify is missing). */
 void hwatch_start(struct kilnd *d, struct headers *h);
 /* Frees the index and the watches' records. */

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,16 +148,6 @@ static void drop_dirs(struct headers *h, const char *prefix)
 	free(ctx.drop);
 }
 
-static void unchoose(const char *key, void *val, void *arg)
-{
-	struct hstate *hs = val;
-	(void)key;
-	(void)arg;
-	hs->chosen = false;
-	hs->clean = false;
-	hs->evented = true;
-}
-
 /*
  * Marks the states at and below prefix dirty, found through the index (a
  * path nothing tracked lies under costs one probe). With rewatch (a
@@ -245,6 +236,13 @@ bool hwatch_drain(struct headers *h, size_t budget)
 void hwatch_catch_up(struct headers *h)
 {
 	h->stale = false;
+	/* A mount made before the request was sent: its poll event may come
+	 * after this check in the loop's turn, so the table is asked now. */
+	struct pollfd pfd = { .fd = h->mfd, .events = POLLPRI };
+	if (h->mfd >= 0 && poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLPRI | POLLERR))) {
+		h->mounts_moved = true;
+		mark_all_dirty(h);
+	}
 	if (!hwatch_drain(h, DRAIN_CHECK_BYTES))
 		mark_all_dirty(h); /* more than a bounded read: everything is stat'ed */
 }
@@ -431,6 +429,7 @@ void hwatch_choose(struct headers *h, const char *path, struct hstate *hs)
 	free(hs->real);
 	hs->real = NULL;
 	hs->chosen = true;
+	hs->chosen_gen = h->choose_gen;
 	hs->names_watched = hs->content_watched = false;
 	if (h->ifd < 0 || !h->mpolling || path[0] != '/' || !resolve(path, real, &present))
 		return;
@@ -461,17 +460,26 @@ void hwatch_choose(struct headers *h, const char *path, struct hstate *hs)
 					       IN_DELETE_SELF | IN_MOVE_SELF);
 }
 
-/* Any mount or unmount: every path may lead elsewhere now (rare, and only
- * root mounts in kilnd's namespace: a walk over every state). */
+/* Any mount or unmount: every path may lead elsewhere now. O(1) here, so
+ * that mounts in a loop (a setuid fusermount) cost no walk per event: the
+ * states are stat'ed again, and choose anew at the next check. */
 static void on_mounts(uv_poll_t *p, int status, int events)
 {
 	struct kilnd *d = p->data;
 	struct headers *h = d->headers;
 	(void)status;
 	(void)events;
-	table_foreach(h->files, unchoose, NULL);
+	h->mounts_moved = true;
+	mark_all_dirty(h);
+}
+
+void hwatch_after_mounts(struct headers *h)
+{
+	if (!h->mounts_moved)
+		return;
+	h->mounts_moved = false;
 	drop_dirs(h, NULL);
-	h->gen++;
+	h->choose_gen++;
 }
 
 static void watch_mounts(struct kilnd *d, struct headers *h)
