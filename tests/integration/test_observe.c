@@ -342,6 +342,33 @@ START_TEST(gch_directory_listing)
 }
 END_TEST
 
+/*
+ * A toolchain wrapper that picks its arguments by listing a directory (a
+ * shell glob: bash lists it with opendir): a file added there changes what
+ * a fresh build makes, and is a miss.
+ */
+START_TEST(wrapper_listing_a_directory)
+{
+	char flags[HARNESS_PATH], wrapper[HARNESS_PATH], path[HARNESS_PATH], arg[HARNESS_PATH + 8];
+	char *script;
+	struct oreq r;
+
+	make_dir(flags, "flags");
+	ck_assert(asprintf(&script, "#!/bin/bash\nn=1\nfor f in %s/*.flag; do\n"
+			   "\t[ -e \"$f\" ] && n=$((n + 1))\ndone\n"
+			   "exec /usr/bin/cc -DH_VALUE=$n \"$@\"\n", flags) > 0);
+	write_script(harness_path(wrapper, "cc-wrapper"), script);
+	free(script);
+	oreq_init(&r, "int kiln_test_value(void) { return H_VALUE; }\n");
+	start_with_wrapper(wrapper, arg, sizeof(arg));
+	expect_twice(&r, 1, 1, "no flag files");
+	harness_write_file(harness_path(path, "flags/a.flag"), "");
+	expect_twice(&r, 2, 2, "after a flag file was added");
+	oreq_free(&r);
+	harness_stop();
+}
+END_TEST
+
 /* Builds <dir>/libfoo.a whose foo() returns value. */
 static void build_libfoo(const char *dir, int value)
 {
@@ -728,6 +755,7 @@ int main(void)
 	add(s, "shadowing_header", header_shadowing_an_earlier_include_dir, 90);
 	add(s, "has_include", has_include_absent_then_present, 90);
 	add(s, "gch_listing", gch_directory_listing, 90);
+	add(s, "wrapper_listing", wrapper_listing_a_directory, 90);
 	add(s, "shadowing_library", library_shadowing_an_earlier_library_dir, 90);
 	add(s, "hard_link", hard_link_rewritten_elsewhere, 90);
 	add(s, "shared_mapping", write_through_shared_mapping, 90);
