@@ -19,11 +19,9 @@
 #include "flight.h"
 #include "build_int.h"
 #include "cachedir.h"
-#include "digests.h"
 #include "dispatch.h"
 #include "entry_codec.h"
 #include "fdcache.h"
-#include "gpu.h"
 #include "headers.h"
 #include "import.h"
 #include "keying.h"
@@ -34,6 +32,7 @@
 #include "pch.h"
 #include "server.h"
 #include "settings_op.h"
+#include "status_op.h"
 #include "upstream.h"
 #include "util.h"
 #include "transfer.h"
@@ -538,133 +537,6 @@ static void op_lookup(struct conn *c, struct msg_request *req)
 }
 
 #define ADD_NUM(obj, name, v) cJSON_AddNumberToObject(obj, name, (double)(v))
-
-/* "gpus" (what the driver reported at start), "cuda_driver", and
- * "gpu_note" saying why there are none. */
-static void add_gpus(const struct kilnd *d, cJSON *r)
-{
-	const struct gpus *g = d->gpus;
-	cJSON *arr = cJSON_AddArrayToObject(r, "gpus");
-	if (g == NULL || arr == NULL)
-		return;
-	for (size_t i = 0; i < g->n; i++) {
-		cJSON *o = cJSON_CreateObject();
-		char arch[16];
-		if (o == NULL || !cJSON_AddItemToArray(arr, o)) {
-			cJSON_Delete(o);
-			return;
-		}
-		snprintf(arch, sizeof(arch), "sm_%d%d", g->dev[i].major, g->dev[i].minor);
-		ADD_NUM(o, "index", g->dev[i].index);
-		cJSON_AddStringToObject(o, "name", g->dev[i].name);
-		cJSON_AddStringToObject(o, "arch", arch);
-	}
-	if (g->driver_version > 0)
-		ADD_NUM(r, "cuda_driver", g->driver_version);
-	if (g->n == 0 && g->note[0] != '\0')
-		cJSON_AddStringToObject(r, "gpu_note", g->note);
-}
-
-/* How a toolchain's builds record what they read (docs/design.md). */
-static const char *observe_mechanism(const struct kilnd *d, const struct toolchain *tc)
-{
-	return d->observe_lib != NULL && tc->dynamic ? "preload" : "depfile";
-}
-
-/* "observation": the interposer, and how hits are validated. */
-static void add_observation(const struct kilnd *d, cJSON *r)
-{
-	cJSON *o = cJSON_AddObjectToObject(r, "observation");
-	if (o == NULL)
-		return;
-	if (d->observe_lib != NULL)
-		cJSON_AddStringToObject(o, "library", d->observe_lib);
-	else
-		cJSON_AddNullToObject(o, "library");
-	const char *ignore = getenv("KILN_OBSERVE_IGNORE");
-	if (ignore != NULL && ignore[0] != '\0')
-		cJSON_AddStringToObject(o, "ignored", ignore);
-	cJSON_AddStringToObject(o, "validation", headers_events_complete(d)
-				? "events where complete, else stat once per batch of requests"
-				: "stat once per batch of requests");
-	uint64_t events, floods, on_pool;
-	headers_counts(d, &events, &floods, &on_pool);
-	ADD_NUM(o, "events", events);
-	ADD_NUM(o, "event_floods", floods);
-	ADD_NUM(o, "hashed_on_pool", on_pool);
-}
-
-static void op_status(struct conn *c, struct msg_request *req)
-{
-	struct kilnd *d = c->d;
-	cJSON *r = ok_reply(req->id);
-	if (r == NULL)
-		return;
-	ADD_NUM(r, "pid", getpid());
-	cJSON_AddStringToObject(r, "version", KILN_VERSION_STR);
-	ADD_NUM(r, "proto", KILN_PROTO_VERSION);
-	cJSON_AddStringToObject(r, "socket", d->cfg->socket_path);
-	cJSON_AddStringToObject(r, "cache_dir", d->cfg->cache_dir);
-	ADD_NUM(r, "jobs", d->cfg->jobs);
-	ADD_NUM(r, "max_size", d->cfg->max_size);
-	cJSON_AddStringToObject(r, "max_size_source", d->max_size_source);
-	ADD_NUM(r, "entries", d->entries);
-	ADD_NUM(r, "bytes", d->bytes);
-	cJSON_AddBoolToObject(r, "checking_cache", d->sweep_pending);
-	ADD_NUM(r, "uptime_s", (double)(util_now_ns() - d->start_ns) / 1e9);
-	ADD_NUM(r, "connections", server_connections(d));
-	stats_add_json(d, r);
-	ADD_NUM(r, "in_flight", d->in_flight);
-	ADD_NUM(r, "queued", d->queued);
-	unsigned states[FLIGHT__COUNT];
-	flight_count_states(d, states);
-	cJSON *fl = cJSON_AddObjectToObject(r, "flights");
-	for (int i = FLIGHT_UPSTREAM; fl != NULL && i < FLIGHT_DONE; i++)
-		ADD_NUM(fl, flight_state_name((enum flight_state)i), states[i]);
-	/* What runs and waits now (kiln top): 50 of each at most. */
-	flight_describe(d, cJSON_AddArrayToObject(r, "running"), cJSON_AddArrayToObject(r, "queue"),
-			50);
-	ADD_NUM(r, "pending", server_pending(d));
-	uint64_t hashed, hashed_bytes, cached;
-	digests_counts(&hashed, &hashed_bytes, &cached);
-	cJSON *dg = cJSON_AddObjectToObject(r, "digests");
-	if (dg != NULL) {
-		ADD_NUM(dg, "hashed", hashed);
-		ADD_NUM(dg, "hashed_bytes", hashed_bytes);
-		ADD_NUM(dg, "cached", cached);
-	}
-	cJSON_AddBoolToObject(r, "socket_activated", d->activated);
-	if (d->cache_why[0] != '\0')
-		cJSON_AddStringToObject(r, "cache_problem", d->cache_why);
-	add_observation(d, r);
-	cJSON *conf = cJSON_AddObjectToObject(r, "confinement");
-	if (conf != NULL) {
-		cJSON_AddBoolToObject(conf, "landlock", d->landlock_abi > 0);
-		if (d->landlock_abi > 0)
-			ADD_NUM(conf, "abi", d->landlock_abi);
-		else
-			cJSON_AddStringToObject(conf, "why", d->landlock_why);
-		cJSON_AddBoolToObject(conf, "toolchain_code", d->cfg->allow_toolchain_code);
-	}
-	upstream_status(d, r);
-	cJSON *tcs = cJSON_AddArrayToObject(r, "toolchains");
-	for (size_t i = 0; tcs != NULL && i < d->ntoolchains; i++) {
-		cJSON *t = cJSON_CreateObject();
-		cJSON_AddStringToObject(t, "name", d->toolchains[i].name);
-		cJSON_AddStringToObject(t, "path", d->toolchains[i].path);
-		cJSON_AddStringToObject(t, "version", d->toolchains[i].version);
-		cJSON_AddStringToObject(t, "observe", observe_mechanism(d, &d->toolchains[i]));
-		if (d->toolchains[i].is_nvcc) {
-			if (d->toolchains[i].cuda_arch != NULL)
-				cJSON_AddStringToObject(t, "cuda_arch", d->toolchains[i].cuda_arch);
-			else
-				cJSON_AddNullToObject(t, "cuda_arch");
-		}
-		cJSON_AddItemToArray(tcs, t);
-	}
-	add_gpus(d, r);
-	send_ok(c, r);
-}
 
 static void op_list(struct conn *c, struct msg_request *req)
 {

@@ -29,19 +29,26 @@ static void oreq_including(struct oreq *r, const char *name)
 	free(text);
 }
 
-/* #include "/proc/self/root/<h.h>": the compiler's root, named through
- * its own process. */
-START_TEST(header_through_proc_self_root)
+/* #include "<prefix><h.h>": a header named by a spelling of its absolute
+ * path; changed, it is a miss. */
+static void spelled_header_counts(const char *prefix)
 {
 	char inc[HARNESS_PATH], hdr[HARNESS_PATH], name[HARNESS_PATH + 32];
 	struct oreq r;
 
 	make_dir(inc, "inc");
 	write_header(harness_path(hdr, "inc/h.h"), 1);
-	snprintf(name, sizeof(name), "/proc/self/root%s", hdr);
+	snprintf(name, sizeof(name), "%s%s", prefix, hdr);
 	oreq_including(&r, name);
 	start_and_build(&r);
 	header_change_counts(&r, hdr);
+}
+
+/* #include "/proc/self/root/<h.h>": the compiler's root, named through
+ * its own process. */
+START_TEST(header_through_proc_self_root)
+{
+	spelled_header_counts("/proc/self/root");
 }
 END_TEST
 
@@ -81,15 +88,14 @@ END_TEST
 /* #include "/dev/../<h.h>": out of /dev by "..". */
 START_TEST(header_through_dev_dotdot)
 {
-	char inc[HARNESS_PATH], hdr[HARNESS_PATH], name[HARNESS_PATH + 32];
-	struct oreq r;
+	spelled_header_counts("/dev/..");
+}
+END_TEST
 
-	make_dir(inc, "inc");
-	write_header(harness_path(hdr, "inc/h.h"), 1);
-	snprintf(name, sizeof(name), "/dev/..%s", hdr);
-	oreq_including(&r, name);
-	start_and_build(&r);
-	header_change_counts(&r, hdr);
+/* #include "/proc/thread-self/root/<h.h>": the same through the thread. */
+START_TEST(header_through_proc_thread_self_root)
+{
+	spelled_header_counts("/proc/thread-self/root");
 }
 END_TEST
 
@@ -264,6 +270,7 @@ int main(void)
 	add(s, "proc_self_root_dir", include_dir_through_proc_self_root, 90);
 	add(s, "proc_self_cwd_dir", include_dir_through_proc_self_cwd, 90);
 	add(s, "dev_dotdot", header_through_dev_dotdot, 90);
+	add(s, "thread_self_root", header_through_proc_thread_self_root, 90);
 	tcase_add_unchecked_fixture(add(s, "dev_shm", header_in_a_tmpfs_under_dev, 90), NULL,
 				    shm_teardown);
 	add(s, "procfs_input", procfs_file_input_is_served_not_cached, 90);
