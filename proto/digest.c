@@ -49,12 +49,12 @@ int util_sha256_file(const char *path, uint8_t out[32])
 	return util_sha256_file_at(AT_FDCWD, path, out);
 }
 
-int util_open_regular_at(int dirfd, const char *path, struct stat *st)
+int util_open_regular_at(int dirfd, const char *path, int nofollow, struct stat *st)
 {
 	/* O_PATH opens nothing of the file itself: no FIFO waits for a writer,
 	 * no device's open runs. Only a regular file is then opened for
 	 * reading, through the descriptor, so it is the same inode. */
-	int pfd = openat(dirfd, path, O_PATH | O_CLOEXEC);
+	int pfd = openat(dirfd, path, O_PATH | O_CLOEXEC | (nofollow & O_NOFOLLOW));
 	if (pfd < 0)
 		return -errno;
 	if (fstat(pfd, st) != 0) {
@@ -86,7 +86,7 @@ int util_open_regular_at(int dirfd, const char *path, struct stat *st)
 int util_sha256_file_at(int dirfd, const char *path, uint8_t out[32])
 {
 	struct stat st;
-	int fd = util_open_regular_at(dirfd, path, &st);
+	int fd = util_open_regular_at(dirfd, path, 0, &st);
 	if (fd < 0)
 		return fd;
 	int rc = util_sha256_fd(fd, out);

@@ -74,9 +74,10 @@ int util_sha256_file_at(int dirfd, const char *path, uint8_t out[32]);
 /* Opens path (relative to dirfd) for reading only if it is a regular file,
  * never blocking and never opening anything else (a FIFO, a device, a
  * socket): the descriptor, with *st its identity; -EINVAL (st filled) for
- * anything but a regular file, or another negative errno. */
+ * anything but a regular file, or another negative errno. nofollow:
+ * O_NOFOLLOW (a symlink at path is then not a regular file) or 0. */
 struct stat;
-int util_open_regular_at(int dirfd, const char *path, struct stat *st);
+int util_open_regular_at(int dirfd, const char *path, int nofollow, struct stat *st);
 /* The SHA-256 of the directory path's listing: its names but "." and "..",
  * sorted, each with its NUL. *st gets the directory's identity (fstat of
  * what was listed). Anything but a directory is an error (never blocks).

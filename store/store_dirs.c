@@ -65,8 +65,11 @@ int store_object_open(const struct store *s, const char *key, const char *output
 	char rel[STORE_REL_MAX];
 	if (store_object_rel(key, store_output_ext(output), rel) != 0)
 		return -EINVAL;
-	int fd = openat(s->fd_objects, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	return fd >= 0 ? fd : -errno;
+	/* The loop opens objects to hand them out: only a regular file, never
+	 * a symlink, and nothing put in an object's place (a FIFO) can hold it. */
+	struct stat st;
+	int fd = util_open_regular_at(s->fd_objects, rel, O_NOFOLLOW, &st);
+	return fd == -EINVAL ? -ELOOP : fd;
 }
 
 int store_tmp_fd(const struct store *s)

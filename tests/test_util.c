@@ -368,6 +368,72 @@ START_TEST(test_sha256)
 }
 END_TEST
 
+/* Only a regular file is opened for reading, and nothing else blocks or
+ * is opened: a FIFO with no writer, a directory, a symlink with O_NOFOLLOW. */
+START_TEST(test_open_regular)
+{
+	char dir[256], path[300], fifo[300], link[300];
+	struct stat st;
+	uint8_t d[32];
+
+	make_tmpdir(dir);
+	snprintf(path, sizeof(path), "%s/file", dir);
+	int fd = open(path, O_CREAT | O_WRONLY, 0600);
+	ck_assert_int_eq(util_write_all(fd, "abc", 3), 0);
+	close(fd);
+	fd = util_open_regular_at(AT_FDCWD, path, 0, &st);
+	ck_assert_int_ge(fd, 0);
+	ck_assert(S_ISREG(st.st_mode));
+	ck_assert_int_eq(st.st_size, 3);
+	close(fd);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	ck_assert_int_eq(util_open_regular_at(AT_FDCWD, fifo, 0, &st), -EINVAL);
+	ck_assert(S_ISFIFO(st.st_mode));
+	ck_assert_int_eq(util_sha256_file(fifo, d), -EINVAL);
+	ck_assert_int_eq(util_open_regular_at(AT_FDCWD, dir, 0, &st), -EINVAL);
+	snprintf(link, sizeof(link), "%s/link", dir);
+	ck_assert_int_eq(symlink("file", link), 0);
+	fd = util_open_regular_at(AT_FDCWD, link, 0, &st);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(util_open_regular_at(AT_FDCWD, link, O_NOFOLLOW, &st), -EINVAL);
+	rm_rf(dir);
+}
+END_TEST
+
+/* A listing's digest: the names, in any order of creation; not "." and
+ * ".."; another name or one name less differs; a non-directory fails. */
+START_TEST(test_sha256_listing)
+{
+	char a[256], b[256], path[300];
+	struct stat st;
+	uint8_t da[32], db[32];
+
+	make_tmpdir(a);
+	make_tmpdir(b);
+	static const char *const names[] = { "x.gch", "y.gch", "z" };
+	for (int i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/%s", a, names[i]);
+		close(open(path, O_CREAT | O_WRONLY, 0600));
+		snprintf(path, sizeof(path), "%s/%s", b, names[2 - i]);
+		ck_assert_int_eq(mkdir(path, 0700), 0);
+	}
+	ck_assert_int_eq(util_sha256_listing(a, da, &st), 0);
+	ck_assert(S_ISDIR(st.st_mode));
+	ck_assert_int_eq(util_sha256_listing(b, db, &st), 0);
+	ck_assert_mem_eq(da, db, 32);
+	snprintf(path, sizeof(path), "%s/w", b);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	ck_assert_int_eq(util_sha256_listing(b, db, &st), 0);
+	ck_assert_mem_ne(da, db, 32);
+	snprintf(path, sizeof(path), "%s/z", a);
+	ck_assert_int_eq(util_sha256_listing(path, db, &st), -ENOTDIR);
+	rm_rf(a);
+	rm_rf(b);
+}
+END_TEST
+
 /*
  * libkiln's own SHA-256 (proto/sha256.c), both the portable and the SHA-NI
  * compression, against OpenSSL: every length through four blocks (all the
@@ -585,6 +651,8 @@ static Suite *util_suite(void)
 	tcase_add_test(tu, test_replace_file);
 	tcase_add_test(tu, test_read_large_file);
 	tcase_add_test(tu, test_sha256);
+	tcase_add_test(tu, test_open_regular);
+	tcase_add_test(tu, test_sha256_listing);
 	tcase_add_test(tu, test_sha256_own);
 	tcase_add_test(tu, test_hex_and_clocks);
 	suite_add_tcase(s, tu);

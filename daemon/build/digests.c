@@ -76,7 +76,7 @@ int digests_file(const char *path, uint8_t out[32], struct stat *st)
 	/* Opened without blocking and checked by what was opened, not by an
 	 * earlier stat: a FIFO or device swapped in for a file between the two
 	 * must neither hold the thread in open() or read() nor be hashed. */
-	int fd = util_open_regular_at(AT_FDCWD, path, st);
+	int fd = util_open_regular_at(AT_FDCWD, path, 0, st);
 	if (fd < 0)
 		return fd == -EINVAL ? -EISDIR : fd;
 	if (cached(st, out)) {
