@@ -345,31 +345,47 @@ static void on_step_exit(uv_process_t *p, int64_t status, int sig)
 
 extern char **environ;
 
+/* Variables of kilnd's that name where it was started: a toolchain run
+ * gets its own instead (step_env). */
+static bool start_dir_var(const char *kv)
+{
+	return strncmp(kv, "PWD=", 4) == 0 || strncmp(kv, "OLDPWD=", 7) == 0;
+}
+
+/* The variables step_env makes (the others point into environ): last. */
+#define STEP_ENV_OWN 3
+
 /*
  * The daemon's environment, with TMPDIR in the build directory: the
  * compiler driver's temporary objects then stay private to the build, go
  * away with it, and are told apart from real inputs in the linker's list;
- * and the secret the trace's records are signed with (observe.c).
+ * PWD the build directory, the toolchain's working directory (libiberty's
+ * getpwd stats $PWD: kilnd's own start directory would become an input
+ * of every entry, and die with the job's directory), without OLDPWD; and
+ * the secret the trace's records are signed with (observe.c).
  */
 char **step_env(const char *dir, const char *token)
 {
 	size_t n = 0, j = 0;
 	while (environ[n] != NULL)
 		n++;
-	char **env = calloc(n + 3, sizeof(*env));
+	char **env = calloc(n + STEP_ENV_OWN + 1, sizeof(*env));
 	if (env == NULL)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
 		if (strncmp(environ[i], "TMPDIR=", 7) != 0 &&
-		    strncmp(environ[i], "KILN_TRACE_TOKEN=", 17) != 0)
+		    strncmp(environ[i], "KILN_TRACE_TOKEN=", 17) != 0 && !start_dir_var(environ[i]))
 			env[j++] = environ[i];
 	}
-	if (asprintf(&env[j], "KILN_TRACE_TOKEN=%s", token) < 0) {
-		free(env);
-		return NULL;
-	}
-	if (asprintf(&env[j + 1], "TMPDIR=%s/tmp", dir) < 0) {
+	if (asprintf(&env[j], "KILN_TRACE_TOKEN=%s", token) < 0)
+		env[j] = NULL;
+	else if (asprintf(&env[j + 1], "TMPDIR=%s/tmp", dir) < 0)
+		env[j + 1] = NULL;
+	else if (asprintf(&env[j + 2], "PWD=%s", dir) < 0)
+		env[j + 2] = NULL;
+	if (env[j] == NULL || env[j + 1] == NULL || env[j + 2] == NULL) {
 		free(env[j]);
+		free(env[j + 1]);
 		free(env);
 		return NULL;
 	}
@@ -381,11 +397,11 @@ void step_env_free(char **env)
 	size_t n = 0;
 	if (env == NULL)
 		return;
-	while (env[n + 1] != NULL)
+	while (env[n] != NULL)
 		n++;
-	/* Only the token and TMPDIR were allocated; they are last. */
-	free(env[n - 1]);
-	free(env[n]);
+	/* Only the last STEP_ENV_OWN were allocated. */
+	for (size_t i = n - STEP_ENV_OWN; i < n; i++)
+		free(env[i]);
 	free(env);
 }
 

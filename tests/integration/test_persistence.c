@@ -1,7 +1,8 @@
 /*
  * Integration tests of the cache across daemon lifetimes: a restart keeps
  * every entry, a kill -9 during builds leaves nothing partial and no orphan
- * compiler, and a changed header is a miss.
+ * compiler, a changed header is a miss, and a kilnd started elsewhere (its
+ * first start directory deleted) still has every entry.
  */
 #include "harness.h"
 
@@ -301,6 +302,53 @@ START_TEST(changed_header_is_a_miss)
 }
 END_TEST
 
+/* Starts kilnd with start as its working directory and $PWD (as a job's
+ * prologue started in that directory would). */
+static void start_in(const char *start)
+{
+	char here[HARNESS_PATH];
+
+	ck_assert_ptr_nonnull(getcwd(here, sizeof(here)));
+	ck_assert_int_eq(chdir(start), 0);
+	setenv("PWD", start, 1);
+	harness_start(NULL);
+	ck_assert_int_eq(chdir(here), 0);
+	setenv("PWD", here, 1);
+}
+
+/*
+ * Where kilnd was started is no input of what it builds: a program built
+ * by a kilnd started in job directory A is a hit for a kilnd started in B
+ * after A was deleted (a new job in a new directory), and no entry lists A.
+ */
+START_TEST(start_directory_is_no_input)
+{
+	char a[HARNESS_PATH], b[HARNESS_PATH], key1[72], key2[72];
+	struct kiln_request req;
+	struct kiln_source src;
+	char *text = harness_program("startdir", 5);
+
+	ck_assert_int_eq(mkdir(harness_path(a, "job-a"), 0700), 0);
+	ck_assert_int_eq(mkdir(harness_path(b, "job-b"), 0700), 0);
+	harness_request(&req, &src, "startdir.c", text);
+	start_in(a);
+	ck_assert_int_eq(get_cfg_program(&req, key1), 5);
+	ck_assert_int_eq(builds_started(), 1);
+	char *out = NULL;
+	ck_assert_int_eq(harness_cli(&out, NULL, "show", key1, NULL), 0);
+	ck_assert_msg(!harness_contains(out, a), "kiln show lists the start directory %s", a);
+	free(out);
+	harness_stop();
+	ck_assert_int_eq(rmdir(a), 0);
+	start_in(b);
+	ck_assert_int_eq(get_cfg_program(&req, key2), 5);
+	ck_assert_str_eq(key2, key1);
+	ck_assert_int_eq(builds_started(), 1);
+	harness_stop();
+	free(text);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("persistence");
@@ -309,5 +357,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("kill9", kill9_during_builds_leaves_nothing_partial, 120));
 	suite_add_tcase(s, harness_tcase("reconcile", restart_reconciles_a_damaged_cache, 90));
 	suite_add_tcase(s, harness_tcase("header", changed_header_is_a_miss, 90));
+	suite_add_tcase(s, harness_tcase("start_dir", start_directory_is_no_input, 90));
 	return harness_main(s);
 }
