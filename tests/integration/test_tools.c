@@ -299,13 +299,35 @@ START_TEST(config_max_size_is_kept_in_the_cache)
 }
 END_TEST
 
+/* Enters a new directory rel (and $PWD with it), as a job started there;
+ * the previous one goes to back. */
+static void enter_job_dir(const char *rel, char back[HARNESS_PATH])
+{
+	char dir[HARNESS_PATH];
+
+	ck_assert_ptr_nonnull(getcwd(back, HARNESS_PATH));
+	ck_assert_int_eq(mkdir(harness_path(dir, "%s", rel), 0700), 0);
+	ck_assert_int_eq(chdir(dir), 0);
+	setenv("PWD", dir, 1);
+}
+
+static void leave_job_dir(const char *back)
+{
+	ck_assert_int_eq(chdir(back), 0);
+	setenv("PWD", back, 1);
+}
+
+/* The two daemons were started in different directories (two jobs): every
+ * entry is taken all the same (where a kilnd starts is no input). */
 START_TEST(export_then_import_on_another_node)
 {
 	char keys[3][72], tgz[HARNESS_PATH], dir[HARNESS_PATH], sock2[HARNESS_PATH];
-	char *out = NULL, obj[HARNESS_PATH * 2];
+	char *out = NULL, obj[HARNESS_PATH * 2], back[HARNESS_PATH];
 	cJSON *r, *st;
 
+	enter_job_dir("job-1", back);
 	harness_start(NULL);
+	leave_job_dir(back);
 	harness_get_program(NULL, "exp_0", 60, NULL, keys[0]);
 	harness_get_program(NULL, "exp_1", 61, NULL, keys[1]);
 	harness_get_program(NULL, "exp_2", 62, NULL, keys[2]);
@@ -321,7 +343,9 @@ START_TEST(export_then_import_on_another_node)
 	free(out);
 
 	/* Another node: every program is served from the import, no compiler. */
+	enter_job_dir("job-2", back);
 	harness_start_named("node2", NULL, NULL, sock2);
+	leave_job_dir(back);
 	{
 		const char *args[] = { harness_cli_path(), "--socket", sock2, "--json", "import", tgz,
 				       NULL };
