@@ -110,8 +110,13 @@ static void config_usage(FILE *fp)
 		"  -h, --help              show this help and exit\n"
 		"  -V, --version           show the version and exit\n"
 		"\n"
-		"A second kilnd on the same socket or cache directory reports the running\n"
-		"one and exits 0. SIGTERM, SIGINT or `kiln stop` stop the daemon cleanly.\n");
+		"A second kilnd on the same socket and cache directory reports the running\n"
+		"one and exits 0. Exit status: 0 after a clean stop or when yielding so; 1\n"
+		"when it cannot start (the reason is printed), also when another kilnd\n"
+		"serves the socket with another cache; 2 for a usage error; 3 when another\n"
+		"kilnd serves the cache directory on another socket (another job of this\n"
+		"user on this node: use another --cache-dir). SIGTERM, SIGINT or `kiln\n"
+		"stop` stop the daemon cleanly.\n");
 }
 
 /* --allow-write DIR: an existing directory, kept by its real path. */

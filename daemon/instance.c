@@ -58,7 +58,7 @@ int instance_daemonize(void)
 		}
 		fprintf(stderr, "kilnd: %s\n", msg[0] != '\0' ? msg : "the daemon exited during start-up");
 		waitpid(pid, NULL, WNOHANG);
-		exit(1);
+		exit(status == KILND_EXIT_CACHE_IN_USE ? KILND_EXIT_CACHE_IN_USE : 1);
 	}
 	close(fds[0]);
 	ready_fd = fds[1];
@@ -263,7 +263,10 @@ int instance_lock(const struct config *cfg, long *other_pid, char *msg, size_t m
 			snprintf(msg, msglen, "cannot lock %s: %s", path, strerror(-rc));
 		snprintf(sock_lock_path, sizeof(sock_lock_path), "%s.lock", cfg->socket_path);
 		drop_lock(&sock_lock_fd, sock_lock_path);
-		return rc;
+		/* The cache is served on another socket: another job of this
+		 * user on this node. Its own answer (exit 3), so that a job's
+		 * prologue can tell it from a failure and take a cache of its own. */
+		return rc == -EADDRINUSE ? INSTANCE_CACHE_IN_USE : rc;
 	}
 	write_owner(sock_lock_fd, cfg);
 	write_owner(cache_lock_fd, cfg);

@@ -30,10 +30,15 @@ void instance_ready(int status, long pid, const char *msg);
  * Takes both locks. A lock that is held is waited for (up to 10 s): when its
  * owner's socket accepts, returns 1 with *other_pid and msg describing that
  * kilnd; when the owner lets go (it was stopping), takes the lock. Returns
- * 0 when this process owns both, or a negative errno with msg (-EBUSY: the
- * owner holds on without answering).
+ * 0 when this process owns both, INSTANCE_CACHE_IN_USE with msg, or a
+ * negative errno with msg (-EBUSY: the owner holds on without answering).
  */
 int instance_lock(const struct config *cfg, long *other_pid, char *msg, size_t msglen);
+/* instance_lock: the cache directory is served by another kilnd on another
+ * socket (kilnd then exits KILND_EXIT_CACHE_IN_USE). */
+#define INSTANCE_CACHE_IN_USE 2
+/* kilnd's exit status when its cache directory is another kilnd's. */
+#define KILND_EXIT_CACHE_IN_USE 3
 /*
  * The cache directory's lock again, after the directory was removed and
  * made anew (cachedir.c). 0 when taken, 1 with msg when another kilnd holds

@@ -376,7 +376,8 @@ static const struct server_hooks server_hooks = {
 /*
  * The process: detached (--daemonize), the socket systemd passed, the
  * directories and the log, the instance lock. 0: go on; 1: another kilnd
- * serves (exit 0); -1: failed, said why.
+ * serves (exit 0); 2: another kilnd serves the cache on another socket
+ * (exit 3); -1: failed, said why.
  */
 static int start_process(struct kilnd *d, struct config *cfg, char *err, size_t errlen)
 {
@@ -401,6 +402,13 @@ static int start_process(struct kilnd *d, struct config *cfg, char *err, size_t 
 		return -1;
 	}
 	int rc = instance_lock(cfg, &other, err, errlen);
+	if (rc == INSTANCE_CACHE_IN_USE) {
+		log_error("%s", err);
+		if (!instance_parent_waits())
+			fprintf(stderr, "kilnd: %s\n", err);
+		instance_ready(KILND_EXIT_CACHE_IN_USE, other, err);
+		return 2;
+	}
 	if (rc == 1) {
 		/* With --daemonize the waiting parent prints it, once. */
 		if (!cfg->daemonize)
@@ -538,6 +546,8 @@ int main(int argc, char **argv)
 	rc = start_process(&d, &cfg, err, sizeof(err));
 	if (rc == 1)
 		d.exit_code = 0;
+	else if (rc == 2)
+		d.exit_code = KILND_EXIT_CACHE_IN_USE;
 	else if (rc == 0 && start_services(&d, err, sizeof(err), &loop) == 0)
 		serve(&d);
 	if (loop)

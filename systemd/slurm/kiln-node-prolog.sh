@@ -55,10 +55,13 @@ start() {
 	timeout "$timeout" "$kilnd" --daemonize --socket "$socket" --cache-dir "$dir" \
 		--log-file "$dir/kilnd.log" "$@"
 }
-pid=$(start "$cache" "$@") || exit 1
-if ! answers; then
-	# kilnd yields (exit 0) to a kilnd that holds the cache already: the
-	# user has another job on this node. This job gets a cache of its own.
+pid=$(start "$cache" "$@")
+rc=$?
+[ "$rc" = 0 ] || [ "$rc" = 3 ] || exit 1
+if [ "$rc" = 3 ] || ! answers; then
+	# kilnd refuses (exit 3) a cache another kilnd serves on another
+	# socket: the user has another job on this node. This job gets a cache
+	# of its own.
 	cache=${cache%/}-job-$job
 	echo "the shared cache is in use by kilnd $pid; this job uses $cache" >&2
 	pid=$(start "$cache" "$@") || exit 1

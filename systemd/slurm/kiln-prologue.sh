@@ -93,9 +93,10 @@ while :; do
 		sleep 0.1
 	done
 	kill -0 "$pid" 2>/dev/null && break
-	# kilnd exits 0 without serving when another kilnd holds the cache
-	# directory: another job of this user on this node. Use a private one.
-	if [ "$rc" = 0 ] && [ "$cache" = "$KILN_CACHE_DIR" ]; then
+	# kilnd exits 3 without serving when another kilnd serves the cache
+	# directory on another socket: another job of this user on this node
+	# (0 when one serves it on this very socket). Use a private one.
+	if { [ "$rc" = 3 ] || [ "$rc" = 0 ]; } && [ "$cache" = "$KILN_CACHE_DIR" ]; then
 		cache=$private
 		echo "kiln: $node: $KILN_CACHE_DIR is in use by another kilnd; this job uses $cache" >&2
 		continue

@@ -87,13 +87,14 @@ static void second_daemon_yields(const char *socket_path, const char *cache, pid
  * daemon asked for, so the second fails, naming the first and what it
  * serves. */
 static void second_daemon_refused(const char *socket_path, const char *cache, pid_t first,
-				  const char *names)
+				  const char *names, int exit_status)
 {
 	char *out, pid[32];
 	int status = second_daemon(socket_path, cache, &out);
 	snprintf(pid, sizeof(pid), "pid %d", (int)first);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) != 0,
-		      "a second kilnd (socket %s, cache %s) exited 0: %s", socket_path, cache, out);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == exit_status,
+		      "a second kilnd (socket %s, cache %s) exited with status 0x%x, not %d: %s",
+		      socket_path, cache, status, exit_status, out);
 	ck_assert_msg(strstr(out, pid) != NULL && strstr(out, names) != NULL,
 		      "a second kilnd did not name %s and %s: '%s'", pid, names, out);
 	free(out);
@@ -116,12 +117,14 @@ START_TEST(second_daemon_on_one_cache)
 
 	second_daemon_yields(harness.socket, harness.cache, first);
 	expect_served_by(first);
+	/* The cache on another socket: 3, which a job's prologue takes for
+	 * "another job of this user: use a cache of your own". */
 	second_daemon_refused(harness_path(other_socket, "other.sock"), harness.cache, first,
-			      harness.socket);
+			      harness.socket, 3);
 	expect_served_by(first);
 	ck_assert_msg(!harness_exists(other_socket), "a socket appeared at %s", other_socket);
 	second_daemon_refused(harness.socket, harness_path(other_cache, "other-cache"), first,
-			      harness.cache);
+			      harness.cache, 1);
 	expect_served_by(first);
 	/* Held while it runs; no .lock file is left behind when it stops (nor
 	 * by the second daemons, which held the socket's lock for a moment). */
