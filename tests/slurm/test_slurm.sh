@@ -2,10 +2,13 @@
 # End-to-end test of systemd/slurm/ under a real Slurm: munged, slurmctld
 # and slurmd from Debian (slurm-wlm, munge) on this host, every file of
 # theirs in a temporary directory, then systemd/slurm/example.sbatch with 4
-# tasks, twice:
+# tasks (and a small job twice):
 #   1. as root, with kiln-prologue.sh/kiln-epilogue.sh in the batch script
 #      (one kilnd step per node);
-#   2. as "nobody" (as root where nobody cannot run the build tree), with
+#   2. two overlapping jobs of root on the node, with the prologue: the
+#      second's kilnd finds the cache served by the first's and gets a cache
+#      of its own (kilnd exits 3 there); both daemons answer;
+#   3. as "nobody" (as root where nobody cannot run the build tree), with
 #      kiln-node-prolog.sh, kiln-node-epilog.sh and kiln-task-prolog.sh as
 #      the cluster's Prolog=, Epilog= and TaskProlog= (PrologFlags=Alloc),
 #      kilnd running as the job's user.
@@ -376,7 +379,68 @@ grep -q '^kiln: kilnd on .* (pid [0-9]*), cache '"$T/run/kiln-0/cache"'$' "$T/ou
 check_nothing_left
 [ -s "$T/run/kiln-0/cache/kilnd.log" ] || fail "no kilnd log in the node-local cache"
 
-# 2. The cluster's node prolog starts kilnd as the job's user.
+# 2. Two overlapping jobs of one user on one node (a shared node): the
+# second job's kilnd finds the shared cache served by the first job's on
+# another socket (kilnd exits 3) and gets a cache of its own; both jobs'
+# daemons answer, and both are stopped at their job's end.
+set_phase "two-jobs"
+cat >"$T/out/hold.sbatch" <<'HOLD'
+#!/bin/bash
+source "$KILN_SLURM_SCRIPTS/kiln-prologue.sh" || exit 1
+kiln --socket "$KILN_SOCKET" status >/dev/null && echo "kiln-hold status ok"
+for _ in $(seq 600); do
+	[ -e "$KILN_HOLD_RELEASE" ] && break
+	sleep 0.1
+done
+source "$KILN_SLURM_SCRIPTS/kiln-epilogue.sh"
+HOLD
+# Submits hold.sbatch as root, released by the file $2; prints the job id.
+submit_hold() {
+	local name=$1 release=$2 out
+	out=$(cd "$T/out" && timeout 30 env -i PATH="$job_path" SLURM_CONF="$SLURM_CONF" \
+		HOME="$T/out" LD_LIBRARY_PATH="${KILN_TEST_LIBDIR:-}" KILN_SLURM_SCRIPTS="$scripts" \
+		KILN_SLURM_RUNDIR="$T/run/kiln-0" KILN_START_TIMEOUT=30 KILN_HOLD_RELEASE="$release" \
+		sbatch --parsable -N1 -n 1 -J "$name" -o "$T/out/$name.out" -e "$T/out/$name.err" \
+		-D "$T/out" --time=5 "$T/out/hold.sbatch" 2>&1) || fail "sbatch: $out"
+	echo "${out%%;*}"
+}
+# Waits until job $1 has ended; fails unless it COMPLETED.
+wait_done() {
+	local job=$1 name=$2 jstate deadline=$((SECONDS + 90))
+	while :; do
+		jstate=$(timeout 5 scontrol show job -o "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+		case $jstate in
+		COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE | PREEMPTED)
+			break ;;
+		esac
+		[ "$SECONDS" -lt "$deadline" ] || fail "job $job ($name) still $jstate after 90 s"
+		sleep 0.3
+	done
+	[ "$jstate" = COMPLETED ] ||
+		fail "job $job ($name) ended $jstate: $(cat "$T/out/$name.out" "$T/out/$name.err" 2>/dev/null | tail -n 8)"
+}
+job_a=$(submit_hold hold-a "$T/out/release-a")
+for _ in $(seq 300); do
+	grep -q '^kiln-hold status ok$' "$T/out/hold-a.out" 2>/dev/null && break
+	sleep 0.1
+done
+grep -q '^kiln-hold status ok$' "$T/out/hold-a.out" 2>/dev/null ||
+	fail "the first job's kilnd did not answer: $(tail -n 5 "$T/out/hold-a.out" "$T/out/hold-a.err" 2>/dev/null)"
+touch "$T/out/release-b"
+job_b=$(submit_hold hold-b "$T/out/release-b")
+wait_done "$job_b" hold-b
+grep -q '^kiln-hold status ok$' "$T/out/hold-b.out" ||
+	fail "the second job's kilnd did not answer: $(tail -n 5 "$T/out/hold-b.out")"
+cat "$T/out/hold-b.out" "$T/out/hold-b.err" 2>/dev/null |
+	grep -q "in use by another kilnd; this job uses $T/run/kiln-0/cache-job-$job_b" ||
+	fail "the second job did not take a cache of its own: $(tail -n 5 "$T/out/hold-b.err")"
+[ ! -e "$T/run/kiln-0/cache-job-$job_b" ] || fail "the second job's own cache was left behind"
+touch "$T/out/release-a"
+wait_done "$job_a" hold-a
+check_nothing_left
+echo "two jobs of one user on one node: jobs $job_a and $job_b, both daemons answered"
+
+# 3. The cluster's node prolog starts kilnd as the job's user.
 set_phase "node-prolog"
 # As "nobody" where that user can run the programs under test (not when the
 # build tree is in a private home directory, say).
