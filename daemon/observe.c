@@ -193,6 +193,17 @@ static bool absolute_as_written(int dirfd, const char *path, char *out, size_t c
  * the record names now. */
 static __thread bool resolved_link __attribute__((tls_model("initial-exec")));
 
+/* "/proc/<digits>" (not this process, which is spelled /proc/self). */
+static bool other_process(const char *p)
+{
+	if (strncmp(p, "/proc/", 6) != 0 || p[6] == '\0')
+		return false;
+	for (p += 6; *p != '\0'; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return true;
+}
+
 static void unmagic(char *path, size_t cap)
 {
 	char out[PATH_MAX], tgt[PATH_MAX], self[32];
@@ -240,6 +251,16 @@ static void unmagic(char *path, size_t cap)
 			}
 			if (strcmp(out, "/proc/self") == 0 || strcmp(out, "/proc/thread-self") == 0)
 				continue;
+			if (other_process(out)) {
+				/* Another process's links (/proc/<pid>/cwd) may point
+				 * elsewhere later: kept as written, and kilnd counts
+				 * them as pseudo-files (uncacheable). */
+				if (o + strlen(s) >= cap)
+					return;
+				memcpy(out + o, s, strlen(s) + 1);
+				memcpy(path, out, strlen(out) + 1);
+				return;
+			}
 			long t = syscall(SYS_readlinkat, AT_FDCWD, out, tgt, sizeof(tgt) - 1);
 			if (t <= 0)
 				continue; /* no symlink (or no such path): go on */
@@ -285,11 +306,29 @@ static void unmagic(char *path, size_t cap)
 /* Makes path absolute into out, relative to dirfd (AT_FDCWD: the working
  * directory), and resolves what it names under /proc and /dev (unmagic).
  * False when it cannot be told. */
+/* "//" and "/./" are "/" whatever the path names: squashed in place, so
+ * that "//proc/self/..." or "/./proc/..." is seen as under /proc. */
+static void squash(char *p)
+{
+	char *w = p;
+	for (const char *r = p; *r != '\0';) {
+		if (r[0] == '/' && (r[1] == '/' || (r[1] == '.' && (r[2] == '/' || r[2] == '\0')))) {
+			r += r[1] == '/' ? 1 : 2;
+			continue;
+		}
+		*w++ = *r++;
+	}
+	if (w == p)
+		*w++ = '/';
+	*w = '\0';
+}
+
 static bool absolute(int dirfd, const char *path, char *out, size_t cap)
 {
 	resolved_link = false;
 	if (!absolute_as_written(dirfd, path, out, cap))
 		return false;
+	squash(out);
 	if (under(out, "/proc") || under(out, "/dev")) {
 		/* The toolchain sees the errno of its own call, not of ours. */
 		int saved = errno;

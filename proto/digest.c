@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -49,6 +50,33 @@ int util_sha256_file(const char *path, uint8_t out[32])
 	return util_sha256_file_at(AT_FDCWD, path, out);
 }
 
+/* Filesystems whose files the kernel makes when they are read. */
+bool util_pseudo_fs(long type)
+{
+	static const long types[] = {
+		0x9fa0,      /* proc */
+		0x62656572,  /* sysfs */
+		0x64626720,  /* debugfs */
+		0x74726163,  /* tracefs */
+		0x73636673,  /* securityfs */
+		0x27e0eb,    /* cgroup */
+		0x63677270,  /* cgroup2 */
+		0x62656570,  /* configfs */
+		0xcafe4a11,  /* bpf */
+		0xde5e81e4,  /* efivarfs */
+		0x6165676c,  /* pstore */
+		0x1cd1,      /* devpts */
+		0x65735543,  /* fusectl */
+		0x42494e4d,  /* binfmt_misc */
+		0xf97cff8c,  /* selinuxfs */
+		0x19800202,  /* mqueue */
+	};
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (type == types[i])
+			return true;
+	return false;
+}
+
 int util_open_regular_at(int dirfd, const char *path, int nofollow, struct stat *st)
 {
 	/* O_PATH opens nothing of the file itself: no FIFO waits for a writer,
@@ -62,7 +90,10 @@ int util_open_regular_at(int dirfd, const char *path, int nofollow, struct stat 
 		close(pfd);
 		return e;
 	}
-	if (!S_ISREG(st->st_mode)) {
+	/* A "regular file" of procfs or sysfs is made when read, whatever size
+	 * it claims (/proc/self/pagemap gives 256 GiB): not a file to hash. */
+	struct statfs fs;
+	if (!S_ISREG(st->st_mode) || (fstatfs(pfd, &fs) == 0 && util_pseudo_fs((long)fs.f_type))) {
 		close(pfd);
 		return -EINVAL;
 	}
@@ -167,6 +198,10 @@ int util_sha256_fd(int fd, uint8_t out[32])
 	ssize_t n;
 	int rc;
 
+	struct stat st;
+	/* At most the size it has now, and one byte more to see it grow: a file
+	 * that gives more than its size is changing, or is no file. */
+	uint64_t limit = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size + 1 : UINT64_MAX;
 	buf = malloc(CHUNK);
 	ctx = EVP_MD_CTX_new();
 	if (!buf || !ctx || EVP_DigestInit_ex(ctx, util_sha256_md(), NULL) != 1) {
@@ -174,8 +209,12 @@ int util_sha256_fd(int fd, uint8_t out[32])
 		goto cleanup;
 	}
 	for (;;) {
+		if (off >= limit) {
+			rc = -EAGAIN;
+			goto cleanup;
+		}
 		/* pread: the descriptor's offset is left alone. */
-		n = pread(fd, buf, CHUNK, (off_t)off);
+		n = pread(fd, buf, off + CHUNK > limit ? (size_t)(limit - off) : CHUNK, (off_t)off);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {

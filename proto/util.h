@@ -71,7 +71,12 @@ int util_sha256_file(const char *path, uint8_t out[32]);
  * Opened without blocking (a FIFO or device never holds the caller);
  * anything but a regular file is -EINVAL. */
 int util_sha256_file_at(int dirfd, const char *path, uint8_t out[32]);
-/* Opens path (relative to dirfd) for reading only if it is a regular file,
+/* A filesystem (statfs f_type) whose files the kernel makes when read:
+ * procfs, sysfs, debugfs, tracefs, securityfs, cgroup, configfs, bpf,
+ * efivarfs, pstore, devpts, fusectl, binfmt_misc, selinuxfs, mqueue. */
+bool util_pseudo_fs(long type);
+/* Opens path (relative to dirfd) for reading only if it is a regular file
+ * (and not one of a pseudo filesystem: util_pseudo_fs),
  * never blocking and never opening anything else (a FIFO, a device, a
  * socket): the descriptor, with *st its identity; -EINVAL (st filled) for
  * anything but a regular file, or another negative errno. nofollow:
@@ -84,7 +89,8 @@ int util_open_regular_at(int dirfd, const char *path, int nofollow, struct stat 
  * 0 or a negative errno. */
 int util_sha256_listing(const char *path, uint8_t out[32], struct stat *st);
 /* The SHA-256 of what the open descriptor fd holds, read with pread from
- * offset 0 to its end; 0 or a negative errno. fd stays open. */
+ * offset 0 to its end; 0 or a negative errno (-EAGAIN when a regular file
+ * gives more bytes than its size). fd stays open. */
 int util_sha256_fd(int fd, uint8_t out[32]);
 /* OpenSSL's SHA-256 (an EVP_MD), fetched once (digest.c). */
 struct evp_md_st;

@@ -26,6 +26,11 @@ START_TEST(ordinary_paths_are_inputs)
 	ck_assert_int_eq(by_name("/dev/shm/dace/h.h", false), PSEUDO_NO);
 	/* prefixes of the names, not the names */
 	ck_assert_int_eq(by_name("/procfoo/h.h", false), PSEUDO_NO);
+	/* ".." after an allowed name leads elsewhere: the name decides nothing
+	 * (stat and statfs do, in pseudo_classify) */
+	ck_assert_int_eq(by_name("/sys/fs/cgroup/../../../tmp/h.h", false), PSEUDO_NO);
+	ck_assert_int_eq(by_name("/proc/self/task/../../../tmp/h.h", false), PSEUDO_NO);
+	ck_assert_int_eq(by_name("/sys/devices/system/cpu/..", true), PSEUDO_NO);
 	ck_assert_int_eq(by_name("/system/h.h", false), PSEUDO_NO);
 }
 END_TEST

@@ -48,6 +48,11 @@
 /* A changed file up to this size is hashed on the loop (well under a
  * millisecond); a larger one on the pool, and the request waits for it. */
 #define HASH_INLINE_MAX (256 * 1024)
+/* A changed file above this is not hashed to check a hit: it counts as
+ * changed (a miss; the build reads it, under --build-timeout). A 4 TiB
+ * sparse file swapped in for a header would otherwise hold a pool thread
+ * for hours, and a stop waits for the pool. */
+#define HASH_CHECK_MAX ((off_t)4 << 30)
 /* A directory whose entries take more than this is listed on the pool. */
 #define LIST_INLINE_MAX (64 * 1024)
 
@@ -192,6 +197,11 @@ static int file_digest(struct kilnd *d, struct hstate *hs, const struct store_de
 		memcpy(hs->digest, dep->digest, 32);
 		hs->has_digest = true;
 		return DEP_VALID;
+	}
+	if (hs->hashing == NULL && st->st_size > HASH_CHECK_MAX) {
+		log_info("%s changed and has %lld bytes: not hashed to check a hit, a miss", path,
+			 (long long)st->st_size);
+		return DEP_INVALID;
 	}
 	if (hs->hashing == NULL && st->st_size > HASH_INLINE_MAX && hash_on_pool(d, path, hs, false))
 		log_debug("%s changed (%lld bytes): hashed on the pool", path, (long long)st->st_size);

@@ -11,6 +11,7 @@
 #include <sys/vfs.h>
 
 #include "pseudo.h"
+#include "util.h"
 
 /* The toolchain's own process: its executable, memory map, limits and
  * descriptors; they shape how it runs, not what it writes. Not environ:
@@ -63,6 +64,13 @@ enum pseudo_kind pseudo_by_name(const char *path, bool cpu_in_key, const char **
 	*why = "";
 	if (!below(path, "/proc") && !below(path, "/sys"))
 		return PSEUDO_NO;
+	/* "/sys/fs/cgroup/../../../tmp/h.h" is no file of /sys: a name with
+	 * ".." (or "." or "//") decides nothing by its text; what stat and
+	 * statfs find there does (pseudo_classify). */
+	if (strstr(path, "/../") != NULL || strstr(path, "/./") != NULL || strstr(path, "//") != NULL ||
+	    (strlen(path) >= 3 && (strcmp(path + strlen(path) - 3, "/..") == 0 ||
+				   strcmp(path + strlen(path) - 2, "/.") == 0)))
+		return PSEUDO_NO;
 	if (strcmp(path, "/proc") == 0 || strcmp(path, "/sys") == 0 ||
 	    strcmp(path, "/proc/self") == 0 || strcmp(path, "/proc/thread-self") == 0) {
 		*why = "a mount point of the kernel's";
@@ -102,33 +110,6 @@ enum pseudo_kind pseudo_by_name(const char *path, bool cpu_in_key, const char **
 	return PSEUDO_UNTRUSTED;
 }
 
-/* Filesystems whose files the kernel makes when they are read. */
-static bool pseudo_fs(long type)
-{
-	static const long types[] = {
-		0x9fa0,      /* proc */
-		0x62656572,  /* sysfs */
-		0x64626720,  /* debugfs */
-		0x74726163,  /* tracefs */
-		0x73636673,  /* securityfs */
-		0x27e0eb,    /* cgroup */
-		0x63677270,  /* cgroup2 */
-		0x62656570,  /* configfs */
-		0xcafe4a11,  /* bpf */
-		0xde5e81e4,  /* efivarfs */
-		0x6165676c,  /* pstore */
-		0x1cd1,      /* devpts */
-		0x65735543,  /* fusectl */
-		0x42494e4d,  /* binfmt_misc */
-		0xf97cff8c,  /* selinuxfs */
-		0x19800202,  /* mqueue */
-	};
-	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
-		if (type == types[i])
-			return true;
-	return false;
-}
-
 enum pseudo_kind pseudo_by_stat(const char *path, const struct stat *st, long fs_type,
 				const char **why)
 {
@@ -161,7 +142,7 @@ enum pseudo_kind pseudo_by_stat(const char *path, const struct stat *st, long fs
 		*why = "it is a socket";
 		return PSEUDO_UNTRUSTED;
 	}
-	if (pseudo_fs(fs_type)) {
+	if (util_pseudo_fs(fs_type)) {
 		*why = "it is on a filesystem whose files the kernel makes when read";
 		return PSEUDO_UNTRUSTED;
 	}

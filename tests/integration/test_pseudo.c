@@ -99,6 +99,71 @@ START_TEST(header_through_proc_thread_self_root)
 }
 END_TEST
 
+/* Each request builds (nothing is cached), serves the value, and counts
+ * in status.uncacheable. */
+static void served_not_cached(struct oreq *r, int value, const char *what)
+{
+	expect(r, value, 1, what);
+	expect(r, value, 2, what);
+	cJSON *st = harness_status();
+	ck_assert_int_eq(harness_num(st, "uncacheable"), 2);
+	ck_assert_int_eq(harness_num(st, "entries"), 0);
+	cJSON_Delete(st);
+}
+
+/* "/sys/fs/cgroup/../../..<h.h>": an allowed pseudo-file's name with ".."
+ * after it names an ordinary file, which is an input. */
+START_TEST(header_through_sys_dotdot)
+{
+	spelled_header_counts("/sys/fs/cgroup/../../..");
+}
+END_TEST
+
+/* "//proc/self/task/../../..<h.h>": a doubled slash in front of /proc. */
+START_TEST(header_through_double_slash_proc)
+{
+	spelled_header_counts("//proc/self/task/../../..");
+}
+END_TEST
+
+/* A child that sits in dir until killed. */
+static pid_t sit_in(const char *dir)
+{
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (chdir(dir) != 0)
+			_exit(1);
+		alarm(120);
+		pause();
+		_exit(0);
+	}
+	return pid;
+}
+
+/* -I/proc/<another process>/cwd (without Landlock, which refuses it): that
+ * process may go elsewhere, so what the link named during the build is
+ * no record of it: served, not cached. */
+START_TEST(another_process_cwd_is_served_not_cached)
+{
+	char inc[HARNESS_PATH], hdr[HARNESS_PATH];
+	struct oreq r;
+
+	make_dir(inc, "inc");
+	write_header(harness_path(hdr, "inc/h.h"), 1);
+	pid_t sitter = sit_in(inc);
+	oreq_init(&r, program_text);
+	oreq_arg(&r, "-I/proc/%d/cwd", (int)sitter);
+	harness_start("--no-landlock", NULL);
+	served_not_cached(&r, 1, "a header through another process's cwd");
+	kill(sitter, SIGKILL);
+	waitpid(sitter, NULL, 0);
+	oreq_free(&r);
+	harness_stop();
+}
+END_TEST
+
 static char shm_dir[64];
 
 /* /dev/shm/<the test directory's name>: known to the test and, for the
@@ -151,18 +216,6 @@ START_TEST(header_in_a_tmpfs_under_dev)
 	harness_stop();
 }
 END_TEST
-
-/* Each request builds (nothing is cached), serves the value, and counts
- * in status.uncacheable. */
-static void served_not_cached(struct oreq *r, int value, const char *what)
-{
-	expect(r, value, 1, what);
-	expect(r, value, 2, what);
-	cJSON *st = harness_status();
-	ck_assert_int_eq(harness_num(st, "uncacheable"), 2);
-	ck_assert_int_eq(harness_num(st, "entries"), 0);
-	cJSON_Delete(st);
-}
 
 /* A procfs file is read by the program's build (gcc takes its size, 0,
  * and reads nothing; "Linux" is defined away for a reader that reads on):
@@ -271,6 +324,9 @@ int main(void)
 	add(s, "proc_self_cwd_dir", include_dir_through_proc_self_cwd, 90);
 	add(s, "dev_dotdot", header_through_dev_dotdot, 90);
 	add(s, "thread_self_root", header_through_proc_thread_self_root, 90);
+	add(s, "sys_dotdot", header_through_sys_dotdot, 90);
+	add(s, "double_slash_proc", header_through_double_slash_proc, 90);
+	add(s, "other_cwd", another_process_cwd_is_served_not_cached, 90);
 	tcase_add_unchecked_fixture(add(s, "dev_shm", header_in_a_tmpfs_under_dev, 90), NULL,
 				    shm_teardown);
 	add(s, "procfs_input", procfs_file_input_is_served_not_cached, 90);

@@ -188,6 +188,42 @@ START_TEST(dependency_replaced_by_what_is_not_a_file)
 END_TEST
 
 /*
+ * A header replaced by a symlink to a procfs file that claims to be a
+ * regular file of size 0: /proc/self/pagemap (256 GiB when read to its
+ * end) and /proc/self/comm. Each is a miss at once, not a read on the
+ * loop; kilnd answers a status after them.
+ */
+START_TEST(dependency_swapped_for_a_procfs_file)
+{
+	static const char *const what[] = { "/proc/self/pagemap", "/proc/self/comm" };
+	char inc[HARNESS_PATH], hdr[HARNESS_PATH], keep[HARNESS_PATH];
+	struct oreq r;
+	double wait;
+
+	make_dir(inc, "inc");
+	write_header(harness_path(hdr, "inc/h.h"), 1);
+	harness_path(keep, "inc/h.keep");
+	oreq_program(&r, inc);
+	harness_start(NULL);
+	build_with_alias(&r, "procfs-prog", 1);
+	harness_sleep_ms(2100);
+	int fd = connect_with_deadline();
+	for (size_t i = 0; i < sizeof(what) / sizeof(what[0]); i++) {
+		ck_assert_int_eq(rename(hdr, keep), 0);
+		ck_assert_int_eq(symlink(what[i], hdr), 0);
+		ck_assert_msg(raw_lookup(fd, "procfs-prog", 300 + (int)i, &wait) == 0,
+			      "h.h replaced by a symlink to %s is still a hit", what[i]);
+		ck_assert_int_eq(unlink(hdr), 0);
+		ck_assert_int_eq(rename(keep, hdr), 0);
+	}
+	close(fd);
+	loop_answers();
+	oreq_free(&r);
+	harness_stop();
+}
+END_TEST
+
+/*
  * A header above the loop's inline hashing size (1 MiB) whose identity
  * changed is hashed on the pool while the lookup waits: touched (same
  * content) it is a hit, and rewritten with another value (same size) a
@@ -343,6 +379,7 @@ int main(void)
 
 	add(s, "fifo_swap", dependency_swapped_for_a_fifo_between_stat_and_open, 120);
 	add(s, "not_a_file", dependency_replaced_by_what_is_not_a_file, 90);
+	add(s, "procfs_file", dependency_swapped_for_a_procfs_file, 90);
 	add(s, "large_changed", large_changed_dependency_hashed_off_the_loop, 90);
 	add(s, "event_storm", event_storm_from_another_user_leaves_lookups_answered, 180);
 	return harness_main(s);
