@@ -369,6 +369,14 @@ TCase *harness_tcase(const char *name, const TTest *test, double timeout_s)
 	return tc;
 }
 
+TCase *harness_add(Suite *s, const char *name, const TTest *test, double timeout_s)
+{
+	TCase *tc = harness_tcase(name, test, timeout_s);
+
+	suite_add_tcase(s, tc);
+	return tc;
+}
+
 int harness_main(Suite *s)
 {
 	SRunner *sr;

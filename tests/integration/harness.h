@@ -54,6 +54,8 @@ int harness_main(Suite *s);
 /* A test case holding one test, with the fixtures and a timeout in seconds
  * (scaled by $CK_TIMEOUT_MULTIPLIER as Check does). */
 TCase *harness_tcase(const char *name, const TTest *test, double timeout_s);
+/* harness_tcase, added to s; returns the test case (for more fixtures). */
+TCase *harness_add(Suite *s, const char *name, const TTest *test, double timeout_s);
 
 /* "<dir>/<rel>" into buf (HARNESS_PATH bytes); returns buf. */
 char *harness_path(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -370,22 +370,14 @@ START_TEST(untraced_compiler_falls_back_to_dependency_files)
 END_TEST
 
 /* Adds a test case holding one test (see harness_tcase). */
-static TCase *add(Suite *s, const char *name, const TTest *test, double timeout_s)
-{
-	TCase *tc = harness_tcase(name, test, timeout_s);
-
-	suite_add_tcase(s, tc);
-	return tc;
-}
-
 int main(void)
 {
 	Suite *s = suite_create("imports");
 
-	add(s, "alias_last_get", alias_follows_the_last_get, 120);
-	add(s, "put_empty_deps", put_with_empty_deps_is_refused, 90);
-	add(s, "put_unloadable", put_of_an_artifact_that_does_not_load_is_refused, 90);
-	add(s, "mechanism", status_and_show_name_the_mechanism, 90);
-	add(s, "untraced", untraced_compiler_falls_back_to_dependency_files, 90);
+	harness_add(s, "alias_last_get", alias_follows_the_last_get, 120);
+	harness_add(s, "put_empty_deps", put_with_empty_deps_is_refused, 90);
+	harness_add(s, "put_unloadable", put_of_an_artifact_that_does_not_load_is_refused, 90);
+	harness_add(s, "mechanism", status_and_show_name_the_mechanism, 90);
+	harness_add(s, "untraced", untraced_compiler_falls_back_to_dependency_files, 90);
 	return harness_main(s);
 }

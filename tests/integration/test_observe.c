@@ -735,44 +735,36 @@ static bool can_mount(char *why, size_t len)
 }
 
 /* Adds a test case holding one test (see harness_tcase). */
-static TCase *add(Suite *s, const char *name, const TTest *test, double timeout_s)
-{
-	TCase *tc = harness_tcase(name, test, timeout_s);
-
-	suite_add_tcase(s, tc);
-	return tc;
-}
-
 int main(void)
 {
 	Suite *s = suite_create("observe");
 	char why[256];
 
-	add(s, "replaced_during_build", input_replaced_during_build, 180);
-	add(s, "changing_every_build", input_changing_on_every_build_is_an_error, 120);
-	add(s, "source_in_arguments", source_path_in_arguments, 90);
-	add(s, "incbin", assembler_incbin_input, 90);
-	add(s, "shadowing_header", header_shadowing_an_earlier_include_dir, 90);
-	add(s, "has_include", has_include_absent_then_present, 90);
-	add(s, "gch_listing", gch_directory_listing, 90);
-	add(s, "wrapper_listing", wrapper_listing_a_directory, 90);
-	add(s, "shadowing_library", library_shadowing_an_earlier_library_dir, 90);
-	add(s, "hard_link", hard_link_rewritten_elsewhere, 90);
-	add(s, "shared_mapping", write_through_shared_mapping, 90);
+	harness_add(s, "replaced_during_build", input_replaced_during_build, 180);
+	harness_add(s, "changing_every_build", input_changing_on_every_build_is_an_error, 120);
+	harness_add(s, "source_in_arguments", source_path_in_arguments, 90);
+	harness_add(s, "incbin", assembler_incbin_input, 90);
+	harness_add(s, "shadowing_header", header_shadowing_an_earlier_include_dir, 90);
+	harness_add(s, "has_include", has_include_absent_then_present, 90);
+	harness_add(s, "gch_listing", gch_directory_listing, 90);
+	harness_add(s, "wrapper_listing", wrapper_listing_a_directory, 90);
+	harness_add(s, "shadowing_library", library_shadowing_an_earlier_library_dir, 90);
+	harness_add(s, "hard_link", hard_link_rewritten_elsewhere, 90);
+	harness_add(s, "shared_mapping", write_through_shared_mapping, 90);
 	if (can_mount(why, sizeof(why))) {
 		/* Its teardown runs before the harness's, which removes the
 		 * directory (Check runs teardowns in reverse order). */
-		tcase_add_unchecked_fixture(add(s, "mount", mount_over_include_dir, 90), NULL,
+		tcase_add_unchecked_fixture(harness_add(s, "mount", mount_over_include_dir, 90), NULL,
 					    unmount_teardown);
 	} else {
 		printf("SKIP mount_over_include_dir: %s\n", why);
 	}
-	add(s, "forced_include", forced_include_changed, 90);
-	add(s, "linker_script", linker_script_changed, 90);
-	add(s, "include_leaving_build", include_path_leaving_the_build_directory, 90);
-	add(s, "include_dir_leaving_build", relative_include_dir_leaving_the_build_directory, 90);
-	add(s, "as_through_path", assembler_and_linker_found_through_path, 90);
-	add(s, "large_header_restart", large_header_rewritten_with_same_size_and_mtime_after_restart,
+	harness_add(s, "forced_include", forced_include_changed, 90);
+	harness_add(s, "linker_script", linker_script_changed, 90);
+	harness_add(s, "include_leaving_build", include_path_leaving_the_build_directory, 90);
+	harness_add(s, "include_dir_leaving_build", relative_include_dir_leaving_the_build_directory, 90);
+	harness_add(s, "as_through_path", assembler_and_linker_found_through_path, 90);
+	harness_add(s, "large_header_restart", large_header_rewritten_with_same_size_and_mtime_after_restart,
 	    90);
 	return harness_main(s);
 }

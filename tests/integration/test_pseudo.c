@@ -307,31 +307,23 @@ START_TEST(dev_null_is_no_input)
 }
 END_TEST
 
-static TCase *add(Suite *s, const char *name, const TTest *test, double timeout_s)
-{
-	TCase *tc = harness_tcase(name, test, timeout_s);
-
-	suite_add_tcase(s, tc);
-	return tc;
-}
-
 int main(void)
 {
 	Suite *s = suite_create("pseudo");
 
-	add(s, "proc_self_root", header_through_proc_self_root, 90);
-	add(s, "proc_self_root_dir", include_dir_through_proc_self_root, 90);
-	add(s, "proc_self_cwd_dir", include_dir_through_proc_self_cwd, 90);
-	add(s, "dev_dotdot", header_through_dev_dotdot, 90);
-	add(s, "thread_self_root", header_through_proc_thread_self_root, 90);
-	add(s, "sys_dotdot", header_through_sys_dotdot, 90);
-	add(s, "double_slash_proc", header_through_double_slash_proc, 90);
-	add(s, "other_cwd", another_process_cwd_is_served_not_cached, 90);
-	tcase_add_unchecked_fixture(add(s, "dev_shm", header_in_a_tmpfs_under_dev, 90), NULL,
+	harness_add(s, "proc_self_root", header_through_proc_self_root, 90);
+	harness_add(s, "proc_self_root_dir", include_dir_through_proc_self_root, 90);
+	harness_add(s, "proc_self_cwd_dir", include_dir_through_proc_self_cwd, 90);
+	harness_add(s, "dev_dotdot", header_through_dev_dotdot, 90);
+	harness_add(s, "thread_self_root", header_through_proc_thread_self_root, 90);
+	harness_add(s, "sys_dotdot", header_through_sys_dotdot, 90);
+	harness_add(s, "double_slash_proc", header_through_double_slash_proc, 90);
+	harness_add(s, "other_cwd", another_process_cwd_is_served_not_cached, 90);
+	tcase_add_unchecked_fixture(harness_add(s, "dev_shm", header_in_a_tmpfs_under_dev, 90), NULL,
 				    shm_teardown);
-	add(s, "procfs_input", procfs_file_input_is_served_not_cached, 90);
-	add(s, "sysfs_input", sysfs_file_through_include_dir_is_served_not_cached, 90);
-	add(s, "fifo_input", fifo_header_is_served_not_cached, 90);
-	add(s, "dev_null", dev_null_is_no_input, 90);
+	harness_add(s, "procfs_input", procfs_file_input_is_served_not_cached, 90);
+	harness_add(s, "sysfs_input", sysfs_file_through_include_dir_is_served_not_cached, 90);
+	harness_add(s, "fifo_input", fifo_header_is_served_not_cached, 90);
+	harness_add(s, "dev_null", dev_null_is_no_input, 90);
 	return harness_main(s);
 }

@@ -365,22 +365,14 @@ START_TEST(event_storm_from_another_user_leaves_lookups_answered)
 }
 END_TEST
 
-static TCase *add(Suite *s, const char *name, const TTest *test, double timeout_s)
-{
-	TCase *tc = harness_tcase(name, test, timeout_s);
-
-	suite_add_tcase(s, tc);
-	return tc;
-}
-
 int main(void)
 {
 	Suite *s = suite_create("stalls");
 
-	add(s, "fifo_swap", dependency_swapped_for_a_fifo_between_stat_and_open, 120);
-	add(s, "not_a_file", dependency_replaced_by_what_is_not_a_file, 90);
-	add(s, "procfs_file", dependency_swapped_for_a_procfs_file, 90);
-	add(s, "large_changed", large_changed_dependency_hashed_off_the_loop, 90);
-	add(s, "event_storm", event_storm_from_another_user_leaves_lookups_answered, 180);
+	harness_add(s, "fifo_swap", dependency_swapped_for_a_fifo_between_stat_and_open, 120);
+	harness_add(s, "not_a_file", dependency_replaced_by_what_is_not_a_file, 90);
+	harness_add(s, "procfs_file", dependency_swapped_for_a_procfs_file, 90);
+	harness_add(s, "large_changed", large_changed_dependency_hashed_off_the_loop, 90);
+	harness_add(s, "event_storm", event_storm_from_another_user_leaves_lookups_answered, 180);
 	return harness_main(s);
 }

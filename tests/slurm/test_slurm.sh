@@ -280,10 +280,31 @@ ntasks=4
 warmed=1
 nprograms=$((${#programs[@]} + ${#stencils[@]} + warmed))
 
+# Waits until job $1 has ended; fails unless it COMPLETED.
+wait_done() {
+	local job=$1 name=$2 jstate deadline=$((SECONDS + 90))
+	while :; do
+		jstate=$(timeout 5 scontrol show job -o "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+		case $jstate in
+		COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE | PREEMPTED)
+			break ;;
+		esac
+		[ "$SECONDS" -lt "$deadline" ] || fail "job $job ($name) still $jstate after 90 s"
+		sleep 0.3
+	done
+	if [ "$jstate" != COMPLETED ]; then
+		echo "---- $name.out"
+		cat "$T/out/$name.out"
+		echo "---- $name.err"
+		cat "$T/out/$name.err"
+		fail "job $job ($name) ended $jstate"
+	fi
+}
+
 # Submits example.sbatch as user $1 with output in $T/out/$2.out and waits
 # for it; sets job.
 run_job() {
-	local user=$1 name=$2 out deadline jstate
+	local user=$1 name=$2 out
 	out=$(cd "$T/out" && timeout 30 setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups \
 		env -i PATH="$job_path" SLURM_CONF="$SLURM_CONF" HOME="$T/out" \
 		LD_LIBRARY_PATH="${KILN_TEST_LIBDIR:-}" \
@@ -293,24 +314,8 @@ run_job() {
 		-D "$T/out" --time=5 "$scripts/example.sbatch" 2>&1) ||
 		fail "sbatch: $out"
 	job=${out%%;*}
-	deadline=$((SECONDS + 90))
-	while :; do
-		jstate=$(timeout 5 scontrol show job -o "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
-		case $jstate in
-		COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE | PREEMPTED)
-			break ;;
-		esac
-		[ "$SECONDS" -lt "$deadline" ] || fail "job $job still $jstate after 90 s: $(tail -n 5 "$T/out/$name.out" 2>/dev/null)"
-		sleep 0.3
-	done
-	echo "job $job ($name, user $user): $jstate"
-	if [ "$jstate" != COMPLETED ]; then
-		echo "---- $name.out"
-		cat "$T/out/$name.out"
-		echo "---- $name.err"
-		cat "$T/out/$name.err"
-		fail "job $job ended $jstate"
-	fi
+	wait_done "$job" "$name"
+	echo "job $job ($name, user $user): COMPLETED"
 }
 
 # Checks the output of example.sbatch in $1: every task got every program,
@@ -403,21 +408,6 @@ submit_hold() {
 		sbatch --parsable -N1 -n 1 -J "$name" -o "$T/out/$name.out" -e "$T/out/$name.err" \
 		-D "$T/out" --time=5 "$T/out/hold.sbatch" 2>&1) || fail "sbatch: $out"
 	echo "${out%%;*}"
-}
-# Waits until job $1 has ended; fails unless it COMPLETED.
-wait_done() {
-	local job=$1 name=$2 jstate deadline=$((SECONDS + 90))
-	while :; do
-		jstate=$(timeout 5 scontrol show job -o "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
-		case $jstate in
-		COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE | PREEMPTED)
-			break ;;
-		esac
-		[ "$SECONDS" -lt "$deadline" ] || fail "job $job ($name) still $jstate after 90 s"
-		sleep 0.3
-	done
-	[ "$jstate" = COMPLETED ] ||
-		fail "job $job ($name) ended $jstate: $(cat "$T/out/$name.out" "$T/out/$name.err" 2>/dev/null | tail -n 8)"
 }
 job_a=$(submit_hold hold-a "$T/out/release-a")
 for _ in $(seq 300); do
