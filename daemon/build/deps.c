@@ -346,9 +346,7 @@ static int settle_dep(const struct deps_build *b, struct store_dep *d, char *why
 		 * inode, unchanged since (a directory's times move with every
 		 * name added, removed or renamed in it). */
 		rc = util_sha256_listing(d->path, d->digest, &st);
-		if (rc == 0 && (d->dev != (uint64_t)st.st_dev || d->ino != (uint64_t)st.st_ino ||
-				d->mtime_ns != (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec ||
-				d->ctime_ns != (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec))
+		if (rc == 0 && ident_differs(d, &st))
 			rc = -EAGAIN;
 		if (rc != 0) {
 			snprintf(why, cap, "the listing of %s changed while the build ran%s%s", d->path,

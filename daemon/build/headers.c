@@ -180,6 +180,15 @@ static bool hash_on_pool(struct kilnd *d, const char *path, struct hstate *hs, b
 	return true;
 }
 
+/* The identity recorded with dep is the one the path has now. */
+static bool recorded_ident(const struct store_dep *dep, const struct stat *st)
+{
+	return dep->ino != 0 && dep->dev == (uint64_t)st->st_dev && dep->ino == (uint64_t)st->st_ino &&
+	       dep->size == (uint64_t)st->st_size &&
+	       dep->mtime_ns == (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec &&
+	       dep->ctime_ns == (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+}
+
 /* The file's digest, from the state, from the entry's record when the
  * identity it was recorded with is the file's now, or hashed: on the loop
  * when small, else on the pool (DEP_PENDING, with h->last the job). */
@@ -190,10 +199,7 @@ static int file_digest(struct kilnd *d, struct hstate *hs, const struct store_de
 	if (hs->has_digest)
 		return DEP_VALID;
 	const struct stat *st = &hs->st;
-	if (dep->ino != 0 && dep->dev == (uint64_t)st->st_dev && dep->ino == (uint64_t)st->st_ino &&
-	    dep->size == (uint64_t)st->st_size &&
-	    dep->mtime_ns == (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec &&
-	    dep->ctime_ns == (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec) {
+	if (recorded_ident(dep, st)) {
 		memcpy(hs->digest, dep->digest, 32);
 		hs->has_digest = true;
 		return DEP_VALID;
@@ -219,15 +225,6 @@ static int file_digest(struct kilnd *d, struct hstate *hs, const struct store_de
 	if (hs->racy)
 		hs->clean = false;
 	return DEP_VALID;
-}
-
-/* The identity recorded with dep is the one the path has now. */
-static bool recorded_ident(const struct store_dep *dep, const struct stat *st)
-{
-	return dep->ino != 0 && dep->dev == (uint64_t)st->st_dev && dep->ino == (uint64_t)st->st_ino &&
-	       dep->size == (uint64_t)st->st_size &&
-	       dep->mtime_ns == (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec &&
-	       dep->ctime_ns == (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
 }
 
 /* A directory's listing digest, as file_digest does for a file's content:
