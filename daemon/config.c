@@ -20,6 +20,7 @@
 #include "gpu.h"
 #include "jobsize.h"
 #include "msg.h"
+#include "tcenv.h"
 #include "util.h"
 #include "validate.h"
 
@@ -101,6 +102,14 @@ static void config_usage(FILE *fp)
 		"                          where the kernel has Landlock)\n"
 		"  --allow-write DIR       a directory compilers may write in too (a toolchain\n"
 		"                          wrapper's log or cache; repeatable, at most 8)\n"
+		"  --toolchain-dir DIR     users admitted with --allow-uid/--allow-group may\n"
+		"                          name compilers under DIR (e.g. /opt, /user-environment;\n"
+		"                          repeatable, at most 16); you may name any that only\n"
+		"                          you or root can change\n"
+		"  --toolchain-env NAME    pass variable NAME (or NAME* for a prefix) to\n"
+		"                          compilers too, its value part of their identity\n"
+		"                          (repeatable, at most 32; docs/design.md lists those\n"
+		"                          always passed)\n"
 		"  --allow-toolchain-code  accept arguments that load code into the toolchain\n"
 		"                          (-fplugin=, -specs=, -B, --sysroot, -wrapper,\n"
 		"                          -Wl,-plugin, ...; refused by default)\n"
@@ -119,23 +128,24 @@ static void config_usage(FILE *fp)
 		"stop` stop the daemon cleanly.\n");
 }
 
-/* --allow-write DIR: an existing directory, kept by its real path. */
-static int add_allow_write(struct config *cfg, const char *arg)
+/* --allow-write DIR, --toolchain-dir DIR: an existing directory, kept by
+ * its real path. */
+static int add_dir(char **dirs, size_t *n, size_t max, const char *opt, const char *arg)
 {
 	char real[PATH_MAX];
 	struct stat st;
-	if (cfg->nallow_write == CONFIG_MAX_ALLOW_WRITE) {
-		fprintf(stderr, "kilnd: --allow-write: at most %d directories\n", CONFIG_MAX_ALLOW_WRITE);
+	if (*n == max) {
+		fprintf(stderr, "kilnd: %s: at most %zu directories\n", opt, max);
 		return -1;
 	}
 	if (arg[0] != '/' || realpath(arg, real) == NULL || stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "kilnd: --allow-write: \"%s\" is not an existing directory named by an "
-			"absolute path\n", arg);
+		fprintf(stderr, "kilnd: %s: \"%s\" is not an existing directory named by an "
+			"absolute path\n", opt, arg);
 		return -1;
 	}
-	if ((cfg->allow_write[cfg->nallow_write] = strdup(real)) == NULL)
+	if ((dirs[*n] = strdup(real)) == NULL)
 		return -1;
-	cfg->nallow_write++;
+	(*n)++;
 	return 0;
 }
 
@@ -277,6 +287,7 @@ enum {
 	OPT_JOB_NODES,
 	OPT_ALLOW_UID, OPT_ALLOW_GROUP, OPT_MAX_CONNECTIONS, OPT_MAX_REQUESTS, OPT_MAX_PENDING,
 	OPT_MAX_QUEUE, OPT_FRAME_TIMEOUT, OPT_CUDA_ARCH, OPT_NO_LANDLOCK, OPT_ALLOW_WRITE, OPT_ALLOW_TOOLCHAIN_CODE,
+	OPT_TOOLCHAIN_DIR, OPT_TOOLCHAIN_ENV,
 };
 
 static const struct option long_opts[] = {
@@ -307,6 +318,8 @@ static const struct option long_opts[] = {
 	{ "no-landlock", no_argument, NULL, OPT_NO_LANDLOCK },
 	{ "allow-write", required_argument, NULL, OPT_ALLOW_WRITE },
 	{ "allow-toolchain-code", no_argument, NULL, OPT_ALLOW_TOOLCHAIN_CODE },
+	{ "toolchain-dir", required_argument, NULL, OPT_TOOLCHAIN_DIR },
+	{ "toolchain-env", required_argument, NULL, OPT_TOOLCHAIN_ENV },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -457,10 +470,22 @@ static int parse_one(struct config *cfg, int c, const char *arg)
 		cfg->no_landlock = true;
 		return 0;
 	case OPT_ALLOW_WRITE:
-		return add_allow_write(cfg, arg);
+		return add_dir(cfg->allow_write, &cfg->nallow_write, CONFIG_MAX_ALLOW_WRITE,
+			       "--allow-write", arg);
 	case OPT_ALLOW_TOOLCHAIN_CODE:
 		cfg->allow_toolchain_code = true;
 		return 0;
+	case OPT_TOOLCHAIN_DIR:
+		return add_dir(cfg->toolchain_dirs, &cfg->ntoolchain_dirs, CONFIG_MAX_TOOLCHAIN_DIRS,
+			       "--toolchain-dir", arg);
+	case OPT_TOOLCHAIN_ENV:
+		if (cfg->ntoolchain_env == CONFIG_MAX_TOOLCHAIN_ENV || !tcenv_name_ok(arg)) {
+			fprintf(stderr, "kilnd: --toolchain-env: \"%s\" is not a variable name (letters, "
+				"digits, '_', a '*' at the end for a prefix; at most %d)\n", arg,
+				CONFIG_MAX_TOOLCHAIN_ENV);
+			return -1;
+		}
+		return (cfg->toolchain_env[cfg->ntoolchain_env++] = strdup(arg)) != NULL ? 0 : -1;
 	case OPT_CUDA_ARCH:
 		free(cfg->cuda_arch);
 		if (gpu_arch_parse(arg, &cfg->cuda_arch) != 0) {
@@ -594,6 +619,10 @@ void config_fini(struct config *cfg)
 {
 	for (size_t i = 0; i < cfg->nallow_write; i++)
 		free(cfg->allow_write[i]);
+	for (size_t i = 0; i < cfg->ntoolchain_dirs; i++)
+		free(cfg->toolchain_dirs[i]);
+	for (size_t i = 0; i < cfg->ntoolchain_env; i++)
+		free(cfg->toolchain_env[i]);
 	free(cfg->cuda_arch);
 	free(cfg->socket_path);
 	free(cfg->cache_dir);

@@ -8,6 +8,8 @@
 
 /* Directories a toolchain wrapper may write in besides the build directory. */
 #define CONFIG_MAX_ALLOW_WRITE 8
+#define CONFIG_MAX_TOOLCHAIN_DIRS 16
+#define CONFIG_MAX_TOOLCHAIN_ENV 32
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -63,6 +65,11 @@ struct config {
 	bool allow_toolchain_code; /* --allow-toolchain-code: -fplugin=, -B, ... */
 	char *allow_write[CONFIG_MAX_ALLOW_WRITE]; /* --allow-write: absolute, real */
 	size_t nallow_write;
+	/* --toolchain-dir: where admitted users may name compilers (real paths) */
+	char *toolchain_dirs[CONFIG_MAX_TOOLCHAIN_DIRS];
+	size_t ntoolchain_dirs;
+	char *toolchain_env[CONFIG_MAX_TOOLCHAIN_ENV]; /* --toolchain-env names */
+	size_t ntoolchain_env;
 };
 
 /*

@@ -18,27 +18,14 @@
 
 #include "key.h"
 #include "runner.h"
+#include "tcenv.h"
 #include "util.h"
-
-extern char **environ;
 
 enum key_tag {
 	TAG_VERSION = 1, TAG_TOOLCHAIN, TAG_OUTPUT, TAG_CPU, TAG_NARGS, TAG_ARG,
 	TAG_NSOURCES, TAG_SOURCE_NAME, TAG_SOURCE_DIGEST, TAG_RKEY, TAG_NDEPS, TAG_DEP_PATH,
 	TAG_DEP_DIGEST, TAG_TC_PATH, TAG_TC_STAT, TAG_TC_VERSION, TAG_ENV, TAG_CUDA_ARCH,
 	TAG_DEP_KIND, TAG_DEP_MODE, TAG_TC_PROG, TAG_NPCH, TAG_PCH,
-};
-
-const char *const key_env_vars[] = {
-	"CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH", "LIBRARY_PATH",
-	"COMPILER_PATH", "GCC_EXEC_PREFIX", "GCC_COMPARE_DEBUG", "SOURCE_DATE_EPOCH",
-	"SDKROOT", "DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES",
-	/* the linker's: a run path baked into the artifact, the target. */
-	"LD_RUN_PATH", "GNUTARGET", "LDEMULATION",
-	/* where the loader finds the toolchain's own libraries (libisl, ...) */
-	"LD_LIBRARY_PATH",
-	/* nvcc's: flags added to every run, its host compiler, its search. */
-	"NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "CUDA_PATH", NULL,
 };
 
 static void put_field(EVP_MD_CTX *md, enum key_tag tag, const void *data, size_t len)
@@ -86,9 +73,10 @@ static void key_end(EVP_MD_CTX *md, uint8_t out[32])
 
 #define PROBE_TIMEOUT_MS 10000
 
+/* A probe of the toolchain, in the environment its runs get (tcenv.h). */
 static char *run_capture(char *const *argv)
 {
-	return spawn_capture(argv, NULL, PROBE_TIMEOUT_MS, NULL);
+	return spawn_capture_env(argv, tcenv()->vars, NULL, PROBE_TIMEOUT_MS, NULL);
 }
 
 static char *toolchain_version(const char *path)
@@ -148,11 +136,11 @@ static bool preloadable(const char *path)
 	return false;
 }
 
-/* The first executable regular file called name on $PATH, into out. */
+/* The first executable regular file called name on the toolchains'
+ * PATH, into out. */
 static bool search_path(const char *name, char *out, size_t cap)
 {
-	const char *p = getenv("PATH");
-	for (p = p != NULL ? p : "/usr/bin:/bin"; *p != '\0';) {
+	for (const char *p = tcenv()->path; *p != '\0';) {
 		size_t n = strcspn(p, ":");
 		struct stat st;
 		snprintf(out, cap, "%.*s%s%s", (int)n, p, n > 0 ? "/" : "", name);
@@ -220,8 +208,9 @@ static void put_driver_programs(EVP_MD_CTX *md, const char *driver)
 }
 
 /* nvcc's: its own tools beside it, cicc in nvvm/, and the host compiler
- * (NVCC_CCBIN or gcc on $PATH) with the programs that one runs. */
-static void put_nvcc_programs(EVP_MD_CTX *md, const char *real_nvcc)
+ * (the one named, else NVCC_CCBIN, else gcc on PATH) with the programs
+ * that one runs and its --version. */
+static void put_nvcc_programs(EVP_MD_CTX *md, const char *real_nvcc, const char *named_host)
 {
 	static const char *const tools[] = { "ptxas", "fatbinary", "nvlink", "cudafe++", "bin2c",
 					     "nvcc.profile", "../nvvm/bin/cicc", NULL };
@@ -234,81 +223,121 @@ static void put_nvcc_programs(EVP_MD_CTX *md, const char *real_nvcc)
 		snprintf(path, sizeof(path), "%s/%s", dir, tools[i]);
 		put_program(md, tools[i], path);
 	}
-	const char *ccbin = getenv("NVCC_CCBIN");
-	bool found = ccbin != NULL ? snprintf(host, sizeof(host), "%s", ccbin) > 0
-				   : search_path("gcc", host, sizeof(host));
+	const char *ccbin = named_host != NULL ? named_host : tcenv_get("NVCC_CCBIN");
+	bool found = ccbin != NULL && ccbin[0] != '\0'
+			     ? snprintf(host, sizeof(host), "%s", ccbin) > 0
+			     : search_path("gcc", host, sizeof(host));
 	put_program(md, "host compiler", found ? host : NULL);
-	if (found)
+	if (found) {
+		char *argv[] = { host, (char *)"--version", NULL };
+		char *ver = run_capture(argv);
 		put_driver_programs(md, host);
+		put_str(md, TAG_TC_VERSION, ver);
+		free(ver);
+	}
 }
 
-int key_toolchain_init(struct toolchain *tc, const char *name, const char *path,
-		       char *err, size_t errlen)
+/* The variables toolchain runs get (tcenv.h), but PATH: what was looked
+ * up along it is decided by observation, and the programs of the driver
+ * by where they were found. Whether one says "native" (the CPU then
+ * counts: NVCC_APPEND_FLAGS="-Xcompiler -march=native"). */
+static bool put_env(EVP_MD_CTX *md)
 {
-	memset(tc, 0, sizeof(*tc));
-	char real[PATH_MAX];
-	struct stat st;
+	bool native = false;
+	const struct tcenv *te = tcenv();
+	for (size_t i = 0; i < te->nvars; i++) {
+		const char *kv = te->vars[i];
+		char name[256];
+		size_t n = strcspn(kv, "=");
+		snprintf(name, sizeof(name), "%.*s", (int)n, kv);
+		if (tcenv_unkeyed(name))
+			continue;
+		put_str(md, TAG_ENV, kv);
+		native = native || strstr(kv + n, "native") != NULL;
+	}
+	return native;
+}
+
+/* The resolved path of an executable regular file, with its stat; 0 or
+ * a negative errno with a sentence in err. */
+static int executable(const char *name, const char *what, const char *path, char real[PATH_MAX],
+		      struct stat *st, char *err, size_t errlen)
+{
 	if (path[0] != '/') {
-		snprintf(err, errlen, "toolchain %s: \"%s\" is not an absolute path", name, path);
+		snprintf(err, errlen, "toolchain %s: %s \"%s\" is not an absolute path", name, what, path);
 		return -EINVAL;
 	}
-	if (realpath(path, real) == NULL || stat(real, &st) != 0) {
+	if (realpath(path, real) == NULL || stat(real, st) != 0) {
 		int e = errno;
-		snprintf(err, errlen, "toolchain %s: %s: %s", name, path, strerror(e));
+		snprintf(err, errlen, "toolchain %s: %s %s: %s", name, what, path, strerror(e));
 		return -e;
 	}
-	if (!S_ISREG(st.st_mode) || access(real, X_OK) != 0) {
-		snprintf(err, errlen, "toolchain %s: %s is not an executable file", name, path);
+	if (!S_ISREG(st->st_mode) || access(real, X_OK) != 0) {
+		snprintf(err, errlen, "toolchain %s: %s %s is not an executable file", name, what, path);
 		return -EACCES;
 	}
-	tc->name = strdup(name);
-	tc->path = strdup(path);
-	tc->real_path = strdup(real);
-	char *ver = toolchain_version(path);
-	if (tc->name == NULL || tc->path == NULL || tc->real_path == NULL || ver == NULL) {
-		free(ver);
-		key_toolchain_fini(tc);
-		snprintf(err, errlen, "toolchain %s: cannot run %s --version", name, path);
-		return -ENOMEM;
-	}
-	EVP_MD_CTX *md = key_begin("toolchain");
-	put_str(md, TAG_TC_PATH, real);
-	put_u64(md, TAG_TC_STAT, (uint64_t)st.st_size);
-	put_u64(md, TAG_TC_STAT, (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec);
-	put_str(md, TAG_TC_VERSION, ver);
-	bool native = false;
-	for (size_t i = 0; key_env_vars[i] != NULL; i++) {
-		const char *v = getenv(key_env_vars[i]);
-		put_str(md, TAG_ENV, key_env_vars[i]);
-		put_u64(md, TAG_ENV, v != NULL);
-		put_str(md, TAG_ENV, v);
-		native = native || (v != NULL && strstr(v, "native") != NULL);
-	}
-	if (native) {
-		/* NVCC_APPEND_FLAGS="-Xcompiler -march=native" reaches every build. */
-		uint8_t cpu[32];
-		key_cpu_id(cpu);
-		put_field(md, TAG_CPU, cpu, sizeof(cpu));
-	}
+	return 0;
+}
+
+static void put_stat(EVP_MD_CTX *md, const struct stat *st)
+{
+	put_u64(md, TAG_TC_STAT, (uint64_t)st->st_size);
+	put_u64(md, TAG_TC_STAT, (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec);
+}
+
+/* What the driver is, from its --version (ver). */
+static void classify(struct toolchain *tc, const char *ver)
+{
 	tc->is_nvcc = strstr(ver, "Cuda compilation tools") != NULL;
 	/* GCC's drivers (gcc, g++, cc, c++, gfortran) name the FSF; clang and
 	 * its derivatives do not, and treat a .gch differently. */
 	tc->is_gcc = !tc->is_nvcc && strstr(ver, "Free Software Foundation") != NULL &&
 		     strstr(ver, "clang") == NULL;
+}
+
+int key_toolchain_init(struct toolchain *tc, const char *name, const char *path, const char *host,
+		       char *err, size_t errlen)
+{
+	memset(tc, 0, sizeof(*tc));
+	char real[PATH_MAX], host_real[PATH_MAX];
+	int rc = executable(name, "compiler", path, real, &tc->st, err, errlen);
+	if (rc == 0 && host != NULL)
+		rc = executable(name, "host compiler", host, host_real, &tc->host_st, err, errlen);
+	if (rc != 0)
+		return rc;
+	tc->name = strdup(name);
+	tc->path = strdup(path);
+	tc->real_path = strdup(real);
+	tc->host = host != NULL ? strdup(host) : NULL;
+	char *ver = toolchain_version(path);
+	if (tc->name == NULL || tc->path == NULL || tc->real_path == NULL || ver == NULL ||
+	    (host != NULL && tc->host == NULL)) {
+		free(ver);
+		key_toolchain_fini(tc);
+		snprintf(err, errlen, "toolchain %s: cannot run %s --version", name, path);
+		return -ENOMEM;
+	}
+	classify(tc, ver);
+	if (host != NULL && !tc->is_nvcc) {
+		free(ver);
+		key_toolchain_fini(tc);
+		snprintf(err, errlen, "toolchain %s: a host compiler is for nvcc, and %s is not nvcc",
+			 name, path);
+		return -EINVAL;
+	}
+	EVP_MD_CTX *md = key_begin("toolchain");
+	put_str(md, TAG_TC_PATH, real);
+	put_stat(md, &tc->st);
+	put_str(md, TAG_TC_VERSION, ver);
+	if (put_env(md)) {
+		uint8_t cpu[32];
+		key_cpu_id(cpu);
+		put_field(md, TAG_CPU, cpu, sizeof(cpu));
+	}
 	if (tc->is_nvcc)
-		put_nvcc_programs(md, real);
+		put_nvcc_programs(md, real, host);
 	else
 		put_driver_programs(md, path);
-	if (tc->is_nvcc) {
-		/* nvcc runs the host compiler it finds on $PATH: its identity
-		 * changes the host code. */
-		char *argv[] = { (char *)"gcc", (char *)"--version", NULL };
-		char *host = run_capture(argv);
-		put_str(md, TAG_ENV, "PATH");
-		put_str(md, TAG_ENV, getenv("PATH"));
-		put_str(md, TAG_TC_VERSION, host);
-		free(host);
-	}
 	key_end(md, tc->id);
 	tc->link_depfile = !tc->is_nvcc && probe_link_depfile(path);
 	tc->dynamic = preloadable(real);
@@ -319,6 +348,23 @@ int key_toolchain_init(struct toolchain *tc, const char *name, const char *path,
 	ver[strcspn(ver, "\n")] = '\0';
 	tc->version = ver;
 	return 0;
+}
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+bool key_toolchain_current(const struct toolchain *tc)
+{
+	char real[PATH_MAX];
+	struct stat st;
+	if (realpath(tc->path, real) == NULL || strcmp(real, tc->real_path) != 0 ||
+	    stat(real, &st) != 0 || !same_file(&st, &tc->st))
+		return false;
+	return tc->host == NULL || (stat(tc->host, &st) == 0 && same_file(&st, &tc->host_st));
 }
 
 bool key_args_name_arch(char *const *args, size_t nargs)
@@ -342,6 +388,7 @@ void key_toolchain_fini(struct toolchain *tc)
 	free(tc->name);
 	free(tc->path);
 	free(tc->real_path);
+	free(tc->host);
 	free(tc->version);
 	memset(tc, 0, sizeof(*tc));
 }
@@ -447,9 +494,10 @@ void key_artifact(const char *rkey, const struct store_dep *deps, size_t ndeps, 
 		put_str(md, TAG_DEP_PATH, d->path);
 		put_u64(md, TAG_DEP_KIND, d->kind);
 		/* What the state is: content, type and permissions, or a value. */
-		if (d->kind == STORE_DEP_FILE || d->kind == STORE_DEP_ENV || d->kind == STORE_DEP_LISTING)
+		if (d->kind == STORE_DEP_FILE || d->kind == STORE_DEP_ENV ||
+		    d->kind == STORE_DEP_LISTING || d->kind == STORE_DEP_SEARCH)
 			put_field(md, TAG_DEP_DIGEST, d->digest, 32);
-		if (d->kind == STORE_DEP_EXISTS || d->kind == STORE_DEP_ENV)
+		if (d->kind == STORE_DEP_EXISTS || d->kind == STORE_DEP_ENV || d->kind == STORE_DEP_SEARCH)
 			put_u64(md, TAG_DEP_MODE, d->mode);
 	}
 	key_end(md, digest);

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "msg.h"
 #include "store.h"
@@ -26,11 +27,13 @@
  * header that was never recorded, so it is not taken (rebuilt once). */
 #define KEY_FORMAT_VERSION 4
 
-/* A configured compiler and its identity digest. */
+/* A compiler, configured or named by a request, and its identity digest. */
 struct toolchain {
-	char *name;
-	char *path;          /* as configured */
+	char *name;          /* as configured ("c++"), or the path a request named */
+	char *path;          /* as configured or named */
 	char *real_path;     /* resolved */
+	char *host;          /* nvcc's host compiler (-ccbin) a request named, or NULL */
+	struct stat st, host_st;  /* the driver's and host's, for key_toolchain_current */
 	uint8_t id[32];      /* digest of path, size, mtime, version output, env */
 	char *version;       /* first line of --version output */
 	bool link_depfile;   /* its linker writes -Wl,--dependency-file */
@@ -56,12 +59,17 @@ struct key_source {
 
 /*
  * Resolves and identifies a toolchain: realpath, stat, `PATH --version`
- * (run with posix_spawn, no shell) and the compiler-relevant environment
- * variables. Blocking; called at start-up. Returns 0 or a negative errno with
- * a sentence in err.
+ * (run with posix_spawn, no shell), the programs it runs and the
+ * variables its runs get (tcenv.h). host: nvcc's host compiler (run with
+ * -ccbin), or NULL for NVCC_CCBIN or gcc on PATH. Blocking (seconds at
+ * most): at start-up, or on the pool. Returns 0 or a negative errno with a
+ * sentence in err.
  */
-int key_toolchain_init(struct toolchain *tc, const char *name, const char *path,
+int key_toolchain_init(struct toolchain *tc, const char *name, const char *path, const char *host,
 		       char *err, size_t errlen);
+/* Whether the driver (and host compiler) are still the files identified:
+ * same resolved path, device, inode, size and times. Three stats. */
+bool key_toolchain_current(const struct toolchain *tc);
 void key_toolchain_fini(struct toolchain *tc);
 
 /* Digest of this node's CPU (model and flags from /proc/cpuinfo), used when
@@ -78,8 +86,5 @@ void key_request(const struct toolchain *tc, const char *output, char *const *ar
 void key_request_pch(char *const *pch, size_t npch, char rkey[65]);
 /* The artifact key: rkey plus every dependency's path and digest. */
 void key_artifact(const char *rkey, const struct store_dep *deps, size_t ndeps, char out[65]);
-
-/* The environment variables that reach the compiler and change its output. */
-extern const char *const key_env_vars[];
 
 #endif

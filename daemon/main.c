@@ -35,6 +35,7 @@
 #include "util.h"
 #include "gpu.h"
 #include "sdnotify.h"
+#include "tcenv.h"
 #include "thread.h"
 #include "verify.h"
 
@@ -197,12 +198,22 @@ static void warn_swappable(const struct toolchain *tc)
 	}
 }
 
+extern char **environ;
+
+/* The environment of toolchain runs (tcenv.h): made once, before any. */
+static struct tcenv toolchain_env;
+
 static int toolchains_init(struct kilnd *d, char *err, size_t errlen)
 {
+	if (tcenv_make(&toolchain_env, environ, d->cfg->toolchain_env, d->cfg->ntoolchain_env) != 0) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	tcenv_set(&toolchain_env);
 	for (size_t i = 0; i < d->cfg->ntoolchains; i++) {
 		const struct config_toolchain *ct = &d->cfg->toolchains[i];
 		struct toolchain *tc = &d->toolchains[d->ntoolchains];
-		int rc = key_toolchain_init(tc, ct->name, ct->path, err, errlen);
+		int rc = key_toolchain_init(tc, ct->name, ct->path, NULL, err, errlen);
 		if (rc != 0 && ct->is_default) {
 			log_warn("%s; requests for it will be refused", err);
 			continue;

@@ -531,12 +531,13 @@ static int parse_get(const cJSON *obj, struct msg_request *req, struct msg_error
 	return 0;
 }
 
-const char *const msg_dep_kinds[] = { "file", "exists", "absent", "env", "listing", NULL };
+const char *const msg_dep_kinds[] = { "file", "exists", "absent", "env", "listing",
+				      "search", NULL };
 
 static int parse_dep(const cJSON *v, size_t i, struct msg_dep *dep, struct msg_error *err)
 {
 	const cJSON *path = member(v, "path"), *digest = member(v, "sha256");
-	const cJSON *kind = member(v, "kind"), *mode = member(v, "mode"), *set = member(v, "set");
+	const cJSON *kind = member(v, "kind"), *mode = member(v, "mode");
 
 	if (!cJSON_IsObject(v) || !cJSON_IsString(path) || !path->valuestring)
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
@@ -547,9 +548,12 @@ static int parse_dep(const cJSON *v, size_t i, struct msg_dep *dep, struct msg_e
 			dep->kind = k;
 	if (dep->kind < 0)
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
-				     "\"kind\" of dependency %zu must be file, exists, absent, env or listing",
-				     i + 1);
-	if ((dep->kind != 3 && path->valuestring[0] != '/') || path->valuestring[0] == '\0' ||
+				     "\"kind\" of dependency %zu must be file, exists, absent, env, "
+				     "listing or search", i + 1);
+	const cJSON *set = MSG_DEP_NAMED(dep->kind) ? member(v, MSG_DEP_FLAG(dep->kind)) : NULL;
+	if ((!MSG_DEP_NAMED(dep->kind) && path->valuestring[0] != '/') ||
+	    (dep->kind == MSG_DEP_SEARCH && strchr(path->valuestring, '/') != NULL) ||
+	    path->valuestring[0] == '\0' ||
 	    strlen(path->valuestring) > MSG_MAX_PATH)
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
 				     "\"path\" of dependency %zu must be absolute and at most %d bytes",
@@ -562,10 +566,13 @@ static int parse_dep(const cJSON *v, size_t i, struct msg_dep *dep, struct msg_e
 			       mode->valuedouble > 07777777))
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
 				     "\"mode\" of dependency %zu must be a file mode", i + 1);
-	if (dep->kind == 3 && !cJSON_IsBool(set))
+	if (MSG_DEP_NAMED(dep->kind) && !cJSON_IsBool(set))
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
-				     "\"set\" of dependency %zu must be true or false", i + 1);
-	dep->mode = dep->kind == 1 ? (uint32_t)mode->valuedouble : dep->kind == 3 ? (uint32_t)cJSON_IsTrue(set) : 0u;
+				     "\"%s\" of dependency %zu must be true or false",
+				     MSG_DEP_FLAG(dep->kind), i + 1);
+	dep->mode = dep->kind == 1		  ? (uint32_t)mode->valuedouble
+		    : MSG_DEP_NAMED(dep->kind) ? (uint32_t)cJSON_IsTrue(set)
+					       : 0u;
 	dep->path = strdup(path->valuestring);
 	return dep->path ? 0 : oom(err);
 }

@@ -93,7 +93,8 @@ static bool pack_put(cJSON *obj, const struct msg_request *req)
 			return false;
 		if (dep->kind == 1 && !cJSON_AddNumberToObject(d, "mode", dep->mode))
 			return false;
-		if (dep->kind == 3 && !cJSON_AddBoolToObject(d, "set", dep->mode != 0))
+		if (MSG_DEP_NAMED(dep->kind) &&
+		    !cJSON_AddBoolToObject(d, MSG_DEP_FLAG(dep->kind), dep->mode != 0))
 			return false;
 	}
 	return arr != NULL;

@@ -108,8 +108,9 @@ cJSON *entry_dep_encode(const struct store_dep *dep, bool identity)
 		ok = enc_digest(o, "sha256", dep->digest);
 	else if (ok && dep->kind == STORE_DEP_EXISTS)
 		ok = enc_num(o, "mode", dep->mode);
-	else if (ok && dep->kind == STORE_DEP_ENV)
-		ok = cJSON_AddBoolToObject(o, "set", dep->mode != 0) != NULL &&
+	else if (ok && (dep->kind == STORE_DEP_ENV || dep->kind == STORE_DEP_SEARCH))
+		ok = cJSON_AddBoolToObject(o, dep->kind == STORE_DEP_ENV ? "set" : "found",
+					   dep->mode != 0) != NULL &&
 		     enc_digest(o, "sha256", dep->digest);
 	if (ok && identity) {
 		/* The identity that stands for the digest on this node. */
@@ -308,17 +309,20 @@ int entry_dep_decode(const cJSON *o, bool identity, struct store_dep *dep)
 {
 	const cJSON *path = dec_member(o, "path"), *kind = dec_member(o, "kind");
 	const cJSON *size = dec_member(o, "size"), *mode = dec_member(o, "mode");
-	const cJSON *set = dec_member(o, "set"), *sha = dec_member(o, "sha256");
+	const cJSON *sha = dec_member(o, "sha256");
 
 	memset(dep, 0, sizeof(*dep));
 	if (!cJSON_IsObject(o))
 		return -EBADMSG;
 	/* Metadata written before kinds existed lists files only. */
 	int k = kind == NULL ? STORE_DEP_FILE : store_dep_kind_parse(cJSON_GetStringValue(kind));
+	bool named = k == STORE_DEP_ENV || k == STORE_DEP_SEARCH;
+	const cJSON *set = named ? dec_member(o, k == STORE_DEP_ENV ? "set" : "found") : NULL;
 	if (!cJSON_IsString(path) || path->valuestring[0] == '\0' || k < 0 ||
-	    (k != STORE_DEP_ENV && path->valuestring[0] != '/'))
+	    (!named && path->valuestring[0] != '/') ||
+	    (k == STORE_DEP_SEARCH && strchr(path->valuestring, '/') != NULL))
 		return -EBADMSG;
-	if ((k == STORE_DEP_FILE || k == STORE_DEP_ENV || k == STORE_DEP_LISTING) &&
+	if ((k == STORE_DEP_FILE || named || k == STORE_DEP_LISTING) &&
 	    (!cJSON_IsString(sha) || !util_unhex32(sha->valuestring, dep->digest)))
 		return -EBADMSG;
 	if (k == STORE_DEP_FILE && size != NULL &&
@@ -327,12 +331,12 @@ int entry_dep_decode(const cJSON *o, bool identity, struct store_dep *dep)
 	if (k == STORE_DEP_EXISTS &&
 	    (!cJSON_IsNumber(mode) || !(mode->valuedouble >= 0 && mode->valuedouble <= 07777777)))
 		return -EBADMSG;
-	if (k == STORE_DEP_ENV && !cJSON_IsBool(set))
+	if (named && !cJSON_IsBool(set))
 		return -EBADMSG;
 	dep->kind = (uint8_t)k;
 	dep->size = k == STORE_DEP_FILE && size != NULL ? (uint64_t)size->valuedouble : 0;
 	dep->mode = k == STORE_DEP_EXISTS ? (uint32_t)mode->valuedouble
-		  : k == STORE_DEP_ENV	   ? (uint32_t)cJSON_IsTrue(set)
+		  : named		   ? (uint32_t)cJSON_IsTrue(set)
 					   : 0;
 	int rc = identity ? dec_identity(o, dep) : 0;
 	if (rc == 0 && (dep->path = strdup(path->valuestring)) == NULL)

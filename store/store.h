@@ -41,6 +41,9 @@ enum store_dep_kind {
 	STORE_DEP_LISTING,    /* a directory listed (opendir): digest the SHA-256
 	                       * of its names (store_listing_digest), identity
 	                       * the directory's */
+	STORE_DEP_SEARCH,     /* a program looked up along PATH: path is its name
+	                       * (no '/'), mode 1 when found, digest the SHA-256
+	                       * of the path found (docs/design.md) */
 	STORE_DEP__COUNT
 };
 
@@ -52,7 +55,8 @@ enum store_deps_source {
 };
 
 struct store_dep {
-	char *path;          /* absolute; the variable's name for STORE_DEP_ENV */
+	char *path;          /* absolute; the variable's name for STORE_DEP_ENV, the
+	                      * program's for STORE_DEP_SEARCH */
 	uint8_t kind;        /* enum store_dep_kind */
 	uint32_t mode;       /* st_mode (EXISTS, FILE), or set/unset (ENV) */
 	uint64_t size;

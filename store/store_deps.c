@@ -26,13 +26,14 @@
 #define HEAD_V2 6
 
 static const char *const kind_names[STORE_DEP__COUNT] = { "file", "exists", "absent", "env",
-							   "listing" };
+							   "listing", "search" };
 
 /* proto/ carries the kinds by number (put): the same numbers. */
 _Static_assert((int)STORE_DEP_FILE == (int)MSG_DEP_FILE &&
 	       (int)STORE_DEP_EXISTS == (int)MSG_DEP_EXISTS &&
 	       (int)STORE_DEP_ABSENT == (int)MSG_DEP_ABSENT && (int)STORE_DEP_ENV == (int)MSG_DEP_ENV &&
 	       (int)STORE_DEP_LISTING == (int)MSG_DEP_LISTING &&
+	       (int)STORE_DEP_SEARCH == (int)MSG_DEP_SEARCH &&
 	       (int)STORE_DEP__COUNT == (int)MSG_DEP__COUNT,
 	       "store_dep_kind and msg_dep_kind differ");
 

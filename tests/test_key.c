@@ -16,7 +16,7 @@ static uint8_t cpu_a[32], cpu_b[32];
 static void setup(void)
 {
 	char err[256];
-	ck_assert_int_eq(key_toolchain_init(&tc, "cc", "/usr/bin/cc", err, sizeof(err)), 0);
+	ck_assert_int_eq(key_toolchain_init(&tc, "cc", "/usr/bin/cc", NULL, err, sizeof(err)), 0);
 	memset(cpu_a, 1, sizeof(cpu_a));
 	memset(cpu_b, 2, sizeof(cpu_b));
 }
@@ -256,10 +256,10 @@ START_TEST(toolchain_errors)
 {
 	struct toolchain t;
 	char err[256];
-	ck_assert_int_ne(key_toolchain_init(&t, "x", "relative/cc", err, sizeof(err)), 0);
+	ck_assert_int_ne(key_toolchain_init(&t, "x", "relative/cc", NULL, err, sizeof(err)), 0);
 	ck_assert_ptr_nonnull(strstr(err, "absolute"));
-	ck_assert_int_ne(key_toolchain_init(&t, "x", "/nonexistent/cc", err, sizeof(err)), 0);
-	ck_assert_int_ne(key_toolchain_init(&t, "x", "/etc/passwd", err, sizeof(err)), 0);
+	ck_assert_int_ne(key_toolchain_init(&t, "x", "/nonexistent/cc", NULL, err, sizeof(err)), 0);
+	ck_assert_int_ne(key_toolchain_init(&t, "x", "/etc/passwd", NULL, err, sizeof(err)), 0);
 	ck_assert_ptr_nonnull(strstr(tc.version, "cc"));
 }
 END_TEST

@@ -255,13 +255,14 @@ int kiln_x_export(struct kiln *k, const char *key, const void *data, size_t size
 		if (kind != NULL)
 			cJSON_AddStringToObject(d, "kind", kind);
 		if (kind == NULL || strcmp(kind, "file") == 0 || strcmp(kind, "env") == 0 ||
-		    strcmp(kind, "listing") == 0)
+		    strcmp(kind, "listing") == 0 || strcmp(kind, "search") == 0)
 			cJSON_AddStringToObject(d, "sha256",
 						cJSON_GetStringValue(cJSON_GetArrayItem(digests, i)));
 		if (kind != NULL && strcmp(kind, "exists") == 0 && cJSON_IsNumber(mode))
 			cJSON_AddNumberToObject(d, "mode", mode->valuedouble);
-		if (kind != NULL && strcmp(kind, "env") == 0)
-			cJSON_AddBoolToObject(d, "set", cJSON_IsNumber(mode) && mode->valuedouble != 0);
+		if (kind != NULL && (strcmp(kind, "env") == 0 || strcmp(kind, "search") == 0))
+			cJSON_AddBoolToObject(d, strcmp(kind, "env") == 0 ? "set" : "found",
+					      cJSON_IsNumber(mode) && mode->valuedouble != 0);
 	}
 	*meta = cJSON_PrintUnformatted(out);
 	cJSON_Delete(out);

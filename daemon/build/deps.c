@@ -21,6 +21,7 @@
 #include "digests.h"
 #include "log.h"
 #include "pseudo.h"
+#include "tcenv.h"
 #include "table.h"
 #include "trace.h"
 #include "tracedir.h"
@@ -198,9 +199,77 @@ static int parse_depfile(const char *dir, const char *path, bool ld, struct tabl
 }
 
 
-static const char *own_env(const char *name)
+bool deps_search(const char *path, const char *name, char *out, size_t cap)
 {
-	return getenv(name);
+	out[0] = '\0';
+	for (const char *p = path; *p != '\0';) {
+		size_t n = strcspn(p, ":");
+		struct stat st;
+		if (n > 0 && p[0] == '/' &&
+		    snprintf(out, cap, "%.*s%s%s", (int)n, p, p[n - 1] == '/' ? "" : "/", name) < (int)cap &&
+		    stat(out, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111) != 0)
+			return true;
+		p += n + (p[n] == ':');
+	}
+	out[0] = '\0';
+	return false;
+}
+
+/* Whether the directory of the absolute path p (len bytes up to its last
+ * '/') is an entry of the ':'-separated list. */
+static bool dir_in_path(const char *list, const char *p, size_t len)
+{
+	for (const char *e = list; *e != '\0';) {
+		size_t n = strcspn(e, ":"), m = n;
+		while (m > 1 && e[m - 1] == '/')
+			m--;
+		if (m == len && strncmp(e, p, len) == 0)
+			return true;
+		e += n + (e[n] == ':');
+	}
+	return false;
+}
+
+/*
+ * The programs the toolchain looked up along PATH: a path it opened,
+ * stat'ed or found missing in a directory of PATH stands for a lookup of
+ * its name (the interposer records execvp's and posix_spawnp's search
+ * the same way, observe.c). Each becomes a "search" dependency, the path
+ * found along this PATH: PATH itself is not an input (trace.c leaves it
+ * out), so that a PATH that gained a directory without such a program
+ * still hits, and one that puts another program of that name first
+ * misses.
+ */
+static int add_searches(struct trace_result *r)
+{
+	const char *list = tcenv()->path;
+	size_t n0 = r->ndeps;
+	for (size_t i = 0; i < n0; i++) {
+		const struct store_dep *d = &r->deps[i];
+		const char *slash = strrchr(d->path, '/');
+		if (d->kind == STORE_DEP_ENV || slash == NULL || slash[1] == '\0' ||
+		    !dir_in_path(list, d->path, slash == d->path ? 1 : (size_t)(slash - d->path)))
+			continue;
+		bool have = false;
+		for (size_t j = n0; j < r->ndeps && !have; j++)
+			have = strcmp(r->deps[j].path, slash + 1) == 0;
+		if (have)
+			continue;
+		struct store_dep *nd = realloc(r->deps, (r->ndeps + 1) * sizeof(*nd));
+		if (nd == NULL)
+			return -ENOMEM;
+		r->deps = nd;
+		struct store_dep *s = &nd[r->ndeps];
+		memset(s, 0, sizeof(*s));
+		if ((s->path = strdup(slash + 1)) == NULL)
+			return -ENOMEM;
+		char found[PATH_MAX];
+		s->kind = STORE_DEP_SEARCH;
+		s->mode = deps_search(list, s->path, found, sizeof(found));
+		util_sha256(found, strlen(found), s->digest);
+		r->ndeps++;
+	}
+	return 0;
 }
 
 /* The interposer and kiln-exec: kiln's own, not the toolchain's. */
@@ -230,7 +299,7 @@ static void filter_pseudo(struct trace_result *r, bool cpu_in_key)
 	for (size_t i = 0; i < r->ndeps; i++) {
 		struct store_dep *d = &r->deps[i];
 		const char *why;
-		enum pseudo_kind k = d->kind == STORE_DEP_ENV ? PSEUDO_NO
+		enum pseudo_kind k = d->kind == STORE_DEP_ENV || d->kind == STORE_DEP_SEARCH ? PSEUDO_NO
 							       : pseudo_classify(d->path, cpu_in_key, &why);
 		if (k == PSEUDO_UNTRUSTED && r->untrusted[0] == '\0')
 			snprintf(r->untrusted, sizeof(r->untrusted), "the toolchain read %.300s, and %s",
@@ -266,10 +335,12 @@ int deps_read_trace(const char *dir, const char *token, const char *exec_helper,
 		return rc;
 	own_paths(exec_helper, exec_real, lib_real);
 	const char *skip[] = { exec_real, lib_real, NULL };
-	rc = trace_parse(text, len, token, bdir, skip, own_env, r);
+	rc = trace_parse(text, len, token, bdir, skip, tcenv_get, r);
 	free(text);
 	if (rc == 0)
 		filter_pseudo(r, cpu_in_key);
+	if (rc == 0)
+		rc = add_searches(r);
 	return rc;
 }
 
@@ -462,8 +533,19 @@ int deps_check_here(struct store_dep *d, char *why, size_t cap)
 			return -1;
 		}
 		return 0;
+	case STORE_DEP_SEARCH: {
+		char found[PATH_MAX];
+		bool ok = deps_search(tcenv()->path, d->path, found, sizeof(found));
+		util_sha256(found, strlen(found), digest);
+		if (ok != (d->mode != 0) || memcmp(digest, d->digest, 32) != 0) {
+			snprintf(why, cap, "%s is found elsewhere along PATH on this node (%s)", d->path,
+				 ok ? found : "nowhere");
+			return -1;
+		}
+		return 0;
+	}
 	case STORE_DEP_ENV:
-		v = getenv(d->path);
+		v = tcenv_get(d->path);
 		util_sha256(v != NULL ? v : "", v != NULL ? strlen(v) : 0, digest);
 		if ((v != NULL) != (d->mode != 0) || memcmp(digest, d->digest, 32) != 0) {
 			snprintf(why, cap, "environment variable %s differs on this node", d->path);

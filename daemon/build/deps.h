@@ -61,6 +61,10 @@ int deps_parse_depfile_text(const char *dir, char *text, size_t len, bool ld,
  * missing path's absence, a variable's value. Fills a file's identity
  * here. 0, or -1 with a sentence in why. Thread pool.
  */
+/* The first regular file with an execute bit called name in the
+ * ':'-separated absolute directories of path, into out ("" and false when
+ * none): a "search" dependency's state. */
+bool deps_search(const char *path, const char *name, char *out, size_t cap);
 int deps_check_here(struct store_dep *d, char *why, size_t cap);
 
 #endif

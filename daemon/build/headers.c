@@ -41,6 +41,7 @@
 #include "kilnd.h"
 #include "log.h"
 #include "table.h"
+#include "tcenv.h"
 #include "thread.h"
 #include "util.h"
 
@@ -280,9 +281,9 @@ static struct hstate *state_of(struct headers *h, const char *path)
 	return hs;
 }
 
-/* kilnd's own value of a variable, as a dependency records it: whether
- * it is set and its SHA-256. The environment never changes while kilnd
- * runs, so each variable is hashed once. */
+/* The value toolchain runs get (tcenv.h), as a dependency records it:
+ * whether it is set and its SHA-256. It never changes while kilnd runs,
+ * so each variable is hashed once. */
 struct henv {
 	bool set;
 	uint8_t digest[32];
@@ -292,7 +293,7 @@ static bool env_valid(struct headers *h, const struct store_dep *dep)
 {
 	struct henv *ev = table_get(h->env, dep->path);
 	if (ev == NULL) {
-		const char *v = getenv(dep->path);
+		const char *v = tcenv_get(dep->path);
 		if ((ev = calloc(1, sizeof(*ev))) == NULL)
 			return false;
 		ev->set = v != NULL;
@@ -305,12 +306,55 @@ static bool env_valid(struct headers *h, const struct store_dep *dep)
 	return ev->set == (dep->mode != 0) && memcmp(ev->digest, dep->digest, 32) == 0;
 }
 
+/* A path's state brought up to date for a dependency of that kind. */
+static void refresh(struct headers *h, const char *path, struct hstate *hs, bool content)
+{
+	bool fresh = hs->known && hstate_clean(h, hs) &&
+		     (content ? hs->content_watched : hs->names_watched);
+	if (!fresh && !(hs->known && hs->epoch == h->epoch))
+		restat(h, path, hs);
+}
+
+/*
+ * A program looked up along PATH: found again where it was (or again
+ * nowhere), each candidate along the toolchains' PATH a state of its own,
+ * so that names are watched or stat'ed once per batch like any other.
+ */
+static int search_valid(struct headers *h, const struct store_dep *dep, bool *watched)
+{
+	char cand[PATH_MAX + 8], found[PATH_MAX + 8] = "";
+	uint8_t digest[32];
+	for (const char *p = tcenv()->path; *p != '\0' && found[0] == '\0';) {
+		size_t n = strcspn(p, ":");
+		if (n > 0 && snprintf(cand, sizeof(cand), "%.*s%s%s", (int)n, p,
+				      p[n - 1] == '/' ? "" : "/", dep->path) < (int)sizeof(cand)) {
+			struct hstate *hs = state_of(h, cand);
+			if (hs == NULL) {
+				*watched = false;
+				return DEP_INVALID;
+			}
+			refresh(h, cand, hs, false);
+			if (hs->exists && S_ISREG(hs->st.st_mode) && (hs->st.st_mode & 0111) != 0)
+				snprintf(found, sizeof(found), "%s", cand);
+			if (!hs->names_watched || !hstate_clean(h, hs))
+				*watched = false;
+		}
+		p += n + (p[n] == ':');
+	}
+	util_sha256(found, strlen(found), digest);
+	return (found[0] != '\0') == (dep->mode != 0) && memcmp(digest, dep->digest, 32) == 0
+		       ? DEP_VALID
+		       : DEP_INVALID;
+}
+
 /* One dependency; *watched turns false when it needed a stat this batch. */
 static int dep_valid(struct kilnd *d, const struct store_dep *dep, bool *watched)
 {
 	struct headers *h = d->headers;
 	if (dep->kind == STORE_DEP_ENV)
-		return env_valid(h, dep) ? DEP_VALID : DEP_INVALID; /* kilnd's environment never changes */
+		return env_valid(h, dep) ? DEP_VALID : DEP_INVALID; /* never changes */
+	if (dep->kind == STORE_DEP_SEARCH)
+		return search_valid(h, dep, watched);
 	struct hstate *hs = state_of(h, dep->path);
 	if (hs == NULL) {
 		*watched = false;
@@ -319,10 +363,7 @@ static int dep_valid(struct kilnd *d, const struct store_dep *dep, bool *watched
 	/* A listing is content too: no event source is trusted for it, its
 	 * directory is stat'ed once per batch (its times move with its names). */
 	bool content = dep->kind == STORE_DEP_FILE || dep->kind == STORE_DEP_LISTING;
-	bool fresh = hs->known && hstate_clean(h, hs) &&
-		     (content ? hs->content_watched : hs->names_watched);
-	if (!fresh && !(hs->known && hs->epoch == h->epoch))
-		restat(h, dep->path, hs);
+	refresh(h, dep->path, hs, content);
 	int valid;
 	switch (dep->kind) {
 	case STORE_DEP_ABSENT:

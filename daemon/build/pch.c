@@ -309,7 +309,8 @@ int pch_place(struct store *s, const char *dir, const struct build_input *in)
 /* Whether two records of one dependency agree. */
 static bool dep_same(const struct store_dep *a, const struct store_dep *b)
 {
-	if (a->kind == STORE_DEP_FILE || a->kind == STORE_DEP_ENV || a->kind == STORE_DEP_LISTING)
+	if (a->kind == STORE_DEP_FILE || a->kind == STORE_DEP_ENV || a->kind == STORE_DEP_LISTING ||
+	    a->kind == STORE_DEP_SEARCH)
 		return a->mode == b->mode && memcmp(a->digest, b->digest, 32) == 0;
 	if (a->kind == STORE_DEP_EXISTS)
 		return a->mode == b->mode;

@@ -20,6 +20,7 @@
 #include "diag.h"
 #include "log.h"
 #include "pch.h"
+#include "tcenv.h"
 #include "validate.h"
 
 #define ARTIFACT "out/artifact"
@@ -343,40 +344,28 @@ static void on_step_exit(uv_process_t *p, int64_t status, int sig)
 	uv_close((uv_handle_t *)p, on_part_closed);
 }
 
-extern char **environ;
-
-/* Variables of kilnd's that name where it was started: a toolchain run
- * gets its own instead (step_env). */
-static bool start_dir_var(const char *kv)
-{
-	return strncmp(kv, "PWD=", 4) == 0 || strncmp(kv, "OLDPWD=", 7) == 0;
-}
-
-/* The variables step_env makes (the others point into environ): last. */
+/* The variables step_env makes (the others point into tcenv's): last. */
 #define STEP_ENV_OWN 3
 
 /*
- * The daemon's environment, with TMPDIR in the build directory: the
- * compiler driver's temporary objects then stay private to the build, go
- * away with it, and are told apart from real inputs in the linker's list;
- * PWD the build directory, the toolchain's working directory (libiberty's
- * getpwd stats $PWD: kilnd's own start directory would become an input
- * of every entry, and die with the job's directory), without OLDPWD; and
- * the secret the trace's records are signed with (observe.c).
+ * The toolchain's environment (tcenv.h: a list of kilnd's variables, not
+ * all of them), with TMPDIR in the build directory: the compiler driver's
+ * temporary objects then stay private to the build, go away with it, and
+ * are told apart from real inputs in the linker's list; PWD the build
+ * directory, the toolchain's working directory (libiberty's getpwd stats
+ * $PWD: kilnd's own start directory would become an input of every entry,
+ * and die with the job's directory); and the secret the trace's records
+ * are signed with (observe.c).
  */
 char **step_env(const char *dir, const char *token)
 {
-	size_t n = 0, j = 0;
-	while (environ[n] != NULL)
-		n++;
+	const struct tcenv *te = tcenv();
+	size_t n = te->nvars, j = 0;
 	char **env = calloc(n + STEP_ENV_OWN + 1, sizeof(*env));
 	if (env == NULL)
 		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		if (strncmp(environ[i], "TMPDIR=", 7) != 0 &&
-		    strncmp(environ[i], "KILN_TRACE_TOKEN=", 17) != 0 && !start_dir_var(environ[i]))
-			env[j++] = environ[i];
-	}
+	for (size_t i = 0; i < n; i++)
+		env[j++] = te->vars[i];
 	if (asprintf(&env[j], "KILN_TRACE_TOKEN=%s", token) < 0)
 		env[j] = NULL;
 	else if (asprintf(&env[j + 1], "TMPDIR=%s/tmp", dir) < 0)

@@ -235,6 +235,9 @@ static int add_env(struct builder *b, const struct rec *r, trace_env_fn env)
 		if (strcmp(name, own_vars[i]) == 0)
 			return 0;
 	}
+	/* What was looked up along PATH decides, not PATH (deps.c). */
+	if (strcmp(name, "PATH") == 0)
+		return 0;
 	const char *mine = env(name), *seen = eq != NULL ? eq + 1 : NULL;
 	char hex[65];
 	if (r->nf == 1 && r->f[0] == 2 && mine != NULL) {

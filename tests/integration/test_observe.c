@@ -624,6 +624,52 @@ START_TEST(assembler_and_linker_found_through_path)
 }
 END_TEST
 
+/*
+ * A kilnd started again with a PATH that gained a directory (a module
+ * loaded) holding no program the toolchain looks for: PATH is no input,
+ * what was looked up along it is, so the entry is a hit. The same
+ * directory holding an "as" afterwards is a miss (the test above).
+ */
+START_TEST(path_gained_a_directory_without_toolchain_programs)
+{
+	char bin[HARNESS_PATH], tool[HARNESS_PATH];
+	const char *path_now = getenv("PATH");
+	char *path_env = NULL, *prog = harness_program("path_gained", 13);
+	struct oreq r;
+
+	make_dir(bin, "module");
+	make_dir(bin, "module/bin");
+	write_script(harness_path(tool, "module/bin/some-tool"), "#!/bin/sh\nexit 0\n");
+	ck_assert(asprintf(&path_env, "PATH=%s:%s", bin,
+			   path_now ? path_now : "/usr/local/bin:/usr/bin:/bin") > 0);
+	oreq_init(&r, prog);
+	free(prog);
+
+	harness_start(NULL);
+	expect(&r, 13, 1, "built with the normal PATH");
+	harness_stop();
+
+	harness_start_env(NULL, (const char *const[]){ path_env, NULL });
+	/* builds_started is kept across the restart: still one is a hit. */
+	expect(&r, 13, 1, "after a restart with a module's directory first in PATH");
+	harness_stop();
+
+	/* The module's directory gets an "as" while kilnd runs: a miss. */
+	char *text = NULL, as[HARNESS_PATH], marker[HARNESS_PATH];
+	harness_path(marker, "as-ran");
+	ck_assert(asprintf(&text, "#!/bin/sh\n: > '%s'\nexec /usr/bin/as \"$@\"\n", marker) > 0);
+	harness_start_env(NULL, (const char *const[]){ path_env, NULL });
+	expect(&r, 13, 1, "again with the module's directory first");
+	write_script(harness_path(as, "module/bin/as"), text);
+	free(text);
+	expect(&r, 13, 2, "after the module's directory got an as");
+	ck_assert_msg(harness_exists(marker), "the program was served without running %s", as);
+	oreq_free(&r);
+	free(path_env);
+	harness_stop();
+}
+END_TEST
+
 /* A header above 1 MiB rewritten in place while kilnd was down, keeping its
  * size and its access and modification times. */
 START_TEST(large_header_rewritten_with_same_size_and_mtime_after_restart)
@@ -764,6 +810,7 @@ int main(void)
 	harness_add(s, "include_leaving_build", include_path_leaving_the_build_directory, 90);
 	harness_add(s, "include_dir_leaving_build", relative_include_dir_leaving_the_build_directory, 90);
 	harness_add(s, "as_through_path", assembler_and_linker_found_through_path, 90);
+	harness_add(s, "path_gained_a_directory", path_gained_a_directory_without_toolchain_programs, 120);
 	harness_add(s, "large_header_restart", large_header_rewritten_with_same_size_and_mtime_after_restart,
 	    90);
 	return harness_main(s);
