@@ -309,9 +309,10 @@ int key_toolchain_init(struct toolchain *tc, const char *name, const char *path,
 	tc->path = strdup(path);
 	tc->real_path = strdup(real);
 	tc->host = host != NULL ? strdup(host) : NULL;
+	tc->host_real = host != NULL ? strdup(host_real) : NULL;
 	char *ver = toolchain_version(path);
 	if (tc->name == NULL || tc->path == NULL || tc->real_path == NULL || ver == NULL ||
-	    (host != NULL && tc->host == NULL)) {
+	    (host != NULL && (tc->host == NULL || tc->host_real == NULL))) {
 		free(ver);
 		key_toolchain_fini(tc);
 		snprintf(err, errlen, "toolchain %s: cannot run %s --version", name, path);
@@ -357,6 +358,11 @@ static bool same_file(const struct stat *a, const struct stat *b)
 	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
+const char *key_toolchain_argv0(const struct toolchain *tc)
+{
+	return tc->named ? tc->real_path : tc->path;
+}
+
 bool key_toolchain_current(const struct toolchain *tc)
 {
 	char real[PATH_MAX];
@@ -364,7 +370,9 @@ bool key_toolchain_current(const struct toolchain *tc)
 	if (realpath(tc->path, real) == NULL || strcmp(real, tc->real_path) != 0 ||
 	    stat(real, &st) != 0 || !same_file(&st, &tc->st))
 		return false;
-	return tc->host == NULL || (stat(tc->host, &st) == 0 && same_file(&st, &tc->host_st));
+	return tc->host == NULL || (realpath(tc->host, real) != NULL &&
+				    strcmp(real, tc->host_real) == 0 && stat(real, &st) == 0 &&
+				    same_file(&st, &tc->host_st));
 }
 
 bool key_args_name_arch(char *const *args, size_t nargs)
@@ -389,6 +397,7 @@ void key_toolchain_fini(struct toolchain *tc)
 	free(tc->path);
 	free(tc->real_path);
 	free(tc->host);
+	free(tc->host_real);
 	free(tc->version);
 	memset(tc, 0, sizeof(*tc));
 }

@@ -33,6 +33,8 @@ struct toolchain {
 	char *path;          /* as configured or named */
 	char *real_path;     /* resolved */
 	char *host;          /* nvcc's host compiler (-ccbin) a request named, or NULL */
+	char *host_real;     /* resolved: what nvcc is told to run */
+	bool named;          /* named by a request (named.h): runs by real_path */
 	struct stat st, host_st;  /* the driver's and host's, for key_toolchain_current */
 	uint8_t id[32];      /* digest of path, size, mtime, version output, env */
 	char *version;       /* first line of --version output */
@@ -67,6 +69,9 @@ struct key_source {
  */
 int key_toolchain_init(struct toolchain *tc, const char *name, const char *path, const char *host,
 		       char *err, size_t errlen);
+/* The program a run starts: the configured path (a symlink farm such as
+ * ccache's keys on the name), or the resolved one of a named toolchain. */
+const char *key_toolchain_argv0(const struct toolchain *tc);
 /* Whether the driver (and host compiler) are still the files identified:
  * same resolved path, device, inode, size and times. Three stats. */
 bool key_toolchain_current(const struct toolchain *tc);

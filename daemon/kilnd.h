@@ -20,6 +20,7 @@ struct build;
 struct fdcache;
 struct build_tier;
 struct upstream;
+struct named_retired;
 
 struct counters {
 	uint64_t requests;
@@ -79,6 +80,9 @@ struct kilnd {
 	char cache_why[5000];         /* why the cache is unusable now, or "" */
 	struct toolchain toolchains[CONFIG_MAX_TOOLCHAINS];
 	size_t ntoolchains;
+	struct table *named;          /* toolchains named by path (named.h) */
+	struct named_retired *named_retired;  /* their replaced identities */
+	size_t nnamed_retired;
 	uint8_t cpu_id[32];
 	uint64_t start_ns;
 

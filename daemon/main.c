@@ -34,6 +34,7 @@
 #include "upstream.h"
 #include "util.h"
 #include "gpu.h"
+#include "named.h"
 #include "sdnotify.h"
 #include "tcenv.h"
 #include "thread.h"
@@ -530,6 +531,7 @@ static void fini_process(struct kilnd *d)
 	digests_fini();
 	for (size_t i = 0; i < d->ntoolchains; i++)
 		key_toolchain_fini(&d->toolchains[i]);
+	named_fini(d);
 	cachedir_close(d);
 	store_close(d->store);
 	instance_unlock();

@@ -184,6 +184,7 @@ void msg_request_free(struct msg_request *req)
 		return;
 	free(req->client);
 	free(req->toolchain);
+	free(req->host_compiler);
 	free(req->output);
 	for (i = 0; i < req->nargs; i++)
 		free(req->args[i]);
@@ -498,6 +499,18 @@ static int parse_name(const cJSON *obj, const char *field,
 	return 0;
 }
 
+/* "host_compiler": nvcc's, by absolute path (kilnd checks it is nvcc's). */
+static int parse_host(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+{
+	char why[200];
+	if (get_str(obj, "host_compiler", false, 0, &req->host_compiler, err) < 0)
+		return -1;
+	if (req->host_compiler &&
+	    validate_compiler_path("host compiler", req->host_compiler, why, sizeof(why)) < 0)
+		return msg_error_set(err, ERR_BAD_TOOLCHAIN, "host_compiler", "%s", why);
+	return 0;
+}
+
 static int parse_get(const cJSON *obj, struct msg_request *req, struct msg_error *err)
 {
 	char why[200], q[68];
@@ -508,6 +521,8 @@ static int parse_get(const cJSON *obj, struct msg_request *req, struct msg_error
 	if (req->toolchain &&
 	    validate_toolchain_name(req->toolchain, why, sizeof(why)) < 0)
 		return msg_error_set(err, ERR_BAD_TOOLCHAIN, "toolchain", "%s", why);
+	if (parse_host(obj, req, err) < 0)
+		return -1;
 	if (get_str(obj, "output", false, 0, &req->output, err) < 0)
 		return -1;
 	if (req->output && strcmp(req->output, "shared") != 0 && strcmp(req->output, "cubin") != 0 &&
@@ -627,6 +642,8 @@ static int parse_lookup(const cJSON *obj, struct msg_request *req, struct msg_er
 	/* "toolchain": only an entry that toolchain, as kilnd has it now, built. */
 	if (req->toolchain && validate_toolchain_name(req->toolchain, why, sizeof(why)) < 0)
 		return msg_error_set(err, ERR_BAD_TOOLCHAIN, "toolchain", "%s", why);
+	if (parse_host(obj, req, err) < 0)
+		return -1;
 	if (!req->alias == !req->key)
 		return msg_error_set(err, ERR_BAD_REQUEST, req->key ? "key" : "alias",
 				     "lookup needs exactly one of \"alias\" or \"key\"");

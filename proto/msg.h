@@ -134,7 +134,9 @@ struct msg_request {
 	bool heartbeat;    /* the client wants heartbeats while it waits */
 	int64_t job_nodes; /* the nodes of the client's job (jobsize.h); 0: not said */
 	/* get */
-	char *toolchain;   /* defaults to "cc" when absent */
+	char *toolchain;   /* a configured name or a compiler's absolute path;
+			    * defaults to "cc" when absent */
+	char *host_compiler; /* nvcc's host compiler by absolute path, or NULL */
 	char *output;      /* defaults to "shared" when absent */
 	char **args;
 	size_t nargs;

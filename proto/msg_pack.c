@@ -119,6 +119,7 @@ static bool pack_fields(cJSON *obj, const struct msg_request *req)
 		if (req->no_build && !cJSON_AddFalseToObject(obj, "build"))
 			return false;
 		if (!add_str(obj, "toolchain", req->toolchain) ||
+		    !add_str(obj, "host_compiler", req->host_compiler) ||
 		    !add_str(obj, "output", req->output))
 			return false;
 		if (req->nargs) {
@@ -140,7 +141,8 @@ static bool pack_fields(cJSON *obj, const struct msg_request *req)
 		       add_str(obj, "label", req->label);
 	case OP_LOOKUP:
 		return add_str(obj, "alias", req->alias) && add_str(obj, "key", req->key) &&
-		       add_str(obj, "toolchain", req->toolchain);
+		       add_str(obj, "toolchain", req->toolchain) &&
+		       add_str(obj, "host_compiler", req->host_compiler);
 	case OP_SHOW:
 	case OP_REMOVE:
 	case OP_PIN:

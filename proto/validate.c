@@ -175,8 +175,29 @@ int validate_source_set(const char *const *names, size_t n, size_t stride, char 
 	return 0;
 }
 
+int validate_compiler_path(const char *what, const char *path, char *why, size_t whylen)
+{
+	char q[QUOTE_MAX + 4], c[32];
+	size_t len = path != NULL ? strlen(path) : 0;
+	if (len == 0 || path[0] != '/')
+		return refuse(why, whylen, "%s \"%s\" is not an absolute path", what,
+			      validate_quote(path != NULL ? path : "", q));
+	if (len > VALIDATE_COMPILER_PATH_MAX)
+		return refuse(why, whylen, "%s \"%s\" is longer than %d bytes", what,
+			      validate_quote(path, q), VALIDATE_COMPILER_PATH_MAX);
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)path[i];
+		if (ch < 0x20 || ch == 0x7f)
+			return refuse(why, whylen, "%s \"%s\" contains %s", what,
+				      validate_quote(path, q), describe_char(ch, c));
+	}
+	return 0;
+}
+
 int validate_toolchain_name(const char *name, char *why, size_t whylen)
 {
+	if (name != NULL && name[0] == '/')
+		return validate_compiler_path("compiler", name, why, whylen);
 	return check_name("toolchain name", name, 64, false, why, whylen);
 }
 

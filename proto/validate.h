@@ -35,8 +35,14 @@ char validate_source_lang(const char *name);
 const char *validate_default_toolchain(const char *const *names, size_t n, size_t stride);
 int validate_source_set(const char *const *names, size_t n, size_t stride, char *why,
 			size_t whylen);
-/* Toolchain names: 1..64 of [A-Za-z0-9._+-], not starting with '-'. */
+/* Toolchain names: 1..64 of [A-Za-z0-9._+-], not starting with '-'; or a
+ * compiler named by its path (validate_compiler_path). */
 int validate_toolchain_name(const char *name, char *why, size_t whylen);
+/* A compiler named by path (a toolchain, nvcc's host compiler): absolute,
+ * at most VALIDATE_COMPILER_PATH_MAX bytes, no control characters. what
+ * names it in why. */
+#define VALIDATE_COMPILER_PATH_MAX 1024
+int validate_compiler_path(const char *what, const char *path, char *why, size_t whylen);
 /* Alias: 1..256 printable ASCII characters (0x21..0x7e). */
 int validate_alias(const char *alias, char *why, size_t whylen);
 /* Label: 1..256 bytes, valid UTF-8, no control characters. */

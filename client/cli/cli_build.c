@@ -14,13 +14,15 @@
 #include "args.h"
 #include "validate.h"
 
-enum { OPT_TOOLCHAIN = 1, OPT_ALIAS, OPT_LABEL, OPT_OUTPUT };
+enum { OPT_TOOLCHAIN = 1, OPT_ALIAS, OPT_LABEL, OPT_OUTPUT, OPT_COMPILER, OPT_HOST };
 
 static const struct cli_optdef build_opts[] = {
 	{ "toolchain", 't', true, OPT_TOOLCHAIN },
 	{ "alias", 0, true, OPT_ALIAS },
 	{ "label", 0, true, OPT_LABEL },
 	{ "output", 0, true, OPT_OUTPUT },
+	{ "compiler", 0, true, OPT_COMPILER },
+	{ "host-compiler", 0, true, OPT_HOST },
 	{ NULL, 0, false, 0 },
 };
 
@@ -30,6 +32,7 @@ struct build_args {
 	const char *alias;
 	const char *label;
 	const char *output;
+	const char *host;
 	const char **files;
 	size_t nfiles;
 	const char **args;
@@ -57,6 +60,16 @@ static int build_parse(struct cli *cli, int argc, char **argv, struct build_args
 			break;
 		case OPT_TOOLCHAIN:
 			b->toolchain = val;
+			break;
+		case OPT_COMPILER:
+			if (val[0] != '/') {
+				cli_error("--compiler: \"%s\" is not an absolute path", val);
+				return 2;
+			}
+			b->toolchain = val;
+			break;
+		case OPT_HOST:
+			b->host = val;
 			break;
 		case OPT_ALIAS:
 			b->alias = val;
@@ -307,6 +320,7 @@ int cmd_build(struct cli *cli, int argc, char **argv)
 	req.alias = (char *)b.alias;
 	req.label = (char *)b.label;
 	req.output = (char *)b.output;
+	req.host_compiler = (char *)b.host;
 	req.args = (char **)b.args;
 	req.nargs = b.nargs;
 	req.sources = srcs;

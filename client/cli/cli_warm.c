@@ -6,7 +6,9 @@
  * The manifest is {"requests": [REQUEST, ...]} or a bare array. A REQUEST
  * has "sources" (required: each a path string, relative to the manifest's
  * directory, or {"name", "path"} or {"name", "text"}), and optionally
- * "toolchain" (default "cc"), "output", "args", "alias" and "label".
+ * "toolchain" (default "cc"; a configured name or a compiler's absolute path),
+ * "host_compiler" (nvcc's, by absolute path), "output", "args", "alias" and
+ * "label".
  */
 #include <errno.h>
 #include <limits.h>
@@ -142,8 +144,8 @@ static int parse_request(struct warm *w, const cJSON *o, struct warm_item *it, s
 	size_t i = 0;
 	const cJSON *s;
 
-	static const char *const known[] = { "sources", "toolchain", "output", "args", "alias",
-					     "label", NULL };
+	static const char *const known[] = { "sources", "toolchain", "host_compiler", "output",
+					     "args", "alias", "label", NULL };
 	char where[48];
 
 	cli_request_init(&it->req, OP_GET);
@@ -160,6 +162,7 @@ static int parse_request(struct warm *w, const cJSON *o, struct warm_item *it, s
 	it->req.output = str_dup_json(o, "output", &bad);
 	it->req.alias = str_dup_json(o, "alias", &bad);
 	it->req.label = str_dup_json(o, "label", &bad);
+	it->req.host_compiler = str_dup_json(o, "host_compiler", &bad);
 	if (args != NULL && !cJSON_IsArray(args))
 		bad = true;
 	it->req.nargs = (size_t)cJSON_GetArraySize(args);
@@ -172,7 +175,8 @@ static int parse_request(struct warm *w, const cJSON *o, struct warm_item *it, s
 		it->req.args[i++] = strdup(s->valuestring);
 	}
 	if (bad) {
-		cli_error("manifest request %zu: toolchain, output, alias, label must be strings and "
+		cli_error("manifest request %zu: toolchain, host_compiler, output, alias, label must be "
+			  "strings and "
 			  "args an array of strings", r);
 		return -1;
 	}

@@ -52,6 +52,7 @@ module kiln
       type(c_ptr) :: label = c_null_ptr
       type(c_ptr) :: pch = c_null_ptr        ! array of npch type(c_ptr): headers to precompile
       integer(c_size_t) :: npch = 0
+      type(c_ptr) :: host_compiler = c_null_ptr  ! nvcc's host compiler, by absolute path
    end type kiln_request
 
    type, bind(C), public :: kiln_options

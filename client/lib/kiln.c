@@ -240,6 +240,10 @@ int lib_request_build(const struct kiln_request *req, struct msg_request *m)
 	m->output = (char *)(req->output ? req->output : "shared");
 	if (validate_toolchain_name(m->toolchain, why, sizeof(why)) < 0)
 		return lib_err_set(KILN_EINVAL, "toolchain \"%s\": %s", m->toolchain, why);
+	if (req->host_compiler &&
+	    validate_compiler_path("host compiler", req->host_compiler, why, sizeof(why)) < 0)
+		return lib_err_set(KILN_EINVAL, "%s", why);
+	m->host_compiler = (char *)req->host_compiler;
 	if (!*m->output)
 		return lib_err_set(KILN_EINVAL, "the output kind is empty");
 	if (req->alias && validate_alias(req->alias, why, sizeof(why)) < 0)
@@ -366,6 +370,12 @@ int kiln_lookup(struct kiln *k, const char *alias, struct kiln_program **out)
 int kiln_lookup_file(struct kiln *k, const char *alias, const char *toolchain,
 		     struct kiln_program **out)
 {
+	return kiln_lookup_file_host(k, alias, toolchain, NULL, out);
+}
+
+int kiln_lookup_file_host(struct kiln *k, const char *alias, const char *toolchain,
+			  const char *host_compiler, struct kiln_program **out)
+{
 	struct msg_request m = { .op = OP_LOOKUP, .proto = -1, .max_size = -1 };
 	char why[256];
 
@@ -376,8 +386,12 @@ int kiln_lookup_file(struct kiln *k, const char *alias, const char *toolchain,
 		return lib_err_set(KILN_EINVAL, "alias: %s", why);
 	if (toolchain && validate_toolchain_name(toolchain, why, sizeof(why)) < 0)
 		return lib_err_set(KILN_EINVAL, "toolchain \"%s\": %s", toolchain, why);
+	if (host_compiler &&
+	    validate_compiler_path("host compiler", host_compiler, why, sizeof(why)) < 0)
+		return lib_err_set(KILN_EINVAL, "%s", why);
 	m.alias = (char *)alias;
 	m.toolchain = (char *)toolchain;
+	m.host_compiler = (char *)host_compiler;
 	/* Always asks kilnd: the fast path holds loaded programs only. */
 	return kiln_fetch(k, &m, NULL, false, out);
 }

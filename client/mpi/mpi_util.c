@@ -239,6 +239,7 @@ void pack_request(struct buf *b, const struct kiln_request *req)
 	buf_str(b, req->toolchain, req->toolchain ? strlen(req->toolchain) : 0);
 	buf_str(b, req->output, req->output ? strlen(req->output) : 0);
 	buf_str(b, req->label, req->label ? strlen(req->label) : 0);
+	buf_str(b, req->host_compiler, req->host_compiler ? strlen(req->host_compiler) : 0);
 	buf_u32(b, (uint32_t)req->nargs);
 	for (i = 0; i < req->nargs; i++)
 		buf_str(b, req->args[i], strlen(req->args[i]));
@@ -274,6 +275,7 @@ int unpack_request(struct rd *r, struct kiln_request *req)
 	req->toolchain = rd_str(r, &len);
 	req->output = rd_str(r, &len);
 	req->label = rd_str(r, &len);
+	req->host_compiler = rd_str(r, &len);
 	n = rd_u32(r);
 	if (r->bad || n > 65536 || (n && !(args = calloc(n, sizeof(*args)))))
 		goto bad;

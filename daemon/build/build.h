@@ -52,6 +52,7 @@ struct build_input {
 	char **bufs;                /* contents read from source paths (owned), or NULL */
 	size_t nsrc;
 	const struct toolchain *tc;
+	struct toolchain *own_tc;   /* tc, when this input owns it (an import's check) */
 	char rkey[65];
 	bool by_digest;             /* a source came as a digest: keyed, not buildable */
 	/* Precompiled headers (pch.c). pch_rkey: the .gch's request key once

@@ -40,6 +40,7 @@
 #include "tracedir.h"
 #include "kilnd.h"
 #include "log.h"
+#include "named.h"
 #include "recheck.h"
 #include "validate.h"
 #include "runner.h"
@@ -99,7 +100,11 @@ static void add_compiler(struct argv_list *a, const struct kilnd *d, const struc
 		}
 	}
 	add(a, "--");
-	add(a, in->tc->path);
+	add(a, key_toolchain_argv0(in->tc));
+	if (in->tc->host_real != NULL) {
+		add(a, "-ccbin");
+		add(a, in->tc->host_real);
+	}
 	if (in->tc->is_nvcc && in->tc->cuda_arch != NULL && strchr(in->tc->cuda_arch, ',') == NULL &&
 	    !key_args_name_arch(in->req.args, in->req.nargs))
 		add_owned(a, asprintf(&s, "-arch=%s", in->tc->cuda_arch) > 0 ? s : NULL);
@@ -350,6 +355,9 @@ void recheck_input_free(struct build_input *in)
 		free((char *)in->src[i].text);
 	}
 	free(in->src);
+	if (in->own_tc != NULL)
+		key_toolchain_fini(in->own_tc);
+	free(in->own_tc);
 	free(in);
 }
 
@@ -442,14 +450,18 @@ static int entry_input_allowed(const struct kilnd *d, const struct build_input *
 struct build_input *recheck_input_of_entry(const struct kilnd *d, const struct store_entry *e,
 					   char *why, size_t cap)
 {
-	const struct toolchain *tc = e->toolchain != NULL ? kilnd_toolchain(d, e->toolchain) : NULL;
+	const struct toolchain *tc = NULL;
+	struct toolchain *owned = NULL;
 	size_t nargs = 0, nsrc = 0;
-	if (tc == NULL) {
-		snprintf(why, cap, "its toolchain \"%s\" is not configured here",
-			 e->toolchain != NULL ? e->toolchain : "?");
+	if (named_of_entry(d, e->toolchain != NULL ? e->toolchain : "?", &tc, &owned, why, cap) != 0)
 		return NULL;
-	}
 	struct build_input *c = calloc(1, sizeof(*c));
+	if (c != NULL)
+		c->own_tc = owned;
+	else if (owned != NULL) {
+		key_toolchain_fini(owned);
+		free(owned);
+	}
 	char **names = strings_of(e->sources_json, &nsrc);
 	if (c == NULL || names == NULL || (c->req.args = strings_of(e->args_json, &nargs)) == NULL ||
 	    (c->req.output = strdup(e->output)) == NULL ||
@@ -461,7 +473,7 @@ struct build_input *recheck_input_of_entry(const struct kilnd *d, const struct s
 		recheck_input_free(c);
 		return NULL;
 	}
-	c->tc = tc;
+	c->tc = owned != NULL ? owned : tc;
 	memcpy(c->rkey, e->rkey, sizeof(c->rkey));
 	c->req.nargs = nargs;
 	c->nsrc = nsrc;

@@ -176,7 +176,11 @@ static void push_compiler(struct argv_buf *a, const struct build *b, const char 
 	push(a, "%s/trace", b->dir);
 	push_confine(a, b);
 	push(a, "--");
-	push(a, "%s", b->in.tc->path);
+	push(a, "%s", key_toolchain_argv0(b->in.tc));
+	if (b->in.tc->host_real != NULL) {
+		push(a, "-ccbin");
+		push(a, "%s", b->in.tc->host_real);
+	}
 	push_cuda_arch(a, b);
 	/* First of all includes, as gcc wants a precompiled header (pch.c). */
 	if (src != NULL && pch_applies(&b->in, src)) {

@@ -28,6 +28,7 @@
 #include "kilnd.h"
 #include "stats.h"
 #include "log.h"
+#include "named.h"
 #include "msg.h"
 #include "pch.h"
 #include "server.h"
@@ -440,18 +441,21 @@ static void op_get(struct conn *c, struct msg_request *req)
  * (The driver's content, and everything else it read, is then checked as
  * for any hit.) No name: any entry, as before.
  */
-static bool built_by(struct kilnd *d, const struct store_entry *e, const char *name)
+static bool built_by(const struct store_entry *e, const char *name, const struct toolchain *tc)
 {
-	const struct toolchain *tc = name != NULL ? kilnd_toolchain(d, name) : NULL;
 	if (name == NULL)
 		return true;
-	if (tc == NULL || e->toolchain == NULL || strcmp(e->toolchain, name) != 0)
+	if (tc == NULL || e->toolchain == NULL || strcmp(e->toolchain, tc->name) != 0)
 		return false;
-	for (size_t i = 0; i < e->ndeps; i++)
-		if (e->deps[i].kind == STORE_DEP_FILE && (strcmp(e->deps[i].path, tc->real_path) == 0 ||
-							  strcmp(e->deps[i].path, tc->path) == 0))
-			return true;
-	return false;
+	bool driver = false, host = tc->host_real == NULL;
+	for (size_t i = 0; i < e->ndeps; i++) {
+		const struct store_dep *dep = &e->deps[i];
+		if (dep->kind != STORE_DEP_FILE)
+			continue;
+		driver = driver || strcmp(dep->path, tc->real_path) == 0 || strcmp(dep->path, tc->path) == 0;
+		host = host || strcmp(dep->path, tc->host_real) == 0;
+	}
+	return driver && host;
 }
 
 /* A lookup waiting for a large changed input to be hashed on the pool:
@@ -460,61 +464,119 @@ static bool built_by(struct kilnd *d, const struct store_entry *e, const char *n
 struct parked_lookup {
 	struct conn *c;
 	struct msg_request req;
-	char *alias, *key, *toolchain;
+	char *alias, *key, *toolchain, *host;
 	unsigned waits;
 };
 
 static void lookup_resolve(struct conn *c, struct msg_request *req, unsigned waits);
 
+static void parked_lookup_free(struct parked_lookup *p)
+{
+	free(p->alias);
+	free(p->key);
+	free(p->toolchain);
+	free(p->host);
+	free(p);
+}
+
 static void unpark_lookup(void *arg)
 {
 	struct parked_lookup *p = arg;
 	struct conn *c = p->c;
-	lookup_resolve(c, &p->req, p->waits);
+	if (!c->dead)
+		lookup_resolve(c, &p->req, p->waits);
 	conn_unref(c);
-	free(p->alias);
-	free(p->key);
-	free(p->toolchain);
-	free(p);
+	parked_lookup_free(p);
 }
 
-static bool park_lookup(struct conn *c, const struct msg_request *req, unsigned waits)
+/* A copy of what req asks, to answer it later. */
+static struct parked_lookup *parked_lookup_new(struct conn *c, const struct msg_request *req,
+					       unsigned waits)
 {
 	struct parked_lookup *p = calloc(1, sizeof(*p));
 	if (p == NULL)
-		return false;
+		return NULL;
 	p->c = c;
-	p->waits = waits + 1;
+	p->waits = waits;
 	p->req.id = req->id;
 	p->req.op = req->op;
 	if ((req->alias != NULL && (p->alias = strdup(req->alias)) == NULL) ||
 	    (req->key != NULL && (p->key = strdup(req->key)) == NULL) ||
-	    (req->toolchain != NULL && (p->toolchain = strdup(req->toolchain)) == NULL))
-		goto fail;
+	    (req->toolchain != NULL && (p->toolchain = strdup(req->toolchain)) == NULL) ||
+	    (req->host_compiler != NULL && (p->host = strdup(req->host_compiler)) == NULL)) {
+		parked_lookup_free(p);
+		return NULL;
+	}
 	p->req.alias = p->alias;
 	p->req.key = p->key;
 	p->req.toolchain = p->toolchain;
+	p->req.host_compiler = p->host;
+	return p;
+}
+
+static bool park_lookup(struct conn *c, const struct msg_request *req, unsigned waits)
+{
+	struct parked_lookup *p = parked_lookup_new(c, req, waits + 1);
+	if (p == NULL)
+		return false;
 	conn_ref(c);
 	if (headers_wait(c->d, unpark_lookup, p) == 0)
 		return true;
 	conn_unref(c);
-fail:
-	free(p->alias);
-	free(p->key);
-	free(p->toolchain);
-	free(p);
+	parked_lookup_free(p);
 	return false;
+}
+
+/*
+ * The toolchain a lookup names: a configured one, or one named by path,
+ * identified first (the lookup waits for that). false when the lookup was
+ * answered (refused) or parked; *tc NULL for an unknown configured name
+ * (then nothing matches: not found).
+ */
+static bool lookup_toolchain(struct conn *c, struct msg_request *req, unsigned waits,
+			     const struct toolchain **tc)
+{
+	char why[1024];
+	*tc = NULL;
+	if (req->toolchain == NULL)
+		return true;
+	if (req->toolchain[0] != '/' && req->host_compiler == NULL) {
+		*tc = kilnd_toolchain(c->d, req->toolchain);
+		return true;
+	}
+	struct parked_lookup *p = parked_lookup_new(c, req, waits);
+	if (p == NULL) {
+		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
+		return false;
+	}
+	switch (named_find(c->d, req->toolchain, req->host_compiler, c->uid, tc, unpark_lookup, p,
+			   why, sizeof(why))) {
+	case NAMED_READY:
+		parked_lookup_free(p);
+		return true;
+	case NAMED_PENDING:
+		conn_ref(c);
+		return false;
+	default:
+		parked_lookup_free(p);
+		conn_reply_error(c, req->id, ERR_BAD_TOOLCHAIN,
+				 req->host_compiler != NULL ? "host_compiler" : "toolchain", "%s", why);
+		return false;
+	}
 }
 
 static void lookup_resolve(struct conn *c, struct msg_request *req, unsigned waits)
 {
 	struct kilnd *d = c->d;
 	struct store_entry e = { 0 };
+	const struct toolchain *tc;
+	if (!lookup_toolchain(c, req, waits, &tc))
+		return;
 	const char *pending = req->alias != NULL ? publish_alias_pending(d, req->alias) : NULL;
 	int rc = pending != NULL ? store_get(d->store, pending, &e)
 		 : req->alias != NULL ? store_get_by_alias(d->store, req->alias, &e)
 				      : store_get(d->store, req->key, &e);
-	int v = rc == 0 && built_by(d, &e, req->toolchain) ? headers_check(d, &e) : HEADERS_INVALID;
+	int v = rc == 0 && built_by(&e, req->toolchain, tc) ? headers_check(d, &e) : HEADERS_INVALID;
 	if (v == HEADERS_PENDING && waits < HASH_WAITS_MAX && park_lookup(c, req, waits)) {
 		store_entry_free(&e);
 		return;

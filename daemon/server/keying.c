@@ -18,6 +18,7 @@
 #include "keying.h"
 #include "kilnd.h"
 #include "log.h"
+#include "named.h"
 #include "msg.h"
 #include "server.h"
 #include "util.h"
@@ -163,12 +164,6 @@ static bool keying_refused(struct conn *c, const struct msg_request *req,
 {
 	bool any_compiled = false;
 
-	if (tc == NULL) {
-		conn_reply_error(c, req->id, ERR_BAD_TOOLCHAIN, "toolchain",
-				 "toolchain \"%s\" is not configured in kilnd (see kilnd --toolchain)",
-				 req->toolchain);
-		return true;
-	}
 	for (size_t i = 0; i < req->nsources; i++)
 		any_compiled = any_compiled || !build_is_header(req->sources[i].name);
 	if (!any_compiled) {
@@ -226,14 +221,77 @@ static bool key_inline(const struct build_input *in)
 	return inline_len <= INLINE_KEY_MAX;
 }
 
+/* A request whose toolchain, named by path, is being identified (named.h):
+ * what it asked, taken over, until that is over. */
+struct parked_keying {
+	struct conn *c;
+	struct msg_request req;
+	int fd;
+	keying_next_fn next;
+};
+
+static void unpark_keying(void *arg)
+{
+	struct parked_keying *p = arg;
+	if (!p->c->dead)
+		keying_request(p->c, &p->req, p->fd, p->next);
+	else if (p->fd >= 0)
+		close(p->fd);
+	msg_request_free(&p->req);
+	conn_unref(p->c);
+	free(p);
+}
+
+/* The toolchain req names, or NULL when it was answered or parked (then
+ * req and fd were taken over: *parked). */
+static const struct toolchain *toolchain_of(struct conn *c, struct msg_request *req, int fd,
+					    keying_next_fn next, bool *parked)
+{
+	char why[1024];
+	const struct toolchain *tc = NULL;
+	struct parked_keying *p = calloc(1, sizeof(*p));
+	*parked = false;
+	if (p == NULL) {
+		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
+		return NULL;
+	}
+	switch (named_find(c->d, req->toolchain, req->host_compiler, c->uid, &tc, unpark_keying, p,
+			   why, sizeof(why))) {
+	case NAMED_READY:
+		free(p);
+		if (req->host_compiler != NULL && !tc->is_nvcc) {
+			conn_reply_error(c, req->id, ERR_BAD_TOOLCHAIN, "host_compiler",
+					 "a host compiler is for nvcc, and %s is not nvcc", req->toolchain);
+			return NULL;
+		}
+		return tc;
+	case NAMED_PENDING:
+		*p = (struct parked_keying){ .c = c, .req = *req, .fd = fd, .next = next };
+		memset(req, 0, sizeof(*req));
+		conn_ref(c);
+		*parked = true;
+		return NULL;
+	default:
+		free(p);
+		conn_reply_error(c, req->id, ERR_BAD_TOOLCHAIN,
+				 req->host_compiler != NULL ? "host_compiler" : "toolchain", "%s%s", why,
+				 req->toolchain[0] != '/' && req->host_compiler == NULL
+					 ? " (see kilnd --toolchain)" : "");
+		return NULL;
+	}
+}
+
 void keying_request(struct conn *c, struct msg_request *req, int fd, keying_next_fn next)
 {
 	struct kilnd *d = c->d;
-	const struct toolchain *tc = kilnd_toolchain(d, req->toolchain);
+	bool parked;
+	const struct toolchain *tc = toolchain_of(c, req, fd, next, &parked);
 	struct build_input *in = NULL;
 	struct keying_job *j = NULL;
 
-	if (keying_refused(c, req, tc))
+	if (parked)
+		return;
+	if (tc == NULL || keying_refused(c, req, tc))
 		goto drop;
 	if ((in = input_of(req, tc)) == NULL) {
 		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");

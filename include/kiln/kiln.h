@@ -59,10 +59,13 @@ struct kiln_source {
 };
 
 struct kiln_request {
-	const char *toolchain;              /* "cc", "c++", ...; NULL: by the first
-					     * compiled source: "c++" for .cpp .cc
-					     * .cxx .C .c++ .cp, "nvcc" for .cu,
-					     * else "cc" */
+	const char *toolchain;              /* "cc", "c++", ... (configured in
+					     * kilnd), or a compiler by absolute
+					     * path ("/opt/gcc/bin/g++"), which
+					     * kilnd identifies on first use;
+					     * NULL: by the first compiled source:
+					     * "c++" for .cpp .cc .cxx .C .c++ .cp,
+					     * "nvcc" for .cu, else "cc" */
 	const char *output;                 /* "shared" (NULL means "shared") */
 	const char *const *args;            /* extra compiler arguments */
 	size_t nargs;
@@ -81,6 +84,12 @@ struct kiln_request {
 	 */
 	const char *const *pch;
 	size_t npch;
+	/*
+	 * nvcc's host compiler by absolute path (nvcc's -ccbin, which
+	 * arguments may not name), or NULL: NVCC_CCBIN, else gcc on kilnd's
+	 * PATH. Only with an nvcc toolchain.
+	 */
+	const char *host_compiler;
 };
 
 /* Options for kiln_open_with(). Zero-initialise, then set what you need. */
@@ -189,6 +198,10 @@ int kiln_release(struct kiln *k, struct kiln_program *p);
  */
 int kiln_lookup_file(struct kiln *k, const char *alias, const char *toolchain,
 		     struct kiln_program **out);
+/* As kiln_lookup_file, with nvcc's host compiler (as in struct
+ * kiln_request; NULL: none named). */
+int kiln_lookup_file_host(struct kiln *k, const char *alias, const char *toolchain,
+			  const char *host_compiler, struct kiln_program **out);
 
 /* Resolves a symbol of a loaded program; NULL when it has no such symbol. */
 void *kiln_sym(const struct kiln_program *p, const char *name);

@@ -25,15 +25,19 @@ struct run_as {
 /* Runs "kiln --socket S --json ARG" as uid nobody with gid regid and either
  * no supplementary groups (groups NULL) or groups; trusting the daemon's
  * uid (KILN_DAEMON_UID) when trust is set. */
-static struct run_as cli_as_nobody(const char *regid, const char *groups, bool trust,
-				   const char *arg)
+static struct run_as cli_as_nobody_argv(const char *regid, const char *groups, bool trust,
+					const char *const *args)
 {
 	char out[HARNESS_PATH], err[HARNESS_PATH], regid_opt[64], groups_opt[64];
 	char trust_env[64];
 	const char *env[] = { trust_env, NULL };
-	const char *argv[] = { SETPRIV, "--reuid=" NOBODY, regid_opt,
-			       groups != NULL ? groups_opt : "--clear-groups",
-			       harness_cli_path(), "--socket", harness.socket, "--json", arg, NULL };
+	const char *argv[24] = { SETPRIV, "--reuid=" NOBODY, regid_opt,
+				 groups != NULL ? groups_opt : "--clear-groups",
+				 harness_cli_path(), "--socket", harness.socket, "--json" };
+	size_t n = 8;
+	for (size_t i = 0; args[i] != NULL && n < 23; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
 	struct run_as r;
 	pid_t pid;
 
@@ -51,6 +55,12 @@ static struct run_as cli_as_nobody(const char *regid, const char *groups, bool t
 	r.out = harness_read_file(out);
 	r.err = harness_read_file(err);
 	return r;
+}
+
+static struct run_as cli_as_nobody(const char *regid, const char *groups, bool trust,
+				   const char *arg)
+{
+	return cli_as_nobody_argv(regid, groups, trust, (const char *const[]){ arg, NULL });
 }
 
 static void run_as_free(struct run_as *r)
@@ -147,6 +157,55 @@ START_TEST(allowed_group_is_served)
 }
 END_TEST
 
+/* A root-owned script standing for a compiler at <dir>/rel/g++. */
+static void compiler_at(const char *rel, char path[HARNESS_PATH])
+{
+	char dir[HARNESS_PATH];
+	ck_assert_int_eq(mkdir(harness_path(dir, "%s", rel), 0755), 0);
+	harness_write_file(harness_path(path, "%s/g++", rel), "#!/bin/sh\nexec /usr/bin/g++ \"$@\"\n");
+	ck_assert_int_eq(chmod(path, 0755), 0);
+}
+
+/*
+ * A user admitted with --allow-uid may name a compiler only under a
+ * --toolchain-dir; the daemon's owner may name any that only they or root
+ * can change.
+ */
+START_TEST(admitted_user_names_compilers_only_under_toolchain_dir)
+{
+	char site[HARNESS_PATH], theirs[HARNESS_PATH], src[HARNESS_PATH], dir[HARNESS_PATH];
+	struct run_as r;
+
+	open_test_dir();
+	ck_assert_int_eq(mkdir(harness_path(dir, "site"), 0755), 0);
+	compiler_at("site/bin", site);
+	compiler_at("elsewhere", theirs);
+	harness_write_file(harness_path(src, "p.cpp"), "extern \"C\" int f(void) { return 3; }\n");
+	ck_assert_int_eq(chmod(src, 0644), 0);
+	harness_start("--allow-uid", "nobody", "--toolchain-dir", dir, NULL);
+
+	r = cli_as_nobody_argv(NOBODY, NULL, true,
+			       (const char *const[]){ "build", "--compiler", theirs, src, NULL });
+	ck_assert_msg(r.status != 0, "nobody named a compiler outside --toolchain-dir: %s", r.out);
+	ck_assert_msg(harness_contains(r.err, "--toolchain-dir"), "stderr: %s", r.err);
+	run_as_free(&r);
+	ck_assert_int_eq(status_num("builds_started"), 0);
+
+	r = cli_as_nobody_argv(NOBODY, NULL, true,
+			       (const char *const[]){ "build", "--compiler", site, src, NULL });
+	ck_assert_msg(r.status == 0, "nobody could not name the site's compiler: %s", r.err);
+	run_as_free(&r);
+
+	/* the owner (root here) may name the other one */
+	char *out, *err;
+	ck_assert_msg(harness_cli(&out, &err, "build", "--compiler", theirs, src, NULL) == 0,
+		      "the owner could not name %s: %s", theirs, err);
+	free(out);
+	free(err);
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s;
@@ -172,5 +231,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("refused", other_user_is_refused_and_logged, 60));
 	suite_add_tcase(s, harness_tcase("allow_uid", allowed_uid_is_served, 60));
 	suite_add_tcase(s, harness_tcase("allow_group", allowed_group_is_served, 60));
+	suite_add_tcase(s, harness_tcase("toolchain_dir",
+					 admitted_user_names_compilers_only_under_toolchain_dir, 90));
 	return harness_main(s);
 }

@@ -62,6 +62,7 @@ class Request(ctypes.Structure):
         ("label", ctypes.c_char_p),
         ("pch", ctypes.POINTER(ctypes.c_char_p)),
         ("npch", ctypes.c_size_t),
+        ("host_compiler", ctypes.c_char_p),
     ]
 
 
@@ -102,6 +103,8 @@ _PROTOTYPES = {
     "kiln_set_timeout": (ctypes.c_int, [KilnP, ctypes.c_double]),
     "kiln_lookup_file": (ctypes.c_int, [KilnP, ctypes.c_char_p, ctypes.c_char_p,
                                         ctypes.POINTER(ProgramP)]),
+    "kiln_lookup_file_host": (ctypes.c_int, [KilnP, ctypes.c_char_p, ctypes.c_char_p,
+                                             ctypes.c_char_p, ctypes.POINTER(ProgramP)]),
     "kiln_program_loaded": (ctypes.c_int, [ProgramP]),
     "kiln_get_many": (ctypes.c_int, [KilnP, ctypes.POINTER(Request), ctypes.c_size_t,
                                      ctypes.POINTER(ProgramP), ctypes.POINTER(ctypes.c_int)]),

@@ -241,7 +241,7 @@ def _strings(values, field, kind, what, keep):
 
 
 def _fill_request(req, toolchain=None, sources=None, args=(), output="shared",
-                  alias=None, label=None, pch=()):
+                  alias=None, label=None, pch=(), host_compiler=None):
     """Fills a struct kiln_request; returns what must stay alive during the
     call."""
     keep = []
@@ -249,6 +249,7 @@ def _fill_request(req, toolchain=None, sources=None, args=(), output="shared",
     req.output = _cstr(output, "output")
     req.alias = _cstr(alias, "alias")
     req.label = _cstr(label, "label")
+    req.host_compiler = _cstr(host_compiler, "host_compiler")
     req.args, req.nargs = _strings(args, "args", "a list of arguments", "an argument", keep)
     req.pch, req.npch = _strings(pch, "pch", "a list of header names", "a pch header", keep)
     items = list(dict(sources or {}).items())
@@ -259,7 +260,7 @@ def _fill_request(req, toolchain=None, sources=None, args=(), output="shared",
         req.sources = arr
         req.nsources = len(items)
         keep.append(arr)
-    keep += [req.toolchain, req.output, req.alias, req.label]
+    keep += [req.toolchain, req.output, req.alias, req.label, req.host_compiler]
     return keep
 
 
@@ -392,16 +393,21 @@ class Kiln:
             sources: Optional[Mapping[str, Union[str, bytes, "os.PathLike[str]"]]] = None,
             args: Sequence[str] = (), output: str = "shared", alias: Optional[str] = None,
             label: Optional[str] = None, load: bool = True,
-            pch: Sequence[str] = ()) -> "Program":
+            pch: Sequence[str] = (), host_compiler: Optional[str] = None) -> "Program":
         """Gets the program for a request, building it in kilnd if needed,
         and loads it (kiln_get); with load=False only gets it as a file
         (kiln_get_file: Program.fd and Program.path, for a framework that
         loads libraries itself).
 
-        toolchain  a toolchain kilnd knows: "cc", "c++", "nvcc"; None (the
+        toolchain  a toolchain kilnd is configured with: "cc", "c++",
+                   "nvcc"; or a compiler by absolute path
+                   ("/opt/gcc/bin/g++"), which kilnd identifies on first use
+                   (docs/client.md says who may name which); None (the
                    default) picks one by the first compiled source's
                    extension, as the CLI and libkiln do: "c++" for .cpp,
                    .cc, .cxx, .C, "nvcc" for .cu, else "cc"
+        host_compiler  nvcc's host compiler by absolute path (nvcc's
+                   -ccbin); None: kilnd's NVCC_CCBIN, else gcc on its PATH
         sources    {file name: text (str or bytes) or pathlib.Path}; the
                    file name's extension picks the language; a Path is sent
                    as an absolute path for kilnd to read
@@ -421,7 +427,8 @@ class Kiln:
         sending it, Refused for one kilnd refuses, and the other KilnErrors.
         """
         req = _lib.Request()
-        keep = _fill_request(req, toolchain, sources, args, output, alias, label, pch)
+        keep = _fill_request(req, toolchain, sources, args, output, alias, label, pch,
+                             host_compiler)
         out = _lib.ProgramP()
         with self._using() as k:
             call = self._c.kiln_get if load else self._c.kiln_get_file
@@ -470,25 +477,28 @@ class Kiln:
         return result
 
     def lookup(self, alias: str, load: bool = True,
-               toolchain: Optional[str] = None) -> "Program":
+               toolchain: Optional[str] = None,
+               host_compiler: Optional[str] = None) -> "Program":
         """Finds the program an alias names and loads it (kiln_lookup);
         never builds. Answered from the process when the alias was loaded
         here before, else by kilnd. With load=False it is only got as a
         file (kiln_lookup_file, always asking kilnd), and toolchain, when
         given, takes only an entry that toolchain, as kilnd has it now,
-        built. Raises NotFound on a miss."""
+        built (with host_compiler, for nvcc, that host compiler). Raises
+        NotFound on a miss."""
         a = _cstr(alias, "alias")
         if a is None:
             raise TypeError("lookup needs an alias")
-        if toolchain is not None and load:
+        if (toolchain is not None or host_compiler is not None) and load:
             raise ValueError("toolchain= goes with load=False (kiln_lookup_file)")
         out = _lib.ProgramP()
         with self._using() as k:
             if load:
                 rc = self._c.kiln_lookup(k, a, ctypes.byref(out))
             else:
-                rc = self._c.kiln_lookup_file(k, a, _cstr(toolchain, "toolchain"),
-                                              ctypes.byref(out))
+                rc = self._c.kiln_lookup_file_host(k, a, _cstr(toolchain, "toolchain"),
+                                                   _cstr(host_compiler, "host_compiler"),
+                                                   ctypes.byref(out))
             if rc != _lib.KILN_OK:
                 raise self._fail(rc, k)
             return self._program(out.value, loaded=load)

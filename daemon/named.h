@@ -1,0 +1,52 @@
+/*
+ * Toolchains a request names by path (docs/design.md, "Toolchains named by
+ * the client"): "/opt/gcc/bin/g++", or nvcc with its host compiler. Each is
+ * identified once, on the pool, exactly as a configured one is at start
+ * (key_toolchain_init), kept, and checked again cheaply (the driver's and
+ * host's resolved path, inode, size and times, and who may change them)
+ * at most once a second; a changed one is identified again. Loop thread.
+ */
+#ifndef KILN_DAEMON_NAMED_H
+#define KILN_DAEMON_NAMED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct kilnd;
+struct toolchain;
+
+/* At most this many named toolchains (and replaced identities) per kilnd. */
+#define NAMED_MAX 256
+
+enum named_result { NAMED_READY, NAMED_PENDING, NAMED_REFUSED };
+
+/*
+ * The toolchain a request names: a configured name (host NULL), or a
+ * compiler's absolute path with nvcc's host compiler (or NULL). uid: the
+ * client's. NAMED_READY with *out; NAMED_PENDING: it is being identified,
+ * and cb(arg) runs on the loop once that is over (ask again then);
+ * NAMED_REFUSED with a sentence in why (an unknown name, a compiler this
+ * client may not name, one that is not a compiler).
+ */
+enum named_result named_find(struct kilnd *d, const char *name, const char *host, uid_t uid,
+			     const struct toolchain **out, void (*cb)(void *arg), void *arg,
+			     char *why, size_t cap);
+/* Only a toolchain already identified and current, without waiting; NULL
+ * otherwise (entries of a toolchain named by path, in export and status). */
+const struct toolchain *named_known(struct kilnd *d, const char *name, const char *host);
+/* Whether uid may name the compiler at path (the rules of named.c); why
+ * says why not. Any thread. */
+bool named_may(const struct kilnd *d, const char *path, uid_t uid, char *why, size_t cap);
+/* Identifies the toolchain an entry's "toolchain" names (a configured
+ * name, or "PATH" or "PATH -ccbin HOST" of a named one) on this node, for
+ * the daemon's owner, blocking (a pool job): 0 with *owned (free with
+ * key_toolchain_fini and free) or *conf set, or -1 with why. */
+int named_of_entry(const struct kilnd *d, const char *name, const struct toolchain **conf,
+		   struct toolchain **owned, char *why, size_t cap);
+/* Frees them all (at stop, once no build runs). */
+void named_fini(struct kilnd *d);
+/* How many are known, for status. */
+size_t named_count(const struct kilnd *d);
+
+#endif

@@ -1,0 +1,161 @@
+/*
+ * Integration tests of toolchains a request names by path (daemon/named.c):
+ * a compiler in a module's directory outside /usr/bin, identified on first
+ * use and keyed by its identity; a changed one is identified again and
+ * builds again; one that others could replace, or that is not a compiler,
+ * is refused with the reason. Admitted users and --toolchain-dir are in
+ * test_peers.c.
+ */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* <dir>/opt/gcc/bin/g++: the system's g++ behind a script, as a module's
+ * compiler; version (a comment) makes another program. Returns the path. */
+static const char *module_compiler(char path[HARNESS_PATH], int version)
+{
+	char dir[HARNESS_PATH], text[256];
+	mkdir(harness_path(dir, "opt"), 0755);
+	mkdir(harness_path(dir, "opt/gcc"), 0755);
+	mkdir(harness_path(dir, "opt/gcc/bin"), 0755);
+	snprintf(text, sizeof(text), "#!/bin/sh\n# module gcc %d\nexec /usr/bin/g++ \"$@\"\n", version);
+	harness_write_file(harness_path(path, "opt/gcc/bin/g++"), text);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+	return path;
+}
+
+static const char *source(char path[HARNESS_PATH])
+{
+	harness_write_file(harness_path(path, "prog.cpp"), "extern \"C\" int f(void) { return 7; }\n");
+	return path;
+}
+
+/* kiln build --compiler PATH SRC: the exit status, stdout and stderr. */
+static int build_with(const char *compiler, const char *src, char **out, char **err)
+{
+	return harness_cli(out, err, "build", "--compiler", compiler, src, NULL);
+}
+
+static int64_t builds(void)
+{
+	cJSON *st = harness_status();
+	int64_t n = harness_num(st, "builds_started");
+	cJSON_Delete(st);
+	return n;
+}
+
+/* Built once with the module's compiler, a hit after; the same program
+ * with another compiler's path is another entry. */
+START_TEST(module_compiler_named_by_path_builds_once)
+{
+	char cxx[HARNESS_PATH], src[HARNESS_PATH], *out, *err;
+	module_compiler(cxx, 1);
+	source(src);
+	harness_start(NULL);
+	ck_assert_msg(build_with(cxx, src, &out, &err) == 0, "build failed: %s", err);
+	ck_assert_msg(harness_contains(out, "built "), "%s", out);
+	free(out);
+	free(err);
+	ck_assert_msg(build_with(cxx, src, &out, &err) == 0, "second build failed: %s", err);
+	ck_assert_msg(harness_contains(out, "cached "), "not a hit: %s", out);
+	free(out);
+	free(err);
+	ck_assert_int_eq(builds(), 1);
+	char *log = harness_read_file(harness.log);
+	ck_assert_msg(harness_contains(log, "toolchain ") && harness_contains(log, cxx),
+		      "the identification is not logged");
+	free(log);
+	harness_stop();
+
+	/* Restarted: identified again, the same identity, a hit. */
+	harness_start(NULL);
+	ck_assert_msg(build_with(cxx, src, &out, &err) == 0, "build after restart: %s", err);
+	ck_assert_msg(harness_contains(out, "cached "), "not a hit after a restart: %s", out);
+	free(out);
+	free(err);
+	harness_stop();
+}
+END_TEST
+
+/* The compiler changes while kilnd runs (a module upgraded in place): a
+ * miss, built with the new one. */
+START_TEST(changed_compiler_builds_again)
+{
+	char cxx[HARNESS_PATH], src[HARNESS_PATH], *out, *err;
+	module_compiler(cxx, 1);
+	source(src);
+	harness_start(NULL);
+	ck_assert_int_eq(build_with(cxx, src, &out, &err), 0);
+	free(out);
+	free(err);
+	sleep(2); /* the identity is checked again at most once a second */
+	module_compiler(cxx, 2);
+	ck_assert_msg(build_with(cxx, src, &out, &err) == 0, "build failed: %s", err);
+	ck_assert_msg(harness_contains(out, "built "), "the old compiler's program: %s", out);
+	free(out);
+	free(err);
+	ck_assert_int_eq(builds(), 2);
+	harness_stop();
+}
+END_TEST
+
+/* A compiler in a directory others may write (no sticky bit), a missing
+ * one, a file that is not a program, a relative path and a host compiler
+ * for a toolchain that is not nvcc: refused, saying why; nothing built. */
+START_TEST(compilers_that_others_can_swap_or_are_none_are_refused)
+{
+	char cxx[HARNESS_PATH], src[HARNESS_PATH], dir[HARNESS_PATH], *out, *err;
+	module_compiler(cxx, 1);
+	source(src);
+	harness_start(NULL);
+	ck_assert_int_eq(chmod(harness_path(dir, "opt/gcc"), 0777), 0);
+	ck_assert_int_ne(build_with(cxx, src, &out, &err), 0);
+	ck_assert_msg(harness_contains(err, "writable by group or others"), "%s", err);
+	free(out);
+	free(err);
+	ck_assert_int_eq(chmod(dir, 0755), 0);
+	ck_assert_int_eq(chmod(cxx, 0775), 0);
+	ck_assert_int_ne(build_with(cxx, src, &out, &err), 0);
+	ck_assert_msg(harness_contains(err, "writable by group or others"), "%s", err);
+	free(out);
+	free(err);
+	ck_assert_int_eq(chmod(cxx, 0755), 0);
+
+	ck_assert_int_ne(build_with(harness_path(dir, "opt/gcc/bin/none"), src, &out, &err), 0);
+	ck_assert_msg(harness_contains(err, "No such file"), "%s", err);
+	free(out);
+	free(err);
+	ck_assert_int_ne(build_with(src, src, &out, &err), 0);
+	ck_assert_msg(harness_contains(err, "not an executable") || harness_contains(err, "version"),
+		      "%s", err);
+	free(out);
+	free(err);
+	ck_assert_int_eq(harness_cli(&out, &err, "build", "--compiler", "opt/gcc/bin/g++", src, NULL), 2);
+	free(out);
+	free(err);
+	ck_assert_int_ne(harness_cli(&out, &err, "build", "--compiler", cxx, "--host-compiler",
+				     "/usr/bin/g++", src, NULL), 0);
+	ck_assert_msg(harness_contains(err, "not nvcc"), "%s", err);
+	free(out);
+	free(err);
+	ck_assert_int_eq(builds(), 0);
+	/* and the same compiler, no longer swappable, builds */
+	ck_assert_int_eq(build_with(cxx, src, &out, &err), 0);
+	free(out);
+	free(err);
+	harness_stop();
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("named");
+	harness_add(s, "module_compiler", module_compiler_named_by_path_builds_once, 120);
+	harness_add(s, "changed_compiler", changed_compiler_builds_again, 120);
+	harness_add(s, "refused", compilers_that_others_can_swap_or_are_none_are_refused, 120);
+	return harness_main(s);
+}
