@@ -129,8 +129,8 @@ int lib_spawn_kilnd(const struct kiln *k)
 		posix_spawnattr_destroy(&attr);
 	}
 	if (rc != 0) {
-		rc = lib_err_set(KILN_ECONNECT, "could not start kilnd at %s: %s", k->kilnd_path,
-				 strerror(rc));
+		rc = lib_err_set(KILN_ECONNECT, "could not start kilnd at %s: %s; set KILN_KILND to "
+				 "kilnd's path", k->kilnd_path, strerror(rc));
 	} else {
 		close(errp[1]);
 		errp[1] = -1;

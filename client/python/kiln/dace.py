@@ -26,14 +26,20 @@ A compiler failure raises DaCe's own CompilationError with the compiler's
 output.
 
 A GPU program (DaCe's CUDA backend: src/cpu/*.cpp and src/cuda/*.cu in one
-library) goes to kilnd's "nvcc" toolchain with the flags DaCe's CMake gives
-nvcc, the host flags forwarded with -Xcompiler=.
+library) goes to nvcc with the flags DaCe's CMake gives nvcc, the host flags
+forwarded with -Xcompiler=.
+
+kilnd builds with the compilers DaCe would have used, named by path: the
+host compiler DaCe chose (compiler.cpu.executable, else $CXX, else c++ on
+PATH), and for GPU programs the nvcc of compiler.cuda.path (else nvcc on
+PATH, else /usr/local/cuda) with that host compiler as nvcc's -ccbin. kilnd
+identifies each on first use and keys by it (docs/client.md).
 
 What kiln cannot express falls back to DaCe's own CMake build, with one
 line on stderr saying why: targets other than cpu and cuda (and HIP), library
-environments that need CMake (find_package, .cmake files), a DaCe compiler
-other than the c++ on PATH (kiln builds with kilnd's "c++" toolchain, by
-default that same /usr/bin/c++), arguments kiln's allow-list refuses.
+environments that need CMake (find_package, .cmake files), a compiler that
+is not there, arguments kiln's allow-list refuses, a compiler kilnd does not
+let this user name (docs/client.md).
 """
 
 import gzip
@@ -50,7 +56,8 @@ from .client import Kiln
 from .errors import BuildError, InvalidRequest, KilnError
 
 _lock = threading.Lock()
-_state = {"kiln": None, "original": None, "compile": None, "socket": None, "code": None}
+_state = {"kiln": None, "original": None, "compile": None, "socket": None, "code": None,
+          "unavailable": None}
 # Per process: what went through kiln (built, or found by content before
 # code generation), what fell back (for tests and logs).
 stats = {"built": 0, "looked_up": 0, "fallbacks": 0}
@@ -86,9 +93,17 @@ def uninstall() -> None:
 
 
 def _kiln():
+    """The process's connection to kilnd, or None when no kilnd answers
+    (and none could be started: $KILN_AUTOSPAWN): then DaCe builds as it
+    always does, after one line on stderr (docs/dace.md)."""
     with _lock:
-        if _state["kiln"] is None:
-            _state["kiln"] = Kiln(_state["socket"]) if _state["socket"] else Kiln()
+        if _state["kiln"] is None and _state["unavailable"] is None:
+            try:
+                _state["kiln"] = Kiln(_state["socket"]) if _state["socket"] else Kiln()
+            except KilnError as e:
+                _state["unavailable"] = e.message or str(e)
+                _say("no kilnd: %s; DaCe builds as usual in this process"
+                     % _state["unavailable"])
         return _state["kiln"]
 
 
@@ -144,9 +159,32 @@ def _runtime_include():
     return os.path.join(os.path.dirname(os.path.dirname(compiler.__file__)), "runtime", "include")
 
 
-def _same_program(a, b):
-    ra, rb = shutil.which(a) or a, shutil.which(b) or b
-    return os.path.realpath(ra) == os.path.realpath(rb)
+def _absolute(prog):
+    """A compiler as DaCe names it (a path, or a name looked up on PATH), by
+    absolute path as kilnd is given it; None when there is none."""
+    if not prog:
+        return None
+    found = prog if os.sep in prog else shutil.which(prog)
+    return os.path.abspath(found) if found and os.access(found, os.X_OK) else None
+
+
+def _host_compiler():
+    """DaCe's host compiler (compiler_family.host_compiler: the
+    configuration, else $CXX, else c++), by absolute path, or None."""
+    from dace.codegen import compiler_family
+
+    return _absolute(compiler_family.host_compiler())
+
+
+def _nvcc():
+    """The nvcc DaCe's CMake finds: compiler.cuda.path's, else nvcc on
+    PATH, else CUDA's default place; by absolute path, or None."""
+    from dace.config import Config
+
+    toolkit = Config.get("compiler", "cuda", "path")
+    if toolkit:
+        return _absolute(os.path.join(toolkit, "bin", "nvcc"))
+    return _absolute("nvcc") or _absolute("/usr/local/cuda/bin/nvcc")
 
 
 def _libs(targets):
@@ -207,10 +245,6 @@ def _cpu_arguments():
     from dace.config import Config
     from dace.codegen import compiler, compiler_family
 
-    cxx = compiler_family.host_compiler()
-    if not _same_program(cxx, "c++"):
-        return None, ("DaCe's compiler %s is not c++ (kiln builds with kilnd's \"c++\" "
-                      "toolchain)" % cxx)
     args = ["-I" + _runtime_include()] + shlex.split(compiler_family.cpu_args())
     args += compiler.build_type_flags()
     args += ["-fopenmp", "-std=c++%s" % Config.get("compiler", "cpp_standard"), "-lpthread"]
@@ -244,13 +278,6 @@ def _cuda_arguments():
     backend = common.get_gpu_backend()
     if backend != "cuda":
         return None, "GPU backend %s is not translated" % backend
-    cxx = compiler_family.host_compiler()
-    if not _same_program(cxx, "c++"):
-        return None, "DaCe's compiler %s is not c++ (nvcc's host compiler)" % cxx
-    toolkit = Config.get("compiler", "cuda", "path")
-    if toolkit and not _same_program(os.path.join(toolkit, "bin", "nvcc"), "nvcc"):
-        return None, ("DaCe's CUDA toolkit %s is not the nvcc on PATH (kiln builds with "
-                      "kilnd's \"nvcc\" toolchain)" % toolkit)
     args = ["-I" + _runtime_include(), "-std=c++%s" % Config.get("compiler", "cpp_standard"),
             "--expt-relaxed-constexpr", "-DWITH_CUDA"]
     args += shlex.split(Config.get("compiler", "cuda", "args") or "")
@@ -264,8 +291,25 @@ def _cuda_arguments():
     return args, None
 
 
+def _compilers(cuda):
+    """{"toolchain": ..., "host_compiler": ...} for kilnd: DaCe's compilers
+    by path; or (None, why) when one is missing."""
+    from dace.codegen import compiler_family
+
+    cxx = _host_compiler()
+    if cxx is None:
+        return None, "DaCe's compiler %s is not found" % compiler_family.host_compiler()
+    if not cuda:
+        return {"toolchain": cxx}, None
+    nvcc = _nvcc()
+    if nvcc is None:
+        return None, "DaCe's nvcc is not found (compiler.cuda.path, PATH, /usr/local/cuda)"
+    return {"toolchain": nvcc, "host_compiler": cxx}, None
+
+
 def _translate(folder, compiled):
-    """(toolchain, arguments, None) for the program, or (None, None, why)."""
+    """({toolchain, host_compiler}, arguments, None) for the program, or
+    (None, None, why)."""
     targets = {t for t, _ in compiled}
     cuda = [rel for t, rel in compiled if t == "cuda"]
     if targets - {"cpu", "cuda"}:
@@ -274,12 +318,13 @@ def _translate(folder, compiled):
     if cuda and not all(rel.startswith(os.path.join("src", "cuda", "")) and rel.count(os.sep) == 2
                         for rel in cuda):
         return None, None, "HIP sources are not translated"
-    args, why = _cuda_arguments() if cuda else _cpu_arguments()
+    tools, why = _compilers(bool(cuda))
+    args, why = (_cuda_arguments() if cuda else _cpu_arguments()) if tools else (None, why)
     env, why = _environments(folder) if args is not None else (None, why)
     libs, why = _libs(targets) if env is not None else (None, why)
     if libs is None:
         return None, None, why
-    return ("nvcc" if cuda else "c++"), args + env + libs, None
+    return tools, args + env + libs, None
 
 
 def _pch():
@@ -297,7 +342,7 @@ def _stub(k):
     from dace.codegen import compiler
 
     src = os.path.join(os.path.dirname(compiler.__file__), "tools", "dacestub.cpp")
-    return k.get(toolchain="c++", sources={"dacestub.cpp": pathlib.Path(src)},
+    return k.get(toolchain=_host_compiler() or "c++", sources={"dacestub.cpp": pathlib.Path(src)},
                  args=["-O2", "-fopenmp", "-ldl"], label="dace stub", load=False)
 
 
@@ -366,21 +411,25 @@ def configure_and_compile(program_folder, program_name=None, output_stream=None,
     folder = os.path.abspath(program_folder)
     name = program_name or os.path.basename(folder)
     compiled = _compiled_files(folder)
-    toolchain, args, why = _translate(folder, compiled)
-    if toolchain is None:
+    tools, args, why = _translate(folder, compiled)
+    if tools is None:
         return _fallback(why, *call)
     _normalise_hash(folder, name)
     named = getattr(_batch, "alias", None)
     alias = named[2] if named is not None and named[:2] == (folder, name) else None
-    request = dict(toolchain=toolchain, sources=_sources(folder, compiled), args=args,
-                   label="dace " + name, load=False, pch=_pch(), alias=alias)
+    request = dict(sources=_sources(folder, compiled), args=args, label="dace " + name,
+                   load=False, pch=_pch(), alias=alias, **tools)
     lib = str(compiler.get_binary_name(folder, name, folder_mode=folder_mode))
     b = _Build(call, folder, name, lib, request)
     pending = getattr(_batch, "pending", None)
     if pending is not None:
         pending.append(b)
         return pathlib.Path(lib)
-    b.fetch(_kiln())
+    k = _kiln()
+    if k is None:
+        stats["fallbacks"] += 1
+        return _state["original"](*call)
+    b.fetch(k)
     return b.finish()
 
 
@@ -409,6 +458,12 @@ def compile_many(sdfgs: Iterable[Any]) -> List[Any]:
     finally:
         pending, _batch.pending = _batch.pending, None
     k = _kiln()
+    if pending and k is None:
+        # No kilnd: each one as DaCe builds it, to the same place.
+        for b in pending:
+            stats["fallbacks"] += 1
+            _state["original"](*b.call)
+        pending = []
     if pending:
         with ThreadPoolExecutor(max_workers=min(len(pending), 64)) as ex:
             list(ex.map(lambda b: b.fetch(k), pending))
@@ -500,6 +555,8 @@ def _code_id():
             h.update(f.read())
         for prog in ("c++", "nvcc", "gcc"):
             _file_id(h, shutil.which(prog) or prog)
+        for prog in (_host_compiler(), _nvcc()):
+            _file_id(h, prog or "none")
         _state["code"] = h.hexdigest()
     return _state["code"]
 
@@ -582,8 +639,13 @@ def _found(sdfg, alias):
     if os.path.exists(lib) or sdfg.is_loaded(folder_mode=mode):
         return None  # DaCe's own cache, or a second copy: DaCe decides
     k = _kiln()
+    if k is None:
+        return None
     try:
-        prog = k.lookup(alias, load=False, toolchain="nvcc" if _uses_gpu(sdfg) else "c++")
+        tools, _ = _compilers(_uses_gpu(sdfg))
+        if tools is None:
+            return None
+        prog = k.lookup(alias, load=False, **tools)
         stub = _stub(k)
     except KilnError:
         return None

@@ -587,3 +587,53 @@ def test_library_environments(tmp_path):
     assert args is None and "needs CMake" in why, why
     args, why = envs("no.such.Environment")
     assert args is None and "no.such.Environment" in why, why
+
+
+def module_compiler(tmp_path, name="g++"):
+    """A compiler outside /usr/bin, as a module system puts it (the system's
+    g++ behind a script in <tmp>/opt/gcc/bin), by absolute path."""
+    d = tmp_path / "opt" / "gcc" / "bin"
+    d.mkdir(parents=True, exist_ok=True)
+    cxx = d / name
+    cxx.write_text('#!/bin/sh\nexec /usr/bin/g++ "$@"\n')
+    cxx.chmod(0o755)
+    return str(cxx)
+
+
+def test_module_compiler_in_cxx_builds_through_kiln(daemon, tmp_path):
+    """CXX names a compiler outside /usr/bin (a module's): kilnd builds with
+    that compiler, named by path; nothing falls back to DaCe's CMake, and a
+    second rank builds nothing."""
+    cxx = module_compiler(tmp_path)
+    before = builds(daemon)
+    outs = run_ranks(daemon, tmp_path, PROGRAMS, 2, "module",
+                     extra_env={"CXX": cxx, "CC": None})
+    built = [counts(o) for o in outs]
+    assert all(f == 0 for _, _, f in built), outs
+    assert sum(b + l for b, l, _ in built) == 4, outs
+    assert all("not c++" not in o for o in outs), outs
+    out = subprocess.run([os.environ["KILN_TEST_CLI"], "--socket", daemon.socket, "--json", "ls"],
+                         stdout=subprocess.PIPE, text=True, check=True).stdout
+    toolchains = {e.get("toolchain") for e in json.loads(out)}
+    assert cxx in toolchains, toolchains
+    # two programs and DaCe's stub with that compiler, and maybe its .gch
+    assert builds(daemon) - before in (3, 4), outs
+
+
+def test_no_kilnd_builds_with_dace_and_says_so_once(tmp_path):
+    """No kilnd answers (and no autospawn): DaCe builds as usual, one line
+    on stderr says so, no traceback."""
+    path = tmp_path / "programs.py"
+    path.write_text(PROGRAMS)
+    env = dict(os.environ)
+    env.pop("KILN_AUTOSPAWN", None)
+    env["DACE_default_build_folder"] = str(tmp_path / "nokilnd")
+    env["DACE_BUILD_CACHE_DIR"] = str(tmp_path / "dace-node-cache")
+    p = subprocess.run([sys.executable, str(path), str(tmp_path / "no-such.sock")], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       cwd=str(tmp_path), timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr, p.stderr
+    lines = [l for l in p.stderr.splitlines() if l.startswith("kiln.dace:")]
+    assert len(lines) == 1 and "no kilnd" in lines[0], p.stderr
+    assert counts(p.stdout) == (0, 0, 2), p.stdout
