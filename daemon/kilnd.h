@@ -46,6 +46,8 @@ struct counters {
 	uint64_t inputs_changed;     /* builds whose inputs changed while they ran */
 	uint64_t depfile_fallbacks;  /* builds recorded from dependency files only */
 	uint64_t uncacheable;        /* builds served but not cached: a pseudo-file decided */
+	uint64_t variants;           /* programs built in more than one variant (variants.c) */
+	uint64_t variant_builds;     /* builds of a second or later variant */
 	uint64_t cache_recreated;    /* cache directory made again while running */
 	uint64_t cancelled;          /* builds every client had left: stopped */
 	uint64_t evicted;            /* entries evicted for --max-size or by gc */
@@ -81,6 +83,7 @@ struct kilnd {
 	struct toolchain toolchains[CONFIG_MAX_TOOLCHAINS];
 	size_t ntoolchains;
 	struct table *named;          /* toolchains named by path (named.h) */
+	struct table *variants;       /* program -> request keys built (variants.c) */
 	struct named_retired *named_retired;  /* their replaced identities */
 	size_t nnamed_retired;
 	uint8_t cpu_id[32];

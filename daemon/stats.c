@@ -26,7 +26,7 @@ static const struct {
 	U(upstream_publishes), U(upstream_waits), U(upstream_takeovers), U(upstream_errors),
 	U(upstream_looks),
 	F(busy), F(denied), F(stalled), F(damaged), F(inputs_changed), F(depfile_fallbacks),
-	F(uncacheable),
+	F(uncacheable), F(variants), F(variant_builds),
 	F(cache_recreated), F(cancelled), F(evicted), F(evicted_bytes),
 #undef F
 #undef U

@@ -148,12 +148,36 @@ START_TEST(test_toolchain_names)
 	ck_assert_int_eq(validate_toolchain_name(n65, why, sizeof(why)), -1);
 	ck_assert_int_eq(validate_toolchain_name("", why, sizeof(why)), -1);
 	ck_assert_int_eq(validate_toolchain_name("-cc", why, sizeof(why)), -1);
-	ck_assert_int_eq(validate_toolchain_name("/usr/bin/cc", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_toolchain_name("bin/cc", why, sizeof(why)), -1);
 	ck_assert_int_eq(validate_toolchain_name("c c", why, sizeof(why)), -1);
 	ck_assert_int_eq(validate_toolchain_name("cc;rm", why, sizeof(why)), -1);
 	ck_assert_ptr_nonnull(strstr(why, "toolchain name"));
 	free(n64);
 	free(n65);
+}
+END_TEST
+
+/* A compiler named by path: absolute, at most 1024 bytes, no control
+ * characters; the same rule for nvcc's host compiler. */
+START_TEST(test_compiler_paths)
+{
+	char why[200];
+	char *long_path = repeat('p', 1025);
+	long_path[0] = '/';
+
+	ck_assert_int_eq(validate_toolchain_name("/usr/bin/cc", why, sizeof(why)), 0);
+	ck_assert_int_eq(validate_toolchain_name("/opt/gcc 13/bin/g++", why, sizeof(why)), 0);
+	ck_assert_int_eq(validate_toolchain_name(long_path, why, sizeof(why)), -1);
+	ck_assert_ptr_nonnull(strstr(why, "longer than"));
+	ck_assert_int_eq(validate_toolchain_name("/usr/bin/c\nc", why, sizeof(why)), -1);
+	ck_assert_ptr_nonnull(strstr(why, "control character"));
+	ck_assert_int_eq(validate_compiler_path("host compiler", "g++", why, sizeof(why)), -1);
+	ck_assert_ptr_nonnull(strstr(why, "host compiler \"g++\" is not an absolute path"));
+	ck_assert_int_eq(validate_compiler_path("host compiler", "", why, sizeof(why)), -1);
+	ck_assert_int_eq(validate_compiler_path("host compiler", "/usr/bin/g++", why, sizeof(why)), 0);
+	long_path[1024] = '\0';
+	ck_assert_int_eq(validate_compiler_path("compiler", long_path, why, sizeof(why)), 0);
+	free(long_path);
 }
 END_TEST
 
@@ -278,6 +302,7 @@ static Suite *validate_suite(void)
 	tcase_add_test(tn, test_source_name_length);
 	tcase_add_test(tn, test_source_sets);
 	tcase_add_test(tn, test_toolchain_names);
+	tcase_add_test(tn, test_compiler_paths);
 	tcase_add_test(tn, test_alias);
 	tcase_add_test(tn, test_label);
 	tcase_add_test(tn, test_keys);

@@ -81,6 +81,7 @@ static const struct {
 	{ "cancelled", "cancelled", F_INT },
 	{ "depfile_fallbacks", "depfile only", F_INT },
 	{ "uncacheable", "not cacheable", F_INT },
+	{ "variants", "variants", F_INT },
 	{ "cache_recreated", "cache remade", F_INT },
 	{ "cache_problem", "cache problem", F_STR },
 	{ "in_flight", "in flight", F_INT },

@@ -45,6 +45,8 @@ static const struct {
 	{ "evicted_bytes", "evicted_bytes_total", COUNTER, "Bytes of objects evicted." },
 	{ "depfile_fallbacks", "depfile_fallbacks_total", COUNTER, "Builds recorded from dependency files only." },
 	{ "uncacheable", "uncacheable_total", COUNTER, "Builds served but not cached: they read a pseudo-file that decides them." },
+	{ "variants", "variants_total", COUNTER, "Programs (by label or alias) built in more than one variant within an hour: nondeterministic code generation." },
+	{ "variant_builds", "variant_builds_total", COUNTER, "Builds of a second or later variant of a program." },
 	{ "upstream_hits", "upstream_hits_total", COUNTER, "Local misses served from --upstream." },
 	{ "upstream_publishes", "upstream_publishes_total", COUNTER, "Entries written to --upstream." },
 	{ "upstream_errors", "upstream_errors_total", COUNTER, "Damaged upstream entries and failed upstream I/O." },

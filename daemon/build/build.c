@@ -56,6 +56,7 @@ void flight_fini(struct kilnd *d)
 {
 	table_free(d->flights, NULL);
 	d->flights = NULL;
+	variants_fini(d);
 }
 
 static const char *const state_names[FLIGHT__COUNT] = {
@@ -695,6 +696,7 @@ int flight_start(struct kilnd *d, struct build_input *in, const struct waiter_op
 		build_free(b);
 		return -ENOMEM;
 	}
+	variants_note(d, &b->in);
 	/* Precompiled headers stay on this node (docs/pch.md). */
 	if (d->tier != NULL && !build_is_pch(&b->in)) {
 		flight_enter(b, FLIGHT_UPSTREAM);

@@ -102,6 +102,10 @@ void step_command_free(char **argv);
 char **step_env(const char *dir, const char *token);
 void step_env_free(char **env);
 
+/* A build starting: notes its program's variants (variants.c). */
+void variants_note(struct kilnd *d, const struct build_input *in);
+void variants_fini(struct kilnd *d);
+
 /* publish.c: thread-pool work and its follow-ups. */
 void prepare_work(void *arg);
 void publish_start(struct build *b);

@@ -5,11 +5,13 @@
 #
 # On every node it prints the daemon's statistics as one line,
 #   kiln-stats node=NODE pid=PID builds_started=N builds_ok=N builds_failed=N
-#              hits=N misses=N joined=N entries=N bytes=N requests=N
+#              hits=N misses=N joined=N entries=N bytes=N requests=N variants=N
 # then stops kilnd with `kiln stop` (which waits until it has exited) and
 # checks that no kilnd process of the job and no socket are left; it removes
 # the job's socket directory. Then it prints the sums over the nodes,
 #   kiln-stats total nodes=N builds_started=N ...
+# and, when a program was built in more than one variant (nondeterministic
+# code generation), a line saying how many, why and what to do;
 # and "kiln: all N daemons stopped, no socket left" when all went well.
 # It returns (or exits with) 0 then, 1 otherwise.
 #
@@ -36,7 +38,7 @@ if ! json=$("$KILN_CLI" --socket "$KILN_SOCKET" --json status 2>&1); then
 	exit 1
 fi
 line="kiln-stats node=$node"
-for f in pid builds_started builds_ok builds_failed hits misses joined entries bytes requests; do
+for f in pid builds_started builds_ok builds_failed hits misses joined entries bytes requests variants; do
 	case $f in
 	pid | entries | bytes) line="$line $f=$(field "$f")" ;;
 	*) line="$line $f=$(run_field "$f")" ;;
@@ -98,10 +100,12 @@ kiln_slurm_stop() {
 		}
 		END {
 			printf "kiln-stats total nodes=%d", n
-			split("builds_started builds_ok builds_failed hits misses joined entries bytes requests", k, " ")
+			split("builds_started builds_ok builds_failed hits misses joined entries bytes requests variants", k, " ")
 			for (i = 1; i in k; i++)
 				printf " %s=%.0f", k[i], sum[k[i]]
 			printf "\n"
+			if (sum["variants"] > 0)
+				printf "kiln: %.0f programs were built in more than one variant: two processes generated different code for one program, most likely nondeterministic code generation (DaCe under Python hash randomization); kilnd'"'"'s log names them. Remedy: PYTHONHASHSEED=0 (docs/dace.md)\n", sum["variants"]
 		}'
 	failed=$(printf '%s\n' "$out" | grep -c '^kiln-failed ')
 	if [ "$KILN_SLURM_MODE" = node ]; then

@@ -42,6 +42,9 @@
 # this only checks that every node's daemon answers, and the epilogue leaves
 # stopping them to the node epilog.
 #
+# It exports PYTHONHASHSEED=0 unless the job has set PYTHONHASHSEED (any
+# value; "random" keeps Python's randomization): see docs/dace.md.
+#
 # A second job of the same user on a node that already runs a kilnd of the
 # user on the same cache directory (shared nodes) cannot open that cache:
 # its daemon then uses a cache of its own, CACHE_DIR-job-JOBID, removed at
@@ -166,6 +169,13 @@ kiln_slurm_start() {
 	KILN_KILND=${KILN_KILND:-$(command -v kilnd || command -v "$bindir/kilnd")}
 	KILN_CLI=${KILN_CLI:-$(command -v kiln || command -v "$bindir/kiln")}
 	export KILN_KILND KILN_CLI
+	# DaCe's transformations depend on Python's hash randomization: with a
+	# random seed per process, ranks generate one program in two variants,
+	# each built (docs/dace.md, "One program, one variant"). A fixed seed
+	# unless the job set one (PYTHONHASHSEED=random keeps randomization).
+	if [ -z "${PYTHONHASHSEED+x}" ]; then
+		export PYTHONHASHSEED=0
+	fi
 	if [ -z "$KILN_KILND" ] || [ -z "$KILN_CLI" ]; then
 		echo "kiln: kilnd or kiln is not on PATH (or set KILN_KILND and KILN_CLI)" >&2
 		return 1

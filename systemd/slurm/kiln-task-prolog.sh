@@ -21,4 +21,6 @@ kiln_node_read_state "${SLURM_JOB_ID:-none}" || exit 0
 echo "export KILN_SOCKET=$state_socket"
 echo "export KILN_CACHE_DIR=$state_cache"
 echo "export KILN_SLURM_NODE_DAEMON=1"
+# One program, one variant (docs/dace.md): unless the job set its own.
+[ -n "${PYTHONHASHSEED+x}" ] || echo "export PYTHONHASHSEED=0"
 exit 0

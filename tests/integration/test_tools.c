@@ -142,6 +142,66 @@ static int64_t member_num(const cJSON *o, const char *a, const char *b, const ch
 	return (int64_t)v->valuedouble;
 }
 
+/* kiln build --label LABEL of a one-line program returning v; 0 or the
+ * CLI's status. */
+static int build_labelled(const char *label, int v)
+{
+	char src[HARNESS_PATH], text[128], *out = NULL, *err = NULL;
+	snprintf(text, sizeof(text), "int f(void) { return %d; }\n", v);
+	harness_write_file(harness_path(src, "variant%d.c", v), text);
+	int rc = harness_cli(&out, &err, "build", "--label", label, src, NULL);
+	ck_assert_msg(rc == 0, "build failed: %s", err);
+	free(out);
+	free(err);
+	return rc;
+}
+
+static int64_t status_count(const char *field)
+{
+	cJSON *st = harness_status();
+	int64_t n = harness_num(st, field);
+	cJSON_Delete(st);
+	return n;
+}
+
+/*
+ * One program (one label) built under two request keys: reported once in
+ * the log with both keys, the cause and the remedy, and counted in status,
+ * stats and the Prometheus text; a hit, a third program and the same key
+ * again are no variant.
+ */
+START_TEST(program_built_in_two_variants_is_reported)
+{
+	char *out = NULL, *log;
+	harness_start(NULL);
+	build_labelled("dace axpy", 1);
+	build_labelled("dace axpy", 1);   /* a hit */
+	build_labelled("dace jacobi", 2);
+	ck_assert_int_eq(status_count("variants"), 0);
+	build_labelled("dace axpy", 3);   /* another variant of axpy */
+	ck_assert_int_eq(status_count("variants"), 1);
+	ck_assert_int_eq(status_count("variant_builds"), 1);
+	build_labelled("dace axpy", 4);   /* a third: the same program, said once */
+	ck_assert_int_eq(status_count("variants"), 1);
+	ck_assert_int_eq(status_count("variant_builds"), 2);
+	log = harness_read_file(harness.log);
+	ck_assert_msg(harness_contains(log, "program \"dace axpy\" is built in more than one variant"),
+		      "no variant report in the log");
+	ck_assert_msg(harness_contains(log, "PYTHONHASHSEED=0"), "the remedy is not named");
+	ck_assert_msg(!harness_contains(log, "\"dace jacobi\" is built in more"), "a false report");
+	free(log);
+	ck_assert_int_eq(harness_cli(&out, NULL, "stats", "--prometheus", NULL), 0);
+	const char *m = strstr(out, "\nkiln_variants_total{");
+	ck_assert_msg(m != NULL && strncmp(strchr(m, '}'), "} 1\n", 4) == 0,
+		      "no kiln_variants_total 1 in kiln stats --prometheus");
+	free(out);
+	ck_assert_int_eq(harness_cli(&out, NULL, "status", NULL), 0);
+	ck_assert_msg(harness_contains(out, "variants"), "kiln status does not show it: %s", out);
+	free(out);
+	harness_stop();
+}
+END_TEST
+
 START_TEST(stats_survive_a_restart_and_zero)
 {
 	char key[72], want[HARNESS_PATH + 128], *out = NULL;
@@ -481,6 +541,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("warm", warm_builds_a_manifest, 120));
 	suite_add_tcase(s, harness_tcase("stats", stats_in_prometheus_format, 60));
 	suite_add_tcase(s, harness_tcase("stats_kept", stats_survive_a_restart_and_zero, 90));
+	suite_add_tcase(s, harness_tcase("variants", program_built_in_two_variants_is_reported, 90));
 	suite_add_tcase(s, harness_tcase("config", config_max_size_is_kept_in_the_cache, 90));
 	suite_add_tcase(s, harness_tcase("transfer", export_then_import_on_another_node, 120));
 	suite_add_tcase(s, harness_tcase("import_alone", import_leaves_its_source_and_the_cache_alone, 120));

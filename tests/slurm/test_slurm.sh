@@ -353,6 +353,14 @@ check_output() {
 	*" builds_ok=$nprograms builds_failed=0 "*) ;;
 	*) fail "expected $nprograms good builds: $total" ;;
 	esac
+	# One variant per program, and no report of more.
+	case " $total " in
+	*" variants=0 "*) ;;
+	*) fail "expected variants=0 in the summary: $total" ;;
+	esac
+	grep -q 'more than one variant' "$f" && fail "a variant report for one variant per program"
+	grep -q '^kiln-env PYTHONHASHSEED=0$' "$f" ||
+		fail "the prologue did not export PYTHONHASHSEED=0: $(grep '^kiln-env' "$f")"
 }
 
 # No kilnd of the test is running (zombies aside: nothing reaps them in some

@@ -36,6 +36,7 @@ static const struct {
 	OFFSET(kiln_request, label),
 	OFFSET(kiln_request, pch),
 	OFFSET(kiln_request, npch),
+	OFFSET(kiln_request, host_compiler),
 	SIZE(kiln_options),
 	OFFSET(kiln_options, socket_path),
 	OFFSET(kiln_options, autospawn),

@@ -161,6 +161,7 @@ contains
       call same('kiln_request%label', off(c_loc(req), c_loc(req%label)))
       call same('kiln_request%pch', off(c_loc(req), c_loc(req%pch)))
       call same('kiln_request%npch', off(c_loc(req), c_loc(req%npch)))
+      call same('kiln_request%host_compiler', off(c_loc(req), c_loc(req%host_compiler)))
       call same('kiln_options', c_sizeof(opts))
       call same('kiln_options%socket_path', off(c_loc(opts), c_loc(opts%socket_path)))
       call same('kiln_options%autospawn', off(c_loc(opts), c_loc(opts%autospawn)))
