@@ -293,6 +293,12 @@ static void classify(struct toolchain *tc, const char *ver)
 	 * its derivatives do not, and treat a .gch differently. */
 	tc->is_gcc = !tc->is_nvcc && strstr(ver, "Free Software Foundation") != NULL &&
 		     strstr(ver, "clang") == NULL;
+	static const char *const marks[] = {
+		"Free Software Foundation", "clang version", "Cuda compilation tools",
+		"NVIDIA Compilers", "Intel(R)", "Cray", NULL,
+	};
+	for (size_t i = 0; marks[i] != NULL && !tc->known; i++)
+		tc->known = strstr(ver, marks[i]) != NULL;
 }
 
 int key_toolchain_init(struct toolchain *tc, const char *name, const char *path, const char *host,
@@ -358,9 +364,14 @@ static bool same_file(const struct stat *a, const struct stat *b)
 	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
+bool key_toolchain_known(const struct toolchain *tc)
+{
+	return tc->known;
+}
+
 const char *key_toolchain_argv0(const struct toolchain *tc)
 {
-	return tc->named ? tc->real_path : tc->path;
+	return tc->path;
 }
 
 bool key_toolchain_current(const struct toolchain *tc)

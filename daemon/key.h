@@ -33,8 +33,9 @@ struct toolchain {
 	char *path;          /* as configured or named */
 	char *real_path;     /* resolved */
 	char *host;          /* nvcc's host compiler (-ccbin) a request named, or NULL */
-	char *host_real;     /* resolved: what nvcc is told to run */
-	bool named;          /* named by a request (named.h): runs by real_path */
+	char *host_real;     /* resolved */
+	bool named;          /* named by a request (named.h) */
+	bool known;          /* --version names a compiler kiln knows */
 	struct stat st, host_st;  /* the driver's and host's, for key_toolchain_current */
 	uint8_t id[32];      /* digest of path, size, mtime, version output, env */
 	char *version;       /* first line of --version output */
@@ -69,8 +70,14 @@ struct key_source {
  */
 int key_toolchain_init(struct toolchain *tc, const char *name, const char *path, const char *host,
 		       char *err, size_t errlen);
-/* The program a run starts: the configured path (a symlink farm such as
- * ccache's keys on the name), or the resolved one of a named toolchain. */
+/* Whether its --version names a C, C++ or CUDA compiler kiln knows (GCC,
+ * Clang and its derivatives, NVIDIA's nvcc and HPC compilers, Intel's,
+ * Cray's): a toolchain named by a request must be one (named.c). */
+bool key_toolchain_known(const struct toolchain *tc);
+/* The program a run starts: the path as configured or named (a symlink
+ * farm such as ccache's keys on the name, clang++ on its "++"). A named
+ * one is safe to run by that path: every link on it lies in a directory
+ * only root or the owner can change (named.c). */
 const char *key_toolchain_argv0(const struct toolchain *tc);
 /* Whether the driver (and host compiler) are still the files identified:
  * same resolved path, device, inode, size and times. Three stats. */

@@ -4,10 +4,13 @@
  * with --allow-uid/--allow-group only one under a --toolchain-dir, under the
  * same rule. "Change" covers the file and every directory above its
  * resolved path (a directory others may write without the sticky bit lets
- * them put their own program in its place, the rule --upstream applies).
- * A named toolchain runs by its resolved path, so a symbolic link on the
- * way, whoever owns it, cannot be turned to another program between
- * checks.
+ * them put their own program in its place, the rule --upstream applies),
+ * and every symbolic link on the way as named: each one lies in a
+ * directory the rule covers, so none can be turned to another program
+ * between the check and a run. The program must also say it is a C, C++
+ * or CUDA compiler (key.h's key_toolchain_known): a site directory with
+ * python3 in it does not make python3 a compiler an admitted user may
+ * have kilnd run on their source.
  */
 #include <errno.h>
 #include <limits.h>
@@ -77,12 +80,13 @@ static bool only_owner_changes(const char *path, uid_t owner, char *why, size_t 
 		snprintf(why, cap, "%s: %s", path, strerror(errno));
 		return false;
 	}
-	for (bool file = true;; file = false) {
+	for (;;) {
 		if (stat(real, &st) != 0) {
 			snprintf(why, cap, "%s: %s", real, strerror(errno));
 			return false;
 		}
-		bool sticky_dir = !file && (st.st_mode & S_ISVTX) != 0;
+		/* Others may add names to a sticky directory, not replace ours. */
+		bool sticky_dir = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0;
 		if (st.st_uid != 0 && st.st_uid != owner) {
 			snprintf(why, cap, "%s belongs to uid %u, who could replace the compiler",
 				 real, (unsigned)st.st_uid);
@@ -114,6 +118,30 @@ static bool under_toolchain_dir(const struct config *cfg, const char *real)
 	return false;
 }
 
+/* Whether root or owner alone can change what path names: every prefix
+ * of it as written ("/opt", "/opt/gcc", ...) by its resolved path and the
+ * directories above that. A symbolic link among the prefixes lies in the
+ * directory the one before it resolved to, and its target is the next
+ * one's resolved path: both covered. */
+static bool named_chain_safe(const char *path, uid_t owner, char *why, size_t cap)
+{
+	char prefix[PATH_MAX];
+	size_t len = strlen(path);
+	if (len >= sizeof(prefix)) {
+		snprintf(why, cap, "%.64s...: the path is too long", path);
+		return false;
+	}
+	for (size_t i = 1; i <= len; i++) {
+		if (i < len && path[i] != '/')
+			continue;
+		memcpy(prefix, path, i);
+		prefix[i] = '\0';
+		if (!only_owner_changes(prefix, owner, why, cap))
+			return false;
+	}
+	return true;
+}
+
 bool named_may(const struct kilnd *d, const char *path, uid_t uid, char *why, size_t cap)
 {
 	char real[PATH_MAX];
@@ -126,7 +154,7 @@ bool named_may(const struct kilnd *d, const char *path, uid_t uid, char *why, si
 			return false;
 		}
 	}
-	return only_owner_changes(path, owner, why, cap);
+	return named_chain_safe(path, owner, why, cap);
 }
 
 static void ident_work(void *arg)
@@ -141,6 +169,13 @@ static void ident_work(void *arg)
 	j->rc = j->tc == NULL ? -ENOMEM
 			      : key_toolchain_init(j->tc, name, j->n->path, j->n->host, j->err,
 						   sizeof(j->err));
+	if (j->rc == 0 && !key_toolchain_known(j->tc)) {
+		snprintf(j->err, sizeof(j->err), "%s: its --version (\"%.120s\") names no C, C++ or "
+			 "CUDA compiler kiln knows (GCC, Clang, NVIDIA, Intel, Cray); configure it "
+			 "with kilnd --toolchain NAME=PATH instead", j->n->path, j->tc->version);
+		key_toolchain_fini(j->tc);
+		j->rc = -EINVAL;
+	}
 }
 
 /* nvcc's architectures, as for a configured nvcc (main.c's gpus_init). */
@@ -194,7 +229,7 @@ static void ident_done(void *arg)
 	n->tc = NULL;
 	if (j->rc == 0) {
 		n->tc = j->tc;
-		n->tc->named = true;
+		n->tc->named = true;  /* runs by the path as named: named_may checked it */
 		finish_nvcc(n->d, n->tc);
 		n->why[0] = '\0';
 		log_info("toolchain %s%s%s: %s (%s)", n->path, n->host != NULL ? " with host compiler " : "",
@@ -224,10 +259,36 @@ static int identify(struct named *n)
 	return 0;
 }
 
+/* Collects the names that failed and nobody waits for. */
+static void collect_failed(const char *key, void *val, void *arg)
+{
+	struct named *n = val;
+	char ***keys = arg;
+	if (n->tc == NULL && !n->busy && n->waiters == NULL && (**keys = strdup(key)) != NULL)
+		(*keys)++;
+}
+
+static void free_named(void *val);
+
+/* A full table drops the names that could not be identified. */
+static void drop_failed(struct kilnd *d)
+{
+	char *keys[NAMED_MAX + 1] = { NULL }, **end = keys;
+	table_foreach(d->named, collect_failed, &end);
+	for (char **k = keys; k < end; k++) {
+		struct named *n = table_del(d->named, *k);
+		if (n != NULL)
+			free_named(n);
+		free(*k);
+	}
+}
+
 static struct named *named_new(struct kilnd *d, const char *key, const char *path, const char *host)
 {
 	if (d->named == NULL && (d->named = table_new()) == NULL)
 		return NULL;
+	if (table_count(d->named) + d->nnamed_retired >= NAMED_MAX)
+		drop_failed(d);
 	if (table_count(d->named) + d->nnamed_retired >= NAMED_MAX)
 		return NULL;
 	struct named *n = calloc(1, sizeof(*n));

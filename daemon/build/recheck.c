@@ -101,9 +101,9 @@ static void add_compiler(struct argv_list *a, const struct kilnd *d, const struc
 	}
 	add(a, "--");
 	add(a, key_toolchain_argv0(in->tc));
-	if (in->tc->host_real != NULL) {
+	if (in->tc->host != NULL) {
 		add(a, "-ccbin");
-		add(a, in->tc->host_real);
+		add(a, in->tc->host);
 	}
 	if (in->tc->is_nvcc && in->tc->cuda_arch != NULL && strchr(in->tc->cuda_arch, ',') == NULL &&
 	    !key_args_name_arch(in->req.args, in->req.nargs))

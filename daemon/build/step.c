@@ -177,9 +177,9 @@ static void push_compiler(struct argv_buf *a, const struct build *b, const char 
 	push_confine(a, b);
 	push(a, "--");
 	push(a, "%s", key_toolchain_argv0(b->in.tc));
-	if (b->in.tc->host_real != NULL) {
+	if (b->in.tc->host != NULL) {
 		push(a, "-ccbin");
-		push(a, "%s", b->in.tc->host_real);
+		push(a, "%s", b->in.tc->host);
 	}
 	push_cuda_arch(a, b);
 	/* First of all includes, as gcc wants a precompiled header (pch.c). */

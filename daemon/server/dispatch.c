@@ -453,7 +453,7 @@ static bool built_by(const struct store_entry *e, const char *name, const struct
 		if (dep->kind != STORE_DEP_FILE)
 			continue;
 		driver = driver || strcmp(dep->path, tc->real_path) == 0 || strcmp(dep->path, tc->path) == 0;
-		host = host || strcmp(dep->path, tc->host_real) == 0;
+		host = host || strcmp(dep->path, tc->host_real) == 0 || strcmp(dep->path, tc->host) == 0;
 	}
 	return driver && host;
 }

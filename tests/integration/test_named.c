@@ -42,10 +42,7 @@ static int build_with(const char *compiler, const char *src, char **out, char **
 
 static int64_t builds(void)
 {
-	cJSON *st = harness_status();
-	int64_t n = harness_num(st, "builds_started");
-	cJSON_Delete(st);
-	return n;
+	return harness_status_num_at(harness.socket, "builds_started");
 }
 
 /* Built once with the module's compiler, a hit after; the same program
@@ -140,6 +137,20 @@ START_TEST(compilers_that_others_can_swap_or_are_none_are_refused)
 	ck_assert_int_ne(harness_cli(&out, &err, "build", "--compiler", cxx, "--host-compiler",
 				     "/usr/bin/g++", src, NULL), 0);
 	ck_assert_msg(harness_contains(err, "not nvcc"), "%s", err);
+	free(out);
+	free(err);
+	/* a program that is no compiler, though only root can change it */
+	ck_assert_int_ne(build_with("/usr/bin/python3", src, &out, &err), 0);
+	ck_assert_msg(harness_contains(err, "names no C, C++ or CUDA compiler"), "%s", err);
+	free(out);
+	free(err);
+	/* a symbolic link to the compiler in a directory others may write */
+	char open_dir[HARNESS_PATH], link[HARNESS_PATH];
+	ck_assert_int_eq(mkdir(harness_path(open_dir, "shared"), 0777), 0);
+	ck_assert_int_eq(chmod(open_dir, 0777), 0);
+	ck_assert_int_eq(symlink(cxx, harness_path(link, "shared/g++")), 0);
+	ck_assert_int_ne(build_with(link, src, &out, &err), 0);
+	ck_assert_msg(harness_contains(err, "writable by group or others"), "%s", err);
 	free(out);
 	free(err);
 	ck_assert_int_eq(builds(), 0);

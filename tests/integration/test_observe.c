@@ -586,6 +586,26 @@ START_TEST(relative_include_dir_leaving_the_build_directory)
 }
 END_TEST
 
+/* "PATH=<dir>:<the tests' PATH>", malloc'd. */
+static char *path_with(const char *dir)
+{
+	const char *path_now = getenv("PATH");
+	char *path_env = NULL;
+	ck_assert(asprintf(&path_env, "PATH=%s:%s", dir,
+			   path_now ? path_now : "/usr/local/bin:/usr/bin:/bin") > 0);
+	return path_env;
+}
+
+/* An "as" at rel that touches marker (<dir>/as-ran) and runs the real one. */
+static void marking_as(const char *rel, char as[HARNESS_PATH], char marker[HARNESS_PATH])
+{
+	char *text = NULL;
+	harness_path(marker, "as-ran");
+	ck_assert(asprintf(&text, "#!/bin/sh\n: > '%s'\nexec /usr/bin/as \"$@\"\n", marker) > 0);
+	write_script(harness_path(as, "%s", rel), text);
+	free(text);
+}
+
 /*
  * gcc runs the assembler and the linker it finds through PATH (its
  * -print-prog-name=as is just "as"). A kilnd started again on the same cache
@@ -595,17 +615,12 @@ END_TEST
 START_TEST(assembler_and_linker_found_through_path)
 {
 	char bin[HARNESS_PATH], as[HARNESS_PATH], marker[HARNESS_PATH];
-	const char *path_now = getenv("PATH");
-	char *text = NULL, *path_env = NULL, *prog = harness_program("through_path", 12);
+	char *prog = harness_program("through_path", 12), *path_env;
 	struct oreq r;
 
 	make_dir(bin, "bin");
-	harness_path(marker, "as-ran");
-	ck_assert(asprintf(&text, "#!/bin/sh\n: > '%s'\nexec /usr/bin/as \"$@\"\n", marker) > 0);
-	write_script(harness_path(as, "bin/as"), text);
-	free(text);
-	ck_assert(asprintf(&path_env, "PATH=%s:%s", bin,
-			   path_now ? path_now : "/usr/local/bin:/usr/bin:/bin") > 0);
+	marking_as("bin/as", as, marker);
+	path_env = path_with(bin);
 	oreq_init(&r, prog);
 	free(prog);
 
@@ -632,16 +647,14 @@ END_TEST
  */
 START_TEST(path_gained_a_directory_without_toolchain_programs)
 {
-	char bin[HARNESS_PATH], tool[HARNESS_PATH];
-	const char *path_now = getenv("PATH");
-	char *path_env = NULL, *prog = harness_program("path_gained", 13);
+	char bin[HARNESS_PATH], tool[HARNESS_PATH], as[HARNESS_PATH], marker[HARNESS_PATH];
+	char *prog = harness_program("path_gained", 13), *path_env;
 	struct oreq r;
 
 	make_dir(bin, "module");
 	make_dir(bin, "module/bin");
 	write_script(harness_path(tool, "module/bin/some-tool"), "#!/bin/sh\nexit 0\n");
-	ck_assert(asprintf(&path_env, "PATH=%s:%s", bin,
-			   path_now ? path_now : "/usr/local/bin:/usr/bin:/bin") > 0);
+	path_env = path_with(bin);
 	oreq_init(&r, prog);
 	free(prog);
 
@@ -655,13 +668,9 @@ START_TEST(path_gained_a_directory_without_toolchain_programs)
 	harness_stop();
 
 	/* The module's directory gets an "as" while kilnd runs: a miss. */
-	char *text = NULL, as[HARNESS_PATH], marker[HARNESS_PATH];
-	harness_path(marker, "as-ran");
-	ck_assert(asprintf(&text, "#!/bin/sh\n: > '%s'\nexec /usr/bin/as \"$@\"\n", marker) > 0);
 	harness_start_env(NULL, (const char *const[]){ path_env, NULL });
 	expect(&r, 13, 1, "again with the module's directory first");
-	write_script(harness_path(as, "module/bin/as"), text);
-	free(text);
+	marking_as("module/bin/as", as, marker);
 	expect(&r, 13, 2, "after the module's directory got an as");
 	ck_assert_msg(harness_exists(marker), "the program was served without running %s", as);
 	oreq_free(&r);

@@ -156,14 +156,6 @@ static int build_labelled(const char *label, int v)
 	return rc;
 }
 
-static int64_t status_count(const char *field)
-{
-	cJSON *st = harness_status();
-	int64_t n = harness_num(st, field);
-	cJSON_Delete(st);
-	return n;
-}
-
 /*
  * One program (one label) built under two request keys: reported once in
  * the log with both keys, the cause and the remedy, and counted in status,
@@ -177,13 +169,13 @@ START_TEST(program_built_in_two_variants_is_reported)
 	build_labelled("dace axpy", 1);
 	build_labelled("dace axpy", 1);   /* a hit */
 	build_labelled("dace jacobi", 2);
-	ck_assert_int_eq(status_count("variants"), 0);
+	ck_assert_int_eq(harness_status_num_at(harness.socket, "variants"), 0);
 	build_labelled("dace axpy", 3);   /* another variant of axpy */
-	ck_assert_int_eq(status_count("variants"), 1);
-	ck_assert_int_eq(status_count("variant_builds"), 1);
+	ck_assert_int_eq(harness_status_num_at(harness.socket, "variants"), 1);
+	ck_assert_int_eq(harness_status_num_at(harness.socket, "variant_builds"), 1);
 	build_labelled("dace axpy", 4);   /* a third: the same program, said once */
-	ck_assert_int_eq(status_count("variants"), 1);
-	ck_assert_int_eq(status_count("variant_builds"), 2);
+	ck_assert_int_eq(harness_status_num_at(harness.socket, "variants"), 1);
+	ck_assert_int_eq(harness_status_num_at(harness.socket, "variant_builds"), 2);
 	log = harness_read_file(harness.log);
 	ck_assert_msg(harness_contains(log, "program \"dace axpy\" is built in more than one variant"),
 		      "no variant report in the log");
