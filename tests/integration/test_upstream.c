@@ -598,6 +598,68 @@ START_TEST(unusable_upstream_dir_is_refused)
 }
 END_TEST
 
+/* A compiler named by path, as kiln.dace names a module's $CXX: a script
+ * in <dir>/opt/gcc/bin standing for the module's g++ (version: a comment). */
+static void module_gxx(char path[HARNESS_PATH], int version)
+{
+	char dir[HARNESS_PATH], text[160];
+	mkdir(harness_path(dir, "opt"), 0755);
+	mkdir(harness_path(dir, "opt/gcc"), 0755);
+	mkdir(harness_path(dir, "opt/gcc/bin"), 0755);
+	snprintf(text, sizeof(text), "#!/bin/sh\n# module gcc %d\nexec /usr/bin/g++ \"$@\"\n", version);
+	harness_write_file(harness_path(path, "opt/gcc/bin/g++"), text);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+}
+
+static void build_on(const struct node *n, const char *cxx, const char *src)
+{
+	char *out = NULL, *err = NULL;
+	node_use(n);
+	ck_assert_msg(harness_cli(&out, &err, "build", "--compiler", cxx, src, NULL) == 0,
+		      "build on %s failed: %s", n->socket, err);
+	free(out);
+	free(err);
+}
+
+/*
+ * Nodes with the same compiler named by path share its entries through the
+ * tier (the identity, not the name, is in the key); once the compiler
+ * differs (upgraded before node c started), c builds.
+ */
+START_TEST(named_compiler_is_matched_by_identity_across_nodes)
+{
+	char cxx[HARNESS_PATH], src[HARNESS_PATH];
+	struct node a, b, c;
+	struct node_args args;
+
+	module_gxx(cxx, 1);
+	harness_write_file(harness_path(src, "p.cpp"), "extern \"C\" int f(void) { return 5; }\n");
+	node_args_init(&args, NULL, NULL, NULL);
+	node_init(&a, "a");
+	node_init(&b, "b");
+	node_init(&c, "c");
+	node_start(&a, args.argv);
+	node_start(&b, args.argv);
+	build_on(&a, cxx, src);
+	node_stop(&a);   /* its publish is done once it has stopped */
+	build_on(&b, cxx, src);
+	cJSON *st = node_status(&b);
+	ck_assert_int_eq(harness_num(st, "builds_started"), 0);
+	ck_assert_int_eq(harness_num(st, "upstream_hits"), 1);
+	cJSON_Delete(st);
+	node_stop(&b);
+
+	module_gxx(cxx, 2);
+	node_start(&c, args.argv);
+	build_on(&c, cxx, src);
+	st = node_status(&c);
+	ck_assert_int_eq(harness_num(st, "builds_started"), 1);
+	ck_assert_int_eq(harness_num(st, "upstream_hits"), 0);
+	cJSON_Delete(st);
+	node_stop(&c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("upstream");
@@ -610,5 +672,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("header", changed_header_is_not_an_upstream_hit, 120));
 	suite_add_tcase(s, harness_tcase("join", text_joins_a_digest_only_flight, 60));
 	suite_add_tcase(s, harness_tcase("refused", unusable_upstream_dir_is_refused, 60));
+	suite_add_tcase(s, harness_tcase("named_compiler", named_compiler_is_matched_by_identity_across_nodes, 120));
 	return harness_main(s);
 }

@@ -499,3 +499,30 @@ def test_default_toolchain_follows_the_language(k):
     assert cxx.lib.f() == 42
     c = k.get(sources={unique("plain") + ".c": returns(3)})
     assert c.lib.f() == 3
+
+
+def test_compiler_named_by_path(k, tmp_path):
+    """toolchain= a compiler's absolute path (a module's g++ behind a
+    script): built and loaded; the same again is the same program; a host
+    compiler with a toolchain that is not nvcc is refused by kilnd."""
+    d = tmp_path / "opt" / "gcc" / "bin"
+    d.mkdir(parents=True)
+    cxx = d / "g++"
+    cxx.write_text('#!/bin/sh\nexec /usr/bin/g++ "$@"\n')
+    cxx.chmod(0o755)
+    src = {"named.cpp": 'extern "C" int f(void) { return %d; }\n' % (uuid.uuid4().int % 1000)}
+    prog = k.get(toolchain=str(cxx), sources=src)
+    again = k.get(toolchain=str(cxx), sources=src, load=False)
+    assert prog.key == again.key
+    with pytest.raises(kiln.Refused) as e:
+        k.get(toolchain=str(cxx), host_compiler="/usr/bin/g++", sources=src)
+    assert "not nvcc" in e.value.message
+    with pytest.raises(kiln.InvalidRequest):
+        k.get(toolchain="/usr/bin/g\nx", sources=src)
+
+
+def test_autospawn_failure_names_kiln_kilnd(tmp_path):
+    """A kilnd that cannot be started: the error says to set KILN_KILND."""
+    with pytest.raises(kiln.ConnectError) as e:
+        kiln.Kiln(str(tmp_path / "s.sock"), autospawn=True, kilnd=str(tmp_path / "no-kilnd"))
+    assert "KILN_KILND" in e.value.message, e.value.message
