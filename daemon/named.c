@@ -409,6 +409,27 @@ int named_of_entry(const struct kilnd *d, const char *name, const struct toolcha
 	return 0;
 }
 
+struct each {
+	void (*fn)(const struct toolchain *tc, void *arg);
+	void *arg;
+};
+
+static void each_named(const char *key, void *val, void *arg)
+{
+	const struct named *n = val;
+	const struct each *e = arg;
+	(void)key;
+	if (n->tc != NULL && !n->busy)
+		e->fn(n->tc, e->arg);
+}
+
+void named_foreach(struct kilnd *d, void (*fn)(const struct toolchain *tc, void *arg), void *arg)
+{
+	struct each e = { .fn = fn, .arg = arg };
+	if (d->named != NULL)
+		table_foreach(d->named, each_named, &e);
+}
+
 size_t named_count(const struct kilnd *d)
 {
 	return d->named != NULL ? table_count(d->named) : 0;

@@ -165,7 +165,10 @@ static void print_toolchains(const cJSON *st)
 		const cJSON *arch = cJSON_GetObjectItemCaseSensitive(t, "cuda_arch");
 		const char *observe = cli_json_str(t, "observe");
 
-		printf("  %s = %s", name ? name : "?", path ? path : "?");
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "named")))
+			printf("  %s (named by a request)", name ? name : "?");
+		else
+			printf("  %s = %s", name ? name : "?", path ? path : "?");
 		if (version && *version)
 			printf(" (%s)", version);
 		if (cJSON_IsString(arch))

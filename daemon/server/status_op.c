@@ -19,6 +19,7 @@
 #include "kilnd.h"
 #include "log.h"
 #include "msg.h"
+#include "named.h"
 #include "server.h"
 #include "stats.h"
 #include "status_op.h"
@@ -57,6 +58,36 @@ static void add_gpus(const struct kilnd *d, cJSON *r)
 static const char *observe_mechanism(const struct kilnd *d, const struct toolchain *tc)
 {
 	return d->observe_lib != NULL && tc->dynamic ? "preload" : "depfile";
+}
+
+struct tc_list {
+	const struct kilnd *d;
+	cJSON *arr;
+};
+
+/* One toolchain of "toolchains": a configured one, or one a request named
+ * by path ("named": true, nvcc's "host_compiler"). */
+static void add_toolchain(const struct toolchain *tc, void *arg)
+{
+	struct tc_list *l = arg;
+	cJSON *t = cJSON_CreateObject();
+	if (t == NULL)
+		return;
+	cJSON_AddStringToObject(t, "name", tc->name);
+	cJSON_AddStringToObject(t, "path", tc->path);
+	cJSON_AddStringToObject(t, "version", tc->version);
+	cJSON_AddStringToObject(t, "observe", observe_mechanism(l->d, tc));
+	if (tc->named)
+		cJSON_AddTrueToObject(t, "named");
+	if (tc->host != NULL)
+		cJSON_AddStringToObject(t, "host_compiler", tc->host);
+	if (tc->is_nvcc) {
+		if (tc->cuda_arch != NULL)
+			cJSON_AddStringToObject(t, "cuda_arch", tc->cuda_arch);
+		else
+			cJSON_AddNullToObject(t, "cuda_arch");
+	}
+	cJSON_AddItemToArray(l->arr, t);
 }
 
 /* "observation": the interposer, and how hits are validated. */
@@ -139,21 +170,12 @@ void op_status(struct conn *c, struct msg_request *req)
 		cJSON_AddBoolToObject(conf, "toolchain_code", d->cfg->allow_toolchain_code);
 	}
 	upstream_status(d, r);
-	cJSON *tcs = cJSON_AddArrayToObject(r, "toolchains");
-	for (size_t i = 0; tcs != NULL && i < d->ntoolchains; i++) {
-		cJSON *t = cJSON_CreateObject();
-		cJSON_AddStringToObject(t, "name", d->toolchains[i].name);
-		cJSON_AddStringToObject(t, "path", d->toolchains[i].path);
-		cJSON_AddStringToObject(t, "version", d->toolchains[i].version);
-		cJSON_AddStringToObject(t, "observe", observe_mechanism(d, &d->toolchains[i]));
-		if (d->toolchains[i].is_nvcc) {
-			if (d->toolchains[i].cuda_arch != NULL)
-				cJSON_AddStringToObject(t, "cuda_arch", d->toolchains[i].cuda_arch);
-			else
-				cJSON_AddNullToObject(t, "cuda_arch");
-		}
-		cJSON_AddItemToArray(tcs, t);
-	}
+	struct tc_list list = { .d = d, .arr = cJSON_AddArrayToObject(r, "toolchains") };
+	for (size_t i = 0; list.arr != NULL && i < d->ntoolchains; i++)
+		add_toolchain(&d->toolchains[i], &list);
+	/* Then those requests named by path (named.h), as identified now. */
+	if (list.arr != NULL)
+		named_foreach(d, add_toolchain, &list);
 	add_gpus(d, r);
 	conn_reply(c, r, -1);
 }

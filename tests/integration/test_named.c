@@ -62,6 +62,16 @@ START_TEST(module_compiler_named_by_path_builds_once)
 	free(out);
 	free(err);
 	ck_assert_int_eq(builds(), 1);
+	/* kiln status lists it among the toolchains, as named by a request */
+	cJSON *st = harness_status(), *t;
+	bool listed = false;
+	cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(st, "toolchains")) {
+		const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(t, "name"));
+		listed = listed || (name != NULL && strcmp(name, cxx) == 0 &&
+				    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "named")));
+	}
+	cJSON_Delete(st);
+	ck_assert_msg(listed, "status does not list %s as a named toolchain", cxx);
 	char *log = harness_read_file(harness.log);
 	ck_assert_msg(harness_contains(log, "toolchain ") && harness_contains(log, cxx),
 		      "the identification is not logged");
@@ -162,11 +172,46 @@ START_TEST(compilers_that_others_can_swap_or_are_none_are_refused)
 }
 END_TEST
 
+/* kiln export from one kilnd, kiln import into another: the entry built
+ * with a compiler named by path is taken (the importing kilnd identifies
+ * that compiler and checks the entry with it), and served there without a
+ * build. */
+START_TEST(export_and_import_of_a_named_compiler_s_entry)
+{
+	char cxx[HARNESS_PATH], src[HARNESS_PATH], tgz[HARNESS_PATH], sock2[HARNESS_PATH];
+	char res[HARNESS_PATH], *out, *err;
+	module_compiler(cxx, 1);
+	source(src);
+	harness_start(NULL);
+	ck_assert_int_eq(build_with(cxx, src, &out, &err), 0);
+	free(out);
+	free(err);
+	ck_assert_int_eq(harness_cli(NULL, NULL, "export", harness_path(tgz, "named.tgz"), NULL), 0);
+	harness_start_named("node2", NULL, NULL, sock2);
+	const char *imp[] = { harness_cli_path(), "--socket", sock2, "--json", "import", tgz, NULL };
+	ck_assert_int_eq(harness_run(imp, harness_path(res, "import.out"), NULL, 120), 0);
+	out = harness_read_file(res);
+	cJSON *r = cJSON_Parse(out);
+	ck_assert_msg(r != NULL && harness_num(r, "imported") == 1, "import: %s", out);
+	cJSON_Delete(r);
+	free(out);
+	const char *get[] = { harness_cli_path(), "--socket", sock2, "build", "--compiler", cxx, src,
+			      NULL };
+	ck_assert_int_eq(harness_run(get, harness_path(res, "build2.out"), NULL, 120), 0);
+	out = harness_read_file(res);
+	ck_assert_msg(harness_contains(out, "cached "), "not served from the import: %s", out);
+	free(out);
+	ck_assert_int_eq(harness_status_num_at(sock2, "builds_started"), 0);
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("named");
 	harness_add(s, "module_compiler", module_compiler_named_by_path_builds_once, 120);
 	harness_add(s, "changed_compiler", changed_compiler_builds_again, 120);
 	harness_add(s, "refused", compilers_that_others_can_swap_or_are_none_are_refused, 120);
+	harness_add(s, "transfer", export_and_import_of_a_named_compiler_s_entry, 180);
 	return harness_main(s);
 }
