@@ -79,10 +79,18 @@ static char *run_capture(char *const *argv)
 	return spawn_capture_env(argv, tcenv()->vars, NULL, PROBE_TIMEOUT_MS, NULL);
 }
 
+/* Its --version, or NULL when it cannot start or runs out of time (then
+ * nothing more is asked of it: each probe may take PROBE_TIMEOUT_MS). */
 static char *toolchain_version(const char *path)
 {
 	char *argv[] = { (char *)path, (char *)"--version", NULL };
-	return run_capture(argv);
+	int status = 0;
+	char *out = spawn_capture_env(argv, tcenv()->vars, NULL, PROBE_TIMEOUT_MS, &status);
+	if (out != NULL && status == -1) {
+		free(out);
+		return NULL;
+	}
+	return out;
 }
 
 /*
@@ -149,6 +157,12 @@ static bool search_path(const char *name, char *out, size_t cap)
 		p += n + (p[n] == ':');
 	}
 	return false;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash != NULL ? slash + 1 : path;
 }
 
 /* One program of the toolchain in the identity: its name, where it is,
@@ -228,6 +242,7 @@ static void put_nvcc_programs(EVP_MD_CTX *md, const char *real_nvcc, const char 
 			     ? snprintf(host, sizeof(host), "%s", ccbin) > 0
 			     : search_path("gcc", host, sizeof(host));
 	put_program(md, "host compiler", found ? host : NULL);
+	put_str(md, TAG_TC_PATH, found ? base_name(host) : "");
 	if (found) {
 		char *argv[] = { host, (char *)"--version", NULL };
 		char *ver = run_capture(argv);
@@ -285,6 +300,33 @@ static void put_stat(EVP_MD_CTX *md, const struct stat *st)
 	put_u64(md, TAG_TC_STAT, (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec);
 }
 
+/* Whether --version's first word names a GCC driver ("gcc", "g++", "cc",
+ * "c++", "gfortran", with a target prefix or a version suffix:
+ * "x86_64-linux-gnu-g++-12"): GNU tools that are no compiler (bash, make,
+ * sed, gdb) name the FSF too. */
+static bool gcc_banner(const char *ver)
+{
+	static const char *const drivers[] = { "g++", "c++", "gcc", "cc", "gfortran", NULL };
+	char word[128];
+	size_t n = strcspn(ver, " \n");
+	if (n == 0 || n >= sizeof(word))
+		return false;
+	memcpy(word, ver, n);
+	word[n] = '\0';
+	/* A version suffix: "-12", "-12.2". */
+	char *dash = strrchr(word, '-');
+	if (dash != NULL && dash[1] >= '0' && dash[1] <= '9' && strspn(dash + 1, "0123456789.") == strlen(dash + 1))
+		*dash = '\0';
+	size_t len = strlen(word);
+	for (size_t i = 0; drivers[i] != NULL; i++) {
+		size_t m = strlen(drivers[i]);
+		if (len >= m && strcmp(word + len - m, drivers[i]) == 0 &&
+		    (len == m || word[len - m - 1] == '-'))
+			return true;
+	}
+	return false;
+}
+
 /* What the driver is, from its --version (ver). */
 static void classify(struct toolchain *tc, const char *ver)
 {
@@ -294,9 +336,10 @@ static void classify(struct toolchain *tc, const char *ver)
 	tc->is_gcc = !tc->is_nvcc && strstr(ver, "Free Software Foundation") != NULL &&
 		     strstr(ver, "clang") == NULL;
 	static const char *const marks[] = {
-		"Free Software Foundation", "clang version", "Cuda compilation tools",
-		"NVIDIA Compilers", "Intel(R)", "Cray", NULL,
+		"clang version", "Cuda compilation tools", "NVIDIA Compilers", "Intel(R) oneAPI",
+		"Cray clang", "Cray C", NULL,
 	};
+	tc->known = tc->is_nvcc || (tc->is_gcc && gcc_banner(ver));
 	for (size_t i = 0; marks[i] != NULL && !tc->known; i++)
 		tc->known = strstr(ver, marks[i]) != NULL;
 }
@@ -321,7 +364,8 @@ int key_toolchain_init(struct toolchain *tc, const char *name, const char *path,
 	    (host != NULL && (tc->host == NULL || tc->host_real == NULL))) {
 		free(ver);
 		key_toolchain_fini(tc);
-		snprintf(err, errlen, "toolchain %s: cannot run %s --version", name, path);
+		snprintf(err, errlen, "toolchain %s: %s --version did not answer (it could not start, or "
+			 "ran past %d s)", name, path, PROBE_TIMEOUT_MS / 1000);
 		return -ENOMEM;
 	}
 	classify(tc, ver);
@@ -334,6 +378,9 @@ int key_toolchain_init(struct toolchain *tc, const char *name, const char *path,
 	}
 	EVP_MD_CTX *md = key_begin("toolchain");
 	put_str(md, TAG_TC_PATH, real);
+	/* The name it runs under: a driver may read its mode from it
+	 * (clang++ is the clang binary in C++ mode; a ccache link). */
+	put_str(md, TAG_TC_PATH, base_name(path));
 	put_stat(md, &tc->st);
 	put_str(md, TAG_TC_VERSION, ver);
 	if (put_env(md)) {

@@ -21,6 +21,7 @@ struct fdcache;
 struct build_tier;
 struct upstream;
 struct named_retired;
+struct named;
 
 struct counters {
 	uint64_t requests;
@@ -86,6 +87,8 @@ struct kilnd {
 	struct table *variants;       /* program -> request keys built (variants.c) */
 	struct named_retired *named_retired;  /* their replaced identities */
 	size_t nnamed_retired;
+	unsigned named_running;       /* identifications on the pool */
+	struct named *named_queue, *named_queue_tail;  /* waiting for one */
 	uint8_t cpu_id[32];
 	uint64_t start_ns;
 

@@ -28,6 +28,12 @@
 #include "thread.h"
 #include "util.h"
 
+/* Identifications running at once. */
+#define NAMED_IDENT_MAX 2
+/* Replaced identities kept until stop (builds may hold them). */
+#define NAMED_RETIRED_MAX 4096
+/* A full table lets go of a name no request had for this long. */
+#define NAMED_IDLE_NS (600ull * 1000000000ull)
 /* A named toolchain is checked again at most this often. */
 #define NAMED_RECHECK_NS 1000000000ull
 /* One that could not be identified is tried again after this. */
@@ -41,12 +47,15 @@ struct named_wait {
 
 struct named {
 	struct kilnd *d;
-	char *path, *host;        /* as named */
+	char *key;                /* its key in d->named */
+	char *path, *host;        /* as first named: what runs */
 	struct toolchain *tc;     /* identified, or NULL */
-	bool busy;                /* being identified on the pool */
+	bool busy;                /* being identified, or waiting to be */
 	char why[512];            /* why it cannot be used, or "" */
 	uint64_t checked_ns;      /* when last identified or found current */
+	uint64_t used_ns;         /* when a request last had it */
 	struct named_wait *waiters;
+	struct named *queue_next; /* waiting for an identification slot */
 };
 
 /* What the pool job makes. */
@@ -63,48 +72,110 @@ struct named_retired {
 	struct named_retired *next;
 };
 
-/* The table's key: path, and the host compiler after a newline (which
- * neither may contain: validate_compiler_path). */
-static void named_key(const char *path, const char *host, char *out, size_t cap)
-{
-	snprintf(out, cap, "%s\n%s", path, host != NULL ? host : "");
-}
+/* At most this many links followed resolving a named compiler. */
+#define NAMED_MAX_LINKS 40
 
-/* Whether root or owner alone can change path: it and every directory
- * above its resolved path. */
-static bool only_owner_changes(const char *path, uid_t owner, char *why, size_t cap)
+/* One object met resolving a named compiler (lstat's): owned by root or
+ * owner, and no group or other write permission unless it is a link (its
+ * own mode means nothing) or a directory with the sticky bit (others may
+ * add names there, not replace ours). */
+static bool object_ok(const char *p, const struct stat *st, uid_t owner, char *why, size_t cap)
 {
-	char real[PATH_MAX];
-	struct stat st;
-	if (realpath(path, real) == NULL) {
-		snprintf(why, cap, "%s: %s", path, strerror(errno));
+	bool sticky_dir = S_ISDIR(st->st_mode) && (st->st_mode & S_ISVTX) != 0;
+	if (st->st_uid != 0 && st->st_uid != owner) {
+		snprintf(why, cap, "%s belongs to uid %u, who could replace the compiler", p,
+			 (unsigned)st->st_uid);
 		return false;
 	}
-	for (;;) {
-		if (stat(real, &st) != 0) {
-			snprintf(why, cap, "%s: %s", real, strerror(errno));
-			return false;
-		}
-		/* Others may add names to a sticky directory, not replace ours. */
-		bool sticky_dir = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0;
-		if (st.st_uid != 0 && st.st_uid != owner) {
-			snprintf(why, cap, "%s belongs to uid %u, who could replace the compiler",
-				 real, (unsigned)st.st_uid);
-			return false;
-		}
-		if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !sticky_dir) {
-			snprintf(why, cap, "%s is writable by group or others (mode %04o): they could "
-				 "replace the compiler", real, (unsigned)(st.st_mode & 07777));
-			return false;
-		}
-		if (strcmp(real, "/") == 0)
-			return true;
-		char *slash = strrchr(real, '/');
-		if (slash == real)
-			slash[1] = '\0';
-		else
-			*slash = '\0';
+	if (!S_ISLNK(st->st_mode) && (st->st_mode & (S_IWGRP | S_IWOTH)) != 0 && !sticky_dir) {
+		snprintf(why, cap, "%s is writable by group or others (mode %04o): they could "
+			 "replace the compiler", p, (unsigned)(st->st_mode & 07777));
+		return false;
 	}
+	return true;
+}
+
+/* real's last component dropped ("/" stays "/"). */
+static void up(char *real)
+{
+	char *slash = strrchr(real, '/');
+	if (slash == real)
+		slash[1] = '\0';
+	else if (slash != NULL)
+		*slash = '\0';
+}
+
+/*
+ * Resolves path as the kernel would, one component at a time, checking
+ * every object met on the way with object_ok: each directory entered,
+ * each symbolic link followed (and the links its target leads through),
+ * and the file. Then nothing on the way to the compiler can be changed
+ * but by root or the owner, so the path can be run as named. The
+ * resolved path into real.
+ */
+static bool safe_resolve(const char *path, uid_t owner, char real[PATH_MAX], char *why, size_t cap)
+{
+	char rest[2 * PATH_MAX + 2], next[2 * PATH_MAX + 2], cand[PATH_MAX + NAME_MAX + 2];
+	struct stat st;
+	int links = 0;
+	if (path[0] != '/' || snprintf(rest, sizeof(rest), "%s", path) >= (int)sizeof(rest)) {
+		snprintf(why, cap, "%.64s: not an absolute path of a usable length", path);
+		return false;
+	}
+	snprintf(real, PATH_MAX, "/");
+	if (lstat("/", &st) != 0 || !object_ok("/", &st, owner, why, cap))
+		return false;
+	for (const char *p = rest; *p != '\0';) {
+		while (*p == '/')
+			p++;
+		size_t n = strcspn(p, "/");
+		if (n == 0)
+			break;
+		const char *comp = p;
+		p += n;
+		if (n == 1 && comp[0] == '.')
+			continue;
+		if (n == 2 && comp[0] == '.' && comp[1] == '.') {
+			up(real);
+			continue;
+		}
+		if (snprintf(cand, sizeof(cand), "%s%s%.*s", real, real[1] != '\0' ? "/" : "", (int)n,
+			     comp) >= PATH_MAX) {
+			snprintf(why, cap, "%.64s: the path is too long", path);
+			return false;
+		}
+		if (lstat(cand, &st) != 0) {
+			snprintf(why, cap, "%s: %s", cand, strerror(errno));
+			return false;
+		}
+		if (!object_ok(cand, &st, owner, why, cap))
+			return false;
+		if (S_ISLNK(st.st_mode)) {
+			char target[PATH_MAX];
+			ssize_t t = readlink(cand, target, sizeof(target) - 1);
+			if (t <= 0 || ++links > NAMED_MAX_LINKS) {
+				snprintf(why, cap, "%s: %s", cand, t <= 0 ? strerror(errno) : "too many links");
+				return false;
+			}
+			target[t] = '\0';
+			if (snprintf(next, sizeof(next), "%s%s%s", target, *p != '\0' ? "/" : "", p) >=
+			    (int)sizeof(next)) {
+				snprintf(why, cap, "%.64s: the path is too long", path);
+				return false;
+			}
+			memcpy(rest, next, strlen(next) + 1);
+			p = rest;
+			if (target[0] == '/')
+				snprintf(real, PATH_MAX, "/");
+			continue;
+		}
+		if (p[strspn(p, "/")] != '\0' && !S_ISDIR(st.st_mode)) {
+			snprintf(why, cap, "%s: %s", cand, strerror(ENOTDIR));
+			return false;
+		}
+		memcpy(real, cand, strlen(cand) + 1);
+	}
+	return true;
 }
 
 static bool under_toolchain_dir(const struct config *cfg, const char *real)
@@ -118,43 +189,36 @@ static bool under_toolchain_dir(const struct config *cfg, const char *real)
 	return false;
 }
 
-/* Whether root or owner alone can change what path names: every prefix
- * of it as written ("/opt", "/opt/gcc", ...) by its resolved path and the
- * directories above that. A symbolic link among the prefixes lies in the
- * directory the one before it resolved to, and its target is the next
- * one's resolved path: both covered. */
-static bool named_chain_safe(const char *path, uid_t owner, char *why, size_t cap)
+bool named_may(const struct kilnd *d, const char *path, uid_t uid, char *real, char *why,
+	       size_t cap)
 {
-	char prefix[PATH_MAX];
-	size_t len = strlen(path);
-	if (len >= sizeof(prefix)) {
-		snprintf(why, cap, "%.64s...: the path is too long", path);
+	uid_t owner = getuid();
+	if (!safe_resolve(path, owner, real, why, cap))
 		return false;
-	}
-	for (size_t i = 1; i <= len; i++) {
-		if (i < len && path[i] != '/')
-			continue;
-		memcpy(prefix, path, i);
-		prefix[i] = '\0';
-		if (!only_owner_changes(prefix, owner, why, cap))
-			return false;
+	if (uid != owner && !under_toolchain_dir(d->cfg, real)) {
+		snprintf(why, cap, "%s is not under a directory kilnd's --toolchain-dir names "
+			 "(%s): users kilnd admits may name only those compilers", path,
+			 d->cfg->ntoolchain_dirs == 0 ? "none given" : d->cfg->toolchain_dirs[0]);
+		return false;
 	}
 	return true;
 }
 
-bool named_may(const struct kilnd *d, const char *path, uid_t uid, char *why, size_t cap)
+static const char *base_of(const char *path)
 {
-	char real[PATH_MAX];
-	uid_t owner = getuid();
-	if (uid != owner) {
-		if (realpath(path, real) == NULL || !under_toolchain_dir(d->cfg, real)) {
-			snprintf(why, cap, "%s is not under a directory kilnd's --toolchain-dir names "
-				 "(%s): users kilnd admits may name only those compilers", path,
-				 d->cfg->ntoolchain_dirs == 0 ? "none given" : d->cfg->toolchain_dirs[0]);
-			return false;
-		}
-	}
-	return named_chain_safe(path, owner, why, cap);
+	const char *slash = strrchr(path, '/');
+	return slash != NULL ? slash + 1 : path;
+}
+
+/* The table's key: what the compiler is (its resolved path) and what it
+ * is called (the name it runs under: clang++ is not clang), the same for
+ * nvcc's host compiler; newlines apart, which no part may contain
+ * (validate_compiler_path). Spellings of one path share an entry. */
+static void named_key(const char *real, const char *path, const char *host_real, const char *host,
+		      char *out, size_t cap)
+{
+	snprintf(out, cap, "%s\n%s\n%s\n%s", real, base_of(path), host_real != NULL ? host_real : "",
+		 host != NULL ? base_of(host) : "");
 }
 
 static void ident_work(void *arg)
@@ -217,11 +281,14 @@ static void wake(struct named *n)
 	}
 }
 
+static void identify_next(struct kilnd *d);
+
 static void ident_done(void *arg)
 {
 	struct ident_job *j = arg;
 	struct named *n = j->n;
 	ASSERT_LOOP();
+	n->d->named_running--;
 	n->busy = false;
 	n->checked_ns = util_now_ns();
 	if (n->tc != NULL)
@@ -243,59 +310,120 @@ static void ident_done(void *arg)
 	}
 	free(j);
 	wake(n);
+	identify_next(n->d);
 }
 
-static int identify(struct named *n)
+/* Starts n's identification on the pool; false when it cannot (n is then
+ * failed and its waiters woken by the caller). */
+static bool submit(struct named *n)
 {
 	struct ident_job *j = calloc(1, sizeof(*j));
-	if (j == NULL)
-		return -ENOMEM;
-	j->n = n;
-	if (kilnd_work(n->d, ident_work, ident_done, j) != 0) {
-		free(j);
-		return -ENOMEM;
+	if (j != NULL) {
+		j->n = n;
+		if (kilnd_work(n->d, ident_work, ident_done, j) == 0) {
+			n->d->named_running++;
+			return true;
+		}
 	}
-	n->busy = true;
-	return 0;
+	free(j);
+	n->busy = false;
+	n->checked_ns = util_now_ns();
+	snprintf(n->why, sizeof(n->why), "%s: out of memory", n->path);
+	return false;
 }
 
-/* Collects the names that failed and nobody waits for. */
-static void collect_failed(const char *key, void *val, void *arg)
+/* Identifications run NAMED_IDENT_MAX at a time: a compiler whose probes
+ * are slow (10 s each at most) holds no more of the pool that builds use.
+ * The others wait in order. */
+static void identify(struct named *n)
+{
+	struct kilnd *d = n->d;
+	n->busy = true;
+	if (d->named_running < NAMED_IDENT_MAX) {
+		if (!submit(n))
+			wake(n);
+		return;
+	}
+	n->queue_next = NULL;
+	if (d->named_queue_tail != NULL)
+		d->named_queue_tail->queue_next = n;
+	else
+		d->named_queue = n;
+	d->named_queue_tail = n;
+}
+
+/* After an identification: the next one waiting. */
+static void identify_next(struct kilnd *d)
+{
+	while (d->named_queue != NULL && d->named_running < NAMED_IDENT_MAX) {
+		struct named *n = d->named_queue;
+		d->named_queue = n->queue_next;
+		if (d->named_queue == NULL)
+			d->named_queue_tail = NULL;
+		if (!submit(n))
+			wake(n);
+	}
+}
+
+struct sweep {
+	struct named *drop[NAMED_MAX + 1];
+	size_t n;
+	uint64_t now;
+};
+
+/* The names a full table can let go: those that failed, and those no
+ * request had for NAMED_IDLE_NS; never one being identified or waited for. */
+static void collect_idle(const char *key, void *val, void *arg)
 {
 	struct named *n = val;
-	char ***keys = arg;
-	if (n->tc == NULL && !n->busy && n->waiters == NULL && (**keys = strdup(key)) != NULL)
-		(*keys)++;
+	struct sweep *sw = arg;
+	(void)key;
+	if (!n->busy && n->waiters == NULL && sw->n < NAMED_MAX &&
+	    (n->tc == NULL || sw->now - n->used_ns >= NAMED_IDLE_NS))
+		sw->drop[sw->n++] = n;
 }
 
 static void free_named(void *val);
 
-/* A full table drops the names that could not be identified. */
-static void drop_failed(struct kilnd *d)
+/* A full table drops what collect_idle finds; an identity a build may still
+ * hold is kept (retired) until stop. */
+static void drop_idle(struct kilnd *d)
 {
-	char *keys[NAMED_MAX + 1] = { NULL }, **end = keys;
-	table_foreach(d->named, collect_failed, &end);
-	for (char **k = keys; k < end; k++) {
-		struct named *n = table_del(d->named, *k);
-		if (n != NULL)
-			free_named(n);
-		free(*k);
+	struct sweep *sw = calloc(1, sizeof(*sw));
+	if (sw == NULL)
+		return;
+	sw->now = util_now_ns();
+	table_foreach(d->named, collect_idle, sw);
+	for (size_t i = 0; i < sw->n; i++) {
+		struct named *n = sw->drop[i];
+		if (n->tc != NULL && d->nnamed_retired >= NAMED_RETIRED_MAX)
+			continue;   /* a build may hold it: kept */
+		table_del(d->named, n->key);
+		if (n->tc != NULL) {
+			retire(d, n->tc);
+			n->tc = NULL;
+		}
+		free_named(n);
 	}
+	free(sw);
 }
 
 static struct named *named_new(struct kilnd *d, const char *key, const char *path, const char *host)
 {
 	if (d->named == NULL && (d->named = table_new()) == NULL)
 		return NULL;
-	if (table_count(d->named) + d->nnamed_retired >= NAMED_MAX)
-		drop_failed(d);
-	if (table_count(d->named) + d->nnamed_retired >= NAMED_MAX)
+	if (table_count(d->named) >= NAMED_MAX)
+		drop_idle(d);
+	if (table_count(d->named) >= NAMED_MAX)
 		return NULL;
 	struct named *n = calloc(1, sizeof(*n));
-	if (n == NULL || (n->path = strdup(path)) == NULL ||
+	if (n == NULL || (n->path = strdup(path)) == NULL || (n->key = strdup(key)) == NULL ||
 	    (host != NULL && (n->host = strdup(host)) == NULL) || table_put(d->named, key, n, NULL) != 0) {
-		if (n != NULL)
+		if (n != NULL) {
 			free(n->path);
+			free(n->key);
+			free(n->host);
+		}
 		free(n);
 		return NULL;
 	}
@@ -316,6 +444,14 @@ static bool stale(struct named *n, uint64_t now)
 		n->checked_ns = now;
 		return false;
 	}
+	if (n->d->nnamed_retired >= NAMED_RETIRED_MAX) {
+		/* It keeps the identity it has: builds with it are still
+		 * checked per entry (the programs they ran are inputs). */
+		log_warn("toolchain %s changed, but kilnd holds %d replaced identities already: "
+			 "restart it to identify the compiler again", n->path, NAMED_RETIRED_MAX);
+		n->checked_ns = now;
+		return false;
+	}
 	log_info("toolchain %s changed: identified again", n->path);
 	return true;
 }
@@ -324,7 +460,7 @@ enum named_result named_find(struct kilnd *d, const char *name, const char *host
 			     const struct toolchain **out, void (*cb)(void *arg), void *arg,
 			     char *why, size_t cap)
 {
-	char key[2 * PATH_MAX + 2];
+	char key[4 * PATH_MAX + 8];
 	ASSERT_LOOP();
 	*out = NULL;
 	if (name[0] != '/' && host == NULL) {
@@ -340,19 +476,21 @@ enum named_result named_find(struct kilnd *d, const char *name, const char *host
 		return NAMED_REFUSED;
 	}
 	const char *path = conf != NULL ? conf->path : name;
-	if (!named_may(d, path, uid, why, cap) || (host != NULL && !named_may(d, host, uid, why, cap)))
+	char real[PATH_MAX], host_real[PATH_MAX];
+	if (!named_may(d, path, uid, real, why, cap) ||
+	    (host != NULL && !named_may(d, host, uid, host_real, why, cap)))
 		return NAMED_REFUSED;
-	named_key(path, host, key, sizeof(key));
+	named_key(real, path, host != NULL ? host_real : NULL, host, key, sizeof(key));
 	struct named *n = d->named != NULL ? table_get(d->named, key) : NULL;
 	if (n == NULL && (n = named_new(d, key, path, host)) == NULL) {
 		snprintf(why, cap, "kilnd knows %d toolchains named by path already, or is out of "
 			 "memory", NAMED_MAX);
 		return NAMED_REFUSED;
 	}
-	if (stale(n, util_now_ns()) && identify(n) != 0) {
-		snprintf(why, cap, "out of memory");
-		return NAMED_REFUSED;
-	}
+	uint64_t now = util_now_ns();
+	n->used_ns = now;
+	if (stale(n, now))
+		identify(n);
 	if (!n->busy && n->tc != NULL) {
 		*out = n->tc;
 		return NAMED_READY;
@@ -371,16 +509,6 @@ enum named_result named_find(struct kilnd *d, const char *name, const char *host
 	return NAMED_PENDING;
 }
 
-const struct toolchain *named_known(struct kilnd *d, const char *name, const char *host)
-{
-	char key[2 * PATH_MAX + 2];
-	if (name[0] != '/' && host == NULL)
-		return kilnd_toolchain(d, name);
-	named_key(name, host, key, sizeof(key));
-	struct named *n = d->named != NULL ? table_get(d->named, key) : NULL;
-	return n != NULL && !n->busy ? n->tc : NULL;
-}
-
 int named_of_entry(const struct kilnd *d, const char *name, const struct toolchain **conf,
 		   struct toolchain **owned, char *why, size_t cap)
 {
@@ -395,12 +523,20 @@ int named_of_entry(const struct kilnd *d, const char *name, const struct toolcha
 		return *conf != NULL ? 0 : -1;
 	}
 	const char *sep = strstr(name, " -ccbin /");
+	char real[PATH_MAX];
 	snprintf(path, sizeof(path), "%.*s", sep != NULL ? (int)(sep - name) : PATH_MAX, name);
 	host = sep != NULL ? sep + 8 : NULL;
-	if (!named_may(d, path, getuid(), why, cap) || (host != NULL && !named_may(d, host, getuid(), why, cap)))
+	if (!named_may(d, path, getuid(), real, why, cap) ||
+	    (host != NULL && !named_may(d, host, getuid(), real, why, cap)))
 		return -1;
 	struct toolchain *tc = calloc(1, sizeof(*tc));
 	if (tc == NULL || key_toolchain_init(tc, name, path, host, why, cap) != 0) {
+		free(tc);
+		return -1;
+	}
+	if (!key_toolchain_known(tc)) {
+		snprintf(why, cap, "%s names no C, C++ or CUDA compiler kiln knows", path);
+		key_toolchain_fini(tc);
 		free(tc);
 		return -1;
 	}
@@ -441,6 +577,7 @@ static void free_named(void *val)
 	if (n->tc != NULL)
 		key_toolchain_fini(n->tc);
 	free(n->tc);
+	free(n->key);
 	free(n->path);
 	free(n->host);
 	free(n);

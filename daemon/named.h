@@ -16,7 +16,8 @@
 struct kilnd;
 struct toolchain;
 
-/* At most this many named toolchains (and replaced identities) per kilnd. */
+/* At most this many named toolchains known at once; when full, those that
+ * failed or went unused for ten minutes are let go. */
 #define NAMED_MAX 256
 
 enum named_result { NAMED_READY, NAMED_PENDING, NAMED_REFUSED };
@@ -32,12 +33,11 @@ enum named_result { NAMED_READY, NAMED_PENDING, NAMED_REFUSED };
 enum named_result named_find(struct kilnd *d, const char *name, const char *host, uid_t uid,
 			     const struct toolchain **out, void (*cb)(void *arg), void *arg,
 			     char *why, size_t cap);
-/* Only a toolchain already identified and current, without waiting; NULL
- * otherwise (entries of a toolchain named by path, in export and status). */
-const struct toolchain *named_known(struct kilnd *d, const char *name, const char *host);
-/* Whether uid may name the compiler at path (the rules of named.c); why
- * says why not. Any thread. */
-bool named_may(const struct kilnd *d, const char *path, uid_t uid, char *why, size_t cap);
+/* Whether uid may name the compiler at path (the rules of named.c), with
+ * its resolved path in real (PATH_MAX bytes); why says why not. Any
+ * thread. */
+bool named_may(const struct kilnd *d, const char *path, uid_t uid, char *real, char *why,
+	       size_t cap);
 /* Identifies the toolchain an entry's "toolchain" names (a configured
  * name, or "PATH" or "PATH -ccbin HOST" of a named one) on this node, for
  * the daemon's owner, blocking (a pool job): 0 with *owned (free with

@@ -124,6 +124,42 @@ static char *absolute_path(const char *v)
 	return out;
 }
 
+/* Variables that are lists of directories: an empty or relative element
+ * would name the build directory (the compilers' working directory), so
+ * only absolute ones are passed, and none at all when none is left. */
+static const char *const path_lists[] = {
+	"CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH", "LIBRARY_PATH",
+	"COMPILER_PATH", "LD_LIBRARY_PATH", "LD_RUN_PATH", NULL,
+};
+
+/* "NAME=" and the absolute elements of kv's value, malloc'd; NULL when
+ * none is left or out of memory (*oom then). */
+static char *absolute_list(const char *kv, bool *oom)
+{
+	size_t n = strcspn(kv, "="), o = n + 1;
+	char *out = malloc(strlen(kv) + 1);
+	*oom = out == NULL;
+	if (out == NULL)
+		return NULL;
+	memcpy(out, kv, n + 1);
+	for (const char *p = kv + n + 1; *p != '\0';) {
+		size_t m = strcspn(p, ":");
+		if (m > 0 && p[0] == '/') {
+			if (o > n + 1)
+				out[o++] = ':';
+			memcpy(out + o, p, m);
+			o += m;
+		}
+		p += m + (p[m] == ':');
+	}
+	out[o] = '\0';
+	if (o == n + 1) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
 static int by_name(const void *a, const void *b)
 {
 	const char *x = *(char *const *)a, *y = *(char *const *)b;
@@ -156,10 +192,15 @@ int tcenv_make(struct tcenv *e, char *const *env, char *const *extra, size_t nex
 		if (strncmp(env[i], "PATH=", 5) == 0) {
 			if (path == NULL)
 				path = env[i] + 5;
-		} else if (wanted(env[i], extra, nextra) && !have(e, env[i]) &&
-			   (e->vars[e->nvars++] = strdup(env[i])) == NULL) {
-			tcenv_fini(e);
-			return -ENOMEM;
+		} else if (wanted(env[i], extra, nextra) && !have(e, env[i])) {
+			bool list = in(path_lists, env[i], strcspn(env[i], "=")), oom = false;
+			char *kv = list ? absolute_list(env[i], &oom) : strdup(env[i]);
+			if (kv != NULL)
+				e->vars[e->nvars++] = kv;
+			else if (!list || oom) {
+				tcenv_fini(e);
+				return -ENOMEM;
+			}
 		}
 	}
 	e->path = absolute_path(path);

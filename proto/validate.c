@@ -191,6 +191,10 @@ int validate_compiler_path(const char *what, const char *path, char *why, size_t
 			return refuse(why, whylen, "%s \"%s\" contains %s", what,
 				      validate_quote(path, q), describe_char(ch, c));
 	}
+	/* An entry records "PATH -ccbin HOST": a path holding that is ambiguous. */
+	if (strstr(path, " -ccbin ") != NULL)
+		return refuse(why, whylen, "%s \"%s\" contains \" -ccbin \"", what,
+			      validate_quote(path, q));
 	return 0;
 }
 

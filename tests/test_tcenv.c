@@ -16,7 +16,8 @@ static char *environment[] = {
 	"GCC_COLORS=error=01;31", "NVCC_APPEND_FLAGS=-lineinfo", "LANG=C.UTF-8",
 	"SLURM_JOB_ID=42", "CUDA_VISIBLE_DEVICES=0,1", "LD_PRELOAD=/opt/xalt/lib/libxalt.so",
 	"KILN_SOCKET=/tmp/s", "KILN_OBSERVE_IGNORE=/scratch/x", "CRAY_CPU_TARGET=x86-milan",
-	"PE_ENV=GNU", "PATH=/opt/gcc/bin::.:bin:/usr/bin", "LANG=de_DE.UTF-8", NULL,
+	"PE_ENV=GNU", "PATH=/opt/gcc/bin::.:bin:/usr/bin", "LANG=de_DE.UTF-8",
+	"CPATH=:/opt/inc:inc", "LIBRARY_PATH=.:", NULL,
 };
 
 START_TEST(listed_variables_are_passed_and_others_are_not)
@@ -27,6 +28,9 @@ START_TEST(listed_variables_are_passed_and_others_are_not)
 	ck_assert_str_eq(tcenv_value(&e, "GCC_EXEC_PREFIX"), "/opt/gcc/lib/gcc/");
 	ck_assert_str_eq(tcenv_value(&e, "NVCC_APPEND_FLAGS"), "-lineinfo");
 	ck_assert_str_eq(tcenv_value(&e, "KILN_OBSERVE_IGNORE"), "/scratch/x");
+	/* lists of directories keep their absolute elements, or go */
+	ck_assert_str_eq(tcenv_value(&e, "CPATH"), "/opt/inc");
+	ck_assert_ptr_null(tcenv_value(&e, "LIBRARY_PATH"));
 	/* the first of two, as getenv finds it */
 	ck_assert_str_eq(tcenv_value(&e, "LANG"), "C.UTF-8");
 	/* where the job started, its scheduler's and the GPU's variables,

@@ -175,6 +175,7 @@ START_TEST(test_compiler_paths)
 	ck_assert_ptr_nonnull(strstr(why, "host compiler \"g++\" is not an absolute path"));
 	ck_assert_int_eq(validate_compiler_path("host compiler", "", why, sizeof(why)), -1);
 	ck_assert_int_eq(validate_compiler_path("host compiler", "/usr/bin/g++", why, sizeof(why)), 0);
+	ck_assert_int_eq(validate_toolchain_name("/opt/x -ccbin /tmp/g++", why, sizeof(why)), -1);
 	long_path[1024] = '\0';
 	ck_assert_int_eq(validate_compiler_path("compiler", long_path, why, sizeof(why)), 0);
 	free(long_path);

@@ -421,6 +421,26 @@ static bool resolve(const char *path, char real[PATH_MAX], bool *present)
  * its content by events only when, in addition, kilnd's user cannot write
  * it. Otherwise by a stat per batch of requests.
  */
+/* Whether a prefix of path ("/a", "/a/b", ..., path itself) is a
+ * dangling symbolic link: one whose target is missing. */
+static bool dangling_on_way(const char *path)
+{
+	char prefix[PATH_MAX];
+	struct stat st;
+	size_t len = strlen(path);
+	for (size_t i = 1; i <= len && i < sizeof(prefix); i++) {
+		if (i < len && path[i] != '/')
+			continue;
+		memcpy(prefix, path, i);
+		prefix[i] = '\0';
+		if (lstat(prefix, &st) != 0)
+			return false;
+		if (S_ISLNK(st.st_mode) && stat(prefix, &st) != 0)
+			return true;
+	}
+	return false;
+}
+
 void hwatch_choose(struct headers *h, const char *path, struct hstate *hs)
 {
 	char real[PATH_MAX], dir[PATH_MAX];
@@ -432,6 +452,12 @@ void hwatch_choose(struct headers *h, const char *path, struct hstate *hs)
 	hs->chosen_gen = h->choose_gen;
 	hs->names_watched = hs->content_watched = false;
 	if (h->ifd < 0 || !h->mpolling || path[0] != '/' || !resolve(path, real, &present))
+		return;
+	/* Missing behind a dangling link: the name may appear where the link
+	 * points, in a directory that does not exist yet and so no watch
+	 * covers. Stat'ed per batch. (A link to an existing directory is
+	 * resolved and watched on both sides.) */
+	if (!present && dangling_on_way(path))
 		return;
 	snprintf(dir, sizeof(dir), "%s", real);
 	if (!parent_dir(dir))

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* <dir>/opt/gcc/bin/g++: the system's g++ behind a script, as a module's
@@ -206,6 +207,98 @@ START_TEST(export_and_import_of_a_named_compiler_s_entry)
 }
 END_TEST
 
+/* clang and clang++ are one program that reads its mode from its name:
+ * two toolchains, never one entry (the name it runs under is in the
+ * identity). */
+START_TEST(one_binary_under_two_names_is_two_toolchains)
+{
+	char src[HARNESS_PATH], *out, *err, key1[72] = "", key2[72] = "";
+	if (access("/usr/bin/clang", X_OK) != 0 || access("/usr/bin/clang++", X_OK) != 0)
+		return;   /* no clang here: nothing to tell apart */
+	harness_write_file(harness_path(src, "p.c"), "int f(void) { return 4; }\n");
+	harness_start(NULL);
+	ck_assert_msg(build_with("/usr/bin/clang", src, &out, &err) == 0, "clang: %s", err);
+	sscanf(out, "built %71s", key1);
+	free(out);
+	free(err);
+	ck_assert_msg(build_with("/usr/bin/clang++", src, &out, &err) == 0, "clang++: %s", err);
+	ck_assert_msg(harness_contains(out, "built "), "clang++ got clang's entry: %s", out);
+	sscanf(out, "built %71s", key2);
+	free(out);
+	free(err);
+	ck_assert_str_ne(key1, key2);
+	harness_stop();
+}
+END_TEST
+
+/* Many spellings of one compiler ("/./", "//") are one toolchain: they
+ * fill no table, and another compiler can still be named after them. */
+START_TEST(spellings_of_one_compiler_share_one_identity)
+{
+	char cxx[HARNESS_PATH], src[HARNESS_PATH], dir[HARNESS_PATH], spelled[HARNESS_PATH * 2];
+	char *out, *err;
+	module_compiler(cxx, 1);
+	source(src);
+	harness_path(dir, "opt/gcc/bin");
+	harness_start(NULL);
+	for (int i = 0; i < 300; i++) {
+		int n = snprintf(spelled, sizeof(spelled), "%s", dir);
+		for (int j = 0; j < i % 150; j++)
+			n += snprintf(spelled + n, sizeof(spelled) - (size_t)n, "%s", i < 150 ? "/." : "/");
+		snprintf(spelled + n, sizeof(spelled) - (size_t)n, "/g++");
+		ck_assert_msg(build_with(spelled, src, &out, &err) == 0, "%s: %s", spelled, err);
+		free(out);
+		free(err);
+	}
+	ck_assert_int_eq(builds(), 1);
+	ck_assert_msg(build_with("/usr/bin/g++", src, &out, &err) == 0,
+		      "another compiler after 300 spellings: %s", err);
+	free(out);
+	free(err);
+	harness_stop();
+}
+END_TEST
+
+/*
+ * Compilers whose --version hangs (a licence server that does not answer),
+ * six of them at once (more than --jobs 1 leaves threads): identifications run two at a time, so a build
+ * with a configured toolchain is answered while all six still wait
+ * (before, they held every thread of the pool for the probes' 10 s).
+ */
+START_TEST(hanging_compilers_do_not_hold_the_pool)
+{
+	char path[HARNESS_PATH], dir[HARNESS_PATH], src[HARNESS_PATH], outp[HARNESS_PATH];
+	pid_t pids[6];
+	char *out, *err;
+	harness_write_file(harness_path(src, "p.c"), "int f(void) { return 8; }\n");
+	harness_start("--jobs", "1", NULL);
+	for (int i = 0; i < 6; i++) {
+		harness_path(dir, "hang%d", i);
+		ck_assert_int_eq(mkdir(dir, 0755), 0);
+		harness_write_file(harness_path(path, "hang%d/cc", i), "#!/bin/sh\nexec sleep 60\n");
+		ck_assert_int_eq(chmod(path, 0755), 0);
+		const char *argv[] = { harness_cli_path(), "--socket", harness.socket, "build",
+				       "--compiler", path, src, NULL };
+		pids[i] = harness_spawn(argv, NULL, harness_path(outp, "hang%d.out", i), NULL);
+	}
+	ck_assert_msg(harness_cli(&out, &err, "build", "-t", "cc", src, NULL) == 0, "%s", err);
+	free(out);
+	free(err);
+	for (int i = 0; i < 6; i++)
+		ck_assert_msg(harness_alive(pids[i]), "hanging compiler %d was answered before a "
+			      "build with a configured toolchain", i);
+	for (int i = 0; i < 6; i++) {
+		int st = harness_wait(pids[i], 120);
+		ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0,
+			      "compiler %d: not refused", i);
+	}
+	char *o = harness_read_file(harness_path(outp, "hang0.out"));
+	ck_assert_msg(harness_contains(o, "did not answer"), "%s", o);
+	free(o);
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("named");
@@ -213,5 +306,8 @@ int main(void)
 	harness_add(s, "changed_compiler", changed_compiler_builds_again, 120);
 	harness_add(s, "refused", compilers_that_others_can_swap_or_are_none_are_refused, 120);
 	harness_add(s, "transfer", export_and_import_of_a_named_compiler_s_entry, 180);
+	harness_add(s, "two_names", one_binary_under_two_names_is_two_toolchains, 120);
+	harness_add(s, "spellings", spellings_of_one_compiler_share_one_identity, 300);
+	harness_add(s, "hanging", hanging_compilers_do_not_hold_the_pool, 200);
 	return harness_main(s);
 }

@@ -679,6 +679,38 @@ START_TEST(path_gained_a_directory_without_toolchain_programs)
 }
 END_TEST
 
+/*
+ * A dangling link on PATH (<dir>/pa/as -> <dir>/pb/as, missing): the
+ * toolchain finds no "as" there. Once <dir>/pb/as appears the link leads
+ * to it, in a directory no watch on the way as written covers: the next
+ * request builds again, with that "as".
+ */
+START_TEST(dangling_link_on_path_comes_alive)
+{
+	char pa[HARNESS_PATH], pb[HARNESS_PATH], link[HARNESS_PATH], target[HARNESS_PATH];
+	char as[HARNESS_PATH], marker[HARNESS_PATH];
+	char *prog = harness_program("dangling", 14), *path_env;
+	struct oreq r;
+
+	make_dir(pa, "pa");
+	make_dir(pb, "pb");
+	harness_path(target, "pb/as");
+	ck_assert_int_eq(symlink(target, harness_path(link, "pa/as")), 0);
+	path_env = path_with(pa);
+	oreq_init(&r, prog);
+	free(prog);
+	harness_start_env(NULL, (const char *const[]){ path_env, NULL });
+	expect(&r, 14, 1, "built with the link dangling");
+	expect(&r, 14, 1, "a hit");
+	marking_as("pb/as", as, marker);
+	expect(&r, 14, 2, "after the link's target appeared");
+	ck_assert_msg(harness_exists(marker), "the program was served without running %s", as);
+	oreq_free(&r);
+	free(path_env);
+	harness_stop();
+}
+END_TEST
+
 /* A header above 1 MiB rewritten in place while kilnd was down, keeping its
  * size and its access and modification times. */
 START_TEST(large_header_rewritten_with_same_size_and_mtime_after_restart)
@@ -820,6 +852,7 @@ int main(void)
 	harness_add(s, "include_dir_leaving_build", relative_include_dir_leaving_the_build_directory, 90);
 	harness_add(s, "as_through_path", assembler_and_linker_found_through_path, 90);
 	harness_add(s, "path_gained_a_directory", path_gained_a_directory_without_toolchain_programs, 120);
+	harness_add(s, "dangling_link_on_path", dangling_link_on_path_comes_alive, 120);
 	harness_add(s, "large_header_restart", large_header_rewritten_with_same_size_and_mtime_after_restart,
 	    90);
 	return harness_main(s);

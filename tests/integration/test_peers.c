@@ -196,6 +196,24 @@ START_TEST(admitted_user_names_compilers_only_under_toolchain_dir)
 	ck_assert_msg(r.status == 0, "nobody could not name the site's compiler: %s", r.err);
 	run_as_free(&r);
 
+	/* a link nobody owns, in a sticky directory everyone may write, to
+	 * the site's compiler directory: nobody could turn it elsewhere
+	 * between the check and a run, so it is refused */
+	char sticky[HARNESS_PATH], link[HARNESS_PATH], via[HARNESS_PATH + 8], bin[HARNESS_PATH];
+	ck_assert_int_eq(mkdir(harness_path(sticky, "sticky"), 0777), 0);
+	ck_assert_int_eq(chmod(sticky, 01777), 0);
+	harness_path(link, "sticky/lnk");
+	harness_path(bin, "site/bin");
+	const char *ln[] = { SETPRIV, "--reuid=" NOBODY, "--regid=" NOBODY, "--clear-groups",
+			     "/bin/ln", "-s", bin, link, NULL };
+	ck_assert_int_eq(harness_run(ln, NULL, NULL, 30), 0);
+	snprintf(via, sizeof(via), "%s/g++", link);
+	r = cli_as_nobody_argv(NOBODY, NULL, true,
+			       (const char *const[]){ "build", "--compiler", via, src, NULL });
+	ck_assert_msg(r.status != 0, "nobody ran the compiler through a link of its own: %s", r.out);
+	ck_assert_msg(harness_contains(r.err, "belongs to uid 65534"), "stderr: %s", r.err);
+	run_as_free(&r);
+
 	/* the owner (root here) may name the other one */
 	char *out, *err;
 	ck_assert_msg(harness_cli(&out, &err, "build", "--compiler", theirs, src, NULL) == 0,
