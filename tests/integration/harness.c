@@ -837,3 +837,15 @@ char *harness_data_file(const char *name)
 	ck_assert_msg(text != NULL, "cannot read %s", path);
 	return text;
 }
+
+const char *harness_module_compiler(char *path, int version)
+{
+	char dir[HARNESS_PATH], text[256];
+	mkdir(harness_path(dir, "opt"), 0755);
+	mkdir(harness_path(dir, "opt/gcc"), 0755);
+	mkdir(harness_path(dir, "opt/gcc/bin"), 0755);
+	snprintf(text, sizeof(text), "#!/bin/sh\n# module gcc %d\nexec /usr/bin/g++ \"$@\"\n", version);
+	harness_write_file(harness_path(path, "opt/gcc/bin/g++"), text);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+	return path;
+}

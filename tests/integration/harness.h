@@ -57,6 +57,10 @@ TCase *harness_tcase(const char *name, const TTest *test, double timeout_s);
 /* harness_tcase, added to s; returns the test case (for more fixtures). */
 TCase *harness_add(Suite *s, const char *name, const TTest *test, double timeout_s);
 
+/* <dir>/opt/gcc/bin/g++: the system's g++ behind a script, as a module
+ * system's compiler outside /usr/bin; version (a comment) makes another
+ * program. Into path (HARNESS_PATH bytes), which it returns. */
+const char *harness_module_compiler(char *path, int version);
 /* "<dir>/<rel>" into buf (HARNESS_PATH bytes); returns buf. */
 char *harness_path(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Writes text to path (replacing it), failing the test on error. */

@@ -15,19 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* <dir>/opt/gcc/bin/g++: the system's g++ behind a script, as a module's
- * compiler; version (a comment) makes another program. Returns the path. */
-static const char *module_compiler(char path[HARNESS_PATH], int version)
-{
-	char dir[HARNESS_PATH], text[256];
-	mkdir(harness_path(dir, "opt"), 0755);
-	mkdir(harness_path(dir, "opt/gcc"), 0755);
-	mkdir(harness_path(dir, "opt/gcc/bin"), 0755);
-	snprintf(text, sizeof(text), "#!/bin/sh\n# module gcc %d\nexec /usr/bin/g++ \"$@\"\n", version);
-	harness_write_file(harness_path(path, "opt/gcc/bin/g++"), text);
-	ck_assert_int_eq(chmod(path, 0755), 0);
-	return path;
-}
+#define module_compiler harness_module_compiler
 
 static const char *source(char path[HARNESS_PATH])
 {
@@ -39,6 +27,18 @@ static const char *source(char path[HARNESS_PATH])
 static int build_with(const char *compiler, const char *src, char **out, char **err)
 {
 	return harness_cli(out, err, "build", "--compiler", compiler, src, NULL);
+}
+
+/* A module compiler, a source, kilnd started, and one build with them. */
+static void start_and_build_once(char cxx[HARNESS_PATH], char src[HARNESS_PATH])
+{
+	char *out, *err;
+	module_compiler(cxx, 1);
+	source(src);
+	harness_start(NULL);
+	ck_assert_msg(build_with(cxx, src, &out, &err) == 0, "build failed: %s", err);
+	free(out);
+	free(err);
 }
 
 static int64_t builds(void)
@@ -94,12 +94,7 @@ END_TEST
 START_TEST(changed_compiler_builds_again)
 {
 	char cxx[HARNESS_PATH], src[HARNESS_PATH], *out, *err;
-	module_compiler(cxx, 1);
-	source(src);
-	harness_start(NULL);
-	ck_assert_int_eq(build_with(cxx, src, &out, &err), 0);
-	free(out);
-	free(err);
+	start_and_build_once(cxx, src);
 	sleep(2); /* the identity is checked again at most once a second */
 	module_compiler(cxx, 2);
 	ck_assert_msg(build_with(cxx, src, &out, &err) == 0, "build failed: %s", err);
@@ -180,13 +175,8 @@ END_TEST
 START_TEST(export_and_import_of_a_named_compiler_s_entry)
 {
 	char cxx[HARNESS_PATH], src[HARNESS_PATH], tgz[HARNESS_PATH], sock2[HARNESS_PATH];
-	char res[HARNESS_PATH], *out, *err;
-	module_compiler(cxx, 1);
-	source(src);
-	harness_start(NULL);
-	ck_assert_int_eq(build_with(cxx, src, &out, &err), 0);
-	free(out);
-	free(err);
+	char res[HARNESS_PATH], *out;
+	start_and_build_once(cxx, src);
 	ck_assert_int_eq(harness_cli(NULL, NULL, "export", harness_path(tgz, "named.tgz"), NULL), 0);
 	harness_start_named("node2", NULL, NULL, sock2);
 	const char *imp[] = { harness_cli_path(), "--socket", sock2, "--json", "import", tgz, NULL };

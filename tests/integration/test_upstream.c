@@ -598,19 +598,6 @@ START_TEST(unusable_upstream_dir_is_refused)
 }
 END_TEST
 
-/* A compiler named by path, as kiln.dace names a module's $CXX: a script
- * in <dir>/opt/gcc/bin standing for the module's g++ (version: a comment). */
-static void module_gxx(char path[HARNESS_PATH], int version)
-{
-	char dir[HARNESS_PATH], text[160];
-	mkdir(harness_path(dir, "opt"), 0755);
-	mkdir(harness_path(dir, "opt/gcc"), 0755);
-	mkdir(harness_path(dir, "opt/gcc/bin"), 0755);
-	snprintf(text, sizeof(text), "#!/bin/sh\n# module gcc %d\nexec /usr/bin/g++ \"$@\"\n", version);
-	harness_write_file(harness_path(path, "opt/gcc/bin/g++"), text);
-	ck_assert_int_eq(chmod(path, 0755), 0);
-}
-
 static void build_on(const struct node *n, const char *cxx, const char *src)
 {
 	char *out = NULL, *err = NULL;
@@ -632,7 +619,7 @@ START_TEST(named_compiler_is_matched_by_identity_across_nodes)
 	struct node a, b, c;
 	struct node_args args;
 
-	module_gxx(cxx, 1);
+	harness_module_compiler(cxx, 1);
 	harness_write_file(harness_path(src, "p.cpp"), "extern \"C\" int f(void) { return 5; }\n");
 	node_args_init(&args, NULL, NULL, NULL);
 	node_init(&a, "a");
@@ -649,7 +636,7 @@ START_TEST(named_compiler_is_matched_by_identity_across_nodes)
 	cJSON_Delete(st);
 	node_stop(&b);
 
-	module_gxx(cxx, 2);
+	harness_module_compiler(cxx, 2);
 	node_start(&c, args.argv);
 	build_on(&c, cxx, src);
 	st = node_status(&c);
