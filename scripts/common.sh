@@ -10,7 +10,13 @@ KILN_PACKAGES=(meson ninja-build pkg-config gcc g++ libuv1-dev libsqlite3-dev li
 	# The vendored DaCe's dependencies (py_dace; ../shared/vendor/dace/README.md).
 	python3-numpy python3-sympy python3-networkx python3-ply python3-astunparse python3-dill
 	python3-yaml python3-packaging python3-typing-extensions python3-ordered-set
-	python3-fparser cmake)
+	python3-fparser cmake
+	# The vendored GT4Py's (py_gt4py; ../shared/vendor/gt4py/README.md), and a venv
+	# with pip for the pip test.
+	python3-attr python3-boltons python3-cached-property python3-click python3-cytoolz
+	python3-deepdiff python3-factory-boy python3-filelock python3-frozendict python3-jinja2
+	python3-lark python3-mako python3-tabulate python3-toolz python3-xxhash black
+	python3-executing python3-asttokens python3-venv)
 
 kiln_say() {
 	printf '%s\n' "$*" >&2

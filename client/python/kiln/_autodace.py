@@ -8,39 +8,53 @@ nothing but read the environment.
 
 import importlib.abc
 import importlib.util
+import os
 import sys
 
 TARGET = "dace.codegen.compiler"
 
 
 class _Loader(importlib.abc.Loader):
-    """DaCe's own loader, then kiln.dace.install()."""
+    """The module's own loader, then then(module)."""
 
-    def __init__(self, inner):
-        self.inner = inner
+    def __init__(self, inner, then):
+        self.inner, self.then = inner, then
 
     def create_module(self, spec):
         return self.inner.create_module(spec)
 
     def exec_module(self, module):
         self.inner.exec_module(module)
-        from . import dace as kiln_dace
-        kiln_dace.install()
+        self.then(module)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
+    def __init__(self, name, then):
+        self.name, self.then = name, then
+
     def find_spec(self, name, path, target=None):
-        if name != TARGET:
+        if name != self.name:
             return None
         sys.meta_path.remove(self)   # once, and no recursion below
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.loader is not None:
-            spec.loader = _Loader(spec.loader)
+            spec.loader = _Loader(spec.loader, self.then)
         return spec
 
 
-if TARGET in sys.modules:
-    from . import dace as _kiln_dace
-    _kiln_dace.install()
-else:
-    sys.meta_path.insert(0, _Finder())
+def after_import(name, then):
+    """Runs then(module) once the module called name has been imported (its
+    code run), or now when it is already."""
+    if name in sys.modules:
+        then(sys.modules[name])
+    else:
+        sys.meta_path.insert(0, _Finder(name, then))
+
+
+def _install(_module=None):
+    from . import dace as kiln_dace
+    kiln_dace.install()
+
+
+if os.environ.get("KILN_DACE", "") not in ("", "0"):
+    after_import(TARGET, _install)

@@ -77,6 +77,60 @@ def install(socket: Optional[str] = None) -> None:
             _state["compile"] = SDFG.compile
             SDFG.compile = _compile
         _state["socket"] = socket
+    _reach_gt4py_workers()
+
+
+# GT4Py compiles in worker processes it starts with "spawn"
+# (gt4py/next/otf/runners.py, ProcessRunner): they import the main script's
+# module level, not what main() did, so an install() there would not reach
+# them. GT4Py hands its pool an initializer, a module-level function the
+# pool pickles by name; kiln.dace puts its own in that name's place (once
+# gt4py's runners module is imported, now or later), which the worker
+# unpickles by importing kiln.dace: it installs kiln.dace with the parent's
+# socket, then runs GT4Py's own initializer. Thread and serial modes build
+# in this process, which install() has patched already.
+_GT4PY_RUNNERS = "gt4py.next.otf.runners"
+
+
+def _gt4py_worker_init(socket, *args):
+    """A GT4Py compile worker's start: kiln.dace, then GT4Py's initializer
+    (kept aside when install() put this one in its place)."""
+    import importlib
+
+    runners = importlib.import_module(_GT4PY_RUNNERS)
+    try:
+        install(socket=socket)
+    except Exception as e:  # DaCe cannot be patched here: its own build, said once
+        stats["fallbacks"] += 1
+        _say("cannot route this GT4Py compile worker's builds through kiln: %s" % e)
+        _patch_gt4py_runners(runners)
+    original = _state.get("gt4py_init")
+    if original is not None:
+        original(*args)
+
+
+def _patch_gt4py_runners(runners):
+    """GT4Py's initializer aside, kiln's (a partial of a function of this
+    module: the pool pickles it by name) in its place."""
+    import functools
+
+    original = getattr(runners, "_pool_worker_initializer", None)
+    if original is None or isinstance(original, functools.partial):
+        return   # another GT4Py, or patched already
+    _state["gt4py_init"] = original
+    runners._pool_worker_initializer = functools.partial(_gt4py_worker_init, _state["socket"])
+
+
+def _reach_gt4py_workers():
+    """Patches GT4Py's worker initializer now, or when GT4Py imports it."""
+    with _lock:
+        runners = sys.modules.get(_GT4PY_RUNNERS)
+        if runners is not None:
+            _patch_gt4py_runners(runners)
+        elif not _state.get("gt4py_hook"):
+            _state["gt4py_hook"] = True
+            from ._autodace import after_import
+            after_import(_GT4PY_RUNNERS, _patch_gt4py_runners)
 
 
 def uninstall() -> None:

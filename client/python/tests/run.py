@@ -95,6 +95,35 @@ def dace_setup():
     return None
 
 
+def gt4py_setup():
+    """For the py_gt4py test: the vendored DaCe (dace_setup), then the
+    vendored GT4Py, its pure-Python dependencies and icon4py's diffusion
+    stencils (KILN_TEST_GT4PY_DIR, ../shared/vendor/gt4py) unpacked beside
+    it. Returns None, or why it cannot run here."""
+    import glob
+    import subprocess
+    import tarfile
+
+    why = dace_setup()
+    if why:
+        return why
+    src = os.environ.get("KILN_TEST_GT4PY_DIR", "")
+    tarballs = sorted(glob.glob(os.path.join(src, "*.tar.gz"))) if src else []
+    if not tarballs:
+        return "the vendored GT4Py (%s) is absent" % (src or "KILN_TEST_GT4PY_DIR unset")
+    into = os.environ["KILN_TEST_DACE_DIR"]
+    for t in tarballs:
+        with tarfile.open(t) as tf:
+            tf.extractall(into)
+    p = subprocess.run([sys.executable, "-c", "import gt4py.next"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        last = (p.stdout.strip().splitlines() or ["?"])[-1]
+        return ("GT4Py does not import here: %s (../shared/vendor/gt4py/README.md lists the "
+                "Debian packages)" % last)
+    return None
+
+
 def main():
     for var in ("KILN_LIBRARY", "KILN_TEST_KILND"):
         if not os.environ.get(var):
@@ -116,13 +145,19 @@ def main():
     if os.environ.get("KILN_TEST_ASAN_PRELOADED"):
         print("py_kiln: libkiln has AddressSanitizer; python3 runs with LD_PRELOAD=%s"
               % os.environ.get("LD_PRELOAD"), flush=True)
-    if "--dace" in sys.argv[1:]:
+    if "--gt4py" in sys.argv[1:]:
+        why = gt4py_setup()
+        if why:
+            return skip(why)
+        targets = [os.path.join(HERE, "test_gt4py.py")]
+    elif "--dace" in sys.argv[1:]:
         why = dace_setup()
         if why:
             return skip(why)
         targets = [os.path.join(HERE, "test_dace.py")]
     else:
-        targets = [HERE, "--ignore", os.path.join(HERE, "test_dace.py")]
+        targets = [HERE, "--ignore", os.path.join(HERE, "test_dace.py"),
+                   "--ignore", os.path.join(HERE, "test_gt4py.py")]
     rc = pytest.main(["-v", "-p", "no:cacheprovider", "--rootdir", HERE] + targets)
     if rc == pytest.ExitCode.NO_TESTS_COLLECTED:
         print("py_kiln: pytest collected no tests", flush=True)
