@@ -289,6 +289,34 @@ START_TEST(hanging_compilers_do_not_hold_the_pool)
 }
 END_TEST
 
+/* A kiln warm manifest names the module's compiler by path, and one
+ * request a host compiler without nvcc: built, and refused saying why. */
+START_TEST(warm_manifest_names_a_compiler)
+{
+	char cxx[HARNESS_PATH], src[HARNESS_PATH], manifest[HARNESS_PATH], text[HARNESS_PATH * 5];
+	char *out = NULL;
+	module_compiler(cxx, 1);
+	source(src);
+	snprintf(text, sizeof(text),
+		 "{\"requests\": [\n"
+		 " {\"sources\": [\"%s\"], \"toolchain\": \"%s\"},\n"
+		 " {\"sources\": [\"%s\"], \"toolchain\": \"%s\", \"host_compiler\": \"/usr/bin/g++\"}\n"
+		 "]}\n", src, cxx, src, cxx);
+	harness_write_file(harness_path(manifest, "manifest.json"), text);
+	harness_start(NULL);
+	ck_assert_int_eq(harness_cli(&out, NULL, "--json", "warm", manifest, NULL), 1);
+	cJSON *r = cJSON_Parse(out);
+	ck_assert_msg(r != NULL, "not JSON: %s", out);
+	ck_assert_int_eq(harness_num(r, "built"), 1);
+	ck_assert_int_eq(harness_num(r, "failed"), 1);
+	cJSON *second = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "results"), 1);
+	ck_assert_msg(harness_contains(harness_str(second, "error"), "not nvcc"), "%s", out);
+	cJSON_Delete(r);
+	free(out);
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("named");
@@ -299,5 +327,6 @@ int main(void)
 	harness_add(s, "two_names", one_binary_under_two_names_is_two_toolchains, 120);
 	harness_add(s, "spellings", spellings_of_one_compiler_share_one_identity, 300);
 	harness_add(s, "hanging", hanging_compilers_do_not_hold_the_pool, 200);
+	harness_add(s, "warm", warm_manifest_names_a_compiler, 120);
 	return harness_main(s);
 }
