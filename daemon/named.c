@@ -317,6 +317,13 @@ static void ident_done(void *arg)
  * failed and its waiters woken by the caller). */
 static bool submit(struct named *n)
 {
+	if (n->d->stopping) {
+		/* No new work while stopping: its waiters are answered now. */
+		n->busy = false;
+		n->checked_ns = util_now_ns();
+		snprintf(n->why, sizeof(n->why), "%s: kilnd is stopping", n->path);
+		return false;
+	}
 	struct ident_job *j = calloc(1, sizeof(*j));
 	if (j != NULL) {
 		j->n = n;
