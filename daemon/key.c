@@ -416,11 +416,6 @@ bool key_toolchain_known(const struct toolchain *tc)
 	return tc->known;
 }
 
-const char *key_toolchain_argv0(const struct toolchain *tc)
-{
-	return tc->path;
-}
-
 bool key_toolchain_current(const struct toolchain *tc)
 {
 	char real[PATH_MAX];

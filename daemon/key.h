@@ -30,7 +30,9 @@
 /* A compiler, configured or named by a request, and its identity digest. */
 struct toolchain {
 	char *name;          /* as configured ("c++"), or the path a request named */
-	char *path;          /* as configured or named */
+	char *path;          /* as configured or named: what runs (a symlink farm
+	                      * such as ccache's keys on the name, clang++ on its
+	                      * "++"; a named one is safe to run so: named.c) */
 	char *real_path;     /* resolved */
 	char *host;          /* nvcc's host compiler (-ccbin) a request named, or NULL */
 	char *host_real;     /* resolved */
@@ -74,11 +76,6 @@ int key_toolchain_init(struct toolchain *tc, const char *name, const char *path,
  * Clang and its derivatives, NVIDIA's nvcc and HPC compilers, Intel's,
  * Cray's): a toolchain named by a request must be one (named.c). */
 bool key_toolchain_known(const struct toolchain *tc);
-/* The program a run starts: the path as configured or named (a symlink
- * farm such as ccache's keys on the name, clang++ on its "++"). A named
- * one is safe to run by that path: every link on it lies in a directory
- * only root or the owner can change (named.c). */
-const char *key_toolchain_argv0(const struct toolchain *tc);
 /* Whether the driver (and host compiler) are still the files identified:
  * same resolved path, device, inode, size and times. Three stats. */
 bool key_toolchain_current(const struct toolchain *tc);

@@ -84,6 +84,7 @@ struct kilnd {
 	struct toolchain toolchains[CONFIG_MAX_TOOLCHAINS];
 	size_t ntoolchains;
 	struct table *named;          /* toolchains named by path (named.h) */
+	struct table *named_ok;       /* names found permitted lately (named.c) */
 	struct table *variants;       /* program -> request keys built (variants.c) */
 	struct named_retired *named_retired;  /* their replaced identities */
 	size_t nnamed_retired;

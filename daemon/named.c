@@ -27,7 +27,10 @@
 #include "table.h"
 #include "thread.h"
 #include "util.h"
+#include "validate.h"
 
+/* Permitted names remembered (permitted()); beyond, forgotten at once. */
+#define NAMED_OK_MAX 1024
 /* Identifications running at once. */
 #define NAMED_IDENT_MAX 2
 /* Replaced identities kept until stop (builds may hold them). */
@@ -463,6 +466,62 @@ static bool stale(struct named *n, uint64_t now)
 	return true;
 }
 
+/* A name found permitted for a uid, and what it resolved to. */
+struct named_ok {
+	char *real, *host_real;
+	uint64_t at;
+};
+
+static void free_ok(void *val)
+{
+	struct named_ok *ok = val;
+	free(ok->real);
+	free(ok->host_real);
+	free(ok);
+}
+
+/*
+ * named_may for the compiler and its host, remembered for NAMED_RECHECK_NS
+ * per uid and spelling, so that a rank's every get and lookup does not walk
+ * the path with an lstat per component on the loop. Only root or the owner
+ * can change what the walk found permitted (that is the rule), so a result
+ * a second old can only be stale by their own doing; a refusal is not
+ * remembered.
+ */
+static bool permitted(struct kilnd *d, const char *path, const char *host, uid_t uid, char *real,
+		      char *host_real, char *why, size_t cap)
+{
+	char key[2 * VALIDATE_COMPILER_PATH_MAX + 32];
+	uint64_t now = util_now_ns();
+	snprintf(key, sizeof(key), "%u\n%s\n%s", (unsigned)uid, path, host != NULL ? host : "");
+	struct named_ok *ok = d->named_ok != NULL ? table_get(d->named_ok, key) : NULL;
+	if (ok != NULL && now - ok->at < NAMED_RECHECK_NS) {
+		snprintf(real, PATH_MAX, "%s", ok->real);
+		snprintf(host_real, PATH_MAX, "%s", ok->host_real);
+		return true;
+	}
+	if (ok != NULL)
+		free_ok(table_del(d->named_ok, key));
+	if (!named_may(d, path, uid, real, why, cap) ||
+	    (host != NULL && !named_may(d, host, uid, host_real, why, cap)))
+		return false;
+	if (host == NULL)
+		host_real[0] = '\0';
+	if (d->named_ok == NULL || table_count(d->named_ok) >= NAMED_OK_MAX) {
+		table_free(d->named_ok, free_ok);
+		d->named_ok = table_new();
+	}
+	if (d->named_ok != NULL && (ok = calloc(1, sizeof(*ok))) != NULL) {
+		ok->real = strdup(real);
+		ok->host_real = strdup(host_real);
+		ok->at = now;
+		if (ok->real == NULL || ok->host_real == NULL ||
+		    table_put(d->named_ok, key, ok, NULL) != 0)
+			free_ok(ok);
+	}
+	return true;
+}
+
 enum named_result named_find(struct kilnd *d, const char *name, const char *host, uid_t uid,
 			     const struct toolchain **out, void (*cb)(void *arg), void *arg,
 			     char *why, size_t cap)
@@ -484,8 +543,7 @@ enum named_result named_find(struct kilnd *d, const char *name, const char *host
 	}
 	const char *path = conf != NULL ? conf->path : name;
 	char real[PATH_MAX], host_real[PATH_MAX];
-	if (!named_may(d, path, uid, real, why, cap) ||
-	    (host != NULL && !named_may(d, host, uid, host_real, why, cap)))
+	if (!permitted(d, path, host, uid, real, host_real, why, cap))
 		return NAMED_REFUSED;
 	named_key(real, path, host != NULL ? host_real : NULL, host, key, sizeof(key));
 	struct named *n = d->named != NULL ? table_get(d->named, key) : NULL;
@@ -573,11 +631,6 @@ void named_foreach(struct kilnd *d, void (*fn)(const struct toolchain *tc, void 
 		table_foreach(d->named, each_named, &e);
 }
 
-size_t named_count(const struct kilnd *d)
-{
-	return d->named != NULL ? table_count(d->named) : 0;
-}
-
 static void free_named(void *val)
 {
 	struct named *n = val;
@@ -594,6 +647,8 @@ void named_fini(struct kilnd *d)
 {
 	table_free(d->named, free_named);
 	d->named = NULL;
+	table_free(d->named_ok, free_ok);
+	d->named_ok = NULL;
 	while (d->named_retired != NULL) {
 		struct named_retired *r = d->named_retired;
 		d->named_retired = r->next;

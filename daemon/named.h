@@ -46,8 +46,6 @@ int named_of_entry(const struct kilnd *d, const char *name, const struct toolcha
 		   struct toolchain **owned, char *why, size_t cap);
 /* Frees them all (at stop, once no build runs). */
 void named_fini(struct kilnd *d);
-/* How many are known, for status. */
-size_t named_count(const struct kilnd *d);
 /* fn on each toolchain named by path and identified now (status). */
 void named_foreach(struct kilnd *d, void (*fn)(const struct toolchain *tc, void *arg), void *arg);
 

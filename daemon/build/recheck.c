@@ -100,7 +100,7 @@ static void add_compiler(struct argv_list *a, const struct kilnd *d, const struc
 		}
 	}
 	add(a, "--");
-	add(a, key_toolchain_argv0(in->tc));
+	add(a, in->tc->path);
 	if (in->tc->host != NULL) {
 		add(a, "-ccbin");
 		add(a, in->tc->host);

@@ -176,7 +176,7 @@ static void push_compiler(struct argv_buf *a, const struct build *b, const char 
 	push(a, "%s/trace", b->dir);
 	push_confine(a, b);
 	push(a, "--");
-	push(a, "%s", key_toolchain_argv0(b->in.tc));
+	push(a, "%s", b->in.tc->path);
 	if (b->in.tc->host != NULL) {
 		push(a, "-ccbin");
 		push(a, "%s", b->in.tc->host);
