@@ -249,8 +249,16 @@ static const struct toolchain *toolchain_of(struct conn *c, struct msg_request *
 {
 	char why[1024];
 	const struct toolchain *tc = NULL;
-	struct parked_keying *p = calloc(1, sizeof(*p));
 	*parked = false;
+	/* A configured name: nothing to wait for, nothing to allocate. */
+	if (req->toolchain[0] != '/' && req->host_compiler == NULL) {
+		if ((tc = kilnd_toolchain(c->d, req->toolchain)) == NULL)
+			conn_reply_error(c, req->id, ERR_BAD_TOOLCHAIN, "toolchain",
+					 "toolchain \"%s\" is not configured (see kilnd --toolchain)",
+					 req->toolchain);
+		return tc;
+	}
+	struct parked_keying *p = calloc(1, sizeof(*p));
 	if (p == NULL) {
 		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
 		return NULL;
@@ -274,9 +282,7 @@ static const struct toolchain *toolchain_of(struct conn *c, struct msg_request *
 	default:
 		free(p);
 		conn_reply_error(c, req->id, ERR_BAD_TOOLCHAIN,
-				 req->host_compiler != NULL ? "host_compiler" : "toolchain", "%s%s", why,
-				 req->toolchain[0] != '/' && req->host_compiler == NULL
-					 ? " (see kilnd --toolchain)" : "");
+				 req->host_compiler != NULL ? "host_compiler" : "toolchain", "%s", why);
 		return NULL;
 	}
 }
