@@ -467,20 +467,8 @@ static void print_json(const struct warm *w, double elapsed)
 static void cli_warm_free(struct warm *w)
 {
 	for (size_t i = 0; w->items != NULL && i < w->n; i++) {
-		struct msg_request *r = &w->items[i].req;
-		for (size_t j = 0; r->sources != NULL && j < r->nsources; j++) {
-			free(r->sources[j].name);
-			free(r->sources[j].path);
-			free(r->sources[j].text);
-		}
-		for (size_t j = 0; r->args != NULL && j < r->nargs; j++)
-			free(r->args[j]);
-		free(r->sources);
-		free(r->args);
-		free(r->toolchain);
-		free(r->output);
-		free(r->alias);
-		free(r->label);
+		/* Every string of a request is its own (msg_request_free's rule). */
+		msg_request_free(&w->items[i].req);
 		free(w->items[i].error);
 		free(w->items[i].log);
 	}
