@@ -1,9 +1,10 @@
 """
-The opt-in without touching code: with KILN_DACE=1 in the environment, the
-kiln-dace.pth file installed beside the package imports this module at
-Python's start-up, and it installs kiln.dace as soon as DaCe's compiler
-module is imported (docs/dace.md). Without KILN_DACE the .pth line does
-nothing but read the environment.
+The opt-in without touching code: with KILN_DACE=1 or KILN_GT4PY=1 in the
+environment, the kiln-dace.pth file installed beside the package imports
+this module at Python's start-up, and it installs kiln.dace as soon as
+DaCe's compiler module is imported, and kiln.gt4py as soon as GT4Py's
+runners module is (docs/dace.md, docs/gt4py.md). Without either variable
+the .pth line does nothing but read the environment.
 """
 
 import importlib.abc
@@ -12,6 +13,7 @@ import os
 import sys
 
 TARGET = "dace.codegen.compiler"
+GT4PY_TARGET = "gt4py.next.otf.runners"
 
 
 class _Loader(importlib.abc.Loader):
@@ -56,5 +58,21 @@ def _install(_module=None):
     kiln_dace.install()
 
 
-if os.environ.get("KILN_DACE", "") not in ("", "0"):
+def _install_gt4py(_module=None):
+    from . import gt4py as kiln_gt4py
+    try:
+        kiln_gt4py.install()
+    except ImportError as e:   # GT4Py without DaCe: nothing of it to serve
+        print("kiln.gt4py: not installed: %s" % e, file=sys.stderr, flush=True)
+
+
+def _on(name):
+    return os.environ.get(name, "") not in ("", "0")
+
+
+# KILN_DACE=1: DaCe's builds through kiln, and GT4Py's DaCe programs through
+# kiln.gt4py (unless KILN_GT4PY=0); KILN_GT4PY=1: both as well.
+if _on("KILN_DACE") or _on("KILN_GT4PY"):
     after_import(TARGET, _install)
+    if os.environ.get("KILN_GT4PY", "") != "0":
+        after_import(GT4PY_TARGET, _install_gt4py)

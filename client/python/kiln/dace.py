@@ -471,7 +471,11 @@ def configure_and_compile(program_folder, program_name=None, output_stream=None,
     _normalise_hash(folder, name)
     named = getattr(_batch, "alias", None)
     alias = named[2] if named is not None and named[:2] == (folder, name) else None
-    request = dict(sources=_sources(folder, compiled), args=args, label="dace " + name,
+    sources = _sources(folder, compiled)
+    extra = getattr(_batch, "extra", None)
+    if extra is not None and extra[:2] == (folder, name):
+        sources[extra[2]] = extra[3]
+    request = dict(sources=sources, args=args, label="dace " + name,
                    load=False, pch=_pch(), alias=alias, **tools)
     lib = str(compiler.get_binary_name(folder, name, folder_mode=folder_mode))
     b = _Build(call, folder, name, lib, request)
@@ -715,6 +719,11 @@ def _found(sdfg, alias):
 def _compile(self, output_file=None, validate=True, return_program_handle=True):
     """SDFG.compile through kiln: first by content (no code generation),
     else as DaCe does, with the content alias recorded for next time."""
+    gt4py, _batch.gt4py = getattr(_batch, "gt4py", None), None
+    if gt4py is not None:
+        # kiln.gt4py's compilation step (kiln/gt4py.py, _Compile): this
+        # SDFG is its program; the build gets its section and its alias.
+        return _compile_for_gt4py(self, gt4py, output_file, validate, return_program_handle)
     alias = _content_alias(self) if self.regenerate_code else None
     lookup = os.environ.get("KILN_DACE_LOOKUP", "1") != "0"
     if alias is not None and lookup and return_program_handle and output_file is None:
@@ -729,3 +738,16 @@ def _compile(self, output_file=None, validate=True, return_program_handle=True):
         return _state["compile"](self, output_file, validate, return_program_handle)
     finally:
         _batch.alias = None
+
+
+def _compile_for_gt4py(sdfg, gt4py, output_file, validate, return_program_handle):
+    """SDFG.compile of a GT4Py program: its build carries one more source
+    (kiln.gt4py's section) and kiln.gt4py's alias."""
+    alias, name, text = gt4py
+    folder = os.path.abspath(sdfg.build_folder)
+    _batch.alias = (folder, sdfg.name, alias)
+    _batch.extra = (folder, sdfg.name, name, text)
+    try:
+        return _state["compile"](sdfg, output_file, validate, return_program_handle)
+    finally:
+        _batch.alias = _batch.extra = None
