@@ -16,7 +16,7 @@ Environment:
                 whichever process or thread it runs) appends a line
   RANK_PROGRAMS comma-separated names to run (default: all)
   RANK_COEF     the Laplacian's centre coefficient the reference expects
-                (default 4.0; the program's literal is -4.0: a test edits it)
+                (default 4.0; the program says FT("-4.0"): a test edits it)
   RANK_FLOAT32  "1": the Laplacian on float32 fields (another argument type)
 
 Prints one line "RANK {json}": per program its first call's seconds and
@@ -59,7 +59,7 @@ J = gtx.Dimension("J")
 
 @gtx.field_operator
 def laplacian(a: gtx.Field[gtx.Dims[I, J], FT]) -> gtx.Field[gtx.Dims[I, J], FT]:
-    return -4.0 * a + a(I + 1) + a(I - 1) + a(J + 1) + a(J - 1)
+    return FT("-4.0") * a + a(I + 1) + a(I - 1) + a(J + 1) + a(J - 1)
 
 
 @gtx.program(backend=BACKEND)

@@ -158,6 +158,9 @@ def main():
     else:
         targets = [HERE, "--ignore", os.path.join(HERE, "test_dace.py"),
                    "--ignore", os.path.join(HERE, "test_gt4py.py")]
+    # KILN_TEST_K: only the tests pytest's -k expression selects.
+    if os.environ.get("KILN_TEST_K"):
+        targets += ["-k", os.environ["KILN_TEST_K"]]
     rc = pytest.main(["-v", "-p", "no:cacheprovider", "--rootdir", HERE] + targets)
     if rc == pytest.ExitCode.NO_TESTS_COLLECTED:
         print("py_kiln: pytest collected no tests", flush=True)

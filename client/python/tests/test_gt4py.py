@@ -83,3 +83,133 @@ def test_install_in_main_reaches_gt4py_compile_workers(daemon, tmp_path, mode):
     after = status(daemon)
     # built by kilnd, or found there (an earlier mode built it): asked for
     assert after["requests"] > before["requests"], p.stdout
+
+
+# ---- kiln.gt4py: programs found before GT4Py lowers them -------------------
+
+RANK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gt4py_programs.py")
+ALL_PROGRAMS = 6
+
+
+def entries(daemon):
+    out = subprocess.run([os.environ["KILN_TEST_CLI"], "--socket", daemon.socket, "--json",
+                          "ls"], stdout=subprocess.PIPE, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def run_ranks(daemon, tmp_path, n, tag, script=RANK, **env_extra):
+    """n ranks of gt4py_programs.py at once, each with its own new GT4Py
+    folder, kiln.gt4py installed inside main(); their results and the
+    lowerings they ran (in any process: the translation step counts itself
+    in GT4Py's spawned workers too)."""
+    log = tmp_path / ("%s.lowerings" % tag)
+    env = dict(os.environ, RANK_KILN="gt4py", KILN_SOCKET=daemon.socket,
+               RANK_LOG=str(log), GT4PY_BUILD_CACHE_LIFETIME="persistent",
+               DACE_BUILD_CACHE_DIR=str(tmp_path / "dace-node-cache"), **env_extra)
+    for v in ("KILN_DACE", "KILN_GT4PY"):
+        env.pop(v, None)
+    procs = []
+    for r in range(n):
+        env["GT4PY_BUILD_CACHE_DIR"] = str(tmp_path / ("%s-rank%d" % (tag, r)))
+        procs.append(subprocess.Popen([sys.executable, str(script)], env=dict(env),
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True, cwd=str(tmp_path)))
+    results = []
+    for p in procs:
+        out = p.communicate(timeout=900)[0]
+        lines = [line for line in out.splitlines() if line.startswith("RANK ")]
+        assert p.returncode == 0 and lines, out[-4000:]
+        assert "building with DaCe's CMake" not in out, out[-4000:]
+        res = json.loads(lines[-1][5:])
+        res["output"] = out
+        results.append(res)
+    lowerings = len(log.read_text().splitlines()) if log.exists() else 0
+    return results, lowerings
+
+
+def test_gt4py_programs_lowered_once_per_node_then_never(daemon, tmp_path):
+    """Three ranks at once, six programs (two of the example, four icon4py
+    diffusion stencils), each rank its own GT4Py folder: every result
+    matches NumPy, each program is lowered once on the node (the others
+    wait for its claim) and compiled once; then three fresh ranks with new
+    folders lower nothing and compile nothing: each program is found."""
+    before = {e["key"] for e in entries(daemon)}
+    s0 = status(daemon)
+    results, lowerings = run_ranks(daemon, tmp_path, 3, "cold")
+    for res in results:
+        assert all(res["ok"].values()), res
+        assert res["kiln_gt4py"]["fallbacks"] == 0, res["output"][-3000:]
+    assert lowerings == ALL_PROGRAMS, [r["kiln_gt4py"] for r in results]
+    assert sum(r["kiln_gt4py"]["lowered"] for r in results) == ALL_PROGRAMS
+    assert sum(r["kiln_gt4py"]["hits"] for r in results) == 2 * ALL_PROGRAMS
+    new = [e for e in entries(daemon) if e["key"] not in before]
+    programs = [e for e in new if (e.get("alias") or "").startswith("gt4py:")]
+    assert len(programs) == ALL_PROGRAMS, new
+    others = [e for e in new if e not in programs]   # DaCe's stub, the .gch, once
+    assert all(e["label"] in ("dace stub", "precompiled dace/dace.h") for e in others), others
+    s1 = status(daemon)
+    assert s1["builds_started"] - s0["builds_started"] == ALL_PROGRAMS + len(others)
+    assert s1["claims"] - s0["claims"] == ALL_PROGRAMS
+
+    results, lowerings = run_ranks(daemon, tmp_path, 3, "warm")
+    for res in results:
+        assert all(res["ok"].values()), res
+        assert res["kiln_gt4py"] == {"hits": ALL_PROGRAMS, "lowered": 0, "fallbacks": 0}, res
+    assert lowerings == 0
+    assert status(daemon)["builds_started"] == s1["builds_started"]
+
+
+@pytest.mark.parametrize("mode", ["thread", "serial", "process"])
+def test_environment_switch_reaches_every_build_mode(daemon, tmp_path, mode):
+    """KILN_GT4PY=1 with kiln-dace.pth (a site directory) and no line of
+    code: in each GT4PY_BUILD_JOBS_MODE a new program is lowered once and
+    stored, and a fresh process finds it."""
+    pth_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = tmp_path / "switched.py"
+    # A program of its own per mode (its script path is in GT4Py's key).
+    script.write_text("import site, sys\nsite.addsitedir(%r)\n" % pth_dir +
+                      open(RANK).read().replace('os.environ.get("RANK_KILN", "")', '""'))
+    common = dict(KILN_GT4PY="1", GT4PY_BUILD_JOBS_MODE=mode, RANK_PROGRAMS="laplacian")
+    for round_, want in (("first", (0, 1)), ("again", (1, 0))):
+        env = dict(os.environ, KILN_SOCKET=daemon.socket, **common)
+        env["GT4PY_BUILD_CACHE_DIR"] = str(tmp_path / round_)
+        env["GT4PY_BUILD_CACHE_LIFETIME"] = "persistent"
+        env["DACE_BUILD_CACHE_DIR"] = str(tmp_path / "dace-node-cache")
+        p = subprocess.run([sys.executable, str(script)], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, cwd=str(tmp_path), timeout=900)
+        lines = [line for line in p.stdout.splitlines() if line.startswith("RANK ")]
+        assert p.returncode == 0 and lines, p.stdout[-4000:]
+        res = json.loads(lines[-1][5:])
+        assert res["ok"] == {"laplacian": True}, res
+        g = res["kiln_gt4py"]
+        assert g is not None, "KILN_GT4PY=1 did not install kiln.gt4py:\n" + p.stdout[-3000:]
+        assert (g["hits"], g["lowered"], g["fallbacks"]) == want + (0,), (round_, g)
+        assert "building with DaCe's CMake" not in p.stdout, p.stdout[-3000:]
+
+
+def test_changed_definition_is_never_served_the_old_program(daemon, tmp_path):
+    """The same script path, edited: a changed literal in the field
+    operator, then another argument type. Each is lowered and built anew and
+    computes its own result; the unchanged program is still found."""
+    prog = tmp_path / "prog"
+    prog.mkdir()
+    script = prog / "gt4py_programs.py"
+    text = open(RANK).read()
+    old, new = 'return FT("-4.0") * a', 'return FT("-3.0") * a'
+    assert text.count(old) == 1
+    script.write_text(text)
+    env = dict(RANK_PROGRAMS="laplacian", GT4PY_BUILD_JOBS_MODE="serial")
+
+    def one(tag, **extra):
+        results, lowerings = run_ranks(daemon, tmp_path, 1, tag, script=script,
+                                       **dict(env, **extra))
+        res = results[0]
+        assert res["ok"] == {"laplacian": True}, (tag, res["output"][-3000:])
+        return res["kiln_gt4py"]["lowered"], res["kiln_gt4py"]["hits"], lowerings
+
+    assert one("original") == (1, 0, 1)
+    assert one("original-again") == (0, 1, 0)
+    script.write_text(text.replace(old, new))
+    assert one("edited", RANK_COEF="3.0") == (1, 0, 1)
+    assert one("float32", RANK_COEF="3.0", RANK_FLOAT32="1") == (1, 0, 1)
+    assert one("edited-again", RANK_COEF="3.0") == (0, 1, 0)
