@@ -300,29 +300,25 @@ static void put_stat(EVP_MD_CTX *md, const struct stat *st)
 	put_u64(md, TAG_TC_STAT, (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec);
 }
 
-/* Whether --version's first word names a GCC driver ("gcc", "g++", "cc",
- * "c++", "gfortran", with a target prefix or a version suffix:
- * "x86_64-linux-gnu-g++-12"): GNU tools that are no compiler (bash, make,
- * sed, gdb) name the FSF too. */
+/* Whether --version's first word names a GCC driver: one of its
+ * dash-separated parts is "gcc", "g++", "cc", "c++" or "gfortran" (a
+ * target prefix, a version or another suffix around it:
+ * "x86_64-linux-gnu-g++-12", "gcc-13", and "g++-real", the renamed driver
+ * a module's /opt/gcc/bin/g++ wrapper runs on a real GPU node). GNU tools
+ * that are no compiler (bash, make, sed, gdb, gcc-ar) name the FSF too,
+ * and begin "GNU ...". */
 static bool gcc_banner(const char *ver)
 {
 	static const char *const drivers[] = { "g++", "c++", "gcc", "cc", "gfortran", NULL };
-	char word[128];
 	size_t n = strcspn(ver, " \n");
-	if (n == 0 || n >= sizeof(word))
-		return false;
-	memcpy(word, ver, n);
-	word[n] = '\0';
-	/* A version suffix: "-12", "-12.2". */
-	char *dash = strrchr(word, '-');
-	if (dash != NULL && dash[1] >= '0' && dash[1] <= '9' && strspn(dash + 1, "0123456789.") == strlen(dash + 1))
-		*dash = '\0';
-	size_t len = strlen(word);
-	for (size_t i = 0; drivers[i] != NULL; i++) {
-		size_t m = strlen(drivers[i]);
-		if (len >= m && strcmp(word + len - m, drivers[i]) == 0 &&
-		    (len == m || word[len - m - 1] == '-'))
-			return true;
+	for (size_t at = 0; at < n;) {
+		size_t m = strcspn(ver + at, "- \n");
+		if (m > n - at)
+			m = n - at;
+		for (size_t i = 0; drivers[i] != NULL; i++)
+			if (m == strlen(drivers[i]) && strncmp(ver + at, drivers[i], m) == 0)
+				return true;
+		at += m + 1;
 	}
 	return false;
 }

@@ -317,6 +317,40 @@ START_TEST(warm_manifest_names_a_compiler)
 }
 END_TEST
 
+/* A real GPU node's module compiler: /opt/gcc/bin/g++ is a wrapper that
+ * runs the driver renamed g++-real, whose --version begins "g++-real
+ * (...)". It is GCC, builds and hits; GNU tools that are no compiler stay
+ * refused. Before, kilnd refused it ("names no C, C++ or CUDA compiler"),
+ * and kiln.dace fell back to DaCe's CMake for every program. */
+START_TEST(renamed_driver_behind_a_wrapper_is_gcc)
+{
+	char cxx[HARNESS_PATH], real[HARNESS_PATH], src[HARNESS_PATH], text[HARNESS_PATH + 64];
+	char *out, *err;
+	module_compiler(cxx, 1);
+	ck_assert_int_eq(symlink("/usr/bin/g++", harness_path(real, "opt/gcc/bin/g++-real")), 0);
+	snprintf(text, sizeof(text), "#!/bin/sh\nexec %s \"$@\"\n", real);
+	harness_write_file(cxx, text);
+	ck_assert_int_eq(chmod(cxx, 0755), 0);
+	source(src);
+	harness_start(NULL);
+	ck_assert_msg(build_with(cxx, src, &out, &err) == 0, "refused: %s", err);
+	free(out);
+	free(err);
+	ck_assert_msg(build_with(cxx, src, &out, &err) == 0, "second build: %s", err);
+	ck_assert_msg(harness_contains(out, "cached "), "not a hit: %s", out);
+	free(out);
+	free(err);
+	ck_assert_int_eq(builds(), 1);
+	if (access("/usr/bin/make", X_OK) == 0) {
+		ck_assert_int_ne(build_with("/usr/bin/make", src, &out, &err), 0);
+		ck_assert_msg(harness_contains(err, "names no C, C++ or CUDA compiler"), "%s", err);
+		free(out);
+		free(err);
+	}
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("named");
@@ -328,5 +362,6 @@ int main(void)
 	harness_add(s, "spellings", spellings_of_one_compiler_share_one_identity, 300);
 	harness_add(s, "hanging", hanging_compilers_do_not_hold_the_pool, 200);
 	harness_add(s, "warm", warm_manifest_names_a_compiler, 120);
+	harness_add(s, "renamed_driver", renamed_driver_behind_a_wrapper_is_gcc, 120);
 	return harness_main(s);
 }
