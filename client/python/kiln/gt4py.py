@@ -53,7 +53,7 @@ import zlib
 from typing import Any, Optional
 
 from . import dace as kiln_dace
-from .errors import KilnError, NotFound
+from .errors import Claimed, KilnError, NotFound
 
 _RUNNERS = "gt4py.next.otf.runners"
 SECTION = ".kiln_gt4py"
@@ -61,7 +61,8 @@ MAGIC = b"KILNGT4PY\x01"
 META_SOURCE = "kiln_gt4py_meta.cpp"
 
 _lock = threading.Lock()
-_state = {"socket": None, "get_runner": None, "wrapped": None, "env": None, "said": set()}
+_state = {"socket": None, "get_runner": None, "wrapped": None, "env": None, "stub": None,
+          "said": set()}
 _local = threading.local()
 
 # Per process: programs found in kilnd, lowered here (kilnd did not have
@@ -205,7 +206,10 @@ class _Plan:
         k = _claims_kiln()
         if k is None:
             return None
-        tools, _ = kiln_dace._compilers(self.gpu)
+        try:
+            tools, _ = kiln_dace._compilers(self.gpu)
+        except Exception:   # DaCe's configuration names no usable compiler
+            tools = None
         if tools is None:
             return None
         try:
@@ -213,15 +217,18 @@ class _Plan:
                 prog = k.lookup(self.alias, load=False, claim=True, wait=_wait_s(), **tools)
             except TypeError:  # DEV ONLY until the claim API lands
                 prog = k.lookup(self.alias, load=False, **tools)
-        except NotFound as e:
-            if type(e).__name__ == "Claimed":
-                self.claimed = k
+        except Claimed:
+            # The connection now holds the claim: it is this program's,
+            # until release() (from GT4Py's callback thread) closes it.
+            self.claimed, _local.kiln = k, None
+            return None
+        except NotFound:
             return None
         except KilnError as e:
             _fallback("kilnd's lookup failed: %s" % e)
             return None
         try:
-            artifact = _artifact(k, prog.path, self.alias)
+            artifact = _artifact(prog, self.alias)
         except (OSError, ValueError, KilnError) as e:
             _fallback("kilnd's entry for it cannot be used: %s" % e)
             return None
@@ -229,19 +236,23 @@ class _Plan:
         return artifact
 
     def release(self):
+        """The claim ends (a no-op for kilnd once the alias is published;
+        after a failure, a waiting process takes it over)."""
         k, self.claimed = self.claimed, None
         if k is not None:
             try:
                 k.release(self.alias)
             except KilnError:
-                pass    # gone with the connection anyway
+                pass    # the claim ends with the connection anyway
+            k.close()
 
 
 def _claims_kiln():
     """This thread's connection for lookups that claim and wait: its own,
-    so that a wait never holds the connection kiln.dace builds over, and a
-    claim lives as long as the thread's connection (a process that dies
-    gives its claims up with it)."""
+    so that a wait never holds the connection kiln.dace builds over. A
+    claim granted on it takes the connection with it (the thread opens
+    another): a claim lives as long as its connection, and a process that
+    dies gives its claims up with it."""
     k = getattr(_local, "kiln", None)
     if k is None and kiln_dace._kiln() is not None:
         from .client import Kiln
@@ -449,35 +460,45 @@ def read_meta(path):
     return json.loads(zlib.decompress(blob))
 
 
-def _hit_folder(alias, name):
+def _hit_folder(key, name):
     """A private folder for a found program, under GT4Py's cache (removed
-    with a session's cache at exit; kept with a persistent one)."""
+    with a session's cache at exit; kept with a persistent one), named by
+    the entry's key: an alias may come to name another entry (its program
+    rebuilt after a header changed), a key never does."""
     from gt4py.next import config
     from gt4py.next.otf.compilation import cache
 
     base = cache.get_cache_base_path(config.BUILD_CACHE_LIFETIME)
-    return os.path.join(str(base), "kiln", "%s_%s" % (name, alias.split(":", 1)[1][:24]))
+    return os.path.join(str(base), "kiln", "%s_%s" % (name, key[:32]))
 
 
-def _artifact(k, path, alias):
-    """GT4Py's DaCeCompilationArtifact for the library at path (kilnd's
-    file), placed in a private folder."""
+def _stub_path():
+    """DaCe's loader stub, through kiln once per process."""
+    if _state.get("stub") is None:
+        _state["stub"] = kiln_dace._stub(kiln_dace._kiln()).path
+    return _state["stub"]
+
+
+def _artifact(prog, alias):
+    """GT4Py's DaCeCompilationArtifact for kilnd's library prog, placed in
+    a private folder."""
     from gt4py._core import definitions as core_defs
     from gt4py.next.program_processors.runners.dace.workflow import compilation
 
+    path = prog.path
     meta = read_meta(path)
     if meta.get("alias") != alias:
         raise ValueError("the entry's section names another program (%.40s)" % meta.get("alias"))
     name = meta["name"]
     if not isinstance(name, str) or not name.replace("_", "a").isalnum():
         raise ValueError("the entry's section names no program")
-    folder = _hit_folder(alias, name)
+    folder = _hit_folder(prog.key, name)
     lib = os.path.join(folder, "lib%s.so" % name)
-    if not os.path.exists(lib):
+    if not os.path.exists(lib):   # placed whole or not at all (kiln.dace._place)
         kiln_dace._place(path, lib)
     stub = os.path.join(folder, "libdacestub_%s.so" % name)
     if not os.path.exists(stub):
-        kiln_dace._place(kiln_dace._stub(kiln_dace._kiln()).path, stub)
+        kiln_dace._place(_stub_path(), stub)
     return compilation.DaCeCompilationArtifact(
         library_path=pathlib.Path(lib), sdfg_json=meta["sdfg_json"],
         binding_source_code=meta["binding_source_code"], bind_func_name=meta["bind_func_name"],
