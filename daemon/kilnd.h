@@ -15,6 +15,7 @@
 
 struct table;
 struct headers;
+struct claims;
 struct server;
 struct build;
 struct fdcache;
@@ -53,6 +54,10 @@ struct counters {
 	uint64_t cancelled;          /* builds every client had left: stopped */
 	uint64_t evicted;            /* entries evicted for --max-size or by gc */
 	uint64_t evicted_bytes;
+	uint64_t claims;             /* aliases claimed by lookups (claims.h) */
+	uint64_t claim_waits;        /* lookups that waited for another client's claim */
+	uint64_t claim_takeovers;    /* claims taken over after one ended unpublished */
+	uint64_t claim_timeouts;     /* waits that ran out */
 };
 
 /* Hits and misses per toolchain, build times (stats.c). */
@@ -108,6 +113,7 @@ struct kilnd {
 	struct build *running;       /* builds holding a slot, for shutdown */
 	struct table *touches;       /* key -> struct touch, uses not yet written */
 	struct table *aliases;       /* alias -> key replied, write not yet done */
+	struct claims *claims;       /* alias -> its claim (claims.h) */
 	bool alias_flushing;         /* a pool job writes aliases now */
 	struct fdcache *fds;         /* open descriptors of served objects (fdcache.h) */
 	struct table *verified;      /* key -> stamp of objects checked intact (verify.h) */

@@ -4,6 +4,7 @@
  */
 #include <uv.h>
 
+#include "claims.h"
 #include "build.h"
 #include "flight.h"
 #include "cachedir.h"
@@ -60,6 +61,7 @@ static void on_stop_check(uv_prepare_t *p)
 		return;
 	uv_prepare_stop(p);
 	uv_close((uv_handle_t *)p, NULL);
+	claims_fini(d);   /* waiting lookups answered while their connections live */
 	server_fini(d);
 	headers_fini(d);
 }

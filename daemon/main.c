@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "claims.h"
 #include "build.h"
 #include "publish.h"
 #include "flight.h"
@@ -458,7 +459,7 @@ static int start_services(struct kilnd *d, char *err, size_t errlen, bool *loop)
 	d->aliases = table_new();
 	d->fds = fdcache_new(FDCACHE_MAX);
 	if (d->touches == NULL || d->aliases == NULL || d->fds == NULL || headers_init(d) != 0 ||
-	    flight_init(d) != 0 || upstream_init(d, err, errlen) != 0 ||
+	    claims_init(d) != 0 || flight_init(d) != 0 || upstream_init(d, err, errlen) != 0 ||
 	    server_init(d, &server_hooks, err, errlen) != 0) {
 		fail_start(d->cfg, err[0] != '\0' ? err : "out of memory");
 		return -1;
@@ -509,6 +510,7 @@ static void fini_loop(struct kilnd *d)
 	if (!d->stopping) {
 		upstream_stop(d);
 		headers_fini(d);
+		claims_fini(d);
 		uv_run(d->loop, UV_RUN_NOWAIT);
 	}
 	server_free(d);

@@ -28,6 +28,7 @@ static const struct {
 	F(busy), F(denied), F(stalled), F(damaged), F(inputs_changed), F(depfile_fallbacks),
 	F(uncacheable), F(variants), F(variant_builds),
 	F(cache_recreated), F(cancelled), F(evicted), F(evicted_bytes),
+	F(claims), F(claim_waits), F(claim_takeovers), F(claim_timeouts),
 #undef F
 #undef U
 };

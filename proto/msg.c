@@ -52,6 +52,7 @@ static const char *const op_names[OP__COUNT] = {
 	[OP_PUT] = "put",
 	[OP_CONFIG] = "config",
 	[OP_ZERO] = "zero",
+	[OP_RELEASE] = "release",
 };
 
 static const char *const err_names[ERR__COUNT] = {
@@ -77,6 +78,7 @@ static const char *const err_names[ERR__COUNT] = {
 	[ERR_NEED_SOURCES] = "need_sources",
 	[ERR_MISMATCH] = "mismatch",
 	[ERR_INPUTS_CHANGED] = "inputs_changed",
+	[ERR_CLAIMED] = "claimed",
 };
 
 const char *msg_op_name(enum msg_op op)
@@ -632,6 +634,8 @@ static int parse_put(const cJSON *obj, struct msg_request *req, struct msg_error
 	return 0;
 }
 
+static int parse_claim(const cJSON *obj, struct msg_request *req, struct msg_error *err);
+
 static int parse_lookup(const cJSON *obj, struct msg_request *req, struct msg_error *err)
 {
 	char why[200];
@@ -650,6 +654,25 @@ static int parse_lookup(const cJSON *obj, struct msg_request *req, struct msg_er
 	if (req->key && validate_key(req->key) < 0)
 		return msg_error_set(err, ERR_BAD_REQUEST, "key",
 				     "\"key\" must be 64 lower-case hex digits");
+	return parse_claim(obj, req, err);
+}
+
+/* lookup's "claim" and "wait_ms" (daemon/claims.h: CLAIM_WAIT_MAX_MS). */
+static int parse_claim(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+{
+	const cJSON *claim = member(obj, "claim");
+	if (claim != NULL && !cJSON_IsBool(claim))
+		return msg_error_set(err, ERR_BAD_REQUEST, "claim", "\"claim\" must be true or false");
+	req->claim = cJSON_IsTrue(claim);
+	int64_t wait_ms = 0;
+	if (get_uint(obj, "wait_ms", false, MSG_MAX_WAIT_MS, &wait_ms, err) < 0)
+		return -1;
+	req->wait_ms = (uint64_t)wait_ms;
+	if (req->claim && req->alias == NULL)
+		return msg_error_set(err, ERR_BAD_REQUEST, "claim", "only an alias can be claimed");
+	if (member(obj, "wait_ms") != NULL && !req->claim)
+		return msg_error_set(err, ERR_BAD_REQUEST, "wait_ms",
+				     "\"wait_ms\" goes with \"claim\": true");
 	return 0;
 }
 
@@ -690,6 +713,10 @@ static int parse_fields(const cJSON *obj, struct msg_request *req, struct msg_er
 		return parse_put(obj, req, err);
 	case OP_LOOKUP:
 		return parse_lookup(obj, req, err);
+	case OP_RELEASE:
+		return parse_name(obj, "alias", validate_alias, &req->alias, err) < 0 ? -1 :
+		       req->alias == NULL ? msg_error_set(err, ERR_BAD_REQUEST, "alias",
+							  "release needs an \"alias\"") : 0;
 	case OP_SHOW:
 	case OP_REMOVE:
 	case OP_PIN:

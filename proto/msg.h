@@ -25,6 +25,7 @@
 #define MSG_MAX_ID 9007199254740991.0 /* 2^53 - 1 */
 #define MSG_MAX_DEPS 65536
 #define MSG_MAX_LOG ((size_t)1 << 20)
+#define MSG_MAX_WAIT_MS 600000 /* lookup's wait_ms: ten minutes */
 #define MSG_MAX_DEPTH 8 /* objects and arrays inside each other; requests need 3 */
 
 enum msg_op {
@@ -46,6 +47,7 @@ enum msg_op {
 	OP_IMPORT,
 	OP_CONFIG,
 	OP_ZERO,
+	OP_RELEASE,
 	OP__COUNT
 };
 
@@ -72,6 +74,7 @@ enum msg_err {
 	ERR_NEED_SOURCES, /* a get named its sources by digest only, and missed */
 	ERR_MISMATCH,     /* a put's artifact does not fit this node (key, headers, bytes) */
 	ERR_INPUTS_CHANGED, /* an input of the build changed while it ran */
+	ERR_CLAIMED,      /* a lookup that claims missed: this client produces it */
 	ERR__COUNT
 };
 
@@ -147,6 +150,9 @@ struct msg_request {
 	char *alias;       /* get, lookup, put */
 	char *label;
 	bool no_build;     /* get with "build": false: answer not_found on a miss */
+	bool claim;        /* lookup with "claim": true (daemon/claims.h) */
+	uint64_t wait_ms;  /* lookup: how long to wait for another client's claim */
+	bool claim_takeover; /* kilnd's own: a waiter looking again after a claim ended */
 	char **pch;        /* headers to precompile ("dace/dace.h"), or NULL */
 	size_t npch;
 	/* put: the artifact (its descriptor travels beside the frame) */

@@ -142,7 +142,11 @@ static bool pack_fields(cJSON *obj, const struct msg_request *req)
 	case OP_LOOKUP:
 		return add_str(obj, "alias", req->alias) && add_str(obj, "key", req->key) &&
 		       add_str(obj, "toolchain", req->toolchain) &&
-		       add_str(obj, "host_compiler", req->host_compiler);
+		       add_str(obj, "host_compiler", req->host_compiler) &&
+		       (!req->claim || (cJSON_AddTrueToObject(obj, "claim") != NULL &&
+					add_num(obj, "wait_ms", req->wait_ms)));
+	case OP_RELEASE:
+		return add_str(obj, "alias", req->alias);
 	case OP_SHOW:
 	case OP_REMOVE:
 	case OP_PIN:

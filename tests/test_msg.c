@@ -506,6 +506,33 @@ START_TEST(test_parse_lookup_errors)
 	parse_err("{\"op\":\"lookup\",\"id\":3,\"alias\":5}", ERR_BAD_REQUEST, "alias", 3);
 	parse_err("{\"op\":\"lookup\",\"id\":3,\"alias\":\"\"}", ERR_BAD_NAME, "alias", 3);
 	parse_err("{\"op\":\"lookup\",\"id\":3,\"alias\":\"x\\ty\"}", ERR_BAD_NAME, "alias", 3);
+	/* claims: only an alias, a boolean, a wait in range and only with claim */
+	snprintf(json, sizeof(json), "{\"op\":\"lookup\",\"id\":3,\"key\":\"%s\",\"claim\":true}",
+		 key64);
+	parse_err(json, ERR_BAD_REQUEST, "claim", 3);
+	parse_err("{\"op\":\"lookup\",\"id\":3,\"alias\":\"a\",\"claim\":1}", ERR_BAD_REQUEST,
+		  "claim", 3);
+	parse_err("{\"op\":\"lookup\",\"id\":3,\"alias\":\"a\",\"claim\":true,\"wait_ms\":600001}",
+		  ERR_BAD_REQUEST, "wait_ms", 3);
+	parse_err("{\"op\":\"lookup\",\"id\":3,\"alias\":\"a\",\"claim\":true,\"wait_ms\":-5}",
+		  ERR_BAD_REQUEST, "wait_ms", 3);
+	parse_err("{\"op\":\"lookup\",\"id\":3,\"alias\":\"a\",\"wait_ms\":5}", ERR_BAD_REQUEST,
+		  "wait_ms", 3);
+	parse_err("{\"op\":\"release\",\"id\":3}", ERR_BAD_REQUEST, "alias", 3);
+	parse_err("{\"op\":\"release\",\"id\":3,\"alias\":\"a b\"}", ERR_BAD_NAME, "alias", 3);
+}
+END_TEST
+
+static void round_trip(const struct msg_request *req);
+
+START_TEST(test_claim_round_trip)
+{
+	struct msg_request req = { .op = OP_LOOKUP, .id = 9, .alias = "gt4py:ab", .claim = true,
+				   .wait_ms = 600000, .proto = -1, .max_size = -1 };
+	round_trip(&req);
+	struct msg_request rel = { .op = OP_RELEASE, .id = 10, .alias = "gt4py:ab", .proto = -1,
+				   .max_size = -1 };
+	round_trip(&rel);
 }
 END_TEST
 
@@ -579,6 +606,8 @@ static void assert_req_eq(const struct msg_request *a, const struct msg_request 
 	assert_str_eq_null(a->key, b->key);
 	assert_str_eq_null(a->ref, b->ref);
 	ck_assert_int_eq(a->max_size, b->max_size);
+	ck_assert_int_eq(a->claim, b->claim);
+	ck_assert_uint_eq(a->wait_ms, b->wait_ms);
 }
 
 /* Packs req, checks the text is compact JSON, parses it back and compares. */
@@ -813,6 +842,7 @@ static Suite *msg_suite(void)
 	tcase_add_test(te, test_parse_get_errors);
 	tcase_add_test(te, test_parse_get_messages);
 	tcase_add_test(te, test_parse_lookup_errors);
+	tcase_add_test(te, test_claim_round_trip);
 	tcase_add_test(te, test_parse_ref_and_gc_errors);
 	tcase_add_test(te, test_parse_put_errors);
 	suite_add_tcase(s, te);

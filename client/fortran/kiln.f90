@@ -30,6 +30,7 @@ module kiln
    integer(c_int), parameter, public :: KILN_EBUSY = -12
    integer(c_int), parameter, public :: KILN_EDAEMON = -13
    integer(c_int), parameter, public :: KILN_ECUDA = -14
+   integer(c_int), parameter, public :: KILN_ECLAIMED = -15
 
    ! The structs of kiln.h, field for field. Every pointer is a type(c_ptr) to
    ! NUL-terminated characters (see kiln_c_string) that must stay alive, with

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lib_internal.h"
 #include "sha256.h"
@@ -394,6 +395,56 @@ int kiln_lookup_file_host(struct kiln *k, const char *alias, const char *toolcha
 	m.host_compiler = (char *)host_compiler;
 	/* Always asks kilnd: the fast path holds loaded programs only. */
 	return kiln_fetch(k, &m, NULL, false, out);
+}
+
+int kiln_lookup_claim(struct kiln *k, const char *alias, const char *toolchain,
+		      const char *host_compiler, unsigned wait_ms, struct kiln_program **out)
+{
+	struct msg_request m = { .op = OP_LOOKUP, .proto = -1, .max_size = -1 };
+	char why[256];
+
+	if (!k || !alias || !out)
+		return lib_err_set(KILN_EINVAL, "kiln_lookup_claim: k, alias and out must not be NULL");
+	*out = NULL;
+	if (wait_ms > MSG_MAX_WAIT_MS)
+		return lib_err_set(KILN_EINVAL, "wait_ms %u: at most %d", wait_ms, MSG_MAX_WAIT_MS);
+	if (validate_alias(alias, why, sizeof(why)) < 0)
+		return lib_err_set(KILN_EINVAL, "alias: %s", why);
+	if (toolchain && validate_toolchain_name(toolchain, why, sizeof(why)) < 0)
+		return lib_err_set(KILN_EINVAL, "toolchain \"%s\": %s", toolchain, why);
+	if (host_compiler &&
+	    validate_compiler_path("host compiler", host_compiler, why, sizeof(why)) < 0)
+		return lib_err_set(KILN_EINVAL, "%s", why);
+	m.alias = (char *)alias;
+	m.toolchain = (char *)toolchain;
+	m.host_compiler = (char *)host_compiler;
+	m.claim = true;
+	m.wait_ms = wait_ms;
+	/* kilnd sends heartbeats while the lookup waits, so the call's
+	 * deadline (kiln_set_timeout) only ends a silent kilnd's wait. */
+	return kiln_fetch(k, &m, NULL, false, out);
+}
+
+int kiln_release_claim(struct kiln *k, const char *alias)
+{
+	struct msg_request m = { .op = OP_RELEASE, .proto = -1, .max_size = -1 };
+	cJSON *reply = NULL;
+	char why[256];
+	int fd = -1, rc;
+
+	if (!k || !alias)
+		return lib_err_set(KILN_EINVAL, "kiln_release_claim: k and alias must not be NULL");
+	if (validate_alias(alias, why, sizeof(why)) < 0)
+		return lib_err_set(KILN_EINVAL, "alias: %s", why);
+	m.alias = (char *)alias;
+	rc = lib_conn_call(k, &m, &reply, &fd);
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0)
+		return rc;
+	rc = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "released")) ? 1 : 0;
+	cJSON_Delete(reply);
+	return rc;
 }
 
 void kiln_get_stats(struct kiln *k, struct kiln_stats *out)

@@ -89,6 +89,8 @@ int lib_err_map(enum msg_err err)
 		return KILN_OK;
 	case ERR_NOT_FOUND:
 		return KILN_ENOTFOUND;
+	case ERR_CLAIMED:
+		return KILN_ECLAIMED;
 	case ERR_BUILD_FAILED:
 	case ERR_INPUTS_CHANGED:
 		return KILN_EBUILD;
@@ -184,6 +186,8 @@ const char *kiln_strerror(int code)
 		return "kilnd failed internally";
 	case KILN_ECUDA:
 		return "the CUDA driver failed";
+	case KILN_ECLAIMED:
+		return "not found; this client holds the claim and produces it";
 	}
 	return "unknown status code";
 }

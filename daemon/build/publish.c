@@ -21,6 +21,7 @@
 #include "flight.h"
 #include "build_int.h"
 #include "deps.h"
+#include "claims.h"
 #include "kilnd.h"
 #include "log.h"
 #include "table.h"
@@ -464,6 +465,7 @@ void publish_set_alias(struct kilnd *d, const char *alias, const char *key)
 	}
 	free(old);
 	alias_flush_start(d);
+	claims_published(d, alias);
 }
 
 const char *publish_alias_pending(const struct kilnd *d, const char *alias)

@@ -23,6 +23,8 @@
 #include "entry_codec.h"
 #include "fdcache.h"
 #include "headers.h"
+#include "hit_reply.h"
+#include "lookup_op.h"
 #include "import.h"
 #include "keying.h"
 #include "kilnd.h"
@@ -58,123 +60,6 @@ static void send_ok(struct conn *c, cJSON *r)
 		return;
 	}
 	conn_reply(c, r, -1);
-}
-
-/* Appends s to buf as a JSON string; false when it does not fit. */
-static bool put_json_str(char *buf, size_t cap, size_t *off, const char *s)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t o = *off;
-	if (o + 1 >= cap)
-		return false;
-	buf[o++] = '"';
-	for (; *s != '\0'; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (o + 7 >= cap)
-			return false;
-		if (ch == '"' || ch == '\\') {
-			buf[o++] = '\\';
-			buf[o++] = (char)ch;
-		} else if (ch < 0x20) {
-			memcpy(buf + o, "\\u00", 4);
-			buf[o + 4] = hex[ch >> 4];
-			buf[o + 5] = hex[ch & 15];
-			o += 6;
-		} else {
-			buf[o++] = (char)ch;
-		}
-	}
-	buf[o++] = '"';
-	*off = o;
-	return true;
-}
-
-/*
- * The reply to a hit, printed directly: it is the one reply on the warm path,
- * and cJSON would allocate a node per member and print each number with
- * sprintf and check it with sscanf. Returns its length, or 0 when it does
- * not fit (a cache directory path near PATH_MAX full of escapes).
- */
-static size_t hit_reply_text(char *buf, size_t cap, uint64_t id, const struct store_entry *e,
-			     const char *path)
-{
-	size_t off;
-	int n = snprintf(buf, cap, "{\"id\":%llu,\"ok\":true,\"key\":\"%s\",\"rkey\":\"%s\",\"path\":",
-			 (unsigned long long)id, e->key, e->rkey);
-	if (n < 0 || (size_t)n >= cap)
-		return 0;
-	off = (size_t)n;
-	if (!put_json_str(buf, cap, &off, path))
-		return 0;
-	n = snprintf(buf + off, cap - off, ",\"output\":");
-	if (n < 0 || (size_t)n >= cap - off)
-		return 0;
-	off += (size_t)n;
-	if (!put_json_str(buf, cap, &off, e->output))
-		return 0;
-	n = snprintf(buf + off, cap - off,
-		     ",\"size\":%llu,\"cached\":true,\"joined\":false,\"build_ms\":%llu,"
-		     "\"fd\":true}",
-		     (unsigned long long)e->size, (unsigned long long)e->build_ms);
-	if (n < 0 || (size_t)n >= cap - off)
-		return 0;
-	return off + (size_t)n;
-}
-
-/* Answers a hit: the artifact's descriptor and where it lives. Returns 0, 1
- * when it answered with an error instead (no descriptor left, say), or a
- * negative errno when the object is gone (then nothing is sent). */
-static int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, const char *alias)
-{
-	struct kilnd *d = c->d;
-	char *path = store_object_path(d->store, e->key, e->output);
-	if (path == NULL)
-		return -ENOMEM;
-	int fd = fdcache_open(d->fds, store_generation(d->store), d->store, e->key, e->output);
-	char why[96];
-	if (fd >= 0 && verify_served(d, e, fd, why, sizeof(why)) != 0) {
-		/* Never served: the flight that follows rebuilds and replaces it. */
-		log_error("entry %.16s: its object %s is damaged (%s); rebuilding", e->key, path, why);
-		d->c.damaged++;
-		close(fd);
-		free(path);
-		return -ENOENT;
-	}
-	if (fd < 0) {
-		int rc = fd;
-		free(path);
-		if (rc != -ENOENT) {
-			/* Out of descriptors, say: the object is fine, building would not help. */
-			conn_reply_error(c, id, ERR_IO, NULL, "cannot open the artifact: %s", strerror(-rc));
-			return 1;
-		}
-		log_warn("entry %.16s has lost its object; rebuilding", e->key);
-		return rc;
-	}
-	char text[PATH_MAX * 2 + 512];
-	size_t len = hit_reply_text(text, sizeof(text), id, e, path);
-	free(path);
-	if (len == 0) {
-		close(fd);
-		conn_reply_error(c, id, ERR_INTERNAL, NULL, "the reply does not fit in %zu bytes",
-				 sizeof(text));
-		return 1;
-	}
-	conn_reply_text(c, text, len, fd);
-	kilnd_touch(d, e->key);
-	if (alias != NULL) {
-		/* Where the alias points now: the last reply's target first, then
-		 * the entry's own alias (no lookup on the warm path), then the index. */
-		const char *pending = publish_alias_pending(d, alias);
-		struct store_entry cur = { 0 };
-		bool same = pending != NULL ? strcmp(pending, e->key) == 0
-			  : (e->alias != NULL && strcmp(e->alias, alias) == 0) ||
-			    (store_get_by_alias(d->store, alias, &cur) == 0 && strcmp(cur.key, e->key) == 0);
-		store_entry_free(&cur);
-		if (!same)
-			publish_set_alias(d, alias, e->key);
-	}
-	return 0;
 }
 
 static void op_hello(struct conn *c, struct msg_request *req)
@@ -313,11 +198,6 @@ static void join_or_start(struct conn *c, struct build_input *in)
 		conn_reply_error(c, id, ERR_INTERNAL, NULL, "out of memory");
 }
 
-/* How often one request waits for inputs hashed on the pool before a
- * changing input counts as changed (a miss): each wait ends with the
- * digest, unless the file changed again meanwhile. */
-#define HASH_WAITS_MAX 4
-
 static void resolve_get(struct conn *c, struct build_input *in, int fd);
 
 /* A get waiting for a large changed input to be hashed on the pool. */
@@ -432,171 +312,6 @@ static void op_get(struct conn *c, struct msg_request *req)
 	keying_request(c, req, -1, resolve_get);
 }
 
-/*
- * A lookup naming a toolchain takes only an entry that toolchain, as kilnd
- * has it configured now, built: the same name, and its driver (as
- * configured or resolved) among the programs the build ran. An alias knows nothing of the
- * toolchain, so without this a kilnd restarted with another compiler would
- * answer with the old one's program while that one is still installed.
- * (The driver's content, and everything else it read, is then checked as
- * for any hit.) No name: any entry, as before.
- */
-static bool built_by(const struct store_entry *e, const char *name, const struct toolchain *tc)
-{
-	if (name == NULL)
-		return true;
-	if (tc == NULL || e->toolchain == NULL || strcmp(e->toolchain, tc->name) != 0)
-		return false;
-	bool driver = false, host = tc->host_real == NULL;
-	for (size_t i = 0; i < e->ndeps; i++) {
-		const struct store_dep *dep = &e->deps[i];
-		if (dep->kind != STORE_DEP_FILE)
-			continue;
-		driver = driver || strcmp(dep->path, tc->real_path) == 0 || strcmp(dep->path, tc->path) == 0;
-		host = host || strcmp(dep->path, tc->host_real) == 0 || strcmp(dep->path, tc->host) == 0;
-	}
-	return driver && host;
-}
-
-/* A lookup waiting for a large changed input to be hashed on the pool:
- * what it asked, copied (the request itself is freed when op_lookup
- * returns). */
-struct parked_lookup {
-	struct conn *c;
-	struct msg_request req;
-	char *alias, *key, *toolchain, *host;
-	unsigned waits;
-};
-
-static void lookup_resolve(struct conn *c, struct msg_request *req, unsigned waits);
-
-static void parked_lookup_free(struct parked_lookup *p)
-{
-	free(p->alias);
-	free(p->key);
-	free(p->toolchain);
-	free(p->host);
-	free(p);
-}
-
-static void unpark_lookup(void *arg)
-{
-	struct parked_lookup *p = arg;
-	struct conn *c = p->c;
-	if (!c->dead)
-		lookup_resolve(c, &p->req, p->waits);
-	conn_unref(c);
-	parked_lookup_free(p);
-}
-
-/* A copy of what req asks, to answer it later. */
-static struct parked_lookup *parked_lookup_new(struct conn *c, const struct msg_request *req,
-					       unsigned waits)
-{
-	struct parked_lookup *p = calloc(1, sizeof(*p));
-	if (p == NULL)
-		return NULL;
-	p->c = c;
-	p->waits = waits;
-	p->req.id = req->id;
-	p->req.op = req->op;
-	if ((req->alias != NULL && (p->alias = strdup(req->alias)) == NULL) ||
-	    (req->key != NULL && (p->key = strdup(req->key)) == NULL) ||
-	    (req->toolchain != NULL && (p->toolchain = strdup(req->toolchain)) == NULL) ||
-	    (req->host_compiler != NULL && (p->host = strdup(req->host_compiler)) == NULL)) {
-		parked_lookup_free(p);
-		return NULL;
-	}
-	p->req.alias = p->alias;
-	p->req.key = p->key;
-	p->req.toolchain = p->toolchain;
-	p->req.host_compiler = p->host;
-	return p;
-}
-
-static bool park_lookup(struct conn *c, const struct msg_request *req, unsigned waits)
-{
-	struct parked_lookup *p = parked_lookup_new(c, req, waits + 1);
-	if (p == NULL)
-		return false;
-	conn_ref(c);
-	if (headers_wait(c->d, unpark_lookup, p) == 0)
-		return true;
-	conn_unref(c);
-	parked_lookup_free(p);
-	return false;
-}
-
-/*
- * The toolchain a lookup names: a configured one, or one named by path,
- * identified first (the lookup waits for that). false when the lookup was
- * answered (refused) or parked; *tc NULL for an unknown configured name
- * (then nothing matches: not found).
- */
-static bool lookup_toolchain(struct conn *c, struct msg_request *req, unsigned waits,
-			     const struct toolchain **tc)
-{
-	char why[1024];
-	*tc = NULL;
-	if (req->toolchain == NULL)
-		return true;
-	if (req->toolchain[0] != '/' && req->host_compiler == NULL) {
-		*tc = kilnd_toolchain(c->d, req->toolchain);
-		return true;
-	}
-	struct parked_lookup *p = parked_lookup_new(c, req, waits);
-	if (p == NULL) {
-		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
-		return false;
-	}
-	switch (named_find(c->d, req->toolchain, req->host_compiler, c->uid, tc, unpark_lookup, p,
-			   why, sizeof(why))) {
-	case NAMED_READY:
-		parked_lookup_free(p);
-		return true;
-	case NAMED_PENDING:
-		conn_ref(c);
-		return false;
-	default:
-		parked_lookup_free(p);
-		conn_reply_error(c, req->id, ERR_BAD_TOOLCHAIN,
-				 req->host_compiler != NULL ? "host_compiler" : "toolchain", "%s", why);
-		return false;
-	}
-}
-
-static void lookup_resolve(struct conn *c, struct msg_request *req, unsigned waits)
-{
-	struct kilnd *d = c->d;
-	struct store_entry e = { 0 };
-	const struct toolchain *tc;
-	if (!lookup_toolchain(c, req, waits, &tc))
-		return;
-	const char *pending = req->alias != NULL ? publish_alias_pending(d, req->alias) : NULL;
-	int rc = pending != NULL ? store_get(d->store, pending, &e)
-		 : req->alias != NULL ? store_get_by_alias(d->store, req->alias, &e)
-				      : store_get(d->store, req->key, &e);
-	int v = rc == 0 && built_by(&e, req->toolchain, tc) ? headers_check(d, &e) : HEADERS_INVALID;
-	if (v == HEADERS_PENDING && waits < HASH_WAITS_MAX && park_lookup(c, req, waits)) {
-		store_entry_free(&e);
-		return;
-	}
-	int hit = v == HEADERS_VALID ? reply_hit(c, req->id, &e, NULL) : -1;
-	if (hit == 0) {
-		stats_hit(d, e.toolchain);
-	} else if (hit < 0) {
-		stats_miss(d, req->toolchain);
-		conn_reply_error(c, req->id, rc == 0 || rc == -ENOENT ? ERR_NOT_FOUND : ERR_IO, NULL,
-				 "no valid entry for %s \"%s\"", req->alias != NULL ? "alias" : "key",
-				 req->alias != NULL ? req->alias : req->key);
-	}
-	store_entry_free(&e);
-}
-
-static void op_lookup(struct conn *c, struct msg_request *req)
-{
-	lookup_resolve(c, req, 0);
-}
 
 #define ADD_NUM(obj, name, v) cJSON_AddNumberToObject(obj, name, (double)(v))
 
@@ -815,6 +530,7 @@ static const struct {
 	[OP_IMPORT] = { op_transfer, OPF_CACHE },
 	[OP_CONFIG] = { op_config, 0 },
 	[OP_ZERO] = { op_zero, 0 },
+	[OP_RELEASE] = { op_release, 0 },
 };
 
 /* The policy: 0 when req may run, else answers it and returns -1. */

@@ -21,6 +21,7 @@
 #include "kilnd.h"
 #include "log.h"
 #include "msg.h"
+#include "claims.h"
 #include "server.h"
 #include "util.h"
 #include "wire.h"
@@ -126,6 +127,7 @@ static void conn_kill(struct conn *c)
 	 * that only it waited for stops (the closed hook, after the unlink
 	 * below). A connection with nothing pending waited for no build, so
 	 * the hook, which walks the flights, runs only for one that did. */
+	claims_owner_gone(c->d, c, &c->claims_owned);
 	bool waited = c->pending > 0;
 	s->pending -= c->pending;
 	c->pending = 0;

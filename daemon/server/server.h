@@ -50,6 +50,7 @@ struct conn {
 	struct conn *resume_next;
 	int rx_fds[CONN_RX_FDS];    /* descriptors received, oldest first (put) */
 	unsigned nrx;
+	unsigned claims_owned;      /* aliases it claims (daemon/claims.h) */
 	struct conn *prev, *next;
 };
 

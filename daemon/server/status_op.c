@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "claims.h"
 #include "build.h"
 #include "digests.h"
 #include "flight.h"
@@ -136,6 +137,7 @@ void op_status(struct conn *c, struct msg_request *req)
 	cJSON_AddBoolToObject(r, "checking_cache", d->sweep_pending);
 	ADD_NUM(r, "uptime_s", (double)(util_now_ns() - d->start_ns) / 1e9);
 	ADD_NUM(r, "connections", server_connections(d));
+	ADD_NUM(r, "claims_held", claims_count(d));
 	stats_add_json(d, r);
 	ADD_NUM(r, "in_flight", d->in_flight);
 	ADD_NUM(r, "queued", d->queued);

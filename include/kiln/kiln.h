@@ -35,6 +35,7 @@ enum kiln_status {
 	KILN_EBUSY = -12,     /* the daemon is overloaded or shutting down */
 	KILN_EDAEMON = -13,   /* the daemon failed internally (disk full, I/O) */
 	KILN_ECUDA = -14,     /* the CUDA driver failed (libkiln-cuda; see kiln_errmsg) */
+	KILN_ECLAIMED = -15,  /* kiln_lookup_claim missed and this caller holds the claim */
 };
 
 /* A connection to kilnd plus the process-local program table; thread-safe. */
@@ -202,6 +203,25 @@ int kiln_lookup_file(struct kiln *k, const char *alias, const char *toolchain,
  * kiln_request; NULL: none named). */
 int kiln_lookup_file_host(struct kiln *k, const char *alias, const char *toolchain,
 			  const char *host_compiler, struct kiln_program **out);
+
+/*
+ * One producer per alias on the node (docs/client.md, "Claims"): as
+ * kiln_lookup_file_host, and on a miss the caller claims the alias. KILN_OK
+ * with *out: found (after waiting, when another client held the claim and
+ * published it). KILN_ECLAIMED: not found, and this connection holds the
+ * claim now: produce the program and get it with this alias (which ends
+ * the claim and answers the waiters), or give it up with
+ * kiln_release_claim; closing the connection gives it up too.
+ * KILN_ENOTFOUND: another client holds the claim and did not end it
+ * within wait_ms (0: do not wait; at most 600000), or kilnd's limits on
+ * claims were reached: produce it without a claim. Thread-safe; the wait
+ * holds one of the connection's request slots, not the connection.
+ */
+int kiln_lookup_claim(struct kiln *k, const char *alias, const char *toolchain,
+		      const char *host_compiler, unsigned wait_ms, struct kiln_program **out);
+/* Gives this connection's claim on alias up: 1, or 0 when it held none
+ * (the alias published since, or never claimed here); <0 on failure. */
+int kiln_release_claim(struct kiln *k, const char *alias);
 
 /* Resolves a symbol of a loaded program; NULL when it has no such symbol. */
 void *kiln_sym(const struct kiln_program *p, const char *name);

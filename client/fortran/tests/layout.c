@@ -61,6 +61,7 @@ static const struct {
 	CODE(KILN_EBUSY),
 	CODE(KILN_EDAEMON),
 	CODE(KILN_ECUDA),
+	CODE(KILN_ECLAIMED),
 };
 
 long kiln_f90_c_layout(const char *name)

@@ -30,6 +30,7 @@ KILN_EDENIED = -11
 KILN_EBUSY = -12
 KILN_EDAEMON = -13
 KILN_ECUDA = -14
+KILN_ECLAIMED = -15
 
 STATUS_NAMES = {
     value: name for name, value in globals().items() if name.startswith("KILN_E")
@@ -105,6 +106,9 @@ _PROTOTYPES = {
                                         ctypes.POINTER(ProgramP)]),
     "kiln_lookup_file_host": (ctypes.c_int, [KilnP, ctypes.c_char_p, ctypes.c_char_p,
                                              ctypes.c_char_p, ctypes.POINTER(ProgramP)]),
+    "kiln_lookup_claim": (ctypes.c_int, [KilnP, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                         ctypes.c_uint, ctypes.POINTER(ProgramP)]),
+    "kiln_release_claim": (ctypes.c_int, [KilnP, ctypes.c_char_p]),
     "kiln_program_loaded": (ctypes.c_int, [ProgramP]),
     "kiln_get_many": (ctypes.c_int, [KilnP, ctypes.POINTER(Request), ctypes.c_size_t,
                                      ctypes.POINTER(ProgramP), ctypes.POINTER(ctypes.c_int)]),

@@ -478,22 +478,39 @@ class Kiln:
 
     def lookup(self, alias: str, load: bool = True,
                toolchain: Optional[str] = None,
-               host_compiler: Optional[str] = None) -> "Program":
+               host_compiler: Optional[str] = None,
+               claim: bool = False, wait: float = 0.0) -> "Program":
         """Finds the program an alias names and loads it (kiln_lookup);
         never builds. Answered from the process when the alias was loaded
         here before, else by kilnd. With load=False it is only got as a
         file (kiln_lookup_file, always asking kilnd), and toolchain, when
         given, takes only an entry that toolchain, as kilnd has it now,
         built (with host_compiler, for nvcc, that host compiler). Raises
-        NotFound on a miss."""
+        NotFound on a miss.
+
+        claim=True (with load=False; kiln_lookup_claim): on a miss this
+        connection claims the alias and Claimed (a NotFound) is raised:
+        produce the program and get it with this alias, or release_claim()
+        it. When another client holds the claim, the call waits up to wait
+        seconds (at most 600) for it to publish the alias (then returns it)
+        or to give the claim up (then this one takes it over: Claimed);
+        past that, NotFound."""
         a = _cstr(alias, "alias")
         if a is None:
             raise TypeError("lookup needs an alias")
-        if (toolchain is not None or host_compiler is not None) and load:
-            raise ValueError("toolchain= goes with load=False (kiln_lookup_file)")
+        if (toolchain is not None or host_compiler is not None or claim) and load:
+            raise ValueError("toolchain= and claim= go with load=False (kiln_lookup_file)")
+        if not claim and wait:
+            raise ValueError("wait= goes with claim=True")
+        if not 0 <= wait <= 600:
+            raise ValueError("wait must be between 0 and 600 seconds")
         out = _lib.ProgramP()
         with self._using() as k:
-            if load:
+            if claim:
+                rc = self._c.kiln_lookup_claim(k, a, _cstr(toolchain, "toolchain"),
+                                               _cstr(host_compiler, "host_compiler"),
+                                               int(wait * 1000), ctypes.byref(out))
+            elif load:
                 rc = self._c.kiln_lookup(k, a, ctypes.byref(out))
             else:
                 rc = self._c.kiln_lookup_file_host(k, a, _cstr(toolchain, "toolchain"),
@@ -502,6 +519,18 @@ class Kiln:
             if rc != _lib.KILN_OK:
                 raise self._fail(rc, k)
             return self._program(out.value, loaded=load)
+
+    def release_claim(self, alias: str) -> bool:
+        """Gives this connection's claim on alias up (kiln_release_claim);
+        False when it held none. Closing the connection does it too."""
+        a = _cstr(alias, "alias")
+        if a is None:
+            raise TypeError("release_claim needs an alias")
+        with self._using() as k:
+            rc = self._c.kiln_release_claim(k, a)
+            if rc < 0:
+                raise self._fail(rc, k)
+            return rc == 1
 
     def stats(self) -> "KilnStats":
         """The connection's counters (kiln_get_stats) as a KilnStats."""

@@ -11,7 +11,7 @@ from . import _lib
 __all__ = [
     "KilnError", "InvalidRequest", "OutOfMemory", "ConnectError", "ProtocolError",
     "KilnIOError", "NotFound", "BuildError", "BuildTimeout", "LoadError", "Refused",
-    "Denied", "Busy", "DaemonError", "CudaError",
+    "Denied", "Busy", "DaemonError", "CudaError", "Claimed",
 ]
 
 
@@ -115,6 +115,12 @@ class CudaError(KilnError):
     """KILN_ECUDA: the CUDA driver failed (libkiln-cuda)."""
 
 
+class Claimed(NotFound):
+    """KILN_ECLAIMED: lookup(claim=True) missed and this connection now
+    holds the claim on the alias: produce the program (a get with that
+    alias publishes it and wakes the waiters), or release(alias)."""
+
+
 _BY_CODE = {
     _lib.KILN_EINVAL: InvalidRequest,
     _lib.KILN_ENOMEM: OutOfMemory,
@@ -130,6 +136,7 @@ _BY_CODE = {
     _lib.KILN_EBUSY: Busy,
     _lib.KILN_EDAEMON: DaemonError,
     _lib.KILN_ECUDA: CudaError,
+    _lib.KILN_ECLAIMED: Claimed,
 }
 
 

@@ -170,7 +170,7 @@ def _wait_s():
     """How long a process waits for another's claim (KILN_GT4PY_WAIT,
     seconds; default 600): past it, it lowers the program itself."""
     try:
-        return max(0.0, float(os.environ.get("KILN_GT4PY_WAIT", "600")))
+        return min(600.0, max(0.0, float(os.environ.get("KILN_GT4PY_WAIT", "600"))))
     except ValueError:
         return 600.0
 
@@ -213,10 +213,7 @@ class _Plan:
         if tools is None:
             return None
         try:
-            try:
-                prog = k.lookup(self.alias, load=False, claim=True, wait=_wait_s(), **tools)
-            except TypeError:  # DEV ONLY until the claim API lands
-                prog = k.lookup(self.alias, load=False, **tools)
+            prog = k.lookup(self.alias, load=False, claim=True, wait=_wait_s(), **tools)
         except Claimed:
             # The connection now holds the claim: it is this program's,
             # until release() (from GT4Py's callback thread) closes it.
@@ -241,7 +238,7 @@ class _Plan:
         k, self.claimed = self.claimed, None
         if k is not None:
             try:
-                k.release(self.alias)
+                k.release_claim(self.alias)
             except KilnError:
                 pass    # the claim ends with the connection anyway
             k.close()

@@ -165,6 +165,39 @@ def test_lookup_hit_and_miss(k, daemon):
     assert "py:missing" in e.value.message
 
 
+def test_claims_one_producer_per_alias(k, daemon):
+    """lookup(claim=True): the first to miss holds the claim (Claimed, a
+    NotFound), a second waits and gets the program the first publishes; a
+    released claim is taken over; a wait that runs out is NotFound."""
+    alias = unique("py:claim")
+    with pytest.raises(kiln.Claimed) as e:
+        k.lookup(alias, load=False, claim=True)
+    assert isinstance(e.value, kiln.NotFound) and e.value.name == "KILN_ECLAIMED"
+    with kiln.Kiln(daemon.socket) as k2:
+        with pytest.raises(kiln.NotFound) as e:
+            k2.lookup(alias, load=False, claim=True, wait=0.2)
+        assert not isinstance(e.value, kiln.Claimed)
+        got = {}
+        t = threading.Thread(target=lambda: got.setdefault(
+            "p", k2.lookup(alias, load=False, claim=True, wait=60)))
+        t.start()
+        time.sleep(0.2)
+        prog = k.get(toolchain="cc", sources={"c.c": returns(5)}, alias=alias, load=False)
+        t.join(60)
+        assert got["p"].key == prog.key
+        other = unique("py:claim")
+        with pytest.raises(kiln.Claimed):
+            k2.lookup(other, load=False, claim=True)
+        assert k.release_claim(other) is False     # not its claim
+        assert k2.release_claim(other) is True
+        with pytest.raises(kiln.Claimed):
+            k.lookup(other, load=False, claim=True, wait=1)
+    with pytest.raises(ValueError):
+        k.lookup(alias, claim=True)                # claims go with load=False
+    with pytest.raises(ValueError):
+        k.lookup(alias, load=False, claim=True, wait=601)
+
+
 def test_build_error_carries_the_diagnostics(k):
     bad = "int ok(void) { return 1; }\nint broken(void) { return undeclared_name; }\n"
     with pytest.raises(kiln.BuildError) as e:

@@ -1,0 +1,23 @@
+/*
+ * A hit's reply (hit_reply.c): written by hand, not through cJSON, because
+ * it is the hot path of every warm get and lookup (docs/design.md, "The
+ * daemon's hit path"), with the artifact's descriptor attached.
+ */
+#ifndef KILN_DAEMON_HIT_REPLY_H
+#define KILN_DAEMON_HIT_REPLY_H
+
+#include <stdint.h>
+
+struct conn;
+struct store_entry;
+
+/* How often one request waits for inputs hashed on the pool before a
+ * changing input counts as changed (a miss): each wait ends with the
+ * digest, unless the file changed again meanwhile. */
+#define HASH_WAITS_MAX 4
+
+/* Answers request id on c with entry e (and alias, when the request named
+ * one): 0, or <0 when the object cannot be served (then nothing was sent). */
+int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, const char *alias);
+
+#endif

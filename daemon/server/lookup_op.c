@@ -1,0 +1,295 @@
+/*
+ * The lookup operation: an entry by alias or key, never built
+ * (docs/protocol.md, "lookup"), and lookups that claim an alias or wait for
+ * another client's claim (daemon/claims.h), and the release operation.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <uv.h>
+
+#include "build_int.h"
+#include "claims.h"
+#include "headers.h"
+#include "hit_reply.h"
+#include "key.h"
+#include "kilnd.h"
+#include "lookup_op.h"
+#include "msg.h"
+#include "named.h"
+#include "server.h"
+#include "stats.h"
+#include "store.h"
+#include "thread.h"
+
+/*
+ * A lookup naming a toolchain takes only an entry that toolchain, as kilnd
+ * has it configured now, built: the same name, and its driver (as
+ * configured or resolved) among the programs the build ran. An alias knows nothing of the
+ * toolchain, so without this a kilnd restarted with another compiler would
+ * answer with the old one's program while that one is still installed.
+ * (The driver's content, and everything else it read, is then checked as
+ * for any hit.) No name: any entry, as before.
+ */
+static bool built_by(const struct store_entry *e, const char *name, const struct toolchain *tc)
+{
+	if (name == NULL)
+		return true;
+	if (tc == NULL || e->toolchain == NULL || strcmp(e->toolchain, tc->name) != 0)
+		return false;
+	bool driver = false, host = tc->host_real == NULL;
+	for (size_t i = 0; i < e->ndeps; i++) {
+		const struct store_dep *dep = &e->deps[i];
+		if (dep->kind != STORE_DEP_FILE)
+			continue;
+		driver = driver || strcmp(dep->path, tc->real_path) == 0 || strcmp(dep->path, tc->path) == 0;
+		host = host || strcmp(dep->path, tc->host_real) == 0 || strcmp(dep->path, tc->host) == 0;
+	}
+	return driver && host;
+}
+
+/* A lookup waiting for a large changed input to be hashed on the pool:
+ * what it asked, copied (the request itself is freed when op_lookup
+ * returns). */
+struct parked_lookup {
+	struct conn *c;
+	struct msg_request req;
+	char *alias, *key, *toolchain, *host;
+	unsigned waits;
+	uint64_t deadline;     /* a claim's wait: when it ends (uv_now, ms) */
+};
+
+static void lookup_resolve(struct conn *c, struct msg_request *req, unsigned waits,
+			   uint64_t deadline);
+
+static void parked_lookup_free(struct parked_lookup *p)
+{
+	free(p->alias);
+	free(p->key);
+	free(p->toolchain);
+	free(p->host);
+	free(p);
+}
+
+static void unpark_lookup(void *arg)
+{
+	struct parked_lookup *p = arg;
+	struct conn *c = p->c;
+	if (!c->dead)
+		lookup_resolve(c, &p->req, p->waits, p->deadline);
+	conn_unref(c);
+	parked_lookup_free(p);
+}
+
+/* A copy of what req asks, to answer it later. */
+static struct parked_lookup *parked_lookup_new(struct conn *c, const struct msg_request *req,
+					       unsigned waits)
+{
+	struct parked_lookup *p = calloc(1, sizeof(*p));
+	if (p == NULL)
+		return NULL;
+	p->c = c;
+	p->waits = waits;
+	p->req.id = req->id;
+	p->req.op = req->op;
+	p->req.claim = req->claim;
+	p->req.wait_ms = req->wait_ms;
+	if ((req->alias != NULL && (p->alias = strdup(req->alias)) == NULL) ||
+	    (req->key != NULL && (p->key = strdup(req->key)) == NULL) ||
+	    (req->toolchain != NULL && (p->toolchain = strdup(req->toolchain)) == NULL) ||
+	    (req->host_compiler != NULL && (p->host = strdup(req->host_compiler)) == NULL)) {
+		parked_lookup_free(p);
+		return NULL;
+	}
+	p->req.alias = p->alias;
+	p->req.key = p->key;
+	p->req.toolchain = p->toolchain;
+	p->req.host_compiler = p->host;
+	return p;
+}
+
+static bool park_lookup(struct conn *c, const struct msg_request *req, unsigned waits,
+			uint64_t deadline)
+{
+	struct parked_lookup *p = parked_lookup_new(c, req, waits + 1);
+	if (p == NULL)
+		return false;
+	p->deadline = deadline;
+	conn_ref(c);
+	if (headers_wait(c->d, unpark_lookup, p) == 0)
+		return true;
+	conn_unref(c);
+	parked_lookup_free(p);
+	return false;
+}
+
+/*
+ * The toolchain a lookup names: a configured one, or one named by path,
+ * identified first (the lookup waits for that). false when the lookup was
+ * answered (refused) or parked; *tc NULL for an unknown configured name
+ * (then nothing matches: not found).
+ */
+static bool lookup_toolchain(struct conn *c, struct msg_request *req, unsigned waits,
+			     uint64_t deadline, const struct toolchain **tc)
+{
+	char why[1024];
+	*tc = NULL;
+	if (req->toolchain == NULL)
+		return true;
+	if (req->toolchain[0] != '/' && req->host_compiler == NULL) {
+		*tc = kilnd_toolchain(c->d, req->toolchain);
+		return true;
+	}
+	struct parked_lookup *p = parked_lookup_new(c, req, waits);
+	if (p == NULL) {
+		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
+		return false;
+	}
+	p->deadline = deadline;
+	switch (named_find(c->d, req->toolchain, req->host_compiler, c->uid, tc, unpark_lookup, p,
+			   why, sizeof(why))) {
+	case NAMED_READY:
+		parked_lookup_free(p);
+		return true;
+	case NAMED_PENDING:
+		conn_ref(c);
+		return false;
+	default:
+		parked_lookup_free(p);
+		conn_reply_error(c, req->id, ERR_BAD_TOOLCHAIN,
+				 req->host_compiler != NULL ? "host_compiler" : "toolchain", "%s", why);
+		return false;
+	}
+}
+
+static void claim_or_wait(struct conn *c, struct msg_request *req, uint64_t deadline);
+
+static void lookup_resolve(struct conn *c, struct msg_request *req, unsigned waits,
+			   uint64_t deadline)
+{
+	struct kilnd *d = c->d;
+	struct store_entry e = { 0 };
+	const struct toolchain *tc;
+	if (!lookup_toolchain(c, req, waits, deadline, &tc))
+		return;
+	const char *pending = req->alias != NULL ? publish_alias_pending(d, req->alias) : NULL;
+	int rc = pending != NULL ? store_get(d->store, pending, &e)
+		 : req->alias != NULL ? store_get_by_alias(d->store, req->alias, &e)
+				      : store_get(d->store, req->key, &e);
+	int v = rc == 0 && built_by(&e, req->toolchain, tc) ? headers_check(d, &e) : HEADERS_INVALID;
+	if (v == HEADERS_PENDING && waits < HASH_WAITS_MAX && park_lookup(c, req, waits, deadline)) {
+		store_entry_free(&e);
+		return;
+	}
+	int hit = v == HEADERS_VALID ? reply_hit(c, req->id, &e, NULL) : -1;
+	if (hit == 0) {
+		stats_hit(d, e.toolchain);
+	} else if (hit < 0 && (rc == 0 || rc == -ENOENT) && req->claim) {
+		stats_miss(d, req->toolchain);
+		claim_or_wait(c, req, deadline);
+	} else if (hit < 0) {
+		stats_miss(d, req->toolchain);
+		conn_reply_error(c, req->id, rc == 0 || rc == -ENOENT ? ERR_NOT_FOUND : ERR_IO, NULL,
+				 "no valid entry for %s \"%s\"", req->alias != NULL ? "alias" : "key",
+				 req->alias != NULL ? req->alias : req->key);
+	}
+	store_entry_free(&e);
+}
+
+void op_lookup(struct conn *c, struct msg_request *req)
+{
+	lookup_resolve(c, req, 0, uv_now(c->d->loop) + req->wait_ms);
+}
+
+/* ---- claims: one producer per alias (daemon/claims.h) ---------------- */
+
+static void claim_wake(void *arg, enum claim_end why)
+{
+	struct parked_lookup *p = arg;
+	struct conn *c = p->c;
+	if (c->dead) {
+		/* gone while it waited: nothing to answer */
+	} else if (why == CLAIM_TIMEOUT) {
+		c->d->c.claim_timeouts++;
+		conn_reply_error(c, p->req.id, ERR_NOT_FOUND, NULL,
+				 "alias \"%s\" is claimed by another client, which did not publish it "
+				 "within the %llu ms this lookup waited", p->alias,
+				 (unsigned long long)p->req.wait_ms);
+	} else if (why == CLAIM_GONE) {
+		conn_reply_error(c, p->req.id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
+	} else {
+		/* Published: found now. Ended without it: one waiter takes it
+		 * over (the first to look), the others wait on the new claim. */
+		if (why == CLAIM_FREE)
+			p->req.claim_takeover = true;
+		lookup_resolve(c, &p->req, 0, p->deadline);
+	}
+	conn_unref(c);
+	parked_lookup_free(p);
+}
+
+/* A lookup with "claim" that missed: claims the alias, or waits for
+ * another client's claim until deadline, or says why not. */
+static void claim_or_wait(struct conn *c, struct msg_request *req, uint64_t deadline)
+{
+	struct kilnd *d = c->d;
+	uint64_t now = uv_now(d->loop);
+	switch (claims_take(d, req->alias, c, &c->claims_owned)) {
+	case CLAIM_GRANTED:
+		if (req->claim_takeover)
+			d->c.claim_takeovers++;
+		/* fall through */
+	case CLAIM_HELD:
+		conn_reply_error(c, req->id, ERR_CLAIMED, NULL,
+				 "no valid entry for alias \"%s\"; this client holds its claim now: "
+				 "build it with this alias, or release the claim", req->alias);
+		return;
+	case CLAIM_FULL:
+		conn_reply_error(c, req->id, ERR_NOT_FOUND, NULL,
+				 "no valid entry for alias \"%s\", and no claim: the limit of %d claims "
+				 "(%d per connection) is reached", req->alias, CLAIMS_MAX, CLAIMS_PER_OWNER);
+		return;
+	case CLAIM_OTHER:
+		break;
+	}
+	if (deadline <= now) {
+		conn_reply_error(c, req->id, ERR_NOT_FOUND, NULL,
+				 "no valid entry for alias \"%s\": another client holds its claim%s",
+				 req->alias, req->wait_ms > 0 ? " still (the wait ran out)" : "");
+		if (req->wait_ms > 0)
+			d->c.claim_timeouts++;
+		return;
+	}
+	struct parked_lookup *p = parked_lookup_new(c, req, 0);
+	int rc = p != NULL ? claims_wait(d, req->alias, deadline - now, claim_wake, p) : -ENOMEM;
+	if (rc == 0) {
+		p->deadline = deadline;
+		conn_ref(c);
+		if (!req->claim_takeover)
+			d->c.claim_waits++;
+		return;
+	}
+	if (p != NULL)
+		parked_lookup_free(p);
+	conn_reply_error(c, req->id, rc == -EBUSY ? ERR_BUSY : ERR_INTERNAL, NULL,
+			 rc == -EBUSY ? "too many lookups wait for the claim on alias \"%s\""
+				      : "cannot wait for the claim on alias \"%s\": out of memory",
+			 req->alias);
+}
+
+void op_release(struct conn *c, struct msg_request *req)
+{
+	cJSON *r = cJSON_CreateObject();
+	if (r == NULL || cJSON_AddNumberToObject(r, "id", (double)req->id) == NULL ||
+	    cJSON_AddTrueToObject(r, "ok") == NULL ||
+	    cJSON_AddBoolToObject(r, "released", claims_release(c->d, req->alias, c)) == NULL) {
+		cJSON_Delete(r);
+		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	conn_reply(c, r, -1);
+}
