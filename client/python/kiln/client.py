@@ -488,28 +488,33 @@ class Kiln:
         built (with host_compiler, for nvcc, that host compiler). Raises
         NotFound on a miss.
 
-        claim=True (with load=False; kiln_lookup_claim): on a miss this
-        connection claims the alias and Claimed (a NotFound) is raised:
-        produce the program and get it with this alias, or release_claim()
-        it. When another client holds the claim, the call waits up to wait
-        seconds (at most 600) for it to publish the alias (then returns it)
-        or to give the claim up (then this one takes it over: Claimed);
-        past that, NotFound."""
+        claim=True (kiln_lookup_claim): one producer per alias on the node.
+        On a miss this connection claims the alias and Claimed (a
+        NotFound) is raised: produce the program and get it with this
+        alias, or release() it. When another client holds the claim, the
+        call waits up to wait seconds (at most 600; 0: not at all) for it
+        to publish the alias (then returns it) or to give the claim up
+        (then this one takes it over: Claimed); past that, NotFound (the
+        caller produces it without a claim). With load=True a program
+        found is then loaded (kiln_lookup)."""
         a = _cstr(alias, "alias")
         if a is None:
             raise TypeError("lookup needs an alias")
-        if (toolchain is not None or host_compiler is not None or claim) and load:
-            raise ValueError("toolchain= and claim= go with load=False (kiln_lookup_file)")
+        if (toolchain is not None or host_compiler is not None) and load:
+            raise ValueError("toolchain= goes with load=False (kiln_lookup_file)")
         if not claim and wait:
             raise ValueError("wait= goes with claim=True")
         if not 0 <= wait <= 600:
             raise ValueError("wait must be between 0 and 600 seconds")
         out = _lib.ProgramP()
         with self._using() as k:
+            # ctypes lets the GIL go for each call: a wait blocks no thread.
             if claim:
                 rc = self._c.kiln_lookup_claim(k, a, _cstr(toolchain, "toolchain"),
                                                _cstr(host_compiler, "host_compiler"),
-                                               int(wait * 1000), ctypes.byref(out))
+                                               int(round(wait * 1000)), ctypes.byref(out))
+                if rc == _lib.KILN_OK and load:
+                    rc = self._c.kiln_lookup(k, a, ctypes.byref(out))
             elif load:
                 rc = self._c.kiln_lookup(k, a, ctypes.byref(out))
             else:
@@ -520,17 +525,22 @@ class Kiln:
                 raise self._fail(rc, k)
             return self._program(out.value, loaded=load)
 
-    def release_claim(self, alias: str) -> bool:
-        """Gives this connection's claim on alias up (kiln_release_claim);
-        False when it held none. Closing the connection does it too."""
+    def release(self, alias: str) -> bool:
+        """Gives this connection's claim on alias up (kiln_release_claim),
+        so that a waiting client takes it over; False when it held none
+        (never claimed here, or published since). Closing the connection
+        does it too."""
         a = _cstr(alias, "alias")
         if a is None:
-            raise TypeError("release_claim needs an alias")
+            raise TypeError("release needs an alias")
         with self._using() as k:
             rc = self._c.kiln_release_claim(k, a)
             if rc < 0:
                 raise self._fail(rc, k)
             return rc == 1
+
+    # The name kiln.gt4py calls, kept beside release().
+    release_claim = release
 
     def stats(self) -> "KilnStats":
         """The connection's counters (kiln_get_stats) as a KilnStats."""

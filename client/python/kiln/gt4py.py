@@ -305,10 +305,10 @@ def _cpu():
     return "%s|%s|%s" % (platform.machine(), model, flags)
 
 
-def _environment():
-    """What decides a program beyond GT4Py's key and the workflow, once per
-    process: GT4Py's and DaCe's code, kiln's, Python, the CPU, the
-    compilers, GT4PY_* and DACE_* variables, DaCe's configuration file."""
+def _code():
+    """What decides a program and cannot change while the process runs,
+    once per process: GT4Py's and DaCe's code, kiln's, Python, the CPU,
+    the compilers."""
     import hashlib
     import gt4py
 
@@ -319,15 +319,28 @@ def _environment():
         with open(os.path.abspath(__file__), "rb") as f:
             h.update(f.read())
         h.update(kiln_dace._code_id().encode())
-        h.update(kiln_dace._environment_id().encode())
-        h.update(kiln_dace._config_file_id().encode())
-        h.update(json.dumps(sorted([k, v] for k, v in os.environ.items()
-                                   if k.upper().startswith("GT4PY_")
-                                   and k not in _ENV_LEFT_OUT)).encode())
-        h.update(("CUDAARCHS=%s\0" % os.environ.get("CUDAARCHS")).encode())
         h.update(_cpu().encode())
         _state["env"] = h.hexdigest()
     return _state["env"]
+
+
+def _environment():
+    """What decides a program and may change while the process runs, at
+    each alias (a few hundred microseconds): GT4PY_* and DACE_* variables,
+    CUDAARCHS, DaCe's configuration file, and DaCe's stored configuration as
+    it is now (a Config.set after GT4Py's backend was made changes DaCe's
+    code generation and kiln.dace's arguments; GT4Py's own key holds the
+    configuration of when the backend was made)."""
+    from dace.config import Config
+
+    config = json.loads(json.dumps(Config._data._config, default=str))
+    config.pop("default_build_folder", None)
+    return "\0".join((
+        _code(), kiln_dace._environment_id(), kiln_dace._config_file_id(),
+        json.dumps(sorted([k, v] for k, v in os.environ.items()
+                          if k.upper().startswith("GT4PY_") and k not in _ENV_LEFT_OUT)),
+        "CUDAARCHS=%s" % os.environ.get("CUDAARCHS"),
+        json.dumps(config, sort_keys=True)))
 
 
 def _steps_id(executor, step):

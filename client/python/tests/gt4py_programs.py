@@ -18,6 +18,8 @@ Environment:
   RANK_COEF     the Laplacian's centre coefficient the reference expects
                 (default 4.0; the program says FT("-4.0"): a test edits it)
   RANK_FLOAT32  "1": the Laplacian on float32 fields (another argument type)
+  RANK_DACE_SET "section.key=integer": a dace.Config.set in main(), after
+                GT4Py's backend was made
 
 Prints one line "RANK {json}": per program its first call's seconds and
 whether it matched NumPy, kiln.gt4py's and kiln.dace's counters.
@@ -214,6 +216,10 @@ def main():
     elif mode == "dace":
         import kiln.dace
         kiln.dace.install()
+    if os.environ.get("RANK_DACE_SET"):
+        import dace
+        name, _, value = os.environ["RANK_DACE_SET"].partition("=")
+        dace.Config.set(*name.split("."), value=int(value))
     if len(sys.argv) > 1:
         start = float(sys.argv[1])
         while time.time() < start:

@@ -189,8 +189,9 @@ def test_environment_switch_reaches_every_build_mode(daemon, tmp_path, mode):
 
 def test_changed_definition_is_never_served_the_old_program(daemon, tmp_path):
     """The same script path, edited: a changed literal in the field
-    operator, then another argument type. Each is lowered and built anew and
-    computes its own result; the unchanged program is still found."""
+    operator, then another argument type, then DaCe's configuration changed
+    at run time. Each is lowered and built anew and computes its own result;
+    the unchanged program is still found."""
     prog = tmp_path / "prog"
     prog.mkdir()
     script = prog / "gt4py_programs.py"
@@ -213,3 +214,5 @@ def test_changed_definition_is_never_served_the_old_program(daemon, tmp_path):
     assert one("edited", RANK_COEF="3.0") == (1, 0, 1)
     assert one("float32", RANK_COEF="3.0", RANK_FLOAT32="1") == (1, 0, 1)
     assert one("edited-again", RANK_COEF="3.0") == (0, 1, 0)
+    assert one("dace-config", RANK_COEF="3.0",
+               RANK_DACE_SET="compiler.max_stack_array_size=32768") == (1, 0, 1)
