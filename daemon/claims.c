@@ -1,10 +1,13 @@
 /*
  * Claims: one producer per alias on this node (claims.h). A table from
  * alias to its claim: the owner, and the lookups waiting for the claim to
- * end, each with its own deadline (a libuv timer). Ending a claim (the
- * alias published, the owner's release or its connection gone) takes it
- * out of the table first, then calls every waiter: the callbacks may
- * claim the alias again (a takeover) or wait on the new claim.
+ * end in the order they came, each with its own deadline (a libuv timer).
+ * Every claim and every waiter is also on its owner's list, so that an
+ * owner's end touches only what it holds. Ending a claim (the alias
+ * published, the owner's release or its end) takes it and its waiters out
+ * of the table and of every list first, then calls the waiters: the
+ * callbacks may claim the alias again (a takeover), wait on the new claim,
+ * or end other owners (a reply that fails closes its connection).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -17,22 +20,28 @@
 #include "thread.h"
 
 struct claim_waiter {
-	uv_timer_t timer;            /* first: the handle's memory is the waiter's */
-	struct claim_waiter *next;
-	struct claim *claim;         /* NULL once answered */
+	uv_timer_t timer;                      /* first: the handle's memory is the waiter's */
+	struct claim *claim;                   /* NULL once off the claim's list */
+	struct claim_waiter *prev, *next;      /* the claim's waiters, oldest first */
+	struct claim_owner *owner;             /* NULL once off the owner's list */
+	struct claim_waiter *oprev, *onext;    /* the owner's waits */
 	claim_cb cb;
 	void *arg;
 };
 
 struct claim {
-	const void *owner;
-	unsigned *owned;             /* the owner's count of its claims */
-	struct claim_waiter *waiters;
+	char *alias;
+	struct claim_owner *owner;
+	struct claim *oprev, *onext;           /* the owner's claims */
+	struct claim *aprev, *anext;           /* every claim (claims_fini) */
+	struct claim_waiter *head, *tail;
 	unsigned nwaiters;
 };
 
 struct claims {
-	struct table *by_alias;      /* alias -> struct claim */
+	struct table *by_alias;                /* alias -> struct claim */
+	struct claim *all;
+	bool stopping;                         /* claims_fini runs: no new claim or wait */
 };
 
 int claims_init(struct kilnd *d)
@@ -51,40 +60,95 @@ static void waiter_closed(uv_handle_t *h)
 	free(h);   /* the timer is the waiter's first member */
 }
 
-/* Answers w once and lets its timer go (the waiter is freed with it). */
-static void waiter_end(struct claim_waiter *w, enum claim_end why)
+/* Takes w off its owner's list. */
+static void waiter_leave_owner(struct claim_waiter *w)
 {
-	w->claim = NULL;
+	if (w->owner == NULL)
+		return;
+	if (w->oprev != NULL)
+		w->oprev->onext = w->onext;
+	else
+		w->owner->waits = w->onext;
+	if (w->onext != NULL)
+		w->onext->oprev = w->oprev;
+	w->owner = NULL;
+	w->oprev = w->onext = NULL;
+}
+
+/* Takes w off its claim's list and its owner's. */
+static void waiter_unlink(struct claim_waiter *w)
+{
+	struct claim *cl = w->claim;
+	if (cl != NULL) {
+		if (w->prev != NULL)
+			w->prev->next = w->next;
+		else
+			cl->head = w->next;
+		if (w->next != NULL)
+			w->next->prev = w->prev;
+		else
+			cl->tail = w->prev;
+		cl->nwaiters--;
+		w->claim = NULL;
+		w->prev = w->next = NULL;
+	}
+	waiter_leave_owner(w);
+}
+
+/* Answers w, which no list holds any more, and lets it go with its timer. */
+static void waiter_answer(struct claim_waiter *w, enum claim_end why)
+{
+	claim_cb cb = w->cb;
+	void *arg = w->arg;
 	uv_timer_stop(&w->timer);
 	uv_close((uv_handle_t *)&w->timer, waiter_closed);
-	w->cb(w->arg, why);
+	cb(arg, why);
 }
 
-/* Ends a claim already out of the table: every waiter is answered, in the
- * order they came. */
-static void claim_end(struct claim *cl, enum claim_end why)
+static void on_deadline(uv_timer_t *t)
 {
-	struct claim_waiter *w = cl->waiters, *prev = NULL, *next;
-	while (w != NULL) {      /* the list is newest first: reverse it */
-		next = w->next;
-		w->next = prev;
-		prev = w;
-		w = next;
+	struct claim_waiter *w = (struct claim_waiter *)t;
+	waiter_unlink(w);
+	waiter_answer(w, CLAIM_TIMEOUT);
+}
+
+/* Takes cl out of the table and off every list. */
+static void claim_unlink(struct claims *c, struct claim *cl)
+{
+	table_del(c->by_alias, cl->alias);
+	if (cl->oprev != NULL)
+		cl->oprev->onext = cl->onext;
+	else
+		cl->owner->claims = cl->onext;
+	if (cl->onext != NULL)
+		cl->onext->oprev = cl->oprev;
+	cl->owner->nclaims--;
+	if (cl->aprev != NULL)
+		cl->aprev->anext = cl->anext;
+	else
+		c->all = cl->anext;
+	if (cl->anext != NULL)
+		cl->anext->aprev = cl->aprev;
+}
+
+/* Ends cl: it and its waiters leave everything first, then each waiter is
+ * answered in the order they came (their own list, which nothing else
+ * reaches now, carries them). */
+static void claim_end(struct claims *c, struct claim *cl, enum claim_end why)
+{
+	claim_unlink(c, cl);
+	struct claim_waiter *w = cl->head, *next;
+	for (struct claim_waiter *x = w; x != NULL; x = x->next) {
+		x->claim = NULL;
+		waiter_leave_owner(x);
 	}
+	free(cl->alias);
 	free(cl);
-	for (w = prev; w != NULL; w = next) {
+	for (; w != NULL; w = next) {
 		next = w->next;
-		waiter_end(w, why);
+		w->prev = w->next = NULL;
+		waiter_answer(w, why);
 	}
-}
-
-static void end_each(const char *alias, void *val, void *ctx)
-{
-	(void)alias;
-	(void)ctx;
-	struct claim *cl = val;
-	(*cl->owned)--;
-	claim_end(cl, CLAIM_GONE);
 }
 
 void claims_fini(struct kilnd *d)
@@ -92,54 +156,54 @@ void claims_fini(struct kilnd *d)
 	struct claims *c = d->claims;
 	if (c == NULL)
 		return;
+	ASSERT_LOOP();
+	/* Answering a waiter may close a connection, which ends what it
+	 * holds: one claim at a time, from the list as it is then. */
+	c->stopping = true;
+	while (c->all != NULL)
+		claim_end(c, c->all, CLAIM_GONE);
 	d->claims = NULL;
-	table_foreach(c->by_alias, end_each, NULL);
 	table_free(c->by_alias, NULL);
 	free(c);
 }
 
-enum claim_take claims_take(struct kilnd *d, const char *alias, const void *owner,
-			    unsigned *owned)
+enum claim_take claims_take(struct kilnd *d, const char *alias, struct claim_owner *owner)
 {
 	ASSERT_LOOP();
 	struct claims *c = d->claims;
-	if (c == NULL)
-		return CLAIM_FULL;
+	if (c == NULL || c->stopping)
+		return CLAIM_STOPPED;
 	struct claim *cl = table_get(c->by_alias, alias);
 	if (cl != NULL)
 		return cl->owner == owner ? CLAIM_HELD : CLAIM_OTHER;
-	if (*owned >= CLAIMS_PER_OWNER || table_count(c->by_alias) >= CLAIMS_MAX ||
+	if (owner->nclaims >= CLAIMS_PER_OWNER || table_count(c->by_alias) >= CLAIMS_MAX ||
 	    (cl = calloc(1, sizeof(*cl))) == NULL)
 		return CLAIM_FULL;
-	cl->owner = owner;
-	cl->owned = owned;
-	if (table_put(c->by_alias, alias, cl, NULL) != 0) {
+	if ((cl->alias = strdup(alias)) == NULL || table_put(c->by_alias, alias, cl, NULL) != 0) {
+		free(cl->alias);
 		free(cl);
 		return CLAIM_FULL;
 	}
-	(*owned)++;
+	cl->owner = owner;
+	cl->onext = owner->claims;
+	if (cl->onext != NULL)
+		cl->onext->oprev = cl;
+	owner->claims = cl;
+	owner->nclaims++;
+	cl->anext = c->all;
+	if (cl->anext != NULL)
+		cl->anext->aprev = cl;
+	c->all = cl;
 	d->c.claims++;
 	return CLAIM_GRANTED;
 }
 
-static void on_deadline(uv_timer_t *t)
-{
-	struct claim_waiter *w = (struct claim_waiter *)t;
-	struct claim *cl = w->claim;
-	struct claim_waiter **p = &cl->waiters;
-	while (*p != w)
-		p = &(*p)->next;
-	*p = w->next;
-	cl->nwaiters--;
-	w->cb(w->arg, CLAIM_TIMEOUT);
-	w->claim = NULL;
-	uv_close((uv_handle_t *)&w->timer, waiter_closed);
-}
-
-int claims_wait(struct kilnd *d, const char *alias, uint64_t ms, claim_cb cb, void *arg)
+int claims_wait(struct kilnd *d, const char *alias, uint64_t ms, struct claim_owner *owner,
+		claim_cb cb, void *arg)
 {
 	ASSERT_LOOP();
-	struct claim *cl = d->claims != NULL ? table_get(d->claims->by_alias, alias) : NULL;
+	struct claims *c = d->claims;
+	struct claim *cl = c != NULL && !c->stopping ? table_get(c->by_alias, alias) : NULL;
 	if (cl == NULL)
 		return -ENOENT;
 	if (cl->nwaiters >= CLAIM_WAITERS_MAX)
@@ -148,79 +212,60 @@ int claims_wait(struct kilnd *d, const char *alias, uint64_t ms, claim_cb cb, vo
 	if (w == NULL)
 		return -ENOMEM;
 	uv_timer_init(d->loop, &w->timer);
-	w->claim = cl;
 	w->cb = cb;
 	w->arg = arg;
-	w->next = cl->waiters;
-	cl->waiters = w;
+	w->claim = cl;
+	w->prev = cl->tail;
+	if (cl->tail != NULL)
+		cl->tail->next = w;
+	else
+		cl->head = w;
+	cl->tail = w;
 	cl->nwaiters++;
+	w->owner = owner;
+	w->onext = owner->waits;
+	if (w->onext != NULL)
+		w->onext->oprev = w;
+	owner->waits = w;
 	uv_timer_start(&w->timer, on_deadline, ms, 0);
 	return 0;
 }
 
-/* Takes alias's claim out of the table and ends it. */
-static void end_claim(struct kilnd *d, const char *alias, enum claim_end why)
-{
-	struct claim *cl = table_del(d->claims->by_alias, alias);
-	if (cl == NULL)
-		return;
-	(*cl->owned)--;
-	claim_end(cl, why);
-}
-
-bool claims_release(struct kilnd *d, const char *alias, const void *owner)
+bool claims_release(struct kilnd *d, const char *alias, const struct claim_owner *owner)
 {
 	ASSERT_LOOP();
-	struct claim *cl = d->claims != NULL ? table_get(d->claims->by_alias, alias) : NULL;
+	struct claims *c = d->claims;
+	struct claim *cl = c != NULL ? table_get(c->by_alias, alias) : NULL;
 	if (cl == NULL || cl->owner != owner)
 		return false;
-	end_claim(d, alias, CLAIM_FREE);
+	claim_end(c, cl, CLAIM_FREE);
 	return true;
 }
 
-struct owned_by {
-	const void *owner;
-	char **aliases;
-	size_t n, cap;
-};
-
-static void collect(const char *alias, void *val, void *ctx)
-{
-	struct owned_by *o = ctx;
-	struct claim *cl = val;
-	if (cl->owner != o->owner || o->n == o->cap)
-		return;
-	o->aliases[o->n] = strdup(alias);
-	if (o->aliases[o->n] != NULL)
-		o->n++;
-}
-
-void claims_owner_gone(struct kilnd *d, const void *owner, const unsigned *owned)
+void claims_owner_gone(struct kilnd *d, struct claim_owner *owner)
 {
 	ASSERT_LOOP();
-	if (d->claims == NULL || *owned == 0)
+	struct claims *c = d->claims;
+	if (c == NULL)
 		return;
-	/* One walk to find them (a connection that held claims closing),
-	 * then each ended: waiters may take the alias over, which changes
-	 * the table. */
-	struct owned_by o = { .owner = owner, .cap = *owned };
-	o.aliases = calloc(o.cap, sizeof(char *));
-	if (o.aliases != NULL)
-		table_foreach(d->claims->by_alias, collect, &o);
-	for (size_t i = 0; i < o.n; i++) {
-		struct claim *cl = table_get(d->claims->by_alias, o.aliases[i]);
-		if (cl != NULL && cl->owner == owner)
-			end_claim(d, o.aliases[i], CLAIM_FREE);
-		free(o.aliases[i]);
+	/* Nothing adds to a gone owner's lists, and whatever the callbacks
+	 * end leaves them too: take the first until none is left. */
+	while (owner->waits != NULL) {
+		struct claim_waiter *w = owner->waits;
+		waiter_unlink(w);
+		waiter_answer(w, CLAIM_LEFT);
 	}
-	free(o.aliases);
+	while (owner->claims != NULL)
+		claim_end(c, owner->claims, CLAIM_FREE);
 }
 
 void claims_published(struct kilnd *d, const char *alias)
 {
 	ASSERT_LOOP();
-	if (d->claims != NULL)
-		end_claim(d, alias, CLAIM_PUBLISHED);
+	struct claims *c = d->claims;
+	struct claim *cl = c != NULL ? table_get(c->by_alias, alias) : NULL;
+	if (cl != NULL)
+		claim_end(c, cl, CLAIM_PUBLISHED);
 }
 
 size_t claims_count(const struct kilnd *d)

@@ -461,10 +461,12 @@ void publish_set_alias(struct kilnd *d, const char *alias, const char *key)
 	void *old = NULL;
 	if (copy == NULL || d->aliases == NULL || table_put(d->aliases, alias, copy, &old) != 0) {
 		free(copy);
-		return;
+	} else {
+		free(old);
+		alias_flush_start(d);
 	}
-	free(old);
-	alias_flush_start(d);
+	/* Even unrecorded, the alias names an entry (the entry's own): the
+	 * lookups waiting for its claim look again (daemon/claims.h). */
 	claims_published(d, alias);
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "build_int.h"
+#include "claims.h"
 #include "fdcache.h"
 #include "hit_reply.h"
 #include "kilnd.h"
@@ -129,6 +130,8 @@ int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, const ch
 		store_entry_free(&cur);
 		if (!same)
 			publish_set_alias(d, alias, e->key);
+		else
+			claims_published(d, alias);   /* a claim's producer found it: done */
 	}
 	return 0;
 }

@@ -98,6 +98,7 @@ static struct parked_lookup *parked_lookup_new(struct conn *c, const struct msg_
 	p->req.op = req->op;
 	p->req.claim = req->claim;
 	p->req.wait_ms = req->wait_ms;
+	p->req.claim_takeover = req->claim_takeover;
 	if ((req->alias != NULL && (p->alias = strdup(req->alias)) == NULL) ||
 	    (req->key != NULL && (p->key = strdup(req->key)) == NULL) ||
 	    (req->toolchain != NULL && (p->toolchain = strdup(req->toolchain)) == NULL) ||
@@ -211,13 +212,13 @@ static void claim_wake(void *arg, enum claim_end why)
 {
 	struct parked_lookup *p = arg;
 	struct conn *c = p->c;
-	if (c->dead) {
+	if (c->dead || why == CLAIM_LEFT) {
 		/* gone while it waited: nothing to answer */
 	} else if (why == CLAIM_TIMEOUT) {
 		c->d->c.claim_timeouts++;
 		conn_reply_error(c, p->req.id, ERR_NOT_FOUND, NULL,
-				 "alias \"%s\" is claimed by another client, which did not publish it "
-				 "within the %llu ms this lookup waited", p->alias,
+				 "no valid entry for alias \"%s\": it is claimed by another client, "
+				 "and the wait of %llu ms ran out", p->alias,
 				 (unsigned long long)p->req.wait_ms);
 	} else if (why == CLAIM_GONE) {
 		conn_reply_error(c, p->req.id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
@@ -238,7 +239,7 @@ static void claim_or_wait(struct conn *c, struct msg_request *req, uint64_t dead
 {
 	struct kilnd *d = c->d;
 	uint64_t now = uv_now(d->loop);
-	switch (claims_take(d, req->alias, c, &c->claims_owned)) {
+	switch (claims_take(d, req->alias, &c->claims)) {
 	case CLAIM_GRANTED:
 		if (req->claim_takeover)
 			d->c.claim_takeovers++;
@@ -253,19 +254,29 @@ static void claim_or_wait(struct conn *c, struct msg_request *req, uint64_t dead
 				 "no valid entry for alias \"%s\", and no claim: the limit of %d claims "
 				 "(%d per connection) is reached", req->alias, CLAIMS_MAX, CLAIMS_PER_OWNER);
 		return;
+	case CLAIM_STOPPED:
+		conn_reply_error(c, req->id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
+		return;
 	case CLAIM_OTHER:
 		break;
 	}
-	if (deadline <= now) {
+	if (deadline <= now && req->wait_ms == 0) {
 		conn_reply_error(c, req->id, ERR_NOT_FOUND, NULL,
-				 "no valid entry for alias \"%s\": another client holds its claim%s",
-				 req->alias, req->wait_ms > 0 ? " still (the wait ran out)" : "");
-		if (req->wait_ms > 0)
-			d->c.claim_timeouts++;
+				 "no valid entry for alias \"%s\": it is claimed by another client "
+				 "(this lookup does not wait: wait_ms 0)", req->alias);
+		return;
+	}
+	if (deadline <= now) {   /* looking again after a claim ended, its time spent */
+		d->c.claim_timeouts++;
+		conn_reply_error(c, req->id, ERR_NOT_FOUND, NULL,
+				 "no valid entry for alias \"%s\": it is claimed by another client, "
+				 "and the wait of %llu ms ran out", req->alias,
+				 (unsigned long long)req->wait_ms);
 		return;
 	}
 	struct parked_lookup *p = parked_lookup_new(c, req, 0);
-	int rc = p != NULL ? claims_wait(d, req->alias, deadline - now, claim_wake, p) : -ENOMEM;
+	int rc = p != NULL ? claims_wait(d, req->alias, deadline - now, &c->claims, claim_wake, p)
+			   : -ENOMEM;
 	if (rc == 0) {
 		p->deadline = deadline;
 		conn_ref(c);
@@ -275,10 +286,14 @@ static void claim_or_wait(struct conn *c, struct msg_request *req, uint64_t dead
 	}
 	if (p != NULL)
 		parked_lookup_free(p);
-	conn_reply_error(c, req->id, rc == -EBUSY ? ERR_BUSY : ERR_INTERNAL, NULL,
-			 rc == -EBUSY ? "too many lookups wait for the claim on alias \"%s\""
-				      : "cannot wait for the claim on alias \"%s\": out of memory",
-			 req->alias);
+	if (rc == -EBUSY)   /* as for a wait that ran out: the client produces it */
+		conn_reply_error(c, req->id, ERR_NOT_FOUND, NULL,
+				 "no valid entry for alias \"%s\": another client holds its claim, and "
+				 "%d lookups wait for it already", req->alias, CLAIM_WAITERS_MAX);
+	else
+		conn_reply_error(c, req->id, ERR_INTERNAL, NULL,
+				 "cannot wait for the claim on alias \"%s\": %s", req->alias,
+				 strerror(rc == -ENOENT ? ENOMEM : -rc));
 }
 
 void op_release(struct conn *c, struct msg_request *req)
@@ -286,7 +301,7 @@ void op_release(struct conn *c, struct msg_request *req)
 	cJSON *r = cJSON_CreateObject();
 	if (r == NULL || cJSON_AddNumberToObject(r, "id", (double)req->id) == NULL ||
 	    cJSON_AddTrueToObject(r, "ok") == NULL ||
-	    cJSON_AddBoolToObject(r, "released", claims_release(c->d, req->alias, c)) == NULL) {
+	    cJSON_AddBoolToObject(r, "released", claims_release(c->d, req->alias, &c->claims)) == NULL) {
 		cJSON_Delete(r);
 		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
 		return;

@@ -126,8 +126,10 @@ static void conn_kill(struct conn *c)
 	/* Its requests go on (a build others wait for), unanswered; a build
 	 * that only it waited for stops (the closed hook, after the unlink
 	 * below). A connection with nothing pending waited for no build, so
-	 * the hook, which walks the flights, runs only for one that did. */
-	claims_owner_gone(c->d, c, &c->claims_owned);
+	 * the hook, which walks the flights, runs only for one that did.
+	 * Its claims end (another connection's lookup may take one over) and
+	 * its lookups that wait on others' claims are dropped. */
+	claims_owner_gone(c->d, &c->claims);
 	bool waited = c->pending > 0;
 	s->pending -= c->pending;
 	c->pending = 0;

@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "claims.h"
 #include "frame.h"
 
 struct kilnd;
@@ -50,7 +51,7 @@ struct conn {
 	struct conn *resume_next;
 	int rx_fds[CONN_RX_FDS];    /* descriptors received, oldest first (put) */
 	unsigned nrx;
-	unsigned claims_owned;      /* aliases it claims (daemon/claims.h) */
+	struct claim_owner claims;  /* its claims and claim waits (daemon/claims.h) */
 	struct conn *prev, *next;
 };
 

@@ -208,19 +208,24 @@ int kiln_lookup_file_host(struct kiln *k, const char *alias, const char *toolcha
  * One producer per alias on the node (docs/client.md, "Claims"): as
  * kiln_lookup_file_host, and on a miss the caller claims the alias. KILN_OK
  * with *out: found (after waiting, when another client held the claim and
- * published it). KILN_ECLAIMED: not found, and this connection holds the
- * claim now: produce the program and get it with this alias (which ends
- * the claim and answers the waiters), or give it up with
- * kiln_release_claim; closing the connection gives it up too.
+ * published it), as a file, not loaded (owned by k, as kiln_get_file's;
+ * kiln_lookup(k, alias, ...) then loads it). KILN_ECLAIMED: not found, and
+ * this connection holds the claim now: produce the program and get it with
+ * this alias (which ends the claim and answers the waiters), or give it up
+ * with kiln_release_claim; closing the connection gives it up too.
  * KILN_ENOTFOUND: another client holds the claim and did not end it
  * within wait_ms (0: do not wait; at most 600000), or kilnd's limits on
- * claims were reached: produce it without a claim. Thread-safe; the wait
+ * claims were reached: produce it without a claim. Nothing of the answer
+ * is kept in the process's alias table. kiln_set_timeout does not cut the
+ * wait (kilnd sends heartbeats while it waits). Thread-safe; the wait
  * holds one of the connection's request slots, not the connection.
  */
 int kiln_lookup_claim(struct kiln *k, const char *alias, const char *toolchain,
 		      const char *host_compiler, unsigned wait_ms, struct kiln_program **out);
-/* Gives this connection's claim on alias up: 1, or 0 when it held none
- * (the alias published since, or never claimed here); <0 on failure. */
+/* Gives this connection's claim on alias up, so that a waiting client
+ * takes it over: 1, or 0 when it held none (the alias published since, or
+ * never claimed here); <0 on failure. Thread-safe. (Not kiln_release:
+ * that gives a loaded program back.) */
 int kiln_release_claim(struct kiln *k, const char *alias);
 
 /* Resolves a symbol of a loaded program; NULL when it has no such symbol. */

@@ -4,12 +4,14 @@
  * answered when the alias is published (a hit), when the claim ends
  * without it (a takeover), or when their own wait runs out; release; a
  * waiter or owner that goes away; limits and malformed fields; kilnd
- * stopping with lookups waiting. Spoken with raw frames, published with
- * libkiln's real get.
+ * stopping with lookups waiting; libkiln's kiln_lookup_claim and
+ * kiln_release_claim, and a client timeout shorter than the wait. Spoken
+ * with raw frames and libkiln, published with libkiln's real get.
  */
 #include "harness.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +219,196 @@ START_TEST(stopping_answers_the_waiters)
 }
 END_TEST
 
+/* Polls status until field reaches want (a generous deadline bounds it). */
+static void st_until(const char *field, int64_t want)
+{
+	double end = harness_now_s() + 30;
+	int64_t got;
+	while ((got = st(field)) != want && harness_now_s() < end)
+		harness_sleep_ms(20);
+	ck_assert_msg(got == want, "status %s: %lld, expected %lld", field, (long long)got,
+		      (long long)want);
+}
+
+/* A kiln_lookup_claim in a thread of its own. */
+struct claimer {
+	struct kiln *k;
+	const char *alias;
+	unsigned wait_ms;
+	int rc;
+	char key[72];
+	char msg[512];         /* kiln_errmsg is the failing thread's */
+	pthread_t thread;
+};
+
+static void *claim_thread(void *arg)
+{
+	struct claimer *c = arg;
+	struct kiln_program *p = NULL;
+	c->rc = kiln_lookup_claim(c->k, c->alias, NULL, NULL, c->wait_ms, &p);
+	snprintf(c->key, sizeof(c->key), "%s", p != NULL ? kiln_program_key(p) : "");
+	snprintf(c->msg, sizeof(c->msg), "%s", c->rc != KILN_OK ? kiln_errmsg(c->k) : "");
+	return NULL;
+}
+
+static struct kiln *open_kiln(void)
+{
+	struct kiln *k = NULL;
+	int rc = kiln_open(harness.socket, &k);
+	ck_assert_msg(rc == KILN_OK, "kiln_open: %s", kiln_errmsg(NULL));
+	return k;
+}
+
+/* libkiln's side: KILN_ECLAIMED for the first, a wait in another thread
+ * answered with the program the first gets (while the same connection
+ * serves other calls), KILN_ENOTFOUND when another holds the claim and
+ * the caller does not wait, kiln_release_claim for the owner only. */
+START_TEST(libkiln_claims)
+{
+	char key[72];
+	struct kiln_program *p = NULL;
+	harness_start(NULL);
+	struct kiln *k1 = open_kiln(), *k2 = open_kiln();
+	ck_assert_int_eq(kiln_lookup_claim(k1, "t:lib", NULL, NULL, 0, &p), KILN_ECLAIMED);
+	ck_assert_ptr_null(p);
+	ck_assert_msg(strstr(kiln_errmsg(k1), "holds its claim") != NULL, "%s", kiln_errmsg(k1));
+	ck_assert_msg(strstr(kiln_strerror(KILN_ECLAIMED), "claim") != NULL, "%s",
+		      kiln_strerror(KILN_ECLAIMED));
+	struct claimer w = { .k = k2, .alias = "t:lib", .wait_ms = 60000 };
+	ck_assert_int_eq(pthread_create(&w.thread, NULL, claim_thread, &w), 0);
+	st_until("claim_waits", 1);
+	/* k2 waits in its thread; its connection still answers this one */
+	ck_assert_int_eq(kiln_lookup_claim(k2, "t:lib", NULL, NULL, 0, &p), KILN_ENOTFOUND);
+	ck_assert_msg(strstr(kiln_errmsg(k2), "claimed by another client") != NULL, "%s",
+		      kiln_errmsg(k2));
+	harness_get_program(k1, "lib", 11, "t:lib", key);
+	ck_assert_int_eq(pthread_join(w.thread, NULL), 0);
+	ck_assert_msg(w.rc == KILN_OK, "%s: %s", kiln_strerror(w.rc), w.msg);
+	ck_assert_str_eq(w.key, key);
+	ck_assert_int_eq(kiln_lookup_claim(k2, "t:lib", NULL, NULL, 0, &p), KILN_OK);
+	ck_assert_str_eq(kiln_program_key(p), key);
+	/* release: the owner's only; then another claims it */
+	ck_assert_int_eq(kiln_lookup_claim(k1, "t:lib2", NULL, NULL, 0, &p), KILN_ECLAIMED);
+	ck_assert_int_eq(kiln_release_claim(k2, "t:lib2"), 0);
+	ck_assert_int_eq(kiln_release_claim(k1, "t:lib2"), 1);
+	ck_assert_int_eq(kiln_release_claim(k1, "t:lib2"), 0);
+	ck_assert_int_eq(kiln_lookup_claim(k2, "t:lib2", NULL, NULL, 0, &p), KILN_ECLAIMED);
+	/* refused before any IPC */
+	ck_assert_int_eq(kiln_lookup_claim(k2, "t:lib2", NULL, NULL, 600001, &p), KILN_EINVAL);
+	ck_assert_int_eq(kiln_lookup_claim(k2, "has space", NULL, NULL, 0, &p), KILN_EINVAL);
+	ck_assert_int_eq(kiln_release_claim(k2, NULL), KILN_EINVAL);
+	kiln_close(k2);
+	st_until("claims_held", 0);
+	kiln_close(k1);
+	harness_stop();
+}
+END_TEST
+
+/* kiln_set_timeout bounds a silent kilnd, not a wait: a lookup waits
+ * past it (kilnd's heartbeats keep the connection talking) and gets the
+ * program published after the deadline would have passed. */
+START_TEST(the_client_timeout_spares_the_wait)
+{
+	char key[72];
+	harness_start(NULL);
+	struct kiln *k1 = open_kiln(), *k2 = open_kiln();
+	struct kiln_program *p = NULL;
+	ck_assert_int_eq(kiln_lookup_claim(k1, "t:slow", NULL, NULL, 0, &p), KILN_ECLAIMED);
+	ck_assert_int_eq(kiln_set_timeout(k2, 0.5), KILN_OK);   /* 10 s: two heartbeats */
+	struct claimer w = { .k = k2, .alias = "t:slow", .wait_ms = 120000 };
+	ck_assert_int_eq(pthread_create(&w.thread, NULL, claim_thread, &w), 0);
+	st_until("claim_waits", 1);
+	harness_sleep_ms(12500);
+	harness_get_program(k1, "slow", 4, "t:slow", key);
+	ck_assert_int_eq(pthread_join(w.thread, NULL), 0);
+	ck_assert_msg(w.rc == KILN_OK, "%s: %s", kiln_strerror(w.rc), w.msg);
+	ck_assert_str_eq(w.key, key);
+	kiln_close(k1);
+	kiln_close(k2);
+	harness_stop();
+}
+END_TEST
+
+/* 1,024 claims per connection (then not_found, no claim), 4,096 lookups
+ * waiting on one claim (then not_found at once). */
+START_TEST(limits_hold)
+{
+	char text[256];
+	harness_start("--max-requests", "5000", NULL);
+	int a = hello(), w = hello();
+	for (int i = 0; i < 1024; i++) {
+		snprintf(text, sizeof(text), "t:lim%d", i);
+		send_claim(a, i + 2, text, 0);
+		expect(a, "claimed");
+	}
+	send_claim(a, 2000, "t:lim-more", 0);
+	cJSON *r = harness_raw_recv(a);
+	ck_assert_str_eq(harness_error_code(r), "not_found");
+	ck_assert_msg(strstr(harness_str(cJSON_GetObjectItem(r, "error"), "message"), "limit") != NULL,
+		      "no word of the limit");
+	cJSON_Delete(r);
+	ck_assert_int_eq(st("claims_held"), 1024);
+	for (int i = 0; i <= 4096; i++)
+		send_claim(w, i + 2, "t:lim0", 60000);
+	r = harness_raw_recv(w);     /* the one past the limit, at once */
+	ck_assert_str_eq(harness_error_code(r), "not_found");
+	ck_assert_int_eq((int)cJSON_GetObjectItem(r, "id")->valuedouble, 4096 + 2);
+	cJSON_Delete(r);
+	st_until("claim_waits", 4096);
+	close(w);                    /* its 4,096 waits go with it */
+	close(a);
+	st_until("claims_held", 0);
+	ck_assert_int_eq(st("claim_takeovers"), 0);
+	harness_stop();
+}
+END_TEST
+
+/* A waiter that left is passed over: the next live one takes over. */
+START_TEST(a_waiter_that_left_is_passed_over)
+{
+	harness_start(NULL);
+	int a = hello(), gone = hello(), b = hello();
+	send_claim(a, 2, "t:left", 0);
+	expect(a, "claimed");
+	send_claim(gone, 2, "t:left", 30000);
+	st_until("claim_waits", 1);
+	send_claim(b, 2, "t:left", 30000);
+	st_until("claim_waits", 2);
+	close(gone);
+	harness_sleep_ms(100);
+	close(a);
+	expect(b, "claimed");
+	ck_assert_int_eq(st("claim_takeovers"), 1);
+	ck_assert_int_eq(st("claims_held"), 1);
+	close(b);
+	harness_stop();
+}
+END_TEST
+
+/* The producer's get hits an entry the alias names already (a waiting
+ * lookup that asked for another toolchain missed it): that ends the
+ * claim too, and the waiter looks again at once. */
+START_TEST(a_hit_under_the_alias_ends_the_claim)
+{
+	char key[72];
+	harness_start(NULL);
+	harness_get_program(NULL, "same", 5, "t:same", key);
+	int a = hello(), b = hello();
+	harness_raw_send(a, "{\"op\":\"lookup\",\"id\":2,\"alias\":\"t:same\",\"toolchain\":\"nope\","
+			 "\"claim\":true}");
+	expect(a, "claimed");
+	harness_raw_send(b, "{\"op\":\"lookup\",\"id\":2,\"alias\":\"t:same\",\"toolchain\":\"nope\","
+			 "\"claim\":true,\"wait_ms\":20000}");
+	st_until("claim_waits", 1);
+	harness_get_program(NULL, "same", 5, "t:same", key);
+	expect(b, "claimed");        /* ended, looked again, missed again: its claim */
+	ck_assert_int_eq(st("claim_timeouts"), 0);
+	close(a);
+	close(b);
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("claims");
@@ -225,5 +417,10 @@ int main(void)
 	harness_add(s, "waits", waits_end_and_waiters_may_leave, 120);
 	harness_add(s, "malformed", malformed_claims_are_refused, 60);
 	harness_add(s, "stopping", stopping_answers_the_waiters, 60);
+	harness_add(s, "libkiln", libkiln_claims, 120);
+	harness_add(s, "limits", limits_hold, 120);
+	harness_add(s, "client_timeout", the_client_timeout_spares_the_wait, 120);
+	harness_add(s, "waiter_left", a_waiter_that_left_is_passed_over, 120);
+	harness_add(s, "hit_ends_claim", a_hit_under_the_alias_ends_the_claim, 120);
 	return harness_main(s);
 }
