@@ -238,7 +238,7 @@ bool claims_release(struct kilnd *d, const char *alias, const struct claim_owner
 	struct claim *cl = c != NULL ? table_get(c->by_alias, alias) : NULL;
 	if (cl == NULL || cl->owner != owner)
 		return false;
-	claim_end(c, cl, CLAIM_FREE);
+	claim_end(c, cl, CLAIM_RELEASED);
 	return true;
 }
 

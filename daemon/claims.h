@@ -4,7 +4,8 @@
  * name (GT4Py lowering a program before it sends the build: kiln.gt4py)
  * claims the alias with a lookup; other clients' lookups of that alias
  * wait until the alias is published (then they are answered from the
- * cache), the claim ends without it (then one of them takes it over), or
+ * cache), the owner goes away without it (then one of them takes it
+ * over), the owner releases it (then they produce it unclaimed), or
  * their own deadline passes. A claim belongs to an owner (a connection's
  * struct claim_owner; nothing else of the connection is known here) and
  * ends with it. Loop thread only. The server layer parks and answers the

@@ -94,17 +94,29 @@ START_TEST(a_claim_is_its_owners)
 }
 END_TEST
 
-/* A release answers the waiters in order: the first takes the claim
- * over, the second waits on the new claim, the owner's end frees it. */
+/* The owner's end answers the waiters in order: the first takes the
+ * claim over, the second waits on the new claim; that owner's end frees
+ * it. A release answers every waiter CLAIM_RELEASED: none takes over. */
 START_TEST(the_first_waiter_takes_over)
 {
 	struct claim_owner a = { 0 }, b = { 0 }, c = { 0 };
 	struct waiter wb = { .take_over = true }, wc = { .take_over = true, .wait_again = true };
 	answered = 0;
+	ck_assert_int_eq(claims_take(&d, "r", &a), CLAIM_GRANTED);
+	wait_on(&wb, "r", &b, 60000);
+	wait_on(&wc, "r", &c, 60000);
+	ck_assert(claims_release(&d, "r", &a));
+	ck_assert_int_eq(wb.why, CLAIM_RELEASED);
+	ck_assert_int_eq(wc.why, CLAIM_RELEASED);
+	ck_assert_uint_eq(b.nclaims, 0);
+	ck_assert_uint_eq(claims_count(&d), 0);
+	wb = (struct waiter){ .take_over = true };
+	wc = (struct waiter){ .take_over = true, .wait_again = true };
+	answered = 0;
 	ck_assert_int_eq(claims_take(&d, "x", &a), CLAIM_GRANTED);
 	wait_on(&wb, "x", &b, 60000);
 	wait_on(&wc, "x", &c, 60000);
-	ck_assert(claims_release(&d, "x", &a));
+	claims_owner_gone(&d, &a);
 	ck_assert_int_eq(wb.calls, 1);
 	ck_assert_int_eq(wb.order, 1);
 	ck_assert_int_eq(wb.took, CLAIM_GRANTED);

@@ -222,6 +222,14 @@ static void claim_wake(void *arg, enum claim_end why)
 				 (unsigned long long)p->req.wait_ms);
 	} else if (why == CLAIM_GONE) {
 		conn_reply_error(c, p->req.id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
+	} else if (why == CLAIM_RELEASED) {
+		/* Its producer finished without publishing (its build failed,
+		 * or went elsewhere): what failed for one would most likely
+		 * fail for the next, so the waiters do not take turns at it
+		 * one after another. Looked up once more (published since?),
+		 * without a claim: a hit, or not_found and they produce it. */
+		p->req.claim = false;
+		lookup_resolve(c, &p->req, 0, p->deadline);
 	} else {
 		/* Published: found now. Ended without it: one waiter takes it
 		 * over (the first to look), the others wait on the new claim. */

@@ -222,8 +222,9 @@ int kiln_lookup_file_host(struct kiln *k, const char *alias, const char *toolcha
  */
 int kiln_lookup_claim(struct kiln *k, const char *alias, const char *toolchain,
 		      const char *host_compiler, unsigned wait_ms, struct kiln_program **out);
-/* Gives this connection's claim on alias up, so that a waiting client
- * takes it over: 1, or 0 when it held none (the alias published since, or
+/* Gives this connection's claim on alias up (its producer finished without
+ * publishing: the waiting clients are answered KILN_ENOTFOUND, to produce
+ * it themselves): 1, or 0 when it held none (the alias published since, or
  * never claimed here); <0 on failure. Thread-safe. (Not kiln_release:
  * that gives a loaded program back.) */
 int kiln_release_claim(struct kiln *k, const char *alias);

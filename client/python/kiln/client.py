@@ -493,8 +493,9 @@ class Kiln:
         NotFound) is raised: produce the program and get it with this
         alias, or release() it. When another client holds the claim, the
         call waits up to wait seconds (at most 600; 0: not at all) for it
-        to publish the alias (then returns it) or to give the claim up
-        (then this one takes it over: Claimed); past that, NotFound (the
+        to publish the alias (then returns it); when that client's
+        connection closes first, this one takes the claim over (Claimed);
+        when it releases the claim, or the wait runs out, NotFound (the
         caller produces it without a claim). With load=True a program
         found is then loaded (kiln_lookup)."""
         a = _cstr(alias, "alias")
@@ -526,8 +527,8 @@ class Kiln:
             return self._program(out.value, loaded=load)
 
     def release(self, alias: str) -> bool:
-        """Gives this connection's claim on alias up (kiln_release_claim),
-        so that a waiting client takes it over; False when it held none
+        """Gives this connection's claim on alias up (kiln_release_claim):
+        the waiting clients produce it themselves; False when it held none
         (never claimed here, or published since). Closing the connection
         does it too."""
         a = _cstr(alias, "alias")

@@ -234,7 +234,8 @@ class _Plan:
 
     def release(self):
         """The claim ends (a no-op for kilnd once the alias is published;
-        after a failure, a waiting process takes it over)."""
+        after a failure or a fallback, the waiting processes lower the
+        program themselves, at once, not one after another)."""
         k, self.claimed = self.claimed, None
         if k is not None:
             try:
