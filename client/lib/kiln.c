@@ -374,15 +374,13 @@ int kiln_lookup_file(struct kiln *k, const char *alias, const char *toolchain,
 	return kiln_lookup_file_host(k, alias, toolchain, NULL, out);
 }
 
-int kiln_lookup_file_host(struct kiln *k, const char *alias, const char *toolchain,
-			  const char *host_compiler, struct kiln_program **out)
+/* A lookup of alias as a file, checked as kilnd checks it. */
+static int lookup_file_request(struct msg_request *m, const char *alias, const char *toolchain,
+			       const char *host_compiler)
 {
-	struct msg_request m = { .op = OP_LOOKUP, .proto = -1, .max_size = -1 };
 	char why[256];
 
-	if (!k || !alias || !out)
-		return lib_err_set(KILN_EINVAL, "kiln_lookup_file: k, alias and out must not be NULL");
-	*out = NULL;
+	*m = (struct msg_request){ .op = OP_LOOKUP, .proto = -1, .max_size = -1 };
 	if (validate_alias(alias, why, sizeof(why)) < 0)
 		return lib_err_set(KILN_EINVAL, "alias: %s", why);
 	if (toolchain && validate_toolchain_name(toolchain, why, sizeof(why)) < 0)
@@ -390,34 +388,38 @@ int kiln_lookup_file_host(struct kiln *k, const char *alias, const char *toolcha
 	if (host_compiler &&
 	    validate_compiler_path("host compiler", host_compiler, why, sizeof(why)) < 0)
 		return lib_err_set(KILN_EINVAL, "%s", why);
-	m.alias = (char *)alias;
-	m.toolchain = (char *)toolchain;
-	m.host_compiler = (char *)host_compiler;
+	m->alias = (char *)alias;
+	m->toolchain = (char *)toolchain;
+	m->host_compiler = (char *)host_compiler;
+	return 0;
+}
+
+int kiln_lookup_file_host(struct kiln *k, const char *alias, const char *toolchain,
+			  const char *host_compiler, struct kiln_program **out)
+{
+	struct msg_request m;
+
+	if (!k || !alias || !out)
+		return lib_err_set(KILN_EINVAL, "kiln_lookup_file: k, alias and out must not be NULL");
+	*out = NULL;
+	int rc = lookup_file_request(&m, alias, toolchain, host_compiler);
 	/* Always asks kilnd: the fast path holds loaded programs only. */
-	return kiln_fetch(k, &m, NULL, false, out);
+	return rc < 0 ? rc : kiln_fetch(k, &m, NULL, false, out);
 }
 
 int kiln_lookup_claim(struct kiln *k, const char *alias, const char *toolchain,
 		      const char *host_compiler, unsigned wait_ms, struct kiln_program **out)
 {
-	struct msg_request m = { .op = OP_LOOKUP, .proto = -1, .max_size = -1 };
-	char why[256];
+	struct msg_request m;
 
 	if (!k || !alias || !out)
 		return lib_err_set(KILN_EINVAL, "kiln_lookup_claim: k, alias and out must not be NULL");
 	*out = NULL;
 	if (wait_ms > MSG_MAX_WAIT_MS)
 		return lib_err_set(KILN_EINVAL, "wait_ms %u: at most %d", wait_ms, MSG_MAX_WAIT_MS);
-	if (validate_alias(alias, why, sizeof(why)) < 0)
-		return lib_err_set(KILN_EINVAL, "alias: %s", why);
-	if (toolchain && validate_toolchain_name(toolchain, why, sizeof(why)) < 0)
-		return lib_err_set(KILN_EINVAL, "toolchain \"%s\": %s", toolchain, why);
-	if (host_compiler &&
-	    validate_compiler_path("host compiler", host_compiler, why, sizeof(why)) < 0)
-		return lib_err_set(KILN_EINVAL, "%s", why);
-	m.alias = (char *)alias;
-	m.toolchain = (char *)toolchain;
-	m.host_compiler = (char *)host_compiler;
+	int rc = lookup_file_request(&m, alias, toolchain, host_compiler);
+	if (rc < 0)
+		return rc;
 	m.claim = true;
 	m.wait_ms = wait_ms;
 	/* kilnd sends heartbeats while the lookup waits, so the call's
