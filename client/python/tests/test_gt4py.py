@@ -216,3 +216,62 @@ def test_changed_definition_is_never_served_the_old_program(daemon, tmp_path):
     assert one("edited-again", RANK_COEF="3.0") == (0, 1, 0)
     assert one("dace-config", RANK_COEF="3.0",
                RANK_DACE_SET="compiler.max_stack_array_size=32768") == (1, 0, 1)
+
+
+GPU_COMPILE = textwrap.dedent('''
+    import json, sys
+    import kiln.gt4py
+    import gt4py.next as gtx
+    from gt4py.next.program_processors.runners.dace import run_dace_gpu
+
+    I = gtx.Dimension("I")
+    J = gtx.Dimension("J")
+
+    @gtx.field_operator
+    def lap(a: gtx.Field[gtx.Dims[I, J], gtx.float64]) -> gtx.Field[gtx.Dims[I, J], gtx.float64]:
+        return -4.0 * a + a(I + 1) + a(I - 1) + a(J + 1) + a(J - 1)
+
+    @gtx.program(backend=run_dace_gpu)
+    def lap_program(a: gtx.Field[gtx.Dims[I, J], gtx.float64],
+                    out: gtx.Field[gtx.Dims[I, J], gtx.float64]):
+        lap(a, out=out[1:-1, 1:-1])
+
+    def main():
+        kiln.gt4py.install(socket=sys.argv[1])
+        lap_program.compile(offset_provider={})   # built and loaded, not run
+        from gt4py.next.otf import compiled_program
+        compiled_program.wait_for_compilation()
+        print("STATS " + json.dumps(kiln.gt4py.stats))
+
+    if __name__ == "__main__":
+        main()
+''')
+
+
+def test_gpu_program_is_found_without_a_gpu(daemon, tmp_path):
+    """run_dace_gpu, compiled (not run: no GPU here) in GT4Py's process mode:
+    kiln.dace builds the .cpp and .cu halves with nvcc, the .kiln_gt4py
+    section rides along, and a fresh process with a new folder finds the
+    program without lowering it."""
+    import shutil
+    nvcc_dir = "/usr/local/cuda/bin"
+    if shutil.which("nvcc") is None and not os.path.exists(os.path.join(nvcc_dir, "nvcc")):
+        pytest.skip("no nvcc: kiln.dace cannot build GPU programs here")
+    script = tmp_path / "gpu_compile.py"
+    script.write_text(GPU_COMPILE)
+    for round_, want in (("first", (0, 1)), ("again", (1, 0))):
+        env = dict(os.environ, DACE_compiler_cuda_cuda_arch="80",
+                   GT4PY_BUILD_CACHE_LIFETIME="persistent",
+                   GT4PY_BUILD_CACHE_DIR=str(tmp_path / round_),
+                   DACE_BUILD_CACHE_DIR=str(tmp_path / "dace-node-cache"))
+        env["PATH"] = env.get("PATH", "") + os.pathsep + nvcc_dir
+        for v in ("KILN_DACE", "KILN_GT4PY"):
+            env.pop(v, None)
+        p = subprocess.run([sys.executable, str(script), daemon.socket], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           cwd=str(tmp_path), timeout=900)
+        lines = [line for line in p.stdout.splitlines() if line.startswith("STATS ")]
+        assert p.returncode == 0 and lines, p.stdout[-4000:]
+        g = json.loads(lines[-1][6:])
+        assert (g["hits"], g["lowered"], g["fallbacks"]) == want + (0,), (round_, g)
+        assert "building with DaCe's CMake" not in p.stdout, p.stdout[-3000:]
