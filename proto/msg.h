@@ -153,6 +153,7 @@ struct msg_request {
 	bool claim;        /* lookup with "claim": true (daemon/claims.h) */
 	uint64_t wait_ms;  /* lookup: how long to wait for another client's claim */
 	bool claim_takeover; /* kilnd's own: a waiter looking again after a claim ended */
+	bool counted;        /* kilnd's own: counted as a miss before it waited */
 	char **pch;        /* headers to precompile ("dace/dace.h"), or NULL */
 	size_t npch;
 	/* put: the artifact (its descriptor travels beside the frame) */

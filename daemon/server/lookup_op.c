@@ -99,6 +99,7 @@ static struct parked_lookup *parked_lookup_new(struct conn *c, const struct msg_
 	p->req.claim = req->claim;
 	p->req.wait_ms = req->wait_ms;
 	p->req.claim_takeover = req->claim_takeover;
+	p->req.counted = req->counted;
 	if ((req->alias != NULL && (p->alias = strdup(req->alias)) == NULL) ||
 	    (req->key != NULL && (p->key = strdup(req->key)) == NULL) ||
 	    (req->toolchain != NULL && (p->toolchain = strdup(req->toolchain)) == NULL) ||
@@ -186,14 +187,19 @@ static void lookup_resolve(struct conn *c, struct msg_request *req, unsigned wai
 		store_entry_free(&e);
 		return;
 	}
+	/* A lookup that waited for a claim counted as a miss when it arrived;
+	 * its answer after the wait is not counted again (claim_waits says
+	 * how many waited). */
 	int hit = v == HEADERS_VALID ? reply_hit(c, req->id, &e, NULL) : -1;
-	if (hit == 0) {
+	if (hit == 0 && !req->counted) {
 		stats_hit(d, e.toolchain);
-	} else if (hit < 0 && (rc == 0 || rc == -ENOENT) && req->claim) {
+	} else if (hit < 0 && !req->counted) {
 		stats_miss(d, req->toolchain);
+	}
+	if (hit < 0 && (rc == 0 || rc == -ENOENT) && req->claim) {
+		req->counted = true;
 		claim_or_wait(c, req, deadline);
 	} else if (hit < 0) {
-		stats_miss(d, req->toolchain);
 		conn_reply_error(c, req->id, rc == 0 || rc == -ENOENT ? ERR_NOT_FOUND : ERR_IO, NULL,
 				 "no valid entry for %s \"%s\"", req->alias != NULL ? "alias" : "key",
 				 req->alias != NULL ? req->alias : req->key);

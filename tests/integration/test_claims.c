@@ -85,7 +85,11 @@ START_TEST(publication_answers_the_waiters)
 	send_claim(c, 2, "t:pub", 30000);
 	silent(b, 300);
 	ck_assert_int_eq(st("claims_held"), 1);
+	/* four lookups, each counted once as a miss when it came */
+	ck_assert_int_eq(st("misses"), 4);
+	ck_assert_int_eq(st("hits"), 0);
 	harness_get_program(NULL, "pub", 7, "t:pub", key);
+	int64_t misses = st("misses");
 	char *code = reply_code(b, got);
 	ck_assert_msg(strcmp(code, "ok") == 0 && strcmp(got, key) == 0, "b: %s %s", code, got);
 	free(code);
@@ -95,9 +99,13 @@ START_TEST(publication_answers_the_waiters)
 	ck_assert_int_eq(st("claims_held"), 0);
 	ck_assert_int_eq(st("claims"), 1);
 	ck_assert_int_eq(st("claim_waits"), 2);
+	/* the waiters' answers are not counted a second time */
+	ck_assert_int_eq(st("misses"), misses);
+	ck_assert_int_eq(st("hits"), 0);
 	/* found now: a claiming lookup is a plain hit */
 	send_claim(a, 4, "t:pub", 0);
 	expect(a, "ok");
+	ck_assert_int_eq(st("hits"), 1);
 	close(a);
 	close(b);
 	close(c);
