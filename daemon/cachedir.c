@@ -43,6 +43,15 @@ int cachedir_check_private(const char *dir, const char *what, char *err, size_t 
 			 "use a directory of your own", what, dir, (int)st.st_uid, (int)geteuid());
 		return -EPERM;
 	}
+	if ((st.st_mode & 022) && (st.st_mode & S_ISVTX)) {
+		/* /tmp and its like: shared on purpose; chmod would break the
+		 * node for everyone. */
+		snprintf(err, errlen, "%s %s is writable by group or others (mode %04o, sticky: "
+			 "a shared directory such as /tmp); do not chmod it, use a directory of "
+			 "your own inside it (mkdir -m 700 %s/kiln-$USER) or kilnd's default", what,
+			 dir, (unsigned)(st.st_mode & 07777), dir);
+		return -EPERM;
+	}
 	if (st.st_mode & 022) {
 		snprintf(err, errlen, "%s %s is writable by group or others (mode %03o); "
 			 "run chmod go-w on it or use a private directory", what, dir,

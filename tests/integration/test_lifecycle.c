@@ -475,6 +475,22 @@ START_TEST(socket_is_private_to_its_user)
 	}
 	expect_served_by(harness.pid);
 	harness_stop();
+
+	/* A socket in a shared sticky directory (/tmp's kind) is refused,
+	 * once, with advice that does not break the node: no chmod of it.
+	 * A failed start leaves no cache directory behind. */
+	char shared[HARNESS_PATH], cache[HARNESS_PATH], *said;
+	ck_assert_int_eq(mkdir(harness_path(shared, "shared"), 0700), 0);
+	ck_assert_int_eq(chmod(shared, 01777), 0);
+	harness_path(sock, "shared/kilnd.sock");
+	status = second_daemon(sock, harness_path(cache, "cache-never"), &said);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) != 0, "%s", said);
+	ck_assert_msg(harness_contains(said, "do not chmod it") &&
+		      !harness_contains(said, "run chmod go-w"), "%s", said);
+	ck_assert_msg(strstr(strstr(said, "writable by") + 1, "writable by") == NULL,
+		      "said twice: %s", said);
+	ck_assert_msg(!harness_exists(cache), "a failed start made %s", cache);
+	free(said);
 }
 END_TEST
 
