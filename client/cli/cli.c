@@ -211,6 +211,31 @@ static int apply_global(struct cli_parse *p, int id, const char *val)
 	}
 }
 
+/* ccache's habits (kiln -s, -z, -M 5G): where kiln keeps each, for an
+ * "unknown option" message; NULL for other options. */
+static const char *ccache_habit(const char *arg)
+{
+	static const struct {
+		const char *opt;
+		const char *say;
+	} habits[] = {
+		{ "-s", "statistics: kiln stats" },
+		{ "--show-stats", "statistics: kiln stats" },
+		{ "--print-stats", "statistics: kiln stats" },
+		{ "-z", "to zero the statistics: kiln stats --zero" },
+		{ "--zero-stats", "to zero the statistics: kiln stats --zero" },
+		{ "-M", "the cache's size limit: kiln config max-size SIZE" },
+		{ "--max-size", "the cache's size limit: kiln config max-size SIZE" },
+	};
+	for (size_t i = 0; i < sizeof(habits) / sizeof(habits[0]); i++) {
+		size_t n = strlen(habits[i].opt);
+		if (strncmp(arg, habits[i].opt, n) == 0 &&
+		    (arg[n] == '\0' || arg[n] == '=' || (n == 2 && arg[1] == 'M')))
+			return habits[i].say;
+	}
+	return NULL;
+}
+
 /*
  * Decodes one option of arg: "--name", "--name=value", "--name value", "-x",
  * "-xvalue", "-x value". On success sets *def and *val and advances p->i past
@@ -222,6 +247,7 @@ static int decode_option(struct cli_parse *p, const struct cli_optdef *defs,
 	const char *arg = p->argv[p->i];
 	const char *eq = NULL;
 	const char *inline_val = NULL;
+	const char *hint = p->hint != NULL ? p->hint : ccache_habit(arg);
 
 	if (arg[1] == '-') {
 		const char *name = arg + 2;
@@ -234,8 +260,7 @@ static int decode_option(struct cli_parse *p, const struct cli_optdef *defs,
 			*def = find_long(global_defs, name, len);
 		if (!*def) {
 			p->status = cli_usage_error(p->cli, "unknown option '--%.*s'%s%s", (int)len,
-						    name, p->hint ? "; " : "",
-						    p->hint ? p->hint : "");
+						    name, hint ? "; " : "", hint ? hint : "");
 			return CLI_STOP;
 		}
 		if (eq && !(*def)->has_arg) {
@@ -252,7 +277,7 @@ static int decode_option(struct cli_parse *p, const struct cli_optdef *defs,
 		/* Short flags cannot be grouped: "-hx" is refused, not guessed at. */
 		if (!*def || (!(*def)->has_arg && arg[2])) {
 			p->status = cli_usage_error(p->cli, "unknown option '%s'%s%s", arg,
-						    p->hint ? "; " : "", p->hint ? p->hint : "");
+						    hint ? "; " : "", hint ? hint : "");
 			return CLI_STOP;
 		}
 		if (arg[2])
@@ -394,6 +419,7 @@ int main(int argc, char **argv)
 	 * before or after the command, replaces them. */
 	cli.socket = util_default_socket();
 	cli.cache_dir = util_default_cache_dir();
+	cli.cache_dir_named = getenv("KILN_CACHE_DIR") != NULL && getenv("KILN_CACHE_DIR")[0] != '\0';
 	if (!cli.socket || !cli.cache_dir) {
 		cli_error("cannot determine the default socket or cache directory: %s",
 			  strerror(errno ? errno : ENOMEM));

@@ -26,6 +26,7 @@ struct cli {
 	char *cache_dir;        /* malloc'd: --cache-dir or util_default_cache_dir() */
 	bool socket_given;      /* --socket was on the command line */
 	bool cache_dir_given;   /* --cache-dir was on the command line */
+	bool cache_dir_named;   /* $KILN_CACHE_DIR is set: a typo there is an error too */
 	bool json;
 };
 

@@ -31,7 +31,7 @@ static int offline(const struct cli *cli, bool set, uint64_t size, cJSON **out)
 	snprintf(path, sizeof(path), "%s/%s", cli->cache_dir, CACHE_CONF_NAME);
 	memset(&cc, 0, sizeof(cc));
 	bool exists = access(cli->cache_dir, F_OK) == 0;
-	if (!exists && cli->cache_dir_given) {
+	if (!exists && (cli->cache_dir_given || cli->cache_dir_named)) {
 		/* A typo must not read as "nothing set", nor make a directory. */
 		cli_error("%s does not exist; give the --cache-dir kilnd uses (kiln status shows it)",
 			  cli->cache_dir);

@@ -33,10 +33,11 @@ int cli_open_offline(const struct cli *cli, bool write, struct store **out)
 	}
 	rc = access(index, F_OK) < 0 && errno == ENOENT ? 0 : 1;
 	free(index);
-	if (rc == 0 && cli->cache_dir_given) {
+	if (rc == 0 && (cli->cache_dir_given || cli->cache_dir_named)) {
 		bool dir = access(cli->cache_dir, F_OK) == 0;
-		cli_error("%s %s; give the --cache-dir kilnd uses (kiln status shows it)",
-			  cli->cache_dir, dir ? "holds no kiln cache (no index.db)" : "does not exist");
+		cli_error("%s%s %s; give the --cache-dir kilnd uses (kiln status shows it)",
+			  cli->cache_dir_given ? "" : "$KILN_CACHE_DIR ", cli->cache_dir,
+			  dir ? "holds no kiln cache (no index.db)" : "does not exist");
 		return -ENOENT;
 	}
 	if (rc == 0)

@@ -293,9 +293,36 @@ START_TEST(cli_errors_and_version)
 	ck_assert_int_ne(harness_cli(&out, &err, "ls", "--cache-dir", empty, NULL), 0);
 	ck_assert_msg(strstr(err, "holds no kiln cache") != NULL, "'%s'", err);
 	free(out), free(err);
+	/* ... and so is a $KILN_CACHE_DIR that names nothing (a typo). */
+	setenv("KILN_CACHE_DIR", missing, 1);
+	static const char *const offline[] = { "ls", "stats" };
+	for (size_t i = 0; i < 2; i++) {
+		char err_path[HARNESS_PATH];
+		const char *argv[] = { harness_cli_path(), "--socket", harness.socket, offline[i],
+				       NULL };
+		int st = harness_run(argv, NULL, harness_path(err_path, "typo.err"), 30);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0, "%s: status %d", offline[i], st);
+		err = harness_read_file(err_path);
+		ck_assert_msg(err && strstr(err, "$KILN_CACHE_DIR") && strstr(err, "does not exist"),
+			      "%s: '%s'", offline[i], err);
+		free(err);
+	}
+	unsetenv("KILN_CACHE_DIR");
 	ck_assert_int_eq(harness_cli(&out, &err, "--json", "status", NULL), 1);
 	expect_json_failure(out, "not_running", "kilnd is not running");
 	free(out), free(err);
+	/* ccache's habits point to kiln's commands */
+	static const char *const habits[][2] = {
+		{ "-s", "kiln stats" }, { "--show-stats", "kiln stats" },
+		{ "-z", "kiln stats --zero" }, { "-M5G", "kiln config max-size" },
+		{ "--max-size=5G", "kiln config max-size" },
+	};
+	for (size_t i = 0; i < sizeof(habits) / sizeof(habits[0]); i++) {
+		ck_assert_int_eq(harness_cli(&out, &err, habits[i][0], NULL), 2);
+		ck_assert_msg(strstr(err, "unknown option") && strstr(err, habits[i][1]),
+			      "%s: '%s'", habits[i][0], err);
+		free(out), free(err);
+	}
 
 	harness_start(NULL);
 	ck_assert_int_eq(harness_cli(&out, &err, "--json", "show", "nonexistent", NULL), 1);
