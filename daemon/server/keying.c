@@ -66,6 +66,13 @@ static void keying_work(void *arg)
 			return;
 		}
 		int rc = util_read_file(s->path, d->cfg->max_frame, &in->bufs[i], &len);
+		if (rc == -EFBIG) {
+			msg_error_set(&j->err, ERR_TOO_LARGE, "sources",
+				      "source %s is larger than %llu bytes, kilnd's limit for a source "
+				      "(kilnd --max-frame raises it)", s->path,
+				      (unsigned long long)d->cfg->max_frame);
+			return;
+		}
 		if (rc != 0) {
 			msg_error_set(&j->err, rc == -EFBIG ? ERR_TOO_LARGE : ERR_IO, "sources",
 				      "cannot read source %s: %s", s->path, strerror(-rc));
