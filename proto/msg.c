@@ -684,8 +684,9 @@ static int parse_ref(const cJSON *obj, struct msg_request *req, struct msg_error
 	 * printable ASCII without spaces. */
 	if (validate_alias(req->ref, NULL, 0) < 0)
 		return msg_error_set(err, ERR_BAD_REQUEST, "ref",
-				     "\"ref\" must be a key, a key prefix or an alias (1 to %d printable characters)",
-				     MSG_MAX_REF);
+				     "\"%.64s\" is not a key, a key prefix or an alias (1 to %d "
+				     "printable characters, no spaces); a label is not a reference: "
+				     "kiln ls lists each label's key", req->ref, MSG_MAX_REF);
 	return 0;
 }
 

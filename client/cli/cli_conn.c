@@ -135,8 +135,11 @@ void cli_request_init(struct msg_request *req, enum msg_op op)
 void cli_ref_error(enum msg_err code, const char *ref)
 {
 	cli_error_code(code == ERR_AMBIGUOUS ? "ambiguous" : "not_found");
+	size_t n = strlen(ref);
 	if (code == ERR_AMBIGUOUS)
 		cli_error("\"%s\" matches several entries; give more digits", ref);
+	else if (n > 0 && n < 4 && strspn(ref, "0123456789abcdefABCDEF") == n)
+		cli_error("no entry matches \"%s\" (a key prefix needs at least 4 hex digits)", ref);
 	else
 		cli_error("no entry matches \"%s\"", ref);
 }

@@ -328,6 +328,15 @@ START_TEST(cli_errors_and_version)
 	ck_assert_int_eq(harness_cli(&out, &err, "--json", "show", "nonexistent", NULL), 1);
 	expect_json_failure(out, "not_found", "nonexistent");
 	free(out), free(err);
+	/* a too short key prefix says so; a label (spaces) is named, and told
+	 * apart from a reference */
+	ck_assert_int_eq(harness_cli(&out, &err, "rm", "9a2", NULL), 1);
+	ck_assert_msg(strstr(err, "at least 4 hex digits") != NULL, "'%s'", err);
+	free(out), free(err);
+	ck_assert_int_ne(harness_cli(&out, &err, "log", "dace axpy", NULL), 0);
+	ck_assert_msg(strstr(err, "\"dace axpy\" is not a key") && strstr(err, "label"), "'%s'",
+		      err);
+	free(out), free(err);
 	ck_assert_int_eq(harness_cli(&out, &err, "--json", "rm", NULL), 2);
 	expect_json_failure(out, "usage", "rm needs");
 	free(out), free(err);
