@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <spawn.h>
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -21,6 +22,15 @@ extern char **environ;
 void cli_not_running(const struct cli *cli)
 {
 	char msg[9000];
+	struct stat st;
+	if (stat(cli->socket, &st) == 0 && S_ISDIR(st.st_mode)) {
+		/* KILN_SOCKET=/run/kiln/alice instead of .../kilnd.sock */
+		cli_error_code("not_running");
+		cli_error("%s is a directory, not kilnd's socket; name the socket file itself%s, "
+			  "e.g. %s/kilnd.sock", cli->socket, cli->socket_given ? "" : " in KILN_SOCKET",
+			  cli->socket);
+		return;
+	}
 	int n = snprintf(msg, sizeof(msg), "kilnd is not running at %s (KILN_AUTOSPAWN=1 starts "
 			 "one); start it with: kilnd --daemonize", cli->socket);
 	/* Only options the user chose are repeated; the defaults are kilnd's too. */

@@ -311,6 +311,14 @@ START_TEST(cli_errors_and_version)
 	ck_assert_int_eq(harness_cli(&out, &err, "--json", "status", NULL), 1);
 	expect_json_failure(out, "not_running", "kilnd is not running");
 	free(out), free(err);
+	/* a socket option naming the socket's directory says so */
+	{
+		char sockdir[HARNESS_PATH];
+		ck_assert_int_eq(mkdir(harness_path(sockdir, "sockdir"), 0700), 0);
+		ck_assert_int_eq(harness_cli(&out, &err, "--socket", sockdir, "status", NULL), 1);
+		ck_assert_msg(strstr(err, "is a directory, not kilnd's socket"), "'%s'", err);
+		free(out), free(err);
+	}
 	/* ccache's habits point to kiln's commands */
 	static const char *const habits[][2] = {
 		{ "-s", "kiln stats" }, { "--show-stats", "kiln stats" },
