@@ -123,7 +123,7 @@ static void print_prometheus_detail(FILE *fp, const cJSON *st, const char *sock)
 			print_socket_label(fp, sock);
 			fputs(",toolchain=\"", fp);
 			print_label(fp, t->string);
-			fprintf(fp, "\"} %.17g\n", cJSON_IsNumber(v) ? v->valuedouble : 0);
+			fprintf(fp, "\"} %.15g\n", cJSON_IsNumber(v) ? v->valuedouble : 0);
 		}
 	}
 	const cJSON *h = cJSON_GetObjectItemCaseSensitive(st, "build_seconds");
@@ -141,15 +141,15 @@ static void print_prometheus_detail(FILE *fp, const cJSON *st, const char *sock)
 			fprintf(fp, ",le=\"%g\"}", le->valuedouble);
 		else
 			fputs(",le=\"+Inf\"}", fp);
-		fprintf(fp, " %.17g\n", cJSON_IsNumber(n) ? n->valuedouble : 0);
+		fprintf(fp, " %.15g\n", cJSON_IsNumber(n) ? n->valuedouble : 0);
 	}
 	const cJSON *sum = cJSON_GetObjectItemCaseSensitive(h, "sum");
 	const cJSON *count = cJSON_GetObjectItemCaseSensitive(h, "count");
 	fputs("kiln_build_seconds_sum{", fp);
 	print_socket_label(fp, sock);
-	fprintf(fp, "} %.17g\nkiln_build_seconds_count{", cJSON_IsNumber(sum) ? sum->valuedouble : 0);
+	fprintf(fp, "} %.15g\nkiln_build_seconds_count{", cJSON_IsNumber(sum) ? sum->valuedouble : 0);
 	print_socket_label(fp, sock);
-	fprintf(fp, "} %.17g\n", cJSON_IsNumber(count) ? count->valuedouble : 0);
+	fprintf(fp, "} %.15g\n", cJSON_IsNumber(count) ? count->valuedouble : 0);
 }
 
 /* up: kilnd answered (st is its status); else st was read from the index. */
@@ -163,7 +163,7 @@ static void print_prometheus(FILE *fp, const cJSON *st, const char *sock, bool u
 			metrics[i].help, metrics[i].name, metrics[i].kind == COUNTER ? "counter" : "gauge",
 			metrics[i].name);
 		print_socket_label(fp, sock);
-		fprintf(fp, "} %.17g\n", v->valuedouble);
+		fprintf(fp, "} %.15g\n", v->valuedouble);
 	}
 	print_prometheus_detail(fp, st, sock);
 	fprintf(fp, "# HELP kiln_up Whether kilnd answered.\n# TYPE kiln_up gauge\nkiln_up{");

@@ -107,6 +107,17 @@ START_TEST(stats_in_prometheus_format)
 	ck_assert(harness_contains(out, "# TYPE kiln_hits_total counter\n"));
 	ck_assert(harness_contains(out, "# TYPE kiln_cache_entries gauge\n"));
 	ck_assert(harness_contains(out, "kiln_up{"));
+	/* Values as people write them: no float noise (0.23899999999999999). */
+	for (char *line = out; line != NULL && *line != '\0';) {
+		char *end = strchr(line, '\n');
+		size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
+		const char *v = memrchr(line, ' ', len);
+		size_t digits = 0;
+		for (const char *q = v != NULL ? v + 1 : line; q < line + len; q++)
+			digits += *q >= '0' && *q <= '9';
+		ck_assert_msg(line[0] == '#' || digits <= 15, "%.*s", (int)len, line);
+		line = end != NULL ? end + 1 : NULL;
+	}
 	cJSON_Delete(st);
 	free(out);
 	ck_assert_int_eq(harness_cli(NULL, NULL, "stats", "--prometheus", "-o",
