@@ -430,6 +430,10 @@ static void show_print(const cJSON *e)
 	if (cli_json_u64(e, "size", &v))
 		cli_field(w, "size", "%s (%llu bytes)", util_format_size(v, a, sizeof(a)),
 			  (unsigned long long)v);
+	/* the object's SHA-256, which verify and every first serve check */
+	cli_field(w, "sha256", "%s", cli_json_str(e, "sha256") != NULL &&
+		  cli_json_str(e, "sha256")[0] != '\0' ? cli_json_str(e, "sha256")
+		  : "- (not recorded: an entry from before index schema 3)");
 	if (cli_json_i64(e, "created", &t))
 		cli_field(w, "created", "%s", cli_format_time(t, a, sizeof(a)));
 	if (cli_json_i64(e, "last_used", &t))

@@ -163,6 +163,15 @@ START_TEST(cli_commands_with_and_without_the_daemon)
 	out = cli_ok((const char *[]){ "show", "it:answer", NULL });
 	ck_assert_msg(harness_contains(out, key) && harness_contains(out, "answer.c") &&
 		      harness_contains(out, "-DKILN_ANSWER=42"), "kiln show: %s", out);
+	{
+		/* the object's SHA-256, as kiln(1) says show prints */
+		cJSON *entry = harness_cli_json("show", "it:answer", NULL);
+		char line[128];
+		snprintf(line, sizeof(line), "sha256:    %s\n", harness_str(entry, "sha256"));
+		ck_assert_msg(strlen(harness_str(entry, "sha256")) == 64 && harness_contains(out, line),
+			      "kiln show: %s", out);
+		cJSON_Delete(entry);
+	}
 	free(out);
 	{
 		char prefix[16];
