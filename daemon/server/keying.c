@@ -259,10 +259,17 @@ static const struct toolchain *toolchain_of(struct conn *c, struct msg_request *
 	*parked = false;
 	/* A configured name: nothing to wait for, nothing to allocate. */
 	if (req->toolchain[0] != '/' && req->host_compiler == NULL) {
-		if ((tc = kilnd_toolchain(c->d, req->toolchain)) == NULL)
+		if ((tc = kilnd_toolchain(c->d, req->toolchain)) == NULL) {
+			/* the names it has, or a compiler by path, are what to give */
+			char names[512] = "";
+			for (size_t i = 0; i < c->d->ntoolchains; i++)
+				snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+					 i ? ", " : "", c->d->toolchains[i].name);
 			conn_reply_error(c, req->id, ERR_BAD_TOOLCHAIN, "toolchain",
-					 "toolchain \"%s\" is not configured (see kilnd --toolchain)",
-					 req->toolchain);
+					 "toolchain \"%s\" is not configured; kilnd has %s (kilnd "
+					 "--toolchain NAME=PATH adds one), or name a compiler by its "
+					 "absolute path", req->toolchain, names[0] ? names : "none");
+		}
 		return tc;
 	}
 	struct parked_keying *p = calloc(1, sizeof(*p));

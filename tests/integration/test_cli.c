@@ -345,6 +345,15 @@ START_TEST(cli_errors_and_version)
 	ck_assert_int_eq(harness_cli(&out, &err, "--json", "show", "nonexistent", NULL), 1);
 	expect_json_failure(out, "not_found", "nonexistent");
 	free(out), free(err);
+	/* a toolchain kilnd does not have: the names it has are listed */
+	{
+		char src[HARNESS_PATH];
+		harness_write_file(harness_path(src, "tc.c"), "int tc(void) { return 1; }\n");
+		ck_assert_int_ne(harness_cli(&out, &err, "build", "-t", "gcc", src, NULL), 0);
+		ck_assert_msg(strstr(err, "\"gcc\" is not configured") && strstr(err, "cc, c++"),
+			      "'%s'", err);
+		free(out), free(err);
+	}
 	/* a too short key prefix says so; a label (spaces) is named, and told
 	 * apart from a reference */
 	ck_assert_int_eq(harness_cli(&out, &err, "rm", "9a2", NULL), 1);
