@@ -231,7 +231,19 @@ static int load_manifest(struct warm *w, const char *file)
 	}
 	*strrchr(real, '/') = '\0';
 	w->dir = real;
-	root = cJSON_ParseWithLength(text, len);
+	const char *end = NULL;
+	root = cJSON_ParseWithLengthOpts(text, len, &end, false);
+	if (root == NULL) {
+		/* where the JSON stops being JSON: a truncated or hand-edited file */
+		size_t at = end != NULL && end >= text ? (size_t)(end - text) : 0, line = 1, col = 1;
+		for (size_t i = 0; i < at && i < len; i++, col++)
+			if (text[i] == '\n')
+				line++, col = 0;
+		cli_error("%s is not valid JSON from line %zu, column %zu (byte %zu of %zu): "
+			  "truncated or mistyped there", file, line, col, at, len);
+		free(text);
+		goto out;
+	}
 	free(text);
 	list = cJSON_IsArray(root) ? root : cJSON_GetObjectItemCaseSensitive(root, "requests");
 	static const char *const known[] = { "requests", NULL };

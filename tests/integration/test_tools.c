@@ -84,6 +84,11 @@ START_TEST(warm_builds_a_manifest)
 	ck_assert_int_eq(harness_cli(NULL, &out, "warm", manifest, NULL), 1);
 	ck_assert_msg(harness_contains(out, "sources"), "stderr: %s", out);
 	free(out);
+	/* A truncated manifest: where the JSON stops, by line and column. */
+	harness_write_file(manifest, "{\"requests\": [\n {\"sources\": [\"a.c\"]},\n {\"sour");
+	ck_assert_int_eq(harness_cli(NULL, &out, "warm", manifest, NULL), 1);
+	ck_assert_msg(harness_contains(out, "not valid JSON from line 3"), "stderr: %s", out);
+	free(out);
 	harness_stop();
 }
 END_TEST
