@@ -514,7 +514,12 @@ void build_finish(struct build *b)
 		d->c.builds_failed++;
 		if (b->start_ns != 0)
 			stats_build(d, b->in.req.toolchain, false, (util_now_ns() - b->start_ns) / 1000000);
-		log_info("build of %.16s failed: %s", b->in.rkey, b->err_msg != NULL ? b->err_msg : "");
+		/* The user's code failing is news for the user; kilnd failing to
+		 * build (a full disk, I/O) is news for whoever runs kilnd. */
+		log_msg(b->err_code == ERR_BUILD_FAILED || b->err_code == ERR_BUILD_TIMEOUT
+			  ? LOG_INFO : LOG_WARN, "build of %.16s (%s) failed: %s", b->in.rkey,
+			  b->in.req.label != NULL ? b->in.req.label : "no label",
+			  b->err_msg != NULL ? b->err_msg : "");
 	}
 	reply_all(b);
 	/* After the replies: publishing upstream must not delay the clients. */

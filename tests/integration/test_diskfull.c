@@ -128,6 +128,11 @@ START_TEST(full_disk_during_the_compile_is_reported_as_such)
 	struct harness_result r = harness_in_child(&req, NULL);
 	ck_assert_msg(r.rc == KILN_EDAEMON && harness_contains(r.msg, "the disk is full"),
 		      "a compile on a full disk gave %s: %s", kiln_strerror(r.rc), r.msg);
+	/* logged for the operator (warn), with the program's label */
+	char *log = harness_read_file(harness.log);
+	ck_assert_msg(log != NULL && harness_contains(log, "warn: build of ") &&
+		      harness_contains(log, "(no label) failed: the disk is full"), "log: %s", log);
+	free(log);
 	ck_assert_int_eq(unlink(filler), 0);
 	r = harness_in_child(&req, NULL);
 	ck_assert_msg(r.rc == KILN_OK && r.value == 901, "after freeing space: %s", r.msg);
