@@ -179,8 +179,8 @@ class _Plan:
     """One program's way through kilnd: its alias, the claim if this
     process holds it."""
 
-    def __init__(self, alias, step, gpu):
-        self.alias, self.step, self.gpu = alias, step, gpu
+    def __init__(self, alias, gpu):
+        self.alias, self.gpu = alias, gpu
         self.claimed = None     # the connection holding the claim
 
     @classmethod
@@ -198,7 +198,7 @@ class _Plan:
         except Exception as e:  # a program GT4Py's fingerprint refuses: GT4Py's own way
             _fallback("no key for it (%s: %s)" % (type(e).__name__, e))
             return None
-        return cls(alias, step, step.device_type != core_defs.DeviceType.CPU)
+        return cls(alias, step.device_type != core_defs.DeviceType.CPU)
 
     def find(self):
         """The program's artifact from kilnd, or None (then this process
@@ -227,6 +227,7 @@ class _Plan:
         try:
             artifact = _artifact(prog, self.alias)
         except (OSError, ValueError, KilnError) as e:
+            _state["stub"] = None   # the stub's file may be what went (evicted): ask again
             _fallback("kilnd's entry for it cannot be used: %s" % e)
             return None
         stats["hits"] += 1

@@ -216,6 +216,10 @@ def test_changed_definition_is_never_served_the_old_program(daemon, tmp_path):
     assert one("edited-again", RANK_COEF="3.0") == (0, 1, 0)
     assert one("dace-config", RANK_COEF="3.0",
                RANK_DACE_SET="compiler.max_stack_array_size=32768") == (1, 0, 1)
+    # any GT4PY_* variable (GT4Py reads its configuration from them) is in
+    # the alias, but where and how GT4Py builds (its folder, jobs, mode)
+    assert one("gt4py-env", RANK_COEF="3.0", GT4PY_KILN_TEST_SETTING="1") == (1, 0, 1)
+    assert one("gt4py-jobs", RANK_COEF="3.0", GT4PY_BUILD_JOBS="1") == (0, 1, 0)
 
 
 GPU_COMPILE = textwrap.dedent('''
