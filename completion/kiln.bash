@@ -20,7 +20,7 @@ _kiln()
 	fi
 	case $prev in
 	--socket|--cache-dir|-o|--output) _filedir; return ;;
-	-d|--interval|-n|--frames) return ;;
+	-d|--interval|-n|--frames|--mode) return ;;
 	-t|--toolchain) COMPREPLY=($(compgen -W "cc c++ nvcc" -- "$cur")); return ;;
 	--max-size|max-size) return ;;
 	esac
@@ -34,7 +34,7 @@ _kiln()
 	export|import) _filedir ;;
 	gc) COMPREPLY=($(compgen -W "--max-size --help" -- "$cur")) ;;
 	top) COMPREPLY=($(compgen -W "--once -d --interval -n --frames --help" -- "$cur")) ;;
-	stats) COMPREPLY=($(compgen -W "--zero -z --prometheus -o --output --help" -- "$cur")) ;;
+	stats) COMPREPLY=($(compgen -W "--zero -z --prometheus -o --output --mode --help" -- "$cur")) ;;
 	config) COMPREPLY=($(compgen -W "max-size --unset --help" -- "$cur")) ;;
 	help) COMPREPLY=($(compgen -W "$cmds" -- "$cur")) ;;
 	show|log|rm|pin|unpin)

@@ -288,8 +288,10 @@ int util_mkdir_parents_at(int dirfd, const char *base, const char *name, unsigne
 	return 0;
 }
 
-int util_replace_file_at(int dirfd, const char *name, const void *data, size_t len,
-			 bool durable)
+/* util_replace_file_at, and with mode >= 0 the file set to mode before the
+ * rename (util_replace_file_mode_at). */
+static int replace_file(int dirfd, const char *name, const void *data, size_t len, bool durable,
+			int mode)
 {
 	static atomic_uint seq;
 	char tmp[4096], dir[4096];
@@ -302,6 +304,9 @@ int util_replace_file_at(int dirfd, const char *name, const void *data, size_t l
 	if (fd < 0)
 		return -errno;
 	int rc = util_write_all(fd, data, len);
+	/* fchmod, not the open's mode: the umask must not take bits away. */
+	if (rc == 0 && mode >= 0 && fchmod(fd, (mode_t)mode) != 0)
+		rc = -errno;
 	if (rc == 0 && durable && fsync(fd) != 0)
 		rc = -errno;
 	/* close() reports deferred write errors (NFS, quota). */
@@ -321,6 +326,18 @@ int util_replace_file_at(int dirfd, const char *name, const void *data, size_t l
 		return util_fsync_dir_at(dirfd, ".");
 	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - name) + (slash == name), name);
 	return util_fsync_dir_at(dirfd, dir);
+}
+
+int util_replace_file_at(int dirfd, const char *name, const void *data, size_t len,
+			 bool durable)
+{
+	return replace_file(dirfd, name, data, len, durable, -1);
+}
+
+int util_replace_file_mode_at(int dirfd, const char *name, const void *data, size_t len,
+			      bool durable, unsigned mode)
+{
+	return replace_file(dirfd, name, data, len, durable, (int)(mode & 07777));
 }
 
 int util_write_all(int fd, const void *buf, size_t len)

@@ -50,6 +50,10 @@ int util_write_new_file(const char *path, const void *data, size_t len);
  * it was. 0 or a negative errno. */
 int util_replace_file_at(int dirfd, const char *name, const void *data, size_t len,
 			 bool durable);
+/* As util_replace_file_at, the file getting mode (07777 bits) whatever the
+ * umask, before it is renamed into place: a reader never sees another mode. */
+int util_replace_file_mode_at(int dirfd, const char *name, const void *data, size_t len,
+			      bool durable, unsigned mode);
 /* Reads a whole file (at most max bytes; -EFBIG beyond). *out is malloc'd and
  * NUL-terminated, owned by the caller. Returns 0 or a negative errno. */
 int util_read_file(const char *path, size_t max, char **out, size_t *outlen);

@@ -310,6 +310,13 @@ START_TEST(test_replace_file)
 	ck_assert_int_eq(symlinkat(path, dfd, "link"), 0);
 	ck_assert_int_eq(util_replace_file_at(dfd, "link", "y", 1, false), 0);
 	ck_assert_int_eq(access(path, F_OK), -1);
+	/* With a mode, the file has it whatever the umask. */
+	struct stat st;
+	mode_t old = umask(077);
+	ck_assert_int_eq(util_replace_file_mode_at(dfd, "m.prom", "3\n", 2, true, 0644), 0);
+	umask(old);
+	ck_assert_int_eq(fstatat(dfd, "m.prom", &st, 0), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0644);
 	close(dfd);
 	rm_rf(dir);
 }

@@ -7,9 +7,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -97,15 +100,47 @@ static void print_label(FILE *fp, const char *s)
 	}
 }
 
-static void print_socket_label(FILE *fp, const char *sock)
+/*
+ * The labels of every series, the same from job to job and whether kilnd
+ * runs or not, so that a collector keeps one series per cache: whose kilnd,
+ * which node, which cache. Not the socket, which the Slurm prologue makes
+ * per job.
+ */
+struct series_labels {
+	char user[64];
+	char node[256];
+	const char *cache;
+};
+
+static void print_labels(FILE *fp, const struct series_labels *l)
 {
-	fputs("socket=\"", fp);
-	print_label(fp, sock);
+	fputs("user=\"", fp);
+	print_label(fp, l->user);
+	fputs("\",node=\"", fp);
+	print_label(fp, l->node);
+	fputs("\",cache=\"", fp);
+	print_label(fp, l->cache);
 	fputc('"', fp);
 }
 
+/* uid's user name, else the number; the short host name. */
+static void labels_init(struct series_labels *l, uid_t uid, const char *cache)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) == 0 && res != NULL)
+		snprintf(l->user, sizeof(l->user), "%s", res->pw_name);
+	else
+		snprintf(l->user, sizeof(l->user), "%u", (unsigned)uid);
+	if (gethostname(l->node, sizeof(l->node)) != 0)
+		snprintf(l->node, sizeof(l->node), "unknown");
+	l->node[sizeof(l->node) - 1] = '\0';
+	l->node[strcspn(l->node, ".")] = '\0';
+	l->cache = cache;
+}
+
 /* Hits, misses and builds per toolchain, and the build-time histogram. */
-static void print_prometheus_detail(FILE *fp, const cJSON *st, const char *sock)
+static void print_prometheus_detail(FILE *fp, const cJSON *st, const struct series_labels *l)
 {
 	static const char *const tc[][3] = {
 		{ "hits", "toolchain_hits_total", "get and lookup requests served from the cache, by toolchain." },
@@ -120,7 +155,7 @@ static void print_prometheus_detail(FILE *fp, const cJSON *st, const char *sock)
 		cJSON_ArrayForEach(t, tcs) {
 			const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, tc[i][0]);
 			fprintf(fp, "kiln_%s{", tc[i][1]);
-			print_socket_label(fp, sock);
+			print_labels(fp, l);
 			fputs(",toolchain=\"", fp);
 			print_label(fp, t->string);
 			fprintf(fp, "\"} %.15g\n", cJSON_IsNumber(v) ? v->valuedouble : 0);
@@ -136,7 +171,7 @@ static void print_prometheus_detail(FILE *fp, const cJSON *st, const char *sock)
 	cJSON_ArrayForEach(pair, b) {
 		const cJSON *le = cJSON_GetArrayItem(pair, 0), *n = cJSON_GetArrayItem(pair, 1);
 		fputs("kiln_build_seconds_bucket{", fp);
-		print_socket_label(fp, sock);
+		print_labels(fp, l);
 		if (cJSON_IsNumber(le))
 			fprintf(fp, ",le=\"%g\"}", le->valuedouble);
 		else
@@ -146,14 +181,14 @@ static void print_prometheus_detail(FILE *fp, const cJSON *st, const char *sock)
 	const cJSON *sum = cJSON_GetObjectItemCaseSensitive(h, "sum");
 	const cJSON *count = cJSON_GetObjectItemCaseSensitive(h, "count");
 	fputs("kiln_build_seconds_sum{", fp);
-	print_socket_label(fp, sock);
+	print_labels(fp, l);
 	fprintf(fp, "} %.15g\nkiln_build_seconds_count{", cJSON_IsNumber(sum) ? sum->valuedouble : 0);
-	print_socket_label(fp, sock);
+	print_labels(fp, l);
 	fprintf(fp, "} %.15g\n", cJSON_IsNumber(count) ? count->valuedouble : 0);
 }
 
 /* up: kilnd answered (st is its status); else st was read from the index. */
-static void print_prometheus(FILE *fp, const cJSON *st, const char *sock, bool up)
+static void print_prometheus(FILE *fp, const cJSON *st, const struct series_labels *l, bool up)
 {
 	for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++) {
 		const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, metrics[i].field);
@@ -162,18 +197,20 @@ static void print_prometheus(FILE *fp, const cJSON *st, const char *sock, bool u
 		fprintf(fp, "# HELP kiln_%s %s\n# TYPE kiln_%s %s\nkiln_%s{", metrics[i].name,
 			metrics[i].help, metrics[i].name, metrics[i].kind == COUNTER ? "counter" : "gauge",
 			metrics[i].name);
-		print_socket_label(fp, sock);
+		print_labels(fp, l);
 		fprintf(fp, "} %.15g\n", v->valuedouble);
 	}
-	print_prometheus_detail(fp, st, sock);
+	print_prometheus_detail(fp, st, l);
 	fprintf(fp, "# HELP kiln_up Whether kilnd answered.\n# TYPE kiln_up gauge\nkiln_up{");
-	print_socket_label(fp, sock);
+	print_labels(fp, l);
 	fprintf(fp, "} %d\n", up ? 1 : 0);
 }
 
-/* Writes the metrics to path through a temporary file and a rename, so that
- * the textfile collector never reads half a file. */
-static int write_atomically(const char *path, const cJSON *st, const char *sock, bool up)
+/* Writes the metrics to path through a temporary file beside it, written,
+ * given mode and fsync'ed, then renamed over path, so that the textfile
+ * collector never reads half a file (nor one of another mode). */
+static int write_atomically(const char *path, unsigned mode, const cJSON *st,
+			    const struct series_labels *l, bool up)
 {
 	char *text = NULL;
 	size_t len = 0;
@@ -181,11 +218,11 @@ static int write_atomically(const char *path, const cJSON *st, const char *sock,
 	int rc = fp != NULL ? 0 : -errno;
 
 	if (fp != NULL) {
-		print_prometheus(fp, st, sock, up);
+		print_prometheus(fp, st, l, up);
 		rc = fclose(fp) == 0 ? 0 : -errno;
 	}
 	if (rc == 0)
-		rc = util_replace_file_at(AT_FDCWD, path, text, len, true);
+		rc = util_replace_file_mode_at(AT_FDCWD, path, text, len, true, mode);
 	free(text);
 	if (rc != 0) {
 		cli_error("cannot write %s: %s", path, strerror(-rc));
@@ -358,41 +395,50 @@ static int zero(struct cli *cli)
 	return rc == 0 ? cli_finish_stdout(CLI_EXIT_OK) : CLI_EXIT_ERROR;
 }
 
-enum { OPT_PROMETHEUS = 1, OPT_OUTPUT, OPT_ZERO };
+enum { OPT_PROMETHEUS = 1, OPT_OUTPUT, OPT_MODE, OPT_ZERO };
 
 static const struct cli_optdef stats_opts[] = {
 	{ "prometheus", 0, false, OPT_PROMETHEUS },
 	{ "output", 'o', true, OPT_OUTPUT },
+	{ "mode", 0, true, OPT_MODE },
 	{ "zero", 'z', false, OPT_ZERO },
 	{ NULL, 0, false, 0 },
 };
 
-/* kilnd's status, or the counters in the index when it is not running
- * (*up false). 0 or -1 after saying why. */
-static int fetch_stats(struct cli *cli, cJSON **st, bool *up)
+/* -o FILE's mode unless --mode says otherwise: a node exporter runs as
+ * another user, and must read it whatever the writer's umask. */
+#define PROM_MODE_DEFAULT 0644u
+
+struct stats_args {
+	const char *output;
+	unsigned mode;
+	bool mode_given, prometheus, zeroing;
+};
+
+/* --mode: octal, read and write bits only (an exporter's file is never run,
+ * so execute, setuid, setgid and sticky bits mean a mistake). */
+static int parse_mode(struct cli *cli, const char *val, unsigned *mode)
 {
-	struct cli_conn c;
-	struct msg_request req;
-	int rc = cli_conn_open(cli, &c);
-	*up = rc == 0;
-	if (rc == -ECONNREFUSED)
-		return offline_status(cli, st) == 0 ? 0 : -1;
-	if (rc != 0)
-		return -1;
-	cli_request_init(&req, OP_STATUS);
-	rc = cli_call(cli, &c, &req, st) < 0 || cli_reply_check(*st, NULL) != ERR_NONE ? -1 : 0;
-	cli_conn_close(&c);
-	return rc;
+	size_t n = strlen(val);
+	if (n == 0 || n > 4 || strspn(val, "01234567") != n)
+		return cli_usage_error(cli, "--mode needs an octal file mode such as 0644 or 0640, "
+					    "not \"%s\"", val);
+	*mode = (unsigned)strtoul(val, NULL, 8);
+	if ((*mode & ~0666u) != 0)
+		return cli_usage_error(cli, "--mode %s: a metrics file takes read and write bits "
+					    "only (0644, 0640, 0600), no execute, setuid, setgid or "
+					    "sticky bit", val);
+	return -1;
 }
 
-int cmd_stats(struct cli *cli, int argc, char **argv)
+/* -1 to go on with a filled in, or the exit status. */
+static int stats_parse(struct cli *cli, int argc, char **argv, struct stats_args *a)
 {
 	struct cli_parse p;
-	cJSON *st = NULL, *counters = NULL;
-	const char *val, *output = NULL;
-	bool prometheus = false, zeroing = false, up;
-	int id, status = CLI_EXIT_ERROR;
+	const char *val;
+	int id, status;
 
+	*a = (struct stats_args){ .mode = PROM_MODE_DEFAULT };
 	cli_parse_init(&p, cli, argc, argv);
 	while ((id = cli_next(&p, stats_opts, &val)) != CLI_END) {
 		if (id == CLI_STOP)
@@ -400,26 +446,84 @@ int cmd_stats(struct cli *cli, int argc, char **argv)
 		if (id == CLI_POS)
 			return cli_usage_error(cli, "stats takes no arguments");
 		if (id == OPT_PROMETHEUS)
-			prometheus = true;
+			a->prometheus = true;
 		else if (id == OPT_ZERO)
-			zeroing = true;
+			a->zeroing = true;
+		else if (id == OPT_OUTPUT)
+			a->output = val;
+		else if ((status = parse_mode(cli, val, &a->mode)) >= 0)
+			return status;
 		else
-			output = val;
+			a->mode_given = true;
 	}
-	if (output != NULL && !prometheus)
+	if (a->output != NULL && !a->prometheus)
 		return cli_usage_error(cli, "--output goes with --prometheus");
-	if (zeroing && prometheus)
+	if (a->mode_given && a->output == NULL)
+		return cli_usage_error(cli, "--mode is the mode of --output's file (-o FILE)");
+	if (a->zeroing && a->prometheus)
 		return cli_usage_error(cli, "--zero does not go with --prometheus");
-	if (zeroing)
+	return -1;
+}
+
+/* kilnd's status, or the counters in the index when it is not running
+ * (*up false). *owner: whose they are, kilnd's user (its peer credentials),
+ * else the owner of the cache directory. 0 or -1 after saying why. */
+static int fetch_stats(struct cli *cli, cJSON **st, bool *up, uid_t *owner)
+{
+	struct cli_conn c;
+	struct msg_request req;
+	struct stat sb;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	int rc = cli_conn_open(cli, &c);
+	*up = rc == 0;
+	*owner = getuid();
+	if (rc == -ECONNREFUSED) {
+		if (stat(cli->cache_dir, &sb) == 0)
+			*owner = sb.st_uid;
+		return offline_status(cli, st) == 0 ? 0 : -1;
+	}
+	if (rc != 0)
+		return -1;
+	if (getsockopt(c.wc.fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+		*owner = cred.uid;
+	cli_request_init(&req, OP_STATUS);
+	rc = cli_call(cli, &c, &req, st) < 0 || cli_reply_check(*st, NULL) != ERR_NONE ? -1 : 0;
+	cli_conn_close(&c);
+	return rc;
+}
+
+/* --prometheus, on stdout or into -o FILE. 0 or -1 after saying why. */
+static int prometheus_out(const struct cli *cli, const struct stats_args *a, const cJSON *st,
+			  bool up, uid_t owner)
+{
+	struct series_labels l;
+	const char *cache = up ? cli_json_str(st, "cache_dir") : NULL;
+	labels_init(&l, owner, cache != NULL ? cache : cli->cache_dir);
+	if (a->output != NULL)
+		return write_atomically(a->output, a->mode, st, &l, up);
+	print_prometheus(stdout, st, &l, up);
+	return 0;
+}
+
+int cmd_stats(struct cli *cli, int argc, char **argv)
+{
+	struct stats_args a;
+	cJSON *st = NULL, *counters = NULL;
+	bool up;
+	uid_t owner;
+	int status = stats_parse(cli, argc, argv, &a);
+
+	if (status >= 0)
+		return status;
+	status = CLI_EXIT_ERROR;
+	if (a.zeroing)
 		return zero(cli);
-	if (fetch_stats(cli, &st, &up) != 0)
+	if (fetch_stats(cli, &st, &up, &owner) != 0)
 		goto cleanup;
-	if (prometheus) {
-		const char *sock = up ? cli_json_str(st, "socket") : cli->socket;
-		if (output != NULL ? write_atomically(output, st, sock ? sock : "", up) != 0
-				   : (print_prometheus(stdout, st, sock ? sock : "", up), 0))
-			goto cleanup;
-		status = cli_finish_stdout(CLI_EXIT_OK);
+	if (a.prometheus) {
+		if (prometheus_out(cli, &a, st, up, owner) == 0)
+			status = cli_finish_stdout(CLI_EXIT_OK);
 		goto cleanup;
 	}
 	counters = cJSON_CreateObject();
