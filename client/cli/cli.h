@@ -160,6 +160,13 @@ char *cli_format_ago(int64_t t, int64_t now, char *buf, size_t len);
 /* Prints "name:" padded to width + 2 columns, then the formatted value. */
 void cli_field(int width, const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* The name kiln status and kiln stats print for a member of the status
+ * reply ("need_sources": "sources asked"); the member's own name when it
+ * has no other ("hits"). Static. */
+const char *cli_counter_name(const char *field);
+/* "588 (91.9% of lookups)": hits with their share of hits and misses (the
+ * bare count when both are 0). Returns buf. */
+char *cli_format_hits(uint64_t hits, uint64_t misses, char *buf, size_t len);
 /* "entry" for 1, else "entries". */
 const char *cli_entries_word(uint64_t n);
 /* Flushes stdout and reports a write error (a full disk, a closed pipe).

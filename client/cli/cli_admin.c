@@ -51,55 +51,55 @@ static int call_report(struct cli *cli, struct cli_conn *c, struct msg_request *
 
 enum field_kind { F_INT, F_STR, F_SIZE, F_AGE, F_HITS, F_RATE };
 
+/* In this order; each named by cli_counter_name, as kiln stats names it. */
 static const struct {
 	const char *field;
-	const char *name;
 	enum field_kind kind;
 } status_fields[] = {
-	{ "pid", "pid", F_INT },
-	{ "version", "version", F_STR },
-	{ "proto", "protocol", F_INT },
-	{ "socket", "socket", F_STR },
-	{ "cache_dir", "cache dir", F_STR },
-	{ "jobs", "jobs", F_INT },
-	{ "entries", "entries", F_INT },
-	{ "bytes", "size", F_SIZE },
-	{ "max_size", "max size", F_SIZE },
-	{ "uptime_s", "uptime", F_AGE },
-	{ "connections", "connections", F_INT },
-	{ "requests", "requests", F_INT },
-	{ "hits", "hits", F_HITS },
-	{ "misses", "misses", F_INT },
-	{ "builds_started", "builds started", F_INT },
-	{ "builds_ok", "builds ok", F_INT },
-	{ "builds_failed", "builds failed", F_INT },
-	{ "joined", "joined", F_INT },
-	{ "need_sources", "sources asked", F_INT },
-	{ "source_texts", "sources sent", F_INT },
-	{ "imports", "imported", F_INT },
-	{ "inputs_changed", "inputs changed", F_INT },
-	{ "cancelled", "cancelled", F_INT },
-	{ "depfile_fallbacks", "depfile only", F_INT },
-	{ "uncacheable", "not cacheable", F_INT },
-	{ "variants", "variants", F_INT },
-	{ "claims", "claims", F_INT },
-	{ "claims_held", "claims held", F_INT },
-	{ "claim_waits", "claim waits", F_INT },
-	{ "claim_takeovers", "claim takeovers", F_INT },
-	{ "claim_timeouts", "claim timeouts", F_INT },
-	{ "cache_recreated", "cache remade", F_INT },
-	{ "cache_problem", "cache problem", F_STR },
-	{ "in_flight", "in flight", F_INT },
-	{ "queued", "queued", F_INT },
-	{ "upstream", "upstream", F_STR },
-	{ "upstream_hits", "upstream hits", F_INT },
-	{ "upstream_publishes", "upstream publishes", F_INT },
-	{ "upstream_waits", "upstream waits", F_INT },
-	{ "upstream_takeovers", "upstream takeovers", F_INT },
-	{ "upstream_errors", "upstream errors", F_INT },
-	{ "upstream_looks", "upstream looks", F_INT },
-	{ "job_nodes", "job nodes", F_INT },
-	{ "upstream_looks_per_s", "upstream pace", F_RATE },
+	{ "pid", F_INT },
+	{ "version", F_STR },
+	{ "proto", F_INT },
+	{ "socket", F_STR },
+	{ "cache_dir", F_STR },
+	{ "jobs", F_INT },
+	{ "entries", F_INT },
+	{ "bytes", F_SIZE },
+	{ "max_size", F_SIZE },
+	{ "uptime_s", F_AGE },
+	{ "connections", F_INT },
+	{ "requests", F_INT },
+	{ "hits", F_HITS },
+	{ "misses", F_INT },
+	{ "builds_started", F_INT },
+	{ "builds_ok", F_INT },
+	{ "builds_failed", F_INT },
+	{ "joined", F_INT },
+	{ "need_sources", F_INT },
+	{ "source_texts", F_INT },
+	{ "imports", F_INT },
+	{ "inputs_changed", F_INT },
+	{ "cancelled", F_INT },
+	{ "depfile_fallbacks", F_INT },
+	{ "uncacheable", F_INT },
+	{ "variants", F_INT },
+	{ "claims", F_INT },
+	{ "claims_held", F_INT },
+	{ "claim_waits", F_INT },
+	{ "claim_takeovers", F_INT },
+	{ "claim_timeouts", F_INT },
+	{ "cache_recreated", F_INT },
+	{ "cache_problem", F_STR },
+	{ "in_flight", F_INT },
+	{ "queued", F_INT },
+	{ "upstream", F_STR },
+	{ "upstream_hits", F_INT },
+	{ "upstream_publishes", F_INT },
+	{ "upstream_waits", F_INT },
+	{ "upstream_takeovers", F_INT },
+	{ "upstream_errors", F_INT },
+	{ "upstream_looks", F_INT },
+	{ "job_nodes", F_INT },
+	{ "upstream_looks_per_s", F_RATE },
 };
 
 static void print_status(const cJSON *st)
@@ -110,12 +110,12 @@ static void print_status(const cJSON *st)
 	/* Aligned to the names shown: the upstream ones only come with --upstream. */
 	for (size_t i = 0; i < sizeof(status_fields) / sizeof(status_fields[0]); i++)
 		if (cJSON_GetObjectItemCaseSensitive(st, status_fields[i].field) &&
-		    (int)strlen(status_fields[i].name) > width)
-			width = (int)strlen(status_fields[i].name);
+		    (int)strlen(cli_counter_name(status_fields[i].field)) > width)
+			width = (int)strlen(cli_counter_name(status_fields[i].field));
 	/* Members the daemon did not send are left out rather than guessed. */
 	for (size_t i = 0; i < sizeof(status_fields) / sizeof(status_fields[0]); i++) {
 		const char *field = status_fields[i].field;
-		const char *name = status_fields[i].name;
+		const char *name = cli_counter_name(field);
 		uint64_t v, misses;
 		const char *s;
 
@@ -140,11 +140,9 @@ static void print_status(const cJSON *st)
 			cli_field(width, name, "%s", util_format_age((int64_t)v, buf, sizeof(buf)));
 			break;
 		case F_HITS:
-			if (cli_json_u64(st, "misses", &misses) && v + misses > 0)
-				cli_field(width, name, "%llu (%.1f%% of lookups)",
-					  (unsigned long long)v, 100.0 * (double)v / (double)(v + misses));
-			else
-				cli_field(width, name, "%llu", (unsigned long long)v);
+			if (!cli_json_u64(st, "misses", &misses))
+				misses = 0;
+			cli_field(width, name, "%s", cli_format_hits(v, misses, buf, sizeof(buf)));
 			break;
 		default:
 			cli_field(width, name, "%llu", (unsigned long long)v);

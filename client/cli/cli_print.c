@@ -117,3 +117,63 @@ const char *cli_entries_word(uint64_t n)
 {
 	return n == 1 ? "entry" : "entries";
 }
+
+/* The names people read for the members of the status reply, one per
+ * counter, so that kiln status and kiln stats say the same (JSON and
+ * Prometheus keep the member names). */
+static const struct {
+	const char *field;
+	const char *name;
+} counter_names[] = {
+	{ "proto", "protocol" },
+	{ "cache_dir", "cache dir" },
+	{ "bytes", "size" },
+	{ "max_size", "max size" },
+	{ "uptime_s", "uptime" },
+	{ "builds_started", "builds started" },
+	{ "builds_ok", "builds ok" },
+	{ "builds_failed", "builds failed" },
+	{ "need_sources", "sources asked" },
+	{ "source_texts", "sources sent" },
+	{ "imports", "imported" },
+	{ "inputs_changed", "inputs changed" },
+	{ "depfile_fallbacks", "depfile only" },
+	{ "uncacheable", "not cacheable" },
+	{ "variant_builds", "variant builds" },
+	{ "claims_held", "claims held" },
+	{ "claim_waits", "claim waits" },
+	{ "claim_takeovers", "claim takeovers" },
+	{ "claim_timeouts", "claim timeouts" },
+	{ "cache_recreated", "cache remade" },
+	{ "cache_problem", "cache problem" },
+	{ "in_flight", "in flight" },
+	{ "pending", "requests pending" },
+	{ "evicted_bytes", "evicted size" },
+	{ "stats_since", "counting since" },
+	{ "upstream_hits", "upstream hits" },
+	{ "upstream_publishes", "upstream publishes" },
+	{ "upstream_waits", "upstream waits" },
+	{ "upstream_takeovers", "upstream takeovers" },
+	{ "upstream_errors", "upstream errors" },
+	{ "upstream_looks", "upstream looks" },
+	{ "job_nodes", "job nodes" },
+	{ "upstream_looks_per_s", "upstream pace" },
+};
+
+const char *cli_counter_name(const char *field)
+{
+	for (size_t i = 0; i < sizeof(counter_names) / sizeof(counter_names[0]); i++)
+		if (strcmp(counter_names[i].field, field) == 0)
+			return counter_names[i].name;
+	return field;
+}
+
+char *cli_format_hits(uint64_t hits, uint64_t misses, char *buf, size_t len)
+{
+	if (hits + misses > 0)
+		snprintf(buf, len, "%llu (%.1f%% of lookups)", (unsigned long long)hits,
+			 100.0 * (double)hits / (double)(hits + misses));
+	else
+		snprintf(buf, len, "%llu", (unsigned long long)hits);
+	return buf;
+}

@@ -68,21 +68,26 @@ static const struct {
 	{ "stats_since", "stats_since_seconds", GAUGE, "When counting began (Unix time): the cache's first kilnd, or kiln stats --zero." },
 };
 
-/* One counter for people: sizes in binary units, the uptime as a duration,
- * counts as integers (JSON keeps the raw numbers). */
-static void print_human(const cJSON *v)
+/* One counter for people, named as kiln status names it: sizes in binary
+ * units, the uptime as a duration, hits with their share of lookups,
+ * counts as integers (JSON keeps the raw numbers and the member names). */
+static void print_human(const cJSON *counters, const cJSON *v)
 {
 	char buf[64];
-	const char *name = v->string;
-	size_t n = strlen(name);
+	const char *field = v->string, *name = cli_counter_name(field);
+	size_t n = strlen(field);
 	double x = v->valuedouble;
-	if (strcmp(name, "bytes") == 0 || strcmp(name, "max_size") == 0 ||
-	    (n > 6 && strcmp(name + n - 6, "_bytes") == 0))
+	uint64_t misses = 0;
+	if (strcmp(field, "bytes") == 0 || strcmp(field, "max_size") == 0 ||
+	    (n > 6 && strcmp(field + n - 6, "_bytes") == 0))
 		printf("%-20s %s\n", name, util_format_size(x > 0 ? (uint64_t)x : 0, buf, sizeof(buf)));
-	else if (strcmp(name, "stats_since") == 0)
-		printf("%-20s %s\n", "counting since", cli_format_time((int64_t)x, buf, sizeof(buf)));
-	else if (strcmp(name, "uptime_s") == 0)
-		printf("%-20s %s\n", "uptime", util_format_age((int64_t)x, buf, sizeof(buf)));
+	else if (strcmp(field, "stats_since") == 0)
+		printf("%-20s %s\n", name, cli_format_time((int64_t)x, buf, sizeof(buf)));
+	else if (strcmp(field, "uptime_s") == 0)
+		printf("%-20s %s\n", name, util_format_age((int64_t)x, buf, sizeof(buf)));
+	else if (strcmp(field, "hits") == 0 && cli_json_u64(counters, "misses", &misses))
+		printf("%-20s %s\n", name, cli_format_hits(x > 0 ? (uint64_t)x : 0, misses, buf,
+							     sizeof(buf)));
 	else
 		printf("%-20s %.0f\n", name, x);
 }
@@ -549,7 +554,7 @@ int cmd_stats(struct cli *cli, int argc, char **argv)
 		const cJSON *v;
 		cJSON_ArrayForEach(v, counters)
 			if (cJSON_IsNumber(v))
-				print_human(v);
+				print_human(counters, v);
 		print_human_detail(st);
 	}
 	status = cli_finish_stdout(CLI_EXIT_OK);

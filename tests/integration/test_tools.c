@@ -94,6 +94,37 @@ START_TEST(warm_builds_a_manifest)
 }
 END_TEST
 
+/* kiln status and kiln stats name a counter alike: each of these names
+ * begins a line of both; stats shows no member names (need_sources) and
+ * gives the hit ratio that status gives. */
+static void check_counter_names(void)
+{
+	static const char *const names[] = {
+		"hits", "size", "max size", "builds started", "builds ok", "sources asked",
+		"sources sent", "imported", "inputs changed", "depfile only", "not cacheable",
+	};
+	char *status = NULL, *stats = NULL, want[64];
+
+	ck_assert_int_eq(harness_cli(&status, NULL, "status", NULL), 0);
+	ck_assert_int_eq(harness_cli(&stats, NULL, "stats", NULL), 0);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(want, sizeof(want), "\n%s:", names[i]);
+		ck_assert_msg(harness_contains(status, want), "status lacks '%s':\n%s", names[i], status);
+		snprintf(want, sizeof(want), "\n%-20s ", names[i]);
+		ck_assert_msg(harness_contains(stats, want), "stats lacks '%s':\n%s", names[i], stats);
+	}
+	for (const char *line = stats; line != NULL && *line != '\0'; line = strchr(line, '\n')) {
+		line += *line == '\n';
+		size_t name_len = strcspn(line, "\n");
+		ck_assert_msg(memchr(line, '_', name_len < 20 ? name_len : 20) == NULL,
+			      "a member name in kiln stats: %.*s", (int)name_len, line);
+	}
+	ck_assert_msg(harness_contains(stats, "% of lookups)\n") &&
+		      harness_contains(status, "% of lookups)\n"), "no hit ratio:\n%s", stats);
+	free(status);
+	free(stats);
+}
+
 START_TEST(stats_in_prometheus_format)
 {
 	char file[HARNESS_PATH], key[72], *out = NULL, *text;
@@ -132,6 +163,7 @@ START_TEST(stats_in_prometheus_format)
 	}
 	cJSON_Delete(st);
 	free(out);
+	check_counter_names();
 	ck_assert_int_eq(harness_cli(NULL, NULL, "stats", "--prometheus", "-o",
 				     harness_path(file, "kiln.prom"), NULL), 0);
 	text = harness_read_file(file);
