@@ -33,6 +33,7 @@ _kiln()
 	warm) _filedir json ;;
 	export|import) _filedir ;;
 	gc) COMPREPLY=($(compgen -W "--max-size --help" -- "$cur")) ;;
+	ls) COMPREPLY=($(compgen -W "-w --wide --help" -- "$cur")) ;;
 	top) COMPREPLY=($(compgen -W "--once -d --interval -n --frames --help" -- "$cur")) ;;
 	stats) COMPREPLY=($(compgen -W "--zero -z --prometheus -o --output --mode --help" -- "$cur")) ;;
 	config) COMPREPLY=($(compgen -W "max-size --unset --help" -- "$cur")) ;;

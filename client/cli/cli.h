@@ -167,6 +167,17 @@ const char *cli_counter_name(const char *field);
 /* "588 (91.9% of lookups)": hits with their share of hits and misses (the
  * bare count when both are 0). Returns buf. */
 char *cli_format_hits(uint64_t hits, uint64_t misses, char *buf, size_t len);
+/*
+ * An alias as ls and top show it unless --wide: each run of at least
+ * CLI_ALIAS_HASH_MIN hex digits (a hash, as in DaCe's "dace:<64 hex>") cut
+ * to its first CLI_ALIAS_HASH_KEEP and CLI_ALIAS_CUT, "dace:3f2a9b8c7d6e..".
+ * Returns buf (len bytes) holding that, or alias itself when nothing is cut
+ * (or buf is too small). A cut alias is no REF: the key is.
+ */
+#define CLI_ALIAS_HASH_MIN 20
+#define CLI_ALIAS_HASH_KEEP 12
+#define CLI_ALIAS_CUT ".."
+const char *cli_short_alias(const char *alias, char *buf, size_t len);
 /* "entry" for 1, else "entries". */
 const char *cli_entries_word(uint64_t n);
 /* Flushes stdout and reports a write error (a full disk, a closed pipe).

@@ -150,6 +150,9 @@ void cli_ref_error(enum msg_err code, const char *ref)
 		cli_error("\"%s\" matches several entries; give more digits", ref);
 	else if (n > 0 && n < 4 && strspn(ref, "0123456789abcdefABCDEF") == n)
 		cli_error("no entry matches \"%s\" (a key prefix needs at least 4 hex digits)", ref);
+	else if (strstr(ref, CLI_ALIAS_CUT) != NULL)
+		cli_error("no entry matches \"%s\"; an alias that kiln ls shortened is no REF: "
+			  "give the entry's KEY, or the whole alias (kiln ls --wide)", ref);
 	else
 		cli_error("no entry matches \"%s\"", ref);
 }

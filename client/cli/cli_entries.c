@@ -247,6 +247,7 @@ static const bool ls_right[C__COUNT] = { false, true, true, false, true, false, 
 
 struct ls_row {
 	char key[13];
+	char alias[MSG_MAX_ALIAS + 1];
 	char size[32];
 	char uses[24];
 	char last[40];
@@ -254,7 +255,7 @@ struct ls_row {
 	const char *cell[C__COUNT];
 };
 
-static void ls_fill(struct ls_row *r, const cJSON *e, int64_t now, uint64_t *total)
+static void ls_fill(struct ls_row *r, const cJSON *e, int64_t now, uint64_t *total, bool wide)
 {
 	const char *key = cli_json_str(e, "key");
 	const char *alias = cli_json_str(e, "alias");
@@ -283,7 +284,8 @@ static void ls_fill(struct ls_row *r, const cJSON *e, int64_t now, uint64_t *tot
 	r->cell[C_LAST] = r->last;
 	r->cell[C_BUILD] = r->build;
 	r->cell[C_PIN] = cli_json_true(e, "pinned") ? "*" : "";
-	r->cell[C_ALIAS] = alias && *alias ? alias : "-";
+	r->cell[C_ALIAS] = !alias || !*alias ? "-"
+			   : wide ? alias : cli_short_alias(alias, r->alias, sizeof(r->alias));
 	r->cell[C_LABEL] = label && *label ? label : "-";
 }
 
@@ -300,7 +302,7 @@ static void ls_print_row(const char *const *cell, const int *width)
 	}
 }
 
-static int ls_print(const cJSON *arr)
+static int ls_print(const cJSON *arr, bool wide)
 {
 	int n = cJSON_GetArraySize(arr);
 	struct ls_row *rows;
@@ -323,7 +325,7 @@ static int ls_print(const cJSON *arr)
 	for (int c = 0; c < C__COUNT; c++)
 		width[c] = (int)strlen(ls_header[c]);
 	cJSON_ArrayForEach(e, arr) {
-		ls_fill(&rows[i], e, now, &total);
+		ls_fill(&rows[i], e, now, &total, wide);
 		for (int c = 0; c < C__COUNT; c++)
 			if ((int)strlen(rows[i].cell[c]) > width[c])
 				width[c] = (int)strlen(rows[i].cell[c]);
@@ -338,18 +340,58 @@ static int ls_print(const cJSON *arr)
 	return 0;
 }
 
+/*
+ * Parses the arguments of a command with one flag option (defs: that
+ * option, then the zero entry; *flag set when given) and up to max REFs
+ * (0 or 1; refs may be NULL for 0). Returns -1 to go on with *nrefs set, or
+ * the exit status.
+ */
+static int parse_flag_and_refs(struct cli *cli, int argc, char **argv,
+			       const struct cli_optdef *defs, bool *flag, const char **refs,
+			       int max, int *nrefs)
+{
+	struct cli_parse p;
+	const char *val;
+	int id;
+
+	*nrefs = 0;
+	*flag = false;
+	cli_parse_init(&p, cli, argc, argv);
+	while ((id = cli_next(&p, defs, &val)) != CLI_END) {
+		if (id == CLI_STOP)
+			return p.status;
+		if (id == defs[0].id) {
+			*flag = true;
+			continue;
+		}
+		if (*nrefs == max)
+			return cli_usage_error(cli, max ? "%s takes one REF" : "%s takes no arguments",
+					       cli->cmd);
+		if (!*val)
+			return cli_usage_error(cli, "REF must not be empty");
+		refs[(*nrefs)++] = val;
+	}
+	return -1;
+}
+
+static const struct cli_optdef ls_opts[] = {
+	{ "wide", 'w', false, 1 },
+	{ NULL, 0, false, 0 },
+};
+
 int cmd_ls(struct cli *cli, int argc, char **argv)
 {
 	cJSON *arr = NULL;
+	bool wide;
 	int status, nrefs;
 
-	status = cli_parse_refs(cli, argc, argv, NULL, 0, &nrefs);
+	status = parse_flag_and_refs(cli, argc, argv, ls_opts, &wide, NULL, 0, &nrefs);
 	if (status >= 0)
 		return status;
 	status = CLI_EXIT_ERROR;
 	if (fetch_list(cli, &arr) < 0)
 		goto cleanup;
-	if ((cli->json ? cli_print_json(arr) : ls_print(arr)) < 0)
+	if ((cli->json ? cli_print_json(arr) : ls_print(arr, wide)) < 0)
 		goto cleanup;
 	status = cli_finish_stdout(CLI_EXIT_OK);
 

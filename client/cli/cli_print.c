@@ -177,3 +177,27 @@ char *cli_format_hits(uint64_t hits, uint64_t misses, char *buf, size_t len)
 		snprintf(buf, len, "%llu", (unsigned long long)hits);
 	return buf;
 }
+
+const char *cli_short_alias(const char *alias, char *buf, size_t len)
+{
+	static const char hex[] = "0123456789abcdefABCDEF";
+	size_t out = 0, i = 0, n = strlen(alias);
+	bool cut = false;
+
+	if (len == 0)
+		return alias;
+	while (i < n && out + 1 < len) {
+		size_t run = strspn(alias + i, hex);
+		size_t keep = run >= CLI_ALIAS_HASH_MIN ? CLI_ALIAS_HASH_KEEP : run;
+		if (run == 0)
+			keep = run = 1;   /* one character that is no hex digit */
+		int w = snprintf(buf + out, len - out, "%.*s%s", (int)keep, alias + i,
+				 keep < run ? CLI_ALIAS_CUT : "");
+		if (w < 0 || (size_t)w >= len - out)
+			return alias;
+		cut |= keep < run;
+		out += (size_t)w;
+		i += run;
+	}
+	return cut && i == n ? buf : alias;
+}

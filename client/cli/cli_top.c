@@ -47,17 +47,32 @@ static double num(const cJSON *o, const char *name)
 	return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
+/* What names a build for people: its label; else, where the status reply
+ * has them (kilnd's flight_describe sends the label only so far), its alias
+ * cut as ls cuts it, or its first source file. */
+static const char *build_name(const cJSON *b, char *buf, size_t len)
+{
+	const char *label = cli_json_str(b, "label");
+	const char *alias = cli_json_str(b, "alias");
+	const char *source = cli_json_str(b, "source");
+	if (label != NULL && *label != '\0')
+		return label;
+	if (alias != NULL && *alias != '\0')
+		return cli_short_alias(alias, buf, len);
+	return source != NULL && *source != '\0' ? source : "-";
+}
+
 static void print_rows(const cJSON *arr, const char *age, size_t rows)
 {
 	const cJSON *b;
 	size_t i = 0;
+	char buf[MSG_MAX_ALIAS + 1];
 	cJSON_ArrayForEach(b, arr) {
 		if (i++ >= rows)
 			break;
-		const char *label = cli_json_str(b, "label");
 		printf("%-16s  %-10s %8.1f s  %7.0f  %s%s\n", cli_json_str(b, "key"),
 		       cli_json_str(b, "state"), num(b, age), num(b, "waiters"),
-		       label != NULL ? label : "-",
+		       build_name(b, buf, sizeof(buf)),
 		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "background")) ? " (background)"
 										 : "");
 	}

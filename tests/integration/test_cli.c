@@ -483,6 +483,65 @@ START_TEST(cli_relative_include_dirs)
 }
 END_TEST
 
+/* The first line of text that contains needle, copied into line. */
+static bool line_with(const char *text, const char *needle, char *line, size_t len)
+{
+	const char *p = strstr(text, needle);
+	if (p == NULL)
+		return false;
+	while (p > text && p[-1] != '\n')
+		p--;
+	snprintf(line, len, "%.*s", (int)strcspn(p, "\n"), p);
+	return true;
+}
+
+/*
+ * DaCe's and GT4Py's aliases ("dace:<64 hex>") are cut in ls to the scheme,
+ * 12 hex digits and "..", whole with -w/--wide and in --json; the KEY on
+ * that line is the handle, and the cut alias pasted as a REF says so.
+ */
+START_TEST(cli_long_aliases_are_cut)
+{
+	char *answer = data_file("answer.c"), hex[65], alias[80], cut[32], line[512];
+	char *out, *err;
+
+	harness_start(NULL);
+	harness_sha256_hex("a DaCe program", hex);
+	snprintf(alias, sizeof(alias), "dace:%s", hex);
+	snprintf(cut, sizeof(cut), "dace:%.12s..", hex);
+	free(cli_ok((const char *[]){ "build", "--alias", alias, answer, "--", "-DKILN_ANSWER=1",
+				      NULL }));
+	/* Sixteen hex digits are no hash to cut. */
+	free(cli_ok((const char *[]){ "build", "--alias", "it:0123456789abcdef", answer, "--",
+				      "-DKILN_ANSWER=2", NULL }));
+	out = cli_ok((const char *[]){ "ls", NULL });
+	ck_assert_msg(line_with(out, cut, line, sizeof(line)) && !harness_contains(out, alias) &&
+		      harness_contains(out, "it:0123456789abcdef  "), "kiln ls: %s", out);
+	free(out);
+	/* The line's KEY is a REF of that entry. */
+	line[12] = '\0';
+	cJSON *e = harness_cli_json("show", line, NULL);
+	ck_assert_str_eq(harness_str(e, "alias"), alias);
+	cJSON_Delete(e);
+	static const char *const wide[] = { "--wide", "-w" };
+	for (size_t i = 0; i < 2; i++) {
+		out = cli_ok((const char *[]){ "ls", wide[i], NULL });
+		ck_assert_msg(harness_contains(out, alias) && !harness_contains(out, cut),
+			      "kiln ls %s: %s", wide[i], out);
+		free(out);
+	}
+	cJSON *ls = harness_cli_json("ls", NULL);
+	ck_assert_ptr_nonnull(harness_find_entry(ls, "alias", alias));
+	cJSON_Delete(ls);
+	err = cli_fails((const char *[]){ "show", cut, NULL });
+	ck_assert_msg(harness_contains(err, "KEY") && harness_contains(err, "kiln ls --wide"),
+		      "kiln show %s: %s", cut, err);
+	free(err);
+	free(answer);
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cli");
@@ -491,5 +550,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("cxx", cli_builds_cxx_from_several_files, 60));
 	suite_add_tcase(s, harness_tcase("errors", cli_errors_and_version, 60));
 	suite_add_tcase(s, harness_tcase("relative_dirs", cli_relative_include_dirs, 60));
+	suite_add_tcase(s, harness_tcase("long_aliases", cli_long_aliases_are_cut, 60));
 	return harness_main(s);
 }
