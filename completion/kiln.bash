@@ -42,6 +42,7 @@ _kiln()
 		# Aliases and key prefixes of the cache, when a daemon or cache answers.
 		local refs
 		refs=$(kiln --json ls 2>/dev/null | tr ',' '\n' | sed -n 's/.*"\(alias\|key\)":"\([^"]*\)".*/\2/p')
+		[[ $cmd == show ]] && refs+=" --deps"
 		COMPREPLY=($(compgen -W "$refs --help" -- "$cur")) ;;
 	*) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
 	esac

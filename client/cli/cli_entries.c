@@ -419,9 +419,82 @@ static void show_list(int width, const char *name, const cJSON *list)
 	}
 }
 
-/* "deps (observed):" and one line per dependency, its kind after the
- * files' paths ("absent": looked for and not found). */
-static void show_deps(int width, const cJSON *e)
+/* The kinds of dependency the short form lists, in this order; "absent"
+ * and "exists" (paths probed) it only counts. */
+static const struct {
+	const char *kind;
+	const char *title;
+	bool inline_names;   /* names on one wrapped line rather than one a line */
+} dep_groups[] = {
+	{ "file", "files read", false },
+	{ "listing", "directories listed", false },
+	{ "env", "environment variables read", true },
+	{ "search", "programs looked up on PATH", true },
+};
+
+static const char *dep_kind(const cJSON *kinds, int i)
+{
+	const char *k = cJSON_GetStringValue(cJSON_GetArrayItem(kinds, i));
+
+	return k != NULL ? k : "file";   /* entries recorded before kinds were */
+}
+
+/* One group of dependencies of kind: "  TITLE (N):" and its paths, one a
+ * line, or its names wrapped on lines of at most 80 columns. */
+static void show_dep_group(const cJSON *paths, const cJSON *kinds, int n, size_t g)
+{
+	int count = 0, col = 0;
+
+	for (int i = 0; i < n; i++)
+		count += strcmp(dep_kind(kinds, i), dep_groups[g].kind) == 0;
+	if (count == 0)
+		return;
+	col = printf("  %s (%d):", dep_groups[g].title, count);
+	for (int i = 0; i < n; i++) {
+		const char *p = cJSON_GetStringValue(cJSON_GetArrayItem(paths, i));
+
+		if (strcmp(dep_kind(kinds, i), dep_groups[g].kind) != 0)
+			continue;
+		if (!dep_groups[g].inline_names)
+			printf("\n    %s", p ? p : "?");
+		else if (col + 1 + (int)strlen(p ? p : "?") > 80 && col > 4)
+			col = printf("\n    %s", p ? p : "?") - 1;
+		else
+			col += printf(" %s", p ? p : "?");
+	}
+	putchar('\n');
+}
+
+/* The short form: the dependencies grouped by kind, the paths that were
+ * only probed (absent, or found without being read: a PATH search tries
+ * every directory) counted; any kind this kiln does not know listed. */
+static void show_deps_short(const cJSON *paths, const cJSON *kinds, int n)
+{
+	int absent = 0, exists = 0;
+
+	for (size_t g = 0; g < sizeof(dep_groups) / sizeof(dep_groups[0]); g++)
+		show_dep_group(paths, kinds, n, g);
+	for (int i = 0; i < n; i++) {
+		const char *k = dep_kind(kinds, i);
+		bool known = strcmp(k, "absent") == 0 || strcmp(k, "exists") == 0;
+
+		absent += strcmp(k, "absent") == 0;
+		exists += strcmp(k, "exists") == 0;
+		for (size_t g = 0; g < sizeof(dep_groups) / sizeof(dep_groups[0]); g++)
+			known |= strcmp(k, dep_groups[g].kind) == 0;
+		const char *p = cJSON_GetStringValue(cJSON_GetArrayItem(paths, i));
+		if (!known)
+			printf("  %s (%s)\n", p ? p : "?", k);
+	}
+	if (absent + exists > 0)
+		printf("  %d paths probed: %d absent, %d found without being read "
+		       "(--deps lists them)\n", absent + exists, absent, exists);
+}
+
+/* "deps (N, observed: ...):", then the short form, or with all (--deps)
+ * one line per dependency, its kind after all but files' paths ("absent":
+ * looked for and not found). */
+static void show_deps(int width, const cJSON *e, bool all)
 {
 	const cJSON *paths = cJSON_GetObjectItemCaseSensitive(e, "deps");
 	const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(e, "dep_kinds");
@@ -435,11 +508,15 @@ static void show_deps(int width, const cJSON *e)
 	printf("deps (%d, %s):\n", n, source && strcmp(source, "observed") == 0
 	       ? "observed: every file the toolchain read or looked for"
 	       : "from the compiler's dependency files only");
+	if (!all) {
+		show_deps_short(paths, kinds, n);
+		return;
+	}
 	for (int i = 0; i < n; i++) {
 		const char *p = cJSON_GetStringValue(cJSON_GetArrayItem(paths, i));
-		const char *k = cJSON_GetStringValue(cJSON_GetArrayItem(kinds, i));
+		const char *k = dep_kind(kinds, i);
 
-		if (k == NULL || strcmp(k, "file") == 0)
+		if (strcmp(k, "file") == 0)
 			printf("  %s\n", p ? p : "?");
 		else
 			printf("  %s (%s)\n", p ? p : "?", k);
@@ -453,7 +530,7 @@ static const char *str_or_dash(const cJSON *e, const char *name)
 	return s && *s ? s : "-";
 }
 
-static void show_print(const cJSON *e)
+static void show_print(const cJSON *e, bool all_deps)
 {
 	const int w = 9; /* strlen("toolchain") and strlen("last used") */
 	int64_t now = util_wall_s();
@@ -488,7 +565,7 @@ static void show_print(const cJSON *e)
 	cli_field(w, "pinned", "%s", cli_json_true(e, "pinned") ? "yes" : "no");
 	show_list(w, "args", cJSON_GetObjectItemCaseSensitive(e, "args"));
 	show_list(w, "sources", cJSON_GetObjectItemCaseSensitive(e, "sources"));
-	show_deps(w, e);
+	show_deps(w, e, all_deps);
 }
 
 /* The command of one entry: parses the arguments, fetches the entry and runs
@@ -506,17 +583,31 @@ static int with_entry(struct cli *cli, int argc, char **argv,
 	return status;
 }
 
-static int show_entry(struct cli *cli, const cJSON *e)
-{
-	if (cli->json)
-		return cli_print_json(e) < 0 ? -1 : 0;
-	show_print(e);
-	return 0;
-}
+static const struct cli_optdef show_opts[] = {
+	{ "deps", 0, false, 1 },
+	{ NULL, 0, false, 0 },
+};
 
 int cmd_show(struct cli *cli, int argc, char **argv)
 {
-	return with_entry(cli, argc, argv, show_entry);
+	const char *ref = NULL;
+	cJSON *e = NULL;
+	bool all_deps;
+	int nrefs, status;
+
+	status = parse_flag_and_refs(cli, argc, argv, show_opts, &all_deps, &ref, 1, &nrefs);
+	if (status < 0 && nrefs == 0)
+		status = cli_usage_error(cli, "show needs a REF (a key, a key prefix or an alias)");
+	if (status >= 0)
+		return status;
+	if (fetch_entry(cli, ref, &e) < 0)
+		return CLI_EXIT_ERROR;
+	if (!cli->json)
+		show_print(e, all_deps);
+	status = cli->json && cli_print_json(e) < 0 ? CLI_EXIT_ERROR
+						    : cli_finish_stdout(CLI_EXIT_OK);
+	cJSON_Delete(e);
+	return status;
 }
 
 /* Copies the log file at path to stdout. */

@@ -542,6 +542,62 @@ START_TEST(cli_long_aliases_are_cut)
 }
 END_TEST
 
+/* Lines of text that end with suffix. */
+static int lines_ending(const char *text, const char *suffix)
+{
+	int n = 0;
+	size_t k = strlen(suffix);
+
+	for (const char *p = text; *p != '\0';) {
+		size_t len = strcspn(p, "\n");
+		n += len >= k && strncmp(p + len - k, suffix, k) == 0;
+		p += len + (p[len] == '\n');
+	}
+	return n;
+}
+
+/*
+ * kiln show of a one-line C file: the files read listed, the paths only
+ * probed (PATH searches, mostly) counted, not listed; --deps lists every
+ * dependency, one a line; --json is the entry as before.
+ */
+START_TEST(cli_show_groups_dependencies)
+{
+	char *answer = data_file("answer.c"), want[64];
+	char *out, *all;
+	int absent = 0, exists = 0;
+
+	harness_start(NULL);
+	free(cli_ok((const char *[]){ "build", "--alias", "it:deps", answer, "--", "-DKILN_ANSWER=42",
+				      NULL }));
+	cJSON *e = harness_cli_json("show", "it:deps", NULL);
+	const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(e, "dep_kinds"), *k;
+	int n = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(e, "deps"));
+	cJSON_ArrayForEach(k, kinds) {
+		absent += strcmp(cJSON_GetStringValue(k), "absent") == 0;
+		exists += strcmp(cJSON_GetStringValue(k), "exists") == 0;
+	}
+	ck_assert_msg(absent > 0 && cJSON_GetArraySize(kinds) == n,
+		      "no absent paths among %d deps: was the build observed?", n);
+	out = cli_ok((const char *[]){ "show", "it:deps", NULL });
+	snprintf(want, sizeof(want), "  %d paths probed: %d absent, %d found", absent + exists,
+		 absent, exists);
+	ck_assert_msg(harness_contains(out, want) && harness_contains(out, "(--deps lists them)") &&
+		      lines_ending(out, "(absent)") == 0 && lines_ending(out, "(exists)") == 0,
+		      "kiln show: %.2000s", out);
+	ck_assert_msg(harness_contains(out, "  files read (") &&
+		      harness_contains(out, "\n    /usr/include/stdc-predef.h\n"), "kiln show: %.2000s", out);
+	all = cli_ok((const char *[]){ "show", "--deps", "it:deps", NULL });
+	ck_assert_msg(lines_ending(all, "(absent)") == absent && lines_ending(all, "(exists)") == exists,
+		      "kiln show --deps: %.2000s", all);
+	free(out);
+	free(all);
+	cJSON_Delete(e);
+	free(answer);
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cli");
@@ -551,5 +607,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("errors", cli_errors_and_version, 60));
 	suite_add_tcase(s, harness_tcase("relative_dirs", cli_relative_include_dirs, 60));
 	suite_add_tcase(s, harness_tcase("long_aliases", cli_long_aliases_are_cut, 60));
+	suite_add_tcase(s, harness_tcase("show_deps", cli_show_groups_dependencies, 60));
 	return harness_main(s);
 }
