@@ -335,7 +335,7 @@ START_TEST(start_directory_is_no_input)
 	ck_assert_int_eq(get_cfg_program(&req, key1), 5);
 	ck_assert_int_eq(builds_started(), 1);
 	char *out = NULL;
-	ck_assert_int_eq(harness_cli(&out, NULL, "show", key1, NULL), 0);
+	ck_assert_int_eq(harness_cli(&out, NULL, "show", "--deps", key1, NULL), 0);
 	ck_assert_msg(!harness_contains(out, a), "kiln show lists the start directory %s", a);
 	free(out);
 	harness_stop();
