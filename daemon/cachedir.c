@@ -23,6 +23,7 @@
 #include "log.h"
 #include "store.h"
 #include "table.h"
+#include "upgrade.h"
 #include "util.h"
 #include "thread.h"
 
@@ -166,6 +167,7 @@ static int swap_store(struct kilnd *d, bool keep_tmp)
 	}
 	d->old_stores[d->nold_stores++] = d->store;
 	d->store = fresh;
+	upgrade_adopt_store(d);
 	/* What was learnt about the old cache's objects is void. */
 	fdcache_free(d->fds);
 	d->fds = fdcache_new(FDCACHE_MAX);

@@ -16,6 +16,8 @@
 
 #include "cache_conf.h"
 #include "config.h"
+#include "key.h"
+#include "kiln_build.h"
 #include "frame.h"
 #include "gpu.h"
 #include "jobsize.h"
@@ -48,7 +50,8 @@ static void config_usage(FILE *fp)
 		"  --cache-dir DIR         build cache (default: $KILN_CACHE_DIR, else\n"
 		"                          $XDG_CACHE_HOME/kiln, else ~/.cache/kiln)\n"
 		"  --jobs N                compilers running at once (default: online CPUs)\n"
-		"  --max-size SIZE         evict least recently used entries above SIZE\n"
+		"  --max-size SIZE         evict entries (stale ones first, then least recently\n"
+		"                          used) while the cache takes more than SIZE on disk\n"
 		"                          (e.g. 500M, 10G; default: the cache's kiln.conf,\n"
 		"                          set by 'kiln config max-size', else 10G)\n"
 		"  --toolchain NAME=PATH   compiler that requests may name by NAME, by absolute\n"
@@ -576,7 +579,8 @@ int config_parse(struct config *cfg, int argc, char **argv)
 			return 1;
 		}
 		if (c == 'V') {
-			printf("kilnd %s (protocol %d)\n", KILN_VERSION_STR, KILN_PROTO_VERSION);
+			printf("kilnd %s (build %s, protocol %d, key format %d)\n", KILN_VERSION_STR,
+			       KILN_BUILD_STR, KILN_PROTO_VERSION, KEY_FORMAT_VERSION);
 			return 1;
 		}
 		if (parse_one(cfg, c, optarg) != 0)

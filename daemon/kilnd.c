@@ -215,9 +215,23 @@ static void evict_work(void *arg)
 	j->rc = store_evict(j->d->store, j->d->cfg->max_size, &j->removed, &j->freed);
 }
 
+/* Reads the totals from the index; false when it cannot. */
+static bool read_totals(struct kilnd *d)
+{
+	int rc = store_footprint(d->store, &d->disk);
+	if (rc != 0) {
+		log_warn("cannot read cache totals: %s", strerror(-rc));
+		return false;
+	}
+	d->entries = d->disk.entries;
+	d->bytes = d->disk.bytes;
+	return true;
+}
+
 static void evict_done(void *arg)
 {
 	struct evict_job *j = arg;
+	static bool over_said;
 	evicting = false;
 	if (j->rc == 0) {
 		j->d->c.evicted += j->removed;
@@ -226,22 +240,30 @@ static void evict_done(void *arg)
 	if (j->rc != 0)
 		log_warn("eviction failed: %s", strerror(-j->rc));
 	else if (j->removed > 0)
-		log_info("evicted %llu entries (%llu bytes) to stay under --max-size",
+		log_info("evicted %llu entries (%llu bytes on disk) to stay under --max-size",
 			 (unsigned long long)j->removed, (unsigned long long)j->freed);
 	struct kilnd *d = j->d;
 	free(j);
-	if (!d->stopping)
-		kilnd_refresh_totals(d);
+	/* No second round from here: what is left over the limit is pinned or
+	 * not the entries' (the next write tries again), said once. */
+	if (d->stopping || !read_totals(d))
+		return;
+	bool over = d->disk.total > d->cfg->max_size;
+	if (over && !over_said)
+		log_warn("the cache takes %llu bytes on disk after eviction, over --max-size %llu: "
+			 "its index takes %llu, logs and other files %llu, the pinned entries "
+			 "left %llu; raise the limit or unpin entries",
+			 (unsigned long long)d->disk.total, (unsigned long long)d->cfg->max_size,
+			 (unsigned long long)d->disk.index, (unsigned long long)d->disk.other,
+			 (unsigned long long)d->disk.entries_disk);
+	over_said = over;
 }
 
 void kilnd_refresh_totals(struct kilnd *d)
 {
-	int rc = store_totals(d->store, &d->entries, &d->bytes);
-	if (rc != 0) {
-		log_warn("cannot read cache totals: %s", strerror(-rc));
+	if (!read_totals(d))
 		return;
-	}
-	if (d->bytes <= d->cfg->max_size || evicting || d->stopping)
+	if (d->disk.total <= d->cfg->max_size || evicting || d->stopping)
 		return;
 	struct evict_job *j = calloc(1, sizeof(*j));
 	if (j == NULL)

@@ -103,6 +103,8 @@ struct kilnd {
 	unsigned in_flight;          /* builds holding a --jobs slot */
 	unsigned queued;             /* builds waiting for a slot */
 	uint64_t entries, bytes;     /* cache totals, refreshed after every write */
+	struct store_footprint disk; /* what the cache takes: max-size bounds disk.total */
+	struct store_formats formats; /* entries by key format, at start and after gc */
 	const char *max_size_source; /* "command line", "kiln.conf" or "default" */
 
 	struct server *server;

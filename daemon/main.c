@@ -38,6 +38,7 @@
 #include "named.h"
 #include "sdnotify.h"
 #include "tcenv.h"
+#include "upgrade.h"
 #include "thread.h"
 #include "verify.h"
 
@@ -355,7 +356,11 @@ static int store_init(struct kilnd *d, char *err, size_t errlen)
 			 "%llu objects adopted, %llu stray objects removed",
 			 (unsigned long long)st.tmp_removed, (unsigned long long)st.rows_dropped,
 			 (unsigned long long)st.objects_adopted, (unsigned long long)st.objects_removed);
-	return store_totals(d->store, &d->entries, &d->bytes);
+	upgrade_adopt_store(d);
+	rc = store_footprint(d->store, &d->disk);
+	d->entries = d->disk.entries;
+	d->bytes = d->disk.bytes;
+	return rc;
 }
 
 static int open_log(const struct config *cfg)
@@ -489,7 +494,7 @@ static void serve(struct kilnd *d)
 		log_warn("XDG_RUNTIME_DIR=%s is no directory of this user (inherited from another "
 			 "session?); the socket is %s instead", xdg, d->cfg->socket_path);
 	log_info("kilnd %s ready: pid %d, socket %s, cache %s, %u jobs, max size %llu bytes (%s)",
-		 KILN_VERSION_STR, (int)getpid(), cfg->socket_path, cfg->cache_dir, cfg->jobs,
+		 upgrade_version, (int)getpid(), cfg->socket_path, cfg->cache_dir, cfg->jobs,
 		 (unsigned long long)cfg->max_size, d->max_size_source);
 	instance_ready(0, (long)getpid(), NULL);
 	snprintf(status, sizeof(status), "serving %s", cfg->socket_path);

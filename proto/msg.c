@@ -657,6 +657,21 @@ static int parse_lookup(const cJSON *obj, struct msg_request *req, struct msg_er
 	return parse_claim(obj, req, err);
 }
 
+/* gc's "max_size" or "stale". */
+static int parse_gc(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+{
+	const cJSON *stale = member(obj, "stale");
+	if (stale != NULL && !cJSON_IsBool(stale))
+		return msg_error_set(err, ERR_BAD_REQUEST, "stale", "\"stale\" must be true or false");
+	req->stale = cJSON_IsTrue(stale);
+	if (get_uint(obj, "max_size", false, MSG_MAX_ID, &req->max_size, err) < 0)
+		return -1;
+	if (req->stale && req->max_size >= 0)
+		return msg_error_set(err, ERR_BAD_REQUEST, "stale",
+				     "\"stale\" and \"max_size\" do not go together");
+	return 0;
+}
+
 /* lookup's "claim" and "wait_ms" (daemon/claims.h: CLAIM_WAIT_MAX_MS). */
 static int parse_claim(const cJSON *obj, struct msg_request *req, struct msg_error *err)
 {
@@ -724,6 +739,7 @@ static int parse_fields(const cJSON *obj, struct msg_request *req, struct msg_er
 	case OP_UNPIN:
 		return parse_ref(obj, req, err);
 	case OP_GC:
+		return parse_gc(obj, req, err);
 	case OP_CONFIG:
 		return get_uint(obj, "max_size", false, MSG_MAX_ID, &req->max_size, err);
 	case OP_ZERO:

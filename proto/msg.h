@@ -169,6 +169,8 @@ struct msg_request {
 	char *ref;
 	/* gc; config: the size to keep in kiln.conf, 0 to remove it */
 	int64_t max_size;
+	/* gc: remove the entries of an older or unknown key format instead */
+	bool stale;
 	/* export, import: a directory in the upstream tier's layout */
 	char *dir;
 };

@@ -153,6 +153,9 @@ static bool pack_fields(cJSON *obj, const struct msg_request *req)
 	case OP_UNPIN:
 		return add_str(obj, "ref", req->ref);
 	case OP_GC:
+		if (req->stale)
+			return cJSON_AddTrueToObject(obj, "stale") != NULL;
+		return add_num(obj, "max_size", req->max_size);
 	case OP_CONFIG:
 		return add_num(obj, "max_size", req->max_size);
 	case OP_EXPORT:

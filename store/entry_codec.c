@@ -191,11 +191,14 @@ cJSON *entry_encode(const struct store_entry *e, enum entry_form form)
 	ok = ok && enc_str(o, f, "label", e->label) && enc_str(o, f, "toolchain", e->toolchain) &&
 	     enc_str(o, f, "output", e->output) && enc_num(o, "size", (double)e->size) &&
 	     enc_num(o, "build_ms", (double)e->build_ms);
+	if (ok && e->key_format > 0)
+		ok = enc_num(o, "key_format", e->key_format);
 	if (ok && f->local)
 		ok = enc_str(o, f, "alias", e->alias) && enc_num(o, "created", (double)e->created) &&
 		     enc_num(o, "last_used", (double)e->last_used) &&
 		     enc_num(o, "uses", (double)e->uses) &&
-		     cJSON_AddBoolToObject(o, "pinned", e->pinned) != NULL;
+		     cJSON_AddBoolToObject(o, "pinned", e->pinned) != NULL &&
+		     (e->disk == 0 || enc_num(o, "disk", (double)e->disk));
 	ok = ok && (!f->detail || enc_detail(o, f, e));
 	if (!ok) {
 		cJSON_Delete(o);
@@ -414,6 +417,9 @@ static int decode(const cJSON *o, const struct form *f, struct store_entry *e)
 		rc = -EBADMSG;
 	rc = rc != 0 ? rc : dec_u64(o, "size", true, &e->size);
 	rc = rc != 0 ? rc : dec_u64(o, "build_ms", f->need_build_ms, &e->build_ms);
+	uint64_t fmt = 0;
+	rc = rc != 0 ? rc : dec_u64(o, "key_format", false, &fmt);
+	e->key_format = fmt <= 1000000 ? (int)fmt : 0;
 	if (rc == 0 && (sha != NULL || f->need_sha256)) {
 		e->has_sha256 = cJSON_IsString(sha) && util_unhex32(sha->valuestring, e->sha256);
 		rc = e->has_sha256 ? 0 : -EBADMSG;

@@ -74,11 +74,39 @@ static const char schema_v3_sql[] =
 	"ALTER TABLE entries ADD COLUMN sha256 BLOB;"
 	"PRAGMA user_version = 3;";
 
+/*
+ * Version 4: what each entry takes on disk (object, meta, log; rows from
+ * before get an estimate: the object rounded up to 4 KiB plus a block each
+ * for meta and log) and its key format (NULL: unknown), both summed by the
+ * totals; and the kilnd versions that wrote the cache.
+ */
+static const char schema_v4_sql[] =
+	"ALTER TABLE entries ADD COLUMN disk INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE entries ADD COLUMN key_format INTEGER;"
+	"UPDATE entries SET disk = (size + 4095) / 4096 * 4096 + 8192;"
+	"ALTER TABLE totals ADD COLUMN disk INTEGER NOT NULL DEFAULT 0;"
+	"UPDATE totals SET disk = (SELECT coalesce(sum(disk), 0) FROM entries) WHERE id = 1;"
+	"DROP TRIGGER totals_insert; DROP TRIGGER totals_delete; DROP TRIGGER totals_size;"
+	"CREATE TRIGGER totals_insert AFTER INSERT ON entries BEGIN"
+	" UPDATE totals SET entries = entries + 1, bytes = bytes + NEW.size,"
+	" disk = disk + NEW.disk WHERE id = 1; END;"
+	"CREATE TRIGGER totals_delete AFTER DELETE ON entries BEGIN"
+	" UPDATE totals SET entries = entries - 1, bytes = bytes - OLD.size,"
+	" disk = disk - OLD.disk WHERE id = 1; END;"
+	"CREATE TRIGGER totals_size AFTER UPDATE OF size, disk ON entries BEGIN"
+	" UPDATE totals SET bytes = bytes - OLD.size + NEW.size,"
+	" disk = disk - OLD.disk + NEW.disk WHERE id = 1; END;"
+	"CREATE INDEX entries_format ON entries(key_format);"
+	"CREATE TABLE writers (version TEXT PRIMARY KEY NOT NULL, key_format INTEGER NOT NULL,"
+	" first_start INTEGER NOT NULL, last_start INTEGER NOT NULL);"
+	"PRAGMA user_version = 4;";
+
 /* Column order shared by every entry query (see row_to_entry). An alias is
  * replaced by delete and insert, so the highest rowid is the newest one. */
 #define ENTRY_COLS_HEAD \
 	"SELECT e.key, e.rkey, e.label, e.toolchain, e.output, e.size, e.created," \
-	" e.last_used, e.uses, e.build_ms, e.pinned, e.args, e.sources, e.sha256, "
+	" e.last_used, e.uses, e.build_ms, e.pinned, e.args, e.sources, e.sha256," \
+	" e.key_format, e.disk, "
 #define ENTRY_COLS_TAIL \
 	", (SELECT a.alias FROM aliases a WHERE a.key = e.key" \
 	" ORDER BY a.rowid DESC LIMIT 1) FROM entries e "
@@ -87,8 +115,8 @@ static const char schema_v3_sql[] =
 
 enum {
 	C_KEY, C_RKEY, C_LABEL, C_TOOLCHAIN, C_OUTPUT, C_SIZE, C_CREATED,
-	C_LAST_USED, C_USES, C_BUILD_MS, C_PINNED, C_ARGS, C_SOURCES, C_SHA256, C_DEPS,
-	C_ALIAS,
+	C_LAST_USED, C_USES, C_BUILD_MS, C_PINNED, C_ARGS, C_SOURCES, C_SHA256,
+	C_KEY_FORMAT, C_DISK, C_DEPS, C_ALIAS,
 };
 
 static const struct {
@@ -294,6 +322,8 @@ static int schema_body(struct store *s, void *arg)
 		rc = store_exec(s->wr, schema_v2_sql);
 	if (rc == 0 && version <= 2)
 		rc = store_exec(s->wr, schema_v3_sql);
+	if (rc == 0 && version <= 3)
+		rc = store_exec(s->wr, schema_v4_sql);
 	else if (rc == 0)
 		rc = check_version(j->path, version, j->err, j->errlen);
 	if (rc == 0)
@@ -313,7 +343,12 @@ static int open_writer(struct store *s, const char *path, char *err, size_t errl
 	rc = open_db(path, true, &s->wr, err, errlen);
 	if (rc < 0)
 		return rc;
-	rc = store_exec(s->wr, "PRAGMA journal_mode = WAL");
+	/* Pages freed by eviction go back to the filesystem (store_evict runs
+	 * incremental_vacuum): settable only on a new file, before WAL mode
+	 * writes its header, so a no-op on an index made by an older kiln. */
+	rc = store_exec(s->wr, "PRAGMA auto_vacuum = INCREMENTAL");
+	if (rc == 0)
+		rc = store_exec(s->wr, "PRAGMA journal_mode = WAL");
 	/* WAL with synchronous=NORMAL may lose the last transactions on power
 	 * loss but never corrupts the index. That is enough here: a row is
 	 * only written after its object and meta were fsync'ed and renamed,
@@ -321,6 +356,12 @@ static int open_writer(struct store *s, const char *path, char *err, size_t errl
 	 * and a lost touch merely ages an entry a little. */
 	if (rc == 0)
 		rc = store_exec(s->wr, "PRAGMA synchronous = NORMAL");
+	/* The WAL counts against the cache's budget: checkpoint every 1 MiB
+	 * (SQLite's default is 4 MiB) and cut the file back to 1 MiB after
+	 * each reset instead of keeping its largest size. */
+	if (rc == 0)
+		rc = store_exec(s->wr, "PRAGMA wal_autocheckpoint = 256; "
+				       "PRAGMA journal_size_limit = 1048576");
 	struct schema_job j = { .path = path, .err = err, .errlen = errlen };
 	if (rc == 0)
 		rc = store_txn(s, false, schema_body, &j);
@@ -330,8 +371,11 @@ static int open_writer(struct store *s, const char *path, char *err, size_t errl
 						     : "cannot use %s: %s", path, sqlite3_errmsg(s->wr));
 		return rc;
 	}
+	/* A hit proves the entry's key format current (store_set_key_format). */
 	rc = sqlite3_prepare_v2(s->wr, "UPDATE entries SET uses = uses + ?1,"
-		" last_used = max(last_used, ?2) WHERE key = ?3", -1, &s->q_touch, NULL);
+		" last_used = max(last_used, ?2), key_format = CASE WHEN ?4 > 0 AND"
+		" (key_format IS NULL OR key_format < ?4) THEN ?4 ELSE key_format END"
+		" WHERE key = ?3", -1, &s->q_touch, NULL);
 	return store_sql_errno(rc);
 }
 
@@ -592,6 +636,8 @@ static int row_to_entry(sqlite3_stmt *st, struct store_entry *e)
 	e->uses = (uint64_t)sqlite3_column_int64(st, C_USES);
 	e->build_ms = (uint64_t)sqlite3_column_int64(st, C_BUILD_MS);
 	e->pinned = sqlite3_column_int(st, C_PINNED) != 0;
+	e->key_format = sqlite3_column_int(st, C_KEY_FORMAT);
+	e->disk = (uint64_t)sqlite3_column_int64(st, C_DISK);
 	if (sqlite3_column_bytes(st, C_SHA256) == 32) {
 		memcpy(e->sha256, sqlite3_column_blob(st, C_SHA256), 32);
 		e->has_sha256 = true;

@@ -9,6 +9,7 @@
  *   logs/failed/alias-<sha256 of the alias>.failed
  *                            the request key of an alias's last, failed build
  *   tmp/                     build directories, same filesystem for rename
+ * The cache's budget (max-size) counts all of it but tmp/: store_footprint.
  * Threads: one writer connection behind a mutex (store_put, store_touch, ...,
  * meant for the thread pool) and one reader connection for the caller that
  * opened the store (the daemon's loop thread, or the CLI). Reader functions
@@ -23,7 +24,7 @@
 
 #include <cjson/cJSON.h>
 
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 
 struct store;
 
@@ -77,6 +78,12 @@ struct store_entry {
 	char *toolchain;     /* toolchain name, e.g. "c++" */
 	char *output;        /* output kind, e.g. "shared" */
 	uint64_t size;       /* object size in bytes */
+	uint64_t disk;       /* what its files take on disk (object, meta and log,
+	                      * allocated blocks); set by the store when it
+	                      * indexes the entry */
+	int key_format;      /* the key format it was built under (kilnd's
+	                      * KEY_FORMAT_VERSION); 0 unknown: rows from before
+	                      * schema 4, metas of older kilnds */
 	bool has_sha256;     /* false in rows from before schema 3 */
 	uint8_t sha256[32];  /* SHA-256 of the object: checked before serving it */
 	int64_t created;     /* Unix seconds */
@@ -223,8 +230,10 @@ int store_touch(struct store *s, const char *const *keys, const int64_t *times,
 /* Drops the row and its aliases, unlinks object, meta and log. -ENOENT if none. */
 int store_remove(struct store *s, const char *key);
 int store_set_pinned(struct store *s, const char *key, bool pinned);
-/* Evicts unpinned entries, least recently used first, until the total size
- * is <= max_bytes. Reports how many were removed and the bytes freed. */
+/* Evicts unpinned entries, stale ones first (an older or unknown key
+ * format, store_set_key_format), then least recently used, until the
+ * footprint (store_footprint's total) is <= max_bytes. Reports how many
+ * were removed and the bytes on disk freed. */
 int store_evict(struct store *s, uint64_t max_bytes, uint64_t *removed, uint64_t *freed);
 /* Removes a file or a whole directory tree (no symlinks followed, read-only
  * directories opened up first). Missing is success. 0 or a negative errno. */
@@ -272,5 +281,60 @@ int store_mark_clean(struct store *s);
 /* True when the last daemon stopped cleanly; removes the mark (durably), so
  * that a crash from now on means a full reconcile at the next start. */
 bool store_take_clean_mark(struct store *s);
+
+/*
+ * The cache's footprint and its writers (store_budget.c).
+ *
+ * The budget (max-size) bounds the whole cache directory but tmp/: every
+ * entry's object, meta and log as allocated on disk (a 1-byte file takes a
+ * block; on tmpfs a page), the index with its WAL and shared memory, the
+ * logs of failed builds and the directory's other files (kilnd.log).
+ */
+struct store_footprint {
+	uint64_t entries;       /* rows */
+	uint64_t bytes;         /* their objects' sizes (kiln ls's SIZE) */
+	uint64_t entries_disk;  /* their files on disk */
+	uint64_t index;         /* index.db, its WAL and shared memory */
+	uint64_t other;         /* logs/failed/ and the cache directory's other files */
+	uint64_t total;         /* entries_disk + index + other: what max-size bounds */
+};
+/* Reader thread (the totals row), plus a few stats and one listing of
+ * logs/failed/ (at most STORE_FAILED_MAX_FILES files). 0 or -errno. */
+int store_footprint(struct store *s, struct store_footprint *f);
+/* The part outside the entries (index, other); any thread. */
+void store_overhead(const struct store *s, uint64_t *index, uint64_t *other);
+
+/* The key format this kilnd builds under (0 until set): stamped on entries
+ * a hit proves current (store_touch), and what store_evict and
+ * store_remove_stale call stale. Set once, before the store is shared. */
+void store_set_key_format(struct store *s, int key_format);
+/* Entries by key format relative to the store's: current, older (stale:
+ * never hit again), unknown (from before kiln recorded it; hit ones become
+ * current), newer (a newer kilnd's). Reader thread. */
+struct store_format_group {
+	uint64_t entries, disk;
+	uint64_t pinned;         /* not counted for current when all are current */
+	int lowest, highest;     /* key formats seen (0 for unknown) */
+};
+struct store_formats {
+	struct store_format_group current, older, unknown, newer;
+};
+int store_key_formats(struct store *s, struct store_formats *f);
+/* Removes every older and unknown entry, pinned ones too (*pinned counts
+ * them; never hit, they only hold space). Writer. 0 or -errno. */
+int store_remove_stale(struct store *s, uint64_t *removed, uint64_t *freed, uint64_t *pinned);
+
+/* Which kilnd versions wrote this cache (table writers). */
+struct store_writer {
+	char version[96];
+	int key_format;
+	int64_t first_start, last_start;   /* Unix seconds */
+};
+/* Records a start of version (writer); *previous gets the version that
+ * started last before it ("" when none or the same). 0 or -errno. */
+int store_record_writer(struct store *s, const char *version, int key_format, int64_t now_s,
+			char *previous, size_t previous_len);
+/* Every writer, the latest start first; *out malloc'd. Reader thread. */
+int store_writers(struct store *s, struct store_writer **out, size_t *n);
 
 #endif

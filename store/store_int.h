@@ -21,6 +21,7 @@
 
 struct store {
 	bool fresh_index;     /* the schema was created by this open */
+	int key_format;       /* store_set_key_format's, 0 unset */
 	char *dir;
 	char *objects;          /* <dir>/objects */
 	char *logs;             /* <dir>/logs */
@@ -84,6 +85,10 @@ int store_exec(sqlite3 *db, const char *sql);
 /* The number of entries and the sum of their sizes, read through db: the
  * reader, or the writer inside its transaction. 0 or a negative errno. */
 int store_count_sizes(sqlite3 *db, uint64_t *entries, uint64_t *bytes);
+/* The totals row with the entries' disk (store_budget.c). */
+int store_count_disk(sqlite3 *db, uint64_t *entries, uint64_t *bytes, uint64_t *disk);
+/* What key's object, meta and log take on disk (allocated blocks). */
+uint64_t store_entry_disk(const struct store *s, const char *key, const char *output);
 /* True when key is exactly 64 lower-case hex digits. */
 bool store_key_valid(const char *key);
 /* "ab/<key>.<ext>" (relative to objects/) into out; ext "meta" for the

@@ -80,8 +80,8 @@ int store_insert_row(struct store *s, const struct store_entry *e, bool replace_
 		return rc;
 	rc = sqlite3_prepare_v2(s->wr, "INSERT OR REPLACE INTO entries (key, rkey, label,"
 		" toolchain, output, size, created, last_used, uses, build_ms, pinned, args,"
-		" sources, deps, sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
-		" ?12, ?13, ?14, ?15)", -1, &st, NULL);
+		" sources, deps, sha256, disk, key_format) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,"
+		" ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)", -1, &st, NULL);
 	if (rc == SQLITE_OK) {
 		sqlite3_bind_text(st, 1, e->key, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, e->rkey, -1, SQLITE_STATIC);
@@ -100,6 +100,10 @@ int store_insert_row(struct store *s, const struct store_entry *e, bool replace_
 			sqlite3_bind_blob(st, 14, blob, (int)blen, SQLITE_STATIC);
 		if (e->has_sha256)
 			sqlite3_bind_blob(st, 15, e->sha256, 32, SQLITE_STATIC);
+		/* The files are in place before their row (publish, adopt). */
+		sqlite3_bind_int64(st, 16, (sqlite3_int64)store_entry_disk(s, e->key, e->output));
+		if (e->key_format > 0)
+			sqlite3_bind_int(st, 17, e->key_format);
 		rc = sqlite3_step(st);
 	}
 	sqlite3_finalize(st);
@@ -416,6 +420,7 @@ static int touch_body(struct store *s, void *arg)
 		sqlite3_bind_int64(s->q_touch, 1, (sqlite3_int64)j->counts[i]);
 		sqlite3_bind_int64(s->q_touch, 2, j->times[i]);
 		sqlite3_bind_text(s->q_touch, 3, j->keys[i], -1, SQLITE_STATIC);
+		sqlite3_bind_int(s->q_touch, 4, s->key_format);
 		rc = sqlite3_step(s->q_touch);
 		rc = rc == SQLITE_DONE ? 0 : store_step_err(rc);
 		sqlite3_reset(s->q_touch);
@@ -483,95 +488,147 @@ int store_set_pinned(struct store *s, const char *key, bool pinned)
 	return rc;
 }
 
-/* Collects unpinned entries, least recently used first, until dropping them
- * brings the total to max_bytes. The rows are deleted afterwards, not while
- * the query still walks the table. */
-static int pick_victims(struct store *s, uint64_t max_bytes, struct victim **out,
-			size_t *n, uint64_t *freed)
-{
-	struct victim *list = NULL, *grown;
-	sqlite3_stmt *st = NULL;
-	uint64_t count, total, size;
-	size_t cap = 0;
-	int rc;
+struct evict_job {
+	uint64_t target;        /* the entries' disk to get under */
+	bool stale;             /* every stale entry instead, pinned ones too */
+	uint64_t *freed;
+	struct victim *list;
+	size_t n, cap;
+	uint64_t pinned;        /* pinned ones among them */
+};
 
-	/* The writer, inside the caller's transaction, sees what it will drop. */
-	rc = store_count_sizes(s->wr, &count, &total);
-	if (rc < 0 || total <= max_bytes)
-		return rc;
-	rc = sqlite3_prepare_v2(s->wr, "SELECT key, output, size FROM entries"
-		" WHERE pinned = 0 ORDER BY last_used, created, key", -1, &st, NULL);
-	while (rc == SQLITE_OK && total > max_bytes && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+/* Stale first: an older or unknown key format is never hit again. */
+#define STALE_SQL "(key_format IS NULL OR key_format < ?1)"
+
+/* Collects the rows of sql (key, output, disk; ?1 the key format) until
+ * dropping them brings *total to target. The rows are deleted afterwards,
+ * not while the query still walks the table. */
+static int pick_victims(struct store *s, const char *sql, uint64_t target, uint64_t *total,
+			struct evict_job *j)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(s->wr, sql, -1, &st, NULL);
+
+	if (rc == SQLITE_OK)
+		sqlite3_bind_int(st, 1, s->key_format);
+	while (rc == SQLITE_OK && *total > target && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const unsigned char *key = sqlite3_column_text(st, 0);
 		const unsigned char *output = sqlite3_column_text(st, 1);
 
 		rc = SQLITE_OK;
 		if (!key || !output || sqlite3_column_bytes(st, 0) != KILN_KEY_HEX)
 			continue;
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 16;
-			grown = realloc(list, cap * sizeof(*list));
+		if (j->n == j->cap) {
+			size_t cap = j->cap ? j->cap * 2 : 16;
+			struct victim *grown = realloc(j->list, cap * sizeof(*grown));
 			if (!grown) {
 				rc = SQLITE_NOMEM;
 				break;
 			}
-			list = grown;
+			j->list = grown;
+			j->cap = cap;
 		}
-		memcpy(list[*n].key, key, KILN_KEY_HEX + 1);
-		list[*n].output = strdup((const char *)output);
-		if (!list[*n].output) {
+		struct victim *v = &j->list[j->n];
+		memcpy(v->key, key, KILN_KEY_HEX + 1);
+		v->output = strdup((const char *)output);
+		if (!v->output) {
 			rc = SQLITE_NOMEM;
 			break;
 		}
-		size = (uint64_t)sqlite3_column_int64(st, 2);
-		total -= size < total ? size : total;
-		*freed += size;
-		(*n)++;
+		uint64_t disk = (uint64_t)sqlite3_column_int64(st, 2);
+		*total -= disk < *total ? disk : *total;
+		*j->freed += disk;
+		j->pinned += sqlite3_column_int(st, 3) != 0;
+		j->n++;
 	}
 	sqlite3_finalize(st);
-	*out = list;
 	return rc == SQLITE_OK || rc == SQLITE_DONE ? 0 : store_sql_errno(rc);
 }
-
-struct evict_job {
-	uint64_t max_bytes;
-	uint64_t *freed;
-	struct victim *list;
-	size_t n;
-};
 
 static int evict_body(struct store *s, void *arg)
 {
 	struct evict_job *j = arg;
-	int rc = pick_victims(s, j->max_bytes, &j->list, &j->n, j->freed);
+	uint64_t count, bytes, total;
+
+	/* The writer, inside the transaction, sees what it will drop. */
+	int rc = store_count_disk(s->wr, &count, &bytes, &total);
+	if (rc == 0 && j->stale)
+		rc = pick_victims(s, "SELECT key, output, disk, pinned FROM entries WHERE "
+				  STALE_SQL, 0, &total, j);
+	/* Two walks, each along an index (entries_format, entries_lru), rather
+	 * than one sort of the whole table by staleness. */
+	if (rc == 0 && !j->stale)
+		rc = pick_victims(s, "SELECT key, output, disk, pinned FROM entries WHERE pinned = 0"
+				  " AND " STALE_SQL " ORDER BY last_used, created, key",
+				  j->target, &total, j);
+	if (rc == 0 && !j->stale)
+		rc = pick_victims(s, "SELECT key, output, disk, pinned FROM entries WHERE pinned = 0"
+				  " AND NOT " STALE_SQL " ORDER BY last_used, created, key",
+				  j->target, &total, j);
 	for (size_t i = 0; rc == 0 && i < j->n; i++)
 		rc = store_drop_row(s, j->list[i].key, NULL);
 	return rc;
 }
 
-int store_evict(struct store *s, uint64_t max_bytes, uint64_t *removed, uint64_t *freed)
+/* Drops what evict_body picks, then unlinks the files of what it dropped. */
+static int evict_run(struct store *s, struct evict_job *j, uint64_t *removed)
 {
-	struct victim *list = NULL;
-	size_t n = 0, i;
-	int rc;
-
 	*removed = 0;
-	*freed = 0;
+	*j->freed = 0;
 	if (s->readonly)
 		return -EROFS;
-	struct evict_job j = { .max_bytes = max_bytes, .freed = freed };
-	rc = store_txn(s, true, evict_body, &j);
-	list = j.list;
-	n = j.n;
-	for (i = 0; i < n; i++) {
+	int rc = store_txn(s, true, evict_body, j);
+	for (size_t i = 0; i < j->n; i++) {
 		if (rc == 0)
-			store_unlink_files(s, list[i].key, list[i].output);
-		free(list[i].output);
+			store_unlink_files(s, j->list[i].key, j->list[i].output);
+		free(j->list[i].output);
 	}
-	free(list);
+	free(j->list);
 	if (rc < 0)
-		*freed = 0;
+		*j->freed = 0;
 	else
-		*removed = n;
+		*removed = j->n;
+	return rc;
+}
+
+/* The index's freed pages go back to the filesystem (auto_vacuum,
+ * store.c), and the WAL is written back and cut to nothing: else the index
+ * grows by what eviction removes. A reader in the way leaves the WAL to
+ * SQLite's next checkpoint. */
+static void compact_index(struct store *s, bool vacuum)
+{
+	pthread_mutex_lock(&s->wlock);
+	if (vacuum)
+		store_exec(s->wr, "PRAGMA incremental_vacuum");
+	sqlite3_wal_checkpoint_v2(s->wr, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+	pthread_mutex_unlock(&s->wlock);
+}
+
+int store_evict(struct store *s, uint64_t max_bytes, uint64_t *removed, uint64_t *freed)
+{
+	uint64_t index, other;
+
+	if (s->readonly)
+		return -EROFS;
+	/* The index and the other files are not evicted: the entries' share
+	 * of the budget is what they leave, the WAL written back first. */
+	compact_index(s, false);
+	store_overhead(s, &index, &other);
+	struct evict_job j = { .freed = freed };
+	j.target = max_bytes > index + other ? max_bytes - index - other : 0;
+	int rc = evict_run(s, &j, removed);
+	if (rc == 0 && *removed > 0)
+		compact_index(s, true);
+	return rc;
+}
+
+int store_remove_stale(struct store *s, uint64_t *removed, uint64_t *freed, uint64_t *pinned)
+{
+	struct evict_job j = { .freed = freed, .stale = true };
+	int rc = s->key_format > 0 ? evict_run(s, &j, removed) : -EINVAL;
+
+	*pinned = rc == 0 ? j.pinned : 0;
+	if (rc == 0 && *removed > 0)
+		compact_index(s, true);
 	return rc;
 }

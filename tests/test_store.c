@@ -492,6 +492,18 @@ START_TEST(test_remove)
 }
 END_TEST
 
+/* The footprint with the WAL written back (store_evict does it first). */
+static uint64_t settled_total(struct store *s)
+{
+	struct store_footprint f;
+	uint64_t removed, freed;
+
+	ck_assert_int_eq(store_evict(s, UINT64_MAX, &removed, &freed), 0);
+	ck_assert_uint_eq(removed, 0);
+	ck_assert_int_eq(store_footprint(s, &f), 0);
+	return f.total;
+}
+
 START_TEST(test_pin_evict)
 {
 	char k[4][65], *obj;
@@ -510,29 +522,36 @@ START_TEST(test_pin_evict)
 	}
 	ck_assert_int_eq(store_set_pinned(s, k[0], true), 0);
 	ck_assert_int_eq(store_set_pinned(s, "0000", true), -ENOENT);
+	ck_assert_int_eq(store_get(s, k[1], &e), 0);
+	uint64_t disk = e.disk;   /* what one entry takes: object and meta */
+	store_entry_free(&e);
+	ck_assert_uint_ge(disk, 20);
 	ck_assert_int_eq(store_get(s, k[0], &e), 0);
 	ck_assert(e.pinned);
+	ck_assert_uint_eq(e.disk, disk);
 	store_entry_free(&e);
 
 	/* Nothing to do when the cache already fits. */
-	ck_assert_int_eq(store_evict(s, 40, &removed, &freed), 0);
+	uint64_t total = settled_total(s);
+	ck_assert_int_eq(store_evict(s, total, &removed, &freed), 0);
 	ck_assert_uint_eq(removed, 0);
-	/* k[0] is the oldest but pinned: k[1] and k[2] go. */
-	ck_assert_int_eq(store_evict(s, 25, &removed, &freed), 0);
-	ck_assert_uint_eq(removed, 2);
-	ck_assert_uint_eq(freed, 20);
+	/* One byte over: k[0] is the oldest but pinned, so k[1] goes, and
+	 * what it freed is what it took on disk. */
+	ck_assert_int_eq(store_evict(s, total - 1, &removed, &freed), 0);
+	ck_assert_uint_eq(removed, 1);
+	ck_assert_uint_eq(freed, disk);
 	ck_assert_int_eq(store_get(s, k[1], &e), -ENOENT);
-	ck_assert_int_eq(store_get(s, k[2], &e), -ENOENT);
 	obj = store_object_path(s, k[1], "shared");
 	ck_assert(!exists(obj));
 	free(obj);
 	ck_assert_int_eq(store_totals(s, &n, &bytes), 0);
-	ck_assert_uint_eq(n, 2);
-	ck_assert_uint_eq(bytes, 20);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_uint_eq(bytes, 30);
 
 	/* Pins hold even when the target cannot be reached. */
 	ck_assert_int_eq(store_evict(s, 0, &removed, &freed), 0);
-	ck_assert_uint_eq(removed, 1);
+	ck_assert_uint_eq(removed, 2);
+	ck_assert_uint_eq(freed, 2 * disk);
 	ck_assert_int_eq(store_get(s, k[0], &e), 0);
 	store_entry_free(&e);
 	ck_assert_int_eq(store_get(s, k[3], &e), -ENOENT);
@@ -542,6 +561,175 @@ START_TEST(test_pin_evict)
 	ck_assert_int_eq(store_totals(s, &n, &bytes), 0);
 	ck_assert_uint_eq(n, 0);
 	ck_assert_uint_eq(bytes, 0);
+	store_close(s);
+}
+END_TEST
+
+/* What du counts in the cache directory, tmp/'s content aside. */
+static uint64_t du_total;
+static char du_tmp[PATH_MAX + 8];
+
+static int du_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)flag;
+	(void)ftw;
+	size_t n = strlen(du_tmp);
+	if (strncmp(path, du_tmp, n) == 0 && path[n] == '/')
+		return 0;
+	du_total += (uint64_t)sb->st_blocks * 512;
+	return 0;
+}
+
+static uint64_t du(void)
+{
+	du_total = 0;
+	snprintf(du_tmp, sizeof(du_tmp), "%s/tmp", dir);
+	ck_assert_int_eq(nftw(dir, du_one, 16, FTW_PHYS), 0);
+	return du_total;
+}
+
+/* The footprint is what the directory takes on disk: objects, metas, logs,
+ * the index with its WAL, failed builds' logs, the directories. */
+START_TEST(test_footprint)
+{
+	struct store_footprint f;
+	char k[3][65], log[80];
+	struct store *s = open_store(0);
+
+	for (int i = 0; i < 3; i++) {
+		char seed[16];
+		snprintf(seed, sizeof(seed), "fp%d", i);
+		hexkey(seed, k[i]);
+		/* The log is in place before the publish, as kilnd writes it. */
+		snprintf(log, sizeof(log), "%s.log", k[i]);
+		ck_assert_int_eq(util_replace_file_at(store_logs_fd(s), log, "warning: x\n", 11,
+						      false), 0);
+		ck_assert_int_eq(put(s, k[i], k[i], NULL, i == 2 ? "a longer object" : "obj", 5), 0);
+	}
+	ck_assert_int_eq(util_replace_file_at(store_failed_fd(s), "failed.log", "error\n", 6,
+					      false), 0);
+	ck_assert_int_eq(store_footprint(s, &f), 0);
+	ck_assert_uint_eq(f.entries, 3);
+	ck_assert_uint_eq(f.bytes, 3 + 3 + 15);
+	ck_assert_uint_gt(f.entries_disk, f.bytes);
+	ck_assert_uint_gt(f.index, 0);
+	ck_assert_uint_eq(f.total, f.entries_disk + f.index + f.other);
+	ck_assert_uint_eq(f.total, du());
+	/* Each entry carries its own share: the three add up to the entries'. */
+	uint64_t sum = 0;
+	for (int i = 0; i < 3; i++) {
+		struct store_entry e;
+		ck_assert_int_eq(store_get(s, k[i], &e), 0);
+		sum += e.disk;
+		store_entry_free(&e);
+	}
+	ck_assert_uint_eq(sum, f.entries_disk);
+	ck_assert_int_eq(store_remove(s, k[0]), 0);
+	ck_assert_int_eq(store_footprint(s, &f), 0);
+	ck_assert_uint_eq(f.total, du());
+	store_close(s);
+}
+END_TEST
+
+static void put_format(struct store *s, const char *seed, int key_format, int64_t when,
+		       char key[65])
+{
+	struct store_entry e;
+	char *path = write_tmp(s, seed);
+
+	hexkey(seed, key);
+	fill_entry(&e, key, key, NULL, when);
+	e.key_format = key_format;
+	ck_assert_int_eq(store_publish(s, &e, AT_FDCWD, path), 0);
+	free(path);
+}
+
+/* Entries by key format: older ones are stale (evicted first, removed by
+ * remove_stale with their pins), unknown ones too until a hit proves them
+ * current, newer ones are kept. */
+START_TEST(test_key_formats)
+{
+	struct store_formats f;
+	struct store_entry e;
+	char cur[65], old[65], unk[65], unk2[65], newer[65];
+	uint64_t removed, freed, pinned;
+	struct store *s = open_store(0);
+
+	store_set_key_format(s, 4);
+	put_format(s, "kf-cur", 4, 10, cur);       /* the least recently used */
+	put_format(s, "kf-old", 3, 50, old);
+	put_format(s, "kf-unk", 0, 40, unk);
+	put_format(s, "kf-unk2", 0, 60, unk2);
+	put_format(s, "kf-new", 5, 70, newer);
+	ck_assert_int_eq(store_set_pinned(s, old, true), 0);
+	ck_assert_int_eq(store_get(s, old, &e), 0);
+	ck_assert_int_eq(e.key_format, 3);
+	store_entry_free(&e);
+	ck_assert_int_eq(store_key_formats(s, &f), 0);
+	ck_assert_uint_eq(f.current.entries, 1);
+	ck_assert_uint_eq(f.older.entries, 1);
+	ck_assert_uint_eq(f.older.pinned, 1);
+	ck_assert_int_eq(f.older.lowest, 3);
+	ck_assert_uint_eq(f.unknown.entries, 2);
+	ck_assert_uint_eq(f.newer.entries, 1);
+	ck_assert_int_eq(f.newer.highest, 5);
+	ck_assert_uint_gt(f.older.disk, 0);
+
+	/* Over by a byte: the unpinned stale one goes before the older-used
+	 * current one. */
+	uint64_t total = settled_total(s);
+	ck_assert_int_eq(store_evict(s, total - 1, &removed, &freed), 0);
+	ck_assert_uint_eq(removed, 1);
+	ck_assert_int_eq(store_get(s, unk, &e), -ENOENT);
+	ck_assert_int_eq(store_get(s, cur, &e), 0);
+	store_entry_free(&e);
+
+	/* A hit proves an unknown entry current. */
+	const char *keys[] = { unk2 };
+	const int64_t times[] = { 80 };
+	const uint64_t counts[] = { 1 };
+	ck_assert_int_eq(store_touch(s, keys, times, counts, 1), 0);
+	ck_assert_int_eq(store_get(s, unk2, &e), 0);
+	ck_assert_int_eq(e.key_format, 4);
+	store_entry_free(&e);
+
+	ck_assert_int_eq(store_remove_stale(s, &removed, &freed, &pinned), 0);
+	ck_assert_uint_eq(removed, 1);
+	ck_assert_uint_eq(pinned, 1);
+	ck_assert_uint_gt(freed, 0);
+	ck_assert_int_eq(store_get(s, old, &e), -ENOENT);
+	ck_assert_int_eq(store_key_formats(s, &f), 0);
+	ck_assert_uint_eq(f.current.entries, 2);
+	ck_assert_uint_eq(f.older.entries + f.unknown.entries, 0);
+	ck_assert_uint_eq(f.newer.entries, 1);
+	store_close(s);
+}
+END_TEST
+
+/* The cache records the kilnd versions that wrote it, the latest first. */
+START_TEST(test_writers)
+{
+	char prev[96];
+	struct store_writer *w = NULL;
+	size_t n = 0;
+	struct store *s = open_store(0);
+
+	ck_assert_int_eq(store_record_writer(s, "0.1.0 (aaa)", 3, 100, prev, sizeof(prev)), 0);
+	ck_assert_str_eq(prev, "");
+	ck_assert_int_eq(store_record_writer(s, "0.2.0 (bbb)", 4, 200, prev, sizeof(prev)), 0);
+	ck_assert_str_eq(prev, "0.1.0 (aaa)");
+	ck_assert_int_eq(store_record_writer(s, "0.2.0 (bbb)", 4, 300, prev, sizeof(prev)), 0);
+	ck_assert_str_eq(prev, "");
+	ck_assert_int_eq(store_writers(s, &w, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(w[0].version, "0.2.0 (bbb)");
+	ck_assert_int_eq(w[0].first_start, 200);
+	ck_assert_int_eq(w[0].last_start, 300);
+	ck_assert_int_eq(w[1].key_format, 3);
+	free(w);
+	store_close(s);
+	s = open_store(STORE_READONLY);
+	ck_assert_int_eq(store_record_writer(s, "x", 4, 1, prev, sizeof(prev)), -EROFS);
 	store_close(s);
 }
 END_TEST
@@ -941,7 +1129,10 @@ START_TEST(test_totals_kept)
 	/* Back to version 1 (no totals table, no sha256 column), as an older
 	 * kiln left it. */
 	sql("DROP TRIGGER totals_insert; DROP TRIGGER totals_delete; DROP TRIGGER totals_size;"
-	    " DROP TABLE totals; ALTER TABLE entries DROP COLUMN sha256; PRAGMA user_version = 1");
+	    " DROP TABLE totals; DROP TABLE writers; DROP INDEX entries_format;"
+	    " ALTER TABLE entries DROP COLUMN sha256;"
+	    " ALTER TABLE entries DROP COLUMN disk; ALTER TABLE entries DROP COLUMN key_format;"
+	    " PRAGMA user_version = 1");
 	s = NULL;
 	ck_assert_int_eq(store_open(dir, STORE_READONLY, &s, err, sizeof(err)), -ENOENT);
 	ck_assert_ptr_nonnull(strstr(err, "upgrade"));
@@ -949,6 +1140,16 @@ START_TEST(test_totals_kept)
 	ck_assert_int_eq(store_totals(s, &n, &bytes), 0);
 	ck_assert_uint_eq(n, 1);
 	ck_assert_uint_eq(bytes, 5);
+	/* Version 4: rows from before get an estimate of their disk (the
+	 * object in 4 KiB blocks, a block each for meta and log) and no key
+	 * format; the totals sum it. */
+	ck_assert_int_eq(store_get(s, a, &e), 0);
+	ck_assert_uint_eq(e.disk, 4096 + 8192);
+	ck_assert_int_eq(e.key_format, 0);
+	store_entry_free(&e);
+	struct store_footprint f;
+	ck_assert_int_eq(store_footprint(s, &f), 0);
+	ck_assert_uint_eq(f.entries_disk, 4096 + 8192);
 	store_close(s);
 }
 END_TEST
@@ -1450,6 +1651,9 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_touch);
 	tcase_add_test(tc, test_remove);
 	tcase_add_test(tc, test_pin_evict);
+	tcase_add_test(tc, test_footprint);
+	tcase_add_test(tc, test_key_formats);
+	tcase_add_test(tc, test_writers);
 	tcase_add_test(tc, test_alias);
 	tcase_add_test(tc, test_deps_roundtrip);
 	tcase_add_test(tc, test_entry_json);

@@ -58,13 +58,16 @@ static const struct {
 } status_fields[] = {
 	{ "pid", F_INT },
 	{ "version", F_STR },
+	{ "build", F_STR },
 	{ "proto", F_INT },
 	{ "socket", F_STR },
 	{ "cache_dir", F_STR },
 	{ "jobs", F_INT },
 	{ "entries", F_INT },
 	{ "bytes", F_SIZE },
+	{ "disk_bytes", F_SIZE },
 	{ "max_size", F_SIZE },
+	{ "stale_entries", F_INT },
 	{ "uptime_s", F_AGE },
 	{ "connections", F_INT },
 	{ "requests", F_INT },
@@ -149,6 +152,50 @@ static void print_status(const cJSON *st)
 			break;
 		}
 	}
+}
+
+/* What the cache takes on disk, its stale entries and its writers (kilnd's
+ * status reply: disk, key_formats, writers). */
+static void print_cache(const cJSON *st)
+{
+	const cJSON *disk = cJSON_GetObjectItemCaseSensitive(st, "disk");
+	const cJSON *kf = cJSON_GetObjectItemCaseSensitive(st, "key_formats");
+	const cJSON *w = cJSON_GetObjectItemCaseSensitive(st, "writers"), *it;
+	uint64_t e = 0, i = 0, o = 0, n = 0, b = 0, p = 0;
+	char x[32], y[32], z[32];
+
+	if (cli_json_u64(disk, "entries", &e) && cli_json_u64(disk, "index", &i) &&
+	    cli_json_u64(disk, "other", &o))
+		printf("on disk:        entries %s, index %s, logs and other files %s\n",
+		       util_format_size(e, x, sizeof(x)), util_format_size(i, y, sizeof(y)),
+		       util_format_size(o, z, sizeof(z)));
+	static const char *const groups[] = { "older", "unknown" };
+	for (size_t g = 0; g < 2; g++) {
+		const cJSON *grp = cJSON_GetObjectItemCaseSensitive(kf, groups[g]);
+		if (!cli_json_u64(grp, "entries", &n) || n == 0)
+			continue;
+		cli_json_u64(grp, "disk", &b);
+		cli_json_u64(grp, "pinned", &p);
+		printf("stale:          %llu %s (%s, %llu pinned) %s; kiln gc --stale removes them\n",
+		       (unsigned long long)n, cli_entries_word(n), util_format_size(b, x, sizeof(x)),
+		       (unsigned long long)p, g == 0 ? "of an older key format, never hit again"
+		       : "from before kiln recorded key formats, not hit since");
+	}
+	const cJSON *newer = cJSON_GetObjectItemCaseSensitive(kf, "newer");
+	if (cli_json_u64(newer, "entries", &n) && n > 0)
+		printf("newer:          %llu %s of a newer kilnd's key format, kept\n",
+		       (unsigned long long)n, cli_entries_word(n));
+	if (cJSON_GetArraySize(w) == 0)
+		return;
+	printf("written by:    ");
+	cJSON_ArrayForEach(it, w) {
+		int64_t last = 0;
+		cli_json_i64(it, "last_start", &last);
+		printf(" kilnd %s (last started %s)%s", cli_json_str(it, "version") ?
+		       cli_json_str(it, "version") : "?", cli_format_time(last, x, sizeof(x)),
+		       it->next != NULL ? "," : "");
+	}
+	printf("\n");
 }
 
 /* The toolchains the daemon knows, when it says: "  NAME = PATH (VERSION)". */
@@ -259,6 +306,7 @@ int cmd_status(struct cli *cli, int argc, char **argv)
 		goto cleanup;
 	if (!cli->json) {
 		print_status(reply);
+		print_cache(reply);
 		print_flights(reply);
 		print_toolchains(reply);
 		print_confinement(reply);
@@ -373,10 +421,11 @@ int cmd_unpin(struct cli *cli, int argc, char **argv)
 	return ref_command(cli, argc, argv, OP_UNPIN, "unpinned");
 }
 
-enum { OPT_MAX_SIZE = 1 };
+enum { OPT_MAX_SIZE = 1, OPT_STALE };
 
 static const struct cli_optdef gc_opts[] = {
 	{ "max-size", 0, true, OPT_MAX_SIZE },
+	{ "stale", 0, false, OPT_STALE },
 	{ NULL, 0, false, 0 },
 };
 
@@ -387,8 +436,8 @@ int cmd_gc(struct cli *cli, int argc, char **argv)
 	struct msg_request req;
 	cJSON *reply = NULL;
 	const char *val;
-	uint64_t max_size = 0, removed = 0, freed = 0, entries = 0, bytes = 0;
-	bool have_max = false;
+	uint64_t max_size = 0, removed = 0, freed = 0, entries = 0, bytes = 0, pinned = 0;
+	bool have_max = false, stale = false;
 	char a[32], b[32];
 	int status = CLI_EXIT_ERROR;
 	int id;
@@ -400,17 +449,24 @@ int cmd_gc(struct cli *cli, int argc, char **argv)
 		if (id == CLI_POS)
 			return cli_usage_error(cli, "gc takes no arguments; did you mean "
 					       "--max-size %s?", val);
+		if (id == OPT_STALE) {
+			stale = true;
+			continue;
+		}
 		if (util_parse_size(val, &max_size) < 0 || max_size > (uint64_t)MSG_MAX_ID)
 			return cli_usage_error(cli, "invalid size '%s' for --max-size "
 					       "(examples: 512M, 1.5G, 4096)", val);
 		have_max = true;
 	}
 
+	if (stale && have_max)
+		return cli_usage_error(cli, "--stale and --max-size do not go together");
 	if (cli_conn_require(cli, &c) < 0)
 		return status;
 	cli_request_init(&req, OP_GC);
 	if (have_max)
 		req.max_size = (int64_t)max_size;
+	req.stale = stale;
 	if (call_report(cli, &c, &req, &reply) < 0)
 		goto cleanup;
 	if (!cli->json) {
@@ -418,10 +474,19 @@ int cmd_gc(struct cli *cli, int argc, char **argv)
 		cli_json_u64(reply, "freed", &freed);
 		cli_json_u64(reply, "entries", &entries);
 		cli_json_u64(reply, "bytes", &bytes);
-		printf("removed %llu %s, freed %s; cache now %llu %s, %s\n",
-		       (unsigned long long)removed, cli_entries_word(removed),
-		       util_format_size(freed, a, sizeof(a)), (unsigned long long)entries,
-		       cli_entries_word(entries), util_format_size(bytes, b, sizeof(b)));
+		if (cli_json_u64(reply, "pinned_removed", &pinned) && pinned > 0)
+			fprintf(stderr, "kiln: warning: %llu of them were pinned: entries of an older "
+				"or unknown key format are never hit, pinned or not\n",
+				(unsigned long long)pinned);
+		printf("removed %llu %s%s, freed %s on disk; cache now %llu %s, %s",
+		       (unsigned long long)removed, stale ? "stale " : "",
+		       cli_entries_word(removed), util_format_size(freed, a, sizeof(a)),
+		       (unsigned long long)entries, cli_entries_word(entries),
+		       util_format_size(bytes, b, sizeof(b)));
+		uint64_t disk = 0;
+		if (cli_json_u64(reply, "disk", &disk))
+			printf(" (%s on disk)", util_format_size(disk, a, sizeof(a)));
+		printf("\n");
 		uint64_t logs = 0;
 		if (cli_json_u64(reply, "failed_logs_removed", &logs) && logs > 0)
 			printf("removed %llu old %s of failed builds\n", (unsigned long long)logs,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "kiln_build.h"
 #include "msg.h"
 
 static const char global_help[] =
@@ -300,19 +301,26 @@ static const struct {
 	  "\"damaged\": [{\"key\", \"problem\"}], \"strays_removed\", \"strays\": [...]}.\n"
 	  "\n" GLOBAL_OPTS },
 	{ "gc",
-	  "Usage: kiln gc [--max-size SIZE]\n"
+	  "Usage: kiln gc [--max-size SIZE | --stale]\n"
 	  "\n"
-	  "Evict unpinned entries, least recently used first, until the cache holds at\n"
-	  "most SIZE bytes. Prints \"removed N entries, freed X; cache now N entries, X\".\n"
-	  "Then remove the logs of failed builds (logs/failed/) older than 7 days or\n"
-	  "beyond the newest 1000, and say how many when there were some. Needs kilnd.\n"
+	  "Evict unpinned entries, those of an older or unknown key format first, then\n"
+	  "least recently used, until the cache takes at most SIZE on disk (its objects,\n"
+	  "metas and logs, the index with its WAL, the logs of failed builds: what du\n"
+	  "counts, tmp/ aside). Prints \"removed N entries, freed X on disk; cache now N\n"
+	  "entries, X (Y on disk)\". Then remove the logs of failed builds (logs/failed/)\n"
+	  "older than 7 days or beyond the newest 1000, and say how many when there were\n"
+	  "some. Needs kilnd.\n"
 	  "\n"
 	  "Options:\n"
 	  "  --max-size SIZE  the limit, e.g. 512M, 1.5G, 4096 (binary units; default:\n"
 	  "                   the daemon's --max-size)\n"
+	  "  --stale          remove every entry of an older key format (built by an\n"
+	  "                   older kilnd: never hit again) or of an unknown one (from\n"
+	  "                   before kiln recorded formats, not hit since), pinned ones\n"
+	  "                   too, with a warning; kiln status counts them\n"
 	  "\n"
 	  "With --json, prints {\"removed\", \"freed\", \"failed_logs_removed\", \"entries\",\n"
-	  "\"bytes\"}.\n"
+	  "\"bytes\", \"disk\"} and, with --stale, \"pinned_removed\".\n"
 	  "\n" GLOBAL_OPTS },
 	{ "stop",
 	  "Usage: kiln stop\n"
@@ -347,5 +355,6 @@ int cli_help_command(const char *cmd, FILE *f)
 
 void cli_print_version(void)
 {
-	printf("kiln %s (protocol %d)\n", KILN_VERSION_STR, KILN_PROTO_VERSION);
+	printf("kiln %s (build %s, protocol %d)\n", KILN_VERSION_STR, KILN_BUILD_STR,
+	       KILN_PROTO_VERSION);
 }

@@ -128,6 +128,8 @@ static const struct {
 	{ "proto", "protocol" },
 	{ "cache_dir", "cache dir" },
 	{ "bytes", "size" },
+	{ "disk_bytes", "size on disk" },
+	{ "stale_entries", "stale entries" },
 	{ "max_size", "max size" },
 	{ "uptime_s", "uptime" },
 	{ "builds_started", "builds started" },

@@ -59,6 +59,8 @@ static const struct {
 	{ "upstream_errors", "upstream_errors_total", COUNTER, "Damaged upstream entries and failed upstream I/O." },
 	{ "entries", "cache_entries", GAUGE, "Entries in the cache." },
 	{ "bytes", "cache_bytes", GAUGE, "Bytes of objects in the cache." },
+	{ "disk_bytes", "cache_disk_bytes", GAUGE, "Bytes the cache takes on disk (objects, metas, logs, index and WAL): what --max-size bounds." },
+	{ "stale_entries", "cache_stale_entries", GAUGE, "Entries of an older or unknown key format (kiln gc --stale removes them)." },
 	{ "max_size", "cache_max_bytes", GAUGE, "The cache's size limit (--max-size)." },
 	{ "in_flight", "builds_running", GAUGE, "Compilers running now." },
 	{ "queued", "builds_queued", GAUGE, "Builds waiting for a compiler slot." },
@@ -276,12 +278,13 @@ static int offline_status(const struct cli *cli, cJSON **out)
 	struct store *s = NULL;
 	struct store_counter *rows = NULL;
 	size_t n = 0;
-	uint64_t buckets[STORE_BUILD_BUCKETS] = { 0 }, entries = 0, bytes = 0;
+	uint64_t buckets[STORE_BUILD_BUCKETS] = { 0 };
+	struct store_footprint fp = { 0 };
 	int rc = cli_open_offline(cli, false, &s);
 	if (rc < 0)
 		return rc;
 	if (s != NULL && ((rc = store_counters_read(s, &rows, &n)) != 0 ||
-			  (rc = store_totals(s, &entries, &bytes)) != 0)) {
+			  (rc = store_footprint(s, &fp)) != 0)) {
 		cli_error("cannot read the counters in %s: %s", cli->cache_dir, strerror(-rc));
 		free(rows);
 		store_close(s);
@@ -301,8 +304,9 @@ static int offline_status(const struct cli *cli, cJSON **out)
 	for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++)
 		if (metrics[i].kind == COUNTER && strncmp(metrics[i].field, "upstream_", 9) != 0)
 			cJSON_AddNumberToObject(st, metrics[i].field, 0);
-	cJSON_AddNumberToObject(st, "entries", (double)entries);
-	cJSON_AddNumberToObject(st, "bytes", (double)bytes);
+	cJSON_AddNumberToObject(st, "entries", (double)fp.entries);
+	cJSON_AddNumberToObject(st, "bytes", (double)fp.bytes);
+	cJSON_AddNumberToObject(st, "disk_bytes", (double)fp.total);
 	for (size_t i = 0; i < n; i++)
 		offline_row(st, tcs, buckets, &rows[i]);
 	uint64_t total = 0;

@@ -123,6 +123,7 @@ static int fill_entry(struct build *b)
 	if (!S_ISREG(st.st_mode) || util_sha256_file_at(tmp, rel, e->sha256) != 0)
 		return -EIO;
 	e->has_sha256 = true;
+	e->key_format = KEY_FORMAT_VERSION;
 	key_artifact(b->in.rkey, e->deps, e->ndeps, e->key);
 	memcpy(e->rkey, b->in.rkey, sizeof(e->rkey));
 	e->size = (uint64_t)st.st_size;

@@ -37,6 +37,7 @@
 #include "settings_op.h"
 #include "status_op.h"
 #include "upstream.h"
+#include "upgrade.h"
 #include "util.h"
 #include "transfer.h"
 #include "verify.h"
@@ -396,9 +397,10 @@ struct write_job {
 	uint64_t id;
 	char key[65];
 	uint64_t max_size;
+	bool stale;         /* gc --stale */
 	void *touches;      /* gc: uses to write before choosing what to evict */
 	int rc;
-	uint64_t removed, freed;
+	uint64_t removed, freed, pinned_removed;
 	uint64_t logs_removed;  /* gc: logs of failed builds pruned */
 };
 
@@ -418,7 +420,8 @@ static void write_work(void *arg)
 	default:
 		kilnd_touches_write(j->touches);
 		j->touches = NULL;
-		j->rc = store_evict(s, j->max_size, &j->removed, &j->freed);
+		j->rc = j->stale ? store_remove_stale(s, &j->removed, &j->freed, &j->pinned_removed)
+				 : store_evict(s, j->max_size, &j->removed, &j->freed);
 		/* The eviction's result stands whatever the logs' pruning does. */
 		int prc = j->rc == 0 ? store_prune_failed(s, util_wall_s(), STORE_FAILED_MAX_AGE_S,
 							  STORE_FAILED_MAX_FILES, &j->logs_removed)
@@ -438,6 +441,11 @@ static void write_done(void *arg)
 	if (j->rc == 0 && j->op == OP_GC) {
 		d->c.evicted += j->removed;
 		d->c.evicted_bytes += j->freed;
+		upgrade_count_formats(d);
+		if (j->stale && j->removed > 0)
+			log_info("gc --stale: removed %llu entries of an older or unknown key format "
+				 "(%llu pinned), %llu bytes", (unsigned long long)j->removed,
+				 (unsigned long long)j->pinned_removed, (unsigned long long)j->freed);
 	}
 	if (j->rc == -ENOENT) {
 		conn_reply_error(c, j->id, ERR_NOT_FOUND, "ref", "entry %s is gone", j->key);
@@ -449,8 +457,11 @@ static void write_done(void *arg)
 			ADD_NUM(r, "removed", j->removed);
 			ADD_NUM(r, "freed", j->freed);
 			ADD_NUM(r, "failed_logs_removed", j->logs_removed);
+			if (j->stale)
+				ADD_NUM(r, "pinned_removed", j->pinned_removed);
 			ADD_NUM(r, "entries", d->entries);
 			ADD_NUM(r, "bytes", d->bytes);
+			ADD_NUM(r, "disk", d->disk.total);
 		} else if (r != NULL) {
 			cJSON_AddStringToObject(r, "key", j->key);
 		}
@@ -471,6 +482,7 @@ static void op_write(struct conn *c, struct msg_request *req)
 	j->op = req->op;
 	j->id = req->id;
 	j->max_size = req->max_size >= 0 ? (uint64_t)req->max_size : c->d->cfg->max_size;
+	j->stale = req->stale;
 	if (req->op != OP_GC) {
 		struct store_entry e = { 0 };
 		if (resolve_ref(c, req, &e) != 0) {

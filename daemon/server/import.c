@@ -151,6 +151,7 @@ static void import_work(void *arg)
 	e->deps_source = STORE_DEPS_OBSERVED;
 	memcpy(e->rkey, in->rkey, sizeof(e->rkey));
 	e->created = e->last_used = util_wall_s();
+	e->key_format = KEY_FORMAT_VERSION;   /* keyed by this kilnd's request key */
 	e->build_ms = in->req.build_ms >= 0 ? (uint64_t)in->req.build_ms : 0;
 	if (publish_names(e, in) != 0) {
 		unlink(tmp);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -17,6 +18,7 @@
 #include "flight.h"
 #include "gpu.h"
 #include "headers.h"
+#include "kiln_build.h"
 #include "kilnd.h"
 #include "log.h"
 #include "msg.h"
@@ -114,6 +116,53 @@ static void add_observation(const struct kilnd *d, cJSON *r)
 	ADD_NUM(o, "hashed_on_pool", on_pool);
 }
 
+static void add_group(cJSON *o, const char *name, const struct store_format_group *g)
+{
+	cJSON *x = cJSON_AddObjectToObject(o, name);
+	if (x != NULL) {
+		ADD_NUM(x, "entries", g->entries);
+		ADD_NUM(x, "disk", g->disk);
+		if (strcmp(name, "current") != 0)   /* not counted for the current ones */
+			ADD_NUM(x, "pinned", g->pinned);
+	}
+}
+
+/* What the cache takes (max-size bounds disk.total), its entries by key
+ * format and the kilnd versions that wrote it (upgrade.h). */
+static void add_disk(struct kilnd *d, cJSON *r)
+{
+	cJSON *o = cJSON_AddObjectToObject(r, "disk");
+	if (o != NULL) {
+		ADD_NUM(o, "total", d->disk.total);
+		ADD_NUM(o, "entries", d->disk.entries_disk);
+		ADD_NUM(o, "index", d->disk.index);
+		ADD_NUM(o, "other", d->disk.other);
+	}
+	o = cJSON_AddObjectToObject(r, "key_formats");
+	if (o != NULL) {
+		ADD_NUM(o, "this", KEY_FORMAT_VERSION);
+		add_group(o, "current", &d->formats.current);
+		add_group(o, "older", &d->formats.older);
+		add_group(o, "unknown", &d->formats.unknown);
+		add_group(o, "newer", &d->formats.newer);
+	}
+	struct store_writer *w = NULL;
+	size_t n = 0;
+	cJSON *a = cJSON_AddArrayToObject(r, "writers");
+	if (a == NULL || store_writers(d->store, &w, &n) != 0)
+		return;
+	for (size_t i = 0; i < n && i < 16; i++) {
+		cJSON *x = cJSON_CreateObject();
+		if (x == NULL || !cJSON_AddItemToArray(a, x))
+			break;
+		cJSON_AddStringToObject(x, "version", w[i].version);
+		ADD_NUM(x, "key_format", w[i].key_format);
+		ADD_NUM(x, "first_start", w[i].first_start);
+		ADD_NUM(x, "last_start", w[i].last_start);
+	}
+	free(w);
+}
+
 void op_status(struct conn *c, struct msg_request *req)
 {
 	struct kilnd *d = c->d;
@@ -126,6 +175,7 @@ void op_status(struct conn *c, struct msg_request *req)
 	cJSON_AddBoolToObject(r, "ok", 1);
 	ADD_NUM(r, "pid", getpid());
 	cJSON_AddStringToObject(r, "version", KILN_VERSION_STR);
+	cJSON_AddStringToObject(r, "build", KILN_BUILD_STR);
 	ADD_NUM(r, "proto", KILN_PROTO_VERSION);
 	cJSON_AddStringToObject(r, "socket", d->cfg->socket_path);
 	cJSON_AddStringToObject(r, "cache_dir", d->cfg->cache_dir);
@@ -134,6 +184,9 @@ void op_status(struct conn *c, struct msg_request *req)
 	cJSON_AddStringToObject(r, "max_size_source", d->max_size_source);
 	ADD_NUM(r, "entries", d->entries);
 	ADD_NUM(r, "bytes", d->bytes);
+	ADD_NUM(r, "disk_bytes", d->disk.total);
+	ADD_NUM(r, "stale_entries", d->formats.older.entries + d->formats.unknown.entries);
+	add_disk(d, r);
 	cJSON_AddBoolToObject(r, "checking_cache", d->sweep_pending);
 	ADD_NUM(r, "uptime_s", (double)(util_now_ns() - d->start_ns) / 1e9);
 	ADD_NUM(r, "connections", server_connections(d));

@@ -386,6 +386,7 @@ static int find_and_take(struct up_job *j)
 		return 0;
 	}
 	j->entry.created = j->entry.last_used = util_wall_s();
+	j->entry.key_format = KEY_FORMAT_VERSION;   /* found under this kilnd's request key */
 	if (log != NULL)
 		publish_write_log(d, j->entry.key, log, strlen(log));
 	free(log);
