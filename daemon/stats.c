@@ -10,6 +10,7 @@
 #include "kilnd.h"
 #include "log.h"
 #include "stats.h"
+#include "util.h"
 #include "thread.h"
 
 /* The counters of struct counters, by their names in status replies and in
@@ -321,14 +322,14 @@ void stats_add_json(const struct kilnd *d, cJSON *r)
 		total += d->stats.build_buckets[b];
 		cJSON *pair = cJSON_CreateArray();
 		if (b < STORE_BUILD_BUCKETS - 1)
-			cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)store_build_bucket_ms[b] / 1000));
+			cJSON_AddItemToArray(pair, cJSON_CreateNumber(util_round3((double)store_build_bucket_ms[b] / 1000)));
 		else
 			cJSON_AddItemToArray(pair, cJSON_CreateString("+Inf"));
 		cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)total));
 		cJSON_AddItemToArray(bs, pair);
 	}
 	if (h != NULL) {
-		cJSON_AddNumberToObject(h, "sum", (double)d->stats.build_ms_sum / 1000);
+		cJSON_AddNumberToObject(h, "sum", util_round3((double)d->stats.build_ms_sum / 1000));
 		cJSON_AddNumberToObject(h, "count", (double)total);
 	}
 }

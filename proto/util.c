@@ -467,6 +467,14 @@ uint64_t util_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+double util_round3(double x)
+{
+	if (!(x > -9e15 / 1000 && x < 9e15 / 1000))
+		return x;   /* NaN, infinite or beyond exact integers: as it is */
+	double k = (double)(int64_t)(x * 1000 + (x >= 0 ? 0.5 : -0.5));
+	return k / 1000;
+}
+
 int64_t util_wall_s(void)
 {
 	return (int64_t)time(NULL);

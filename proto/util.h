@@ -108,6 +108,10 @@ int util_copy_sha256(int in, int out, uint64_t *size, uint8_t digest[32]);
 
 /* Monotonic and wall clocks. */
 uint64_t util_now_ns(void);       /* CLOCK_MONOTONIC */
+/* x rounded to 3 decimals (milliseconds of seconds, a rate): the double
+ * nearest that decimal, which JSON prints short ("0.239", never
+ * "0.23899999999999999"). */
+double util_round3(double x);
 int64_t util_wall_s(void);        /* time(NULL) */
 
 /*

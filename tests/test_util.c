@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "table.h"
 #include "sha256.h"
 #include "util.h"
@@ -55,6 +57,22 @@ START_TEST(test_parse_size)
 		ck_assert_msg(util_parse_size(erange[i], &v) == -ERANGE, "%s not ERANGE",
 			      erange[i]);
 	ck_assert_int_eq(util_parse_size(NULL, &v), -EINVAL);
+}
+END_TEST
+
+/* Seconds computed from nanoseconds print short in JSON: the number
+ * cJSON writes for 0.239 s measured as 238999999 ns / 1e9 is "0.239". */
+START_TEST(test_round3)
+{
+	const double in[] = { 238999999 / 1e9, 0.23899999999999999, 1.0005, 12.5, 0, -0.0014, 86400.0001 };
+	const char *want[] = { "0.239", "0.239", "1.001", "12.5", "0", "-0.001", "86400" };
+	for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+		cJSON *n = cJSON_CreateNumber(util_round3(in[i]));
+		char *text = cJSON_PrintUnformatted(n);
+		ck_assert_str_eq(text, want[i]);
+		free(text);
+		cJSON_Delete(n);
+	}
 }
 END_TEST
 
@@ -650,6 +668,7 @@ static Suite *util_suite(void)
 
 	tcase_add_test(tu, test_parse_size);
 	tcase_add_test(tu, test_format_size);
+	tcase_add_test(tu, test_round3);
 	tcase_add_test(tu, test_format_age);
 	tcase_add_test(tu, test_default_socket);
 	tcase_add_test(tu, test_default_cache_dir);

@@ -314,14 +314,16 @@ static int offline_status(const struct cli *cli, cJSON **out)
 		total += buckets[b];
 		cJSON *pair = cJSON_CreateArray();
 		if (b + 1 < STORE_BUILD_BUCKETS)
-			cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)store_build_bucket_ms[b] / 1000));
+			cJSON_AddItemToArray(pair, cJSON_CreateNumber(
+				util_round3((double)store_build_bucket_ms[b] / 1000)));
 		else
 			cJSON_AddItemToArray(pair, cJSON_CreateString("+Inf"));
 		cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)total));
 		cJSON_AddItemToArray(arr, pair);
 	}
 	cJSON *sum = cJSON_DetachItemFromObjectCaseSensitive(st, "build_ms_sum");
-	cJSON_AddNumberToObject(h, "sum", cJSON_IsNumber(sum) ? sum->valuedouble / 1000 : 0);
+	cJSON_AddNumberToObject(h, "sum", cJSON_IsNumber(sum) ? util_round3(sum->valuedouble / 1000)
+								: 0);
 	cJSON_AddNumberToObject(h, "count", (double)total);
 	cJSON_Delete(sum);
 	free(rows);

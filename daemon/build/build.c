@@ -135,7 +135,13 @@ static cJSON *describe_one(const struct build *b, const char *age, uint64_t sinc
 	if (b->in.req.label != NULL)
 		cJSON_AddStringToObject(o, "label", b->in.req.label);
 	cJSON_AddStringToObject(o, "state", flight_state_name(b->state));
-	cJSON_AddNumberToObject(o, age, since != 0 && now > since ? (double)(now - since) / 1e9 : 0);
+	cJSON_AddNumberToObject(o, age, since != 0 && now > since
+				? util_round3((double)(now - since) / 1e9) : 0);
+	/* Something to name a build by in kiln top when it has no label. */
+	if (b->in.req.alias != NULL)
+		cJSON_AddStringToObject(o, "alias", b->in.req.alias);
+	if (b->in.req.nsources > 0 && b->in.req.sources[0].name != NULL)
+		cJSON_AddStringToObject(o, "source", b->in.req.sources[0].name);
 	cJSON_AddNumberToObject(o, "waiters", waiters_left(b));
 	return o;
 }

@@ -188,7 +188,7 @@ void op_status(struct conn *c, struct msg_request *req)
 	ADD_NUM(r, "stale_entries", d->formats.older.entries + d->formats.unknown.entries);
 	add_disk(d, r);
 	cJSON_AddBoolToObject(r, "checking_cache", d->sweep_pending);
-	ADD_NUM(r, "uptime_s", (double)(util_now_ns() - d->start_ns) / 1e9);
+	ADD_NUM(r, "uptime_s", util_round3((double)(util_now_ns() - d->start_ns) / 1e9));
 	ADD_NUM(r, "connections", server_connections(d));
 	ADD_NUM(r, "claims_held", claims_count(d));
 	stats_add_json(d, r);
