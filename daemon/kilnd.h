@@ -105,6 +105,7 @@ struct kilnd {
 	uint64_t entries, bytes;     /* cache totals, refreshed after every write */
 	struct store_footprint disk; /* what the cache takes: max-size bounds disk.total */
 	struct store_formats formats; /* entries by key format, at start and after gc */
+	bool remove_new_cache;       /* a failed start removes the cache it made */
 	const char *max_size_source; /* "command line", "kiln.conf" or "default" */
 
 	struct server *server;

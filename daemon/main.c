@@ -528,6 +528,25 @@ static void fini_loop(struct kilnd *d)
 	uv_loop_close(d->loop);
 }
 
+/*
+ * A start that failed leaves no cache behind where there was none: what it
+ * made there goes while its lock is still held (a kilnd starting meanwhile
+ * waits for the lock), and the directory itself after, unless another
+ * kilnd has put something in it since.
+ */
+static void remove_new_cache(const struct config *cfg, bool files)
+{
+	static const char *const made[] = { "objects", "logs", "tmp", "index.db", "index.db-wal",
+					    "index.db-shm", "kilnd.boot", "kilnd.log" };
+	char path[4200];
+	for (size_t i = 0; files && i < sizeof(made) / sizeof(made[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", cfg->cache_dir, made[i]);
+		store_rm_tree(path);
+	}
+	if (!files && rmdir(cfg->cache_dir) == 0)
+		log_info("removed the cache directory %s this failed start had made", cfg->cache_dir);
+}
+
 /* The services and the process's parts, in reverse. */
 static void fini_process(struct kilnd *d)
 {
@@ -541,7 +560,11 @@ static void fini_process(struct kilnd *d)
 	named_fini(d);
 	cachedir_close(d);
 	store_close(d->store);
+	if (d->remove_new_cache)
+		remove_new_cache(d->cfg, true);
 	instance_unlock();
+	if (d->remove_new_cache)
+		remove_new_cache(d->cfg, false);
 	log_close();
 }
 
@@ -563,6 +586,8 @@ int main(int argc, char **argv)
 	d.start_ns = util_now_ns();
 	d.activated_fd = -1;
 	d.cache_fd = -1;   /* nothing to close before cachedir_open */
+	struct stat cache_st;
+	bool cache_new = lstat(cfg.cache_dir, &cache_st) != 0 && errno == ENOENT;
 	rc = start_process(&d, &cfg, err, sizeof(err));
 	if (rc == 1)
 		d.exit_code = 0;
@@ -570,6 +595,8 @@ int main(int argc, char **argv)
 		d.exit_code = KILND_EXIT_CACHE_IN_USE;
 	else if (rc == 0 && start_services(&d, err, sizeof(err), &loop) == 0)
 		serve(&d);
+	else if (rc == 0)
+		d.remove_new_cache = cache_new;
 	if (loop)
 		fini_loop(&d);
 	fini_process(&d);

@@ -530,6 +530,40 @@ START_TEST(cli_autospawn)
 }
 END_TEST
 
+/*
+ * A start that fails after making its cache directory (a toolchain that
+ * does not exist) leaves none behind; one that fails on a cache that was
+ * there keeps it and what it holds.
+ */
+START_TEST(failed_start_leaves_no_new_cache)
+{
+	char sock[HARNESS_PATH], cache[HARNESS_PATH], out[HARNESS_PATH], keep[HARNESS_PATH + 16];
+	harness_path(sock, "failed.sock");
+	harness_path(cache, "failed-cache");
+	harness_path(out, "failed.out");
+	const char *argv[] = { harness_kilnd(), "--socket", sock, "--cache-dir", cache,
+			       "--toolchain", "cc=/nonexistent/cc", NULL };
+	int status = harness_run(argv, out, NULL, 30);
+	char *said = harness_read_file(out);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) != 0,
+		      "kilnd with a missing toolchain exited with 0x%x: %s", status, said);
+	ck_assert_msg(harness_contains(said, "/nonexistent/cc"), "kilnd said: %s", said);
+	free(said);
+	ck_assert_msg(!harness_exists(cache), "the failed start left %s", cache);
+
+	/* A cache that was there stays, with what it holds. */
+	ck_assert_int_eq(mkdir(cache, 0700), 0);
+	snprintf(keep, sizeof(keep), "%s/kiln.conf", cache);
+	FILE *f = fopen(keep, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("max-size = 1G\n", f);
+	fclose(f);
+	status = harness_run(argv, out, NULL, 30);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+	ck_assert_msg(harness_exists(keep), "a failed start removed the existing cache's files");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("lifecycle");
@@ -539,6 +573,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("daemonize",
 					 daemonize_returns_ready_and_yields_to_the_first, 90));
 	suite_add_tcase(s, harness_tcase("socket_private", socket_is_private_to_its_user, 60));
+	suite_add_tcase(s, harness_tcase("failed_start", failed_start_leaves_no_new_cache, 60));
 	suite_add_tcase(s, harness_tcase("cli_autospawn", cli_autospawn, 90));
 	suite_add_tcase(s, harness_tcase("idle_exit", idle_exit_stops_an_idle_daemon, 90));
 	suite_add_tcase(s, harness_tcase("stop_build", stop_during_a_build_kills_the_compiler, 90));
