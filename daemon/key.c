@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "key.h"
 #include "runner.h"
 #include "tcenv.h"
@@ -487,6 +488,42 @@ bool key_args_native(char *const *args, size_t nargs)
 	return false;
 }
 
+/*
+ * The arguments as the toolchain reads them: an option given apart from its
+ * value that reads the same joined is hashed joined ("-I" "inc" as
+ * "-Iinc", args_joinable), so the two spellings are one key. Without the
+ * memory to tell, the arguments as given (another key, never a wrong one).
+ */
+static void put_args(EVP_MD_CTX *md, char *const *args, size_t nargs)
+{
+	unsigned char small[64], *join = nargs <= sizeof(small) ? small : malloc(nargs);
+	char buf[8192];
+	size_t n = nargs;
+
+	if (join != NULL && args_joinable((const char *const *)args, nargs, join) == ARGS_REFUSED)
+		memset(join, ARGS_JOIN_NONE, nargs);
+	/* Only pairs whose joined text fits are joined, counted and hashed. */
+	for (size_t i = 0; join != NULL && i < nargs; i++) {
+		if (join[i] != ARGS_JOIN_NONE && (i + 1 >= nargs ||
+		    args_join_text(args[i], args[i + 1], (enum args_join)join[i], buf,
+				   sizeof(buf)) != 0))
+			join[i] = ARGS_JOIN_NONE;
+		n -= join[i] != ARGS_JOIN_NONE;
+	}
+	put_u64(md, TAG_NARGS, n);
+	for (size_t i = 0; i < nargs; i++) {
+		if (join != NULL && join[i] != ARGS_JOIN_NONE) {
+			args_join_text(args[i], args[i + 1], (enum args_join)join[i], buf, sizeof(buf));
+			put_str(md, TAG_ARG, buf);
+			i++;
+			continue;
+		}
+		put_str(md, TAG_ARG, args[i]);
+	}
+	if (join != small)
+		free(join);
+}
+
 void key_request(const struct toolchain *tc, const char *output, char *const *args, size_t nargs,
 		 const struct key_source *src, size_t nsrc, const uint8_t cpu_id[32], char out[65])
 {
@@ -500,9 +537,7 @@ void key_request(const struct toolchain *tc, const char *output, char *const *ar
 	 * architecture the daemon chose is part of the key. */
 	if (tc->is_nvcc && (!key_args_name_arch(args, nargs) || key_args_native(args, nargs)))
 		put_str(md, TAG_CUDA_ARCH, tc->cuda_arch);
-	put_u64(md, TAG_NARGS, nargs);
-	for (size_t i = 0; i < nargs; i++)
-		put_str(md, TAG_ARG, args[i]);
+	put_args(md, args, nargs);
 	put_u64(md, TAG_NSOURCES, nsrc);
 	for (size_t i = 0; i < nsrc; i++) {
 		uint8_t sd[32];

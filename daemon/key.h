@@ -25,7 +25,12 @@
  * names), and inputs reached through /proc and /dev are recorded: an
  * entry of format 3 may rest on a listing recorded as "exists" or on a
  * header that was never recorded, so it is not taken (rebuilt once). */
-#define KEY_FORMAT_VERSION 4
+/* 5: an option given apart from its value that the toolchain reads the
+ * same joined is keyed joined ("-I" "inc" as "-Iinc": args_joinable), so
+ * both spellings are one key; entries of format 4 built with such an
+ * option would never be hit again, so all of format 4 are stale (kilnd
+ * says so at start; kiln gc --stale, and eviction takes them first). */
+#define KEY_FORMAT_VERSION 5
 
 /* A compiler, configured or named by a request, and its identity digest. */
 struct toolchain {

@@ -514,6 +514,9 @@ struct walk {
 	char *why;
 	size_t whylen;
 	bool *libs;        /* when not NULL: marks the top level's libraries */
+	unsigned char *join; /* when not NULL: marks the top level's options
+	                      * given apart from their value that read the same
+	                      * joined (enum args_join) */
 	bool code;         /* an argument loads code into the toolchain */
 	size_t code_at;
 	char code_why[256];
@@ -707,6 +710,32 @@ static int check_family(struct walk *w, const struct tool *t, const char *el)
 		      "(docs/protocol.md, \"Compiler arguments\"), and \"-f%s=\" is not on it", name);
 }
 
+int args_join_text(const char *opt, const char *val, enum args_join how, char *out, size_t len)
+{
+	int n = snprintf(out, len, "%s%s%s", opt, how == ARGS_JOIN_EQ ? "=" : "", val);
+	return n >= 0 && (size_t)n < len ? 0 : -1;
+}
+
+/* How option o (given apart) with val reads the same joined: o joins
+ * (-Idir, --opt=v), and the joined text is read back as o with val, not as
+ * another option that happens to begin the same way. */
+static enum args_join joins_same(const struct tool *t, const struct opt *o, const char *val)
+{
+	char buf[LIST_LEN + 64];
+	const char *v2;
+	bool sep;
+	enum args_join how = o->form == F_JOINED_OR_SEP ? ARGS_JOIN_DIRECT
+			     : o->form == F_EQ_OR_SEP ? ARGS_JOIN_EQ : ARGS_JOIN_NONE;
+
+	if (how == ARGS_JOIN_NONE || val[0] == '\0' ||
+	    args_join_text(o->name, val, how, buf, sizeof(buf)) != 0)
+		return ARGS_JOIN_NONE;
+	const struct opt *again = lookup(t->extra, t->nextra, buf, &v2, &sep);
+	if (again == NULL)
+		again = lookup(t->opts, t->nopts, buf, &v2, &sep);
+	return again == o && !sep && v2 != NULL && strcmp(v2, val) == 0 ? how : ARGS_JOIN_NONE;
+}
+
 /* Checks element *i of el (and the value after it, moving *i past it). */
 static int check_elem(struct walk *w, const struct tool *t, const char *const *el, size_t n,
 		      size_t *i)
@@ -747,6 +776,8 @@ static int check_elem(struct walk *w, const struct tool *t, const char *const *e
 		val = el[++*i];
 		if (lib)
 			w->libs[*i] = true;
+		if (w->join != NULL && a == w->arg && t == &tools[V_NONE])
+			w->join[*i - 1] = (unsigned char)joins_same(t, o, val);
 		if (val[0] == '-' && o->value < V_LINKER)
 			return args_refuse(w, "the value of %s may not start with '-'", o->name);
 	}
@@ -835,6 +866,25 @@ enum args_verdict validate_args_for(const char *const *args, size_t n, unsigned 
 	if (why != NULL && whylen > 0)
 		snprintf(why, whylen, "%s", w.code_why);
 	return ARGS_CODE;
+}
+
+enum args_verdict args_joinable(const char *const *args, size_t n, unsigned char *join)
+{
+	struct walk w = { .join = join };
+	const struct tool *t = &tools[V_NONE];
+
+	for (size_t i = 0; i < n; i++)
+		join[i] = ARGS_JOIN_NONE;
+	for (size_t i = 0; i < n; i++) {
+		w.arg = args[i] != NULL ? args[i] : "";
+		w.at = i;
+		if (args[i] == NULL || check_elem(&w, t, args, n, &i) != 0) {
+			for (size_t k = 0; k < n; k++)
+				join[k] = ARGS_JOIN_NONE;
+			return ARGS_REFUSED;
+		}
+	}
+	return w.code ? ARGS_CODE : ARGS_OK;
 }
 
 enum args_verdict validate_args(const char *const *args, size_t n, size_t *at, char *why,

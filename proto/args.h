@@ -46,4 +46,22 @@ enum args_verdict validate_args(const char *const *args, size_t n, size_t *at, c
 enum args_verdict validate_args_for(const char *const *args, size_t n, unsigned flags, bool *libs,
 				    size_t *at, char *why, size_t whylen);
 
+/* How an option given apart from its value reads the same joined. */
+enum args_join {
+	ARGS_JOIN_NONE = 0,
+	ARGS_JOIN_DIRECT,   /* "-I" "inc" as "-Iinc" */
+	ARGS_JOIN_EQ,       /* "--param" "x" as "--param=x" */
+};
+
+/*
+ * For keys: join[i] (n entries) set where args[i] is an option given apart
+ * from its value, args[i + 1], that the toolchain reads the same joined:
+ * the joined text (args_join_text) is read back as the same option with
+ * the same value. Nothing is marked in a list validate_args refuses.
+ * Returns its verdict.
+ */
+enum args_verdict args_joinable(const char *const *args, size_t n, unsigned char *join);
+/* The joined form of opt and val into out. 0, or -1 when it does not fit. */
+int args_join_text(const char *opt, const char *val, enum args_join how, char *out, size_t len);
+
 #endif

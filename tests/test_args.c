@@ -272,6 +272,28 @@ START_TEST(sentences_name_the_argument_and_the_reason)
 }
 END_TEST
 
+/* Options given apart from a value that read the same joined are marked
+ * (how to join them); values of other options and refused lists are not. */
+START_TEST(joinable_options)
+{
+	const char *a[] = { "-I", "inc", "--param", "max-inline-insns-single=10", "-Xlinker",
+			    "-rpath", "-Xlinker", "/x", "-O2" };
+	unsigned char j[9];
+	char buf[64];
+	ck_assert_int_eq(args_joinable(a, 9, j), ARGS_OK);
+	const unsigned char want[9] = { ARGS_JOIN_DIRECT, 0, ARGS_JOIN_EQ, 0, 0, 0, 0, 0, 0 };
+	ck_assert_mem_eq(j, want, 9);
+	ck_assert_int_eq(args_join_text(a[0], a[1], ARGS_JOIN_DIRECT, buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "-Iinc");
+	ck_assert_int_eq(args_join_text(a[2], a[3], ARGS_JOIN_EQ, buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "--param=max-inline-insns-single=10");
+	ck_assert_int_eq(args_join_text(a[2], a[3], ARGS_JOIN_EQ, buf, 8), -1);
+	const char *bad[] = { "-I", "inc", "-fplugin-arg-x", "--nonsense" };
+	ck_assert_int_eq(args_joinable(bad, 4, j), ARGS_REFUSED);
+	ck_assert_int_eq(j[0], ARGS_JOIN_NONE);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("args");
@@ -284,6 +306,7 @@ int main(void)
 	tcase_add_test(tc, shell_characters_are_refused_for_nvcc);
 	tcase_add_test(tc, only_real_libraries_are_marked);
 	tcase_add_test(tc, sentences_name_the_argument_and_the_reason);
+	tcase_add_test(tc, joinable_options);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }

@@ -143,6 +143,47 @@ START_TEST(no_ambiguous_concatenation)
 }
 END_TEST
 
+/* An option given apart from its value keys as joined: "-I" "inc" and
+ * "-Iinc" are one key (the compiler reads them the same); a value read by
+ * another option, or one another option would read, is left apart. */
+static void args_key(const char *a0, const char *a1, const char *a2, const char *a3,
+		     char out[65])
+{
+	struct req r;
+	base(&r);
+	const char *a[] = { a0, a1, a2, a3 };
+	r.nargs = 0;
+	for (size_t i = 0; i < 4 && a[i] != NULL; i++)
+		r.args[r.nargs++] = (char *)a[i];
+	rkey(&r, out);
+}
+
+START_TEST(apart_and_joined_options_one_key)
+{
+	char k1[65], k2[65];
+	args_key("-I", "inc", "-O2", NULL, k1);
+	args_key("-Iinc", "-O2", NULL, NULL, k2);
+	ck_assert_str_eq(k1, k2);
+	args_key("-D", "N=4", "-isystem", "/opt/x", k1);
+	args_key("-DN=4", "-isystem/opt/x", NULL, NULL, k2);
+	ck_assert_str_eq(k1, k2);
+	args_key("--param", "max-inline-insns-single=10", NULL, NULL, k1);
+	args_key("--param=max-inline-insns-single=10", NULL, NULL, NULL, k2);
+	ck_assert_str_eq(k1, k2);
+	/* Other values, other keys. */
+	args_key("-I", "inc2", "-O2", NULL, k1);
+	args_key("-Iinc", "-O2", NULL, NULL, k2);
+	ck_assert_str_ne(k1, k2);
+	/* -Xlinker's value is the linker's: never joined. */
+	args_key("-Xlinker", "-rpath", "-Xlinker", "/x", k1);
+	args_key("-Xlinker", "-rpath/x", NULL, NULL, k2);
+	ck_assert_str_ne(k1, k2);
+	args_key("-Xlinker", "-L", "-Xlinker", "/x", k1);
+	args_key("-Xlinker", "-L/x", NULL, NULL, k2);
+	ck_assert_str_ne(k1, k2);
+}
+END_TEST
+
 /* A source named by its digest keys exactly like its text, and a different
  * digest keys differently. */
 START_TEST(digest_keys_like_text)
@@ -272,6 +313,7 @@ static Suite *key_suite(void)
 	tcase_add_test(tcase, same_inputs_same_key);
 	tcase_add_test(tcase, each_input_changes_key);
 	tcase_add_test(tcase, no_ambiguous_concatenation);
+	tcase_add_test(tcase, apart_and_joined_options_one_key);
 	tcase_add_test(tcase, cpu_only_with_native);
 	tcase_add_test(tcase, native_through_host_compiler_options);
 	tcase_add_test(tcase, native_tune_counts);
