@@ -65,8 +65,17 @@ struct stats_toolchain {
 	uint64_t hits, misses, builds_ok, builds_failed;
 };
 
+/* One failed build of this run, for status (the Slurm epilogue names them). */
+#define STATS_FAILED_KEPT 8
+struct stats_failed {
+	char name[128];      /* the label, else the alias, else the first source */
+	char rkey[17];       /* kiln log takes it */
+};
+
 struct stats_extra {
 	struct stats_toolchain tc[CONFIG_MAX_TOOLCHAINS];     /* parallel to kilnd's toolchains */
+	struct stats_failed failed[STATS_FAILED_KEPT];        /* the latest, a ring */
+	uint64_t nfailed;                  /* failed builds put in the ring */
 	uint64_t build_buckets[STORE_BUILD_BUCKETS];  /* builds by duration (not cumulative) */
 	uint64_t build_ms_sum;
 	int64_t since;                     /* Unix seconds: counting since (zeroed, or first start) */

@@ -295,6 +295,28 @@ void stats_build(struct kilnd *d, const char *toolchain, bool ok, uint64_t ms)
 	}
 }
 
+void stats_failed(struct kilnd *d, const char *name, const char *rkey)
+{
+	struct stats_failed *f = &d->stats.failed[d->stats.nfailed++ % STATS_FAILED_KEPT];
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	snprintf(f->rkey, sizeof(f->rkey), "%.16s", rkey);
+}
+
+/* The latest failed builds of this run, the newest first. */
+static void add_failed(const struct kilnd *d, cJSON *r)
+{
+	cJSON *a = cJSON_AddArrayToObject(r, "failed_builds");
+	uint64_t n = d->stats.nfailed;
+	for (uint64_t i = 0; a != NULL && i < n && i < STATS_FAILED_KEPT; i++) {
+		const struct stats_failed *f = &d->stats.failed[(n - 1 - i) % STATS_FAILED_KEPT];
+		cJSON *o = cJSON_CreateObject();
+		if (o == NULL || !cJSON_AddItemToArray(a, o))
+			return;
+		cJSON_AddStringToObject(o, "name", f->name);
+		cJSON_AddStringToObject(o, "rkey", f->rkey);
+	}
+}
+
 void stats_add_json(const struct kilnd *d, cJSON *r)
 {
 	struct counters c = d->c;
@@ -332,4 +354,5 @@ void stats_add_json(const struct kilnd *d, cJSON *r)
 		cJSON_AddNumberToObject(h, "sum", util_round3((double)d->stats.build_ms_sum / 1000));
 		cJSON_AddNumberToObject(h, "count", (double)total);
 	}
+	add_failed(d, r);
 }

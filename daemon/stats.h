@@ -34,6 +34,9 @@ void stats_hit(struct kilnd *d, const char *toolchain);
 void stats_miss(struct kilnd *d, const char *toolchain);
 /* A build that ran a compiler ended, after ms milliseconds. */
 void stats_build(struct kilnd *d, const char *toolchain, bool ok, uint64_t ms);
+/* A failed build of this run, by what names it and its request key: the
+ * status reply lists the latest STATS_FAILED_KEPT ("failed_builds"). */
+void stats_failed(struct kilnd *d, const char *name, const char *rkey);
 
 /* Adds the counters to a status reply: each by name, "stats_since",
  * "toolchain_stats" {name: {hits, misses, builds_ok, builds_failed}} and

@@ -198,6 +198,18 @@ static void print_cache(const cJSON *st)
 	printf("\n");
 }
 
+/* "failed build:" the latest failed builds of this kilnd's run, newest
+ * first, each with what kiln log takes (the Slurm epilogue reads these). */
+static void print_failed(const cJSON *st)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(st, "failed_builds"), *f;
+	cJSON_ArrayForEach(f, a) {
+		const char *name = cli_json_str(f, "name"), *rkey = cli_json_str(f, "rkey");
+		if (name != NULL && rkey != NULL)
+			printf("failed build:   %s (kiln log %s)\n", name, rkey);
+	}
+}
+
 /* The toolchains the daemon knows, when it says: "  NAME = PATH (VERSION)". */
 static void print_toolchains(const cJSON *st)
 {
@@ -307,6 +319,7 @@ int cmd_status(struct cli *cli, int argc, char **argv)
 	if (!cli->json) {
 		print_status(reply);
 		print_cache(reply);
+		print_failed(reply);
 		print_flights(reply);
 		print_toolchains(reply);
 		print_confinement(reply);

@@ -3,6 +3,7 @@
  * ask kilnd when it runs and otherwise open the store read-only, so that a
  * user can look into a cache after the job that used it has ended.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -785,6 +786,39 @@ static int log_by_failed_alias(struct cli *cli, const char *ref)
 	return rc;
 }
 
+/* A prefix (8 digits or more) of one failed build's request key, as kiln
+ * status and the Slurm epilogue name it (16 digits): 1 after printing that
+ * build's log, 0 when none or several match, -1 on error. */
+static int log_by_failed_prefix(struct cli *cli, const char *ref)
+{
+	size_t n = ref != NULL ? strlen(ref) : 0;
+	if (n < 8 || n >= KILN_KEY_HEX || strspn(ref, "0123456789abcdef") != n)
+		return 0;
+	char *dir = logs_cache_dir(cli), *path = NULL, found[KILN_KEY_HEX + 8] = "";
+	DIR *d = NULL;
+	if (dir == NULL || asprintf(&path, "%s/logs/failed", dir) < 0 || (d = opendir(path)) == NULL) {
+		free(dir);
+		free(path);
+		return 0;
+	}
+	free(path);
+	path = NULL;
+	unsigned matches = 0;
+	for (struct dirent *de; (de = readdir(d)) != NULL;)
+		if (strncmp(de->d_name, ref, n) == 0 && strlen(de->d_name) == KILN_KEY_HEX + 4 &&
+		    strcmp(de->d_name + KILN_KEY_HEX, ".log") == 0 && matches++ == 0)
+			snprintf(found, sizeof(found), "%s", de->d_name);
+	closedir(d);
+	int rc = 0;
+	if (matches == 1 && (path = log_file(dir, found)) != NULL) {
+		found[KILN_KEY_HEX] = '\0';
+		rc = (cli->json ? log_json(found, path) : log_copy(found, path)) < 0 ? -1 : 1;
+	}
+	free(path);
+	free(dir);
+	return rc;
+}
+
 int cmd_log(struct cli *cli, int argc, char **argv)
 {
 	const char *ref = NULL;
@@ -794,6 +828,8 @@ int cmd_log(struct cli *cli, int argc, char **argv)
 	int rc = nrefs == 1 ? log_by_full_key(cli, ref) : 0;
 	if (rc == 0 && nrefs == 1)
 		rc = log_by_failed_alias(cli, ref);
+	if (rc == 0 && nrefs == 1)
+		rc = log_by_failed_prefix(cli, ref);
 	if (rc != 0)
 		return rc > 0 ? cli_finish_stdout(CLI_EXIT_OK) : CLI_EXIT_ERROR;
 	return with_entry(cli, argc, argv, log_entry);

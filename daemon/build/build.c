@@ -518,6 +518,10 @@ void build_finish(struct build *b)
 		d->c.cancelled++;
 	} else if (b->err_code != ERR_SHUTTING_DOWN && b->err_code != ERR_NEED_SOURCES) {
 		d->c.builds_failed++;
+		const struct msg_request *r = &b->in.req;
+		stats_failed(d, r->label != NULL ? r->label : r->alias != NULL ? r->alias
+				: r->nsources > 0 && r->sources[0].name != NULL ? r->sources[0].name
+				: "no label", b->in.rkey);
 		if (b->start_ns != 0)
 			stats_build(d, b->in.req.toolchain, false, (util_now_ns() - b->start_ns) / 1000000);
 		/* The user's code failing is news for the user; kilnd failing to

@@ -10,6 +10,8 @@
 # checks that no kilnd process of the job and no socket are left; it removes
 # the job's socket directory. Then it prints the sums over the nodes,
 #   kiln-stats total nodes=N builds_started=N ...
+# after a node's line, one line per build that failed there (the latest 8),
+#   kiln-failed-build node=NODE LABEL (kiln log RKEY)
 # and, when a program was built in more than one variant (nondeterministic
 # code generation), a line saying how many, why and what to do;
 # and "kiln: all N daemons stopped, no socket left" when all went well.
@@ -45,6 +47,11 @@ for f in pid builds_started builds_ok builds_failed hits misses joined entries b
 	esac
 done
 echo "$line"
+# The builds that failed in this job, by name and what kiln log takes.
+if [ "$(run_field builds_failed)" != 0 ]; then
+	"$KILN_CLI" --socket "$KILN_SOCKET" status 2>/dev/null | sed -n "s/^failed build: *//p" |
+		while IFS= read -r f; do echo "kiln-failed-build node=$node $f"; done
+fi
 [ "$KILN_SLURM_MODE" = node ] && exit 0
 pid=$(field pid)
 if ! msg=$("$KILN_CLI" --socket "$KILN_SOCKET" stop 2>&1); then

@@ -249,6 +249,51 @@ START_TEST(program_built_in_two_variants_is_reported)
 }
 END_TEST
 
+/*
+ * A build that failed is named, with what kiln log takes, by kiln status
+ * and by the Slurm epilogue's per-node part (run here as the node epilog
+ * would: KILN_SLURM_MODE=node, without srun).
+ */
+START_TEST(failed_builds_are_named)
+{
+	char src[HARNESS_PATH], epi[HARNESS_PATH + 64], script[3 * HARNESS_PATH], *out = NULL,
+		*err = NULL;
+	harness_start(NULL);
+	build_labelled("dace good", 7);
+	harness_write_file(harness_path(src, "broken.c"), "int f(void) { return }\n");
+	ck_assert_int_ne(harness_cli(&out, &err, "build", "--label", "dace broken", src, NULL), 0);
+	free(out);
+	free(err);
+	ck_assert_int_eq(harness_cli(&out, NULL, "status", NULL), 0);
+	const char *line = strstr(out, "failed build:   dace broken (kiln log ");
+	ck_assert_msg(line != NULL, "kiln status does not name the failed build:\n%s", out);
+	char rkey[17] = "";
+	ck_assert_int_eq(sscanf(line, "failed build:   dace broken (kiln log %16[0-9a-f])", rkey), 1);
+	ck_assert_msg(!harness_contains(out, "failed build:   dace good"), "%s", out);
+	free(out);
+	ck_assert_int_eq(harness_cli(&out, NULL, "log", rkey, NULL), 0);
+	ck_assert_msg(harness_contains(out, "error"), "kiln log %s: %s", rkey, out);
+	free(out);
+
+	snprintf(epi, sizeof(epi), "%s/../../../systemd/slurm/kiln-epilogue.sh", getenv("KILN_TEST_DATA"));
+	snprintf(script, sizeof(script), "KILN_SLURM_DEFINE_ONLY=1 . '%s' && SLURMD_NODENAME=n1 "
+		 "KILN_SLURM_MODE=node KILN_CLI='%s' KILN_SOCKET='%s' bash -c \"$_kiln_slurm_node_stop\"",
+		 epi, harness_cli_path(), harness.socket);
+	const char *argv[] = { "/bin/bash", "-c", script, NULL };
+	char outp[HARNESS_PATH];
+	harness_path(outp, "epilogue.out");
+	int status = harness_run(argv, outp, NULL, 30);
+	char *said = harness_read_file(outp);
+	ck_assert_msg(status == 0, "the epilogue's node part exited 0x%x: %s", status, said);
+	ck_assert_msg(harness_contains(said, "builds_failed=1"), "%s", said);
+	char want[96];
+	snprintf(want, sizeof(want), "kiln-failed-build node=n1 dace broken (kiln log %s)", rkey);
+	ck_assert_msg(harness_contains(said, want), "the epilogue does not name it:\n%s", said);
+	free(said);
+	harness_stop();
+}
+END_TEST
+
 START_TEST(stats_survive_a_restart_and_zero)
 {
 	char key[72], want[HARNESS_PATH + 128], *out = NULL;
@@ -588,6 +633,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("stats", stats_in_prometheus_format, 60));
 	suite_add_tcase(s, harness_tcase("stats_kept", stats_survive_a_restart_and_zero, 90));
 	suite_add_tcase(s, harness_tcase("variants", program_built_in_two_variants_is_reported, 90));
+	suite_add_tcase(s, harness_tcase("failed_named", failed_builds_are_named, 90));
 	suite_add_tcase(s, harness_tcase("config", config_max_size_is_kept_in_the_cache, 90));
 	suite_add_tcase(s, harness_tcase("transfer", export_then_import_on_another_node, 120));
 	suite_add_tcase(s, harness_tcase("import_alone", import_leaves_its_source_and_the_cache_alone, 120));
