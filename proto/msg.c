@@ -695,13 +695,15 @@ static int parse_ref(const cJSON *obj, struct msg_request *req, struct msg_error
 {
 	if (get_str(obj, "ref", true, MSG_MAX_REF, &req->ref, err) < 0)
 		return -1;
-	/* A reference is a key, a key prefix or an alias, all of which are
-	 * printable ASCII without spaces. */
-	if (validate_alias(req->ref, NULL, 0) < 0)
+	/* A reference is a key, a key prefix, an alias (printable ASCII without
+	 * spaces) or a label (UTF-8 without control characters). */
+	if (validate_alias(req->ref, NULL, 0) < 0 && validate_label(req->ref, NULL, 0) < 0) {
+		char q[VALIDATE_QUOTE_MAX + 4];
 		return msg_error_set(err, ERR_BAD_REQUEST, "ref",
-				     "\"%.64s\" is not a key, a key prefix or an alias (1 to %d "
-				     "printable characters, no spaces); a label is not a reference: "
-				     "kiln ls lists each label's key", req->ref, MSG_MAX_REF);
+				     "%s is not a key, a key prefix, an alias or a label (1 to %d "
+				     "characters, no control characters)",
+				     validate_quote(req->ref, q), MSG_MAX_REF);
+	}
 	return 0;
 }
 

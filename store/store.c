@@ -97,6 +97,7 @@ static const char schema_v4_sql[] =
 	" UPDATE totals SET bytes = bytes - OLD.size + NEW.size,"
 	" disk = disk - OLD.disk + NEW.disk WHERE id = 1; END;"
 	"CREATE INDEX entries_format ON entries(key_format);"
+	"CREATE INDEX entries_label ON entries(label);"
 	"CREATE TABLE writers (version TEXT PRIMARY KEY NOT NULL, key_format INTEGER NOT NULL,"
 	" first_start INTEGER NOT NULL, last_start INTEGER NOT NULL);"
 	"PRAGMA user_version = 4;";
@@ -823,9 +824,38 @@ int store_resolve(struct store *s, const char *ref, struct store_entry *e)
 		}
 	}
 	rc = store_get_by_alias(s, ref, e);
-	if (rc != -ENOENT || !is_hex || len == KILN_KEY_HEX)
+	if (rc == -ENOENT && is_hex && len < KILN_KEY_HEX)
+		rc = resolve_prefix(s, hex, e);
+	if (rc != -ENOENT)
 		return rc;
-	return resolve_prefix(s, hex, e);
+	/* Last, a label: one entry's, else ambiguous (store_keys_with_label). */
+	char keys[2][65];
+	size_t n = 0;
+	rc = store_keys_with_label(s, ref, keys, 2, &n);
+	if (rc != 0)
+		return rc;
+	return n == 0 ? -ENOENT : n > 1 ? -ENOTUNIQ : store_get(s, keys[0], e);
+}
+
+int store_keys_with_label(struct store *s, const char *label, char (*keys)[65], size_t max,
+			  size_t *n)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(s->rd, "SELECT key FROM entries WHERE label = ?1"
+				    " ORDER BY last_used DESC, key LIMIT ?2", -1, &st, NULL);
+	*n = 0;
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, label, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, (sqlite3_int64)max);
+	}
+	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const unsigned char *t = sqlite3_column_text(st, 0);
+		rc = SQLITE_OK;
+		if (t != NULL && sqlite3_column_bytes(st, 0) == KILN_KEY_HEX)
+			memcpy(keys[(*n)++], t, KILN_KEY_HEX + 1);
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_OK || rc == SQLITE_DONE ? 0 : store_sql_errno(rc);
 }
 
 int store_list(struct store *s, struct store_entry **out, size_t *n)

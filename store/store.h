@@ -197,13 +197,18 @@ int store_get(struct store *s, const char *key, struct store_entry *e);
 int store_get_by_alias(struct store *s, const char *alias, struct store_entry *e);
 /* All entries built for rkey, most recently used first; *out malloc'd. */
 int store_get_by_rkey(struct store *s, const char *rkey, struct store_entry **out, size_t *n);
-/* ref is a full key, a unique key prefix of >= 4 hex digits, or an alias.
- * -ENOENT when nothing matches, -ENOTUNIQ when a prefix is ambiguous. */
+/* ref is a full key, an alias, a unique key prefix of >= 4 hex digits, or
+ * the label of one entry, tried in that order. -ENOENT when nothing
+ * matches, -ENOTUNIQ when a prefix or a label is ambiguous. */
 int store_resolve(struct store *s, const char *ref, struct store_entry *e);
 /* Up to max keys starting with the hex prefix (any case), in order: what an
  * ambiguous prefix matches. 0 with *n set, or a negative errno. */
 int store_keys_with_prefix(struct store *s, const char *prefix, char (*keys)[65],
 			   size_t max, size_t *n);
+/* Up to max keys of entries labelled label, most recently used first: what
+ * an ambiguous label matches. 0 with *n set, or a negative errno. */
+int store_keys_with_label(struct store *s, const char *label, char (*keys)[65], size_t max,
+			  size_t *n);
 /* Every entry, most recently used first (deps not filled). */
 int store_list(struct store *s, struct store_entry **out, size_t *n);
 int store_totals(struct store *s, uint64_t *entries, uint64_t *bytes);

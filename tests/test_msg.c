@@ -553,12 +553,16 @@ START_TEST(test_parse_ref_and_gc_errors)
 		parse_err(json, ERR_BAD_REQUEST, "ref", 6);
 		snprintf(json, sizeof(json), "{\"op\":\"%s\",\"id\":6,\"ref\":\"%s\"}", ops[i], big);
 		parse_err(json, ERR_BAD_REQUEST, "ref", 6);
-		snprintf(json, sizeof(json), "{\"op\":\"%s\",\"id\":6,\"ref\":\"a b\"}", ops[i]);
+		/* A label may have spaces; no reference has a control character. */
+		snprintf(json, sizeof(json), "{\"op\":\"%s\",\"id\":6,\"ref\":\"a\\tb\"}", ops[i]);
 		parse_err(json, ERR_BAD_REQUEST, "ref", 6);
 	}
 	parse_err("{\"op\":\"gc\",\"id\":8,\"max_size\":-1}", ERR_BAD_REQUEST, "max_size", 8);
 	parse_err("{\"op\":\"gc\",\"id\":8,\"max_size\":\"1G\"}", ERR_BAD_REQUEST, "max_size", 8);
 	parse_err("{\"op\":\"gc\",\"id\":8,\"max_size\":1.5}", ERR_BAD_REQUEST, "max_size", 8);
+	parse_err("{\"op\":\"gc\",\"id\":8,\"stale\":1}", ERR_BAD_REQUEST, "stale", 8);
+	parse_err("{\"op\":\"gc\",\"id\":8,\"stale\":true,\"max_size\":5}", ERR_BAD_REQUEST,
+		  "stale", 8);
 }
 END_TEST
 

@@ -1130,6 +1130,7 @@ START_TEST(test_totals_kept)
 	 * kiln left it. */
 	sql("DROP TRIGGER totals_insert; DROP TRIGGER totals_delete; DROP TRIGGER totals_size;"
 	    " DROP TABLE totals; DROP TABLE writers; DROP INDEX entries_format;"
+	    " DROP INDEX entries_label;"
 	    " ALTER TABLE entries DROP COLUMN sha256;"
 	    " ALTER TABLE entries DROP COLUMN disk; ALTER TABLE entries DROP COLUMN key_format;"
 	    " PRAGMA user_version = 1");

@@ -158,12 +158,16 @@ static int offline_entry(const struct cli *cli, const char *ref, cJSON **out)
 		char keys[8][65], list[8 * 14 + 16] = "";
 		size_t n = 0;
 		(void)store_keys_with_prefix(s, ref, keys, 8, &n);
+		bool label = n == 0;
+		if (label)
+			(void)store_keys_with_label(s, ref, keys, 8, &n);
 		for (size_t i = 0; i < n; i++)
 			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%.12s",
 				 i ? ", " : "", keys[i]);
 		cli_error_code("ambiguous");
-		cli_error("\"%s\" matches several entries (%s%s); give more digits", ref, list,
-			  n == 8 ? ", ..." : "");
+		cli_error("\"%s\" %s several entries (%s%s); %s", ref,
+			  label ? "labels" : "matches", list, n == 8 ? ", ..." : "",
+			  label ? "name one by its key" : "give more digits");
 		goto cleanup;
 	}
 	if (rc == -ENOENT) {

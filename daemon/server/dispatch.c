@@ -344,13 +344,17 @@ static void ambiguous_ref(struct conn *c, const struct msg_request *req)
 	char keys[8][65], list[8 * 14 + 16] = "";
 	size_t n = 0;
 	(void)store_keys_with_prefix(c->d->store, req->ref, keys, 8, &n);
+	bool label = n == 0;
+	if (label)
+		(void)store_keys_with_label(c->d->store, req->ref, keys, 8, &n);
 	for (size_t i = 0; i < n; i++)
 		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%.12s", i ? ", " : "",
 			 keys[i]);
 	struct msg_error err = { .code = ERR_AMBIGUOUS };
 	snprintf(err.field, sizeof(err.field), "ref");
-	snprintf(err.message, sizeof(err.message), "\"%.64s\" matches several entries (%s%s); give "
-		 "more digits", req->ref, list, n == 8 ? ", ..." : "");
+	snprintf(err.message, sizeof(err.message), "\"%.64s\" %s several entries (%s%s); %s",
+		 req->ref, label ? "labels" : "matches", list, n == 8 ? ", ..." : "",
+		 label ? "name one by its key" : "give more digits");
 	cJSON *reply = msg_error_reply(req->id, &err);
 	cJSON *eo = reply != NULL ? cJSON_GetObjectItem(reply, "error") : NULL;
 	cJSON *arr = eo != NULL ? cJSON_AddArrayToObject(eo, "matches") : NULL;

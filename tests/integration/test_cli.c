@@ -354,14 +354,15 @@ START_TEST(cli_errors_and_version)
 			      "'%s'", err);
 		free(out), free(err);
 	}
-	/* a too short key prefix says so; a label (spaces) is named, and told
-	 * apart from a reference */
+	/* a too short key prefix says so; a label no entry has is no entry */
 	ck_assert_int_eq(harness_cli(&out, &err, "rm", "9a2", NULL), 1);
 	ck_assert_msg(strstr(err, "at least 4 hex digits") != NULL, "'%s'", err);
 	free(out), free(err);
 	ck_assert_int_ne(harness_cli(&out, &err, "log", "dace axpy", NULL), 0);
-	ck_assert_msg(strstr(err, "\"dace axpy\" is not a key") && strstr(err, "label"), "'%s'",
-		      err);
+	ck_assert_msg(strstr(err, "no entry matches \"dace axpy\""), "'%s'", err);
+	free(out), free(err);
+	ck_assert_int_ne(harness_cli(&out, &err, "show", "a\tb", NULL), 0);
+	ck_assert_msg(strstr(err, "not a key, a key prefix, an alias or a label"), "'%s'", err);
 	free(out), free(err);
 	ck_assert_int_eq(harness_cli(&out, &err, "--json", "rm", NULL), 2);
 	expect_json_failure(out, "usage", "rm needs");
@@ -598,6 +599,47 @@ START_TEST(cli_show_groups_dependencies)
 }
 END_TEST
 
+/* A label is a reference when one entry has it: show, log and pin take
+ * it; a label on two entries is refused, listing both keys. */
+START_TEST(labels_are_references)
+{
+	char src[HARNESS_PATH], *out = NULL, *err = NULL;
+	harness_start(NULL);
+	for (int i = 0; i < 3; i++) {
+		char text[64];
+		snprintf(text, sizeof(text), "int lr%d(void) { return %d; }\n", i, i);
+		harness_write_file(harness_path(src, "lr%d.c", i), text);
+		ck_assert_int_eq(harness_cli(&out, &err, "build", "--label",
+					     i == 0 ? "dace axpy" : "dace two", src, NULL), 0);
+		free(out), free(err);
+	}
+	ck_assert_int_eq(harness_cli(&out, &err, "show", "dace axpy", NULL), 0);
+	ck_assert_msg(strstr(out, "dace axpy") != NULL, "%s", out);
+	free(out), free(err);
+	ck_assert_int_eq(harness_cli(&out, &err, "pin", "dace axpy", NULL), 0);
+	free(out), free(err);
+	ck_assert_int_eq(harness_cli(&out, &err, "log", "dace axpy", NULL), 0);
+	free(out), free(err);
+	ck_assert_int_eq(harness_cli(&out, &err, "show", "dace two", NULL), 1);
+	ck_assert_msg(strstr(err, "\"dace two\" labels several entries (") &&
+		      strstr(err, "name one by its key"), "'%s'", err);
+	free(out), free(err);
+	ck_assert_int_eq(harness_cli(&out, &err, "rm", "dace two", NULL), 1);
+	ck_assert_msg(strstr(err, "labels several entries"), "'%s'", err);
+	free(out), free(err);
+	cJSON *ls = harness_cli_json("ls", NULL);
+	ck_assert_int_eq(cJSON_GetArraySize(ls), 3);
+	cJSON_Delete(ls);
+	/* Offline, the CLI reads the index itself, with the same rules. */
+	harness_stop();
+	ck_assert_int_eq(harness_cli(&out, &err, "show", "dace axpy", NULL), 0);
+	free(out), free(err);
+	ck_assert_int_eq(harness_cli(&out, &err, "show", "dace two", NULL), 1);
+	ck_assert_msg(strstr(err, "labels several entries"), "'%s'", err);
+	free(out), free(err);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cli");
@@ -608,5 +650,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("relative_dirs", cli_relative_include_dirs, 60));
 	suite_add_tcase(s, harness_tcase("long_aliases", cli_long_aliases_are_cut, 60));
 	suite_add_tcase(s, harness_tcase("show_deps", cli_show_groups_dependencies, 60));
+	suite_add_tcase(s, harness_tcase("label_refs", labels_are_references, 60));
 	return harness_main(s);
 }
