@@ -190,6 +190,10 @@ static bool pch_lookup(struct kilnd *d, const char *rkey, struct build_input *in
 			continue;
 		if (verify_served(d, &list[i], fd, why, sizeof(why)) == 0) {
 			found = pch_take(in, &list[i]);
+			/* A build that compiles with it is a use (kiln ls's USES,
+			 * and eviction by last use). */
+			if (found)
+				kilnd_touch(d, list[i].key);
 		} else {
 			log_error("precompiled header %.16s is damaged (%s); building it again",
 				  list[i].key, why);

@@ -67,6 +67,19 @@ static int pch_entries(void)
 	return n;
 }
 
+/* The uses kiln ls gives the (one) .gch entry. */
+static int64_t pch_uses(void)
+{
+	cJSON *ls = harness_cli_json("ls", NULL);
+	const cJSON *e, *arr = cJSON_IsArray(ls) ? ls : cJSON_GetObjectItem(ls, "entries");
+	int64_t uses = -1;
+	cJSON_ArrayForEach(e, arr)
+		if (strcmp(harness_str(e, "output"), "pch") == 0)
+			uses = harness_num(e, "uses");
+	cJSON_Delete(ls);
+	return uses;
+}
+
 /* Whether the build log of key says the compiler parsed inner.h. */
 static bool parsed_inner(const char *key)
 {
@@ -127,6 +140,8 @@ START_TEST(built_once_used_by_all)
 	ck_assert_int_eq(builds_started(), 3);
 	ck_assert_int_eq(pch_entries(), 1);
 	ck_assert_msg(!parsed_inner(rb.key), "the build parsed inner.h: the .gch was not used");
+	/* That build is a use of the .gch (kiln ls's USES, eviction). */
+	ck_assert_int_eq(pch_uses(), 1);
 	ck_assert_msg(has_dep(rb.key, harness_path(inner, "inc/inner.h")),
 		      "the program does not record inner.h, which reached it through the .gch");
 	get(&a, 1, "the first program again");
