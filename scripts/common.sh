@@ -78,5 +78,15 @@ kiln_build() {
 	else
 		meson setup "$dir" "$@" || return 1
 	fi
-	ninja -C "$dir"
+	if [ -z "${KILN_BUILD_TARGETS:-}" ]; then
+		ninja -C "$dir"
+		return
+	fi
+	# Only these targets (the demo's), those this configuration has.
+	local all t want=()
+	all=$(ninja -C "$dir" -t targets all) || return 1
+	for t in $KILN_BUILD_TARGETS; do
+		grep -q "^$t:" <<<"$all" && want+=("$t")
+	done
+	ninja -C "$dir" "${want[@]}"
 }
