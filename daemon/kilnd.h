@@ -68,7 +68,8 @@ struct stats_toolchain {
 /* One failed build of this run, for status (the Slurm epilogue names them). */
 #define STATS_FAILED_KEPT 8
 struct stats_failed {
-	char name[128];      /* the label, else the alias, else the first source */
+	char name[257];      /* the label, else the alias, else the first source:
+	                      * each fits whole, never a cut UTF-8 sequence (stats.c) */
 	char rkey[17];       /* kiln log takes it */
 };
 

@@ -9,6 +9,7 @@
 
 #include "kilnd.h"
 #include "log.h"
+#include "msg.h"
 #include "stats.h"
 #include "util.h"
 #include "thread.h"
@@ -294,6 +295,11 @@ void stats_build(struct kilnd *d, const char *toolchain, bool ok, uint64_t ms)
 		t->builds_failed += !ok;
 	}
 }
+
+_Static_assert(sizeof(((struct stats_failed *)0)->name) > MSG_MAX_ALIAS &&
+	       sizeof(((struct stats_failed *)0)->name) > MSG_MAX_LABEL &&
+	       sizeof(((struct stats_failed *)0)->name) > MSG_MAX_NAME,
+	       "a failed build's name is kept whole");
 
 void stats_failed(struct kilnd *d, const char *name, const char *rkey)
 {

@@ -334,18 +334,24 @@ int cli_next(struct cli_parse *p, const struct cli_optdef *defs, const char **va
 	return CLI_END;
 }
 
-int cli_parse_refs(struct cli *cli, int argc, char **argv, const char **refs, int max,
-		   int *nrefs)
+int cli_parse_flag_refs(struct cli *cli, int argc, char **argv, const struct cli_optdef *defs,
+			bool *flag, const char **refs, int max, int *nrefs)
 {
 	struct cli_parse p;
 	const char *val;
 	int id;
 
 	*nrefs = 0;
+	if (flag != NULL)
+		*flag = false;
 	cli_parse_init(&p, cli, argc, argv);
-	while ((id = cli_next(&p, NULL, &val)) != CLI_END) {
+	while ((id = cli_next(&p, defs, &val)) != CLI_END) {
 		if (id == CLI_STOP)
 			return p.status;
+		if (defs != NULL && id == defs[0].id) {
+			*flag = true;
+			continue;
+		}
 		if (*nrefs == max)
 			return cli_usage_error(cli, max ? "%s takes one REF" : "%s takes no arguments",
 					       cli->cmd);
@@ -354,6 +360,12 @@ int cli_parse_refs(struct cli *cli, int argc, char **argv, const char **refs, in
 		refs[(*nrefs)++] = val;
 	}
 	return -1;
+}
+
+int cli_parse_refs(struct cli *cli, int argc, char **argv, const char **refs, int max,
+		   int *nrefs)
+{
+	return cli_parse_flag_refs(cli, argc, argv, NULL, NULL, refs, max, nrefs);
 }
 
 /* kiln help [COMMAND] */

@@ -63,6 +63,13 @@ void cli_parse_init(struct cli_parse *p, struct cli *cli, int argc, char **argv)
  * cli->cmd (or the global help), --version the version. */
 int cli_next(struct cli_parse *p, const struct cli_optdef *defs, const char **val);
 /*
+ * As cli_parse_refs, for a command with one option of its own that takes no
+ * value: defs lists it first (then the zero entry), *flag is set when it is
+ * given. defs and flag may be NULL (no option).
+ */
+int cli_parse_flag_refs(struct cli *cli, int argc, char **argv, const struct cli_optdef *defs,
+			bool *flag, const char **refs, int max, int *nrefs);
+/*
  * Parses the arguments of a command that has no options of its own and
  * stores its positional REFs in refs. max is 0 (no arguments; refs may be
  * NULL), 1 (one REF at most) or -1 (any number; refs holds argc entries).

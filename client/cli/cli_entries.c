@@ -345,40 +345,6 @@ static int ls_print(const cJSON *arr, bool wide)
 	return 0;
 }
 
-/*
- * Parses the arguments of a command with one flag option (defs: that
- * option, then the zero entry; *flag set when given) and up to max REFs
- * (0 or 1; refs may be NULL for 0). Returns -1 to go on with *nrefs set, or
- * the exit status.
- */
-static int parse_flag_and_refs(struct cli *cli, int argc, char **argv,
-			       const struct cli_optdef *defs, bool *flag, const char **refs,
-			       int max, int *nrefs)
-{
-	struct cli_parse p;
-	const char *val;
-	int id;
-
-	*nrefs = 0;
-	*flag = false;
-	cli_parse_init(&p, cli, argc, argv);
-	while ((id = cli_next(&p, defs, &val)) != CLI_END) {
-		if (id == CLI_STOP)
-			return p.status;
-		if (id == defs[0].id) {
-			*flag = true;
-			continue;
-		}
-		if (*nrefs == max)
-			return cli_usage_error(cli, max ? "%s takes one REF" : "%s takes no arguments",
-					       cli->cmd);
-		if (!*val)
-			return cli_usage_error(cli, "REF must not be empty");
-		refs[(*nrefs)++] = val;
-	}
-	return -1;
-}
-
 static const struct cli_optdef ls_opts[] = {
 	{ "wide", 'w', false, 1 },
 	{ NULL, 0, false, 0 },
@@ -390,7 +356,7 @@ int cmd_ls(struct cli *cli, int argc, char **argv)
 	bool wide;
 	int status, nrefs;
 
-	status = parse_flag_and_refs(cli, argc, argv, ls_opts, &wide, NULL, 0, &nrefs);
+	status = cli_parse_flag_refs(cli, argc, argv, ls_opts, &wide, NULL, 0, &nrefs);
 	if (status >= 0)
 		return status;
 	status = CLI_EXIT_ERROR;
@@ -600,7 +566,7 @@ int cmd_show(struct cli *cli, int argc, char **argv)
 	bool all_deps;
 	int nrefs, status;
 
-	status = parse_flag_and_refs(cli, argc, argv, show_opts, &all_deps, &ref, 1, &nrefs);
+	status = cli_parse_flag_refs(cli, argc, argv, show_opts, &all_deps, &ref, 1, &nrefs);
 	if (status < 0 && nrefs == 0)
 		status = cli_usage_error(cli, "show needs a REF (a key, a key prefix or an alias)");
 	if (status >= 0)

@@ -790,7 +790,7 @@ void upstream_status(struct kilnd *d, cJSON *r)
 	else
 		cJSON_AddNullToObject(r, "job_nodes_source");
 	cJSON_AddNumberToObject(r, "upstream_looks_per_s",
-				util_round3(jobsize_looks_per_s(nodes, d->cfg->upstream_looks)));
+				jobsize_looks_per_s(nodes, d->cfg->upstream_looks));
 	/* The flights waiting on other nodes' claims, in the order they look
 	 * (the first 64), and how often each has looked. */
 	cJSON *w = cJSON_AddArrayToObject(r, "upstream_waiting");
