@@ -227,6 +227,11 @@ int store_totals(struct store *s, uint64_t *entries, uint64_t *bytes);
  * indexed and temporary files are removed.
  */
 int store_publish(struct store *s, const struct store_entry *e, int src_dir, const char *tmp_object);
+/* As store_publish, and *fd gets a read-only descriptor of the artifact
+ * (-1 on failure), opened before the row exists: an eviction right after
+ * the publish cannot take it from the caller. */
+int store_publish_open(struct store *s, const struct store_entry *e, int src_dir,
+		       const char *tmp_object, int *fd);
 /* Points alias at key (creating or replacing the alias). */
 int store_set_alias(struct store *s, const char *alias, const char *key);
 /* Adds counts[i] to uses and raises last_used to times[i] for keys[i]. */

@@ -369,6 +369,25 @@ out:
 	return rc;
 }
 
+int store_publish_open(struct store *s, const struct store_entry *e, int dir, const char *tmp_object,
+		       int *fd)
+{
+	struct stat sb;
+
+	/* Opened before its row exists: an eviction or a gc that drops the
+	 * entry right after cannot take the artifact from the build it
+	 * answers (the descriptor holds the inode, whatever its name). */
+	*fd = util_open_regular_at(dir, tmp_object, O_NOFOLLOW, &sb);
+	if (*fd < 0)
+		return *fd;
+	int rc = store_publish(s, e, dir, tmp_object);
+	if (rc != 0) {
+		close(*fd);
+		*fd = -1;
+	}
+	return rc;
+}
+
 /* Runs st, a statement on the writer that changes at most one row, to
  * completion and finalizes it; rc is the result of preparing it. The caller
  * holds wlock. Returns 0 when a row changed, -ENOENT when none matched, or a

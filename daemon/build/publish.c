@@ -261,19 +261,13 @@ static void publish_work(void *arg)
 	struct store *store = b->d->store;
 	snprintf(path, sizeof(path), "%s/out/artifact.%s", dir_name(b->dir),
 		 store_output_ext(b->entry.output));
-	rc = store_publish(store, &b->entry, store_tmp_fd(store), path);
+	rc = store_publish_open(store, &b->entry, store_tmp_fd(store), path, &b->fd);
 	if (rc != 0) {
 		build_fail(b, ERR_IO, "cannot publish the artifact into the cache: %s",
 			   strerror(-rc));
 		return;
 	}
 	b->obj_path = store_object_path(store, b->entry.key, b->entry.output);
-	b->fd = store_object_open(store, b->entry.key, b->entry.output);
-	if (b->fd < 0) {
-		build_fail(b, ERR_IO, "cannot open the published artifact: %s", strerror(-b->fd));
-		b->fd = -1;
-		return;
-	}
 	store_rm_tree_at(store_tmp_fd(store), dir_name(b->dir));
 	free(b->dir);
 	b->dir = NULL;

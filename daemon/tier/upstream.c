@@ -390,7 +390,7 @@ static int find_and_take(struct up_job *j)
 	if (log != NULL)
 		publish_write_log(d, j->entry.key, log, strlen(log));
 	free(log);
-	rc = store_publish(d->store, &j->entry, AT_FDCWD, tmp);
+	rc = store_publish_open(d->store, &j->entry, AT_FDCWD, tmp, &j->fd);
 	if (rc != 0) {
 		unlink(tmp);
 		log_warn("cannot publish upstream entry %.16s into the cache: %s", j->entry.key,
@@ -398,12 +398,6 @@ static int find_and_take(struct up_job *j)
 		return rc;
 	}
 	j->obj_path = store_object_path(d->store, j->entry.key, j->entry.output);
-	j->fd = store_object_open(d->store, j->entry.key, j->entry.output);
-	if (j->fd < 0) {
-		rc = j->fd;
-		j->fd = -1;
-		return rc;
-	}
 	return 1;
 }
 
