@@ -101,6 +101,10 @@ static void config_usage(FILE *fp)
 		"  --cuda-arch LIST        GPU architectures for nvcc requests that name none,\n"
 		"                          e.g. sm_80 or sm_80,sm_90 (default: the node's GPUs,\n"
 		"                          found through the CUDA driver)\n"
+		"  --no-prewarm            do not check the most recently used entries before\n"
+		"                          the first request (by default kilnd checks up to\n"
+		"                          4096 of them, at most 3 s of its time, as their\n"
+		"                          first hits would, while it waits for clients)\n"
 		"  --no-landlock           run compilers without Landlock (by default each\n"
 		"                          compiler may write only in its build directory\n"
 		"                          where the kernel has Landlock)\n"
@@ -290,7 +294,7 @@ enum {
 	OPT_MAX_FRAME, OPT_MAX_OUTPUT, OPT_UPSTREAM, OPT_UPSTREAM_STALE, OPT_UPSTREAM_LOOKS,
 	OPT_JOB_NODES,
 	OPT_ALLOW_UID, OPT_ALLOW_GROUP, OPT_MAX_CONNECTIONS, OPT_MAX_REQUESTS, OPT_MAX_PENDING,
-	OPT_MAX_QUEUE, OPT_FRAME_TIMEOUT, OPT_CUDA_ARCH, OPT_NO_LANDLOCK, OPT_ALLOW_WRITE, OPT_ALLOW_TOOLCHAIN_CODE,
+	OPT_MAX_QUEUE, OPT_FRAME_TIMEOUT, OPT_CUDA_ARCH, OPT_NO_LANDLOCK, OPT_NO_PREWARM, OPT_ALLOW_WRITE, OPT_ALLOW_TOOLCHAIN_CODE,
 	OPT_TOOLCHAIN_DIR, OPT_TOOLCHAIN_ENV,
 };
 
@@ -320,6 +324,7 @@ static const struct option long_opts[] = {
 	{ "frame-timeout", required_argument, NULL, OPT_FRAME_TIMEOUT },
 	{ "cuda-arch", required_argument, NULL, OPT_CUDA_ARCH },
 	{ "no-landlock", no_argument, NULL, OPT_NO_LANDLOCK },
+	{ "no-prewarm", no_argument, NULL, OPT_NO_PREWARM },
 	{ "allow-write", required_argument, NULL, OPT_ALLOW_WRITE },
 	{ "allow-toolchain-code", no_argument, NULL, OPT_ALLOW_TOOLCHAIN_CODE },
 	{ "toolchain-dir", required_argument, NULL, OPT_TOOLCHAIN_DIR },
@@ -472,6 +477,9 @@ static int parse_one(struct config *cfg, int c, const char *arg)
 		return parse_seconds("--frame-timeout", arg, &cfg->frame_timeout_s);
 	case OPT_NO_LANDLOCK:
 		cfg->no_landlock = true;
+		return 0;
+	case OPT_NO_PREWARM:
+		cfg->no_prewarm = true;
 		return 0;
 	case OPT_ALLOW_WRITE:
 		return add_dir(cfg->allow_write, &cfg->nallow_write, CONFIG_MAX_ALLOW_WRITE,

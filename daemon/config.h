@@ -62,6 +62,7 @@ struct config {
 	double frame_timeout_s;    /* a frame stalled this long closes its connection */
 	char *cuda_arch;           /* --cuda-arch, normalized ("sm_80,sm_90"), or NULL */
 	bool no_landlock;          /* --no-landlock: compilers run unconfined */
+	bool no_prewarm;           /* --no-prewarm: no checks before the first request */
 	bool allow_toolchain_code; /* --allow-toolchain-code: -fplugin=, -B, ... */
 	char *allow_write[CONFIG_MAX_ALLOW_WRITE]; /* --allow-write: absolute, real */
 	size_t nallow_write;

@@ -500,7 +500,13 @@ static void put_args(EVP_MD_CTX *md, char *const *args, size_t nargs)
 	char buf[8192];
 	size_t n = nargs;
 
-	if (join != NULL && args_joinable((const char *const *)args, nargs, join) == ARGS_REFUSED)
+	/* Only an option followed by a word can be joined: most requests have
+	 * none, and skip the walk of the allow-list. */
+	bool any = false;
+	for (size_t i = 0; i + 1 < nargs && !any; i++)
+		any = args[i][0] == '-' && args[i + 1][0] != '-';
+	if (join != NULL && (!any || args_joinable((const char *const *)args, nargs, join) ==
+				     ARGS_REFUSED))
 		memset(join, ARGS_JOIN_NONE, nargs);
 	/* Only pairs whose joined text fits are joined, counted and hashed. */
 	for (size_t i = 0; join != NULL && i < nargs; i++) {

@@ -120,6 +120,7 @@ struct kilnd {
 
 	struct server *server;
 	struct headers *headers;
+	struct prewarm *prewarm;     /* checks recent entries before the first request */
 	struct table *flights;       /* rkey -> struct build, builds not yet finished */
 	struct build *queue_head, *queue_tail;
 	struct build *bg_head, *bg_tail;  /* background builds: run when queue_head is empty */

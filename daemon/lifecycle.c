@@ -12,6 +12,7 @@
 #include "kilnd.h"
 #include "stats.h"
 #include "lifecycle.h"
+#include "prewarm.h"
 #include "log.h"
 #include "sdnotify.h"
 #include "server.h"
@@ -80,6 +81,7 @@ void lifecycle_stop(struct kilnd *d)
 	flight_abort_all(d);
 	kilnd_timers_stop(d);
 	stats_timer_stop();
+	prewarm_stop(d);
 	uv_timer_stop(&d->idle_timer);
 	uv_close((uv_handle_t *)&d->idle_timer, NULL);
 	uv_timer_stop(&d->cache_timer);

@@ -15,6 +15,7 @@
 #include "claims.h"
 #include "build.h"
 #include "publish.h"
+#include "prewarm.h"
 #include "flight.h"
 #include "cache_conf.h"
 #include "cachedir.h"
@@ -488,6 +489,7 @@ static void serve(struct kilnd *d)
 		kilnd_sweep_start(d);
 	}
 	lifecycle_start(d);
+	prewarm_start(d);
 	kilnd_activity(d);
 	const char *xdg = cfg->socket_default ? util_runtime_dir_ignored() : NULL;
 	if (xdg != NULL)

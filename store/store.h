@@ -209,6 +209,10 @@ int store_keys_with_prefix(struct store *s, const char *prefix, char (*keys)[65]
  * an ambiguous label matches. 0 with *n set, or a negative errno. */
 int store_keys_with_label(struct store *s, const char *label, char (*keys)[65], size_t max,
 			  size_t *n);
+/* The keys of the max most recently used entries, the latest first
+ * (*keys malloc'd, *n of them): what kilnd checks before its first
+ * request (prewarm.h). Reader thread. 0 or a negative errno. */
+int store_recent_keys(struct store *s, size_t max, char (**keys)[65], size_t *n);
 /* Every entry, most recently used first (deps not filled). */
 int store_list(struct store *s, struct store_entry **out, size_t *n);
 int store_totals(struct store *s, uint64_t *entries, uint64_t *bytes);

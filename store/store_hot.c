@@ -23,6 +23,7 @@
 #include "store.h"
 #include "store_int.h"
 #include "table.h"
+#include "util.h"
 
 /* Entries now carry every path their build looked at (hundreds, a
  * thousand for nvcc): room for a few hundred programs, more than a job
@@ -274,4 +275,31 @@ void store_hot_put(struct store *s, uint64_t gen, enum store_hot_kind kind, cons
 	}
 	hot_val_free(old);
 	s->hot->bytes += bytes;
+}
+
+int store_recent_keys(struct store *s, size_t max, char (**keys)[65], size_t *n)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(s->rd, "SELECT key FROM entries ORDER BY last_used DESC,"
+				    " created DESC LIMIT ?1", -1, &st, NULL);
+	*keys = NULL;
+	*n = 0;
+	if (rc == SQLITE_OK)
+		sqlite3_bind_int64(st, 1, (sqlite3_int64)max);
+	if (rc == SQLITE_OK && max > 0 && (*keys = malloc(max * sizeof(**keys))) == NULL)
+		rc = SQLITE_NOMEM;
+	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const unsigned char *t = sqlite3_column_text(st, 0);
+		rc = SQLITE_OK;
+		if (t != NULL && sqlite3_column_bytes(st, 0) == KILN_KEY_HEX && *n < max)
+			memcpy((*keys)[(*n)++], t, KILN_KEY_HEX + 1);
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_OK && rc != SQLITE_DONE) {
+		free(*keys);
+		*keys = NULL;
+		*n = 0;
+		return store_sql_errno(rc);
+	}
+	return 0;
 }

@@ -76,8 +76,12 @@ SCENARIOS (names for --only and --skip)
             rank has every program loaded and called.
   unique    the same with --unique-frac rank-unique keys.
   warm      warm restart: kilnd restarted on cold's cache before each kiln
-            row; kiln (get), kiln (lookup), bare dlopen of the same files by
-            RANKS processes, ccache hit + link (cold's CCACHE_DIR).
+            row, the ranks started once its prewarm is done (as a job's ranks
+            come seconds after the prologue started kilnd; the prewarm's time
+            is in the log and the JSON); kiln (get), kiln (lookup), kiln with
+            the ranks started at once (racing the prewarm), bare dlopen of
+            the same files by RANKS processes, ccache hit + link (cold's
+            CCACHE_DIR).
   herd      --herd processes (default 64) request one new program at the same
             instant: kiln, one plain compile (the limit), ccache, flock.
   micro     bench/microbench: warm get+load in a fresh process vs one Unix

@@ -233,15 +233,32 @@ class Bench(Baselines):
 
     # -- one run of each mode
 
-    def run_kiln(self, lists, j=None, lookup=False, many=False, cache=None, cclog_tag="kiln"):
+    def wait_prewarm(self, sock, timeout_s=30.0):
+        """Until kilnd's prewarm (its check of the most recently used
+        entries, docs/design.md "Prewarm") is done: as a job's ranks come
+        seconds after the prologue started kilnd. Its status figures."""
+        end = time.monotonic() + timeout_s
+        while True:
+            pw = self.kiln_json(sock, "status").get("prewarm") or {}
+            if pw.get("state") in ("done", "off", None) or time.monotonic() > end:
+                return pw
+            time.sleep(0.02)
+
+    def run_kiln(self, lists, j=None, lookup=False, many=False, cache=None, cclog_tag="kiln",
+                 prewarm=True):
         """kiln mode. cache None: a fresh cache (cold); else that cache, with
-        kilnd restarted on it (warm)."""
+        kilnd restarted on it (warm); the ranks start once kilnd's prewarm
+        is done unless prewarm is False (then at once, racing it)."""
         d = self.newdir(cclog_tag)
         cclog = os.path.join(d, "cc.log")
+        fresh = cache is None
         cache = cache or os.path.join(d, "cache")
         sock = os.path.join(d, "s")
         pid, start_s = self.kilnd_start(cache, sock, cclog)
+        pw = {}
         try:
+            if prewarm and not fresh:
+                pw = self.wait_prewarm(sock)
             argvs = [self.rank_argv("kiln", lst, r, socket=sock, j=j, lookup=lookup or None,
                                     many=many or None)
                      for r, lst in enumerate(lists)]
@@ -253,7 +270,9 @@ class Bench(Baselines):
         res.update(read_cc_log(cclog))
         res.update({"builds_started": st.get("builds_started"), "joined": st.get("joined"),
                     "hits": st.get("hits"), "misses": st.get("misses"),
-                    "daemon_start_s": start_s, "cache": cache})
+                    "daemon_start_s": start_s, "cache": cache,
+                    "prewarm_wall_ms": pw.get("wall_ms"), "prewarm_loop_ms": pw.get("loop_ms"),
+                    "prewarm_ready": pw.get("ready")})
         return res
 
     # -- cleanup

@@ -144,9 +144,10 @@ def scenario_warm(bench, w, args, keep):
                     raise BenchError(f"warm: {alias} is not in the cache")
                 g.write(f"{sym}\t{alias}\t{by_alias[alias]}\t{cid}\n")
         dl_lists.append(out)
-    runs = {"kiln": [], "kiln_seq": [], "kiln_lookup": [], "dlopen": [], "ccache": []}
+    runs = {"kiln": [], "kiln_seq": [], "kiln_lookup": [], "kiln_now": [], "dlopen": [],
+            "ccache": []}
     for rep in range(max(args.reps, args.slow_reps)):
-        for m in rep_modes(args, rep, ["kiln", "kiln_seq", "kiln_lookup", "dlopen"]):
+        for m in rep_modes(args, rep, ["kiln", "kiln_seq", "kiln_lookup", "kiln_now", "dlopen"]):
             la = os.getloadavg()[0]
             m0 = bench.mark()
             if m == "kiln":
@@ -155,6 +156,8 @@ def scenario_warm(bench, w, args, keep):
                 r = bench.run_kiln(lists, j=1, cache=cache, cclog_tag="warms")
             elif m == "kiln_lookup":
                 r = bench.run_kiln(lists, j=1, lookup=True, cache=cache, cclog_tag="warml")
+            elif m == "kiln_now":
+                r = bench.run_kiln(lists, many=True, cache=cache, cclog_tag="warmn", prewarm=False)
             elif m == "dlopen":
                 r = bench.run_dlopen(dl_lists)
             else:
@@ -164,11 +167,15 @@ def scenario_warm(bench, w, args, keep):
                 f"{r['rank_wall_median_s'] * 1e3:.1f} ms, compiles {r.get('compiles')}"
                 + (f", builds_started {r.get('builds_started')}, kilnd start "
                    f"{r['daemon_start_s'] * 1e3:.0f} ms" if m.startswith("kiln") else "")
+                + (f", prewarm {r.get('prewarm_wall_ms')} ms ({r.get('prewarm_loop_ms')} ms of "
+                   f"loop, {r.get('prewarm_ready')} ready)" if r.get("prewarm_wall_ms") is not None
+                   else "")
                 + (f", ERRORS {r['errors']}" if r.get("errors") else ""))
     titles = {
         "kiln": "kiln after restart: kiln_get_many (as cold), sources inline",
         "kiln_seq": "kiln after restart: kiln_get one after the other",
         "kiln_lookup": "kiln after restart: kiln_lookup by alias, one after the other",
+        "kiln_now": "kiln after restart, ranks at once (no wait for prewarm), kiln_get_many",
         "dlopen": f"bare dlopen of the same files by {len(lists)} processes (limit)",
         "ccache": "ccache hit + link, then dlopen",
     }
@@ -178,6 +185,7 @@ def scenario_warm(bench, w, args, keep):
         "kiln_over_dlopen": ratio(med(kw.get("kiln", {}).get("wall_s")), med(kw.get("dlopen", {}).get("wall_s"))),
         "kiln_seq_over_dlopen": ratio(med(kw.get("kiln_seq", {}).get("wall_s")), med(kw.get("dlopen", {}).get("wall_s"))),
         "kiln_lookup_over_dlopen": ratio(med(kw.get("kiln_lookup", {}).get("wall_s")), med(kw.get("dlopen", {}).get("wall_s"))),
+        "kiln_now_over_dlopen": ratio(med(kw.get("kiln_now", {}).get("wall_s")), med(kw.get("dlopen", {}).get("wall_s"))),
         "kiln_rank_median_over_dlopen": ratio(med(kw.get("kiln", {}).get("rank_wall_median_s")),
                                               med(kw.get("dlopen", {}).get("rank_wall_median_s"))),
         "ccache_over_kiln": ratio(med(kw.get("ccache", {}).get("wall_s")), med(kw.get("kiln", {}).get("wall_s"))),

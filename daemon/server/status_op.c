@@ -23,6 +23,7 @@
 #include "log.h"
 #include "msg.h"
 #include "named.h"
+#include "prewarm.h"
 #include "server.h"
 #include "stats.h"
 #include "status_op.h"
@@ -188,6 +189,7 @@ void op_status(struct conn *c, struct msg_request *req)
 	ADD_NUM(r, "stale_entries", d->formats.older.entries + d->formats.unknown.entries);
 	add_disk(d, r);
 	cJSON_AddBoolToObject(r, "checking_cache", d->sweep_pending);
+	prewarm_status(d, r);
 	ADD_NUM(r, "uptime_s", util_round3((double)(util_now_ns() - d->start_ns) / 1e9));
 	ADD_NUM(r, "connections", server_connections(d));
 	ADD_NUM(r, "claims_held", claims_count(d));

@@ -302,6 +302,92 @@ START_TEST(changed_header_is_a_miss)
 }
 END_TEST
 
+/* Waits until kilnd's prewarm is done; its status object (caller frees). */
+static cJSON *prewarm_done(void)
+{
+	for (int tries = 0;; tries++) {
+		cJSON *st = harness_status();
+		const cJSON *pw = cJSON_GetObjectItemCaseSensitive(st, "prewarm");
+		if (strcmp(harness_str(pw, "state"), "done") == 0)
+			return st;
+		cJSON_Delete(st);
+		ck_assert_msg(tries < 300, "kilnd's prewarm is not done after 15 s");
+		harness_sleep_ms(50);
+	}
+}
+
+/*
+ * A restarted kilnd checks its most recently used entries before the first
+ * request: all of them ready, and the requests then are hits with no
+ * compiler run. A header changed while kilnd was down is found changed by
+ * the prewarm as by a request: that entry is not ready, and the request
+ * builds the new value.
+ */
+START_TEST(prewarm_checks_recent_entries_and_changes)
+{
+	static const char text[] =
+		"#include \"cfg.h\"\n"
+		"int kiln_test_value(void) { return KILN_CFG_VALUE; }\n";
+	char inc[HARNESS_PATH], hdr[HARNESS_PATH], incarg[HARNESS_PATH + 4], key[72], k2[72];
+	const char *args[1];
+	struct kiln_request req;
+	struct kiln_source src;
+
+	ck_assert_int_eq(mkdir(harness_path(inc, "inc"), 0700), 0);
+	harness_write_file(harness_path(hdr, "inc/cfg.h"), "#define KILN_CFG_VALUE 5\n");
+	snprintf(incarg, sizeof(incarg), "-I%s", inc);
+	args[0] = incarg;
+	harness_request(&req, &src, "cfg.c", text);
+	req.args = args;
+	req.nargs = 1;
+	harness_start(NULL);
+	for (int i = 0; i < RESTART_PROGRAMS; i++) {
+		char name[32], alias[32];
+		snprintf(name, sizeof(name), "prewarm_%d", i);
+		snprintf(alias, sizeof(alias), "it:prewarm:%d", i);
+		harness_get_program(NULL, name, 300 + i, alias, key);
+	}
+	ck_assert_int_eq(get_cfg_program(&req, key), 5);
+	harness_stop();
+
+	harness_start(NULL);
+	cJSON *st = prewarm_done();
+	const cJSON *pw = cJSON_GetObjectItemCaseSensitive(st, "prewarm");
+	ck_assert_int_eq(harness_num(pw, "entries"), RESTART_PROGRAMS + 1);
+	ck_assert_int_eq(harness_num(pw, "checked"), RESTART_PROGRAMS + 1);
+	ck_assert_int_eq(harness_num(pw, "ready"), RESTART_PROGRAMS + 1);
+	int64_t builds = harness_num(st, "builds_started");
+	cJSON_Delete(st);
+	for (int i = 0; i < RESTART_PROGRAMS; i++) {
+		char alias[32];
+		snprintf(alias, sizeof(alias), "it:prewarm:%d", i);
+		struct harness_result r = harness_in_child(NULL, alias);
+		ck_assert_msg(r.rc == KILN_OK && r.value == 300 + i, "%s: %s", alias, r.msg);
+	}
+	ck_assert_int_eq(builds_started(), builds);
+	harness_stop();
+
+	/* Changed while kilnd was down (another size: a stat tells). */
+	harness_write_file(hdr, "#define KILN_CFG_VALUE 777\n");
+	harness_start(NULL);
+	st = prewarm_done();
+	pw = cJSON_GetObjectItemCaseSensitive(st, "prewarm");
+	ck_assert_int_eq(harness_num(pw, "ready"), RESTART_PROGRAMS);
+	cJSON_Delete(st);
+	ck_assert_int_eq(get_cfg_program(&req, k2), 777);
+	ck_assert_str_ne(k2, key);
+	ck_assert_int_eq(builds_started(), builds + 1);
+	harness_stop();
+
+	/* --no-prewarm: none. */
+	harness_start("--no-prewarm", NULL);
+	st = harness_status();
+	ck_assert_str_eq(harness_str(cJSON_GetObjectItemCaseSensitive(st, "prewarm"), "state"), "off");
+	cJSON_Delete(st);
+	harness_stop();
+}
+END_TEST
+
 /* Starts kilnd with start as its working directory and $PWD (as a job's
  * prologue started in that directory would). */
 static void start_in(const char *start)
@@ -358,5 +444,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("reconcile", restart_reconciles_a_damaged_cache, 90));
 	suite_add_tcase(s, harness_tcase("header", changed_header_is_a_miss, 90));
 	suite_add_tcase(s, harness_tcase("start_dir", start_directory_is_no_input, 90));
+	suite_add_tcase(s, harness_tcase("prewarm", prewarm_checks_recent_entries_and_changes, 90));
 	return harness_main(s);
 }
