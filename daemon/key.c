@@ -168,11 +168,25 @@ static const char *base_name(const char *path)
 
 /* One program of the toolchain in the identity: its name, where it is,
  * its size and mtime (as for the driver), or that it is not there. */
-static void put_program(EVP_MD_CTX *md, const char *name, const char *path)
+/* Adds a program's resolved path to tc's (the digests kilnd takes ahead). */
+static void keep_program(struct toolchain *tc, const char *real)
+{
+	if (tc->nprograms < KEY_MAX_PROGRAMS && (tc->programs[tc->nprograms] = strdup(real)) != NULL)
+		tc->nprograms++;
+}
+
+static void put_program(EVP_MD_CTX *md, struct toolchain *tc, const char *name, const char *path)
 {
 	struct stat st;
 	char real[PATH_MAX];
 	bool ok = path != NULL && realpath(path, real) != NULL && stat(real, &st) == 0;
+	/* Those every plain build runs, not the alternatives (lto1, gold, lld). */
+	static const char *const used[] = { "as", "ld", "collect2", "cc1", "cc1plus", "ptxas",
+					    "fatbinary", "nvlink", "cudafe++", "../nvvm/bin/cicc",
+					    "host compiler", NULL };
+	for (size_t i = 0; ok && S_ISREG(st.st_mode) && used[i] != NULL; i++)
+		if (strcmp(name, used[i]) == 0)
+			keep_program(tc, real);
 	put_str(md, TAG_TC_PROG, name);
 	put_str(md, TAG_TC_PROG, ok ? real : "");
 	put_u64(md, TAG_TC_STAT, ok ? (uint64_t)st.st_size : 0);
@@ -204,7 +218,7 @@ static bool search_dirs(const char *dirs, size_t len, const char *name, char *ou
  * all of them), else on kilnd's $PATH. A kilnd restarted after `module load
  * binutils`, or after a binutils upgrade, has another identity.
  */
-static void put_driver_programs(EVP_MD_CTX *md, const char *driver)
+static void put_driver_programs(EVP_MD_CTX *md, struct toolchain *tc, const char *driver)
 {
 	static const char *const progs[] = { "as", "ld", "collect2", "cc1", "cc1plus", "lto-wrapper",
 					     "lto1", "ld.bfd", "ld.gold", "ld.lld", "ld.mold", NULL };
@@ -217,7 +231,7 @@ static void put_driver_programs(EVP_MD_CTX *md, const char *driver)
 		char found[PATH_MAX];
 		bool ok = (dirs != NULL && search_dirs(dirs + 11, dlen, progs[i], found, sizeof(found))) ||
 			  search_path(progs[i], found, sizeof(found));
-		put_program(md, progs[i], ok ? found : NULL);
+		put_program(md, tc, progs[i], ok ? found : NULL);
 	}
 	free(out);
 }
@@ -225,7 +239,8 @@ static void put_driver_programs(EVP_MD_CTX *md, const char *driver)
 /* nvcc's: its own tools beside it, cicc in nvvm/, and the host compiler
  * (the one named, else NVCC_CCBIN, else gcc on PATH) with the programs
  * that one runs and its --version. */
-static void put_nvcc_programs(EVP_MD_CTX *md, const char *real_nvcc, const char *named_host)
+static void put_nvcc_programs(EVP_MD_CTX *md, struct toolchain *tc, const char *real_nvcc,
+			      const char *named_host)
 {
 	static const char *const tools[] = { "ptxas", "fatbinary", "nvlink", "cudafe++", "bin2c",
 					     "nvcc.profile", "../nvvm/bin/cicc", NULL };
@@ -236,18 +251,18 @@ static void put_nvcc_programs(EVP_MD_CTX *md, const char *real_nvcc, const char 
 		*slash = '\0';
 	for (size_t i = 0; tools[i] != NULL; i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, tools[i]);
-		put_program(md, tools[i], path);
+		put_program(md, tc, tools[i], path);
 	}
 	const char *ccbin = named_host != NULL ? named_host : tcenv_get("NVCC_CCBIN");
 	bool found = ccbin != NULL && ccbin[0] != '\0'
 			     ? snprintf(host, sizeof(host), "%s", ccbin) > 0
 			     : search_path("gcc", host, sizeof(host));
-	put_program(md, "host compiler", found ? host : NULL);
+	put_program(md, tc, "host compiler", found ? host : NULL);
 	put_str(md, TAG_TC_PATH, found ? base_name(host) : "");
 	if (found) {
 		char *argv[] = { host, (char *)"--version", NULL };
 		char *ver = run_capture(argv);
-		put_driver_programs(md, host);
+		put_driver_programs(md, tc, host);
 		put_str(md, TAG_TC_VERSION, ver);
 		free(ver);
 	}
@@ -385,10 +400,11 @@ int key_toolchain_init(struct toolchain *tc, const char *name, const char *path,
 		key_cpu_id(cpu);
 		put_field(md, TAG_CPU, cpu, sizeof(cpu));
 	}
+	keep_program(tc, real);
 	if (tc->is_nvcc)
-		put_nvcc_programs(md, real, host);
+		put_nvcc_programs(md, tc, real, host);
 	else
-		put_driver_programs(md, path);
+		put_driver_programs(md, tc, path);
 	key_end(md, tc->id);
 	tc->link_depfile = !tc->is_nvcc && probe_link_depfile(path);
 	tc->dynamic = preloadable(real);
@@ -449,6 +465,8 @@ void key_toolchain_fini(struct toolchain *tc)
 	free(tc->host);
 	free(tc->host_real);
 	free(tc->version);
+	for (size_t i = 0; i < tc->nprograms; i++)
+		free(tc->programs[i]);
 	memset(tc, 0, sizeof(*tc));
 }
 

@@ -32,6 +32,8 @@
  * says so at start; kiln gc --stale, and eviction takes them first). */
 #define KEY_FORMAT_VERSION 5
 
+#define KEY_MAX_PROGRAMS 32
+
 /* A compiler, configured or named by a request, and its identity digest. */
 struct toolchain {
 	char *name;          /* as configured ("c++"), or the path a request named */
@@ -53,6 +55,10 @@ struct toolchain {
 	                      * script), so kiln-observe.so can be preloaded */
 	char *cuda_arch;     /* nvcc: the architectures for requests that name
 	                      * none ("sm_80" or "sm_80,sm_90"), or NULL */
+	/* The driver and the programs it runs, resolved (those its identity
+	 * covers): their digests are taken ahead of the first build. */
+	char *programs[KEY_MAX_PROGRAMS];
+	size_t nprograms;
 };
 
 /* Whether args choose a GPU architecture themselves (-arch, -gencode, ...). */

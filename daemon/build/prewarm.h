@@ -7,6 +7,8 @@
  * them ready. On the loop, a few entries per turn, requests served in
  * between; bounded by PREWARM_MAX_ENTRIES and PREWARM_MAX_MS of loop time.
  * A check found invalid or waiting for a hash is left to the request.
+ * On the pool meanwhile, the digests of the toolchains' programs are taken,
+ * which the first build's publish needs.
  */
 #ifndef KILN_DAEMON_PREWARM_H
 #define KILN_DAEMON_PREWARM_H

@@ -341,6 +341,17 @@ START_TEST(prewarm_checks_recent_entries_and_changes)
 	req.args = args;
 	req.nargs = 1;
 	harness_start(NULL);
+	/* Before any request, the toolchains' programs are hashed on the pool
+	 * (the first build's publish needs their digests). */
+	for (int tries = 0;; tries++) {
+		cJSON *st = harness_status();
+		int64_t hashed = harness_num(cJSON_GetObjectItemCaseSensitive(st, "digests"), "hashed");
+		cJSON_Delete(st);
+		if (hashed > 0)
+			break;
+		ck_assert_msg(tries < 300, "no toolchain program hashed 15 s after the start");
+		harness_sleep_ms(50);
+	}
 	for (int i = 0; i < RESTART_PROGRAMS; i++) {
 		char name[32], alias[32];
 		snprintf(name, sizeof(name), "prewarm_%d", i);
@@ -381,8 +392,10 @@ START_TEST(prewarm_checks_recent_entries_and_changes)
 
 	/* --no-prewarm: none. */
 	harness_start("--no-prewarm", NULL);
+	harness_sleep_ms(300);
 	st = harness_status();
 	ck_assert_str_eq(harness_str(cJSON_GetObjectItemCaseSensitive(st, "prewarm"), "state"), "off");
+	ck_assert_int_eq(harness_num(cJSON_GetObjectItemCaseSensitive(st, "digests"), "hashed"), 0);
 	cJSON_Delete(st);
 	harness_stop();
 }
