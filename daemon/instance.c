@@ -255,6 +255,11 @@ int instance_lock(const struct config *cfg, long *other_pid, char *msg, size_t m
 	}
 	snprintf(path, sizeof(path), "%s/kilnd.lock", cfg->cache_dir);
 	rc = take_lock(path, &cache_lock_fd);
+	/* A new directory another kilnd's failed start removed again just
+	 * after we made it (main.c, remove_new_cache): made once more. */
+	for (int tries = 0; rc == -ENOENT && tries < 3; tries++)
+		if (util_mkdir_p(cfg->cache_dir, 0700) == 0)
+			rc = take_lock(path, &cache_lock_fd);
 	if (rc == 1)
 		rc = wait_lock_or_owner(path, &cache_lock_fd, "cache directory", cfg, other_pid, msg,
 					msglen);

@@ -375,6 +375,13 @@ static int open_log(const struct config *cfg)
 	return log_open(cfg->log_level, file);
 }
 
+/* Set while the services start, with the locks held: a failure is reported
+ * to a waiting --daemonize parent only once the cleanup is done (a cache
+ * directory this start made is removed first), so that a start right
+ * after the parent returns never meets that removal. */
+static bool defer_failure;
+static char deferred[1024];
+
 static void fail_start(const struct config *cfg, const char *err)
 {
 	log_error("%s", err);
@@ -382,7 +389,10 @@ static void fail_start(const struct config *cfg, const char *err)
 	 * With --daemonize the parent waiting for us prints it. */
 	if ((cfg->log_file != NULL || cfg->daemonize) && !instance_parent_waits())
 		fprintf(stderr, "kilnd: %s\n", err);
-	instance_ready(1, 0, err);
+	if (defer_failure)
+		snprintf(deferred, sizeof(deferred), "%s", err);
+	else
+		instance_ready(1, 0, err);
 }
 
 /* The server reaches the op table and the header batches only through these. */
@@ -595,13 +605,18 @@ int main(int argc, char **argv)
 		d.exit_code = 0;
 	else if (rc == 2)
 		d.exit_code = KILND_EXIT_CACHE_IN_USE;
-	else if (rc == 0 && start_services(&d, err, sizeof(err), &loop) == 0)
-		serve(&d);
-	else if (rc == 0)
-		d.remove_new_cache = cache_new;
+	else if (rc == 0) {
+		defer_failure = true;
+		if (start_services(&d, err, sizeof(err), &loop) == 0)
+			serve(&d);
+		else
+			d.remove_new_cache = cache_new;
+	}
 	if (loop)
 		fini_loop(&d);
 	fini_process(&d);
+	if (deferred[0] != '\0')
+		instance_ready(1, 0, deferred);
 	config_fini(&cfg);
 	return d.exit_code;
 }

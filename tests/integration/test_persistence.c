@@ -255,6 +255,27 @@ static int64_t builds_started(void)
 	return n;
 }
 
+/* cfg.c, which returns KILN_CFG_VALUE from inc/cfg.h, asked with -Iinc. */
+struct cfg_prog {
+	char inc[HARNESS_PATH], hdr[HARNESS_PATH], incarg[HARNESS_PATH + 4];
+	const char *args[1];
+	struct kiln_request req;
+	struct kiln_source src;
+};
+
+static void cfg_prog_init(struct cfg_prog *p, const char *text, int value)
+{
+	char def[64];
+	ck_assert_int_eq(mkdir(harness_path(p->inc, "inc"), 0700), 0);
+	snprintf(def, sizeof(def), "#define KILN_CFG_VALUE %d\n", value);
+	harness_write_file(harness_path(p->hdr, "inc/cfg.h"), def);
+	snprintf(p->incarg, sizeof(p->incarg), "-I%s", p->inc);
+	p->args[0] = p->incarg;
+	harness_request(&p->req, &p->src, "cfg.c", text);
+	p->req.args = p->args;
+	p->req.nargs = 1;
+}
+
 START_TEST(changed_header_is_a_miss)
 {
 	static const char text[] =
@@ -264,39 +285,32 @@ START_TEST(changed_header_is_a_miss)
 		"{\n"
 		"\treturn KILN_CFG_VALUE;\n"
 		"}\n";
-	char inc[HARNESS_PATH], hdr[HARNESS_PATH], incarg[HARNESS_PATH + 4];
 	char key1[72], key2[72], key3[72];
-	const char *args[1];
-	struct kiln_request req;
-	struct kiln_source src;
+	struct cfg_prog p;
+	struct kiln_request *rq = &p.req;
+	const char *hdr = p.hdr;
 
-	ck_assert_int_eq(mkdir(harness_path(inc, "inc"), 0700), 0);
-	harness_write_file(harness_path(hdr, "inc/cfg.h"), "#define KILN_CFG_VALUE 1\n");
-	snprintf(incarg, sizeof(incarg), "-I%s", inc);
-	args[0] = incarg;
-	harness_request(&req, &src, "cfg.c", text);
-	req.args = args;
-	req.nargs = 1;
+	cfg_prog_init(&p, text, 1);
 	harness_start(NULL);
 
-	ck_assert_int_eq(get_cfg_program(&req, key1), 1);
+	ck_assert_int_eq(get_cfg_program(rq, key1), 1);
 	ck_assert_int_eq(builds_started(), 1);
-	ck_assert_int_eq(get_cfg_program(&req, key2), 1);
+	ck_assert_int_eq(get_cfg_program(rq, key2), 1);
 	ck_assert_str_eq(key2, key1);
 	ck_assert_int_eq(builds_started(), 1);
 
 	/* A different size too, so that a stat alone tells the change. */
 	harness_write_file(hdr, "#define KILN_CFG_VALUE 222\n");
-	ck_assert_int_eq(get_cfg_program(&req, key2), 222);
+	ck_assert_int_eq(get_cfg_program(rq, key2), 222);
 	ck_assert_str_ne(key2, key1);
 	ck_assert_int_eq(builds_started(), 2);
-	ck_assert_int_eq(get_cfg_program(&req, key3), 222);
+	ck_assert_int_eq(get_cfg_program(rq, key3), 222);
 	ck_assert_str_eq(key3, key2);
 	ck_assert_int_eq(builds_started(), 2);
 
 	/* The old content again names the old artifact. */
 	harness_write_file(hdr, "#define KILN_CFG_VALUE 1\n");
-	ck_assert_int_eq(get_cfg_program(&req, key3), 1);
+	ck_assert_int_eq(get_cfg_program(rq, key3), 1);
 	ck_assert_str_eq(key3, key1);
 	harness_stop();
 }
@@ -328,18 +342,12 @@ START_TEST(prewarm_checks_recent_entries_and_changes)
 	static const char text[] =
 		"#include \"cfg.h\"\n"
 		"int kiln_test_value(void) { return KILN_CFG_VALUE; }\n";
-	char inc[HARNESS_PATH], hdr[HARNESS_PATH], incarg[HARNESS_PATH + 4], key[72], k2[72];
-	const char *args[1];
-	struct kiln_request req;
-	struct kiln_source src;
+	char key[72], k2[72];
+	struct cfg_prog p;
+	struct kiln_request *rq = &p.req;
+	const char *hdr = p.hdr;
 
-	ck_assert_int_eq(mkdir(harness_path(inc, "inc"), 0700), 0);
-	harness_write_file(harness_path(hdr, "inc/cfg.h"), "#define KILN_CFG_VALUE 5\n");
-	snprintf(incarg, sizeof(incarg), "-I%s", inc);
-	args[0] = incarg;
-	harness_request(&req, &src, "cfg.c", text);
-	req.args = args;
-	req.nargs = 1;
+	cfg_prog_init(&p, text, 5);
 	harness_start(NULL);
 	/* Before any request, the toolchains' programs are hashed on the pool
 	 * (the first build's publish needs their digests). */
@@ -358,7 +366,7 @@ START_TEST(prewarm_checks_recent_entries_and_changes)
 		snprintf(alias, sizeof(alias), "it:prewarm:%d", i);
 		harness_get_program(NULL, name, 300 + i, alias, key);
 	}
-	ck_assert_int_eq(get_cfg_program(&req, key), 5);
+	ck_assert_int_eq(get_cfg_program(rq, key), 5);
 	harness_stop();
 
 	harness_start(NULL);
@@ -385,7 +393,7 @@ START_TEST(prewarm_checks_recent_entries_and_changes)
 	pw = cJSON_GetObjectItemCaseSensitive(st, "prewarm");
 	ck_assert_int_eq(harness_num(pw, "ready"), RESTART_PROGRAMS);
 	cJSON_Delete(st);
-	ck_assert_int_eq(get_cfg_program(&req, k2), 777);
+	ck_assert_int_eq(get_cfg_program(rq, k2), 777);
 	ck_assert_str_ne(k2, key);
 	ck_assert_int_eq(builds_started(), builds + 1);
 	harness_stop();
