@@ -286,6 +286,15 @@ int store_recent_keys(struct store *s, size_t max, char (**keys)[65], size_t *n)
 	*n = 0;
 	if (rc == SQLITE_OK)
 		sqlite3_bind_int64(st, 1, (sqlite3_int64)max);
+	/* As many as there are entries, up to max. */
+	int64_t count = 0;
+	sqlite3_stmt *c = NULL;
+	if (rc == SQLITE_OK && sqlite3_prepare_v2(s->rd, "SELECT entries FROM totals WHERE id = 1",
+						  -1, &c, NULL) == SQLITE_OK && sqlite3_step(c) == SQLITE_ROW)
+		count = sqlite3_column_int64(c, 0);
+	sqlite3_finalize(c);
+	if ((uint64_t)count < max)
+		max = (size_t)count;
 	if (rc == SQLITE_OK && max > 0 && (*keys = malloc(max * sizeof(**keys))) == NULL)
 		rc = SQLITE_NOMEM;
 	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {

@@ -181,8 +181,11 @@ void prewarm_start(struct kilnd *d)
 	pw->idle.data = d;
 	pw->start_ns = pw->end_ns = util_now_ns();
 	pw->state = PW_DONE;
-	if (store_recent_keys(d->store, PREWARM_MAX_ENTRIES, &pw->keys, &pw->n) != 0 || pw->n == 0)
+	if (store_recent_keys(d->store, PREWARM_MAX_ENTRIES, &pw->keys, &pw->n) != 0 || pw->n == 0) {
+		free(pw->keys);
+		pw->keys = NULL;
 		return;
+	}
 	pw->state = PW_RUNNING;
 	uv_idle_start(&pw->idle, on_idle);
 }
