@@ -167,6 +167,7 @@ static int swap_store(struct kilnd *d, bool keep_tmp)
 	}
 	d->old_stores[d->nold_stores++] = d->store;
 	d->store = fresh;
+	d->overhead_ns = 0;   /* the new directory's files: measured at the next refresh */
 	upgrade_adopt_store(d);
 	/* What was learnt about the old cache's objects is void. */
 	fdcache_free(d->fds);

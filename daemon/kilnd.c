@@ -201,6 +201,7 @@ struct evict_job {
 	struct kilnd *d;
 	void *touches;
 	uint64_t removed, freed;
+	uint64_t index, other;      /* store_overhead after the eviction */
 	int rc;
 };
 
@@ -213,12 +214,15 @@ static void evict_work(void *arg)
 	kilnd_touches_write(j->touches);
 	j->touches = NULL;
 	j->rc = store_evict(j->d->store, j->d->cfg->max_size, &j->removed, &j->freed);
+	store_overhead(j->d->store, &j->index, &j->other);
 }
 
-/* Reads the totals from the index; false when it cannot. */
+/* Reads the entries' totals from the index (one row); the files outside
+ * the entries keep their last measurement (measure_overhead). False when
+ * it cannot. */
 static bool read_totals(struct kilnd *d)
 {
-	int rc = store_footprint(d->store, &d->disk);
+	int rc = store_footprint_entries(d->store, &d->disk);
 	if (rc != 0) {
 		log_warn("cannot read cache totals: %s", strerror(-rc));
 		return false;
@@ -226,6 +230,14 @@ static bool read_totals(struct kilnd *d)
 	d->entries = d->disk.entries;
 	d->bytes = d->disk.bytes;
 	return true;
+}
+
+void kilnd_set_overhead(struct kilnd *d, uint64_t index, uint64_t other)
+{
+	d->disk.index = index;
+	d->disk.other = other;
+	d->disk.total = d->disk.entries_disk + index + other;
+	d->overhead_ns = util_now_ns();
 }
 
 static void evict_done(void *arg)
@@ -243,11 +255,13 @@ static void evict_done(void *arg)
 		log_info("evicted %llu entries (%llu bytes on disk) to stay under --max-size",
 			 (unsigned long long)j->removed, (unsigned long long)j->freed);
 	struct kilnd *d = j->d;
+	uint64_t index = j->index, other = j->other;
 	free(j);
 	/* No second round from here: what is left over the limit is pinned or
 	 * not the entries' (the next write tries again), said once. */
 	if (d->stopping || !read_totals(d))
 		return;
+	kilnd_set_overhead(d, index, other);
 	bool over = d->disk.total > d->cfg->max_size;
 	if (over && !over_said)
 		log_warn("the cache takes %llu bytes on disk after eviction, over --max-size %llu: "
@@ -259,10 +273,57 @@ static void evict_done(void *arg)
 	over_said = over;
 }
 
+/* The files outside the entries (index, WAL, failed builds' logs,
+ * directories), measured on the pool at most once a second: a listing of
+ * objects/ and logs/failed/ is no work for the loop's every write. */
+struct measure_job {
+	struct kilnd *d;
+	struct store *store;
+	uint64_t index, other;
+};
+
+static bool measuring;
+
+static void measure_work(void *arg)
+{
+	struct measure_job *j = arg;
+	store_overhead(j->store, &j->index, &j->other);
+}
+
+static void measure_done(void *arg)
+{
+	struct measure_job *j = arg;
+	struct kilnd *d = j->d;
+	measuring = false;
+	bool same = j->store == d->store;   /* not a cache directory made anew meanwhile */
+	if (same)
+		kilnd_set_overhead(d, j->index, j->other);
+	free(j);
+	if (same && !d->stopping && d->disk.total > d->cfg->max_size)
+		kilnd_refresh_totals(d);
+}
+
+static void measure_overhead(struct kilnd *d)
+{
+	if (measuring || d->stopping || util_now_ns() - d->overhead_ns < 1000000000u)
+		return;
+	struct measure_job *j = calloc(1, sizeof(*j));
+	if (j == NULL)
+		return;
+	j->d = d;
+	j->store = d->store;
+	measuring = true;
+	if (kilnd_work(d, measure_work, measure_done, j) != 0) {
+		measuring = false;
+		free(j);
+	}
+}
+
 void kilnd_refresh_totals(struct kilnd *d)
 {
 	if (!read_totals(d))
 		return;
+	measure_overhead(d);
 	if (d->disk.total <= d->cfg->max_size || evicting || d->stopping)
 		return;
 	struct evict_job *j = calloc(1, sizeof(*j));

@@ -113,7 +113,9 @@ struct kilnd {
 	unsigned in_flight;          /* builds holding a --jobs slot */
 	unsigned queued;             /* builds waiting for a slot */
 	uint64_t entries, bytes;     /* cache totals, refreshed after every write */
-	struct store_footprint disk; /* what the cache takes: max-size bounds disk.total */
+	struct store_footprint disk; /* what the cache takes: max-size bounds disk.total;
+	                              * its index and other parts measured on the pool */
+	uint64_t overhead_ns;        /* when they were (util_now_ns) */
 	struct store_formats formats; /* entries by key format, at start and after gc */
 	bool remove_new_cache;       /* a failed start removes the cache it made */
 	const char *max_size_source; /* "command line", "kiln.conf" or "default" */
@@ -187,7 +189,11 @@ void kilnd_timers_stop(struct kilnd *d);
  * checked anyway before its first serve (verify.h). sweep_pending stays set
  * until it finished, so a stop before that leaves no clean mark. */
 void kilnd_sweep_start(struct kilnd *d);
-/* Re-reads entries and bytes from the index; evicts when over --max-size. */
+/* The files outside the entries as a pool job measured them (store_overhead). */
+void kilnd_set_overhead(struct kilnd *d, uint64_t index, uint64_t other);
+/* Re-reads entries and bytes from the index (the files outside the entries
+ * measured again on the pool, at most once a second); evicts when over
+ * --max-size. */
 void kilnd_refresh_totals(struct kilnd *d);
 
 #endif

@@ -359,6 +359,7 @@ static int store_init(struct kilnd *d, char *err, size_t errlen)
 			 (unsigned long long)st.objects_adopted, (unsigned long long)st.objects_removed);
 	upgrade_adopt_store(d);
 	rc = store_footprint(d->store, &d->disk);
+	d->overhead_ns = util_now_ns();
 	d->entries = d->disk.entries;
 	d->bytes = d->disk.bytes;
 	return rc;

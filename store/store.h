@@ -315,7 +315,12 @@ struct store_footprint {
 /* Reader thread (the totals row), plus a few stats and one listing of
  * logs/failed/ (at most STORE_FAILED_MAX_FILES files). 0 or -errno. */
 int store_footprint(struct store *s, struct store_footprint *f);
-/* The part outside the entries (index, other); any thread. */
+/* As store_footprint from the totals row alone: f's index and other are
+ * kept as they are (measured on the pool with store_overhead), total is
+ * recomputed. Reader thread: what kilnd does after each write. */
+int store_footprint_entries(struct store *s, struct store_footprint *f);
+/* The part outside the entries (index, other): a few stats and two
+ * listings, so not for the loop's every write. Any thread. */
 void store_overhead(const struct store *s, uint64_t *index, uint64_t *other);
 
 /* The key format this kilnd builds under (0 until set): stamped on entries

@@ -132,6 +132,13 @@ int store_footprint(struct store *s, struct store_footprint *f)
 	return 0;
 }
 
+int store_footprint_entries(struct store *s, struct store_footprint *f)
+{
+	int rc = store_count_disk(s->rd, &f->entries, &f->bytes, &f->entries_disk);
+	f->total = f->entries_disk + f->index + f->other;
+	return rc;
+}
+
 void store_set_key_format(struct store *s, int key_format)
 {
 	s->key_format = key_format;

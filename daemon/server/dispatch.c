@@ -405,6 +405,7 @@ struct write_job {
 	void *touches;      /* gc: uses to write before choosing what to evict */
 	int rc;
 	uint64_t removed, freed, pinned_removed;
+	uint64_t index, other;  /* gc: store_overhead after it */
 	uint64_t logs_removed;  /* gc: logs of failed builds pruned */
 };
 
@@ -432,6 +433,7 @@ static void write_work(void *arg)
 				     : 0;
 		if (prc < 0)
 			log_warn("gc: cannot prune the logs of failed builds: %s", strerror(-prc));
+		store_overhead(s, &j->index, &j->other);
 		break;
 	}
 }
@@ -441,6 +443,8 @@ static void write_done(void *arg)
 	struct write_job *j = arg;
 	struct conn *c = j->c;
 	struct kilnd *d = c->d;
+	if (j->op == OP_GC)
+		kilnd_set_overhead(d, j->index, j->other);
 	kilnd_refresh_totals(d);
 	if (j->rc == 0 && j->op == OP_GC) {
 		d->c.evicted += j->removed;
