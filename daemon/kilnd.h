@@ -111,6 +111,7 @@ struct kilnd {
 	struct counters c;
 	struct stats_extra stats;    /* per toolchain, build times, since (stats.h) */
 	unsigned in_flight;          /* builds holding a --jobs slot */
+	unsigned lent;               /* more slots lent to builds' compile steps (step.c) */
 	unsigned queued;             /* builds waiting for a slot */
 	uint64_t entries, bytes;     /* cache totals, refreshed after every write */
 	struct store_footprint disk; /* what the cache takes: max-size bounds disk.total;

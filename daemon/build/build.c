@@ -322,9 +322,9 @@ static void cancel_one(struct kilnd *d, struct build *b)
 	if (b->state == FLIGHT_QUEUED) {
 		if (queue_remove(d, b))
 			build_finish(b);
-	} else if (b->pgid > 0) {
-		/* The step's exit handler finishes it, slot and all. */
-		kill(-b->pgid, SIGKILL);
+	} else {
+		/* The steps' exit handlers finish it, slot and all. */
+		step_kill(b);
 	}
 }
 
@@ -394,6 +394,24 @@ void build_release_slot(struct build *b)
 {
 	running_del(b->d, b);
 	pump(b->d);
+}
+
+/* Lent slots count against --jobs like a build's own; a build waiting in
+ * the queue comes first. */
+bool step_slot_borrow(struct kilnd *d)
+{
+	ASSERT_LOOP();
+	if (d->stopping || d->in_flight + d->lent >= d->cfg->jobs || d->queue_head != NULL)
+		return false;
+	d->lent++;
+	return true;
+}
+
+void step_slot_return(struct kilnd *d)
+{
+	ASSERT_LOOP();
+	d->lent--;
+	pump(d);
 }
 
 /* Appends to the build log, up to --max-output; the rest is counted. */
@@ -472,7 +490,7 @@ static bool build_retry(struct build *b)
 	free(b->err_msg);
 	b->err_msg = NULL;
 	b->err_code = ERR_NONE;
-	b->loglen = b->dropped = b->log_mark = 0;
+	b->loglen = b->dropped = 0;
 	b->step = 0;
 	b->timed_out = false;
 	if (b->fd >= 0)
@@ -561,10 +579,10 @@ static void on_timeout(uv_timer_t *t)
 {
 	struct build *b = t->data;
 	b->timed_out = true;
-	if (b->pgid > 0) {
-		log_warn("build %.16s ran past %.0f s; killing its process group", b->in.rkey,
+	if (b->nprocs > 0) {
+		log_warn("build %.16s ran past %.0f s; killing its processes", b->in.rkey,
 			 b->d->cfg->build_timeout_s);
-		kill(-b->pgid, SIGKILL);
+		step_kill(b);
 	}
 }
 
@@ -629,7 +647,7 @@ static void pump(struct kilnd *d)
 	pumping = true;
 	do {
 		again = false;
-		while (!d->stopping && d->in_flight < d->cfg->jobs) {
+		while (!d->stopping && d->in_flight + d->lent < d->cfg->jobs) {
 			struct build *b = queue_pop(d);
 			if (b == NULL)
 				break;
@@ -736,7 +754,6 @@ void flight_abort_all(struct kilnd *d)
 		if (b->in_pool)
 			continue;
 		build_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
-		if (b->pgid > 0)
-			kill(-b->pgid, SIGKILL);
+		step_kill(b);
 	}
 }

@@ -18,6 +18,7 @@
 #include "store.h"
 
 struct up_flight;
+struct step_proc;
 
 struct waiter {
 	struct waiter *next;
@@ -44,23 +45,20 @@ struct build {
 	uint64_t start_ns;
 	int64_t start_wall_ns;
 
-	/* The current step's process. */
+	/* The steps' processes: one at a time, except a multi-source build's
+	 * compile steps, which run side by side in free --jobs slots (step.c). */
 	int step;                    /* next step to run; see step.c */
-	pid_t pid;                   /* kiln-exec of the running step, or 0 once it exited */
-	pid_t pgid;                  /* its process group, until the step's output ended */
-	uv_process_t proc;
-	uv_pipe_t out;
-	int step_pending;            /* exit and end of output still to come */
-	int64_t exit_status;
-	int term_signal;
+	struct step_proc *procs;     /* the running steps' processes (step.c) */
+	int nprocs;                  /* ... of which this many are running */
+	int next_compile;            /* compile phase: the next compile step to start */
+	int ncompile;                /* ... of this many (0 outside the phase) */
+	int nprocs_cap;              /* the length of procs */
 	uv_timer_t timer;
 	bool timer_init;
 	bool timed_out;
 
 	char *log;                   /* compiler output, capped at --max-output */
 	size_t loglen, logcap, dropped;
-	size_t log_mark;             /* where the current step's output starts */
-	bool is_check;               /* the current step is the load check */
 
 	int err_code;                /* enum msg_err; ERR_NONE while all is well */
 	char *err_msg;
@@ -92,6 +90,13 @@ void build_finish(struct build *b);
 
 /* step.c: runs the next compiler step or the load check; finishes b at the end. */
 void step_next(struct build *b);
+/* Kills the process groups of b's running steps (timeout, cancel, shutdown):
+ * their exit handlers go on with b. */
+void step_kill(struct build *b);
+/* A --jobs slot lent to a build for one more of its compile steps, when one
+ * is free and no build waits for it (build.c); step_slot_return gives it back. */
+bool step_slot_borrow(struct kilnd *d);
+void step_slot_return(struct kilnd *d);
 /* The argv of step b->step (kiln-exec and all), malloc'd, or NULL when no
  * step is left; *is_check tells the load check. For recheck.c, which runs
  * the same commands on a build that exists only on its stack. */

@@ -1,9 +1,10 @@
 /*
  * Compiler steps of a build. One source compiles and links in one step;
- * several compile one by one (each with its own dependency file, since a
- * single driver call writes the dependencies of its last source only) and
- * then link. A load check follows. Every step runs through kiln-exec in a
- * new session, with its output captured through one pipe.
+ * several compile in steps of their own (each with its own dependency file,
+ * since a single driver call writes the dependencies of its last source
+ * only), side by side in free --jobs slots, and then link. A load check
+ * follows. Every step runs through kiln-exec in a new session, with its
+ * output captured through a pipe of its own.
  */
 #include <errno.h>
 #include <signal.h>
@@ -191,10 +192,10 @@ static void push_compiler(struct argv_buf *a, const struct build *b, const char 
 }
 
 /* A precompiled header (pch.c): one compile of the generated header. */
-static bool pch_step_argv(struct build *b, struct argv_buf *a)
+static bool pch_step_argv(struct build *b, int step, struct argv_buf *a)
 {
 	const char *name = b->in.src[0].name;
-	if (b->step > 0)
+	if (step > 0)
 		return false;
 	push_compiler(a, b, NULL);
 	push_pic(a, b);
@@ -211,10 +212,10 @@ static bool pch_step_argv(struct build *b, struct argv_buf *a)
 }
 
 /* A GPU output (cubin, fatbin, ptx): one nvcc run, no load check. */
-static bool gpu_step_argv(struct build *b, struct argv_buf *a, size_t src)
+static bool gpu_step_argv(struct build *b, int step, struct argv_buf *a, size_t src)
 {
 	const char *out = b->in.req.output;
-	if (b->step > 0)
+	if (step > 0)
 		return false;
 	push_compiler(a, b, NULL);
 	push(a, "-%s", out);
@@ -227,23 +228,30 @@ static bool gpu_step_argv(struct build *b, struct argv_buf *a, size_t src)
 	return true;
 }
 
+/* The compile steps of b: one per compiled source when there are several
+ * (then a link step), none when one source compiles and links in one step. */
+static size_t compile_steps(const struct build *b, size_t *idx)
+{
+	size_t ncomp = compiled_sources(b, idx);
+	return ncomp == 1 ? 0 : ncomp;
+}
+
 /*
- * Builds the argv of step b->step: compile steps (only with several
+ * Builds the argv of step `step`: compile steps (only with several
  * sources), the link step, then the load check. Returns false when there
  * is no step left.
  */
-static bool step_argv(struct build *b, struct argv_buf *a, bool *is_check)
+static bool step_argv(struct build *b, int step, struct argv_buf *a, bool *is_check)
 {
 	struct kilnd *d = b->d;
 	size_t idx[MSG_MAX_SOURCES];
-	size_t ncomp = compiled_sources(b, idx);
-	size_t ncompile_steps = ncomp == 1 ? 0 : ncomp;
-	size_t s = (size_t)b->step;
+	size_t ncompile_steps = compile_steps(b, idx);
+	size_t s = (size_t)step;
 	*is_check = false;
 	if (build_is_pch(&b->in))
-		return pch_step_argv(b, a);
+		return pch_step_argv(b, step, a);
 	if (strcmp(b->in.req.output, "shared") != 0)
-		return gpu_step_argv(b, a, idx[0]);
+		return gpu_step_argv(b, step, a, idx[0]);
 	if (s > ncompile_steps + 1)
 		return false;
 	if (s == ncompile_steps + 1) {
@@ -289,7 +297,7 @@ static bool step_argv(struct build *b, struct argv_buf *a, bool *is_check)
 char **step_command(struct build *b, bool *is_check)
 {
 	struct argv_buf a = { 0 };
-	if (!step_argv(b, &a, is_check) || a.oom) {
+	if (!step_argv(b, b->step, &a, is_check) || a.oom) {
 		step_argv_free(&a);
 		return NULL;
 	}
@@ -303,30 +311,78 @@ void step_command_free(char **argv)
 	free(argv);
 }
 
+/*
+ * One running step: its kiln-exec process, the pipe of its output and the
+ * output itself, kept apart from the other steps' until the step ends (the
+ * compile steps of one build run side by side).
+ */
+struct step_proc {
+	struct build *b;
+	int step;
+	bool is_check;               /* the load check */
+	bool active;                 /* spawned, and its handles not all closed */
+	bool borrowed;               /* runs in a lent --jobs slot */
+	pid_t pid;                   /* kiln-exec, or 0 once it exited */
+	pid_t pgid;                  /* its process group, until its output ended */
+	uv_process_t proc;
+	uv_pipe_t out;
+	int pending;                 /* exit and end of output still to come */
+	int64_t exit_status;
+	int term_signal;
+	char *log;                   /* its output, capped at --max-output */
+	size_t loglen, logcap, dropped;
+};
+
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
 	static char scratch[65536];
+	(void)h;
+	(void)suggested;
 	/* The loop thread is the only reader; one static buffer serves all pipes. */
 	buf->base = scratch;
 	buf->len = sizeof(scratch);
 }
 
-static void step_evaluate(struct build *b);
-static void user_paths(struct build *b);
+static void proc_log(struct step_proc *p, const char *data, size_t len)
+{
+	size_t cap = (size_t)p->b->d->cfg->max_output;
+	size_t room = p->loglen < cap ? cap - p->loglen : 0;
+	size_t take = len < room ? len : room;
+	p->dropped += len - take;
+	if (take == 0)
+		return;
+	if (p->loglen + take + 1 > p->logcap) {
+		size_t ncap = p->logcap == 0 ? 4096 : p->logcap;
+		while (ncap < p->loglen + take + 1)
+			ncap *= 2;
+		char *nl = realloc(p->log, ncap);
+		if (nl == NULL) {
+			p->dropped += take;
+			return;
+		}
+		p->log = nl;
+		p->logcap = ncap;
+	}
+	memcpy(p->log + p->loglen, data, take);
+	p->loglen += take;
+	p->log[p->loglen] = '\0';
+}
+
+static void proc_done(struct step_proc *p);
 
 static void on_part_closed(uv_handle_t *h)
 {
-	struct build *b = h->data;
-	b->refs--;
-	if (--b->step_pending == 0)
-		step_evaluate(b);
+	struct step_proc *p = h->data;
+	p->b->refs--;
+	if (--p->pending == 0)
+		proc_done(p);
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
-	struct build *b = s->data;
+	struct step_proc *p = s->data;
 	if (n > 0) {
-		build_log_append(b, buf->base, (size_t)n);
+		proc_log(p, buf->base, (size_t)n);
 		return;
 	}
 	if (n < 0) {
@@ -335,17 +391,25 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	}
 }
 
-static void on_step_exit(uv_process_t *p, int64_t status, int sig)
+static void on_step_exit(uv_process_t *h, int64_t status, int sig)
 {
-	struct build *b = p->data;
-	b->exit_status = status;
-	b->term_signal = sig;
-	b->pid = 0;
+	struct step_proc *p = h->data;
+	p->exit_status = status;
+	p->term_signal = sig;
+	p->pid = 0;
 	/* kiln-exec is gone; anything left in its group (a wrapper's background
 	 * job) would hold the output pipe open and the build with it. */
-	if (b->pgid > 0)
-		kill(-b->pgid, SIGKILL);
-	uv_close((uv_handle_t *)p, on_part_closed);
+	if (p->pgid > 0)
+		kill(-p->pgid, SIGKILL);
+	uv_close((uv_handle_t *)h, on_part_closed);
+}
+
+void step_kill(struct build *b)
+{
+	for (int i = 0; b->procs != NULL && i < b->nprocs_cap; i++) {
+		if (b->procs[i].active && b->procs[i].pgid > 0)
+			kill(-b->procs[i].pgid, SIGKILL);
+	}
 }
 
 /* The variables step_env makes (the others point into tcenv's): last. */
@@ -398,17 +462,30 @@ void step_env_free(char **env)
 	free(env);
 }
 
-static void step_spawn(struct build *b, char **argv)
+static void user_paths(struct build *b);
+
+/* Starts p for `step` (argv: kiln-exec and all); its handles' closing
+ * ends in proc_done, whether or not the spawn worked. */
+static void proc_spawn(struct build *b, struct step_proc *p, int step, bool is_check,
+		       bool borrowed, char **argv)
 {
 	struct kilnd *d = b->d;
 	char **env = step_env(b->dir, b->trace_token);
 	uv_stdio_container_t stdio[3];
-	uv_pipe_init(d->loop, &b->out, 0);
-	b->out.data = b;
+	memset(p, 0, sizeof(*p));
+	p->b = b;
+	p->step = step;
+	p->is_check = is_check;
+	p->borrowed = borrowed;
+	p->active = true;
+	b->nprocs++;
+	uv_pipe_init(d->loop, &p->out, 0);
+	p->out.data = p;
+	p->proc.data = p;
 	b->refs++;
 	stdio[0].flags = UV_IGNORE;
 	stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-	stdio[1].data.stream = (uv_stream_t *)&b->out;
+	stdio[1].data.stream = (uv_stream_t *)&p->out;
 	stdio[2].flags = UV_IGNORE;
 	uv_process_options_t opt = {
 		.exit_cb = on_step_exit,
@@ -420,36 +497,86 @@ static void step_spawn(struct build *b, char **argv)
 		.stdio_count = 3,
 		.stdio = stdio,
 	};
-	b->proc.data = b;
-	b->exit_status = 0;
-	b->term_signal = 0;
 	if (env == NULL) {
 		build_fail(b, ERR_INTERNAL, "out of memory");
-		b->step_pending = 1;
-		uv_close((uv_handle_t *)&b->out, on_part_closed);
+		p->pending = 1;
+		uv_close((uv_handle_t *)&p->out, on_part_closed);
 		return;
 	}
-	int rc = uv_spawn(d->loop, &b->proc, &opt);
+	int rc = uv_spawn(d->loop, &p->proc, &opt);
 	step_env_free(env);
 	if (rc != 0) {
 		build_fail(b, ERR_INTERNAL, "cannot start %s: %s", argv[0], uv_strerror(rc));
 		/* uv_spawn failed: the process handle still needs closing. */
-		b->step_pending = 2;
+		p->pending = 2;
 		b->refs++;
-		uv_close((uv_handle_t *)&b->proc, on_part_closed);
-		uv_close((uv_handle_t *)&b->out, on_part_closed);
+		uv_close((uv_handle_t *)&p->proc, on_part_closed);
+		uv_close((uv_handle_t *)&p->out, on_part_closed);
 		return;
 	}
 	b->refs++;
-	b->pid = b->proc.pid;
-	b->pgid = b->proc.pid; /* UV_PROCESS_DETACHED: it leads its own group */
-	b->step_pending = 2;
-	uv_read_start((uv_stream_t *)&b->out, on_alloc, on_read);
+	p->pid = p->proc.pid;
+	p->pgid = p->proc.pid; /* UV_PROCESS_DETACHED: it leads its own group */
+	p->pending = 2;
+	uv_read_start((uv_stream_t *)&p->out, on_alloc, on_read);
+	log_debug("build %.16s step %d: %s", b->in.rkey, step, is_check ? "load check" : argv[6]);
+}
+
+static bool procs_alloc(struct build *b, int n)
+{
+	b->procs = calloc((size_t)n, sizeof(*b->procs));
+	b->nprocs_cap = b->procs != NULL ? n : 0;
+	if (b->procs == NULL)
+		build_fail(b, ERR_INTERNAL, "out of memory");
+	return b->procs != NULL;
+}
+
+static void procs_free(struct build *b)
+{
+	free(b->procs);
+	b->procs = NULL;
+	b->nprocs_cap = 0;
+}
+
+/*
+ * The compile steps of a build with several sources run side by side, as
+ * make -j runs a build's objects: one in the build's own --jobs slot, and
+ * one more in each slot that is free while no other build waits for it
+ * (step_slot_borrow). A program's sources are its .cpp and .cu for DaCe's
+ * GPU code: one after the other they took 20-25 s on a GPU node where the
+ * framework's own build took less. Each step starts as a slot frees, in
+ * source order; the first failure stops the others (their groups killed)
+ * and is the build's error; the link step follows when all are done.
+ */
+static void compile_more(struct build *b)
+{
+	bool own_busy = false;
+	for (int i = 0; i < b->nprocs_cap; i++)
+		own_busy |= b->procs[i].active && !b->procs[i].borrowed;
+	while (b->err_code == ERR_NONE && !b->timed_out && b->next_compile < b->ncompile) {
+		bool borrowed = own_busy;
+		if (borrowed && !step_slot_borrow(b->d))
+			return;
+		struct argv_buf a = { 0 };
+		bool is_check;
+		int s = b->next_compile++;
+		if (!step_argv(b, s, &a, &is_check) || a.oom || is_check) {
+			step_argv_free(&a);
+			if (borrowed)
+				step_slot_return(b->d);
+			build_fail(b, ERR_INTERNAL, "out of memory");
+			return;
+		}
+		proc_spawn(b, &b->procs[s], s, false, borrowed, a.v);
+		step_argv_free(&a);
+		own_busy = true;
+	}
 }
 
 void step_next(struct build *b)
 {
 	struct argv_buf a = { 0 };
+	size_t idx[MSG_MAX_SOURCES];
 	bool is_check;
 	if (b->err_code != ERR_NONE) {
 		build_finish(b);
@@ -457,34 +584,49 @@ void step_next(struct build *b)
 	}
 	if (b->step == 0 && !build_is_pch(&b->in))
 		pch_bind(b->d, &b->in, b->dir);
-	if (!step_argv(b, &a, &is_check)) {
+	size_t ncompile = build_is_pch(&b->in) || strcmp(b->in.req.output, "shared") != 0
+				  ? 0 : compile_steps(b, idx);
+	if (b->step == 0 && ncompile >= 2) {
+		if (!procs_alloc(b, (int)ncompile)) {
+			build_finish(b);
+			return;
+		}
+		b->ncompile = (int)ncompile;
+		b->next_compile = 0;
+		flight_enter(b, FLIGHT_COMPILING);
+		compile_more(b);
+		if (b->nprocs == 0) {
+			/* Nothing started (out of memory): nothing will call back. */
+			procs_free(b);
+			b->ncompile = 0;
+			build_finish(b);
+		}
+		return;
+	}
+	if (!step_argv(b, b->step, &a, &is_check)) {
 		step_argv_free(&a);
 		user_paths(b);
 		publish_start(b);
 		return;
 	}
-	if (a.oom) {
+	if (a.oom || !procs_alloc(b, 1)) {
 		step_argv_free(&a);
 		build_fail(b, ERR_INTERNAL, "out of memory");
 		build_finish(b);
 		return;
 	}
-	b->log_mark = b->loglen;
-	b->is_check = is_check;
 	flight_enter(b, is_check ? FLIGHT_CHECKING : FLIGHT_COMPILING);
-	log_debug("build %.16s step %d: %s", b->in.rkey, b->step, is_check ? "load check" : a.v[6]);
-	step_spawn(b, a.v);
+	proc_spawn(b, &b->procs[0], b->step, is_check, false, a.v);
 	step_argv_free(&a);
 }
 
 /* The loader's text of a failed check, as one line for the error message. */
-static void check_message(struct build *b)
+static void check_message(struct step_proc *p)
 {
-	const char *text = b->log != NULL ? b->log + b->log_mark : "";
 	char line[900];
-	snprintf(line, sizeof(line), "%s", text);
+	snprintf(line, sizeof(line), "%s", p->log != NULL ? p->log : "");
 	line[strcspn(line, "\n")] = '\0';
-	build_fail(b, ERR_BUILD_FAILED, "the artifact does not load: %s", line);
+	build_fail(p->b, ERR_BUILD_FAILED, "the artifact does not load: %s", line);
 }
 
 /*
@@ -492,13 +634,13 @@ static void check_message(struct build *b)
  * (whichever program hit it: cc1, as, ld): the filesystem has no room left
  * now, or the step's output says so.
  */
-static bool disk_full(const struct build *b)
+static bool disk_full(const struct step_proc *p)
 {
 	struct statvfs vfs;
+	const struct build *b = p->b;
 	if (b->dir != NULL && statvfs(b->dir, &vfs) == 0 && vfs.f_bavail == 0)
 		return true;
-	return b->log != NULL && b->loglen > b->log_mark &&
-	       strstr(b->log + b->log_mark, "No space left on device") != NULL;
+	return p->log != NULL && strstr(p->log, "No space left on device") != NULL;
 }
 
 /* The compiler's messages name src/NAME: the user's NAME, or the path the
@@ -535,42 +677,75 @@ static void user_paths(struct build *b)
 	free(to);
 }
 
-static void step_evaluate(struct build *b)
+/* Records why p's step failed, unless the build failed already. */
+static void proc_evaluate(struct step_proc *p)
 {
-	bool is_check = b->is_check;
-	b->pgid = 0;
-	if (b->dropped > 0) {
-		char note[96];
-		int n = snprintf(note, sizeof(note), "\n[kiln: %zu more bytes of output dropped]\n", b->dropped);
-		b->dropped = 0;
-		b->loglen = b->loglen > (size_t)n ? b->loglen - (size_t)n : 0;
-		build_log_append(b, note, (size_t)n);
-	}
-	if (b->err_code != ERR_NONE) {
-		user_paths(b);
-		build_finish(b);
+	struct build *b = p->b;
+	const char *what = p->is_check ? "load check" : "compiler";
+	if (b->err_code != ERR_NONE)
 		return;
-	}
 	if (b->timed_out) {
 		build_fail(b, ERR_BUILD_TIMEOUT, "the build ran past the %g s timeout; its processes were killed",
 			   b->d->cfg->build_timeout_s);
-	} else if ((b->term_signal != 0 || b->exit_status != 0) && disk_full(b)) {
+	} else if ((p->term_signal != 0 || p->exit_status != 0) && disk_full(p)) {
 		build_fail(b, ERR_IO, "the disk is full: the %s could not write in %s (No space left "
-			   "on device)", is_check ? "load check" : "compiler", b->dir);
-	} else if (b->term_signal != 0) {
-		build_fail(b, ERR_BUILD_FAILED, "the %s was killed by signal %d",
-			   is_check ? "load check" : "compiler", b->term_signal);
-	} else if (b->exit_status != 0 && is_check) {
-		check_message(b);
-	} else if (b->exit_status != 0) {
+			   "on device)", what, b->dir);
+	} else if (p->term_signal != 0) {
+		build_fail(b, ERR_BUILD_FAILED, "the %s was killed by signal %d", what, p->term_signal);
+	} else if (p->exit_status != 0 && p->is_check) {
+		check_message(p);
+	} else if (p->exit_status != 0) {
 		build_fail(b, ERR_BUILD_FAILED, "the compiler exited with status %lld",
-			   (long long)b->exit_status);
+			   (long long)p->exit_status);
 	}
+}
+
+/* Moves p's output to the build's log, noting what the cap dropped. */
+static void proc_log_move(struct step_proc *p)
+{
+	struct build *b = p->b;
+	if (p->loglen > 0)
+		build_log_append(b, p->log, p->loglen);
+	if (p->dropped > 0) {
+		char note[96];
+		int n = snprintf(note, sizeof(note), "\n[kiln: %zu more bytes of output dropped]\n",
+				 p->dropped);
+		build_log_append(b, note, (size_t)n);
+	}
+	free(p->log);
+	p->log = NULL;
+	p->loglen = p->logcap = p->dropped = 0;
+}
+
+/* A step's process and output are both gone: judge it, and go on. */
+static void proc_done(struct step_proc *p)
+{
+	struct build *b = p->b;
+	p->pgid = 0;
+	p->active = false;
+	b->nprocs--;
+	if (p->borrowed)
+		step_slot_return(b->d);
+	proc_evaluate(p);
+	proc_log_move(p);
+	if (b->ncompile > 0) {
+		if (b->err_code != ERR_NONE || b->timed_out)
+			step_kill(b);
+		else
+			compile_more(b);
+		if (b->nprocs > 0)
+			return;
+		/* The compile phase is over. */
+		b->step = b->ncompile;
+		b->ncompile = 0;
+	} else {
+		b->step++;
+	}
+	procs_free(b);
 	if (b->err_code != ERR_NONE) {
 		user_paths(b);
 		build_finish(b);
 		return;
 	}
-	b->step++;
 	step_next(b);
 }

@@ -195,6 +195,7 @@ void op_status(struct conn *c, struct msg_request *req)
 	ADD_NUM(r, "claims_held", claims_count(d));
 	stats_add_json(d, r);
 	ADD_NUM(r, "in_flight", d->in_flight);
+	ADD_NUM(r, "slots_lent", d->lent);
 	ADD_NUM(r, "queued", d->queued);
 	unsigned states[FLIGHT__COUNT];
 	flight_count_states(d, states);

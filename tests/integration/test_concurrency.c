@@ -1,11 +1,13 @@
 /*
  * Integration tests of concurrent work: single-flight builds for many
  * processes, the --jobs limit on compilers, failures and timeouts that reach
- * every waiter.
+ * every waiter, a program's compile steps side by side.
  */
 #include "harness.h"
 
 #include <pthread.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -372,6 +374,145 @@ START_TEST(get_many_fills_the_slots)
 }
 END_TEST
 
+/* A program of three sources, whose kiln_test_value sums all three. */
+static const char multi_a[] = "int part_b(void);\nint part_c(void);\n"
+			      "int kiln_test_value(void) { return 3000 + part_b() + part_c(); }\n";
+static const char multi_b[] = "int part_b(void) { return 20; }\n";
+static const char multi_c[] = "int part_c(void) { return 1; }\n";
+
+/* The compile steps of one program run side by side in free --jobs slots:
+ * three sources with --jobs 3 compile at once (all three wait at the gate
+ * together, which one after the other they could not), then link. */
+START_TEST(multi_source_compiles_side_by_side)
+{
+	char wrapper[HARNESS_PATH], log[HARNESS_PATH], gate[HARNESS_PATH];
+	char toolchain[HARNESS_PATH + 8];
+	struct kiln_source srcs[] = { { .name = "a.c", .text = multi_a },
+				      { .name = "b.c", .text = multi_b },
+				      { .name = "c.c", .text = multi_c } };
+	struct kiln_request req = { .toolchain = "cc", .sources = srcs, .nsources = 3 };
+	struct harness_wrapper_log wl;
+	struct harness_fleet *f;
+	cJSON *st;
+
+	harness_write_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(log, "wrapper.log"),
+			      harness_path(gate, "gate"), 0);
+	snprintf(toolchain, sizeof(toolchain), "cc=%s", wrapper);
+	harness_start("--jobs", "3", "--toolchain", toolchain, NULL);
+	f = harness_fleet_start(1, &(struct harness_fleet_opts){
+		.socket = harness.socket, .reqs = &req, .nreqs = 1 });
+	harness_wait_wrapper_starts(log, 3, 60);
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "in_flight"), 1);
+	ck_assert_int_eq(harness_num(st, "slots_lent"), 2);
+	cJSON_Delete(st);
+	harness_write_file(gate, "");
+	harness_fleet_wait(f, 60);
+	ck_assert_msg(f->results[0].rc == KILN_OK, "%s: %s", f->results[0].stage, f->results[0].msg);
+	ck_assert_int_eq(f->results[0].value, 3021);
+	harness_wrapper_log_read(log, &wl);
+	ck_assert_int_eq(wl.starts, 4);           /* three compiles and the link */
+	ck_assert_int_eq(wl.max_overlap, 3);
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "in_flight"), 0);
+	ck_assert_int_eq(harness_num(st, "slots_lent"), 0);
+	ck_assert_int_eq(harness_num(st, "builds_ok"), 1);
+	cJSON_Delete(st);
+	harness_fleet_free(f);
+	harness_stop();
+}
+END_TEST
+
+/* Lent slots count against --jobs, and a queued build comes first: with
+ * --jobs 2, a three-source program and two one-source ones never run more
+ * than two compilers, and every build ends with its slots given back. */
+START_TEST(multi_source_steps_keep_the_jobs_limit)
+{
+	char wrapper[HARNESS_PATH], log[HARNESS_PATH], toolchain[HARNESS_PATH + 8];
+	struct kiln_source srcs[] = { { .name = "a.c", .text = multi_a },
+				      { .name = "b.c", .text = multi_b },
+				      { .name = "c.c", .text = multi_c } };
+	struct kiln_request reqs[3] = { { .toolchain = "cc", .sources = srcs, .nsources = 3 } };
+	struct kiln_source one[2];
+	char *texts[2];
+	struct harness_wrapper_log wl;
+	struct harness_fleet *f;
+	cJSON *st;
+
+	start_two_slow_jobs(wrapper, log, toolchain);
+	for (int i = 0; i < 2; i++) {
+		texts[i] = harness_program(i == 0 ? "single_0" : "single_1", 4000 + i);
+		harness_request(&reqs[i + 1], &one[i], "single.c", texts[i]);
+	}
+	f = harness_fleet_start(3, &(struct harness_fleet_opts){
+		.socket = harness.socket, .reqs = reqs, .nreqs = 3 });
+	harness_fleet_wait(f, 120);
+	for (int i = 0; i < 3; i++)
+		ck_assert_msg(f->results[i].rc == KILN_OK, "client %d: %s: %s", i,
+			      f->results[i].stage, f->results[i].msg);
+	ck_assert_int_eq(f->results[0].value, 3021);
+	ck_assert_int_eq(f->results[1].value, 4000);
+	ck_assert_int_eq(f->results[2].value, 4001);
+	harness_wrapper_log_read(log, &wl);
+	ck_assert_int_eq(wl.starts, 6);           /* 3 compiles + link, 2 one-step builds */
+	ck_assert_msg(wl.max_overlap == 2, "%d compilers ran at once with --jobs 2", wl.max_overlap);
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "in_flight"), 0);
+	ck_assert_int_eq(harness_num(st, "slots_lent"), 0);
+	ck_assert_int_eq(harness_num(st, "queued"), 0);
+	ck_assert_int_eq(harness_num(st, "builds_ok"), 3);
+	cJSON_Delete(st);
+	harness_fleet_free(f);
+	harness_stop();
+	free(texts[0]);
+	free(texts[1]);
+}
+END_TEST
+
+/* One compile step fails while another runs on: the build fails at once
+ * with the failing source's message, and the other step's processes are
+ * killed (one after the other, the slow step would have run first and held
+ * the build for 120 s). */
+START_TEST(multi_source_failure_stops_the_other_steps)
+{
+	char wrapper[HARNESS_PATH], pidfile[HARNESS_PATH], toolchain[HARNESS_PATH + 8];
+	char *text = NULL;
+	struct kiln_source srcs[] = { { .name = "slow.c", .text = multi_b },
+				      { .name = "bad.c", .text = "int part_c(void) { return missing_thing; }\n" } };
+	struct kiln_request req = { .toolchain = "cc", .sources = srcs, .nsources = 2 };
+	struct kiln_program *p;
+	struct kiln *k;
+	cJSON *st;
+
+	harness_path(pidfile, "slow.pid");
+	ck_assert(asprintf(&text,
+		"#!/bin/sh\n"
+		"case \"$*\" in *slow.c*) echo $$ > '%s'; KILN_OBSERVE_IGNORE='%s' sleep 120 ;; esac\n"
+		"exec /usr/bin/cc \"$@\"\n", pidfile, pidfile) > 0);
+	harness_write_file(harness_path(wrapper, "cc-slow"), text);
+	free(text);
+	ck_assert_int_eq(chmod(wrapper, 0755), 0);
+	snprintf(toolchain, sizeof(toolchain), "cc=%s", wrapper);
+	harness_start("--jobs", "2", "--toolchain", toolchain, NULL);
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	ck_assert_int_eq(kiln_get(k, &req, &p), KILN_EBUILD);
+	ck_assert_msg(strstr(kiln_errmsg(k), "missing_thing") != NULL, "%s", kiln_errmsg(k));
+	ck_assert_msg(strstr(kiln_errmsg(k), "bad.c") != NULL, "%s", kiln_errmsg(k));
+	char *pidtext = harness_read_file(pidfile);
+	ck_assert_ptr_nonnull(pidtext);
+	pid_t slow = (pid_t)atoi(pidtext);
+	free(pidtext);
+	ck_assert_msg(harness_wait_gone(slow, 30), "the slow step's shell %d still runs", (int)slow);
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "in_flight"), 0);
+	ck_assert_int_eq(harness_num(st, "slots_lent"), 0);
+	ck_assert_int_eq(harness_num(st, "builds_failed"), 1);
+	cJSON_Delete(st);
+	kiln_close(k);
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("concurrency");
@@ -383,5 +524,8 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("unresolved", unresolved_symbol_fails_the_build, 60));
 	suite_add_tcase(s, harness_tcase("timeout", build_timeout_kills_the_compiler, 60));
 	suite_add_tcase(s, harness_tcase("get_many", get_many_fills_the_slots, 120));
+	suite_add_tcase(s, harness_tcase("multi_side_by_side", multi_source_compiles_side_by_side, 90));
+	suite_add_tcase(s, harness_tcase("multi_jobs_limit", multi_source_steps_keep_the_jobs_limit, 150));
+	suite_add_tcase(s, harness_tcase("multi_failure", multi_source_failure_stops_the_other_steps, 60));
 	return harness_main(s);
 }
