@@ -1,34 +1,186 @@
 #!/usr/bin/python3
-"""kilnd's layers point one way, down (docs/design.md, "The layers of kilnd"):
-services in daemon/, then daemon/build/, daemon/tier/, daemon/server/, and
-main.c and lifecycle.c on top. Fails, naming each, when a file includes the
-header of a higher layer; store/ and proto/ must include nothing of daemon/."""
+"""kilnd's layers point one way, down (docs/design.md, "The layers of kilnd").
+
+    check_layers.py [ROOT]        checks the tree at ROOT (default: this repository)
+    check_layers.py --self-test   plants each kind of violation in a scratch tree
+                                  and fails unless every one is caught
+
+Files are ranked by their path, not their name: proto/ and store/ at the
+bottom (they include nothing of daemon/), then the services in daemon/, the
+flights in daemon/build/, the tier in daemon/tier/, the server in
+daemon/server/, and main.c and lifecycle.c on top. An #include "x.h" is
+resolved as the compiler's -I list would: the including file's own folder
+first, else the one header of that name in the tree (two headers of one
+name are an error: which one a file gets would depend on the -I order).
+Fails, naming each, when
+  - a file includes the header of a higher layer;
+  - a folder's private header (NAME_int.h) is included from another folder;
+  - docs/design.md's layer table does not name exactly the .c files of each
+    folder (the map and the tree must not drift apart).
+"""
 import os
 import re
+import shutil
 import sys
+import tempfile
 
-root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), '..')
-layers = [('daemon', 0), ('daemon/build', 1), ('daemon/tier', 2), ('daemon/server', 3)]
-top = {'main.c': 4, 'lifecycle.c': 4, 'lifecycle.h': 4}
-rank, path = {}, {}
-for sub, r in layers:
-    for f in os.listdir(os.path.join(root, sub)):
-        if f.endswith(('.c', '.h')):
-            rank[f] = top.get(f, r)
-            path[f] = os.path.join(sub, f)
-lower = {}
-for sub in ('store', 'proto'):
-    for f in os.listdir(os.path.join(root, sub)):
-        if f.endswith(('.c', '.h')):
-            lower[os.path.join(sub, f)] = -1
-bad = 0
-checked = list(path.items()) + [(os.path.basename(p), p) for p in lower]
-for name, rel in checked:
-    mine = lower.get(rel, rank.get(name))
-    with open(os.path.join(root, rel)) as fh:
-        for inc in re.findall(r'#include "([^"]+)"', fh.read()):
-            if inc in rank and rank[inc] > mine:
-                print(f'{rel} includes {inc}, a higher layer\'s header')
-                bad += 1
-print(f'{len(checked)} files checked, {bad} upward includes')
-sys.exit(1 if bad else 0)
+# (folder, rank, the design table's layer name); files listed in TOP rank
+# above every folder.
+LAYERS = [('proto', 0, 'wire'), ('store', 1, 'store'), ('daemon', 2, 'services'),
+          ('daemon/build', 3, 'build'), ('daemon/tier', 4, 'tier'),
+          ('daemon/server', 5, 'server')]
+TOP = {'daemon/main.c': 6, 'daemon/lifecycle.c': 6, 'daemon/lifecycle.h': 6}
+# Programs of their own beside the layers (kiln-exec, kiln-observe.so): named
+# in the paragraph under the table.
+BESIDE = {'daemon/exec.c', 'daemon/observe.c', 'daemon/observe_path.c'}
+
+
+def sources(root):
+    """Path -> rank of every .c and .h in the layers' folders."""
+    rank = {}
+    for folder, r, _ in LAYERS:
+        d = os.path.join(root, folder)
+        for f in sorted(os.listdir(d)):
+            if f.endswith(('.c', '.h')) and os.path.isfile(os.path.join(d, f)):
+                rel = folder + '/' + f
+                rank[rel] = TOP.get(rel, r)
+    return rank
+
+
+def resolve(inc, rel, by_name, rank):
+    """The path an #include "inc" of rel reaches, or None (a system or
+    generated header), or a list of candidates when ambiguous."""
+    own = os.path.dirname(rel) + '/' + inc
+    if own in rank:
+        return own
+    cands = by_name.get(os.path.basename(inc), [])
+    if len(cands) == 1:
+        return cands[0]
+    return cands or None
+
+
+def check_includes(root, rank):
+    by_name = {}
+    for p in rank:
+        by_name.setdefault(os.path.basename(p), []).append(p)
+    errors = []
+    for name, paths in sorted(by_name.items()):
+        if name.endswith('.h') and len(paths) > 1:
+            errors.append(f'{" and ".join(paths)}: two headers named {name} (ranked by path, '
+                          f'but #include "{name}" would reach either)')
+    for rel, mine in sorted(rank.items()):
+        with open(os.path.join(root, rel)) as fh:
+            text = fh.read()
+        for inc in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, re.M):
+            got = resolve(inc, rel, by_name, rank)
+            if got is None or isinstance(got, list):
+                continue
+            if rank[got] > mine:
+                errors.append(f'{rel} includes {got}, a higher layer\'s header')
+            if got.endswith('_int.h') and os.path.dirname(got) != os.path.dirname(rel):
+                errors.append(f'{rel} includes {got}, the private header of another folder')
+    return errors
+
+
+def design_table(root):
+    """Layer name -> the set of file names (backticked) in its row of
+    docs/design.md's layer table."""
+    path = os.path.join(root, 'docs', 'design.md')
+    if not os.path.exists(path):
+        return None, ''
+    text = open(path).read()
+    m = re.search(r'^\| layer \| files \| knows \|\n\|[- |]+\|\n((?:\|.*\|\n)+)', text, re.M)
+    if not m:
+        return {}, text
+    rows = {}
+    for line in m.group(1).splitlines():
+        cells = [c.strip() for c in line.strip('|').split('|')]
+        if len(cells) >= 2:
+            rows[cells[0]] = set(re.findall(r'`([^`]*?\.c)`', cells[1]))
+    return rows, text[m.end():m.end() + 2000]
+
+
+def check_design(root, rank):
+    rows, after = design_table(root)
+    if rows is None:
+        return []
+    if not rows:
+        return ['docs/design.md: no layer table ("| layer | files | knows |")']
+    errors = []
+    beside = set(re.findall(r'`(?:daemon/)?([^`/]*?\.c)`', after.split('\n\n')[0]))
+    want_rows = {layer: folder for folder, _, layer in LAYERS}
+    want_rows['top'] = 'daemon'
+    for layer, folder in want_rows.items():
+        if layer not in rows:
+            errors.append(f'docs/design.md: the layer table has no row "{layer}"')
+            continue
+        if layer in ('wire', 'store'):
+            continue   # named by folder
+        named = {os.path.basename(f) for f in rows[layer]}
+        if layer == 'top':
+            have = {os.path.basename(p) for p in TOP if p.endswith('.c')}
+        else:
+            have = {os.path.basename(p) for p in rank
+                    if p.endswith('.c') and os.path.dirname(p) == folder
+                    and p not in TOP and p not in BESIDE}
+        for f in sorted(have - named):
+            errors.append(f'docs/design.md: {folder}/{f} is missing from the "{layer}" row')
+        for f in sorted(named - have):
+            errors.append(f'docs/design.md: the "{layer}" row names {f}, which is not in {folder}/')
+    for p in sorted(BESIDE):
+        if os.path.basename(p) not in beside:
+            errors.append(f'docs/design.md: {p} is missing from "Beside them", under the table')
+    return errors
+
+
+def check(root):
+    rank = sources(root)
+    errors = check_includes(root, rank) + check_design(root, rank)
+    for e in errors:
+        print(e)
+    print(f'{len(rank)} files checked, {len(errors)} problems')
+    return 1 if errors else 0
+
+
+def self_test(root):
+    """Each rule, planted once in a copy of the layers' folders, must fail."""
+    plants = {
+        'upward include': ('daemon/kilnd.c', '#include "dispatch.h"\n', 'a higher layer'),
+        'private header of another folder': ('daemon/server/server.c',
+                                              '#include "upstream_int.h"\n',
+                                              'private header of another folder'),
+        'two headers of one name': ('daemon/tier/key.h', '/* planted */\n', 'two headers named'),
+        'a file the map omits': ('daemon/build/planted.c', '/* planted */\n',
+                                 'missing from the "build" row'),
+    }
+    failures = 0
+    for what, (rel, text, expect) in plants.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            for folder in ('proto', 'store', 'daemon', 'docs'):
+                shutil.copytree(os.path.join(root, folder), os.path.join(tmp, folder),
+                                ignore=shutil.ignore_patterns('*.o', '__pycache__'))
+            target = os.path.join(tmp, rel)
+            mode = 'a' if os.path.exists(target) else 'w'
+            with open(target, mode) as fh:
+                fh.write(text)
+            rank = sources(tmp)
+            errors = check_includes(tmp, rank) + check_design(tmp, rank)
+            caught = [e for e in errors if expect in e]
+            print(f'{what}: {"caught: " + caught[0] if caught else "NOT CAUGHT"}')
+            failures += not caught
+    with tempfile.TemporaryDirectory() as tmp:
+        for folder in ('proto', 'store', 'daemon', 'docs'):
+            shutil.copytree(os.path.join(root, folder), os.path.join(tmp, folder))
+        clean = sources(tmp)
+        extra = check_includes(tmp, clean) + check_design(tmp, clean)
+        print(f'the unplanted copy: {len(extra)} problems')
+        failures += bool(extra)
+    return 1 if failures else 0
+
+
+if __name__ == '__main__':
+    args = sys.argv[1:]
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
+    if args and args[0] == '--self-test':
+        sys.exit(self_test(args[1] if len(args) > 1 else here))
+    sys.exit(check(args[0] if args else here))

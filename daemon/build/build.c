@@ -504,6 +504,32 @@ static bool build_retry(struct build *b)
 	return true;
 }
 
+/* Tells the tier how the flight ended; a build of this node's compiler,
+ * cached, goes to the tier with its entry and object (the tier takes them). */
+static void tier_end(struct build *b)
+{
+	struct kilnd *d = b->d;
+	struct tier_flight *f = b->up;
+	if (f == NULL)
+		return;
+	b->up = NULL;
+	struct store_entry entry = { 0 };
+	struct flight_outcome o = {
+		.err_code = b->err_code,
+		.built_here = b->err_code == ERR_NONE && !b->from_upstream && b->uncacheable == NULL,
+	};
+	if (o.built_here) {
+		entry = b->entry;
+		memset(&b->entry, 0, sizeof(b->entry));
+		o.entry = &entry;
+		o.obj_path = b->obj_path;
+		b->obj_path = NULL;
+	}
+	d->tier->flight_end(f, &b->in, &o);
+	store_entry_free(&entry);
+	free(o.obj_path);
+}
+
 /* The end of a build, on the loop thread: reply, leave the table, free. */
 void build_finish(struct build *b)
 {
@@ -551,8 +577,7 @@ void build_finish(struct build *b)
 	}
 	reply_all(b);
 	/* After the replies: publishing upstream must not delay the clients. */
-	if (d->tier != NULL && !build_is_pch(&b->in))
-		d->tier->flight_end(b);
+	tier_end(b);
 	if (b->dir != NULL)
 		publish_cleanup(d, b);
 	build_close_handles(b);
@@ -652,12 +677,12 @@ static void pump(struct kilnd *d)
 			if (b == NULL)
 				break;
 			running_add(d, b);
-			if (d->tier != NULL && !build_is_pch(&b->in)) {
+			if (b->up != NULL) {
 				flight_enter(b, FLIGHT_CLAIMING);
-				d->tier->claim(b);
-			}
-			else
+				d->tier->claim(b, b->up);
+			} else {
 				build_begin(b);
+			}
 		}
 	} while (again);
 	pumping = false;
@@ -733,11 +758,68 @@ int flight_start(struct kilnd *d, struct build_input *in, const struct waiter_op
 	/* Precompiled headers stay on this node (docs/pch.md). */
 	if (d->tier != NULL && !build_is_pch(&b->in)) {
 		flight_enter(b, FLIGHT_UPSTREAM);
-		d->tier->flight_start(b);
-	}
-	else
+		b->up = d->tier->flight_new(d, b);
+		if (b->up == NULL) {
+			build_fail(b, ERR_INTERNAL, "out of memory");
+			build_finish(b);
+			return 0;
+		}
+		d->tier->flight_start(b, b->up);
+	} else {
 		build_enqueue(b);
+	}
 	return 0;
+}
+
+const struct build_input *flight_input(const struct build *b)
+{
+	return &b->in;
+}
+
+/*
+ * The tier's decisions. A hit ends the flight with the fetched entry, as a
+ * build would; need_sources and failures end it with an error; a free key
+ * queues it for a slot; a claim made (or impossible) builds in the slot it
+ * holds; another node's claim gives the slot back while the tier waits.
+ */
+void flight_verdict(struct build *b, struct tier_result *r)
+{
+	ASSERT_LOOP();
+	switch (r->verdict) {
+	case TIER_HIT:
+		store_entry_free(&b->entry);
+		b->entry = *r->entry;
+		memset(r->entry, 0, sizeof(*r->entry));
+		free(b->obj_path);
+		b->obj_path = r->obj_path;
+		r->obj_path = NULL;
+		if (b->fd >= 0)
+			close(b->fd);
+		b->fd = r->fd;
+		r->fd = -1;
+		b->from_upstream = true;
+		build_finish(b);
+		return;
+	case TIER_NEED_TEXT:
+		b->d->c.need_sources++;
+		build_fail(b, ERR_NEED_SOURCES, "no entry for these sources here or upstream; send their text");
+		build_finish(b);
+		return;
+	case TIER_QUEUE:
+		build_enqueue(b);
+		return;
+	case TIER_BUILD:
+		build_begin(b);
+		return;
+	case TIER_WAIT:
+		if (b->has_slot)
+			build_release_slot(b);
+		return;
+	case TIER_FAILED:
+		build_fail(b, r->err_code, "%s", r->msg != NULL ? r->msg : "the tier failed");
+		build_finish(b);
+		return;
+	}
 }
 
 void flight_abort_all(struct kilnd *d)
@@ -750,8 +832,9 @@ void flight_abort_all(struct kilnd *d)
 		build_finish(b);
 	}
 	for (b = d->running; b != NULL; b = b->rnext) {
-		/* A build inside a pool job is failed by that job's completion. */
-		if (b->in_pool)
+		/* A build inside a pool job is failed by that job's completion,
+		 * and so is one whose claim the tier is making. */
+		if (b->in_pool || b->state == FLIGHT_CLAIMING)
 			continue;
 		build_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
 		step_kill(b);

@@ -15,9 +15,10 @@
 
 #include "build.h"
 #include "flight.h"
+#include "publish.h"
 #include "store.h"
 
-struct up_flight;
+struct tier_flight;
 struct step_proc;
 
 struct waiter {
@@ -38,7 +39,7 @@ struct build {
 	struct build *qnext;         /* queue link */
 	struct build *rprev, *rnext; /* running list (holding a slot) */
 	bool has_slot;
-	bool in_pool;                /* a thread-pool job owns the build now */
+	bool in_pool;                /* a thread-pool job of this layer owns the build now */
 
 	char *dir;                   /* private build directory under tmp/ */
 	char trace_token[33];        /* signs the trace's records (observe.c) */
@@ -68,7 +69,7 @@ struct build {
 	int fd;                      /* the published object, open, or -1 */
 	char *uncacheable;           /* why it was served and not cached, or NULL */
 
-	struct up_flight *up;        /* the --upstream side of the flight (upstream.c) */
+	struct tier_flight *up;      /* the tier's state for the flight (build_tier), or NULL */
 	bool from_upstream;          /* fetched from --upstream: no compiler ran */
 	bool retried;                /* built again once after an input changed */
 	bool cancelled;              /* every waiter left: stopped (flight_cancel_abandoned) */
@@ -115,14 +116,5 @@ void variants_fini(struct kilnd *d);
 void prepare_work(void *arg);
 void publish_start(struct build *b);
 void publish_cleanup(struct kilnd *d, struct build *b);
-/* Points alias at key, in the order of the calls (loop thread). */
-void publish_set_alias(struct kilnd *d, const char *alias, const char *key);
-/* The key alias was last pointed at while its write is not done, or NULL. */
-const char *publish_alias_pending(const struct kilnd *d, const char *alias);
-
-/* Fills e's alias, label, toolchain, output, args and source names from in. */
-int publish_names(struct store_entry *e, const struct build_input *in);
-/* Writes logs/<key>.log (replacing it atomically). Thread pool. */
-void publish_write_log(struct kilnd *d, const char *key, const char *log, size_t len);
 
 #endif

@@ -17,7 +17,6 @@
 #include "args.h"
 #include "build.h"
 #include "flight.h"
-#include "build_int.h"
 #include "cachedir.h"
 #include "dispatch.h"
 #include "entry_codec.h"

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "build_int.h"
+#include "build.h"
+#include "publish.h"
 #include "claims.h"
 #include "fdcache.h"
 #include "hit_reply.h"

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "build.h"
-#include "build_int.h"
+#include "publish.h"
 #include "deps.h"
 #include "keying.h"
 #include "headers.h"

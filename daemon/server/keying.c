@@ -13,7 +13,6 @@
 
 #include "args.h"
 #include "build.h"
-#include "build_int.h"
 #include "gpu.h"
 #include "keying.h"
 #include "kilnd.h"

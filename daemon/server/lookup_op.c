@@ -12,7 +12,8 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
-#include "build_int.h"
+#include "build.h"
+#include "publish.h"
 #include "claims.h"
 #include "headers.h"
 #include "hit_reply.h"

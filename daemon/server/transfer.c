@@ -1,6 +1,6 @@
 /*
  * export and import: entries moved between caches through a directory in
- * the upstream tier's layout (upstream_int.h), for example to fill compute
+ * the upstream tier's layout (upstream_fs.h), for example to fill compute
  * nodes' caches from a login node. Export publishes entries there as a node
  * publishes to its upstream tier; import takes every entry that fits this
  * node exactly as an upstream hit is taken: each dependency hashed here,
@@ -17,14 +17,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "build_int.h"
+#include "build.h"
+#include "publish.h"
 #include "kilnd.h"
 #include "log.h"
 #include "recheck.h"
 #include "msg.h"
 #include "server.h"
 #include "transfer.h"
-#include "upstream_int.h"
+#include "upstream_fs.h"
 #include "util.h"
 
 static const char *const outputs[] = { "shared", "cubin", "fatbin", "ptx" };

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "build.h"
-#include "build_int.h"
+#include "publish.h"
 #include "jobsize.h"
 #include "kilnd.h"
 #include "stats.h"
@@ -49,10 +49,11 @@ struct up_claim {
 	char *path;
 };
 
-/* The upstream side of one flight (struct build's up). */
-struct up_flight {
-	struct build *b;
-	struct up_flight *prev, *next;   /* in the waiting list */
+/* The upstream side of one flight (the flight keeps it: build_tier). */
+struct tier_flight {
+	struct build *b;                 /* the flight's; read through flight_input() only */
+	struct kilnd *d;
+	struct tier_flight *prev, *next;   /* in the waiting list */
 	bool waiting;
 	bool waited;                     /* counted in upstream_waits */
 	bool digest_first;               /* began by digest only: its miss is counted at the end */
@@ -71,12 +72,12 @@ struct upstream {
 	bool poll_on, refresh_on, refreshing, closed;
 	uint64_t tick_ms, refresh_ms;
 	double tokens;                   /* looks that may be made now */
-	struct up_flight *waiting_tail;  /* the list's last: flights queue in turn */
+	struct tier_flight *waiting_tail;  /* the list's last: flights queue in turn */
 	struct {                         /* job sizes clients said, and when last */
 		long nodes;
 		uint64_t ns;
 	} hints[HINTS];
-	struct up_flight *waiting;
+	struct tier_flight *waiting;
 	struct up_claim *claims;
 };
 
@@ -92,6 +93,7 @@ enum job_result { RES_MISS, RES_HIT, RES_FREE, RES_BUSY, RES_CLAIMED, RES_ERROR 
 struct up_job {
 	struct kilnd *d;
 	struct build *b;                 /* the loop's: the pool never touches it */
+	struct tier_flight *f;           /* its upstream side */
 	struct build_input *in;          /* a copy of b's, to check entries (recheck.h) */
 	enum job_kind kind;
 	char rkey[65];
@@ -107,7 +109,7 @@ struct up_job {
 	int fd;
 };
 
-static void start_job(struct build *b, enum job_kind kind);
+static void start_job(struct build *b, struct tier_flight *f, enum job_kind kind);
 static void on_refresh(uv_timer_t *t);
 
 /* Claims and their refresh. */
@@ -222,7 +224,7 @@ static void claim_release(struct upstream *u, struct up_claim *c)
 
 /* Waiting flights. */
 
-static void wait_del(struct upstream *u, struct up_flight *f)
+static void wait_del(struct upstream *u, struct tier_flight *f)
 {
 	if (!f->waiting)
 		return;
@@ -256,7 +258,7 @@ static double jitter(void)
 	return 0.8 + 0.4 * (double)(x >> 11) / (double)(1ULL << 53);
 }
 
-static void wait_add(struct upstream *u, struct up_flight *f)
+static void wait_add(struct upstream *u, struct tier_flight *f)
 {
 	f->interval_ms = f->interval_ms == 0 ? u->tick_ms : f->interval_ms * 3 / 2;
 	if (f->interval_ms > POLL_MAX_MS)
@@ -333,14 +335,14 @@ static void on_poll(uv_timer_t *t)
 	u->tokens += per_tick;
 	if (u->tokens > (per_tick > 1 ? per_tick : 1))
 		u->tokens = per_tick > 1 ? per_tick : 1;
-	struct up_flight *f = u->waiting;
+	struct tier_flight *f = u->waiting;
 	while (f != NULL && u->tokens >= 1) {
-		struct up_flight *next = f->next;
+		struct tier_flight *next = f->next;
 		if (f->due_ns <= now) {
 			wait_del(u, f);
 			f->looks++;
 			u->d->c.upstream_looks++;
-			start_job(f->b, JOB_WATCH);
+			start_job(f->b, f, JOB_WATCH);
 			u->tokens -= 1;
 		}
 		f = next;
@@ -449,19 +451,27 @@ static void job_work(void *arg)
 /* A hit: the flight ends as if it had built, with the fetched entry. */
 static void take_hit(struct build *b, struct up_job *j)
 {
-	struct kilnd *d = b->d;
-	d->c.upstream_hits++;
-	store_entry_free(&b->entry);
-	b->entry = j->entry;
-	memset(&j->entry, 0, sizeof(j->entry));
-	b->obj_path = j->obj_path;
+	struct tier_result r = { .verdict = TIER_HIT, .entry = &j->entry, .obj_path = j->obj_path,
+				 .fd = j->fd };
+	j->d->c.upstream_hits++;
 	j->obj_path = NULL;
-	b->fd = j->fd;
 	j->fd = -1;
-	b->from_upstream = true;
+	flight_verdict(b, &r);
 }
 
-static void keep_claim(struct upstream *u, struct up_flight *f, struct up_job *j)
+static void fail(struct build *b, int code, const char *msg)
+{
+	struct tier_result r = { .verdict = TIER_FAILED, .err_code = code, .msg = msg };
+	flight_verdict(b, &r);
+}
+
+static void verdict(struct build *b, enum tier_verdict v)
+{
+	struct tier_result r = { .verdict = v };
+	flight_verdict(b, &r);
+}
+
+static void keep_claim(struct upstream *u, struct tier_flight *f, struct up_job *j)
 {
 	struct up_claim *c = calloc(1, sizeof(*c));
 	if (c == NULL) {
@@ -488,15 +498,13 @@ static void job_done(void *arg)
 	struct build *b = j->b;
 	struct kilnd *d = j->d;
 	struct upstream *u = d->up;
-	struct up_flight *f = b->up;
+	struct tier_flight *f = j->f;
 	enum job_result res = j->result;
-	b->in_pool = false;
 	d->c.upstream_errors += j->bad + (j->err != 0);
 	f->seen = j->seen;
 	if (res == RES_HIT) {
 		take_hit(b, j);
 		job_free(j);
-		build_finish(b);
 		return;
 	}
 	if (res == RES_CLAIMED)
@@ -506,92 +514,90 @@ static void job_done(void *arg)
 			 res == RES_ERROR ? "building here without a claim" : "going on as if it missed");
 	job_free(j);
 	if (d->stopping) {
-		build_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
-		build_finish(b);
+		fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
 		return;
 	}
 	switch (res) {
 	case RES_MISS:
-		if (!b->in.by_digest) {
+		if (!flight_input(b)->by_digest) {
 			/* A request with the text joined meanwhile. */
-			start_job(b, JOB_WATCH);
+			start_job(b, f, JOB_WATCH);
 			return;
 		}
-		d->c.need_sources++;
-		build_fail(b, ERR_NEED_SOURCES, "no entry for these sources here or upstream; send their text");
-		build_finish(b);
+		verdict(b, TIER_NEED_TEXT);
 		return;
 	case RES_BUSY:
 		if (!f->waited) {
 			f->waited = true;
 			d->c.upstream_waits++;
-			log_info("%.16s is being built by %s; waiting for it", b->in.rkey, f->seen.owner);
+			log_info("%.16s is being built by %s; waiting for it", flight_input(b)->rkey,
+				 f->seen.owner);
 		}
 		/* Claimed by another node while this one waited for a slot. */
-		if (b->has_slot)
-			build_release_slot(b);
+		verdict(b, TIER_WAIT);
 		wait_add(u, f);
 		return;
 	case RES_FREE:
-		build_enqueue(b);
+		verdict(b, TIER_QUEUE);
 		return;
 	default:
 		/* Claimed (or no claim can be made here): build. */
-		build_begin(b);
+		verdict(b, TIER_BUILD);
 		return;
 	}
 }
 
-static void start_job(struct build *b, enum job_kind kind)
+static void start_job(struct build *b, struct tier_flight *f, enum job_kind kind)
 {
-	struct kilnd *d = b->d;
+	struct kilnd *d = f->d;
+	const struct build_input *in = flight_input(b);
 	struct up_job *j = calloc(1, sizeof(*j));
-	if (j == NULL || publish_names(&j->entry, &b->in) != 0 ||
-	    (j->in = recheck_input_copy(&b->in)) == NULL) {
+	if (j == NULL || publish_names(&j->entry, in) != 0 ||
+	    (j->in = recheck_input_copy(in)) == NULL) {
 		if (j != NULL) {
 			store_entry_free(&j->entry);
 			recheck_input_free(j->in);
 		}
 		free(j);
-		build_fail(b, ERR_INTERNAL, "out of memory");
-		build_finish(b);
+		fail(b, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	j->d = d;
 	j->b = b;
+	j->f = f;
 	j->kind = kind;
 	j->fd = -1;
 	j->claim_fd = -1;
-	j->seen = b->up->seen;
-	memcpy(j->rkey, b->in.rkey, sizeof(j->rkey));
-	b->in_pool = true;
+	j->seen = f->seen;
+	memcpy(j->rkey, in->rkey, sizeof(j->rkey));
 	if (kilnd_work(d, job_work, job_done, j) != 0) {
-		b->in_pool = false;
 		job_free(j);
-		build_fail(b, ERR_INTERNAL, "cannot queue work on the thread pool");
-		build_finish(b);
+		fail(b, ERR_INTERNAL, "cannot queue work on the thread pool");
 	}
 }
 
-void upstream_flight_start(struct build *b)
+struct tier_flight *upstream_flight_new(struct kilnd *d, struct build *b)
 {
 	ASSERT_LOOP();
-	struct up_flight *f = calloc(1, sizeof(*f));
-	if (f == NULL) {
-		build_fail(b, ERR_INTERNAL, "out of memory");
-		build_finish(b);
-		return;
-	}
+	struct tier_flight *f = calloc(1, sizeof(*f));
+	if (f == NULL)
+		return NULL;
 	f->b = b;
-	f->digest_first = b->in.by_digest;
-	b->up = f;
-	start_job(b, b->in.by_digest ? JOB_FIND : JOB_WATCH);
+	f->d = d;
+	f->digest_first = flight_input(b)->by_digest;
+	return f;
 }
 
-void upstream_claim(struct build *b)
+void upstream_flight_start(struct build *b, struct tier_flight *f)
 {
 	ASSERT_LOOP();
-	start_job(b, JOB_CLAIM);
+	start_job(b, f, f->digest_first ? JOB_FIND : JOB_WATCH);
+}
+
+void upstream_claim(struct build *b, struct tier_flight *f)
+{
+	ASSERT_LOOP();
+	start_job(b, f, JOB_CLAIM);
 }
 
 /* Publishing a build upstream, after its replies. */
@@ -636,9 +642,8 @@ static void publish_done(void *arg)
 	free(j);
 }
 
-static void publish_upstream(struct build *b, struct up_claim *claim)
+static void publish_upstream(struct kilnd *d, struct flight_outcome *o, struct up_claim *claim)
 {
-	struct kilnd *d = b->d;
 	struct publish_job *j = calloc(1, sizeof(*j));
 	if (j == NULL) {
 		if (claim != NULL)
@@ -647,32 +652,29 @@ static void publish_upstream(struct build *b, struct up_claim *claim)
 	}
 	j->d = d;
 	j->claim = claim;
-	j->entry = b->entry;
-	memset(&b->entry, 0, sizeof(b->entry));
-	j->obj_path = b->obj_path;
-	b->obj_path = NULL;
+	j->entry = *o->entry;
+	memset(o->entry, 0, sizeof(*o->entry));
+	j->obj_path = o->obj_path;
+	o->obj_path = NULL;
 	if (kilnd_work(d, upstream_publish_work, publish_done, j) != 0) {
 		j->rc = -ENOMEM;
 		publish_done(j);
 	}
 }
 
-void upstream_flight_end(struct build *b)
+void upstream_flight_end(struct tier_flight *f, const struct build_input *in,
+			 struct flight_outcome *o)
 {
 	ASSERT_LOOP();
-	struct up_flight *f = b->up;
-	struct kilnd *d = b->d;
-	if (f == NULL)
-		return;
-	b->up = NULL;
+	struct kilnd *d = f->d;
 	wait_del(d->up, f);
 	/* A get by digest counts as a miss once it is not need_sources. */
-	if (f->digest_first && b->err_code != ERR_NEED_SOURCES)
-		stats_miss(d, b->in.req.toolchain);
+	if (f->digest_first && o->err_code != ERR_NEED_SOURCES)
+		stats_miss(d, in->req.toolchain);
 	/* Served but not cached here (a pseudo-file decided it): not for
 	 * other nodes either. */
-	if (b->err_code == ERR_NONE && !b->from_upstream && b->uncacheable == NULL)
-		publish_upstream(b, f->claim);
+	if (o->built_here)
+		publish_upstream(d, o, f->claim);
 	else if (f->claim != NULL)
 		claim_release(d->up, f->claim);
 	free(f);
@@ -687,6 +689,7 @@ static void sweep_work(void *arg)
 }
 
 static const struct build_tier upstream_tier = {
+	.flight_new = upstream_flight_new,
 	.flight_start = upstream_flight_start,
 	.claim = upstream_claim,
 	.flight_end = upstream_flight_end,
@@ -732,8 +735,7 @@ void upstream_stop(struct kilnd *d)
 	while (u->waiting != NULL) {
 		struct build *b = u->waiting->b;
 		wait_del(u, u->waiting);
-		build_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
-		build_finish(b);
+		fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
 	}
 	uv_timer_stop(&u->poll);
 	uv_timer_stop(&u->refresh);
@@ -789,11 +791,11 @@ void upstream_status(struct kilnd *d, cJSON *r)
 	 * (the first 64), and how often each has looked. */
 	cJSON *w = cJSON_AddArrayToObject(r, "upstream_waiting");
 	int n = 0;
-	for (const struct up_flight *f = u->waiting; w != NULL && f != NULL && n < 64;
+	for (const struct tier_flight *f = u->waiting; w != NULL && f != NULL && n < 64;
 	     f = f->next, n++) {
 		cJSON *o = cJSON_CreateObject();
 		char key[17];
-		snprintf(key, sizeof(key), "%.16s", f->b->in.rkey);
+		snprintf(key, sizeof(key), "%.16s", flight_input(f->b)->rkey);
 		cJSON_AddStringToObject(o, "key", key);
 		cJSON_AddNumberToObject(o, "looks", f->looks);
 		cJSON_AddItemToArray(w, o);

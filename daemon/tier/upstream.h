@@ -18,6 +18,9 @@
 
 struct kilnd;
 struct build;
+struct build_input;
+struct flight_outcome;
+struct tier_flight;
 
 /*
  * Opens the tier named by d->cfg->upstream_dir (nothing to do without one):
@@ -33,19 +36,23 @@ void upstream_stop(struct kilnd *d);
 /* Frees the tier once the loop has ended. */
 void upstream_fini(struct kilnd *d);
 
+/* The tier's side of a new flight (build.c, through struct build_tier). */
+struct tier_flight *upstream_flight_new(struct kilnd *d, struct build *b);
 /*
- * A new flight (build.c): looks upstream first. By digest only, a miss
- * answers need_sources; with the text, a miss queues the build for a slot,
- * or waits (without a slot) while another node holds the key's claim.
+ * A new flight: looks upstream first. By digest only, a miss answers
+ * need_sources; with the text, a miss queues the build for a slot, or waits
+ * (without a slot) while another node holds the key's claim. Each decision
+ * goes to the flight as a verdict (flight_verdict).
  */
-void upstream_flight_start(struct build *b);
-/* A queued build got a --jobs slot (build.c): claims its key, then begins
- * the build (build_begin), or gives the slot back and waits when another
- * node claimed it meanwhile, or ends with the entry that node published. */
-void upstream_claim(struct build *b);
-/* The end of a flight (build.c, after the replies): publishes a new build
- * upstream, then releases its claim; frees the flight's upstream state. */
-void upstream_flight_end(struct build *b);
+void upstream_flight_start(struct build *b, struct tier_flight *f);
+/* A queued build got a --jobs slot: claims its key, then the verdict is to
+ * build, or to give the slot back and wait when another node claimed it
+ * meanwhile, or the entry that node published. */
+void upstream_claim(struct build *b, struct tier_flight *f);
+/* The end of a flight (after the replies): publishes a new build upstream,
+ * then releases its claim; frees f. */
+void upstream_flight_end(struct tier_flight *f, const struct build_input *in,
+			 struct flight_outcome *o);
 /* Adds the tier's members to a status reply (none without --upstream). */
 void upstream_status(struct kilnd *d, cJSON *reply);
 /* A client said its job has nodes nodes (hello's job_nodes): the pace of

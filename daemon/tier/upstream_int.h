@@ -1,15 +1,8 @@
 /*
- * The filesystem side of the upstream tier, used by upstream.c: the
- * directory and its claims (upstream_fs.c), and its entries
- * (upstream_entry.c). Every function here blocks on a possibly slow shared
- * filesystem and is meant for the thread pool, except upfs_open, which runs
- * once at start-up. None of them touches the daemon's loop-owned state.
- *
- * Layout under DIR:
- *   objects/<2 hex>/<sha256>.<ext>             artifacts, named by their content
- *   entries/<2 hex>/<rkey>/<key>.json          one metadata file per entry
- *   claims/<rkey>.claim                        "building this now" (O_EXCL)
- *   tmp/                                       files being written; renamed from here
+ * The rest of the upstream tier's filesystem side, private to daemon/tier/:
+ * claims (upstream_fs.c) and the sweep of tmp/. The directory's format
+ * (opening it, finding and publishing entries) is in upstream_fs.h. None of
+ * these touches the daemon's loop-owned state; all but upfs_mkdir block.
  */
 #ifndef KILN_DAEMON_UPSTREAM_INT_H
 #define KILN_DAEMON_UPSTREAM_INT_H
@@ -20,20 +13,7 @@
 #include <sys/stat.h>
 
 #include "store.h"
-
-/* The metadata format is the entry codec's UPSTREAM form
- * (store/entry_codec.h, ENTRY_UPSTREAM_VERSION): 2 has dependencies with
- * kinds (key format 3). Entries of version 1 were keyed by format 2 and are
- * never asked for; they are skipped quietly. */
-
-struct up_dirs {
-	char *dir;             /* as configured: for messages */
-	int fd;                /* the tier, held open from upfs_open to upfs_close */
-	/* Paths kilnd uses, through the held descriptor: /proc/self/fd/N/... */
-	char *objects, *entries, *claims, *tmp;
-	char host[128];        /* this node, for claim owners and temporary names */
-	double stale_s;        /* --upstream-stale */
-};
+#include "upstream_fs.h"
 
 /* What one daemon saw of another node's claim, to tell when it went stale:
  * the claim must have stayed the same file with the same mtime for stale_s
@@ -54,10 +34,6 @@ static inline int64_t upfs_mtime_ns(const struct stat *st)
 /* mkdir with mode 0700; an existing directory is fine. 0 or a negative errno. */
 int upfs_mkdir(const char *path);
 
-/* Start-up: see upstream_init(). Fills u; 0 or a negative errno with err. */
-int upfs_open(struct up_dirs *u, const char *dir, double stale_s, bool readonly, char *err,
-	      size_t errlen);
-void upfs_close(struct up_dirs *u);
 /* Makes objects/, entries/, claims/ and tmp/ where missing (removed by hand
  * while kilnd runs). 0 or a negative errno. */
 int upfs_ensure_dirs(const struct up_dirs *u);
@@ -83,31 +59,6 @@ int upfs_touch(int fd);
 /* Removes the claim at path if it is still the file fd holds (a claim that
  * another node took over is theirs), and closes fd. */
 void upfs_unclaim(const char *path, int fd);
-
-/*
- * Looks for an entry of rkey whose dependencies match this node's files:
- * every dependency hashed here equals the recorded digest, the artifact key
- * recomputed from them equals the recorded key, and the object copied to
- * tmp_object has the recorded size and SHA-256. Returns 1 with e's key,
- * rkey, size, deps and build_ms filled (its label too when e has none) and
- * *log the build's output (malloc'd or NULL); 0 when no entry fits; a
- * negative errno when the directory cannot be read. *bad counts entries
- * that are malformed or whose object does not match (each logged).
- */
-int upfs_find(const struct up_dirs *u, const char *rkey, const char *output,
-	      const char *tmp_object, struct store_entry *e, char **log, unsigned *bad);
-
-/*
- * Publishes e, whose artifact is at object (in the local cache): the object
- * first (tmp/, fsync, link or rename into objects/), then the metadata the
- * same way, so metadata present implies its object complete. An existing
- * entry that verifies is kept. Entries with a dependency that changed during
- * the build (zero digest) are not published. Returns 1 when it wrote the
- * metadata, 0 when it kept an existing entry or skipped e, or a negative
- * errno.
- */
-int upfs_publish(const struct up_dirs *u, const struct store_entry *e, const char *object,
-		 const char *log, size_t loglen);
 
 /* Removes files left in tmp/ for more than a day (crashed writers). */
 void upfs_sweep(const struct up_dirs *u);
