@@ -124,6 +124,7 @@ struct kilnd {
 	struct server *server;
 	struct headers *headers;
 	struct prewarm *prewarm;     /* checks recent entries before the first request */
+	struct table *tc_hashed;     /* toolchain programs whose digests were taken (prewarm.c) */
 	struct table *flights;       /* rkey -> struct build, builds not yet finished */
 	struct build *queue_head, *queue_tail;
 	struct build *bg_head, *bg_tail;  /* background builds: run when queue_head is empty */

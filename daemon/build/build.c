@@ -25,6 +25,7 @@
 #include "kilnd.h"
 #include "stats.h"
 #include "log.h"
+#include "prewarm.h"
 #include "table.h"
 #include "util.h"
 #include "thread.h"
@@ -648,6 +649,7 @@ void build_begin(struct build *b)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	b->start_wall_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 	d->c.builds_started++;
+	prewarm_toolchain(d, b->in.tc);
 	b->in_pool = true;
 	if (kilnd_work(d, prepare_work, on_prepared, b) != 0) {
 		b->in_pool = false;
