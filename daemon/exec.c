@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "confine.h"
+#include "trace_rec.h"
 
 static void kill_group(int sig)
 {
@@ -92,7 +93,9 @@ static void trace_setup(const char *trace, const char *prog)
 		*slash = '\0';
 	snprintf(lib, sizeof(lib), "%s/kiln-observe.so", self);
 	if (n <= 0 || access(lib, R_OK) != 0) {
-		trace_record(fd, "N 0", "kiln-observe.so not found next to kiln-exec");
+		char none[8];
+		snprintf(none, sizeof(none), "%c 0", REC_INCOMPLETE);
+		trace_record(fd, none, "kiln-observe.so not found next to kiln-exec");
 	} else {
 		const char *old = getenv("LD_PRELOAD");
 		char *pre = NULL;
@@ -104,7 +107,7 @@ static void trace_setup(const char *trace, const char *prog)
 		free(pre);
 	}
 	if (stat(prog, &st) == 0) {
-		snprintf(head, sizeof(head), "X %d %llu %llu %lld %lld %lld %o", (int)getpid(),
+		snprintf(head, sizeof(head), "%c %d %llu %llu %lld %lld %lld %o", REC_EXEC, (int)getpid(),
 			 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
 			 (long long)st.st_size,
 			 (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec,

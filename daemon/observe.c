@@ -12,7 +12,8 @@
  * to an O_APPEND file, so threads never interleave within a record.
  * daemon/build/trace.c reads them.
  *
- * Record: "<token> <kind> <pid> <fields...>\t<path or name>\0", kinds:
+ * Record: "<token> <kind> <pid> <fields...>\t<path or name>\0", kinds
+ * (their letters: proto/trace_rec.h):
  *   H ppid              this process started, path = its executable
  *   O dev ino size mtime ctime mode   opened for reading (identity by fstat)
  *   W                   opened for writing only
@@ -62,6 +63,7 @@
 
 #include "observe_path.h"
 #include "sha256.h"
+#include "trace_rec.h"
 
 /* libc declares some arguments nonnull; programs pass NULL all the same,
  * and a hook must not crash where libc would fail with EFAULT. */
@@ -224,9 +226,9 @@ static void note_probe(int dirfd, const char *path, int rc, int err, unsigned mo
 	if (!tracing() || !observe_absolute(dirfd, path, abs, sizeof(abs), &resolved))
 		return;
 	if (rc == 0)
-		snprintf(head, sizeof(head), "S %d %o", (int)getpid(), resolved ? 0 : mode);
+		snprintf(head, sizeof(head), "%c %d %o", REC_STAT, (int)getpid(), resolved ? 0 : mode);
 	else
-		snprintf(head, sizeof(head), "%c %d %d", err == ENOENT || err == ENOTDIR ? 'A' : 'Q',
+		snprintf(head, sizeof(head), "%c %d %d", err == ENOENT || err == ENOTDIR ? REC_ABSENT : REC_FAILED,
 			 (int)getpid(), err);
 	emit(head, abs);
 }
@@ -240,7 +242,7 @@ static void note_open(int dirfd, const char *path, int flags, int fd, int err)
 	if (fd < 0 && ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC)))) {
 		/* A refused attempt to write (Landlock, permissions) read nothing:
 		 * an output, not a probe. */
-		snprintf(head, sizeof(head), "W %d", (int)getpid());
+		snprintf(head, sizeof(head), "%c %d", REC_WRITE, (int)getpid());
 		emit(head, abs);
 		return;
 	}
@@ -252,13 +254,13 @@ static void note_open(int dirfd, const char *path, int flags, int fd, int err)
 	if (fstat(fd, &st) != 0)
 		return;
 	if ((flags & O_PATH) || S_ISDIR(st.st_mode)) {
-		snprintf(head, sizeof(head), "S %d %o", (int)getpid(), (unsigned)st.st_mode);
+		snprintf(head, sizeof(head), "%c %d %o", REC_STAT, (int)getpid(), (unsigned)st.st_mode);
 		emit(head, abs);
 	} else if ((flags & O_ACCMODE) == O_WRONLY) {
-		snprintf(head, sizeof(head), "W %d", (int)getpid());
+		snprintf(head, sizeof(head), "%c %d", REC_WRITE, (int)getpid());
 		emit(head, abs);
 	} else {
-		emit_ident('O', abs, &st);
+		emit_ident(REC_OPEN, abs, &st);
 	}
 }
 
@@ -511,7 +513,7 @@ static void note_listed(int dirfd, const char *path, int fd)
 		return;
 	RESOLVE(stat);
 	if ((fd >= 0 ? fstat(fd, &st) : real_stat(abs, &st)) == 0 && S_ISDIR(st.st_mode))
-		emit_ident('D', abs, &st);
+		emit_ident(REC_LISTING, abs, &st);
 }
 
 DIR *opendir(const char *path)
@@ -584,7 +586,7 @@ static void note_exec(const char *path)
 		note_probe(AT_FDCWD, path, -1, errno, 0);
 		return;
 	}
-	emit_ident('X', abs, &st);
+	emit_ident(REC_EXEC, abs, &st);
 	exec_noted = true;
 }
 
@@ -594,7 +596,7 @@ static void note_exec_failed(int err)
 	if (!exec_noted || !tracing())
 		return;
 	exec_noted = false;
-	snprintf(head, sizeof(head), "F %d %d", (int)getpid(), err);
+	snprintf(head, sizeof(head), "%c %d %d", REC_EXEC_FAILED, (int)getpid(), err);
 	emit(head, "");
 }
 
@@ -694,7 +696,7 @@ static void note_spawned(pid_t child, const char *path)
 	RESOLVE(stat);
 	if (real_stat(path, &st) != 0)
 		memset(&st, 0, sizeof(st));
-	snprintf(head, sizeof(head), "P %d %d %llu %llu %lld %lld %lld %o", (int)getpid(), (int)child,
+	snprintf(head, sizeof(head), "%c %d %d %llu %llu %lld %lld %lld %o", REC_SPAWN, (int)getpid(), (int)child,
 		 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino, (long long)st.st_size,
 		 (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec,
 		 (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec,
@@ -736,7 +738,7 @@ static void note_object(const char *path)
 	RESOLVE(stat);
 	if (path == NULL || path[0] != '/' || real_stat(path, &st) != 0)
 		return;
-	emit_ident('L', path, &st);
+	emit_ident(REC_LOAD, path, &st);
 }
 
 void *dlopen(const char *file, int flags)
@@ -763,7 +765,7 @@ static char *env_note(const char *name)
 			trace_lost("a variable name longer than a path");
 		/* A long value goes as its SHA-256 ("E pid 2"). */
 		bool digest = v != NULL && nl + 1 + strlen(v) + 1 > sizeof(rec);
-		snprintf(head, sizeof(head), "E %d %d", (int)getpid(), v == NULL ? 0 : digest ? 2 : 1);
+		snprintf(head, sizeof(head), "%c %d %d", REC_ENV, (int)getpid(), v == NULL ? 0 : digest ? 2 : 1);
 		if (digest) {
 			uint8_t d[32];
 			sha256_buf(v, strlen(v), d);
@@ -811,7 +813,7 @@ __attribute__((constructor)) static void observe_start(void)
 		return;
 	ssize_t n = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = '\0';
-	snprintf(head, sizeof(head), "H %d %d", (int)getpid(), (int)getppid());
+	snprintf(head, sizeof(head), "%c %d %d", REC_HELLO, (int)getpid(), (int)getppid());
 	emit(head, exe);
 	const char *me = dladdr((void *)observe_start, &self) != 0 ? self.dli_fname : NULL;
 	dl_iterate_phdr(note_loaded, (void *)me);

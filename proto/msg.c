@@ -548,9 +548,6 @@ static int parse_get(const cJSON *obj, struct msg_request *req, struct msg_error
 	return 0;
 }
 
-const char *const msg_dep_kinds[] = { "file", "exists", "absent", "env", "listing",
-				      "search", NULL };
-
 static int parse_dep(const cJSON *v, size_t i, struct msg_dep *dep, struct msg_error *err)
 {
 	const cJSON *path = member(v, "path"), *digest = member(v, "sha256");
@@ -559,37 +556,34 @@ static int parse_dep(const cJSON *v, size_t i, struct msg_dep *dep, struct msg_e
 	if (!cJSON_IsObject(v) || !cJSON_IsString(path) || !path->valuestring)
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
 				     "dependency %zu must be an object with a \"path\" string", i + 1);
-	dep->kind = kind ? -1 : 0;
-	for (int k = 0; kind && cJSON_IsString(kind) && msg_dep_kinds[k]; k++)
-		if (strcmp(kind->valuestring, msg_dep_kinds[k]) == 0)
-			dep->kind = k;
+	dep->kind = kind == NULL ? DEP_FILE : dep_kind_parse(cJSON_GetStringValue(kind));
 	if (dep->kind < 0)
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
 				     "\"kind\" of dependency %zu must be file, exists, absent, env, "
 				     "listing or search", i + 1);
-	const cJSON *set = MSG_DEP_NAMED(dep->kind) ? member(v, MSG_DEP_FLAG(dep->kind)) : NULL;
-	if ((!MSG_DEP_NAMED(dep->kind) && path->valuestring[0] != '/') ||
-	    (dep->kind == MSG_DEP_SEARCH && strchr(path->valuestring, '/') != NULL) ||
+	const struct dep_kind_info *k = &dep_kinds[dep->kind];
+	const cJSON *set = k->named ? member(v, k->flag) : NULL;
+	if ((!k->named && path->valuestring[0] != '/') ||
+	    (dep->kind == DEP_SEARCH && strchr(path->valuestring, '/') != NULL) ||
 	    path->valuestring[0] == '\0' ||
 	    strlen(path->valuestring) > MSG_MAX_PATH)
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
 				     "\"path\" of dependency %zu must be absolute and at most %d bytes",
 				     i + 1, MSG_MAX_PATH);
-	if (MSG_DEP_HAS_DIGEST(dep->kind) &&
+	if (k->has_digest &&
 	    (!cJSON_IsString(digest) || !util_unhex32(digest->valuestring, dep->digest)))
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
 				     "\"sha256\" of dependency %zu must be 64 lower-case hex digits", i + 1);
-	if (dep->kind == 1 && (!cJSON_IsNumber(mode) || mode->valuedouble < 0 ||
-			       mode->valuedouble > 07777777))
+	if (dep->kind == DEP_EXISTS && (!cJSON_IsNumber(mode) || mode->valuedouble < 0 ||
+					mode->valuedouble > 07777777))
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
 				     "\"mode\" of dependency %zu must be a file mode", i + 1);
-	if (MSG_DEP_NAMED(dep->kind) && !cJSON_IsBool(set))
+	if (k->named && !cJSON_IsBool(set))
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
-				     "\"%s\" of dependency %zu must be true or false",
-				     MSG_DEP_FLAG(dep->kind), i + 1);
-	dep->mode = dep->kind == 1		  ? (uint32_t)mode->valuedouble
-		    : MSG_DEP_NAMED(dep->kind) ? (uint32_t)cJSON_IsTrue(set)
-					       : 0u;
+				     "\"%s\" of dependency %zu must be true or false", k->flag, i + 1);
+	dep->mode = dep->kind == DEP_EXISTS ? (uint32_t)mode->valuedouble
+		    : k->named		    ? (uint32_t)cJSON_IsTrue(set)
+					    : 0u;
 	dep->path = strdup(path->valuestring);
 	return dep->path ? 0 : oom(err);
 }

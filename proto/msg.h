@@ -12,6 +12,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "depkind.h"
+
 #define KILN_PROTO_VERSION 3
 
 /* Limits enforced by msg_request_parse(). */
@@ -97,30 +99,11 @@ struct msg_source {
 	uint8_t digest[32];  /* SHA-256 of the text, when has_digest */
 };
 
-/* A dependency of an artifact carried by put: what the building node read. */
-/* The names of dependency kinds, by their number in struct msg_dep. */
-extern const char *const msg_dep_kinds[];
-
-/* The kinds of dependency, by number; store/store.h's enum store_dep_kind
- * has the same numbers (checked there at compile time). */
-enum msg_dep_kind {
-	MSG_DEP_FILE, MSG_DEP_EXISTS, MSG_DEP_ABSENT, MSG_DEP_ENV, MSG_DEP_LISTING,
-	MSG_DEP_SEARCH, MSG_DEP__COUNT
-};
-
-/* Kinds whose state is a digest ("sha256"). */
-#define MSG_DEP_HAS_DIGEST(k) ((k) == MSG_DEP_FILE || (k) == MSG_DEP_ENV || \
-			       (k) == MSG_DEP_LISTING || (k) == MSG_DEP_SEARCH)
-/* Kinds whose path is a name, not a path, and whose mode a yes or no:
- * "set" (env), "found" (search). */
-#define MSG_DEP_NAMED(k) ((k) == MSG_DEP_ENV || (k) == MSG_DEP_SEARCH)
-#define MSG_DEP_FLAG(k) ((k) == MSG_DEP_ENV ? "set" : "found")
-
-/* One dependency of a put, as the building node recorded it (kinds as in
- * store/store.h: "file", "exists", "absent", "env", "listing", "search"). */
+/* One dependency of a put, as the building node recorded it (kinds:
+ * depkind.h). */
 struct msg_dep {
-	char *path;          /* absolute; a variable's name for "env" */
-	int kind;            /* enum msg_dep_kind */
+	char *path;          /* absolute; a variable's or program's name when named */
+	int kind;            /* enum dep_kind */
 	uint32_t mode;       /* exists: st_mode; env: 1 when set */
 	uint8_t digest[32];  /* file: SHA-256 of its content; env: of its value;
 	                      * listing: of the directory's names */

@@ -86,15 +86,15 @@ static bool pack_put(cJSON *obj, const struct msg_request *req)
 		}
 		const struct msg_dep *dep = &req->deps[i];
 		util_hex(dep->digest, 32, hex);
-		if (!add_str(d, "path", dep->path) ||
-		    !cJSON_AddStringToObject(d, "kind", msg_dep_kinds[dep->kind]))
+		const struct dep_kind_info *k = dep_kind_info(dep->kind);
+		if (k == NULL || !add_str(d, "path", dep->path) ||
+		    !cJSON_AddStringToObject(d, "kind", k->name))
 			return false;
-		if (MSG_DEP_HAS_DIGEST(dep->kind) && !cJSON_AddStringToObject(d, "sha256", hex))
+		if (k->has_digest && !cJSON_AddStringToObject(d, "sha256", hex))
 			return false;
-		if (dep->kind == 1 && !cJSON_AddNumberToObject(d, "mode", dep->mode))
+		if (dep->kind == DEP_EXISTS && !cJSON_AddNumberToObject(d, "mode", dep->mode))
 			return false;
-		if (MSG_DEP_NAMED(dep->kind) &&
-		    !cJSON_AddBoolToObject(d, MSG_DEP_FLAG(dep->kind), dep->mode != 0))
+		if (k->named && !cJSON_AddBoolToObject(d, k->flag, dep->mode != 0))
 			return false;
 	}
 	return arr != NULL;

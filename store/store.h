@@ -24,6 +24,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "depkind.h"
+
 #define STORE_SCHEMA_VERSION 4
 
 struct store;
@@ -34,19 +36,22 @@ struct store;
  * them in the recorded state.
  */
 enum store_dep_kind {
-	STORE_DEP_FILE = 0,   /* read: its content (digest) counts */
-	STORE_DEP_EXISTS,     /* looked at and found: its type and permissions count */
-	STORE_DEP_ABSENT,     /* looked for and not found: must stay absent */
-	STORE_DEP_ENV,        /* an environment variable read: path is its name,
-	                       * mode 1 when set, digest the SHA-256 of its value */
-	STORE_DEP_LISTING,    /* a directory listed (opendir): digest the SHA-256
-	                       * of its names (store_listing_digest), identity
-	                       * the directory's */
-	STORE_DEP_SEARCH,     /* a program looked up along PATH: path is its name
-	                       * (no '/'), mode 1 when found, digest the SHA-256
-	                       * of the path found (docs/design.md) */
-	STORE_DEP__COUNT
+	STORE_DEP_FILE = DEP_FILE,       /* read: its content (digest) counts */
+	STORE_DEP_EXISTS = DEP_EXISTS,   /* looked at and found: its type and permissions count */
+	STORE_DEP_ABSENT = DEP_ABSENT,   /* looked for and not found: must stay absent */
+	STORE_DEP_ENV = DEP_ENV,         /* an environment variable read: path is its name,
+	                                  * mode 1 when set, digest the SHA-256 of its value */
+	STORE_DEP_LISTING = DEP_LISTING, /* a directory listed (opendir): digest the SHA-256
+	                                  * of its names (store_listing_digest), identity
+	                                  * the directory's */
+	STORE_DEP_SEARCH = DEP_SEARCH,   /* a program looked up along PATH: path is its name
+	                                  * (no '/'), mode 1 when found, digest the SHA-256
+	                                  * of the path found (docs/design.md) */
+	STORE_DEP__COUNT = DEP__COUNT
 };
+/* The numbers are on disk (the index's dependency blobs): the table in
+ * proto/depkind.h defines them, this enum only names them for the store. */
+_Static_assert(STORE_DEP__COUNT == 6, "a dependency kind added: extend the blob codec");
 
 /* How an entry's dependencies were recorded. */
 enum store_deps_source {

@@ -25,30 +25,14 @@
 #define DEP_FIXED_V2 (1 + 4 + 2 + 8 * 5 + 32)
 #define HEAD_V2 6
 
-static const char *const kind_names[STORE_DEP__COUNT] = { "file", "exists", "absent", "env",
-							   "listing", "search" };
-
-/* proto/ carries the kinds by number (put): the same numbers. */
-_Static_assert((int)STORE_DEP_FILE == (int)MSG_DEP_FILE &&
-	       (int)STORE_DEP_EXISTS == (int)MSG_DEP_EXISTS &&
-	       (int)STORE_DEP_ABSENT == (int)MSG_DEP_ABSENT && (int)STORE_DEP_ENV == (int)MSG_DEP_ENV &&
-	       (int)STORE_DEP_LISTING == (int)MSG_DEP_LISTING &&
-	       (int)STORE_DEP_SEARCH == (int)MSG_DEP_SEARCH &&
-	       (int)STORE_DEP__COUNT == (int)MSG_DEP__COUNT,
-	       "store_dep_kind and msg_dep_kind differ");
-
 const char *store_dep_kind_name(int kind)
 {
-	return kind >= 0 && kind < STORE_DEP__COUNT ? kind_names[kind] : "unknown";
+	return dep_kind_name(kind);
 }
 
 int store_dep_kind_parse(const char *name)
 {
-	for (int i = 0; name != NULL && i < STORE_DEP__COUNT; i++) {
-		if (strcmp(name, kind_names[i]) == 0)
-			return i;
-	}
-	return -1;
+	return dep_kind_parse(name);
 }
 
 const char *store_deps_source_name(int source)

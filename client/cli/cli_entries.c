@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "depkind.h"
 #include "entry_codec.h"
 #include "store.h"
 #include "util.h"
@@ -393,21 +394,26 @@ static void show_list(int width, const char *name, const cJSON *list)
 /* The kinds of dependency the short form lists, in this order; "absent"
  * and "exists" (paths probed) it only counts. */
 static const struct {
-	const char *kind;
+	enum dep_kind kind;
 	const char *title;
 	bool inline_names;   /* names on one wrapped line rather than one a line */
 } dep_groups[] = {
-	{ "file", "files read", false },
-	{ "listing", "directories listed", false },
-	{ "env", "environment variables read", true },
-	{ "search", "programs looked up on PATH", true },
+	{ DEP_FILE, "files read", false },
+	{ DEP_LISTING, "directories listed", false },
+	{ DEP_ENV, "environment variables read", true },
+	{ DEP_SEARCH, "programs looked up on PATH", true },
 };
 
-static const char *dep_kind(const cJSON *kinds, int i)
+/* Dependency i's kind (-1: one this kiln does not know), and its name. */
+static int dep_kind(const cJSON *kinds, int i, const char **name)
 {
 	const char *k = cJSON_GetStringValue(cJSON_GetArrayItem(kinds, i));
 
-	return k != NULL ? k : "file";   /* entries recorded before kinds were */
+	if (k == NULL)
+		k = dep_kind_name(DEP_FILE);   /* entries recorded before kinds were */
+	if (name != NULL)
+		*name = k;
+	return dep_kind_parse(k);
 }
 
 /* One group of dependencies of kind: "  TITLE (N):" and its paths, one a
@@ -417,14 +423,14 @@ static void show_dep_group(const cJSON *paths, const cJSON *kinds, int n, size_t
 	int count = 0, col = 0;
 
 	for (int i = 0; i < n; i++)
-		count += strcmp(dep_kind(kinds, i), dep_groups[g].kind) == 0;
+		count += dep_kind(kinds, i, NULL) == (int)dep_groups[g].kind;
 	if (count == 0)
 		return;
 	col = printf("  %s (%d):", dep_groups[g].title, count);
 	for (int i = 0; i < n; i++) {
 		const char *p = cJSON_GetStringValue(cJSON_GetArrayItem(paths, i));
 
-		if (strcmp(dep_kind(kinds, i), dep_groups[g].kind) != 0)
+		if (dep_kind(kinds, i, NULL) != (int)dep_groups[g].kind)
 			continue;
 		if (!dep_groups[g].inline_names)
 			printf("\n    %s", p ? p : "?");
@@ -446,13 +452,14 @@ static void show_deps_short(const cJSON *paths, const cJSON *kinds, int n)
 	for (size_t g = 0; g < sizeof(dep_groups) / sizeof(dep_groups[0]); g++)
 		show_dep_group(paths, kinds, n, g);
 	for (int i = 0; i < n; i++) {
-		const char *k = dep_kind(kinds, i);
-		bool known = strcmp(k, "absent") == 0 || strcmp(k, "exists") == 0;
+		const char *k;
+		int kind = dep_kind(kinds, i, &k);
+		bool known = kind == DEP_ABSENT || kind == DEP_EXISTS;
 
-		absent += strcmp(k, "absent") == 0;
-		exists += strcmp(k, "exists") == 0;
+		absent += kind == DEP_ABSENT;
+		exists += kind == DEP_EXISTS;
 		for (size_t g = 0; g < sizeof(dep_groups) / sizeof(dep_groups[0]); g++)
-			known |= strcmp(k, dep_groups[g].kind) == 0;
+			known |= kind == (int)dep_groups[g].kind;
 		const char *p = cJSON_GetStringValue(cJSON_GetArrayItem(paths, i));
 		if (!known)
 			printf("  %s (%s)\n", p ? p : "?", k);
@@ -485,9 +492,9 @@ static void show_deps(int width, const cJSON *e, bool all)
 	}
 	for (int i = 0; i < n; i++) {
 		const char *p = cJSON_GetStringValue(cJSON_GetArrayItem(paths, i));
-		const char *k = dep_kind(kinds, i);
+		const char *k;
 
-		if (strcmp(k, "file") == 0)
+		if (dep_kind(kinds, i, &k) == DEP_FILE)
 			printf("  %s\n", p ? p : "?");
 		else
 			printf("  %s (%s)\n", p ? p : "?", k);

@@ -13,6 +13,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "depkind.h"
 #include "kiln_x.h"
 #include "lib_internal.h"
 #include "sha256.h"
@@ -252,17 +253,18 @@ int kiln_x_export(struct kiln *k, const char *key, const void *data, size_t size
 		cJSON_AddStringToObject(d, "path", cJSON_GetStringValue(cJSON_GetArrayItem(paths, i)));
 		const char *kind = cJSON_GetStringValue(cJSON_GetArrayItem(kinds, i));
 		const cJSON *mode = cJSON_GetArrayItem(modes, i);
+		/* Entries recorded before kinds were are files. */
+		const struct dep_kind_info *ki = dep_kind_info(kind != NULL ? dep_kind_parse(kind)
+									    : DEP_FILE);
 		if (kind != NULL)
 			cJSON_AddStringToObject(d, "kind", kind);
-		if (kind == NULL || strcmp(kind, "file") == 0 || strcmp(kind, "env") == 0 ||
-		    strcmp(kind, "listing") == 0 || strcmp(kind, "search") == 0)
+		if (ki != NULL && ki->has_digest)
 			cJSON_AddStringToObject(d, "sha256",
 						cJSON_GetStringValue(cJSON_GetArrayItem(digests, i)));
-		if (kind != NULL && strcmp(kind, "exists") == 0 && cJSON_IsNumber(mode))
+		if (ki == &dep_kinds[DEP_EXISTS] && cJSON_IsNumber(mode))
 			cJSON_AddNumberToObject(d, "mode", mode->valuedouble);
-		if (kind != NULL && (strcmp(kind, "env") == 0 || strcmp(kind, "search") == 0))
-			cJSON_AddBoolToObject(d, strcmp(kind, "env") == 0 ? "set" : "found",
-					      cJSON_IsNumber(mode) && mode->valuedouble != 0);
+		if (ki != NULL && ki->named)
+			cJSON_AddBoolToObject(d, ki->flag, cJSON_IsNumber(mode) && mode->valuedouble != 0);
 	}
 	*meta = cJSON_PrintUnformatted(out);
 	cJSON_Delete(out);

@@ -11,6 +11,7 @@
 
 #include "table.h"
 #include "trace.h"
+#include "trace_rec.h"
 #include "util.h"
 
 /* Never inputs: variables kiln-exec and kilnd set for the build; the one
@@ -58,10 +59,10 @@ static bool parse_rec(char *s, const char *token, struct rec *r)
 	r->nf = 0;
 	for (p = end; *p == ' ' && r->nf < 7;) {
 		/* Modes are octal; every other field is decimal. */
-		bool octal = (r->kind == 'S' && r->nf == 0) ||
-			     ((r->kind == 'O' || r->kind == 'X' || r->kind == 'L' || r->kind == 'D') &&
+		bool octal = (r->kind == REC_STAT && r->nf == 0) ||
+			     ((r->kind == REC_OPEN || r->kind == REC_EXEC || r->kind == REC_LOAD || r->kind == REC_LISTING) &&
 			      r->nf == 5) ||
-			     (r->kind == 'P' && r->nf == 6);
+			     (r->kind == REC_SPAWN && r->nf == 6);
 		r->f[r->nf] = strtoll(p + 1, &end, octal ? 8 : 10);
 		if (end == p + 1)
 			return false;
@@ -173,8 +174,8 @@ static int add_file(struct builder *b, const char *path, const struct rec *r)
 	struct store_dep *d = dep_slot(b, path, path, &isnew);
 	if (d == NULL)
 		return -ENOMEM;
-	bool ident = r->kind == 'O' || r->kind == 'X' || r->kind == 'L';
-	if (r->kind == 'A') {
+	bool ident = r->kind == REC_OPEN || r->kind == REC_EXEC || r->kind == REC_LOAD;
+	if (r->kind == REC_ABSENT) {
 		if (isnew)
 			d->kind = STORE_DEP_ABSENT;
 		else if (d->kind != STORE_DEP_ABSENT)
@@ -191,7 +192,7 @@ static int add_file(struct builder *b, const char *path, const struct rec *r)
 		note_changed(b->r, path, "changed");
 		return 0;
 	}
-	if (r->kind == 'D') {
+	if (r->kind == REC_LISTING) {
 		/* Listed: its names count, as they were when it was opened. */
 		if (!isnew && d->kind == STORE_DEP_LISTING &&
 		    (d->dev != (uint64_t)r->f[0] || d->ino != (uint64_t)r->f[1] ||
@@ -215,8 +216,8 @@ static int add_file(struct builder *b, const char *path, const struct rec *r)
 	} else if (isnew) {
 		/* Found (stat, access, opendir): what it is, kilnd looks up. */
 		d->kind = STORE_DEP_EXISTS;
-		d->mode = r->kind == 'S' && r->nf > 0 ? (uint32_t)r->f[0] : 0;
-	} else if (d->kind == STORE_DEP_EXISTS && d->mode == 0 && r->kind == 'S' && r->nf > 0) {
+		d->mode = r->kind == REC_STAT && r->nf > 0 ? (uint32_t)r->f[0] : 0;
+	} else if (d->kind == STORE_DEP_EXISTS && d->mode == 0 && r->kind == REC_STAT && r->nf > 0) {
 		d->mode = (uint32_t)r->f[0];
 	}
 	return 0;
@@ -298,51 +299,51 @@ static int take(struct builder *b, struct rec *r, const char *bdir, const char *
 {
 	char path[PATH_MAX + 8];
 	switch (r->kind) {
-	case 'H':
+	case REC_HELLO:
 		pend(b, r->pid, -1);
 		break;
-	case 'F':
+	case REC_EXEC_FAILED:
 		pend(b, r->pid, -1);
 		return 0;
-	case 'P':
+	case REC_SPAWN:
 		if (r->nf != 7)
 			return 0;
 		pend(b, (long)r->f[0], +1);
 		/* The program it runs, with its identity, as for X. */
 		memmove(r->f, r->f + 1, 6 * sizeof(r->f[0]));
 		r->nf = 6;
-		r->kind = 'X';
+		r->kind = REC_EXEC;
 		break;
-	case 'N':
+	case REC_INCOMPLETE:
 		snprintf(b->r->incomplete, sizeof(b->r->incomplete), "%s", r->path);
 		b->r->complete = false;
 		return 0;
-	case 'E':
+	case REC_ENV:
 		return add_env(b, r, env);
-	case 'X':
+	case REC_EXEC:
 		/* The exec'ing process starts anew: its next start record is due. */
 		pend(b, r->pid, +1);
 		break;
-	case 'O': case 'L': case 'D':
+	case REC_OPEN: case REC_LOAD: case REC_LISTING:
 		if (r->nf != 6)
 			return 0;
 		break;
-	case 'S': case 'A': case 'Q': case 'W':
+	case REC_STAT: case REC_ABSENT: case REC_FAILED: case REC_WRITE:
 		break;
 	default:
 		return 0;
 	}
-	if ((r->kind == 'X' && r->nf != 6) || r->kind == 'H')
+	if ((r->kind == REC_EXEC && r->nf != 6) || r->kind == REC_HELLO)
 		return 0;
 	if (!trace_normalize(r->path, bdir, path, sizeof(path)) || skipped(path, skip))
 		return 0;
-	if (r->kind == 'W') {
+	if (r->kind == REC_WRITE) {
 		table_put(b->written, path, (void *)1, NULL);
 		return 0;
 	}
-	if (r->kind == 'Q') {
+	if (r->kind == REC_FAILED) {
 		/* Found but not readable (EACCES, ELOOP): its errno is no mode. */
-		r->kind = 'S';
+		r->kind = REC_STAT;
 		r->nf = 0;
 	}
 	return add_file(b, path, r);
