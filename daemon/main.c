@@ -495,8 +495,14 @@ static void serve(struct kilnd *d)
 	kilnd_timers_start(d);
 	stats_timer_start(d);
 	if (d->sweep_pending) {
-		log_info("no clean-stop mark (kilnd was killed or crashed): checking the cache in "
-			 "the background while serving");
+		/* A new index has no mark either: a new cache, or one whose
+		 * index was lost, whose objects it adopts. */
+		if (store_index_is_new(d->store))
+			log_info("a new index in %s: adopting any objects already there in the "
+				 "background while serving", cfg->cache_dir);
+		else
+			log_info("no clean-stop mark (kilnd was killed or crashed): checking the "
+				 "cache in the background while serving");
 		kilnd_sweep_start(d);
 	}
 	lifecycle_start(d);

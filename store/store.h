@@ -300,6 +300,8 @@ int store_mark_clean(struct store *s);
 /* True when the last daemon stopped cleanly; removes the mark (durably), so
  * that a crash from now on means a full reconcile at the next start. */
 bool store_take_clean_mark(struct store *s);
+/* True when this open created the index (a new cache, or the old index lost). */
+bool store_index_is_new(const struct store *s);
 
 /*
  * The cache's footprint and its writers (store_budget.c).

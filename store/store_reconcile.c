@@ -595,6 +595,11 @@ bool store_take_clean_mark(struct store *s)
 	return clean && !s->fresh_index;
 }
 
+bool store_index_is_new(const struct store *s)
+{
+	return s->fresh_index;
+}
+
 int store_reconcile_tmp(struct store *s, struct store_reconcile_stats *st)
 {
 	struct recon r = { .s = s, .st = st };
