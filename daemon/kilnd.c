@@ -29,27 +29,43 @@ const struct toolchain *kilnd_toolchain(const struct kilnd *d, const char *name)
 struct work {
 	uv_work_t req;
 	struct kilnd *d;
+	enum pool_job kind;
 	void (*fn)(void *);
-	void (*done)(void *);
+	void (*done)(void *, int);
 	void *arg;
 };
 
+#define KILND_POOL_JOB_NAME(id, name) name,
+static const char *const pool_job_names[POOL__COUNT] = { KILND_POOL_JOBS(KILND_POOL_JOB_NAME) };
+#undef KILND_POOL_JOB_NAME
+
+const char *kilnd_pool_job_name(enum pool_job kind)
+{
+	return (unsigned)kind < POOL__COUNT ? pool_job_names[kind] : "unknown";
+}
+
 static void work_run(uv_work_t *req)
 {
+	ASSERT_POOL();
 	struct work *w = req->data;
 	w->fn(w->arg);
 }
 
 static void work_after(uv_work_t *req, int status)
 {
+	ASSERT_LOOP();
 	struct work *w = req->data;
 	w->d->work_pending--;
+	if (status != 0)
+		log_warn("pool job %s: %s; its work was not done", kilnd_pool_job_name(w->kind),
+			 uv_strerror(status));
 	if (w->done != NULL)
-		w->done(w->arg);
+		w->done(w->arg, status);
 	free(w);
 }
 
-int kilnd_work(struct kilnd *d, void (*fn)(void *arg), void (*done)(void *arg), void *arg)
+int kilnd_work(struct kilnd *d, enum pool_job kind, void (*fn)(void *arg),
+	       void (*done)(void *arg, int status), void *arg)
 {
 	ASSERT_LOOP();
 	struct work *w = calloc(1, sizeof(*w));
@@ -57,6 +73,7 @@ int kilnd_work(struct kilnd *d, void (*fn)(void *arg), void (*done)(void *arg), 
 		return UV_ENOMEM;
 	w->req.data = w;
 	w->d = d;
+	w->kind = kind;
 	w->fn = fn;
 	w->done = done;
 	w->arg = arg;
@@ -134,6 +151,12 @@ static void touch_batch_free(void *arg)
 	free(tb);
 }
 
+static void touch_done(void *arg, int status)
+{
+	(void)status;   /* cancelled: those uses are lost, as at a crash */
+	touch_batch_free(arg);
+}
+
 static void touch_work(void *arg)
 {
 	struct touch_batch *tb = arg;
@@ -184,7 +207,7 @@ static void on_touch_timer(uv_timer_t *t)
 {
 	struct kilnd *d = t->data;
 	struct touch_batch *tb = take_touches(d);
-	if (tb != NULL && kilnd_work(d, touch_work, touch_batch_free, tb) != 0)
+	if (tb != NULL && kilnd_work(d, POOL_TOUCH, touch_work, touch_done, tb) != 0)
 		touch_batch_free(tb);
 }
 
@@ -240,11 +263,13 @@ void kilnd_set_overhead(struct kilnd *d, uint64_t index, uint64_t other)
 	d->overhead_ns = util_now_ns();
 }
 
-static void evict_done(void *arg)
+static void evict_done(void *arg, int status)
 {
 	struct evict_job *j = arg;
 	static bool over_said;
 	evicting = false;
+	if (status != 0)
+		j->rc = status;
 	if (j->rc == 0) {
 		j->d->c.evicted += j->removed;
 		j->d->c.evicted_bytes += j->freed;
@@ -290,12 +315,13 @@ static void measure_work(void *arg)
 	store_overhead(j->store, &j->index, &j->other);
 }
 
-static void measure_done(void *arg)
+static void measure_done(void *arg, int status)
 {
 	struct measure_job *j = arg;
 	struct kilnd *d = j->d;
 	measuring = false;
-	bool same = j->store == d->store;   /* not a cache directory made anew meanwhile */
+	/* Not run, or a cache directory made anew meanwhile: nothing measured. */
+	bool same = status == 0 && j->store == d->store;
 	if (same)
 		kilnd_set_overhead(d, j->index, j->other);
 	free(j);
@@ -313,7 +339,7 @@ static void measure_overhead(struct kilnd *d)
 	j->d = d;
 	j->store = d->store;
 	measuring = true;
-	if (kilnd_work(d, measure_work, measure_done, j) != 0) {
+	if (kilnd_work(d, POOL_MEASURE, measure_work, measure_done, j) != 0) {
 		measuring = false;
 		free(j);
 	}
@@ -332,7 +358,7 @@ void kilnd_refresh_totals(struct kilnd *d)
 	j->d = d;
 	j->touches = kilnd_touches_take(d);
 	evicting = true;
-	if (kilnd_work(d, evict_work, evict_done, j) != 0) {
+	if (kilnd_work(d, POOL_EVICT, evict_work, evict_done, j) != 0) {
 		evicting = false;
 		kilnd_touches_write(j->touches);
 		free(j);
@@ -354,16 +380,18 @@ static void sweep_work(void *arg)
 	j->rc = store_sweep_step(j->store, &j->sw, &j->st);
 }
 
-static void sweep_done(void *arg)
+static void sweep_done(void *arg, int status)
 {
 	struct sweep_job *j = arg;
 	struct kilnd *d = j->d;
+	if (status != 0)
+		j->rc = status;
 	if (j->rc == 1 && !d->stopping && j->store == d->store &&
-	    kilnd_work(d, sweep_work, sweep_done, j) == 0)
+	    kilnd_work(d, POOL_SWEEP, sweep_work, sweep_done, j) == 0)
 		return;
 	if (j->rc == 0) {
 		d->sweep_pending = false;
-		log_info("checked the cache after an unclean stop in %.1f s: %llu rows without an "
+		log_info("checked the cache in %.1f s: %llu rows without an "
 			 "object dropped, %llu objects adopted, %llu stray files removed",
 			 (double)(util_now_ns() - j->start_ns) / 1e9,
 			 (unsigned long long)j->st.rows_dropped,
@@ -372,7 +400,7 @@ static void sweep_done(void *arg)
 		if (!d->stopping)
 			kilnd_refresh_totals(d);
 	} else if (j->rc < 0) {
-		log_warn("the cache check after an unclean stop failed: %s; the next start checks "
+		log_warn("the check of the cache failed: %s; the next start checks "
 			 "again", strerror(-j->rc));
 	}
 	free(j);
@@ -393,7 +421,7 @@ void kilnd_sweep_start(struct kilnd *d)
 	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
 	j->sw.before_ns = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 	d->sweep_pending = true;
-	if (kilnd_work(d, sweep_work, sweep_done, j) != 0)
+	if (kilnd_work(d, POOL_SWEEP, sweep_work, sweep_done, j) != 0)
 		free(j);
 }
 
@@ -416,9 +444,11 @@ static void prune_work(void *arg)
 				   STORE_FAILED_MAX_FILES, &j->removed);
 }
 
-static void prune_done(void *arg)
+static void prune_done(void *arg, int status)
 {
 	struct prune_job *j = arg;
+	if (status != 0)
+		j->rc = status;
 	if (j->rc < 0)
 		log_warn("cannot prune the logs of failed builds: %s", strerror(-j->rc));
 	else if (j->removed > 0)
@@ -435,7 +465,7 @@ static void on_prune_timer(uv_timer_t *t)
 	if (j == NULL)
 		return;
 	j->store = d->store;
-	if (kilnd_work(d, prune_work, prune_done, j) != 0)
+	if (kilnd_work(d, POOL_PRUNE, prune_work, prune_done, j) != 0)
 		free(j);
 }
 

@@ -166,11 +166,57 @@ void kilnd_stop(struct kilnd *d);
 void kilnd_activity(struct kilnd *d);
 
 /*
- * Runs fn on the thread pool, then done on the loop thread. The daemon counts
- * pending work so that a stop waits for it; arg is passed to both. Returns 0
- * or a negative libuv error (then neither callback runs).
+ * The jobs kilnd runs on libuv's thread pool, all listed here (as redis's
+ * bio.c lists its background jobs). Why a pool: each blocks on the disk, a
+ * shared filesystem or a child process, or hashes megabytes, and the loop
+ * must go on answering hits meanwhile. The contract: the job's function
+ * runs on a pool thread and touches only what its argument hands it (never
+ * the loop's tables, a build or a connection, which it may carry as opaque
+ * pointers back to the loop); its completion runs on the loop thread. The
+ * funnel (kilnd_work) asserts both, counts the jobs pending (a stop waits
+ * for them) and passes libuv's status on: 0, or UV_ECANCELED when the job
+ * was cancelled before it ran (its function did not run, and its
+ * completion must treat its work as not done).
  */
-int kilnd_work(struct kilnd *d, void (*fn)(void *arg), void (*done)(void *arg), void *arg);
+#define KILND_POOL_JOBS(X) \
+	X(PREPARE, "prepare")          /* a build's directory and sources (publish.c) */ \
+	X(PUBLISH, "publish")          /* a build into the store: hash, place, index (publish.c) */ \
+	X(CLEANUP, "cleanup")          /* a build's directory removed, its log kept (publish.c) */ \
+	X(ALIAS_FLUSH, "alias_flush")  /* alias re-points written to the index (publish.c) */ \
+	X(TC_DIGESTS, "tc_digests")    /* a toolchain's programs hashed (prewarm.c) */ \
+	X(HASH, "hash")                /* a dependency hashed for hit validation (headers.c) */ \
+	X(TOUCH, "touch")              /* batched uses written to the index (kilnd.c) */ \
+	X(MEASURE, "measure")          /* the cache's parts outside the entries measured (kilnd.c) */ \
+	X(EVICT, "evict")              /* eviction down to --max-size (kilnd.c) */ \
+	X(SWEEP, "sweep")              /* the check of the cache after an unclean stop (kilnd.c) */ \
+	X(PRUNE, "prune")              /* old logs of failed builds removed (kilnd.c) */ \
+	X(STATS_SAVE, "stats_save")    /* statistics written to the index (stats.c) */ \
+	X(IDENT, "ident")              /* a toolchain named by path identified (named.c) */ \
+	X(KEYING, "keying")            /* a request's sources read and hashed (keying.c) */ \
+	X(WRITE, "write")              /* rm, pin, label, gc: index writes for a client (dispatch.c) */ \
+	X(CONFIG, "config")            /* kiln.conf read or written (settings_op.c) */ \
+	X(IMPORT, "import")            /* put: an artifact checked and imported (import.c) */ \
+	X(TRANSFER, "transfer")        /* export or import of a directory (transfer.c) */ \
+	X(VERIFY, "verify")            /* objects checked against their SHA-256 (verify_op.c) */ \
+	X(UP_LOOK, "up_look")          /* the upstream tier looked at, a claim made (upstream.c) */ \
+	X(UP_PUBLISH, "up_publish")    /* a build published upstream (upstream.c) */ \
+	X(UP_REFRESH, "up_refresh")    /* this node's claims kept fresh (upstream.c) */ \
+	X(UP_UNCLAIM, "up_unclaim")    /* a claim removed (upstream.c) */ \
+	X(UP_SWEEP, "up_sweep")        /* the tier's tmp/ swept (upstream.c) */
+
+#define KILND_POOL_JOB_ENUM(id, name) POOL_##id,
+enum pool_job { KILND_POOL_JOBS(KILND_POOL_JOB_ENUM) POOL__COUNT };
+#undef KILND_POOL_JOB_ENUM
+/* The job's name, for the log. */
+const char *kilnd_pool_job_name(enum pool_job kind);
+
+/*
+ * Runs fn(arg) on the thread pool, then done(arg, status) on the loop
+ * thread (done may be NULL). Returns 0 or a negative libuv error (then
+ * neither callback runs: the caller still owns arg).
+ */
+int kilnd_work(struct kilnd *d, enum pool_job kind, void (*fn)(void *arg),
+	       void (*done)(void *arg, int status), void *arg);
 
 /* Queues a use of key for the batched last_used/uses update. */
 void kilnd_touch(struct kilnd *d, const char *key);

@@ -286,11 +286,16 @@ static void wake(struct named *n)
 
 static void identify_next(struct kilnd *d);
 
-static void ident_done(void *arg)
+static void ident_done(void *arg, int status)
 {
 	struct ident_job *j = arg;
 	struct named *n = j->n;
 	ASSERT_LOOP();
+	if (status != 0) {
+		j->rc = status;
+		snprintf(j->err, sizeof(j->err), "its identification did not run: %s",
+			 uv_strerror(status));
+	}
 	n->d->named_running--;
 	n->busy = false;
 	n->checked_ns = util_now_ns();
@@ -330,7 +335,7 @@ static bool submit(struct named *n)
 	struct ident_job *j = calloc(1, sizeof(*j));
 	if (j != NULL) {
 		j->n = n;
-		if (kilnd_work(n->d, ident_work, ident_done, j) == 0) {
+		if (kilnd_work(n->d, POOL_IDENT, ident_work, ident_done, j) == 0) {
 			n->d->named_running++;
 			return true;
 		}

@@ -156,11 +156,12 @@ static void save_work(void *arg)
 
 static void kick(struct kilnd *d);
 
-static void save_done(void *arg)
+static void save_done(void *arg, int status)
 {
 	struct save_job *j = arg;
 	struct kilnd *d = j->d;
 	saving = false;
+	(void)status;   /* not run: the next save writes the same, later */
 	free(j);
 	if (zero_pending && !d->stopping)
 		kick(d);
@@ -206,7 +207,7 @@ static void kick(struct kilnd *d)
 	if (j == NULL)
 		return;
 	saving = true;
-	if (kilnd_work(d, save_work, save_done, j) != 0) {
+	if (kilnd_work(d, POOL_STATS_SAVE, save_work, save_done, j) != 0) {
 		saving = false;
 		zero_pending = j->all;
 		memset(&saved_c, 0xff, sizeof(saved_c));   /* try again next time */

@@ -612,11 +612,14 @@ static void on_timeout(uv_timer_t *t)
 	}
 }
 
-static void on_prepared(void *arg)
+static void on_prepared(void *arg, int status)
 {
 	struct build *b = arg;
 	struct kilnd *d = b->d;
 	b->in_pool = false;
+	if (status != 0)
+		build_fail(b, ERR_INTERNAL, "the build directory was not made: %s",
+			   uv_strerror(status));
 	if (d->stopping)
 		build_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
 	if (b->err_code != ERR_NONE) {
@@ -651,7 +654,7 @@ void build_begin(struct build *b)
 	d->c.builds_started++;
 	prewarm_toolchain(d, b->in.tc);
 	b->in_pool = true;
-	if (kilnd_work(d, prepare_work, on_prepared, b) != 0) {
+	if (kilnd_work(d, POOL_PREPARE, prepare_work, on_prepared, b) != 0) {
 		b->in_pool = false;
 		build_fail(b, ERR_INTERNAL, "cannot queue work on the thread pool");
 		build_finish(b);

@@ -129,11 +129,13 @@ static void hash_work(void *arg)
 
 /* On the loop: the digest goes to the state if the state still describes
  * the file that was hashed, and the requests that waited look again. */
-static void hash_done(void *arg)
+static void hash_done(void *arg, int status)
 {
 	struct hhash *j = arg;
 	struct headers *h = j->d->headers;
 	ASSERT_LOOP();
+	if (status != 0)
+		j->rc = status;   /* not hashed: the state stays unknown */
 	struct hstate *hs = h != NULL ? table_get(h->files, j->path) : NULL;
 	if (hs != NULL && hs->hashing == j) {
 		hs->hashing = NULL;
@@ -171,7 +173,7 @@ static bool hash_on_pool(struct kilnd *d, const char *path, struct hstate *hs, b
 	}
 	j->d = d;
 	j->listing = listing;
-	if (kilnd_work(d, hash_work, hash_done, j) != 0) {
+	if (kilnd_work(d, POOL_HASH, hash_work, hash_done, j) != 0) {
 		free(j->path);
 		free(j);
 		return false;
@@ -398,6 +400,7 @@ static int dep_valid(struct kilnd *d, const struct store_dep *dep, bool *watched
 
 void headers_requests_read(struct kilnd *d)
 {
+	ASSERT_LOOP();
 	if (d->headers != NULL) {
 		d->headers->stale = true;
 		d->headers->epoch++;
@@ -449,6 +452,7 @@ int headers_check(struct kilnd *d, const struct store_entry *e)
 
 int headers_wait(struct kilnd *d, void (*cb)(void *arg), void *arg)
 {
+	ASSERT_LOOP();
 	struct headers *h = d->headers;
 	struct hwait *w;
 	if (h == NULL || h->last == NULL || (w = calloc(1, sizeof(*w))) == NULL)
@@ -462,6 +466,7 @@ int headers_wait(struct kilnd *d, void (*cb)(void *arg), void *arg)
 
 bool headers_valid(struct kilnd *d, const struct store_entry *e)
 {
+	ASSERT_LOOP();
 	return headers_check(d, e) == HEADERS_VALID;
 }
 

@@ -147,9 +147,10 @@ static void tc_digests_work(void *arg)
 	j->ms = (util_now_ns() - j->start_ns) / 1000000u;
 }
 
-static void tc_digests_done(void *arg)
+static void tc_digests_done(void *arg, int status)
 {
 	struct tc_digests *j = arg;
+	(void)status;   /* not run: the build's publish hashes them, as before */
 	if (j->n > 0)
 		log_debug("digests of %zu toolchain programs in %llu ms", j->n,
 		  (unsigned long long)j->ms);
@@ -181,8 +182,8 @@ void prewarm_toolchain(struct kilnd *d, const struct toolchain *tc)
 			j->n++;
 	}
 	j->start_ns = util_now_ns();
-	if (j->n == 0 || kilnd_work(d, tc_digests_work, tc_digests_done, j) != 0)
-		tc_digests_done(j);
+	if (j->n == 0 || kilnd_work(d, POOL_TC_DIGESTS, tc_digests_work, tc_digests_done, j) != 0)
+		tc_digests_done(j, UV_ECANCELED);
 }
 
 void prewarm_start(struct kilnd *d)

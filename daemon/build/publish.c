@@ -273,10 +273,12 @@ static void publish_work(void *arg)
 	b->dir = NULL;
 }
 
-static void on_published(void *arg)
+static void on_published(void *arg, int status)
 {
 	struct build *b = arg;
 	b->in_pool = false;
+	if (status != 0)
+		build_fail(b, ERR_INTERNAL, "the publish did not run: %s", uv_strerror(status));
 	if (b->d->stopping && b->err_code == ERR_NONE)
 		log_debug("build %.16s published during shutdown", b->in.rkey);
 	/* publish_work hashed the object it placed (fill_entry, store_publish). */
@@ -292,7 +294,7 @@ void publish_start(struct build *b)
 		uv_timer_stop(&b->timer);
 	build_release_slot(b);
 	b->in_pool = true;
-	if (kilnd_work(b->d, publish_work, on_published, b) != 0) {
+	if (kilnd_work(b->d, POOL_PUBLISH, publish_work, on_published, b) != 0) {
 		b->in_pool = false;
 		build_fail(b, ERR_INTERNAL, "cannot queue work on the thread pool");
 		build_finish(b);
@@ -324,9 +326,11 @@ static void cleanup_work(void *arg)
 	store_rm_tree_at(store_tmp_fd(j->d->store), dir_name(j->dir));
 }
 
-static void cleanup_done(void *arg)
+static void cleanup_done(void *arg, int status)
 {
 	struct cleanup_job *j = arg;
+	/* Not run: the directory stays in tmp/, which the next start empties. */
+	(void)status;
 	free(j->dir);
 	free(j->log);
 	free(j->alias);
@@ -349,8 +353,8 @@ void publish_cleanup(struct kilnd *d, struct build *b)
 		b->log = NULL;
 		b->loglen = b->logcap = 0;
 	}
-	if (kilnd_work(d, cleanup_work, cleanup_done, j) != 0)
-		cleanup_done(j);
+	if (kilnd_work(d, POOL_CLEANUP, cleanup_work, cleanup_done, j) != 0)
+		cleanup_done(j, UV_ECANCELED);
 }
 
 /*
@@ -404,19 +408,21 @@ static void take_alias(const char *alias, void *val, void *arg)
 
 static void alias_flush_start(struct kilnd *d);
 
-static void alias_flush_done(void *arg)
+static void alias_flush_done(void *arg, int status)
 {
 	struct alias_flush *j = arg;
 	struct kilnd *d = j->d;
-	/* Written: forget those not re-pointed again meanwhile. */
-	for (size_t i = 0; i < j->n; i++) {
+	/* Written: forget those not re-pointed again meanwhile. Not run: all
+	 * stay pending, for the next re-point's flush. */
+	for (size_t i = 0; status == 0 && i < j->n; i++) {
 		char *cur = table_get(d->aliases, j->alias[i]);
 		if (cur != NULL && strcmp(cur, j->key[i]) == 0)
 			free(table_del(d->aliases, j->alias[i]));
 	}
 	alias_flush_free(j);
 	d->alias_flushing = false;
-	alias_flush_start(d);
+	if (status == 0)
+		alias_flush_start(d);
 }
 
 static struct alias_flush *alias_snapshot(struct kilnd *d)
@@ -443,7 +449,7 @@ static void alias_flush_start(struct kilnd *d)
 	if (j == NULL)
 		return;
 	d->alias_flushing = true;
-	if (kilnd_work(d, alias_flush_work, alias_flush_done, j) != 0) {
+	if (kilnd_work(d, POOL_ALIAS_FLUSH, alias_flush_work, alias_flush_done, j) != 0) {
 		d->alias_flushing = false;
 		alias_flush_free(j);
 	}

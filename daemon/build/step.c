@@ -22,6 +22,7 @@
 #include "log.h"
 #include "pch.h"
 #include "tcenv.h"
+#include "thread.h"
 #include "validate.h"
 
 #define ARTIFACT "out/artifact"
@@ -406,6 +407,7 @@ static void on_step_exit(uv_process_t *h, int64_t status, int sig)
 
 void step_kill(struct build *b)
 {
+	ASSERT_LOOP();
 	for (int i = 0; b->procs != NULL && i < b->nprocs_cap; i++) {
 		if (b->procs[i].active && b->procs[i].pgid > 0)
 			kill(-b->procs[i].pgid, SIGKILL);
@@ -575,6 +577,7 @@ static void compile_more(struct build *b)
 
 void step_next(struct build *b)
 {
+	ASSERT_LOOP();
 	struct argv_buf a = { 0 };
 	size_t idx[MSG_MAX_SOURCES];
 	bool is_check;
@@ -720,6 +723,7 @@ static void proc_log_move(struct step_proc *p)
 /* A step's process and output are both gone: judge it, and go on. */
 static void proc_done(struct step_proc *p)
 {
+	ASSERT_LOOP();
 	struct build *b = p->b;
 	p->pgid = 0;
 	p->active = false;

@@ -437,12 +437,14 @@ static void write_work(void *arg)
 	}
 }
 
-static void write_done(void *arg)
+static void write_done(void *arg, int status)
 {
 	struct write_job *j = arg;
 	struct conn *c = j->c;
 	struct kilnd *d = c->d;
-	if (j->op == OP_GC)
+	if (status != 0)
+		j->rc = status;
+	if (j->op == OP_GC && status == 0)
 		kilnd_set_overhead(d, j->index, j->other);
 	kilnd_refresh_totals(d);
 	if (j->rc == 0 && j->op == OP_GC) {
@@ -502,7 +504,7 @@ static void op_write(struct conn *c, struct msg_request *req)
 		j->touches = kilnd_touches_take(c->d);
 	}
 	conn_ref(c);
-	if (kilnd_work(c->d, write_work, write_done, j) != 0) {
+	if (kilnd_work(c->d, POOL_WRITE, write_work, write_done, j) != 0) {
 		conn_unref(c);
 		kilnd_touches_write(j->touches);
 		free(j);

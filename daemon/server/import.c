@@ -178,12 +178,15 @@ static void put_reply(struct conn *c, uint64_t id, const char *key, bool importe
 	conn_reply(c, r, -1);
 }
 
-static void import_done(void *arg)
+static void import_done(void *arg, int status)
 {
 	struct import_job *j = arg;
 	struct conn *c = j->c;
 	struct kilnd *d = c->d;
 	uint64_t id = j->in->req.id;
+	if (status != 0)
+		msg_error_set(&j->err, ERR_INTERNAL, NULL, "the import did not run: %s",
+			      uv_strerror(status));
 	if (j->err.code != ERR_NONE) {
 		log_info("put of %.16s refused: %s", j->in->req.key, j->err.message);
 		conn_reply_error(c, id, j->err.code, j->err.field[0] != '\0' ? j->err.field : NULL,
@@ -229,7 +232,7 @@ static void import_keyed(struct conn *c, struct build_input *in, int fd)
 	j->in = in;
 	j->fd = fd;
 	conn_ref(c);
-	if (kilnd_work(d, import_work, import_done, j) != 0) {
+	if (kilnd_work(d, POOL_IMPORT, import_work, import_done, j) != 0) {
 		conn_unref(c);
 		import_free(j);
 		conn_reply_error(c, id, ERR_INTERNAL, NULL, "cannot queue work");

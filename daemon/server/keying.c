@@ -90,10 +90,13 @@ static void keying_work(void *arg)
 	key_input(d, in);
 }
 
-static void keying_done(void *arg)
+static void keying_done(void *arg, int status)
 {
 	struct keying_job *j = arg;
 	struct conn *c = j->c;
+	if (status != 0)
+		msg_error_set(&j->err, ERR_INTERNAL, NULL, "the request's keying did not run: %s",
+			      uv_strerror(status));
 	if (c->dead) {
 		build_input_free(j->in);
 		free(j->in);
@@ -327,7 +330,7 @@ void keying_request(struct conn *c, struct msg_request *req, int fd, keying_next
 	}
 	*j = (struct keying_job){ .c = c, .in = in, .fd = fd, .next = next };
 	conn_ref(c);
-	if (kilnd_work(d, keying_work, keying_done, j) == 0)
+	if (kilnd_work(d, POOL_KEYING, keying_work, keying_done, j) == 0)
 		return;
 	conn_unref(c);
 	conn_reply_error(c, in->req.id, ERR_INTERNAL, NULL, "cannot queue work");

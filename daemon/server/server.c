@@ -25,6 +25,7 @@
 #include "server.h"
 #include "util.h"
 #include "wire.h"
+#include "thread.h"
 
 struct outbuf {
 	struct outbuf *next;
@@ -92,11 +93,13 @@ static void conn_on_closed(uv_handle_t *h)
 
 void conn_ref(struct conn *c)
 {
+	ASSERT_LOOP();
 	c->refs++;
 }
 
 void conn_unref(struct conn *c)
 {
+	ASSERT_LOOP();
 	if (--c->refs > 0)
 		return;
 	while (c->nrx > 0)
@@ -240,6 +243,7 @@ static void conn_flush(struct conn *c)
 
 void conn_reply_text(struct conn *c, const char *json, size_t len, int fd)
 {
+	ASSERT_LOOP();
 	struct outbuf *o = NULL;
 	if (c->dead)
 		goto drop;
@@ -274,6 +278,7 @@ drop:
 
 void conn_reply(struct conn *c, cJSON *reply, int fd)
 {
+	ASSERT_LOOP();
 	char *json = NULL;
 	if (!c->dead && fd >= 0)
 		cJSON_AddBoolToObject(reply, "fd", 1);
@@ -308,6 +313,7 @@ void conn_reply_error(struct conn *c, uint64_t id, int code, const char *field,
 
 void conn_close_after_reply(struct conn *c)
 {
+	ASSERT_LOOP();
 	if (c->dead)
 		return;
 	c->closing = true;
@@ -342,6 +348,7 @@ static void conn_read(struct conn *c)
 
 int conn_take_fd(struct conn *c)
 {
+	ASSERT_LOOP();
 	if (c->nrx == 0)
 		return -1;
 	int fd = c->rx_fds[0];
@@ -486,6 +493,7 @@ static void conn_read_frames(struct conn *c)
  * the loop, since the room appears in the middle of writing a reply. */
 static void on_resume(uv_timer_t *t)
 {
+	ASSERT_LOOP();
 	struct kilnd *d = t->data;
 	struct server *s = d->server;
 	while (s->resume != NULL) {
@@ -522,6 +530,7 @@ static void conn_resume(struct conn *c)
 
 static void conn_on_io(uv_poll_t *h, int status, int events)
 {
+	ASSERT_LOOP();
 	struct conn *c = h->data;
 	if (c->dead)
 		return;
@@ -548,6 +557,7 @@ static void on_accept_retry(uv_timer_t *t)
 
 static void server_on_accept(uv_poll_t *h, int status, int events)
 {
+	ASSERT_LOOP();
 	struct kilnd *d = h->data;
 	struct server *s = d->server;
 	for (int i = 0; i < 64 && s->listening; i++) {
@@ -622,6 +632,7 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
  * those say kilnd is alive). The frame has no id and is not a reply. */
 static void on_beat(uv_timer_t *t)
 {
+	ASSERT_LOOP();
 	static const char beat[] = "{\"heartbeat\":true}";
 	struct kilnd *d = t->data;
 	for (struct conn *c = d->server->conns; c != NULL; c = c->next) {
@@ -645,6 +656,7 @@ static void on_beat(uv_timer_t *t)
  * gets bad_frame and is closed. An idle connection between frames is fine. */
 static void on_stall_sweep(uv_timer_t *t)
 {
+	ASSERT_LOOP();
 	struct kilnd *d = t->data;
 	uint64_t now = util_now_ns();
 	uint64_t limit = (uint64_t)(d->cfg->frame_timeout_s * 1e9);

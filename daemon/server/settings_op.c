@@ -36,11 +36,16 @@ static void config_work(void *arg)
 		log_warn("%s; written anew", j->err);
 }
 
-static void config_done(void *arg)
+static void config_done(void *arg, int status)
 {
 	struct config_job *j = arg;
 	struct conn *c = j->c;
 	struct kilnd *d = c->d;
+	if (status != 0) {
+		j->rc = status;
+		snprintf(j->err, sizeof(j->err), "kiln.conf was not read or written: %s",
+			 uv_strerror(status));
+	}
 	if (j->rc != 0) {
 		conn_reply_error(c, j->id, ERR_IO, NULL, "%s", j->err);
 	} else {
@@ -84,7 +89,7 @@ void op_config(struct conn *c, struct msg_request *req)
 	j->id = req->id;
 	j->max_size = req->max_size;
 	conn_ref(c);
-	if (kilnd_work(c->d, config_work, config_done, j) != 0) {
+	if (kilnd_work(c->d, POOL_CONFIG, config_work, config_done, j) != 0) {
 		conn_unref(c);
 		free(j);
 		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "cannot queue work");

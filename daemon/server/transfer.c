@@ -225,11 +225,16 @@ static void transfer_work(void *arg)
 	upfs_close(&u);
 }
 
-static void transfer_done(void *arg)
+static void transfer_done(void *arg, int status)
 {
 	struct transfer_job *j = arg;
 	struct conn *c = j->c;
 	struct kilnd *d = c->d;
+	if (status != 0) {
+		j->rc = status;
+		snprintf(j->err, sizeof(j->err), "the %s did not run: %s",
+			 j->op == OP_IMPORT ? "import" : "export", uv_strerror(status));
+	}
 	if (j->op == OP_IMPORT) {
 		kilnd_refresh_totals(d);
 		d->c.imports += j->done;
@@ -275,7 +280,7 @@ void op_transfer(struct conn *c, struct msg_request *req)
 	}
 	if (rc == 0) {
 		conn_ref(c);
-		if (kilnd_work(d, transfer_work, transfer_done, j) == 0)
+		if (kilnd_work(d, POOL_TRANSFER, transfer_work, transfer_done, j) == 0)
 			return;
 		conn_unref(c);
 		rc = -EAGAIN;

@@ -77,12 +77,23 @@ static void verify_work(void *arg)
 	}
 }
 
-static void verify_done(void *arg)
+static void verify_done(void *arg, int status)
 {
 	struct verify_job *j = arg;
 	struct conn *c = j->c;
 	struct kilnd *d = c->d;
 	uint64_t damaged = 0;
+	if (status != 0) {
+		/* Nothing was checked: no "intact" answer. */
+		conn_reply_error(c, j->id, ERR_INTERNAL, NULL, "the check did not run: %s",
+				 uv_strerror(status));
+		cJSON_Delete(j->strays);
+		store_entries_free(j->list, j->n);
+		free(j->why);
+		conn_unref(c);
+		free(j);
+		return;
+	}
 	kilnd_refresh_totals(d);
 	cJSON *r = cJSON_CreateObject();
 	if (r != NULL) {
@@ -153,7 +164,7 @@ void op_verify(struct conn *c, struct msg_request *req)
 	j->c = c;
 	j->id = req->id;
 	conn_ref(c);
-	if (kilnd_work(d, verify_work, verify_done, j) != 0) {
+	if (kilnd_work(d, POOL_VERIFY, verify_work, verify_done, j) != 0) {
 		conn_unref(c);
 		store_entries_free(j->list, j->n);
 		free(j->why);

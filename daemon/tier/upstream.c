@@ -144,10 +144,13 @@ static void refresh_work(void *arg)
 	}
 }
 
-static void refresh_done(void *arg)
+static void refresh_done(void *arg, int status)
 {
 	struct refresh_job *j = arg;
 	j->u->refreshing = false;
+	if (status != 0)
+		log_warn("the refresh of this node's upstream claims did not run: %s",
+			 uv_strerror(status));
 	if (j->failed > 0) {
 		j->u->d->c.upstream_errors += j->failed;
 		log_warn("cannot refresh %u upstream claims; other nodes may take them over", j->failed);
@@ -183,7 +186,7 @@ static void on_refresh(uv_timer_t *t)
 			j->fds[j->n++] = fd;
 	}
 	u->refreshing = true;
-	if (kilnd_work(u->d, refresh_work, refresh_done, j) != 0) {
+	if (kilnd_work(u->d, POOL_UP_REFRESH, refresh_work, refresh_done, j) != 0) {
 		u->refreshing = false;
 		for (size_t i = 0; i < j->n; i++)
 			close(j->fds[i]);
@@ -198,9 +201,11 @@ static void unclaim_work(void *arg)
 	upfs_unclaim(c->path, c->fd);
 }
 
-static void unclaim_done(void *arg)
+static void unclaim_done(void *arg, int status)
 {
 	struct up_claim *c = arg;
+	/* Not run: the claim goes stale, and other nodes take it over. */
+	(void)status;
 	free(c->path);
 	free(c);
 }
@@ -214,11 +219,11 @@ static void claim_release(struct upstream *u, struct up_claim *c)
 		u->claims = c->next;
 	if (c->next != NULL)
 		c->next->prev = c->prev;
-	if (kilnd_work(u->d, unclaim_work, unclaim_done, c) != 0) {
+	if (kilnd_work(u->d, POOL_UP_UNCLAIM, unclaim_work, unclaim_done, c) != 0) {
 		/* Left for the stale timeout of the other nodes. */
 		log_warn("cannot queue the release of claim %s", c->path);
 		close(c->fd);
-		unclaim_done(c);
+		unclaim_done(c, UV_ECANCELED);
 	}
 }
 
@@ -492,7 +497,7 @@ static void keep_claim(struct upstream *u, struct tier_flight *f, struct up_job 
 	}
 }
 
-static void job_done(void *arg)
+static void job_done(void *arg, int status)
 {
 	struct up_job *j = arg;
 	struct build *b = j->b;
@@ -500,6 +505,12 @@ static void job_done(void *arg)
 	struct upstream *u = d->up;
 	struct tier_flight *f = j->f;
 	enum job_result res = j->result;
+	if (status != 0) {
+		/* Nothing was looked at: no verdict can come from this job. */
+		job_free(j);
+		fail(b, ERR_INTERNAL, "the upstream tier's job did not run");
+		return;
+	}
 	d->c.upstream_errors += j->bad + (j->err != 0);
 	f->seen = j->seen;
 	if (res == RES_HIT) {
@@ -570,7 +581,7 @@ static void start_job(struct build *b, struct tier_flight *f, enum job_kind kind
 	j->claim_fd = -1;
 	j->seen = f->seen;
 	memcpy(j->rkey, in->rkey, sizeof(j->rkey));
-	if (kilnd_work(d, job_work, job_done, j) != 0) {
+	if (kilnd_work(d, POOL_UP_LOOK, job_work, job_done, j) != 0) {
 		job_free(j);
 		fail(b, ERR_INTERNAL, "cannot queue work on the thread pool");
 	}
@@ -622,10 +633,12 @@ static void upstream_publish_work(void *arg)
 	free(log);
 }
 
-static void publish_done(void *arg)
+static void publish_done(void *arg, int status)
 {
 	struct publish_job *j = arg;
 	struct kilnd *d = j->d;
+	if (status != 0)
+		j->rc = status;
 	if (j->rc == 1) {
 		d->c.upstream_publishes++;
 		log_debug("published %.16s upstream", j->entry.key);
@@ -656,9 +669,9 @@ static void publish_upstream(struct kilnd *d, struct flight_outcome *o, struct u
 	memset(o->entry, 0, sizeof(*o->entry));
 	j->obj_path = o->obj_path;
 	o->obj_path = NULL;
-	if (kilnd_work(d, upstream_publish_work, publish_done, j) != 0) {
+	if (kilnd_work(d, POOL_UP_PUBLISH, upstream_publish_work, publish_done, j) != 0) {
 		j->rc = -ENOMEM;
-		publish_done(j);
+		publish_done(j, 0);
 	}
 }
 
@@ -720,7 +733,7 @@ int upstream_init(struct kilnd *d, char *err, size_t errlen)
 	u->poll.data = u->refresh.data = u;
 	d->up = u;
 	d->tier = &upstream_tier;
-	if (kilnd_work(d, sweep_work, NULL, u) != 0)
+	if (kilnd_work(d, POOL_UP_SWEEP, sweep_work, NULL, u) != 0)
 		log_debug("cannot queue the sweep of the upstream tmp/");
 	log_info("upstream tier %s (claims go stale after %.0f s)", u->fs.dir, cfg->upstream_stale_s);
 	return 0;
