@@ -10,6 +10,7 @@
 
 #include "kiln/kiln.h"
 #include "mpi_warm_int.h"
+#include "mpi_tree.h"
 #include "mpi_xfer.h"
 
 int id_cmp(const void *a, const void *b)
@@ -100,29 +101,13 @@ static size_t gather_records(struct warm *w, int round, unsigned char **all, int
 	return total;
 }
 
-/* One node's record of one program, from the gather: sorted by program,
- * then node, the records of a program lie together. Memory is one record per
- * (node, program) pair, not a byte per node for every program. */
-struct rec {
-	uint8_t id[32];
-	int node;
-	unsigned char state;    /* 1, 2 or 3 (above) */
-};
-
-static int rec_cmp(const void *a, const void *b)
-{
-	const struct rec *x = a, *y = b;
-	int c = memcmp(x->id, y->id, 32);
-	return c != 0 ? c : (x->node > y->node) - (x->node < y->node);
-}
-
-static struct rec *sorted_records(const unsigned char *all, const int *counts, const int *displs,
+static struct mpi_tree_rec *sorted_records(const unsigned char *all, const int *counts, const int *displs,
 				  int nn, size_t *nrec)
 {
 	size_t total = 0, k = 0;
 	for (int i = 0; i < nn; i++)
 		total += (size_t)counts[i] / 33;
-	struct rec *r = calloc(total + 1, sizeof(*r));
+	struct mpi_tree_rec *r = calloc(total + 1, sizeof(*r));
 	if (!r)
 		mpi_oom();
 	for (int i = 0; i < nn; i++) {
@@ -133,90 +118,9 @@ static struct rec *sorted_records(const unsigned char *all, const int *counts, c
 			r[k++].state = all[off + 32];
 		}
 	}
-	qsort(r, k, sizeof(*r), rec_cmp);
+	qsort(r, k, sizeof(*r), mpi_tree_rec_cmp);
 	*nrec = k;
 	return r;
-}
-
-/* A node's place in a program's order: rotated by the program's id, so that
- * ties (and the tree's inner nodes) fall on different nodes for different
- * programs instead of always on nodes 0, 1, 2... */
-static unsigned rotated(const uint8_t id[32], int node, int nn)
-{
-	uint32_t h = (uint32_t)id[0] << 24 | (uint32_t)id[1] << 16 | (uint32_t)id[2] << 8 | id[3];
-	return (unsigned)(((uint64_t)node + h) % (uint64_t)nn);
-}
-
-/* The root of a program (its records r[0..n)): a node that has it (fewest
- * copies to send so far), else a node that lacks it and can build (fewest
- * builds so far); ties by the rotated order. -1 when none. */
-static int choose_root(const struct rec *r, size_t n, int nn, const size_t *load_build,
-		       const size_t *load_send)
-{
-	int best = -1;
-	for (int pass = 0; pass < 2 && best < 0; pass++) {
-		const size_t *load = pass == 0 ? load_send : load_build;
-		for (size_t j = 0; j < n; j++) {
-			int i = r[j].node;
-			if (r[j].state != (pass == 0 ? 2 : 1))
-				continue;
-			if (best < 0 || load[i] < load[best] ||
-			    (load[i] == load[best] && rotated(r[j].id, i, nn) < rotated(r[j].id, best, nn)))
-				best = i;
-		}
-	}
-	return best;
-}
-
-static int tree_cmp_nn;
-static const uint8_t *tree_cmp_id;
-static const size_t *tree_cmp_load;
-
-/* Receivers that sent the fewest copies so far first: they take the inner
- * places of the tree, which pass it on. Ties by the rotated order. */
-static int tree_cmp(const void *a, const void *b)
-{
-	int i = *(const int *)a, j = *(const int *)b;
-	if (tree_cmp_load[i] != tree_cmp_load[j])
-		return tree_cmp_load[i] < tree_cmp_load[j] ? -1 : 1;
-	unsigned x = rotated(tree_cmp_id, i, tree_cmp_nn);
-	unsigned y = rotated(tree_cmp_id, j, tree_cmp_nn);
-	return (x > y) - (x < y);
-}
-
-/* One program's tree (records r[0..n)): tree[0] its root, then the nodes
- * that lack it, the least loaded first; every node's builds and copies to
- * send are counted in the loads. Returns the number of nodes in the tree:
- * 0 when nobody lacks it, -1 when nobody can be its root. */
-static long tree_of(const struct rec *r, size_t n, int nn, size_t *load_build, size_t *load_send,
-		    int *tree)
-{
-	size_t k = 1;
-	bool lacking = false;
-	for (size_t j = 0; j < n; j++)
-		lacking = lacking || r[j].state == 1 || r[j].state == 3;
-	if (!lacking)
-		return 0;
-	int root = choose_root(r, n, nn, load_build, load_send);
-	if (root < 0)
-		return -1;
-	bool root_has = false;
-	for (size_t j = 0; j < n; j++) {
-		root_has = root_has || (r[j].node == root && r[j].state == 2);
-		if (r[j].node != root && (r[j].state == 1 || r[j].state == 3))
-			tree[k++] = r[j].node;
-	}
-	load_build[root] += !root_has;
-	tree[0] = root;
-	tree_cmp_nn = nn;
-	tree_cmp_id = r[0].id;
-	tree_cmp_load = load_send;
-	qsort(tree + 1, k - 1, sizeof(int), tree_cmp);
-	for (size_t pos = 0; pos < k; pos++) {
-		size_t kids = 2 * pos + 1 < k ? (2 * pos + 2 < k ? 2 : 1) : 0;
-		load_send[tree[pos]] += kids;
-	}
-	return (long)k;
 }
 
 static void fail_unbuildable(struct need *nd)
@@ -228,29 +132,27 @@ static void fail_unbuildable(struct need *nd)
 
 /* A program's tree, for each program of the records r[0..nrec) (sorted by
  * program) in turn: fn(ctx, its records, their number, k, tree) with k and
- * tree as tree_of gives them. The loads are shared by all of them. */
-typedef void (*tree_fn)(void *ctx, const struct rec *r, size_t n, long k, const int *tree);
+ * tree as mpi_tree_of gives them. The loads are shared by all of them. */
+typedef void (*tree_fn)(void *ctx, const struct mpi_tree_rec *r, size_t n, long k,
+			const int *tree);
 
-static void each_tree(const struct rec *r, size_t nrec, int nn, tree_fn fn, void *ctx)
+static void each_tree(const struct mpi_tree_rec *r, size_t nrec, int nn, tree_fn fn, void *ctx)
 {
-	size_t *load_build = calloc((size_t)nn, sizeof(size_t));
-	size_t *load_send = calloc((size_t)nn, sizeof(size_t));
-	int *tree = calloc((size_t)nn + 1, sizeof(int));
-	if (!load_build || !load_send || !tree)
+	struct mpi_tree_plan p;
+	if (mpi_tree_plan_init(&p, nn) != 0)
 		mpi_oom();
 	for (size_t j = 0, end; j < nrec; j = end) {
 		for (end = j + 1; end < nrec && memcmp(r[end].id, r[j].id, 32) == 0; end++)
 			;
-		long k = tree_of(&r[j], end - j, nn, load_build, load_send, tree);
-		fn(ctx, &r[j], end - j, k, tree);
+		long k = mpi_tree_of(&p, &r[j], end - j);
+		fn(ctx, &r[j], end - j, k, p.tree);
 	}
-	free(load_build);
-	free(load_send);
-	free(tree);
+	mpi_tree_plan_fini(&p);
 }
 
 /* One program's decision: this node's part in its tree. */
-static void decide_one(void *ctx, const struct rec *r, size_t n, long k, const int *tree)
+static void decide_one(void *ctx, const struct mpi_tree_rec *r, size_t n, long k,
+		       const int *tree)
 {
 	struct warm *w = ctx;
 	struct need *nd = need_find_gid(w, r[0].id);
@@ -259,8 +161,8 @@ static void decide_one(void *ctx, const struct rec *r, size_t n, long k, const i
 		fail_unbuildable(nd);
 	if (k <= 0 || nd == NULL)
 		return;
-	nd->in_tree = xfer_tree(tree, (size_t)k, w->t.node_index, &nd->parent, nd->kids,
-				&nd->nkids);
+	nd->in_tree = mpi_tree_place(tree, (size_t)k, w->t.node_index, &nd->parent, nd->kids,
+				     &nd->nkids);
 	nd->serve = tree[0] == w->t.node_index;
 }
 
@@ -274,7 +176,9 @@ static void decide_one(void *ctx, const struct rec *r, size_t n, long k, const i
  * node's records. The loads that balance roots and inner places are each
  * coordinator's own (the programs it coordinates), not the job's.
  */
-#define ROLE_BYTES (32 + 3 * 4 + 1)
+/* A role on the wire: the program's id, the parent, MPI_TREE_FANOUT kids
+ * (-1 where none), the fan-out it was planned with, and flags. */
+#define ROLE_BYTES (32 + 4 + 4 * MPI_TREE_FANOUT + 1 + 1)
 enum { ROLE_SERVE = 1, ROLE_FAIL = 2 };
 
 static int coordinator(const uint8_t gid[32], int nn)
@@ -315,16 +219,19 @@ static unsigned char *alltoallv(MPI_Comm comm, int nn, const unsigned char *data
 static void add_role(struct buf *out, int node, const uint8_t gid[32], int parent, const int *kids,
 		     int nkids, unsigned char flags)
 {
+	unsigned char fanout = MPI_TREE_FANOUT;
 	buf_put(&out[node], gid, 32);
 	buf_u32(&out[node], (uint32_t)parent);
-	buf_u32(&out[node], (uint32_t)(nkids > 0 ? kids[0] : -1));
-	buf_u32(&out[node], (uint32_t)(nkids > 1 ? kids[1] : -1));
+	for (int c = 0; c < MPI_TREE_FANOUT; c++)
+		buf_u32(&out[node], (uint32_t)(c < nkids ? kids[c] : -1));
+	buf_put(&out[node], &fanout, 1);
 	buf_put(&out[node], &flags, 1);
 }
 
 /* A coordinator's decision for one program: the part of every node of its
  * tree (or that it fails, for every node that asked), to be sent to it. */
-static void coordinate_one(void *ctx, const struct rec *r, size_t n, long k, const int *tree)
+static void coordinate_one(void *ctx, const struct mpi_tree_rec *r, size_t n, long k,
+			   const int *tree)
 {
 	struct buf *out = ctx;
 	if (k < 0) {
@@ -333,10 +240,41 @@ static void coordinate_one(void *ctx, const struct rec *r, size_t n, long k, con
 		return;
 	}
 	for (long pos = 0; pos < k; pos++) {
-		int parent, kids[2], nkids;
-		xfer_tree(tree, (size_t)k, tree[pos], &parent, kids, &nkids);
+		int parent, kids[MPI_TREE_FANOUT], nkids;
+		mpi_tree_place(tree, (size_t)k, tree[pos], &parent, kids, &nkids);
 		add_role(out, tree[pos], r[0].id, parent, kids, nkids, pos == 0 ? ROLE_SERVE : 0);
 	}
+}
+
+/* This node's part in a program's tree, as its coordinator sent it. */
+static void take_role(struct warm *w, const unsigned char *role)
+{
+	struct rd rr = { .p = (const char *)role + 32, .len = ROLE_BYTES - 32 };
+	struct need *nd = need_find_gid(w, role);
+	int parent = (int)rd_u32(&rr), kids[MPI_TREE_FANOUT];
+	for (int c = 0; c < MPI_TREE_FANOUT; c++)
+		kids[c] = (int)rd_u32(&rr);
+	unsigned char fanout = role[ROLE_BYTES - 2], flags = role[ROLE_BYTES - 1];
+	if (nd == NULL)
+		return;
+	if (fanout != MPI_TREE_FANOUT) {
+		/* Same role size, another fan-out: a libkiln-mpi of another
+		 * version on another node of the job. */
+		need_fail(nd, KILN_EPROTO, "the job's nodes plan their trees with different fan-outs: "
+			  "use one libkiln-mpi on every node");
+		return;
+	}
+	if (flags & ROLE_FAIL) {
+		fail_unbuildable(nd);
+		return;
+	}
+	nd->in_tree = true;
+	nd->serve = (flags & ROLE_SERVE) != 0;
+	nd->parent = parent;
+	nd->nkids = 0;
+	for (int c = 0; c < MPI_TREE_FANOUT; c++)
+		if (kids[c] >= 0)
+			nd->kids[nd->nkids++] = kids[c];
 }
 
 /* The per-destination buffers end to end in all, with their sizes in
@@ -376,7 +314,7 @@ static void plan_distributed(struct warm *w, int round)
 				      &rdispls);
 	buf_free(&all);
 	size_t nrec = 0;
-	struct rec *r = sorted_records(in, rcounts, rdispls, nn, &nrec);
+	struct mpi_tree_rec *r = sorted_records(in, rcounts, rdispls, nn, &nrec);
 	free(in);
 	free(rcounts);
 	free(rdispls);
@@ -390,26 +328,8 @@ static void plan_distributed(struct warm *w, int round)
 	for (int i = 0; i < nn; i++)
 		total += (size_t)rcounts[i];
 	/* 3. This node's parts. */
-	for (size_t off = 0; off + ROLE_BYTES <= total; off += ROLE_BYTES) {
-		struct rd rr = { .p = (const char *)in + off + 32, .len = 13 };
-		struct need *nd = need_find_gid(w, in + off);
-		int parent = (int)rd_u32(&rr), k0 = (int)rd_u32(&rr), k1 = (int)rd_u32(&rr);
-		unsigned char flags = in[off + 44];
-		if (nd == NULL)
-			continue;
-		if (flags & ROLE_FAIL) {
-			fail_unbuildable(nd);
-			continue;
-		}
-		nd->in_tree = true;
-		nd->serve = (flags & ROLE_SERVE) != 0;
-		nd->parent = parent;
-		nd->nkids = 0;
-		if (k0 >= 0)
-			nd->kids[nd->nkids++] = k0;
-		if (k1 >= 0)
-			nd->kids[nd->nkids++] = k1;
-	}
+	for (size_t off = 0; off + ROLE_BYTES <= total; off += ROLE_BYTES)
+		take_role(w, in + off);
 	free(in);
 	free(rcounts);
 	free(rdispls);
@@ -452,7 +372,7 @@ void plan(struct warm *w, int round)
 	}
 	size_t nrec = 0;
 	gather_records(w, round, &all, &counts, &displs);
-	struct rec *r = sorted_records(all, counts, displs, w->t.nnodes, &nrec);
+	struct mpi_tree_rec *r = sorted_records(all, counts, displs, w->t.nnodes, &nrec);
 	free(all);
 	/* The same decisions on every leader: same input, same order. */
 	each_tree(r, nrec, w->t.nnodes, decide_one, w);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "mpi_int.h"
+#include "mpi_tree.h"
 
 /* One distinct program a node needs (leader only). */
 struct need {
@@ -27,7 +28,7 @@ struct need {
 	bool serve;              /* this node builds (or has) it and is its tree's root */
 	bool in_tree;            /* this node receives it in the current round */
 	int parent;              /* where it comes from in the round's tree, or -1 */
-	int kids[2];             /* where this node passes it on */
+	int kids[MPI_TREE_FANOUT]; /* where this node passes it on */
 	int nkids;
 	bool retry;              /* the round lost it through a node's trouble */
 	bool fallback;           /* a received artifact was refused: build here */

@@ -91,23 +91,6 @@ double xfer_timeout(void)
 	return t;
 }
 
-bool xfer_tree(const int *nodes, size_t n, int me, int *parent, int kids[2], int *nkids)
-{
-	size_t pos = n;
-	for (size_t i = 0; i < n; i++)
-		if (nodes[i] == me)
-			pos = i;
-	*parent = -1;
-	*nkids = 0;
-	if (pos == n)
-		return false;
-	if (pos > 0)
-		*parent = nodes[(pos - 1) / 2];
-	for (size_t c = 2 * pos + 1; c <= 2 * pos + 2 && c < n; c++)
-		kids[(*nkids)++] = nodes[c];
-	return true;
-}
-
 static struct peer *peer_find(struct peer *v, size_t n, int node)
 {
 	for (size_t i = 0; i < n; i++)

@@ -17,11 +17,13 @@
 
 #include <mpi.h>
 
+#include "mpi_tree.h"
+
 /* One program this node sends or receives in a round. */
 struct xfer_item {
 	uint8_t id[32];
 	int parent;           /* the node it comes from; -1: this node is the root */
-	int kids[2];          /* the nodes this node passes it on to */
+	int kids[MPI_TREE_FANOUT];  /* the nodes this node passes it on to */
 	int nkids;
 	/* The root fills these (borrowed); a receiver gets them (owned). */
 	int code;             /* 0, or the kiln code of the program's failure */
@@ -54,10 +56,6 @@ void xfer_run(MPI_Comm leaders, int round, struct xfer_item *items, size_t n, do
 /* Frees what xfer_run allocated in the items (received bytes and texts). */
 void xfer_free(struct xfer_item *items, size_t n);
 
-/* Where node `me` sits in the tree of a program: nodes[0] is the root, the
- * rest the receivers; positions 2i+1 and 2i+2 are i's children. Sets parent
- * (-1 for the root) and kids; false when me is not in nodes. */
-bool xfer_tree(const int *nodes, size_t n, int me, int *parent, int kids[2], int *nkids);
 
 /* The deadline of a round: kiln_mpi_set_timeout's, else $KILN_MPI_TIMEOUT
  * seconds, else 300. */
