@@ -10,7 +10,7 @@
  * build's secret KILN_TRACE_TOKEN, so a file written there by other means
  * reads as damage. Records are NUL-terminated text written with one write()
  * to an O_APPEND file, so threads never interleave within a record.
- * daemon/build/trace.c reads them.
+ * daemon/flight/trace.c reads them.
  *
  * Record: "<token> <kind> <pid> <fields...>\t<path or name>\0", kinds
  * (their letters: proto/trace_rec.h):

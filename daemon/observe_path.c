@@ -52,7 +52,7 @@ static bool other_process(const char *p)
  * left /proc and /dev, or at an ordinary symlink under /dev (/dev/shm/link,
  * which may be flipped later): from there on, kilnd resolves the path as
  * the kernel did here. "/proc/<own pid>" is spelled
- * "/proc/self", which kilnd classifies (daemon/build/pseudo.c). A link
+ * "/proc/self", which kilnd classifies (daemon/flight/pseudo.c). A link
  * that names no path (a pipe, a socket, a deleted file) stays as it is:
  * kilnd counts such a pseudo-file as an input it cannot trust. path has
  * cap bytes; no allocation.

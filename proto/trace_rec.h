@@ -1,7 +1,7 @@
 /*
  * The records of a build's trace, as kiln-observe.so (daemon/observe.c,
  * which has the format) and kiln-exec (daemon/exec.c) write them and kilnd
- * reads them (daemon/build/trace.c): one letter each, spelled here once.
+ * reads them (daemon/flight/trace.c): one letter each, spelled here once.
  */
 #ifndef KILN_PROTO_TRACE_REC_H
 #define KILN_PROTO_TRACE_REC_H

@@ -7,7 +7,7 @@
 
 Files are ranked by their path, not their name: proto/ and store/ at the
 bottom (they include nothing of daemon/), then the services in daemon/, the
-flights in daemon/build/, the tier in daemon/tier/, the server in
+flights in daemon/flight/, the tier in daemon/tier/, the server in
 daemon/server/, and main.c and lifecycle.c on top. An #include "x.h" is
 resolved as the compiler's -I list would: the including file's own folder
 first, else the one header of that name in the tree (two headers of one
@@ -27,7 +27,7 @@ import tempfile
 # (folder, rank, the design table's layer name); files listed in TOP rank
 # above every folder.
 LAYERS = [('proto', 0, 'wire'), ('store', 1, 'store'), ('daemon', 2, 'services'),
-          ('daemon/build', 3, 'build'), ('daemon/tier', 4, 'tier'),
+          ('daemon/flight', 3, 'flight'), ('daemon/tier', 4, 'tier'),
           ('daemon/server', 5, 'server')]
 TOP = {'daemon/main.c': 6, 'daemon/lifecycle.c': 6, 'daemon/lifecycle.h': 6}
 # Programs of their own beside the layers (kiln-exec, kiln-observe.so): named
@@ -150,8 +150,8 @@ def self_test(root):
                                               '#include "upstream_int.h"\n',
                                               'private header of another folder'),
         'two headers of one name': ('daemon/tier/key.h', '/* planted */\n', 'two headers named'),
-        'a file the map omits': ('daemon/build/planted.c', '/* planted */\n',
-                                 'missing from the "build" row'),
+        'a file the map omits': ('daemon/flight/planted.c', '/* planted */\n',
+                                 'missing from the "flight" row'),
     }
     failures = 0
     for what, (rel, text, expect) in plants.items():

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the dependency-file reader (daemon/build/deps.c), the
+ * Unit tests of the dependency-file reader (daemon/flight/deps.c), the
  * fallback when a build could not be observed: gcc's make rules with their
  * escapes and continuations, and linkers' --dependency-file output.
  */

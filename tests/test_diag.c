@@ -1,6 +1,6 @@
 /*
  * Unit tests for the compiler messages in the user's terms
- * (daemon/build/diag.c): src/NAME becomes the user's name or path where a
+ * (daemon/flight/diag.c): src/NAME becomes the user's name or path where a
  * message names it, and nowhere else.
  */
 #include <check.h>

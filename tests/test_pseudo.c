@@ -1,5 +1,5 @@
 /*
- * Unit tests for the classification of pseudo-files (daemon/build/pseudo.c):
+ * Unit tests for the classification of pseudo-files (daemon/flight/pseudo.c):
  * which paths under /proc and /sys, and which devices and filesystems, are
  * no input, and which make a build uncacheable.
  */

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the trace reader (daemon/build/trace.c): the path normalization
+ * Unit tests of the trace reader (daemon/flight/trace.c): the path normalization
  * and the records kiln-observe.so writes (format in daemon/observe.c), fed
  * as byte arrays of NUL-terminated records, turned into dependencies.
  */

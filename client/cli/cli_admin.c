@@ -244,7 +244,7 @@ static void print_toolchains(const cJSON *st)
 	}
 }
 
-/* "flights:" the builds in flight by state (daemon/build/build.h). */
+/* "flights:" the builds in flight by state (daemon/flight/build.h). */
 static void print_flights(const cJSON *st)
 {
 	const cJSON *f = cJSON_GetObjectItemCaseSensitive(st, "flights"), *it;

@@ -1,6 +1,6 @@
 /*
  * What a finished build depends on, on the thread pool before publishing:
- * the trace that kiln-observe.so wrote (daemon/build/trace.c), or, where the
+ * the trace that kiln-observe.so wrote (daemon/flight/trace.c), or, where the
  * toolchain could not be traced completely, the compiler's and linker's
  * dependency files as well. Every input is checked against the identity
  * it had when the toolchain opened it, and hashed; an input that changed

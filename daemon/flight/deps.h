@@ -1,6 +1,6 @@
 /*
  * The dependencies of a finished build, collected on the thread pool before
- * it is published (daemon/build/deps.c).
+ * it is published (daemon/flight/deps.c).
  */
 #ifndef KILN_DAEMON_DEPS_H
 #define KILN_DAEMON_DEPS_H

@@ -32,7 +32,7 @@ struct build_result {
 };
 
 /*
- * Who waits on a flight, and how it is answered: the build layer knows no
+ * Who waits on a flight, and how it is answered: the flight layer knows no
  * connection. ctx is the waiter's (a connection, for dispatch.c).
  */
 struct waiter_ops {
@@ -81,7 +81,7 @@ int build_add_waiter(struct build *b, const struct waiter_ops *ops, void *ctx, u
 
 /*
  * The tier above the builds (upstream.c) joins a flight's life only through
- * these, installed in d->tier when it starts (NULL: no tier): the build layer
+ * these, installed in d->tier when it starts (NULL: no tier): the flight layer
  * never includes the tier's header. The tier decides, the flight acts: the
  * tier reports each decision with flight_verdict() and never writes a
  * flight's fields; the flight keeps the tier's state for it (tier_flight)
