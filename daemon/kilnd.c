@@ -228,7 +228,6 @@ struct evict_job {
 	int rc;
 };
 
-static bool evicting;
 
 static void evict_work(void *arg)
 {
@@ -266,8 +265,7 @@ void kilnd_set_overhead(struct kilnd *d, uint64_t index, uint64_t other)
 static void evict_done(void *arg, int status)
 {
 	struct evict_job *j = arg;
-	static bool over_said;
-	evicting = false;
+	j->d->evicting = false;
 	if (status != 0)
 		j->rc = status;
 	if (j->rc == 0) {
@@ -288,14 +286,14 @@ static void evict_done(void *arg, int status)
 		return;
 	kilnd_set_overhead(d, index, other);
 	bool over = d->disk.total > d->cfg->max_size;
-	if (over && !over_said)
+	if (over && !d->evict_over_said)
 		log_warn("the cache takes %llu bytes on disk after eviction, over --max-size %llu: "
 			 "its index takes %llu, logs and other files %llu, the pinned entries "
 			 "left %llu; raise the limit or unpin entries",
 			 (unsigned long long)d->disk.total, (unsigned long long)d->cfg->max_size,
 			 (unsigned long long)d->disk.index, (unsigned long long)d->disk.other,
 			 (unsigned long long)d->disk.entries_disk);
-	over_said = over;
+	d->evict_over_said = over;
 }
 
 /* The files outside the entries (index, WAL, failed builds' logs,
@@ -307,7 +305,6 @@ struct measure_job {
 	uint64_t index, other;
 };
 
-static bool measuring;
 
 static void measure_work(void *arg)
 {
@@ -319,7 +316,7 @@ static void measure_done(void *arg, int status)
 {
 	struct measure_job *j = arg;
 	struct kilnd *d = j->d;
-	measuring = false;
+	d->measuring = false;
 	/* Not run, or a cache directory made anew meanwhile: nothing measured. */
 	bool same = status == 0 && j->store == d->store;
 	if (same)
@@ -331,16 +328,16 @@ static void measure_done(void *arg, int status)
 
 static void measure_overhead(struct kilnd *d)
 {
-	if (measuring || d->stopping || util_now_ns() - d->overhead_ns < 1000000000u)
+	if (d->measuring || d->stopping || util_now_ns() - d->overhead_ns < 1000000000u)
 		return;
 	struct measure_job *j = calloc(1, sizeof(*j));
 	if (j == NULL)
 		return;
 	j->d = d;
 	j->store = d->store;
-	measuring = true;
+	d->measuring = true;
 	if (kilnd_work(d, POOL_MEASURE, measure_work, measure_done, j) != 0) {
-		measuring = false;
+		d->measuring = false;
 		free(j);
 	}
 }
@@ -350,16 +347,16 @@ void kilnd_refresh_totals(struct kilnd *d)
 	if (!read_totals(d))
 		return;
 	measure_overhead(d);
-	if (d->disk.total <= d->cfg->max_size || evicting || d->stopping)
+	if (d->disk.total <= d->cfg->max_size || d->evicting || d->stopping)
 		return;
 	struct evict_job *j = calloc(1, sizeof(*j));
 	if (j == NULL)
 		return;
 	j->d = d;
 	j->touches = kilnd_touches_take(d);
-	evicting = true;
+	d->evicting = true;
 	if (kilnd_work(d, POOL_EVICT, evict_work, evict_done, j) != 0) {
-		evicting = false;
+		d->evicting = false;
 		kilnd_touches_write(j->touches);
 		free(j);
 	}

@@ -18,47 +18,60 @@ struct headers;
 struct claims;
 struct server;
 struct build;
+struct flights;
+struct stats_saver;
+struct prewarm;
 struct fdcache;
 struct build_tier;
 struct upstream;
 struct named_retired;
 struct named;
 
+/*
+ * kilnd's counters, defined once: the struct, their names in status replies,
+ * `kiln stats` and the index, and whether they are shown only with
+ * --upstream (stats.c makes its table from this list). X(name, upstream).
+ */
+#define KILND_COUNTERS(X) \
+	X(requests, false) \
+	X(hits, false) \
+	X(misses, false) \
+	X(builds_started, false) \
+	X(builds_ok, false) \
+	X(builds_failed, false) \
+	X(joined, false) \
+	X(need_sources, false)       /* gets by digest that missed: text asked for */ \
+	X(source_texts, false)       /* gets that carried source text */ \
+	X(imports, false)            /* artifacts imported with put */ \
+	X(upstream_hits, true)       /* local misses served from --upstream */ \
+	X(upstream_publishes, true)  /* entries this daemon wrote to --upstream */ \
+	X(upstream_waits, true)      /* flights that waited on another node's claim */ \
+	X(upstream_takeovers, true)  /* stale claims taken over */ \
+	X(upstream_errors, true)     /* corrupt upstream entries, failed upstream I/O */ \
+	X(upstream_looks, true)      /* looks again at a claim another node holds */ \
+	X(busy, false)               /* requests and connections answered "busy" */ \
+	X(denied, false)             /* connections of users not allowed */ \
+	X(stalled, false)            /* connections closed by --frame-timeout */ \
+	X(damaged, false)            /* objects found damaged (serving, verify) */ \
+	X(inputs_changed, false)     /* builds whose inputs changed while they ran */ \
+	X(depfile_fallbacks, false)  /* builds recorded from dependency files only */ \
+	X(uncacheable, false)        /* builds served but not cached: a pseudo-file decided */ \
+	X(variants, false)           /* programs built in more than one variant (variants.c) */ \
+	X(variant_builds, false)     /* builds of a second or later variant */ \
+	X(cache_recreated, false)    /* cache directory made again while running */ \
+	X(cancelled, false)          /* builds every client had left: stopped */ \
+	X(evicted, false)            /* entries evicted for --max-size or by gc */ \
+	X(evicted_bytes, false) \
+	X(claims, false)             /* aliases claimed by lookups (claims.h) */ \
+	X(claim_waits, false)        /* lookups that waited for another client's claim */ \
+	X(claim_takeovers, false)    /* claims taken over after one ended unpublished */ \
+	X(claim_timeouts, false)     /* waits that ran out */
+
+#define KILND_COUNTER_FIELD(name, upstream) uint64_t name;
 struct counters {
-	uint64_t requests;
-	uint64_t hits;
-	uint64_t misses;
-	uint64_t builds_started;
-	uint64_t builds_ok;
-	uint64_t builds_failed;
-	uint64_t joined;
-	uint64_t need_sources;       /* gets by digest that missed: text asked for */
-	uint64_t source_texts;       /* gets that carried source text */
-	uint64_t imports;            /* artifacts imported with put */
-	uint64_t upstream_hits;      /* local misses served from --upstream */
-	uint64_t upstream_publishes; /* entries this daemon wrote to --upstream */
-	uint64_t upstream_waits;     /* flights that waited on another node's claim */
-	uint64_t upstream_takeovers; /* stale claims taken over */
-	uint64_t upstream_errors;    /* corrupt upstream entries, failed upstream I/O */
-	uint64_t upstream_looks;     /* looks again at a claim another node holds */
-	uint64_t busy;               /* requests and connections answered "busy" */
-	uint64_t denied;             /* connections of users not allowed */
-	uint64_t stalled;            /* connections closed by --frame-timeout */
-	uint64_t damaged;            /* objects found damaged (serving, verify) */
-	uint64_t inputs_changed;     /* builds whose inputs changed while they ran */
-	uint64_t depfile_fallbacks;  /* builds recorded from dependency files only */
-	uint64_t uncacheable;        /* builds served but not cached: a pseudo-file decided */
-	uint64_t variants;           /* programs built in more than one variant (variants.c) */
-	uint64_t variant_builds;     /* builds of a second or later variant */
-	uint64_t cache_recreated;    /* cache directory made again while running */
-	uint64_t cancelled;          /* builds every client had left: stopped */
-	uint64_t evicted;            /* entries evicted for --max-size or by gc */
-	uint64_t evicted_bytes;
-	uint64_t claims;             /* aliases claimed by lookups (claims.h) */
-	uint64_t claim_waits;        /* lookups that waited for another client's claim */
-	uint64_t claim_takeovers;    /* claims taken over after one ended unpublished */
-	uint64_t claim_timeouts;     /* waits that ran out */
+	KILND_COUNTERS(KILND_COUNTER_FIELD)
 };
+#undef KILND_COUNTER_FIELD
 
 /* Hits and misses per toolchain, build times (stats.c). */
 struct stats_toolchain {
@@ -110,9 +123,9 @@ struct kilnd {
 
 	struct counters c;
 	struct stats_extra stats;    /* per toolchain, build times, since (stats.h) */
-	unsigned in_flight;          /* builds holding a --jobs slot */
-	unsigned lent;               /* more slots lent to builds' compile steps (step.c) */
-	unsigned queued;             /* builds waiting for a slot */
+	struct stats_saver *saver;   /* what was saved of them, and the timer (stats.c) */
+	bool evicting, measuring;    /* an eviction, a measurement on the pool now (kilnd.c) */
+	bool evict_over_said;        /* "over the limit, all pinned" logged (kilnd.c) */
 	uint64_t entries, bytes;     /* cache totals, refreshed after every write */
 	struct store_footprint disk; /* what the cache takes: max-size bounds disk.total;
 	                              * its index and other parts measured on the pool */
@@ -124,15 +137,10 @@ struct kilnd {
 	struct server *server;
 	struct headers *headers;
 	struct prewarm *prewarm;     /* checks recent entries before the first request */
+	struct flights *fl;          /* the flight layer's own state (daemon/flight/build_int.h) */
 	struct table *tc_hashed;     /* toolchain programs whose digests were taken (prewarm.c) */
-	struct table *flights;       /* rkey -> struct build, builds not yet finished */
-	struct build *queue_head, *queue_tail;
-	struct build *bg_head, *bg_tail;  /* background builds: run when queue_head is empty */
-	struct build *running;       /* builds holding a slot, for shutdown */
 	struct table *touches;       /* key -> struct touch, uses not yet written */
-	struct table *aliases;       /* alias -> key replied, write not yet done */
 	struct claims *claims;       /* alias -> its claim (claims.h) */
-	bool alias_flushing;         /* a pool job writes aliases now */
 	struct fdcache *fds;         /* open descriptors of served objects (fdcache.h) */
 	struct table *verified;      /* key -> stamp of objects checked intact (verify.h) */
 	struct upstream *up;         /* the --upstream tier (upstream.h), or NULL */

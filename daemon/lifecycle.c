@@ -26,7 +26,9 @@ static void on_idle_timer(uv_timer_t *t)
 {
 	struct kilnd *d = t->data;
 	double idle = (double)(util_now_ns() - d->last_activity_ns) / 1e9;
-	if (server_connections(d) == 0 && table_count(d->flights) == 0 && d->work_pending == 0 &&
+	struct flight_counts fc;
+	flight_counts(d, &fc);
+	if (server_connections(d) == 0 && fc.flights == 0 && d->work_pending == 0 &&
 	    idle >= d->cfg->idle_exit_s) {
 		log_info("idle for %.0f s; exiting", idle);
 		lifecycle_stop(d);
@@ -58,7 +60,9 @@ void lifecycle_start(struct kilnd *d)
 static void on_stop_check(uv_prepare_t *p)
 {
 	struct kilnd *d = p->data;
-	if (table_count(d->flights) != 0 || d->work_pending != 0)
+	struct flight_counts fc;
+	flight_counts(d, &fc);
+	if (fc.flights != 0 || d->work_pending != 0)
 		return;
 	uv_prepare_stop(p);
 	uv_close((uv_handle_t *)p, NULL);
@@ -80,7 +84,7 @@ void lifecycle_stop(struct kilnd *d)
 	server_stop_listening(d);
 	flight_abort_all(d);
 	kilnd_timers_stop(d);
-	stats_timer_stop();
+	stats_timer_stop(d);
 	prewarm_stop(d);
 	uv_timer_stop(&d->idle_timer);
 	uv_close((uv_handle_t *)&d->idle_timer, NULL);

@@ -473,9 +473,8 @@ static int start_services(struct kilnd *d, char *err, size_t errlen, bool *loop)
 	*loop = true;
 	thread_set_loop();
 	d->touches = table_new();
-	d->aliases = table_new();
 	d->fds = fdcache_new(FDCACHE_MAX);
-	if (d->touches == NULL || d->aliases == NULL || d->fds == NULL || headers_init(d) != 0 ||
+	if (d->touches == NULL || d->fds == NULL || headers_init(d) != 0 ||
 	    claims_init(d) != 0 || flight_init(d) != 0 || upstream_init(d, err, errlen) != 0 ||
 	    server_init(d, &server_hooks, err, errlen) != 0) {
 		fail_start(d->cfg, err[0] != '\0' ? err : "out of memory");
@@ -542,8 +541,8 @@ static void fini_loop(struct kilnd *d)
 	upstream_fini(d);
 	fdcache_free(d->fds);
 	verify_fini(d);
+	stats_fini(d);
 	table_free(d->touches, free);
-	table_free(d->aliases, free);
 	uv_loop_close(d->loop);
 }
 

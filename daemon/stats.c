@@ -14,27 +14,21 @@
 #include "util.h"
 #include "thread.h"
 
-/* The counters of struct counters, by their names in status replies and in
- * the index. upstream: shown only with --upstream (upstream.c). */
+/* The counters of struct counters (kilnd.h, KILND_COUNTERS), by their names
+ * in status replies and in the index. upstream: shown only with --upstream
+ * (upstream.c). */
 static const struct {
 	const char *name;
 	size_t off;
 	bool upstream;
 } fields[] = {
-#define F(n) { #n, offsetof(struct counters, n), false }
-#define U(n) { #n, offsetof(struct counters, n), true }
-	F(requests), F(hits), F(misses), F(builds_started), F(builds_ok), F(builds_failed),
-	F(joined), F(need_sources), F(source_texts), F(imports), U(upstream_hits),
-	U(upstream_publishes), U(upstream_waits), U(upstream_takeovers), U(upstream_errors),
-	U(upstream_looks),
-	F(busy), F(denied), F(stalled), F(damaged), F(inputs_changed), F(depfile_fallbacks),
-	F(uncacheable), F(variants), F(variant_builds),
-	F(cache_recreated), F(cancelled), F(evicted), F(evicted_bytes),
-	F(claims), F(claim_waits), F(claim_takeovers), F(claim_timeouts),
-#undef F
-#undef U
+#define KILND_COUNTER_ROW(n, up) { #n, offsetof(struct counters, n), up },
+	KILND_COUNTERS(KILND_COUNTER_ROW)
+#undef KILND_COUNTER_ROW
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
+_Static_assert(sizeof(struct counters) == NFIELDS * sizeof(uint64_t),
+	       "every counter has a row");
 static const char *const tc_names[] = { "hits", "misses", "builds_ok", "builds_failed" };
 #define MAX_SAVED (NFIELDS + 2 + STORE_BUILD_BUCKETS + 4 * CONFIG_MAX_TOOLCHAINS)
 
@@ -112,16 +106,27 @@ static void load_one(struct kilnd *d, const struct store_counter *r)
 	}
 }
 
-/* What was last saved, to save only changes; a save on the pool now; a
- * zero to write (after that save: saves go one at a time, in order). */
-static struct counters saved_c;
-static struct stats_extra saved_x;
-/* The counters when this kilnd started (or was zeroed): "this_run". */
-static struct counters start_c;
-static bool saving, zero_pending;
+/* The saver's state, one per kilnd (d->saver): loop thread only. */
+struct stats_saver {
+	/* What was last saved, to save only changes; a save on the pool now; a
+	 * zero to write (after that save: saves go one at a time, in order). */
+	struct counters saved_c;
+	struct stats_extra saved_x;
+	bool saving, zero_pending;
+	/* The counters when this kilnd started (or was zeroed): "this_run". */
+	struct counters start_c;
+	uv_timer_t timer;            /* saves a second after a change */
+	bool timer_on;
+	struct store_counter old[MAX_SAVED];   /* save_job_new's scratch */
+};
 
 void stats_load(struct kilnd *d)
 {
+	if (d->saver == NULL && (d->saver = calloc(1, sizeof(*d->saver))) == NULL) {
+		log_warn("out of memory for the counters' saver: counting, not saving");
+		return;
+	}
+	struct stats_saver *sv = d->saver;
 	struct store_counter *rows = NULL;
 	size_t n = 0;
 	int rc = store_counters_read(d->store, &rows, &n);
@@ -132,10 +137,10 @@ void stats_load(struct kilnd *d)
 	free(rows);
 	if (d->stats.since == 0)
 		d->stats.since = (int64_t)time(NULL);
-	saved_c = d->c;
-	start_c = d->c;
-	saved_x = d->stats;
-	saved_x.since = 0;   /* a first start saves "since" */
+	sv->saved_c = d->c;
+	sv->start_c = d->c;
+	sv->saved_x = d->stats;
+	sv->saved_x.since = 0;   /* a first start saves "since" */
 }
 
 struct save_job {
@@ -160,15 +165,16 @@ static void save_done(void *arg, int status)
 {
 	struct save_job *j = arg;
 	struct kilnd *d = j->d;
-	saving = false;
+	d->saver->saving = false;
 	(void)status;   /* not run: the next save writes the same, later */
 	free(j);
-	if (zero_pending && !d->stopping)
+	if (d->saver->zero_pending && !d->stopping)
 		kick(d);
 }
 
 static struct save_job *save_job_new(struct kilnd *d, bool all)
 {
+	struct stats_saver *sv = d->saver;
 	struct save_job *j = calloc(1, sizeof(*j));
 	if (j == NULL)
 		return NULL;
@@ -178,46 +184,45 @@ static struct save_job *save_job_new(struct kilnd *d, bool all)
 	j->n = snapshot(d, d->c, d->stats, j->rows);
 	if (!all) {
 		/* Only the rows that changed since the last save. */
-		static struct store_counter old[MAX_SAVED];
-		size_t n = 0, nold = snapshot(d, saved_c, saved_x, old);
+		size_t n = 0, nold = snapshot(d, sv->saved_c, sv->saved_x, sv->old);
 		for (size_t i = 0; i < j->n; i++)
-			if (i >= nold || old[i].value != j->rows[i].value)
+			if (i >= nold || sv->old[i].value != j->rows[i].value)
 				j->rows[n++] = j->rows[i];
 		j->n = n;
 	}
-	saved_c = d->c;
-	saved_x = d->stats;
+	sv->saved_c = d->c;
+	sv->saved_x = d->stats;
 	if (all)
-		zero_pending = false;
+		sv->zero_pending = false;
 	return j;
 }
 
 static bool changed(const struct kilnd *d)
 {
-	return zero_pending || memcmp(&saved_c, &d->c, sizeof(saved_c)) != 0 ||
-	       memcmp(&saved_x, &d->stats, sizeof(saved_x)) != 0;
+	const struct stats_saver *sv = d->saver;
+	return sv->zero_pending || memcmp(&sv->saved_c, &d->c, sizeof(sv->saved_c)) != 0 ||
+	       memcmp(&sv->saved_x, &d->stats, sizeof(sv->saved_x)) != 0;
 }
 
 /* Starts a save on the pool unless one runs (its done starts the next). */
 static void kick(struct kilnd *d)
 {
-	if (saving || !changed(d) || d->store == NULL)
+	struct stats_saver *sv = d->saver;
+	if (sv == NULL || sv->saving || !changed(d) || d->store == NULL)
 		return;
-	struct save_job *j = save_job_new(d, zero_pending);
+	struct save_job *j = save_job_new(d, sv->zero_pending);
 	if (j == NULL)
 		return;
-	saving = true;
+	sv->saving = true;
 	if (kilnd_work(d, POOL_STATS_SAVE, save_work, save_done, j) != 0) {
-		saving = false;
-		zero_pending = j->all;
-		memset(&saved_c, 0xff, sizeof(saved_c));   /* try again next time */
+		sv->saving = false;
+		sv->zero_pending = j->all;
+		memset(&sv->saved_c, 0xff, sizeof(sv->saved_c));   /* try again next time */
 		free(j);
 	}
 }
 
 #define SAVE_MS 1000
-
-static uv_timer_t save_timer;
 
 static void on_save_timer(uv_timer_t *t)
 {
@@ -226,22 +231,42 @@ static void on_save_timer(uv_timer_t *t)
 
 void stats_timer_start(struct kilnd *d)
 {
-	uv_timer_init(d->loop, &save_timer);
-	save_timer.data = d;
-	uv_timer_start(&save_timer, on_save_timer, SAVE_MS, SAVE_MS);
+	struct stats_saver *sv = d->saver;
+	if (sv == NULL)
+		return;
+	uv_timer_init(d->loop, &sv->timer);
+	sv->timer.data = d;
+	uv_timer_start(&sv->timer, on_save_timer, SAVE_MS, SAVE_MS);
+	sv->timer_on = true;
 }
 
-void stats_timer_stop(void)
+static void on_timer_closed(uv_handle_t *h)
 {
-	uv_timer_stop(&save_timer);
-	uv_close((uv_handle_t *)&save_timer, NULL);
+	struct kilnd *d = h->data;
+	d->saver->timer_on = false;
+}
+
+void stats_timer_stop(struct kilnd *d)
+{
+	struct stats_saver *sv = d->saver;
+	if (sv == NULL || !sv->timer_on)
+		return;
+	uv_timer_stop(&sv->timer);
+	uv_close((uv_handle_t *)&sv->timer, on_timer_closed);
+}
+
+void stats_fini(struct kilnd *d)
+{
+	/* The timer's handle is closed (stats_timer_stop, then the loop ran). */
+	free(d->saver);
+	d->saver = NULL;
 }
 
 void stats_flush(struct kilnd *d)
 {
-	if (!changed(d) || d->store == NULL)
+	if (d->saver == NULL || !changed(d) || d->store == NULL)
 		return;
-	struct save_job *j = save_job_new(d, zero_pending);
+	struct save_job *j = save_job_new(d, d->saver->zero_pending);
 	if (j != NULL) {
 		save_work(j);
 		free(j);
@@ -252,10 +277,12 @@ void stats_zero(struct kilnd *d)
 {
 	ASSERT_LOOP();
 	memset(&d->c, 0, sizeof(d->c));
-	memset(&start_c, 0, sizeof(start_c));
 	memset(&d->stats, 0, sizeof(d->stats));
 	d->stats.since = (int64_t)time(NULL);
-	zero_pending = true;
+	if (d->saver != NULL) {
+		memset(&d->saver->start_c, 0, sizeof(d->saver->start_c));
+		d->saver->zero_pending = true;
+	}
 	kick(d);
 }
 
@@ -336,7 +363,8 @@ void stats_add_json(const struct kilnd *d, cJSON *r)
 	for (size_t i = 0; run != NULL && i < NFIELDS; i++)
 		if (!fields[i].upstream)
 			cJSON_AddNumberToObject(run, fields[i].name,
-						(double)(*field(&c, i) - *field(&start_c, i)));
+						(double)(*field(&c, i) -
+							 (d->saver != NULL ? *field(&d->saver->start_c, i) : 0)));
 	cJSON *tcs = cJSON_AddObjectToObject(r, "toolchain_stats");
 	for (size_t t = 0; tcs != NULL && t < d->ntoolchains; t++) {
 		cJSON *o = cJSON_AddObjectToObject(tcs, d->toolchains[t].name);

@@ -23,7 +23,9 @@ void stats_load(struct kilnd *d);
 /* Starts and stops the timer that saves the counters a second after they
  * change (the pool; a second save waits for the first). */
 void stats_timer_start(struct kilnd *d);
-void stats_timer_stop(void);
+void stats_timer_stop(struct kilnd *d);
+/* Frees the saver (after the loop ended). */
+void stats_fini(struct kilnd *d);
 /* Saves now, blocking (the stop). */
 void stats_flush(struct kilnd *d);
 /* Resets every counter and the histogram; saved at once. */

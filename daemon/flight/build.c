@@ -49,15 +49,38 @@ void build_input_free(struct build_input *in)
 
 int flight_init(struct kilnd *d)
 {
-	d->flights = table_new();
-	return d->flights != NULL ? 0 : -ENOMEM;
+	struct flights *fl = calloc(1, sizeof(*fl));
+	if (fl == NULL || (fl->table = table_new()) == NULL || (fl->aliases = table_new()) == NULL) {
+		if (fl != NULL)
+			table_free(fl->table, NULL);
+		free(fl);
+		return -ENOMEM;
+	}
+	d->fl = fl;
+	return 0;
 }
 
 void flight_fini(struct kilnd *d)
 {
-	table_free(d->flights, NULL);
-	d->flights = NULL;
+	if (d->fl != NULL) {
+		table_free(d->fl->table, NULL);
+		table_free(d->fl->aliases, free);
+		free(d->fl);
+		d->fl = NULL;
+	}
 	variants_fini(d);
+}
+
+void flight_counts(const struct kilnd *d, struct flight_counts *c)
+{
+	const struct flights *fl = d->fl;
+	memset(c, 0, sizeof(*c));
+	if (fl == NULL)
+		return;
+	c->flights = table_count(fl->table);
+	c->in_flight = fl->in_flight;
+	c->lent = fl->lent;
+	c->queued = fl->queued;
 }
 
 static const char *const state_names[FLIGHT__COUNT] = {
@@ -113,7 +136,7 @@ static void count_state(const char *key, void *val, void *ctx)
 void flight_count_states(struct kilnd *d, unsigned counts[FLIGHT__COUNT])
 {
 	memset(counts, 0, FLIGHT__COUNT * sizeof(counts[0]));
-	table_foreach(d->flights, count_state, counts);
+	table_foreach(d->fl->table, count_state, counts);
 }
 
 /* Waiters still there (their clients have not hung up). */
@@ -152,11 +175,11 @@ void flight_describe(struct kilnd *d, cJSON *running, cJSON *queue, size_t max)
 	ASSERT_LOOP();
 	uint64_t now = util_now_ns();
 	size_t n = 0;
-	for (const struct build *b = d->running; running != NULL && b != NULL && n < max;
+	for (const struct build *b = d->fl->running; running != NULL && b != NULL && n < max;
 	     b = b->rnext, n++)
 		cJSON_AddItemToArray(running, describe_one(b, "elapsed_s", b->start_ns, now));
 	n = 0;
-	const struct build *heads[2] = { d->queue_head, d->bg_head };
+	const struct build *heads[2] = { d->fl->queue_head, d->fl->bg_head };
 	for (int q = 0; q < 2 && queue != NULL; q++)
 		for (const struct build *b = heads[q]; b != NULL && n < max; b = b->qnext, n++) {
 			cJSON *o = describe_one(b, "waited_s", b->queued_ns, now);
@@ -168,7 +191,7 @@ void flight_describe(struct kilnd *d, cJSON *running, cJSON *queue, size_t max)
 
 struct build *flight_find(struct kilnd *d, const char *rkey)
 {
-	return table_get(d->flights, rkey);
+	return table_get(d->fl->table, rkey);
 }
 
 int build_add_waiter(struct build *b, const struct waiter_ops *ops, void *ctx, uint64_t id,
@@ -238,38 +261,38 @@ static void build_close_handles(struct build *b)
  * no build running or waiting. */
 static void queue_push(struct kilnd *d, struct build *b)
 {
-	struct build **head = b->in.background ? &d->bg_head : &d->queue_head;
-	struct build **tail = b->in.background ? &d->bg_tail : &d->queue_tail;
+	struct build **head = b->in.background ? &d->fl->bg_head : &d->fl->queue_head;
+	struct build **tail = b->in.background ? &d->fl->bg_tail : &d->fl->queue_tail;
 	b->qnext = NULL;
 	if (*tail != NULL)
 		(*tail)->qnext = b;
 	else
 		*head = b;
 	*tail = b;
-	d->queued++;
+	d->fl->queued++;
 }
 
 static struct build *queue_pop(struct kilnd *d)
 {
-	bool bg = d->queue_head == NULL;
-	if (bg && d->in_flight > 0 && !d->stopping)
+	bool bg = d->fl->queue_head == NULL;
+	if (bg && d->fl->in_flight > 0 && !d->stopping)
 		return NULL;
-	struct build **head = bg ? &d->bg_head : &d->queue_head;
+	struct build **head = bg ? &d->fl->bg_head : &d->fl->queue_head;
 	struct build *b = *head;
 	if (b == NULL)
 		return NULL;
 	*head = b->qnext;
 	if (*head == NULL)
-		*(bg ? &d->bg_tail : &d->queue_tail) = NULL;
-	d->queued--;
+		*(bg ? &d->fl->bg_tail : &d->fl->queue_tail) = NULL;
+	d->fl->queued--;
 	return b;
 }
 
 /* Takes b out of whichever queue holds it; false when none does. */
 static bool queue_remove(struct kilnd *d, struct build *b)
 {
-	struct build **heads[2] = { &d->queue_head, &d->bg_head };
-	struct build **tails[2] = { &d->queue_tail, &d->bg_tail };
+	struct build **heads[2] = { &d->fl->queue_head, &d->fl->bg_head };
+	struct build **tails[2] = { &d->fl->queue_tail, &d->fl->bg_tail };
 	for (int q = 0; q < 2; q++) {
 		struct build *prev = NULL, *it = *heads[q];
 		while (it != NULL && it != b) {
@@ -282,7 +305,7 @@ static bool queue_remove(struct kilnd *d, struct build *b)
 		if (*tails[q] == b)
 			*tails[q] = prev;
 		b->qnext = NULL;
-		d->queued--;
+		d->fl->queued--;
 		return true;
 	}
 	return false;
@@ -337,7 +360,7 @@ void flight_cancel_abandoned(struct kilnd *d)
 		/* Finished flights leave the table, killed ones are marked: each
 		 * round finds new ones, 64 at a time. */
 		l.n = 0;
-		table_foreach(d->flights, collect_abandoned, &l);
+		table_foreach(d->fl->table, collect_abandoned, &l);
 		for (size_t i = 0; i < l.n; i++)
 			cancel_one(d, l.v[i]);
 	} while (l.n == 64);
@@ -347,31 +370,31 @@ void flight_promote(struct build *b)
 {
 	ASSERT_LOOP();
 	struct kilnd *d = b->d;
-	struct build *prev = NULL, *q = d->bg_head;
+	struct build *prev = NULL, *q = d->fl->bg_head;
 	while (q != NULL && q != b) {
 		prev = q;
 		q = q->qnext;
 	}
 	if (q == NULL)
 		return;  /* not waiting in the background (running, or promoted) */
-	*(prev != NULL ? &prev->qnext : &d->bg_head) = b->qnext;
-	if (d->bg_tail == b)
-		d->bg_tail = prev;
+	*(prev != NULL ? &prev->qnext : &d->fl->bg_head) = b->qnext;
+	if (d->fl->bg_tail == b)
+		d->fl->bg_tail = prev;
 	b->in.background = false;
-	b->qnext = d->queue_head;
-	d->queue_head = b;
-	if (d->queue_tail == NULL)
-		d->queue_tail = b;
+	b->qnext = d->fl->queue_head;
+	d->fl->queue_head = b;
+	if (d->fl->queue_tail == NULL)
+		d->fl->queue_tail = b;
 }
 
 static void running_add(struct kilnd *d, struct build *b)
 {
 	b->rprev = NULL;
-	b->rnext = d->running;
-	if (d->running != NULL)
-		d->running->rprev = b;
-	d->running = b;
-	d->in_flight++;
+	b->rnext = d->fl->running;
+	if (d->fl->running != NULL)
+		d->fl->running->rprev = b;
+	d->fl->running = b;
+	d->fl->in_flight++;
 	b->has_slot = true;
 }
 
@@ -383,10 +406,10 @@ static void running_del(struct kilnd *d, struct build *b)
 	if (b->rprev != NULL)
 		b->rprev->rnext = b->rnext;
 	else
-		d->running = b->rnext;
+		d->fl->running = b->rnext;
 	if (b->rnext != NULL)
 		b->rnext->rprev = b->rprev;
-	d->in_flight--;
+	d->fl->in_flight--;
 }
 
 static void pump(struct kilnd *d);
@@ -402,16 +425,16 @@ void build_release_slot(struct build *b)
 bool step_slot_borrow(struct kilnd *d)
 {
 	ASSERT_LOOP();
-	if (d->stopping || d->in_flight + d->lent >= d->cfg->jobs || d->queue_head != NULL)
+	if (d->stopping || d->fl->in_flight + d->fl->lent >= d->cfg->jobs || d->fl->queue_head != NULL)
 		return false;
-	d->lent++;
+	d->fl->lent++;
 	return true;
 }
 
 void step_slot_return(struct kilnd *d)
 {
 	ASSERT_LOOP();
-	d->lent--;
+	d->fl->lent--;
 	pump(d);
 }
 
@@ -540,7 +563,7 @@ void build_finish(struct build *b)
 		return;
 	flight_enter(b, FLIGHT_DONE);
 	running_del(d, b);
-	table_del(d->flights, b->in.rkey);
+	table_del(d->fl->table, b->in.rkey);
 	if (b->err_code == ERR_NONE && b->from_upstream) {
 		log_info("fetched %.16s (%s) from upstream", b->entry.key,
 			 b->in.req.label != NULL ? b->in.req.label : "no label");
@@ -669,15 +692,15 @@ static void pump(struct kilnd *d)
 	/* A build that fails at once (the cache unusable) finishes inside
 	 * build_begin and pumps again: that inner call only asks this loop to
 	 * go on, so the stack does not grow with the queue. */
-	static bool pumping, again;
-	if (pumping) {
-		again = true;
+	struct flights *fl = d->fl;
+	if (fl->pumping) {
+		fl->pump_again = true;
 		return;
 	}
-	pumping = true;
+	fl->pumping = true;
 	do {
-		again = false;
-		while (!d->stopping && d->in_flight + d->lent < d->cfg->jobs) {
+		fl->pump_again = false;
+		while (!d->stopping && d->fl->in_flight + d->fl->lent < d->cfg->jobs) {
 			struct build *b = queue_pop(d);
 			if (b == NULL)
 				break;
@@ -689,8 +712,8 @@ static void pump(struct kilnd *d)
 				build_begin(b);
 			}
 		}
-	} while (again);
-	pumping = false;
+	} while (fl->pump_again);
+	fl->pumping = false;
 }
 
 void build_enqueue(struct build *b)
@@ -731,7 +754,7 @@ int flight_start(struct kilnd *d, struct build_input *in, const struct waiter_op
 		build_input_free(in);
 		return -ESHUTDOWN;
 	}
-	if (d->queued >= d->cfg->max_queue) {
+	if (d->fl->queued >= d->cfg->max_queue) {
 		d->c.busy++;
 		build_input_free(in);
 		return -EBUSY;
@@ -751,7 +774,7 @@ int flight_start(struct kilnd *d, struct build_input *in, const struct waiter_op
 		build_free(b);
 		return -ENOMEM;
 	}
-	if (table_put(d->flights, b->in.rkey, b, NULL) != 0) {
+	if (table_put(d->fl->table, b->in.rkey, b, NULL) != 0) {
 		/* Nothing attached on failure: the caller keeps ctx. */
 		free(b->waiters->alias);
 		free(b->waiters);
@@ -836,7 +859,7 @@ void flight_abort_all(struct kilnd *d)
 		build_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
 		build_finish(b);
 	}
-	for (b = d->running; b != NULL; b = b->rnext) {
+	for (b = d->fl->running; b != NULL; b = b->rnext) {
 		/* A build inside a pool job is failed by that job's completion,
 		 * and so is one whose claim the tier is making. */
 		if (b->in_pool || b->state == FLIGHT_CLAIMING)

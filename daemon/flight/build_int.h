@@ -21,6 +21,24 @@
 struct tier_flight;
 struct step_proc;
 
+/*
+ * The flight layer's own state, one per kilnd (d->fl): the table of flights,
+ * the --jobs queue and slots, and publish's alias re-points. Only this
+ * folder reads it; the layers above ask flight.h.
+ */
+struct flights {
+	struct table *table;         /* rkey -> struct build, builds not yet finished */
+	struct build *queue_head, *queue_tail;
+	struct build *bg_head, *bg_tail;  /* background builds: run when queue_head is empty */
+	struct build *running;       /* builds holding a slot, for shutdown */
+	unsigned in_flight;          /* builds holding a --jobs slot */
+	unsigned lent;               /* more slots lent to builds' compile steps (step.c) */
+	unsigned queued;             /* builds waiting for a slot */
+	bool pumping, pump_again;    /* pump()'s guard against re-entry */
+	struct table *aliases;       /* alias -> key replied, write not yet done (publish.c) */
+	bool alias_flushing;         /* a pool job writes aliases now */
+};
+
 struct waiter {
 	struct waiter *next;
 	const struct waiter_ops *ops;

@@ -35,6 +35,15 @@ void flight_enter(struct build *b, enum flight_state s);
 /* How many flights are in each state now. */
 void flight_count_states(struct kilnd *d, unsigned counts[FLIGHT__COUNT]);
 
+/* The flights and the --jobs slots now (status, the stop, back-pressure). */
+struct flight_counts {
+	size_t flights;              /* flights not yet finished */
+	unsigned in_flight;          /* builds holding a --jobs slot */
+	unsigned lent;               /* more slots lent to builds' compile steps */
+	unsigned queued;             /* builds waiting for a slot */
+};
+void flight_counts(const struct kilnd *d, struct flight_counts *c);
+
 int flight_init(struct kilnd *d);
 void flight_fini(struct kilnd *d);
 

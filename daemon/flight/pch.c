@@ -236,7 +236,9 @@ static const struct waiter_ops bg_waiter = {
 /* A backlog that a .gch would shorten: builds wait for slots already. */
 static bool backlog(const struct kilnd *d)
 {
-	return d->queued >= 2 * d->cfg->jobs;
+	struct flight_counts fc;
+	flight_counts(d, &fc);
+	return fc.queued >= 2 * d->cfg->jobs;
 }
 
 void pch_settle(struct kilnd *d, struct build_input *in)

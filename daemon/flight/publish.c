@@ -359,7 +359,7 @@ void publish_cleanup(struct kilnd *d, struct build *b)
 
 /*
  * Aliases are re-pointed in the order of the replies. The loop keeps the
- * latest target of every alias whose write is not yet done (d->aliases),
+ * latest target of every alias whose write is not yet done (d->fl->aliases),
  * lookups read it before the index, and one pool job at a time writes
  * them all: a later reply can never be overtaken by an earlier one's
  * write, and a lookup never sees an older target once a newer one was
@@ -415,19 +415,19 @@ static void alias_flush_done(void *arg, int status)
 	/* Written: forget those not re-pointed again meanwhile. Not run: all
 	 * stay pending, for the next re-point's flush. */
 	for (size_t i = 0; status == 0 && i < j->n; i++) {
-		char *cur = table_get(d->aliases, j->alias[i]);
+		char *cur = table_get(d->fl->aliases, j->alias[i]);
 		if (cur != NULL && strcmp(cur, j->key[i]) == 0)
-			free(table_del(d->aliases, j->alias[i]));
+			free(table_del(d->fl->aliases, j->alias[i]));
 	}
 	alias_flush_free(j);
-	d->alias_flushing = false;
+	d->fl->alias_flushing = false;
 	if (status == 0)
 		alias_flush_start(d);
 }
 
 static struct alias_flush *alias_snapshot(struct kilnd *d)
 {
-	size_t n = table_count(d->aliases);
+	size_t n = table_count(d->fl->aliases);
 	struct alias_flush *j = calloc(1, sizeof(*j));
 	if (j == NULL || (j->alias = calloc(n, sizeof(char *))) == NULL ||
 	    (j->key = calloc(n, sizeof(char *))) == NULL) {
@@ -437,20 +437,20 @@ static struct alias_flush *alias_snapshot(struct kilnd *d)
 		return NULL;
 	}
 	j->d = d;
-	table_foreach(d->aliases, take_alias, j);
+	table_foreach(d->fl->aliases, take_alias, j);
 	return j;
 }
 
 static void alias_flush_start(struct kilnd *d)
 {
-	if (d->alias_flushing || d->aliases == NULL || table_count(d->aliases) == 0)
+	if (d->fl->alias_flushing || d->fl->aliases == NULL || table_count(d->fl->aliases) == 0)
 		return;
 	struct alias_flush *j = alias_snapshot(d);
 	if (j == NULL)
 		return;
-	d->alias_flushing = true;
+	d->fl->alias_flushing = true;
 	if (kilnd_work(d, POOL_ALIAS_FLUSH, alias_flush_work, alias_flush_done, j) != 0) {
-		d->alias_flushing = false;
+		d->fl->alias_flushing = false;
 		alias_flush_free(j);
 	}
 }
@@ -460,7 +460,7 @@ void publish_set_alias(struct kilnd *d, const char *alias, const char *key)
 	ASSERT_LOOP();
 	char *copy = strdup(key);
 	void *old = NULL;
-	if (copy == NULL || d->aliases == NULL || table_put(d->aliases, alias, copy, &old) != 0) {
+	if (copy == NULL || d->fl->aliases == NULL || table_put(d->fl->aliases, alias, copy, &old) != 0) {
 		free(copy);
 	} else {
 		free(old);
@@ -473,18 +473,18 @@ void publish_set_alias(struct kilnd *d, const char *alias, const char *key)
 
 const char *publish_alias_pending(const struct kilnd *d, const char *alias)
 {
-	return d->aliases != NULL ? table_get(d->aliases, alias) : NULL;
+	return d->fl->aliases != NULL ? table_get(d->fl->aliases, alias) : NULL;
 }
 
 void publish_flush_aliases(struct kilnd *d)
 {
-	if (d->aliases == NULL)
+	if (d->fl == NULL || d->fl->aliases == NULL)
 		return;
 	struct alias_flush *j = alias_snapshot(d);
 	if (j != NULL) {
 		alias_flush_work(j);
 		alias_flush_free(j);
 	}
-	table_free(d->aliases, free);
-	d->aliases = NULL;
+	table_free(d->fl->aliases, free);
+	d->fl->aliases = NULL;
 }

@@ -190,10 +190,13 @@ static void join_or_start(struct conn *c, struct build_input *in)
 	free(in);
 	if (rc == -ESHUTDOWN)
 		conn_reply_error(c, id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
-	else if (rc == -EBUSY)
+	else if (rc == -EBUSY) {
+		struct flight_counts fc;
+		flight_counts(d, &fc);
 		conn_reply_error(c, id, ERR_BUSY, NULL,
 				 "%u builds wait for a compiler already (--max-queue); try again later",
-				 d->queued);
+				 fc.queued);
+	}
 	else if (rc != 0)
 		conn_reply_error(c, id, ERR_INTERNAL, NULL, "out of memory");
 }

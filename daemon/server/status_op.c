@@ -194,9 +194,11 @@ void op_status(struct conn *c, struct msg_request *req)
 	ADD_NUM(r, "connections", server_connections(d));
 	ADD_NUM(r, "claims_held", claims_count(d));
 	stats_add_json(d, r);
-	ADD_NUM(r, "in_flight", d->in_flight);
-	ADD_NUM(r, "slots_lent", d->lent);
-	ADD_NUM(r, "queued", d->queued);
+	struct flight_counts fc;
+	flight_counts(d, &fc);
+	ADD_NUM(r, "in_flight", fc.in_flight);
+	ADD_NUM(r, "slots_lent", fc.lent);
+	ADD_NUM(r, "queued", fc.queued);
 	unsigned states[FLIGHT__COUNT];
 	flight_count_states(d, states);
 	cJSON *fl = cJSON_AddObjectToObject(r, "flights");
