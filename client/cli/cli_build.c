@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "args.h"
+#include "msg_artifact.h"
 #include "validate.h"
 
 enum { OPT_TOOLCHAIN = 1, OPT_ALIAS, OPT_LABEL, OPT_OUTPUT, OPT_COMPILER, OPT_HOST };
@@ -230,18 +231,16 @@ static void build_failed(const cJSON *reply)
 
 static int build_print(const struct cli *cli, const cJSON *reply)
 {
-	const char *key = cli_json_str(reply, "key");
-	const char *path = cli_json_str(reply, "path");
-	uint64_t ms = 0;
+	struct msg_artifact a;
+	const char *why;
 	cJSON *out;
 	int rc = 0;
 
-	if (!key || !path) {
-		cli_error("bad reply from kilnd at %s: no key or path", cli->socket);
+	if (msg_artifact_parse(reply, &a, &why) != 0) {
+		cli_error("bad reply from kilnd at %s: %s", cli->socket, why);
 		return -EPROTO;
 	}
-	cli_json_u64(reply, "build_ms", &ms);
-	const char *log = cli_json_str(reply, "log");
+	const char *log = a.log;
 	if (log != NULL && *log != '\0' && !cli->json) {
 		/* The compiler's warnings, whole, as a failure's output is. */
 		size_t len = strlen(log);
@@ -252,21 +251,21 @@ static int build_print(const struct cli *cli, const cJSON *reply)
 			fputc('\n', stderr);
 	}
 	if (!cli->json) {
-		if (cli_json_true(reply, "cached"))
-			printf("cached %s\n", key);
-		else if (cli_json_true(reply, "joined"))
-			printf("joined build of %s\n", key);
+		if (a.cached)
+			printf("cached %s\n", a.key);
+		else if (a.joined)
+			printf("joined build of %s\n", a.key);
 		else
-			printf("built %s in %llu ms\n", key, (unsigned long long)ms);
-		printf("path: %s\n", path);
+			printf("built %s in %llu ms\n", a.key, (unsigned long long)a.build_ms);
+		printf("path: %s\n", a.path);
 		return 0;
 	}
 	out = cJSON_CreateObject();
-	if (!out || !cJSON_AddStringToObject(out, "key", key) ||
-	    !cJSON_AddStringToObject(out, "path", path) ||
-	    !cJSON_AddBoolToObject(out, "cached", cli_json_true(reply, "cached")) ||
-	    !cJSON_AddBoolToObject(out, "joined", cli_json_true(reply, "joined")) ||
-	    !cJSON_AddNumberToObject(out, "build_ms", (double)ms) ||
+	if (!out || !cJSON_AddStringToObject(out, "key", a.key) ||
+	    !cJSON_AddStringToObject(out, "path", a.path) ||
+	    !cJSON_AddBoolToObject(out, "cached", a.cached) ||
+	    !cJSON_AddBoolToObject(out, "joined", a.joined) ||
+	    !cJSON_AddNumberToObject(out, "build_ms", (double)a.build_ms) ||
 	    (log != NULL && *log != '\0' && !cJSON_AddStringToObject(out, "log", log))) {
 		cli_error("out of memory");
 		rc = -ENOMEM;

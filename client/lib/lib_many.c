@@ -16,6 +16,7 @@
 
 #include "kiln_x.h"
 #include "lib_internal.h"
+#include "msg_artifact.h"
 
 struct many {
 	struct kiln *k;
@@ -65,15 +66,17 @@ static void many_reply(void *arg, size_t pos, int rc, cJSON *reply, int fd)
 	if (rc == LIB_ENEEDSRC)
 		rc = lib_err_set(KILN_EPROTO, "kilnd asked for the text of sources it was sent");
 	if (rc == 0 && m->fds) {
-		const char *key = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(reply, "key"));
+		struct msg_artifact a;
+		const char *why;
 
-		if (fd < 0 || !key || strlen(key) != 64) {
+		if (fd < 0 || msg_artifact_parse(reply, &a, &why) != 0) {
 			if (fd >= 0)
 				close(fd);
-			rc = lib_err_set(KILN_EPROTO, "kilnd sent a reply without a key and descriptor");
+			rc = lib_err_set(KILN_EPROTO, "%s", fd < 0 ? "kilnd sent an artifact without "
+					 "its descriptor" : why);
 		} else {
 			m->fds[i] = fd;
-			memcpy(m->keys[i], key, 65);
+			memcpy(m->keys[i], a.key, 65);
 		}
 		cJSON_Delete(reply);
 	} else if (rc == 0) {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "lib_internal.h"
+#include "msg_artifact.h"
 #include "table.h"
 #include "validate.h"
 
@@ -201,18 +202,18 @@ fail:
 int lib_prog_from_reply(struct kiln *k, const cJSON *reply, int fd, const char *alias, bool load,
 			struct kiln_program **out)
 {
-	const char *key = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(reply, "key"));
-	const char *path = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(reply, "path"));
-	const char *output = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(reply, "output"));
+	struct msg_artifact a;
+	const char *why;
 	struct kiln_program *p;
 	int rc = 0;
 
 	*out = NULL;
-	if (!key || validate_key(key) < 0 || !path || path[0] != '/') {
+	if (msg_artifact_parse(reply, &a, &why) != 0) {
 		if (fd >= 0)
 			close(fd);
-		return lib_err_set(KILN_EPROTO, "kilnd sent a reply without a valid key and path");
+		return lib_err_set(KILN_EPROTO, "%s", why);
 	}
+	const char *key = a.key, *path = a.path, *output = a.output;
 	if (fd < 0)
 		return lib_err_set(KILN_EPROTO, "kilnd sent the artifact %s without its descriptor",
 				   path);

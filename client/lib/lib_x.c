@@ -16,6 +16,7 @@
 #include "depkind.h"
 #include "kiln_x.h"
 #include "lib_internal.h"
+#include "msg_artifact.h"
 #include "sha256.h"
 #include "table.h"
 #include "validate.h"
@@ -71,22 +72,22 @@ struct probe {
 static void probe_reply(void *arg, size_t i, int rc, cJSON *reply, int fd)
 {
 	struct probe *p = arg;
-	const char *key = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(reply, "key"));
+	struct msg_artifact a;
+	const char *why;
+	/* A miss's error reply carries the request key too. */
 	const char *rkey = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(reply, "rkey"));
 
 	if (fd >= 0)
 		close(fd);
+	if (rc == 0 && msg_artifact_parse(reply, &a, &why) != 0)
+		rc = lib_err_set(KILN_EPROTO, "kilnd answered a probe: %s", why);
 	/* The request key, from a hit and from a miss (a kilnd before it
 	 * sends none: ""). */
 	p->rkeys[i][0] = '\0';
 	if (rkey != NULL && validate_key(rkey) == 0)
 		memcpy(p->rkeys[i], rkey, 65);
-	if (rc < 0)
-		key = NULL;
-	if (rc == 0 && (!key || validate_key(key) < 0))
-		rc = lib_err_set(KILN_EPROTO, "kilnd answered a probe without a valid key");
 	if (rc == 0)
-		memcpy(p->keys[i], key, 65);
+		memcpy(p->keys[i], a.key, 65);
 	p->status[i] = rc;
 	cJSON_Delete(reply);
 }

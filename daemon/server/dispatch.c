@@ -27,6 +27,7 @@
 #include "import.h"
 #include "keying.h"
 #include "kilnd.h"
+#include "msg_artifact.h"
 #include "stats.h"
 #include "log.h"
 #include "named.h"
@@ -115,28 +116,6 @@ static cJSON *build_error_reply(uint64_t id, const struct build_result *r)
 	return reply;
 }
 
-static cJSON *build_success_reply(uint64_t id, bool joined, const struct build_result *r)
-{
-	cJSON *reply = cJSON_CreateObject();
-	if (reply == NULL)
-		return NULL;
-	msg_add_int(reply, "id", (int64_t)id);
-	cJSON_AddBoolToObject(reply, "ok", 1);
-	cJSON_AddStringToObject(reply, "key", r->entry->key);
-	cJSON_AddStringToObject(reply, "path", r->path);
-	cJSON_AddStringToObject(reply, "output", r->entry->output);
-	cJSON_AddNumberToObject(reply, "size", (double)r->entry->size);
-	cJSON_AddBoolToObject(reply, "cached", r->cached);
-	cJSON_AddBoolToObject(reply, "joined", joined);
-	cJSON_AddNumberToObject(reply, "build_ms", (double)r->entry->build_ms);
-	if (r->uncacheable != NULL)
-		cJSON_AddStringToObject(reply, "uncacheable", r->uncacheable);
-	/* A compiler ran and said something (warnings): the caller sees it. */
-	if (!r->cached && r->log != NULL && r->log[0] != '\0')
-		cJSON_AddStringToObject(reply, "log", r->log);
-	return reply;
-}
-
 static bool conn_done(void *ctx, uint64_t id, bool joined, const struct build_result *r)
 {
 	struct conn *c = ctx;
@@ -146,16 +125,27 @@ static bool conn_done(void *ctx, uint64_t id, bool joined, const struct build_re
 			conn_reply(c, reply, -1);
 		return false;
 	}
+	/* The same schema and printer as a hit's (proto/msg_artifact.h); a
+	 * compiler that ran and said something (warnings): the caller sees it. */
+	const struct msg_artifact a = {
+		.id = id, .fd = true, .key = r->entry->key, .rkey = r->rkey, .path = r->path,
+		.output = r->entry->output, .size = r->entry->size, .cached = r->cached,
+		.joined = joined, .build_ms = r->entry->build_ms, .uncacheable = r->uncacheable,
+		.log = !r->cached && r->log != NULL && r->log[0] != '\0' ? r->log : NULL,
+	};
+	size_t len = msg_artifact_print(&a, NULL, 0);
+	char *text = malloc(len + 1);
 	int fd = dup(r->fd);
-	cJSON *reply = build_success_reply(id, joined, r);
-	if (fd < 0 || reply == NULL) {
+	if (fd < 0 || text == NULL) {
 		if (fd >= 0)
 			close(fd);
-		cJSON_Delete(reply);
+		free(text);
 		conn_reply_error(c, id, ERR_INTERNAL, NULL, "out of descriptors or memory");
 		return false;
 	}
-	conn_reply(c, reply, fd);
+	msg_artifact_print(&a, text, len + 1);
+	conn_reply_text(c, text, len, fd);
+	free(text);
 	return true;
 }
 

@@ -1,6 +1,6 @@
 /*
- * A hit's reply: the entry's descriptor and a small JSON text written
- * directly (hit_reply.h).
+ * A hit's reply: the entry's descriptor and the artifact reply printed
+ * directly (hit_reply.h, proto/msg_artifact.h).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -14,70 +14,10 @@
 #include "fdcache.h"
 #include "hit_reply.h"
 #include "kilnd.h"
+#include "msg_artifact.h"
 #include "server.h"
 #include "store.h"
 #include "verify.h"
-
-/* Appends s to buf as a JSON string; false when it does not fit. */
-static bool put_json_str(char *buf, size_t cap, size_t *off, const char *s)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t o = *off;
-	if (o + 1 >= cap)
-		return false;
-	buf[o++] = '"';
-	for (; *s != '\0'; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (o + 7 >= cap)
-			return false;
-		if (ch == '"' || ch == '\\') {
-			buf[o++] = '\\';
-			buf[o++] = (char)ch;
-		} else if (ch < 0x20) {
-			memcpy(buf + o, "\\u00", 4);
-			buf[o + 4] = hex[ch >> 4];
-			buf[o + 5] = hex[ch & 15];
-			o += 6;
-		} else {
-			buf[o++] = (char)ch;
-		}
-	}
-	buf[o++] = '"';
-	*off = o;
-	return true;
-}
-
-/*
- * The reply to a hit, printed directly: it is the one reply on the warm path,
- * and cJSON would allocate a node per member and print each number with
- * sprintf and check it with sscanf. Returns its length, or 0 when it does
- * not fit (a cache directory path near PATH_MAX full of escapes).
- */
-static size_t hit_reply_text(char *buf, size_t cap, uint64_t id, const struct store_entry *e,
-			     const char *path)
-{
-	size_t off;
-	int n = snprintf(buf, cap, "{\"id\":%llu,\"ok\":true,\"key\":\"%s\",\"rkey\":\"%s\",\"path\":",
-			 (unsigned long long)id, e->key, e->rkey);
-	if (n < 0 || (size_t)n >= cap)
-		return 0;
-	off = (size_t)n;
-	if (!put_json_str(buf, cap, &off, path))
-		return 0;
-	n = snprintf(buf + off, cap - off, ",\"output\":");
-	if (n < 0 || (size_t)n >= cap - off)
-		return 0;
-	off += (size_t)n;
-	if (!put_json_str(buf, cap, &off, e->output))
-		return 0;
-	n = snprintf(buf + off, cap - off,
-		     ",\"size\":%llu,\"cached\":true,\"joined\":false,\"build_ms\":%llu,"
-		     "\"fd\":true}",
-		     (unsigned long long)e->size, (unsigned long long)e->build_ms);
-	if (n < 0 || (size_t)n >= cap - off)
-		return 0;
-	return off + (size_t)n;
-}
 
 /* Answers a hit: the artifact's descriptor and where it lives. Returns 0, 1
  * when it answered with an error instead (no descriptor left, say), or a
@@ -109,10 +49,17 @@ int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, const ch
 		log_warn("entry %.16s has lost its object; rebuilding", e->key);
 		return rc;
 	}
+	/* Printed directly, not through cJSON: the one reply on the warm path
+	 * (cJSON would allocate a node per member and print each number with
+	 * sprintf and check it with sscanf). */
 	char text[PATH_MAX * 2 + 512];
-	size_t len = hit_reply_text(text, sizeof(text), id, e, path);
+	const struct msg_artifact a = {
+		.id = id, .fd = true, .key = e->key, .rkey = e->rkey, .path = path,
+		.output = e->output, .size = e->size, .cached = true, .build_ms = e->build_ms,
+	};
+	size_t len = msg_artifact_print(&a, text, sizeof(text));
 	free(path);
-	if (len == 0) {
+	if (len >= sizeof(text)) {
 		close(fd);
 		conn_reply_error(c, id, ERR_INTERNAL, NULL, "the reply does not fit in %zu bytes",
 				 sizeof(text));

@@ -1,0 +1,167 @@
+/* The artifact reply (msg_artifact.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "msg_artifact.h"
+#include "validate.h"
+
+const char *const msg_artifact_members[] = {
+	"id", "ok", "fd", "key", "rkey", "path", "output", "size", "cached", "joined",
+	"build_ms", "uncacheable", "log", NULL,
+};
+
+/* A writer that counts what it would write past the end. */
+struct out {
+	char *buf;
+	size_t cap, len;
+};
+
+static void put(struct out *o, const char *s, size_t n)
+{
+	if (o->len < o->cap) {
+		size_t room = o->cap - o->len;
+		memcpy(o->buf + o->len, s, n < room ? n : room);
+	}
+	o->len += n;
+}
+
+static void put_text(struct out *o, const char *s)
+{
+	put(o, s, strlen(s));
+}
+
+static void put_u64(struct out *o, uint64_t v)
+{
+	char num[24];
+	int n = snprintf(num, sizeof(num), "%llu", (unsigned long long)v);
+	put(o, num, (size_t)n);
+}
+
+/* s as a JSON string. */
+static void put_str(struct out *o, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	put(o, "\"", 1);
+	for (const char *run = s;; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch != '\0' && ch != '"' && ch != '\\' && ch >= 0x20)
+			continue;
+		put(o, run, (size_t)(s - run));
+		if (ch == '\0')
+			break;
+		if (ch == '"' || ch == '\\') {
+			char esc[2] = { '\\', (char)ch };
+			put(o, esc, 2);
+		} else {
+			char esc[6] = { '\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15] };
+			put(o, esc, 6);
+		}
+		run = s + 1;
+	}
+	put(o, "\"", 1);
+}
+
+static void member(struct out *o, const char *name)
+{
+	put(o, ",\"", 2);
+	put_text(o, name);
+	put(o, "\":", 2);
+}
+
+size_t msg_artifact_print(const struct msg_artifact *a, char *buf, size_t cap)
+{
+	struct out o = { .buf = buf, .cap = cap };
+	put_text(&o, "{\"id\":");
+	put_u64(&o, a->id);
+	put_text(&o, ",\"ok\":true");
+	member(&o, "fd");
+	put_text(&o, a->fd ? "true" : "false");
+	member(&o, "key");
+	put_str(&o, a->key != NULL ? a->key : "");
+	if (a->rkey != NULL) {
+		member(&o, "rkey");
+		put_str(&o, a->rkey);
+	}
+	member(&o, "path");
+	put_str(&o, a->path != NULL ? a->path : "");
+	member(&o, "output");
+	put_str(&o, a->output != NULL ? a->output : "shared");
+	member(&o, "size");
+	put_u64(&o, a->size);
+	member(&o, "cached");
+	put_text(&o, a->cached ? "true" : "false");
+	member(&o, "joined");
+	put_text(&o, a->joined ? "true" : "false");
+	member(&o, "build_ms");
+	put_u64(&o, a->build_ms);
+	if (a->uncacheable != NULL) {
+		member(&o, "uncacheable");
+		put_str(&o, a->uncacheable);
+	}
+	if (a->log != NULL) {
+		member(&o, "log");
+		put_str(&o, a->log);
+	}
+	put(&o, "}", 1);
+	if (o.len < cap)
+		buf[o.len] = '\0';
+	else if (cap > 0)
+		buf[cap - 1] = '\0';
+	return o.len;
+}
+
+static const cJSON *get(const cJSON *r, const char *name)
+{
+	return cJSON_GetObjectItemCaseSensitive(r, name);
+}
+
+/* An optional string member: NULL when absent; false when of another type. */
+static bool opt_str(const cJSON *r, const char *name, const char **out)
+{
+	const cJSON *v = get(r, name);
+	*out = cJSON_IsString(v) ? v->valuestring : NULL;
+	return v == NULL || cJSON_IsNull(v) || cJSON_IsString(v);
+}
+
+static bool opt_u64(const cJSON *r, const char *name, uint64_t *out)
+{
+	const cJSON *v = get(r, name);
+	*out = cJSON_IsNumber(v) && v->valuedouble > 0 ? (uint64_t)v->valuedouble : 0;
+	return v == NULL || (cJSON_IsNumber(v) && v->valuedouble >= 0);
+}
+
+static bool opt_bool(const cJSON *r, const char *name, bool *out)
+{
+	const cJSON *v = get(r, name);
+	*out = cJSON_IsTrue(v);
+	return v == NULL || cJSON_IsBool(v);
+}
+
+int msg_artifact_parse(const cJSON *reply, struct msg_artifact *a, const char **why)
+{
+	memset(a, 0, sizeof(*a));
+	const cJSON *id = get(reply, "id");
+	a->id = cJSON_IsNumber(id) && id->valuedouble > 0 ? (uint64_t)id->valuedouble : 0;
+	if (!opt_str(reply, "key", &a->key) || a->key == NULL || validate_key(a->key) < 0) {
+		*why = "kilnd sent a reply without a valid key";
+		return -1;
+	}
+	if (!opt_str(reply, "rkey", &a->rkey) || (a->rkey != NULL && validate_key(a->rkey) < 0)) {
+		*why = "kilnd sent a reply with a malformed rkey";
+		return -1;
+	}
+	if (!opt_str(reply, "path", &a->path) || a->path == NULL || a->path[0] != '/') {
+		*why = "kilnd sent a reply without an absolute path";
+		return -1;
+	}
+	if (!opt_str(reply, "output", &a->output) || !opt_str(reply, "uncacheable", &a->uncacheable) ||
+	    !opt_str(reply, "log", &a->log) || !opt_u64(reply, "size", &a->size) ||
+	    !opt_u64(reply, "build_ms", &a->build_ms) || !opt_bool(reply, "fd", &a->fd) ||
+	    !opt_bool(reply, "cached", &a->cached) || !opt_bool(reply, "joined", &a->joined)) {
+		*why = "kilnd sent a reply with a member of the wrong type";
+		return -1;
+	}
+	if (a->output == NULL)
+		a->output = "shared";
+	return 0;
+}
