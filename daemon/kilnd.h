@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "counters.h"
 #include "config.h"
 #include "key.h"
 #include "store.h"
@@ -27,49 +28,11 @@ struct upstream;
 struct named_retired;
 struct named;
 
-/*
- * kilnd's counters, defined once: the struct, their names in status replies,
- * `kiln stats` and the index, and whether they are shown only with
- * --upstream (stats.c makes its table from this list). X(name, upstream).
- */
-#define KILND_COUNTERS(X) \
-	X(requests, false) \
-	X(hits, false) \
-	X(misses, false) \
-	X(builds_started, false) \
-	X(builds_ok, false) \
-	X(builds_failed, false) \
-	X(joined, false) \
-	X(need_sources, false)       /* gets by digest that missed: text asked for */ \
-	X(source_texts, false)       /* gets that carried source text */ \
-	X(imports, false)            /* artifacts imported with put */ \
-	X(upstream_hits, true)       /* local misses served from --upstream */ \
-	X(upstream_publishes, true)  /* entries this daemon wrote to --upstream */ \
-	X(upstream_waits, true)      /* flights that waited on another node's claim */ \
-	X(upstream_takeovers, true)  /* stale claims taken over */ \
-	X(upstream_errors, true)     /* corrupt upstream entries, failed upstream I/O */ \
-	X(upstream_looks, true)      /* looks again at a claim another node holds */ \
-	X(busy, false)               /* requests and connections answered "busy" */ \
-	X(denied, false)             /* connections of users not allowed */ \
-	X(stalled, false)            /* connections closed by --frame-timeout */ \
-	X(damaged, false)            /* objects found damaged (serving, verify) */ \
-	X(inputs_changed, false)     /* builds whose inputs changed while they ran */ \
-	X(depfile_fallbacks, false)  /* builds recorded from dependency files only */ \
-	X(uncacheable, false)        /* builds served but not cached: a pseudo-file decided */ \
-	X(variants, false)           /* programs built in more than one variant (variants.c) */ \
-	X(variant_builds, false)     /* builds of a second or later variant */ \
-	X(cache_recreated, false)    /* cache directory made again while running */ \
-	X(cancelled, false)          /* builds every client had left: stopped */ \
-	X(evicted, false)            /* entries evicted for --max-size or by gc */ \
-	X(evicted_bytes, false) \
-	X(claims, false)             /* aliases claimed by lookups (claims.h) */ \
-	X(claim_waits, false)        /* lookups that waited for another client's claim */ \
-	X(claim_takeovers, false)    /* claims taken over after one ended unpublished */ \
-	X(claim_timeouts, false)     /* waits that ran out */
-
-#define KILND_COUNTER_FIELD(name, upstream) uint64_t name;
+/* kilnd's counters: one member per row of proto/counters.h's KILN_COUNTERS,
+ * which also names them for status, the index, kiln stats and Prometheus. */
+#define KILND_COUNTER_FIELD(name, upstream, help) uint64_t name;
 struct counters {
-	KILND_COUNTERS(KILND_COUNTER_FIELD)
+	KILN_COUNTERS(KILND_COUNTER_FIELD)
 };
 #undef KILND_COUNTER_FIELD
 

@@ -14,7 +14,7 @@
 #include "util.h"
 #include "thread.h"
 
-/* The counters of struct counters (kilnd.h, KILND_COUNTERS), by their names
+/* The counters of struct counters (proto/counters.h, KILN_COUNTERS), by their names
  * in status replies and in the index. upstream: shown only with --upstream
  * (upstream.c). */
 static const struct {
@@ -22,8 +22,8 @@ static const struct {
 	size_t off;
 	bool upstream;
 } fields[] = {
-#define KILND_COUNTER_ROW(n, up) { #n, offsetof(struct counters, n), up },
-	KILND_COUNTERS(KILND_COUNTER_ROW)
+#define KILND_COUNTER_ROW(n, up, help) { #n, offsetof(struct counters, n), up },
+	KILN_COUNTERS(KILND_COUNTER_ROW)
 #undef KILND_COUNTER_ROW
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))

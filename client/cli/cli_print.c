@@ -149,6 +149,7 @@ static const struct {
 	{ "cache_recreated", "cache remade" },
 	{ "cache_problem", "cache problem" },
 	{ "in_flight", "in flight" },
+	{ "slots_lent", "slots lent" },
 	{ "pending", "requests pending" },
 	{ "evicted_bytes", "evicted size" },
 	{ "stats_since", "counting since" },
@@ -164,10 +165,19 @@ static const struct {
 
 const char *cli_counter_name(const char *field)
 {
+	/* A member this table does not name (a counter newer than it): its
+	 * words, never the member name. Four at a time may be in use. */
+	static char spare[4][64];
+	static unsigned next;
 	for (size_t i = 0; i < sizeof(counter_names) / sizeof(counter_names[0]); i++)
 		if (strcmp(counter_names[i].field, field) == 0)
 			return counter_names[i].name;
-	return field;
+	char *out = spare[next++ % 4];
+	snprintf(out, sizeof(spare[0]), "%s", field);
+	for (char *p = out; *p != '\0'; p++)
+		if (*p == '_')
+			*p = ' ';
+	return out;
 }
 
 char *cli_format_hits(uint64_t hits, uint64_t misses, char *buf, size_t len)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "counters.h"
 #include "store.h"
 #include "util.h"
 
@@ -28,41 +29,18 @@ static const struct {
 	enum metric_kind kind;
 	const char *help;
 } metrics[] = {
-	{ "requests", "requests_total", COUNTER, "Requests kilnd received." },
-	{ "hits", "hits_total", COUNTER, "get and lookup requests served from the cache." },
-	{ "misses", "misses_total", COUNTER, "get and lookup requests that were not in the cache." },
-	{ "builds_started", "builds_started_total", COUNTER, "Builds started (compiler runs)." },
-	{ "builds_ok", "builds_ok_total", COUNTER, "Builds that produced an artifact." },
-	{ "builds_failed", "builds_failed_total", COUNTER, "Builds that failed." },
-	{ "joined", "joined_total", COUNTER, "Requests that joined a build already running." },
-	{ "need_sources", "need_sources_total", COUNTER, "Gets by digest asked for their text." },
-	{ "source_texts", "source_texts_total", COUNTER, "Requests that carried source text." },
-	{ "imports", "imports_total", COUNTER, "Artifacts imported with put." },
-	{ "busy", "busy_total", COUNTER, "Requests and connections answered busy." },
-	{ "denied", "denied_total", COUNTER, "Connections refused for their user." },
-	{ "stalled", "stalled_total", COUNTER, "Connections closed by --frame-timeout." },
-	{ "damaged", "damaged_total", COUNTER, "Damaged objects found (serving, verify)." },
-	{ "inputs_changed", "inputs_changed_total", COUNTER, "Builds whose inputs changed while they ran." },
-	{ "cancelled", "cancelled_total", COUNTER, "Builds stopped because every client that asked for them had gone." },
-	{ "evicted", "evicted_total", COUNTER, "Entries evicted (--max-size or kiln gc)." },
-	{ "evicted_bytes", "evicted_bytes_total", COUNTER, "Bytes of objects evicted." },
-	{ "depfile_fallbacks", "depfile_fallbacks_total", COUNTER, "Builds recorded from dependency files only." },
-	{ "uncacheable", "uncacheable_total", COUNTER, "Builds served but not cached: they read a pseudo-file that decides them." },
-	{ "variants", "variants_total", COUNTER, "Programs (by label or alias) built in more than one variant within an hour: nondeterministic code generation." },
-	{ "variant_builds", "variant_builds_total", COUNTER, "Builds of a second or later variant of a program." },
-	{ "claims", "claims_total", COUNTER, "Aliases claimed by lookups (one producer per alias)." },
-	{ "claim_waits", "claim_waits_total", COUNTER, "Lookups that waited for another client's claim." },
-	{ "claim_takeovers", "claim_takeovers_total", COUNTER, "Claims taken over after one ended unpublished." },
-	{ "claim_timeouts", "claim_timeouts_total", COUNTER, "Waits for a claim that ran out." },
-	{ "upstream_hits", "upstream_hits_total", COUNTER, "Local misses served from --upstream." },
-	{ "upstream_publishes", "upstream_publishes_total", COUNTER, "Entries written to --upstream." },
-	{ "upstream_errors", "upstream_errors_total", COUNTER, "Damaged upstream entries and failed upstream I/O." },
+	/* Every counter, as kilnd defines it (proto/counters.h). */
+#define KILN_COUNTER_METRIC(n, up, help) { #n, #n "_total", COUNTER, help },
+	KILN_COUNTERS(KILN_COUNTER_METRIC)
+#undef KILN_COUNTER_METRIC
+	/* Gauges: what kilnd holds and does now. */
 	{ "entries", "cache_entries", GAUGE, "Entries in the cache." },
 	{ "bytes", "cache_bytes", GAUGE, "Bytes of objects in the cache." },
 	{ "disk_bytes", "cache_disk_bytes", GAUGE, "Bytes the cache takes on disk (objects, metas, logs, index and WAL): what --max-size bounds." },
 	{ "stale_entries", "cache_stale_entries", GAUGE, "Entries of an older or unknown key format (kiln gc --stale removes them)." },
 	{ "max_size", "cache_max_bytes", GAUGE, "The cache's size limit (--max-size)." },
-	{ "in_flight", "builds_running", GAUGE, "Compilers running now." },
+	{ "in_flight", "builds_running", GAUGE, "Builds holding a --jobs slot now." },
+	{ "slots_lent", "slots_lent", GAUGE, "Free --jobs slots lent to builds' further compile steps." },
 	{ "queued", "builds_queued", GAUGE, "Builds waiting for a compiler slot." },
 	{ "connections", "connections", GAUGE, "Open client connections." },
 	{ "pending", "requests_pending", GAUGE, "Requests read and not yet answered." },
