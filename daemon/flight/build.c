@@ -438,30 +438,36 @@ void step_slot_return(struct kilnd *d)
 	pump(d);
 }
 
+void build_text_append(char **text, size_t *len, size_t *cap, size_t *dropped, size_t max,
+		       const char *data, size_t n)
+{
+	size_t room = *len < max ? max - *len : 0;
+	size_t take = n < room ? n : room;
+	*dropped += n - take;
+	if (take == 0)
+		return;
+	if (*len + take + 1 > *cap) {
+		size_t ncap = *cap == 0 ? 4096 : *cap;
+		while (ncap < *len + take + 1)
+			ncap *= 2;
+		char *nl = realloc(*text, ncap);
+		if (nl == NULL) {
+			*dropped += take;
+			return;
+		}
+		*text = nl;
+		*cap = ncap;
+	}
+	memcpy(*text + *len, data, take);
+	*len += take;
+	(*text)[*len] = '\0';
+}
+
 /* Appends to the build log, up to --max-output; the rest is counted. */
 void build_log_append(struct build *b, const char *data, size_t len)
 {
-	size_t cap = (size_t)b->d->cfg->max_output;
-	size_t room = b->loglen < cap ? cap - b->loglen : 0;
-	size_t take = len < room ? len : room;
-	b->dropped += len - take;
-	if (take == 0)
-		return;
-	if (b->loglen + take + 1 > b->logcap) {
-		size_t ncap = b->logcap == 0 ? 4096 : b->logcap;
-		while (ncap < b->loglen + take + 1)
-			ncap *= 2;
-		char *nl = realloc(b->log, ncap);
-		if (nl == NULL) {
-			b->dropped += take;
-			return;
-		}
-		b->log = nl;
-		b->logcap = ncap;
-	}
-	memcpy(b->log + b->loglen, data, take);
-	b->loglen += take;
-	b->log[b->loglen] = '\0';
+	build_text_append(&b->log, &b->loglen, &b->logcap, &b->dropped,
+			  (size_t)b->d->cfg->max_output, data, len);
 }
 
 /* Answers every waiter: the artifact on success, the same error otherwise. */

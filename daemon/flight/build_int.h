@@ -94,6 +94,12 @@ struct build {
 	uint64_t queued_ns;          /* when the flight started (status: age in the queue) */
 };
 
+/* Appends n bytes of data to *text (*len bytes long, *cap allocated, kept
+ * NUL-terminated), up to max bytes in all; what does not fit, or cannot be
+ * allocated, is counted in *dropped. */
+void build_text_append(char **text, size_t *len, size_t *cap, size_t *dropped, size_t max,
+		       const char *data, size_t n);
+/* build_text_append to b's log, up to --max-output. */
 void build_log_append(struct build *b, const char *data, size_t len);
 /* Records the first failure of b (later ones are ignored); returns -1. */
 int build_fail(struct build *b, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

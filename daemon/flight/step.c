@@ -346,27 +346,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void proc_log(struct step_proc *p, const char *data, size_t len)
 {
-	size_t cap = (size_t)p->b->d->cfg->max_output;
-	size_t room = p->loglen < cap ? cap - p->loglen : 0;
-	size_t take = len < room ? len : room;
-	p->dropped += len - take;
-	if (take == 0)
-		return;
-	if (p->loglen + take + 1 > p->logcap) {
-		size_t ncap = p->logcap == 0 ? 4096 : p->logcap;
-		while (ncap < p->loglen + take + 1)
-			ncap *= 2;
-		char *nl = realloc(p->log, ncap);
-		if (nl == NULL) {
-			p->dropped += take;
-			return;
-		}
-		p->log = nl;
-		p->logcap = ncap;
-	}
-	memcpy(p->log + p->loglen, data, take);
-	p->loglen += take;
-	p->log[p->loglen] = '\0';
+	build_text_append(&p->log, &p->loglen, &p->logcap, &p->dropped,
+			  (size_t)p->b->d->cfg->max_output, data, len);
 }
 
 static void proc_done(struct step_proc *p);

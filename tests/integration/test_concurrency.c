@@ -374,6 +374,17 @@ START_TEST(get_many_fills_the_slots)
 }
 END_TEST
 
+/* Every slot given back, none lent, nothing queued; counter is n. */
+static void check_slots_back(const char *counter, int64_t n)
+{
+	cJSON *st = harness_status();
+	ck_assert_int_eq(harness_num(st, "in_flight"), 0);
+	ck_assert_int_eq(harness_num(st, "slots_lent"), 0);
+	ck_assert_int_eq(harness_num(st, "queued"), 0);
+	ck_assert_int_eq(harness_num(st, counter), n);
+	cJSON_Delete(st);
+}
+
 /* A program of three sources, whose kiln_test_value sums all three. */
 static const char multi_a[] = "int part_b(void);\nint part_c(void);\n"
 			      "int kiln_test_value(void) { return 3000 + part_b() + part_c(); }\n";
@@ -413,11 +424,7 @@ START_TEST(multi_source_compiles_side_by_side)
 	harness_wrapper_log_read(log, &wl);
 	ck_assert_int_eq(wl.starts, 4);           /* three compiles and the link */
 	ck_assert_int_eq(wl.max_overlap, 3);
-	st = harness_status();
-	ck_assert_int_eq(harness_num(st, "in_flight"), 0);
-	ck_assert_int_eq(harness_num(st, "slots_lent"), 0);
-	ck_assert_int_eq(harness_num(st, "builds_ok"), 1);
-	cJSON_Delete(st);
+	check_slots_back("builds_ok", 1);
 	harness_fleet_free(f);
 	harness_stop();
 }
@@ -437,7 +444,6 @@ START_TEST(multi_source_steps_keep_the_jobs_limit)
 	char *texts[2];
 	struct harness_wrapper_log wl;
 	struct harness_fleet *f;
-	cJSON *st;
 
 	start_two_slow_jobs(wrapper, log, toolchain);
 	for (int i = 0; i < 2; i++) {
@@ -456,12 +462,7 @@ START_TEST(multi_source_steps_keep_the_jobs_limit)
 	harness_wrapper_log_read(log, &wl);
 	ck_assert_int_eq(wl.starts, 6);           /* 3 compiles + link, 2 one-step builds */
 	ck_assert_msg(wl.max_overlap == 2, "%d compilers ran at once with --jobs 2", wl.max_overlap);
-	st = harness_status();
-	ck_assert_int_eq(harness_num(st, "in_flight"), 0);
-	ck_assert_int_eq(harness_num(st, "slots_lent"), 0);
-	ck_assert_int_eq(harness_num(st, "queued"), 0);
-	ck_assert_int_eq(harness_num(st, "builds_ok"), 3);
-	cJSON_Delete(st);
+	check_slots_back("builds_ok", 3);
 	harness_fleet_free(f);
 	harness_stop();
 	free(texts[0]);
@@ -482,7 +483,6 @@ START_TEST(multi_source_failure_stops_the_other_steps)
 	struct kiln_request req = { .toolchain = "cc", .sources = srcs, .nsources = 2 };
 	struct kiln_program *p;
 	struct kiln *k;
-	cJSON *st;
 
 	harness_path(pidfile, "slow.pid");
 	ck_assert(asprintf(&text,
@@ -503,11 +503,7 @@ START_TEST(multi_source_failure_stops_the_other_steps)
 	pid_t slow = (pid_t)atoi(pidtext);
 	free(pidtext);
 	ck_assert_msg(harness_wait_gone(slow, 30), "the slow step's shell %d still runs", (int)slow);
-	st = harness_status();
-	ck_assert_int_eq(harness_num(st, "in_flight"), 0);
-	ck_assert_int_eq(harness_num(st, "slots_lent"), 0);
-	ck_assert_int_eq(harness_num(st, "builds_failed"), 1);
-	cJSON_Delete(st);
+	check_slots_back("builds_failed", 1);
 	kiln_close(k);
 	harness_stop();
 }
