@@ -594,9 +594,14 @@ static int refuse_unknown(struct walk *w, const struct tool *t, const char *el)
  */
 static bool match(const struct opt *o, const char *el, const char **val, bool *sep)
 {
-	size_t n = strlen(o->name);
 	*val = NULL;
 	*sep = false;
+	/* Every form needs el to begin with the name: its first two characters
+	 * reject nearly every entry of a table without a strlen or strncmp (the
+	 * walk runs for every argument of every request). */
+	if (o->name[0] != el[0] || (o->name[0] != '\0' && o->name[1] != '\0' && o->name[1] != el[1]))
+		return false;
+	size_t n = strlen(o->name);
 	switch (o->form) {
 	case F_EXACT:
 		return strcmp(el, o->name) == 0;
