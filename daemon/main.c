@@ -467,6 +467,14 @@ static int start_services(struct kilnd *d, char *err, size_t errlen, bool *loop)
 		return -1;
 	}
 	stats_load(d);
+	/* What an earlier kilnd of this boot hashed (toolchains, headers):
+	 * not hashed again (digests.h). */
+	long loaded = digests_load(d->cache_fd, DIGESTS_FILE);
+	if (loaded > 0)
+		log_info("%ld file digests kept from the last kilnd", loaded);
+	else if (loaded == -ESTALE)
+		log_info("file digests of another boot in %s/%s: not used", d->cfg->cache_dir,
+			 DIGESTS_FILE);
 	key_cpu_id(d->cpu_id);
 	threadpool_size(d->cfg);
 	d->loop = uv_default_loop();
@@ -521,6 +529,9 @@ static void serve(struct kilnd *d)
 	kilnd_flush_touches(d);
 	stats_flush(d);
 	publish_flush_aliases(d);
+	int drc = d->cache_fd >= 0 ? digests_save(d->cache_fd, DIGESTS_FILE) : -EBADF;
+	if (drc != 0 && drc != -ENOENT)
+		log_warn("cannot keep the file digests for the next kilnd: %s", strerror(-drc));
 	if (!d->sweep_pending)
 		store_mark_clean(d->store);
 	d->exit_code = 0;

@@ -121,6 +121,144 @@ int digests_file(const char *path, uint8_t out[32], struct stat *st)
 	return 0;
 }
 
+/*
+ * Kept across restarts of kilnd within one boot (a job's prologue starts
+ * kilnd anew on the node's cache): saved at a clean stop, loaded at start,
+ * tagged with the kernel's boot id. An identity stands for content only
+ * while device numbers mean the same devices, which a reboot may change
+ * (and a tmpfs begins anew), so a file of another boot is not read.
+ */
+#define SAVE_MAGIC "kiln-digests 1 "
+#define SAVE_MAX ((size_t)DIGESTS_MAX * 180 + 128)
+
+static bool boot_id(char out[40])
+{
+	char *text = NULL;
+	size_t len = 0;
+	if (util_read_file("/proc/sys/kernel/random/boot_id", 64, &text, &len) != 0)
+		return false;
+	size_t n = strcspn(text, "\n");
+	bool ok = n >= 16 && n < 40;
+	if (ok) {
+		memcpy(out, text, n);
+		out[n] = '\0';
+	}
+	free(text);
+	return ok;
+}
+
+struct save_buf {
+	char *text;
+	size_t len, cap;
+	bool oom;
+};
+
+static void save_one(const char *key, void *val, void *arg)
+{
+	struct save_buf *b = arg;
+	char hex[65];
+	util_hex(val, 32, hex);
+	size_t need = strlen(key) + 1 + 64 + 1;
+	if (b->oom || b->len + need + 1 > b->cap) {
+		b->oom = true;
+		return;
+	}
+	b->len += (size_t)snprintf(b->text + b->len, b->cap - b->len, "%s %s\n", key, hex);
+}
+
+int digests_save(int dirfd, const char *name)
+{
+	char boot[40], tmp[300];
+	if (!boot_id(boot))
+		return -ENOENT;
+	pthread_mutex_lock(&lock);
+	size_t n = cache != NULL ? table_count(cache) : 0;
+	struct save_buf b = { .cap = n * 180 + 128 };
+	b.text = malloc(b.cap);
+	if (b.text != NULL) {
+		b.len = (size_t)snprintf(b.text, b.cap, SAVE_MAGIC "%s\n", boot);
+		if (cache != NULL)
+			table_foreach(cache, save_one, &b);
+	}
+	pthread_mutex_unlock(&lock);
+	if (b.text == NULL || b.oom) {
+		free(b.text);
+		return -ENOMEM;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", name, (int)getpid());
+	int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int rc = fd < 0 ? -errno : 0;
+	if (rc == 0 && (write(fd, b.text, b.len) != (ssize_t)b.len || fsync(fd) != 0))
+		rc = errno != 0 ? -errno : -EIO;
+	if (fd >= 0)
+		close(fd);
+	free(b.text);
+	if (rc == 0 && renameat(dirfd, tmp, dirfd, name) != 0)
+		rc = -errno;
+	if (rc != 0)
+		unlinkat(dirfd, tmp, 0);
+	return rc;
+}
+
+/* "dev:ino:size:mtime.ns:ctime.ns", as ident_key writes it. */
+static bool ident_key_ok(const char *k, size_t len)
+{
+	int colons = 0, dots = 0;
+	if (len == 0 || len >= 160)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		char c = k[i];
+		colons += c == ':';
+		dots += c == '.';
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == ':' || c == '.'))
+			return false;
+	}
+	return colons == 4 && dots == 2;
+}
+
+long digests_load(int dirfd, const char *name)
+{
+	char boot[40], *text = NULL;
+	size_t len = 0;
+	long n = 0;
+	if (!boot_id(boot))
+		return -ENOENT;
+	int rc = util_read_file_at(dirfd, name, SAVE_MAX, &text, &len);
+	if (rc != 0)
+		return rc;
+	size_t head = strlen(SAVE_MAGIC) + strlen(boot);
+	if (len <= head || memcmp(text, SAVE_MAGIC, strlen(SAVE_MAGIC)) != 0 ||
+	    memcmp(text + strlen(SAVE_MAGIC), boot, strlen(boot)) != 0 || text[head] != '\n') {
+		free(text);
+		return -ESTALE;   /* another boot, or not ours */
+	}
+	pthread_mutex_lock(&lock);
+	if (cache == NULL)
+		cache = table_new();
+	for (char *line = text + head + 1, *end; cache != NULL && line < text + len; line = end + 1) {
+		end = memchr(line, '\n', (size_t)(text + len - line));
+		if (end == NULL)
+			break;
+		char *sp = memchr(line, ' ', (size_t)(end - line));
+		uint8_t digest[32], *copy;
+		if (sp == NULL || end - sp - 1 != 64 || !ident_key_ok(line, (size_t)(sp - line)))
+			continue;
+		*sp = '\0';
+		*end = '\0';
+		if (!util_unhex32(sp + 1, digest) || table_count(cache) >= DIGESTS_MAX ||
+		    table_get(cache, line) != NULL || (copy = malloc(32)) == NULL)
+			continue;
+		memcpy(copy, digest, 32);
+		if (table_put(cache, line, copy, NULL) != 0)
+			free(copy);
+		else
+			n++;
+	}
+	pthread_mutex_unlock(&lock);
+	free(text);
+	return n;
+}
+
 void digests_fini(void)
 {
 	pthread_mutex_lock(&lock);

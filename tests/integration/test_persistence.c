@@ -406,6 +406,58 @@ START_TEST(prewarm_checks_recent_entries_and_changes)
 }
 END_TEST
 
+static int64_t digests_hashed(void)
+{
+	cJSON *st = harness_status();
+	int64_t n = harness_num(cJSON_GetObjectItemCaseSensitive(st, "digests"), "hashed");
+	cJSON_Delete(st);
+	return n;
+}
+
+/*
+ * The file digests a kilnd took (toolchain programs, headers) are kept for
+ * the next kilnd of the same boot: a build after a restart hashes none of
+ * what the build before it hashed. A digest file of another boot is not
+ * used (device numbers, which identities hold, may mean other devices).
+ */
+START_TEST(digests_kept_across_restarts)
+{
+	char key[72], path[HARNESS_PATH];
+
+	harness_start(NULL);
+	harness_get_program(NULL, "digests_a", 11, "it:digests:a", key);
+	int64_t first = digests_hashed();
+	ck_assert_int_gt(first, 10);   /* cc1, as, ld, libc's headers... */
+	harness_stop();
+	ck_assert(harness_exists(harness_path(path, "cache/digests")));
+
+	harness_start(NULL);
+	harness_get_program(NULL, "digests_b", 12, "it:digests:b", key);
+	int64_t second = digests_hashed();
+	ck_assert_msg(second == 0, "%lld files hashed again after a restart (%lld the first time)",
+		      (long long)second, (long long)first);
+	harness_stop();
+
+	/* Another boot's file: hashed again, and said so. */
+	char *text = harness_read_file(path);
+	ck_assert_ptr_nonnull(text);
+	char *nl = strchr(text, '\n');
+	ck_assert_ptr_nonnull(nl);
+	char *forged = NULL;
+	ck_assert(asprintf(&forged, "kiln-digests 1 00000000-1111-2222-3333-444444444444%s", nl) > 0);
+	harness_write_file(path, forged);
+	free(forged);
+	free(text);
+	harness_start(NULL);
+	harness_get_program(NULL, "digests_c", 13, "it:digests:c", key);
+	ck_assert_int_ge(digests_hashed(), first / 2);
+	harness_stop();
+	char *log = harness_read_file(harness.log);
+	ck_assert_msg(harness_contains(log, "file digests of another boot"), "%s", log);
+	free(log);
+}
+END_TEST
+
 /* Starts kilnd with start as its working directory and $PWD (as a job's
  * prologue started in that directory would). */
 static void start_in(const char *start)
@@ -463,5 +515,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("header", changed_header_is_a_miss, 90));
 	suite_add_tcase(s, harness_tcase("start_dir", start_directory_is_no_input, 90));
 	suite_add_tcase(s, harness_tcase("prewarm", prewarm_checks_recent_entries_and_changes, 90));
+	suite_add_tcase(s, harness_tcase("digests", digests_kept_across_restarts, 90));
 	return harness_main(s);
 }
