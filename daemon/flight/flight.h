@@ -1,11 +1,13 @@
 /*
  * The single-flight table: one flight per request key in progress, its
- * states and the one way between them. The table lives in build.c beside
+ * states and the one way between them, and the tier's way into a flight
+ * (struct build_tier, flight_verdict). The table lives in build.c beside
  * the builds it runs; this header names only what the layers above use.
  */
 #ifndef KILN_DAEMON_FLIGHT_H
 #define KILN_DAEMON_FLIGHT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,6 +16,7 @@
 struct build;
 struct build_input;
 struct kilnd;
+struct store_entry;
 struct waiter_ops;
 
 /*
@@ -86,5 +89,62 @@ void flight_describe(struct kilnd *d, cJSON *running, cJSON *queue, size_t max);
 void flight_promote(struct build *b);
 /* Shutdown: kills running compilers; every waiter gets shutting_down. */
 void flight_abort_all(struct kilnd *d);
+
+/*
+ * The tier above the builds (upstream.c) joins a flight's life only through
+ * these, installed in d->tier when it starts (NULL: no tier): the flight layer
+ * never includes the tier's header. The tier decides, the flight acts: the
+ * tier reports each decision with flight_verdict() and never writes a
+ * flight's fields; the flight keeps the tier's state for it (tier_flight)
+ * and hands it back in each call.
+ */
+struct tier_flight;
+
+/* How a flight ended, for the tier (after the replies). */
+struct flight_outcome {
+	int err_code;                /* ERR_NONE, or the flight's error */
+	bool built_here;             /* compiled here and cached: for the other nodes too */
+	struct store_entry *entry;   /* built_here: the entry, the tier's to take (else NULL) */
+	char *obj_path;              /* built_here: its object, the tier's to take (else NULL) */
+};
+
+struct build_tier {
+	/* The tier's state for a new flight, or NULL (out of memory: the
+	 * flight fails). Nothing else happens yet. */
+	struct tier_flight *(*flight_new)(struct kilnd *d, struct build *b);
+	/* The first look, instead of the queue; a verdict follows. */
+	void (*flight_start)(struct build *b, struct tier_flight *f);
+	/* The flight got a --jobs slot: claim its key; a verdict follows. */
+	void (*claim)(struct build *b, struct tier_flight *f);
+	/* After the replies; frees f. in: the flight's input. */
+	void (*flight_end)(struct tier_flight *f, const struct build_input *in,
+			   struct flight_outcome *o);
+	void (*stop)(struct kilnd *d);          /* the daemon stops */
+};
+
+/* A tier's decision for a flight (flight_verdict). */
+enum tier_verdict {
+	TIER_HIT,        /* found upstream: the flight ends with the fetched entry */
+	TIER_NEED_TEXT,  /* missed, and the flight has digests only: need_sources */
+	TIER_QUEUE,      /* missed, nobody builds it: wait for a --jobs slot */
+	TIER_BUILD,      /* claimed here (or no claim can be made): build in the slot */
+	TIER_WAIT,       /* another node builds it: give the slot back, wait for the tier */
+	TIER_FAILED,     /* err_code and msg */
+};
+
+struct tier_result {
+	enum tier_verdict verdict;
+	struct store_entry *entry;   /* TIER_HIT: moved into the flight (left empty) */
+	char *obj_path;              /* TIER_HIT: taken by the flight */
+	int fd;                      /* TIER_HIT: taken by the flight */
+	int err_code;                /* TIER_FAILED: an enum msg_err */
+	const char *msg;             /* TIER_FAILED: the sentence */
+};
+
+/* Carries out the tier's verdict on b (loop thread). */
+void flight_verdict(struct build *b, struct tier_result *r);
+/* What the tier may read of a flight: its input (request key, sources,
+ * toolchain), read-only. */
+const struct build_input *flight_input(const struct build *b);
 
 #endif

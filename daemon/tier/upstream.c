@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "build.h"
+#include "flight.h"
 #include "publish.h"
 #include "jobsize.h"
 #include "kilnd.h"
