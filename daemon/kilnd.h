@@ -100,7 +100,7 @@ struct kilnd {
 	struct server *server;
 	struct headers *headers;
 	struct prewarm *prewarm;     /* checks recent entries before the first request */
-	struct flights *fl;          /* the flight layer's own state (daemon/flight/build_int.h) */
+	struct flights *fl;          /* the flight layer's own state, private to daemon/flight/ */
 	struct table *tc_hashed;     /* toolchain programs whose digests were taken (prewarm.c) */
 	struct table *touches;       /* key -> struct touch, uses not yet written */
 	struct claims *claims;       /* alias -> its claim (claims.h) */
