@@ -530,7 +530,11 @@ static void serve(struct kilnd *d)
 	stats_flush(d);
 	publish_flush_aliases(d);
 	int drc = d->cache_fd >= 0 ? digests_save(d->cache_fd, DIGESTS_FILE) : -EBADF;
-	if (drc != 0 && drc != -ENOENT)
+	/* No boot id, or a cache kilnd may not write: nothing kept, said once
+	 * at debug level; anything else is news. */
+	if (drc == -ENOENT || drc == -EROFS || drc == -EACCES)
+		log_debug("file digests not kept: %s", strerror(-drc));
+	else if (drc != 0)
 		log_warn("cannot keep the file digests for the next kilnd: %s", strerror(-drc));
 	if (!d->sweep_pending)
 		store_mark_clean(d->store);
