@@ -1636,6 +1636,53 @@ START_TEST(test_prune_failed)
 }
 END_TEST
 
+/* The hot cache holds an entry's dependencies once, however many aliases
+ * name the entry: every alias's answer shares one block (before, each alias
+ * held a copy, and many aliases of few programs filled the cache's bound
+ * again and again, emptying it and stalling the daemon's loop). */
+START_TEST(test_hot_deps_interned)
+{
+	struct store_dep deps[6];
+	char *paths[6], key[65], *tmp, alias[32];
+	struct store_entry e, first;
+	struct store *s = open_store(0);
+
+	make_deps(deps, paths, 6);
+	hexkey("interned", key);
+	fill_entry(&e, key, key, "alias-0", 5);
+	e.deps = deps;
+	e.ndeps = 6;
+	tmp = write_tmp(s, "obj");
+	ck_assert_int_eq(store_publish(s, &e, AT_FDCWD, tmp), 0);
+	free(tmp);
+	for (int i = 1; i < 300; i++) {
+		snprintf(alias, sizeof(alias), "alias-%d", i);
+		ck_assert_int_eq(store_set_alias(s, alias, key), 0);
+	}
+	/* The first lookup reads SQLite and fills the cache; the second is
+	 * the cache's answer. */
+	ck_assert_int_eq(store_get_by_alias(s, "alias-0", &first), 0);
+	store_entry_free(&first);
+	ck_assert_int_eq(store_get_by_alias(s, "alias-0", &first), 0);
+	check_deps(&first, deps, 6);
+	for (int round = 0; round < 2; round++)
+		for (int i = 0; i < 300; i++) {
+			snprintf(alias, sizeof(alias), "alias-%d", i);
+			ck_assert_int_eq(store_get_by_alias(s, alias, &e), 0);
+			ck_assert_str_eq(e.key, key);
+			check_deps(&e, deps, 6);
+			/* The second round is answered from the cache. */
+			ck_assert_msg(round == 0 || e.deps == first.deps,
+				      "alias %d holds a copy of the dependencies", i);
+			store_entry_free(&e);
+		}
+	store_entry_free(&first);
+	for (int i = 0; i < 6; i++)
+		free(paths[i]);
+	store_close(s);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *su = suite_create("store");
@@ -1646,6 +1693,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_open_reopen);
 	tcase_add_test(tc, test_publish_get);
 	tcase_add_test(tc, test_resolve);
+	tcase_add_test(tc, test_hot_deps_interned);
 	tcase_add_test(tc, test_publish_files);
 	tcase_add_test(tc, test_publish_existing);
 	tcase_add_test(tc, test_publish_invalid);
