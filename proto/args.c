@@ -599,7 +599,8 @@ static bool match(const struct opt *o, const char *el, const char **val, bool *s
 	/* Every form needs el to begin with the name: its first two characters
 	 * reject nearly every entry of a table without a strlen or strncmp (the
 	 * walk runs for every argument of every request). */
-	if (o->name[0] != el[0] || (o->name[0] != '\0' && o->name[1] != '\0' && o->name[1] != el[1]))
+	if (o->name[0] != '\0' &&
+	    (o->name[0] != el[0] || (o->name[1] != '\0' && o->name[1] != el[1])))
 		return false;
 	size_t n = strlen(o->name);
 	switch (o->form) {

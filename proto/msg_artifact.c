@@ -123,11 +123,17 @@ static bool opt_str(const cJSON *r, const char *name, const char **out)
 	return v == NULL || cJSON_IsNull(v) || cJSON_IsString(v);
 }
 
+/* Counts JSON carries exactly: 0 ... 2^53 (a double beyond 2^64 would not
+ * even convert). */
+#define EXACT_MAX 9007199254740992.0
+
 static bool opt_u64(const cJSON *r, const char *name, uint64_t *out)
 {
 	const cJSON *v = get(r, name);
-	*out = cJSON_IsNumber(v) && v->valuedouble > 0 ? (uint64_t)v->valuedouble : 0;
-	return v == NULL || (cJSON_IsNumber(v) && v->valuedouble >= 0);
+	bool ok = v == NULL || (cJSON_IsNumber(v) && v->valuedouble >= 0 &&
+				v->valuedouble <= EXACT_MAX);
+	*out = ok && v != NULL ? (uint64_t)v->valuedouble : 0;
+	return ok;
 }
 
 static bool opt_bool(const cJSON *r, const char *name, bool *out)
@@ -140,8 +146,10 @@ static bool opt_bool(const cJSON *r, const char *name, bool *out)
 int msg_artifact_parse(const cJSON *reply, struct msg_artifact *a, const char **why)
 {
 	memset(a, 0, sizeof(*a));
-	const cJSON *id = get(reply, "id");
-	a->id = cJSON_IsNumber(id) && id->valuedouble > 0 ? (uint64_t)id->valuedouble : 0;
+	if (!opt_u64(reply, "id", &a->id)) {
+		*why = "kilnd sent a reply with a malformed id";
+		return -1;
+	}
 	if (!opt_str(reply, "key", &a->key) || a->key == NULL || validate_key(a->key) < 0) {
 		*why = "kilnd sent a reply without a valid key";
 		return -1;

@@ -97,6 +97,8 @@ START_TEST(test_refused)
 		"{\"ok\":true,\"key\":\"" KEY "\",\"path\":\"/p\",\"cached\":1}",   /* not a bool */
 		"{\"ok\":true,\"key\":\"" KEY "\",\"path\":\"/p\",\"log\":[]}",     /* not a string */
 		"{\"ok\":true,\"key\":\"" KEY "\",\"path\":\"/p\",\"build_ms\":-1}",
+		"{\"ok\":true,\"key\":\"" KEY "\",\"path\":\"/p\",\"size\":1e30}",  /* no count */
+		"{\"id\":1e300,\"ok\":true,\"key\":\"" KEY "\",\"path\":\"/p\"}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		cJSON *j = cJSON_Parse(bad[i]);

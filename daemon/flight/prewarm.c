@@ -167,6 +167,12 @@ void prewarm_toolchain(struct kilnd *d, const struct toolchain *tc)
 		return;
 	if (d->tc_hashed == NULL && (d->tc_hashed = table_new()) == NULL)
 		return;
+	/* Every build begins here: after its toolchain's first, nothing to do. */
+	size_t known = 0;
+	while (known < tc->nprograms && table_get(d->tc_hashed, tc->programs[known]) != NULL)
+		known++;
+	if (known == tc->nprograms)
+		return;
 	struct tc_digests *j = calloc(1, sizeof(*j));
 	if (j == NULL || (j->paths = calloc(tc->nprograms, sizeof(char *))) == NULL) {
 		free(j);

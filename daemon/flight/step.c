@@ -319,12 +319,10 @@ void step_command_free(char **argv)
  */
 struct step_proc {
 	struct build *b;
-	int step;
 	bool is_check;               /* the load check */
 	bool active;                 /* spawned, and its handles not all closed */
 	bool borrowed;               /* runs in a lent --jobs slot */
-	pid_t pid;                   /* kiln-exec, or 0 once it exited */
-	pid_t pgid;                  /* its process group, until its output ended */
+	pid_t pgid;                  /* its process group, until kiln-exec exited */
 	uv_process_t proc;
 	uv_pipe_t out;
 	int pending;                 /* exit and end of output still to come */
@@ -378,11 +376,13 @@ static void on_step_exit(uv_process_t *h, int64_t status, int sig)
 	struct step_proc *p = h->data;
 	p->exit_status = status;
 	p->term_signal = sig;
-	p->pid = 0;
 	/* kiln-exec is gone; anything left in its group (a wrapper's background
-	 * job) would hold the output pipe open and the build with it. */
+	 * job) would hold the output pipe open and the build with it. The group
+	 * is then empty and its number free for reuse: no later step_kill
+	 * (another step failing while this one's output drains) may send to it. */
 	if (p->pgid > 0)
 		kill(-p->pgid, SIGKILL);
+	p->pgid = 0;
 	uv_close((uv_handle_t *)h, on_part_closed);
 }
 
@@ -457,7 +457,6 @@ static void proc_spawn(struct build *b, struct step_proc *p, int step, bool is_c
 	uv_stdio_container_t stdio[3];
 	memset(p, 0, sizeof(*p));
 	p->b = b;
-	p->step = step;
 	p->is_check = is_check;
 	p->borrowed = borrowed;
 	p->active = true;
@@ -498,7 +497,6 @@ static void proc_spawn(struct build *b, struct step_proc *p, int step, bool is_c
 		return;
 	}
 	b->refs++;
-	p->pid = p->proc.pid;
 	p->pgid = p->proc.pid; /* UV_PROCESS_DETACHED: it leads its own group */
 	p->pending = 2;
 	uv_read_start((uv_stream_t *)&p->out, on_alloc, on_read);
