@@ -529,7 +529,8 @@ static void serve(struct kilnd *d)
 	kilnd_flush_touches(d);
 	stats_flush(d);
 	publish_flush_aliases(d);
-	int drc = d->cache_fd >= 0 ? digests_save(d->cache_fd, DIGESTS_FILE) : -EBADF;
+	int drc = d->cache_fd >= 0 && d->store != NULL
+		  ? digests_save(d->cache_fd, DIGESTS_FILE, store_tmp_fd(d->store)) : -EBADF;
 	/* No boot id, or a cache kilnd may not write: nothing kept, said once
 	 * at debug level; anything else is news. */
 	if (drc == -ENOENT || drc == -EROFS || drc == -EACCES)

@@ -166,7 +166,7 @@ static void save_one(const char *key, void *val, void *arg)
 	b->len += (size_t)snprintf(b->text + b->len, b->cap - b->len, "%s %s\n", key, hex);
 }
 
-int digests_save(int dirfd, const char *name)
+int digests_save(int dirfd, const char *name, int tmpfd)
 {
 	char boot[40], tmp[300];
 	if (!boot_id(boot))
@@ -186,17 +186,17 @@ int digests_save(int dirfd, const char *name)
 		return -ENOMEM;
 	}
 	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", name, (int)getpid());
-	int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int fd = openat(tmpfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	int rc = fd < 0 ? -errno : 0;
 	if (rc == 0 && (write(fd, b.text, b.len) != (ssize_t)b.len || fsync(fd) != 0))
 		rc = errno != 0 ? -errno : -EIO;
 	if (fd >= 0)
 		close(fd);
 	free(b.text);
-	if (rc == 0 && renameat(dirfd, tmp, dirfd, name) != 0)
+	if (rc == 0 && renameat(tmpfd, tmp, dirfd, name) != 0)
 		rc = -errno;
 	if (rc != 0)
-		unlinkat(dirfd, tmp, 0);
+		unlinkat(tmpfd, tmp, 0);
 	return rc;
 }
 

@@ -32,7 +32,8 @@ int digests_file(const char *path, uint8_t out[32], struct stat *st);
  * build or an earlier import already hashed reads none of them again. */
 void digests_counts(uint64_t *hashed, uint64_t *hashed_bytes, uint64_t *cached);
 /*
- * Saves the cache as dirfd/name (atomically; blocking: at a clean stop),
+ * Saves the cache as dirfd/name (written in tmpfd, the cache's tmp/, which
+ * a start empties, and renamed: atomic; blocking: at a clean stop),
  * tagged with the kernel's boot id; digests_load puts such a file's digests
  * into the cache at the next start, when it is of this boot (a reboot may
  * give device numbers, which the identities hold, to other devices).
@@ -40,7 +41,7 @@ void digests_counts(uint64_t *hashed, uint64_t *hashed_bytes, uint64_t *cached);
  * a negative errno (-ESTALE: another boot's, or not a digest file).
  */
 #define DIGESTS_FILE "digests"
-int digests_save(int dirfd, const char *name);
+int digests_save(int dirfd, const char *name, int tmpfd);
 long digests_load(int dirfd, const char *name);
 /* Frees the cache (at exit). */
 void digests_fini(void);
