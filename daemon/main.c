@@ -537,8 +537,9 @@ static void serve(struct kilnd *d)
 		log_debug("file digests not kept: %s", strerror(-drc));
 	else if (drc != 0)
 		log_warn("cannot keep the file digests for the next kilnd: %s", strerror(-drc));
-	if (!d->sweep_pending)
-		store_mark_clean(d->store);
+	if (!d->sweep_pending && store_mark_clean(d->store) == -ESTALE)
+		log_warn("an artifact's index row could not be written; the next start checks "
+			 "the cache and adopts it");
 	d->exit_code = 0;
 	log_info("stopped");
 }

@@ -295,7 +295,9 @@ int store_sweep_step(struct store *s, struct store_sweep *sw, struct store_recon
  */
 int store_remove_strays(struct store *s, void (*report)(void *ctx, const char *rel), void *ctx,
 			uint64_t *removed);
-/* Marks a clean stop (the daemon's last write before it exits). */
+/* Marks a clean stop (the daemon's last write before it exits). -ESTALE,
+ * and no mark, when a publish placed files whose row failed since the open:
+ * the next start's check of the cache adopts them. */
 int store_mark_clean(struct store *s);
 /* True when the last daemon stopped cleanly; removes the mark (durably), so
  * that a crash from now on means a full reconcile at the next start. */

@@ -41,6 +41,7 @@ struct store {
 	sqlite3_stmt *q_prefix;
 	sqlite3_stmt *q_touch;  /* writer statement, used under wlock */
 	atomic_uint_least64_t gen;  /* bumped after each committed change but touches */
+	atomic_bool rows_lost;      /* a published object's row failed: no clean-stop mark */
 	struct store_hot *hot;  /* the reader's cache (store_hot.c); NULL read-only */
 };
 

@@ -575,6 +575,8 @@ int store_mark_clean(struct store *s)
 
 	if (s->readonly)
 		return -EROFS;
+	if (atomic_load(&s->rows_lost))
+		return -ESTALE;
 	fd = openat(s->fd_root, "clean-stop", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
 		    0600);
 	if (fd < 0 || fsync(fd) != 0)

@@ -301,16 +301,22 @@ static int insert_body(struct store *s, void *row)
 	return store_insert_row(s, row, true);
 }
 
+/* A row that fails leaves its object and meta in objects/: the next start
+ * must check the cache to adopt them, so no clean-stop mark this time. */
 static int index_row(struct store *s, const struct store_entry *row)
 {
-	return store_txn(s, true, insert_body, (void *)row);
+	int rc = store_txn(s, true, insert_body, (void *)row);
+	if (rc != 0)
+		atomic_store(&s->rows_lost, true);
+	return rc;
 }
 
 /*
  * The file work runs outside the writer lock so that publishes of
  * different builds fsync in parallel; only the index transaction is
  * serialized. If indexing fails after the rename, the object and its meta
- * stay in place: they are complete, and reconcile adopts them.
+ * stay in place: they are complete, and the next start's check of the cache
+ * adopts them (index_row withholds the clean-stop mark).
  */
 int store_publish(struct store *s, const struct store_entry *e, int dir, const char *tmp_object)
 {

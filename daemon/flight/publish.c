@@ -230,7 +230,9 @@ static void publish_work(void *arg)
 				       .exec_helper = b->d->cfg->exec_helper, .rkey = b->in.rkey,
 				       .start_wall_ns = b->start_wall_ns,
 				       .cpu_in_key = key_args_native(b->in.req.args, b->in.req.nargs) };
+	uint64_t t0 = util_now_ns();
 	int rc = deps_collect(&db, &b->entry, why, sizeof(why));
+	uint64_t t_deps = util_now_ns();
 	if (rc == DEPS_UNCACHEABLE) {
 		serve_unindexed(b, why);
 		return;
@@ -255,6 +257,7 @@ static void publish_work(void *arg)
 		build_fail(b, ERR_IO, "cannot read the build's outputs: %s", strerror(-rc));
 		return;
 	}
+	uint64_t t_fill = util_now_ns();
 	publish_write_log(b->d, b->entry.key, b->log, b->loglen);
 	if (b->in.req.alias != NULL)
 		publish_failed_alias(b->d, b->in.req.alias, NULL);
@@ -268,9 +271,11 @@ static void publish_work(void *arg)
 		return;
 	}
 	b->obj_path = store_object_path(store, b->entry.key, b->entry.output);
-	store_rm_tree_at(store_tmp_fd(store), dir_name(b->dir));
-	free(b->dir);
-	b->dir = NULL;
+	/* The build directory is removed after the replies (build_finish). */
+	log_debug("build %.16s: published in %.1f ms (dependencies %.1f, outputs %.1f, log, "
+		  "files and row %.1f)", b->in.rkey, (double)(util_now_ns() - t0) / 1e6,
+		  (double)(t_deps - t0) / 1e6, (double)(t_fill - t_deps) / 1e6,
+		  (double)(util_now_ns() - t_fill) / 1e6);
 }
 
 static void on_published(void *arg, int status)

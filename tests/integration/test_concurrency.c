@@ -1,11 +1,13 @@
 /*
  * Integration tests of concurrent work: single-flight builds for many
  * processes, the --jobs limit on compilers, failures and timeouts that reach
- * every waiter, a program's compile steps side by side.
+ * every waiter, a program's compile steps side by side, an index row that
+ * cannot be written.
  */
 #include "harness.h"
 
 #include <pthread.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <stdio.h>
@@ -509,6 +511,57 @@ START_TEST(multi_source_failure_stops_the_other_steps)
 }
 END_TEST
 
+/*
+ * The row cannot be written (another writer holds the index past kilnd's
+ * busy timeout): the build fails with that reason, its placed object and
+ * meta stay in objects/, kilnd says so at its stop and leaves no clean-stop
+ * mark, and the next start adopts them: the program is a hit then.
+ */
+START_TEST(row_lost_is_adopted_at_the_next_start)
+{
+	char path[HARNESS_PATH + 16], key[72];
+	char *text = harness_program("lost", 32);
+	struct kiln_request req;
+	struct kiln_source src;
+	struct kiln_program *p;
+	sqlite3 *db = NULL;
+	struct kiln *k;
+
+	harness_request(&req, &src, "prog.c", text);
+	harness_start(NULL);
+	snprintf(path, sizeof(path), "%s/index.db", harness.cache);
+	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	ck_assert_int_eq(kiln_get(k, &req, &p), KILN_EDAEMON);
+	ck_assert_msg(harness_contains(kiln_errmsg(k), "cannot publish"), "%s", kiln_errmsg(k));
+	kiln_close(k);
+	ck_assert_int_eq(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	cJSON *st = harness_status();
+	ck_assert_int_eq(harness_num(st, "entries"), 0);
+	int64_t started = harness_num(st, "builds_started"), hits = harness_num(st, "hits");
+	cJSON_Delete(st);
+	harness_stop();
+	char *log = harness_read_file(harness.log);
+	ck_assert_ptr_nonnull(log);
+	ck_assert_msg(harness_contains(log, "the next start checks the cache"), "%s", log);
+	free(log);
+
+	harness_start(NULL);
+	harness_wait_cache_checked(60);
+	harness_get_program(NULL, "lost", 32, NULL, key);
+	/* The statistics are kept across starts. */
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "builds_started"), started);
+	ck_assert_int_eq(harness_num(st, "hits"), hits + 1);
+	ck_assert_int_eq(harness_num(st, "entries"), 1);
+	cJSON_Delete(st);
+	harness_stop();
+	free(text);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("concurrency");
@@ -523,5 +576,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("multi_side_by_side", multi_source_compiles_side_by_side, 90));
 	suite_add_tcase(s, harness_tcase("multi_jobs_limit", multi_source_steps_keep_the_jobs_limit, 150));
 	suite_add_tcase(s, harness_tcase("multi_failure", multi_source_failure_stops_the_other_steps, 60));
+	suite_add_tcase(s, harness_tcase("row_lost", row_lost_is_adopted_at_the_next_start, 120));
 	return harness_main(s);
 }
