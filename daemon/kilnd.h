@@ -155,6 +155,7 @@ void kilnd_activity(struct kilnd *d);
 	X(CLEANUP, "cleanup")          /* a build's directory removed, its log kept (publish.c) */ \
 	X(ALIAS_FLUSH, "alias_flush")  /* alias re-points written to the index (publish.c) */ \
 	X(TC_DIGESTS, "tc_digests")    /* a toolchain's programs hashed (prewarm.c) */ \
+	X(PREHASH, "prehash")          /* a compiling build's inputs hashed so far (prehash.c) */ \
 	X(HASH, "hash")                /* a dependency hashed for hit validation (headers.c) */ \
 	X(TOUCH, "touch")              /* batched uses written to the index (kilnd.c) */ \
 	X(MEASURE, "measure")          /* the cache's parts outside the entries measured (kilnd.c) */ \

@@ -20,6 +20,7 @@
 #include "build.h"
 #include "flight.h"
 #include "build_int.h"
+#include "prehash.h"
 #include "cachedir.h"
 #include "tracedir.h"
 #include "kilnd.h"
@@ -565,6 +566,8 @@ void build_finish(struct build *b)
 {
 	ASSERT_LOOP();
 	struct kilnd *d = b->d;
+	prehash_stop(b->prehash);
+	b->prehash = NULL;
 	if (build_retry(b))
 		return;
 	flight_enter(b, FLIGHT_DONE);

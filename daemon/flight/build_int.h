@@ -61,6 +61,7 @@ struct build {
 
 	char *dir;                   /* private build directory under tmp/ */
 	char trace_token[33];        /* signs the trace's records (observe.c) */
+	struct prehash *prehash;     /* inputs hashed while it compiles (prehash.c), or NULL */
 	uint64_t start_ns;
 	int64_t start_wall_ns;
 

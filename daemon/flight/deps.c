@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -448,6 +450,79 @@ static int settle_dep(const struct deps_build *b, struct store_dep *d, char *why
 	}
 }
 
+/*
+ * A second thread for the files a publish hashes: it takes the list from
+ * the end while settle_dep takes it from the start, and only fills the
+ * digest cache (digests_file, under the cache's own rules), so every file
+ * is still checked by settle_dep, in order. On a kilnd that has not hashed
+ * the toolchain's libraries yet (its first build), these are megabytes.
+ */
+#define SETTLE_HELP_MIN 8   /* files; fewer are not worth a thread */
+
+struct settle_help {
+	const char **paths;     /* the files' paths, copied: settle_dep changes deps */
+	size_t *at;             /* each one's index in deps */
+	size_t n;
+	atomic_size_t main_at;  /* the next index settle_dep takes */
+};
+
+static void *settle_help(void *arg)
+{
+	struct settle_help *h = arg;
+	for (size_t i = h->n; i-- > 0 && h->at[i] > atomic_load(&h->main_at);) {
+		struct stat st;
+		uint8_t digest[32];
+		digests_file(h->paths[i], digest, &st);
+	}
+	return NULL;
+}
+
+/* Starts the helper on deps' files; false when it is not worth it or
+ * cannot be (then h holds nothing). */
+static bool settle_help_start(struct settle_help *h, const struct store_dep *deps, size_t n,
+			      pthread_t *t)
+{
+	memset(h, 0, sizeof(*h));
+	atomic_init(&h->main_at, 0);
+	size_t files = 0;
+	for (size_t i = 0; i < n; i++)
+		files += deps[i].kind == STORE_DEP_FILE;
+	if (files < SETTLE_HELP_MIN || sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		return false;
+	h->paths = calloc(files, sizeof(*h->paths));
+	h->at = calloc(files, sizeof(*h->at));
+	for (size_t i = 0; h->paths != NULL && h->at != NULL && i < n; i++)
+		if (deps[i].kind == STORE_DEP_FILE) {
+			h->paths[h->n] = deps[i].path;
+			h->at[h->n++] = i;
+		}
+	if (h->paths != NULL && h->at != NULL && pthread_create(t, NULL, settle_help, h) == 0)
+		return true;
+	free(h->paths);
+	free(h->at);
+	return false;
+}
+
+static int settle_all(const struct deps_build *b, struct store_dep *deps, size_t n, char *why,
+		      size_t cap)
+{
+	struct settle_help h;
+	pthread_t t;
+	bool helped = settle_help_start(&h, deps, n, &t);
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		atomic_store(&h.main_at, i);
+		rc = settle_dep(b, &deps[i], why, cap);
+	}
+	atomic_store(&h.main_at, n);
+	if (helped) {
+		pthread_join(t, NULL);
+		free(h.paths);
+		free(h.at);
+	}
+	return rc;
+}
+
 int deps_collect(const struct deps_build *b, struct store_entry *e, char *why, size_t cap)
 {
 	struct trace_result r;
@@ -475,8 +550,8 @@ int deps_collect(const struct deps_build *b, struct store_entry *e, char *why, s
 			 "files as well", b->rkey, traced ? r.incomplete : "no trace was written");
 		rc = add_depfiles(b, &deps, &n, &cap_deps);
 	}
-	for (size_t i = 0; rc == 0 && i < n; i++)
-		rc = settle_dep(b, &deps[i], why, cap);
+	if (rc == 0)
+		rc = settle_all(b, deps, n, why, cap);
 	e->deps = deps;
 	e->ndeps = n;
 	if (rc == 0 && r.untrusted[0] != '\0') {

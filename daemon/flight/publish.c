@@ -20,6 +20,7 @@
 #include "publish.h"
 #include "flight.h"
 #include "build_int.h"
+#include "prehash.h"
 #include "deps.h"
 #include "claims.h"
 #include "kilnd.h"
@@ -294,6 +295,8 @@ static void on_published(void *arg, int status)
 
 void publish_start(struct build *b)
 {
+	prehash_stop(b->prehash);
+	b->prehash = NULL;
 	flight_enter(b, FLIGHT_PUBLISHING);
 	if (b->timer_init)
 		uv_timer_stop(&b->timer);

@@ -17,6 +17,7 @@
 #include "flight.h"
 #include "args.h"
 #include "build_int.h"
+#include "prehash.h"
 #include "kilnd.h"
 #include "diag.h"
 #include "log.h"
@@ -575,6 +576,8 @@ void step_next(struct build *b)
 		}
 		b->ncompile = (int)ncompile;
 		b->next_compile = 0;
+		if (b->prehash == NULL)
+			b->prehash = prehash_start(b);
 		flight_enter(b, FLIGHT_COMPILING);
 		compile_more(b);
 		if (b->nprocs == 0) {
@@ -597,6 +600,8 @@ void step_next(struct build *b)
 		build_finish(b);
 		return;
 	}
+	if (!is_check && b->prehash == NULL)
+		b->prehash = prehash_start(b);
 	flight_enter(b, is_check ? FLIGHT_CHECKING : FLIGHT_COMPILING);
 	proc_spawn(b, &b->procs[0], b->step, is_check, false, a.v);
 	step_argv_free(&a);

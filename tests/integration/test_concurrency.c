@@ -2,7 +2,7 @@
  * Integration tests of concurrent work: single-flight builds for many
  * processes, the --jobs limit on compilers, failures and timeouts that reach
  * every waiter, a program's compile steps side by side, an index row that
- * cannot be written.
+ * cannot be written, inputs hashed while the compiler runs.
  */
 #include "harness.h"
 
@@ -562,6 +562,74 @@ START_TEST(row_lost_is_adopted_at_the_next_start)
 }
 END_TEST
 
+struct held_get {
+	const char *text;
+	int rc;
+	char msg[512];
+};
+
+static void *held_get_run(void *arg)
+{
+	struct held_get *h = arg;
+	struct kiln_source src = { .name = "held.c", .text = h->text };
+	struct kiln_request req = { .toolchain = "cc", .sources = &src, .nsources = 1 };
+	struct kiln_program *p;
+	struct kiln *k;
+	h->rc = kiln_open(harness.socket, &k);
+	if (h->rc == KILN_OK) {
+		h->rc = kiln_get(k, &req, &p);
+		snprintf(h->msg, sizeof(h->msg), "%s", kiln_errmsg(k));
+		kiln_close(k);
+	}
+	return NULL;
+}
+
+/*
+ * The files a build reads are hashed while it compiles, not all at its
+ * publish: the compiler here has written its output and its trace, and
+ * waits at a gate; kilnd says it hashed some of them before the gate opens.
+ */
+START_TEST(inputs_hashed_while_compiling)
+{
+	char wrapper[HARNESS_PATH], gate[HARNESS_PATH], toolchain[HARNESS_PATH + 8];
+	char *text = NULL;
+	struct held_get h = {
+		.text = "#include <stdio.h>\n#include <string.h>\n#include <stdlib.h>\n"
+			"int held(void) { return (int)strlen(\"held\") + EXIT_SUCCESS + EOF; }\n",
+	};
+	pthread_t t;
+
+	harness_path(gate, "gate");
+	ck_assert(asprintf(&text,
+		"#!/bin/sh\n"
+		"/usr/bin/cc \"$@\"\n"
+		"rc=$?\n"
+		"case \"$*\" in *-o*)\n"
+		"\tKILN_OBSERVE_IGNORE='%s' sh -c 'while [ ! -e \"$1\" ]; do sleep 0.05; done' sh '%s' ;;\n"
+		"esac\n"
+		"exit $rc\n", gate, gate) > 0);
+	harness_write_file(harness_path(wrapper, "cc-held"), text);
+	free(text);
+	ck_assert_int_eq(chmod(wrapper, 0755), 0);
+	snprintf(toolchain, sizeof(toolchain), "cc=%s", wrapper);
+	harness_start("--toolchain", toolchain, NULL);
+	ck_assert_int_eq(pthread_create(&t, NULL, held_get_run, &h), 0);
+	bool said = false;
+	for (double end = harness_now_s() + 60; !said && harness_now_s() < end;) {
+		char *log = harness_read_file(harness.log);
+		said = log != NULL && harness_contains(log, "inputs hashed so far while it compiles");
+		free(log);
+		if (!said)
+			harness_sleep_ms(50);
+	}
+	harness_write_file(gate, "");
+	pthread_join(t, NULL);
+	ck_assert_msg(said, "kilnd never said it hashed inputs while the compiler ran");
+	ck_assert_msg(h.rc == KILN_OK, "%s: %s", kiln_strerror(h.rc), h.msg);
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("concurrency");
@@ -577,5 +645,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("multi_jobs_limit", multi_source_steps_keep_the_jobs_limit, 150));
 	suite_add_tcase(s, harness_tcase("multi_failure", multi_source_failure_stops_the_other_steps, 60));
 	suite_add_tcase(s, harness_tcase("row_lost", row_lost_is_adopted_at_the_next_start, 120));
+	suite_add_tcase(s, harness_tcase("prehash", inputs_hashed_while_compiling, 120));
 	return harness_main(s);
 }
