@@ -2,7 +2,9 @@
  * Micro-benchmarks of the warm paths, each next to its physical baseline in
  * the same run (bench/README in docs/performance.md):
  *   1. get+load of a cached program in a fresh process, against one Unix
- *      socket round trip plus a bare dlopen of the same file;
+ *      socket round trip plus a bare dlopen of the same file (the issue's
+ *      limit), and against a connect to a listening server, one round trip
+ *      and the dlopen (what any fresh process that asks a daemon pays);
  *   2. a repeated kiln_lookup in one process, against dlopen(RTLD_NOLOAD).
  * Usage: microbench SOCKET [ROUNDS] [--lookups N] [--json]. kilnd must be
  * running on SOCKET. This process never loads the program itself: a child
@@ -10,10 +12,12 @@
  * two sides alternating, each load it for the first time in their life.
  */
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,6 +125,54 @@ static double bare(const char *unused)
 	return t;
 }
 
+/* The echo server of the second baseline: accepts, echoes 200 bytes,
+ * closes, until killed. Its path; NULL when it cannot listen. */
+static char echo_path[108];
+
+static pid_t echo_server_start(void)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	snprintf(echo_path, sizeof(echo_path), "/tmp/kiln-microbench-%d.sock", (int)getpid());
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", echo_path);
+	unlink(echo_path);
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(s, 64) != 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		char buf[200];
+		for (;;) {
+			int c = accept(s, NULL, NULL);
+			if (c < 0)
+				continue;
+			if (read(c, buf, sizeof(buf)) > 0 && write(c, buf, sizeof(buf)) < 0)
+				_exit(1);
+			close(c);
+		}
+	}
+	close(s);
+	return pid;
+}
+
+/* The second baseline: a fresh connection to the echo server, one round
+ * trip of 200 bytes, then dlopen+dlsym of the same artifact. */
+static double bare_connect(const char *unused)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	char buf[200] = { 0 };
+	(void)unused;
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", echo_path);
+	double t0 = now_s();
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    write(s, buf, sizeof(buf)) != sizeof(buf) || read(s, buf, sizeof(buf)) <= 0)
+		return -1;
+	void *h = dlopen(artifact_path, RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL || dlsym(h, "__program_bench") == NULL)
+		return -1;
+	return now_s() - t0;
+}
+
 /* Gets the program in a child, so that this process never loads it (the
  * children forked later must load it themselves, as a fresh process would),
  * and returns its path. */
@@ -179,19 +231,31 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	/* Both sides alternate, one fresh process each, so that drift on a
+	pid_t echo = echo_server_start();
+	if (echo < 0) {
+		fprintf(stderr, "microbench: cannot start the echo server at %s\n", echo_path);
+		return 1;
+	}
+	/* The sides alternate, one fresh process each, so that drift on a
 	 * busy machine hits them alike. */
 	double *tk = calloc((size_t)rounds, sizeof(double));
 	double *tb = calloc((size_t)rounds, sizeof(double));
+	double *tc = calloc((size_t)rounds, sizeof(double));
 	for (int i = 0; i < rounds; i++) {
 		tk[i] = in_child(warm_get, sock);
 		tb[i] = in_child(bare, NULL);
-		if (tk[i] < 0 || tb[i] < 0) {
+		tc[i] = in_child(bare_connect, NULL);
+		if (tk[i] < 0 || tb[i] < 0 || tc[i] < 0) {
 			fprintf(stderr, "microbench: a measuring child failed\n");
+			kill(echo, SIGKILL);
 			return 1;
 		}
 	}
+	kill(echo, SIGKILL);
+	waitpid(echo, NULL, 0);
+	unlink(echo_path);
 	struct dist dk = summarize(tk, rounds), db = summarize(tb, rounds);
+	struct dist dc = summarize(tc, rounds);
 
 	struct kiln *k;
 	struct kiln_program *p, *q;
@@ -217,16 +281,20 @@ int main(int argc, char **argv)
 	if (json) {
 		printf("{\"rounds\":%d,\"warm_get_us\":{\"min\":%.2f,\"median\":%.2f,\"p90\":%.2f,"
 		       "\"max\":%.2f},\"baseline_us\":{\"min\":%.2f,\"median\":%.2f,\"p90\":%.2f,"
-		       "\"max\":%.2f},\"ratio\":%.3f,\"lookups\":%ld,\"lookup_ns\":%.2f,"
-		       "\"noload_ns\":%.2f}\n",
+		       "\"max\":%.2f},\"ratio\":%.3f,\"connect_baseline_us\":{\"min\":%.2f,"
+		       "\"median\":%.2f,\"p90\":%.2f,\"max\":%.2f},\"ratio_connect\":%.3f,"
+		       "\"lookups\":%ld,\"lookup_ns\":%.2f,\"noload_ns\":%.2f}\n",
 		       rounds, dk.min * 1e6, dk.median * 1e6, dk.p90 * 1e6, dk.max * 1e6,
 		       db.min * 1e6, db.median * 1e6, db.p90 * 1e6, db.max * 1e6,
-		       dk.median / db.median, n, lookup_ns, noload_ns);
+		       dk.median / db.median, dc.min * 1e6, dc.median * 1e6, dc.p90 * 1e6,
+		       dc.max * 1e6, dk.median / dc.median, n, lookup_ns, noload_ns);
 		return 0;
 	}
 	printf("warm get+load, fresh process : %8.1f us (median of %d)\n", dk.median * 1e6, rounds);
 	printf("baseline round trip + dlopen : %8.1f us\n", db.median * 1e6);
 	printf("ratio                        : %8.2f\n", dk.median / db.median);
+	printf("connect + round trip + dlopen: %8.1f us (ratio %.2f)\n", dc.median * 1e6,
+	       dk.median / dc.median);
 	printf("repeated kiln_lookup         : %8.1f ns/call\n", lookup_ns);
 	printf("dlopen(RTLD_NOLOAD)+dlclose  : %8.1f ns/call\n", noload_ns);
 	return 0;

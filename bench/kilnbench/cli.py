@@ -85,9 +85,10 @@ SCENARIOS (names for --only and --skip)
   herd      --herd processes (default 64) request one new program at the same
             instant: kiln, one plain compile (the limit), ccache, flock.
   micro     bench/microbench: warm get+load in a fresh process vs one Unix
-            socket round trip + bare dlopen of the same file (alternating
-            fresh processes, --micro-rounds per side); repeated kiln_lookup in
-            one process vs dlopen(RTLD_NOLOAD)+dlclose.
+            socket round trip + bare dlopen of the same file, and vs a fresh
+            connection to a listening server + one round trip + the dlopen
+            (alternating fresh processes, --micro-rounds per side); repeated
+            kiln_lookup in one process vs dlopen(RTLD_NOLOAD)+dlclose.
   throughput  --clients processes (default 64) each doing --ops mixed requests
             through libkiln: 60 % lookups of aliases new to the process (daemon
             hits), 20 % kiln_get without alias (hits; sources hashed), 20 %

@@ -134,6 +134,10 @@ def print_table(res):
         row("  kiln_open + kiln_get + kiln_sym", fmt_s(m["warm_get_us"], "s") + " us", "", "")
         row("  one socket round trip + bare dlopen+dlsym", fmt_s(m["baseline_us"], "s") + " us", "", "")
         lines.append(f"  ratio {fmt_n(m['ratio_warm_get'])}")
+        if m.get("connect_baseline_us"):
+            row("  connect + round trip + bare dlopen+dlsym",
+                fmt_s(m["connect_baseline_us"], "s") + " us", "", "")
+            lines.append(f"  ratio {fmt_n(m['ratio_connect'])}")
         row("  repeated kiln_lookup, ns/call", fmt_s(m["lookup_ns"]), "", "")
         row("  dlopen(RTLD_NOLOAD)+dlclose, ns/call", fmt_s(m["noload_ns"]), "", "")
         row("  machine floor: 200-byte socket round trip p50 / p99, us",
@@ -308,6 +312,10 @@ def report(res):
                      f"`kiln_sym`), µs | {md_s(m['warm_get_us'])} | one 200-byte Unix socket round trip "
                      f"+ `dlopen`/`dlsym` of the same file: {md_s(m['baseline_us'])} | "
                      f"{md_s(m['ratio_warm_get'])} |")
+            if m.get("connect_baseline_us"):
+                L.append(f"| the same | {md_s(m['warm_get_us'])} | a fresh connection to a server that "
+                         f"sleeps in `accept`, one 200-byte round trip, `dlopen`/`dlsym`: "
+                         f"{md_s(m['connect_baseline_us'])} | {md_s(m['ratio_connect'])} |")
             L.append(f"| repeated `kiln_lookup` of a loaded alias, ns per call | {md_s(m['lookup_ns'])} | "
                      f"`dlopen(RTLD_NOLOAD)` + `dlclose` of a loaded object: {md_s(m['noload_ns'])} | "
                      f"{fmt_r(ratio(med(m['lookup_ns']), med(m['noload_ns'])))} |")

@@ -260,6 +260,11 @@ def scenario_micro(bench, args):
         "warm_get_p90_us": stat([m["warm_get_us"]["p90"] for m in res]),
         "baseline_p90_us": stat([m["baseline_us"]["p90"] for m in res]),
         "ratio_warm_get": stat([m["ratio"] for m in res]),
+        # A microbench older than the connect baseline has none (bench/compare
+        # runs the old tree's).
+        "connect_baseline_us": stat([m["connect_baseline_us"]["median"] for m in res
+                                     if m.get("connect_baseline_us")]),
+        "ratio_connect": stat([m["ratio_connect"] for m in res if m.get("ratio_connect")]),
         "lookup_ns": stat([m["lookup_ns"] for m in res]),
         "noload_ns": stat([m["noload_ns"] for m in res]),
         "socket_round_trip_p50_us": stat([m["pingpong"]["p50_us"] for m in res if m.get("pingpong")]),
