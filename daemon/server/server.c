@@ -117,7 +117,6 @@ static void conn_kill(struct conn *c)
 	struct server *s = c->d->server;
 	c->dead = true;
 	c->closing = true;
-	uv_poll_stop(&c->poll);
 	while (c->out_head != NULL) {
 		struct outbuf *o = c->out_head;
 		c->out_head = o->next;
@@ -136,8 +135,6 @@ static void conn_kill(struct conn *c)
 	bool waited = c->pending > 0;
 	s->pending -= c->pending;
 	c->pending = 0;
-	close(c->fd);
-	c->fd = -1;
 	if (c->prev != NULL)
 		c->prev->next = c->next;
 	else
@@ -146,7 +143,11 @@ static void conn_kill(struct conn *c)
 		c->next->prev = c->prev;
 	s->nconns--;
 	kilnd_activity(c->d);
+	/* uv_close takes the descriptor out of epoll; closed after, not
+	 * before (one epoll_ctl, not two, one of them failing). */
 	uv_close((uv_handle_t *)&c->poll, conn_on_closed);
+	close(c->fd);
+	c->fd = -1;
 	if (s->hooks.closed != NULL && !c->d->stopping && waited)
 		s->hooks.closed(c->d);
 }
