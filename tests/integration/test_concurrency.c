@@ -472,13 +472,30 @@ START_TEST(multi_source_steps_keep_the_jobs_limit)
 }
 END_TEST
 
+/* Writes script (freed) as the executable wrapper NAME in the test's
+ * directory (its path into wrapper) and starts kilnd with it as "cc",
+ * with --jobs jobs when jobs is not NULL. */
+static void start_with_cc_script(char wrapper[HARNESS_PATH], const char *name, char *script,
+				 const char *jobs)
+{
+	char toolchain[HARNESS_PATH + 8];
+	harness_write_file(harness_path(wrapper, "%s", name), script);
+	free(script);
+	ck_assert_int_eq(chmod(wrapper, 0755), 0);
+	snprintf(toolchain, sizeof(toolchain), "cc=%s", wrapper);
+	if (jobs != NULL)
+		harness_start("--jobs", jobs, "--toolchain", toolchain, NULL);
+	else
+		harness_start("--toolchain", toolchain, NULL);
+}
+
 /* One compile step fails while another runs on: the build fails at once
  * with the failing source's message, and the other step's processes are
  * killed (one after the other, the slow step would have run first and held
  * the build for 120 s). */
 START_TEST(multi_source_failure_stops_the_other_steps)
 {
-	char wrapper[HARNESS_PATH], pidfile[HARNESS_PATH], toolchain[HARNESS_PATH + 8];
+	char wrapper[HARNESS_PATH], pidfile[HARNESS_PATH];
 	char *text = NULL;
 	struct kiln_source srcs[] = { { .name = "slow.c", .text = multi_b },
 				      { .name = "bad.c", .text = "int part_c(void) { return missing_thing; }\n" } };
@@ -491,11 +508,7 @@ START_TEST(multi_source_failure_stops_the_other_steps)
 		"#!/bin/sh\n"
 		"case \"$*\" in *slow.c*) echo $$ > '%s'; KILN_OBSERVE_IGNORE='%s' sleep 120 ;; esac\n"
 		"exec /usr/bin/cc \"$@\"\n", pidfile, pidfile) > 0);
-	harness_write_file(harness_path(wrapper, "cc-slow"), text);
-	free(text);
-	ck_assert_int_eq(chmod(wrapper, 0755), 0);
-	snprintf(toolchain, sizeof(toolchain), "cc=%s", wrapper);
-	harness_start("--jobs", "2", "--toolchain", toolchain, NULL);
+	start_with_cc_script(wrapper, "cc-slow", text, "2");
 	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
 	ck_assert_int_eq(kiln_get(k, &req, &p), KILN_EBUILD);
 	ck_assert_msg(strstr(kiln_errmsg(k), "missing_thing") != NULL, "%s", kiln_errmsg(k));
@@ -591,7 +604,7 @@ static void *held_get_run(void *arg)
  */
 START_TEST(inputs_hashed_while_compiling)
 {
-	char wrapper[HARNESS_PATH], gate[HARNESS_PATH], toolchain[HARNESS_PATH + 8];
+	char wrapper[HARNESS_PATH], gate[HARNESS_PATH];
 	char *text = NULL;
 	struct held_get h = {
 		.text = "#include <stdio.h>\n#include <string.h>\n#include <stdlib.h>\n"
@@ -608,11 +621,7 @@ START_TEST(inputs_hashed_while_compiling)
 		"\tKILN_OBSERVE_IGNORE='%s' sh -c 'while [ ! -e \"$1\" ]; do sleep 0.05; done' sh '%s' ;;\n"
 		"esac\n"
 		"exit $rc\n", gate, gate) > 0);
-	harness_write_file(harness_path(wrapper, "cc-held"), text);
-	free(text);
-	ck_assert_int_eq(chmod(wrapper, 0755), 0);
-	snprintf(toolchain, sizeof(toolchain), "cc=%s", wrapper);
-	harness_start("--toolchain", toolchain, NULL);
+	start_with_cc_script(wrapper, "cc-held", text, NULL);
 	ck_assert_int_eq(pthread_create(&t, NULL, held_get_run, &h), 0);
 	bool said = false;
 	for (double end = harness_now_s() + 60; !said && harness_now_s() < end;) {
