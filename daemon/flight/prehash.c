@@ -6,9 +6,13 @@
  * hashed before, outside the build directory, of at most PREHASH_MAX_FILE
  * bytes. The first look comes PREHASH_FIRST_MS after the compile starts
  * (a compiler reads its headers first), the next ones at twice the delay
- * each time, up to PREHASH_MAX_MS.
+ * each time, up to PREHASH_MAX_MS, PREHASH_MAX_LOOKS in all (about 6 s of
+ * compiling: the rest is the publish's), and none while the trace is
+ * larger than PREHASH_MAX_TRACE (each look reads all of it).
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -32,6 +36,8 @@
 
 #define PREHASH_FIRST_MS 40
 #define PREHASH_MAX_MS 640
+#define PREHASH_MAX_LOOKS 12
+#define PREHASH_MAX_TRACE ((off_t)16 << 20)
 /* Headers and the libraries the compiler's programs load (libisl, libc:
  * 2 MiB each), not the programs themselves (cc1plus: 35 MiB), which the
  * toolchain's own job hashes (prewarm.c). */
@@ -47,9 +53,10 @@ struct prehash {
 	uint64_t delay_ms;
 	bool job;               /* a pool job runs now */
 	bool stopped;
+	bool stopped_looking;   /* PREHASH_MAX_LOOKS reached: the timer stays idle */
 	bool timer_closed;
 	char rkey[17];
-	unsigned hashed, looks, said;
+	unsigned hashed, looks, said, ticks;  /* looks: traces read; ticks: jobs run */
 };
 
 static void maybe_free(struct prehash *p)
@@ -68,6 +75,24 @@ static bool inside(const char *path, const char *bdir, size_t blen)
 	return strncmp(path, bdir, blen) == 0 && (path[blen] == '/' || path[blen] == '\0');
 }
 
+/* The bytes in the build's trace directory now (-1 when unreadable). */
+static off_t trace_bytes(const char *dir)
+{
+	char path[PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/trace", dir);
+	DIR *dp = opendir(path);
+	if (dp == NULL)
+		return -1;
+	off_t total = 0;
+	struct dirent *de;
+	struct stat st;
+	while ((de = readdir(dp)) != NULL)
+		if (de->d_name[0] != '.' && fstatat(dirfd(dp), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			total += st.st_size;
+	closedir(dp);
+	return total;
+}
+
 static void prehash_work(void *arg)
 {
 	ASSERT_POOL();
@@ -75,7 +100,8 @@ static void prehash_work(void *arg)
 	struct trace_result r;
 	char bdir[PATH_MAX];
 	bool have;
-	if (realpath(p->dir, bdir) == NULL ||
+	off_t bytes = trace_bytes(p->dir);
+	if (bytes < 0 || bytes > PREHASH_MAX_TRACE || realpath(p->dir, bdir) == NULL ||
 	    deps_read_trace(p->dir, p->token, p->d->cfg->exec_helper, p->cpu_in_key, &r, &have) != 0)
 		return;
 	size_t blen = strlen(bdir);
@@ -105,12 +131,14 @@ static void prehash_done(void *arg, int status)
 	struct prehash *p = arg;
 	(void)status;
 	p->job = false;
+	if (++p->ticks >= PREHASH_MAX_LOOKS)
+		p->stopped_looking = true;
 	if (p->hashed > p->said) {
 		log_debug("build %s: %u inputs hashed so far while it compiles (%u looks at the "
 			  "trace)", p->rkey, p->hashed, p->looks);
 		p->said = p->hashed;
 	}
-	if (!p->stopped) {
+	if (!p->stopped && !p->stopped_looking) {
 		p->delay_ms = p->delay_ms * 2 < PREHASH_MAX_MS ? p->delay_ms * 2 : PREHASH_MAX_MS;
 		uv_timer_start(&p->timer, on_tick, p->delay_ms, 0);
 	}
