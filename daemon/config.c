@@ -48,7 +48,9 @@ static void config_usage(FILE *fp)
 		"  --socket PATH           socket to listen on (default: $KILN_SOCKET, else\n"
 		"                          $XDG_RUNTIME_DIR/kiln/kilnd.sock, else /tmp/kiln-UID/kilnd.sock)\n"
 		"  --cache-dir DIR         build cache (default: $KILN_CACHE_DIR, else\n"
-		"                          $XDG_CACHE_HOME/kiln, else ~/.cache/kiln)\n"
+		"                          $XDG_CACHE_HOME/kiln, else ~/.cache/kiln); relative\n"
+		"                          paths here, in --socket and in --log-file are taken\n"
+		"                          from the directory kilnd starts in\n"
 		"  --jobs N                compilers running at once (default: online CPUs)\n"
 		"  --max-size SIZE         evict entries (stale ones first, then least recently\n"
 		"                          used) while the cache takes more than SIZE on disk\n"
@@ -343,29 +345,35 @@ static int replace_str(char **dst, const char *src)
 }
 
 /*
- * The upstream directory, made absolute: --daemonize changes to "/", and the
- * directory may not exist yet, so realpath() cannot do it.
+ * A path made absolute against the working directory at start: --daemonize
+ * changes to "/", compilers run in their build directories, and the path
+ * may not exist yet, so realpath() cannot do it. what names it in errors.
  */
-static int set_upstream(struct config *cfg, const char *arg)
+static int set_path(char **dst, const char *what, const char *arg)
 {
 	char cwd[PATH_MAX];
 	if (arg[0] == '\0') {
-		fprintf(stderr, "kilnd: --upstream: the directory name is empty\n");
+		fprintf(stderr, "kilnd: %s: the path is empty\n", what);
 		return -1;
 	}
 	if (arg[0] == '/')
-		return replace_str(&cfg->upstream_dir, arg);
+		return replace_str(dst, arg);
 	if (getcwd(cwd, sizeof(cwd)) == NULL) {
-		fprintf(stderr, "kilnd: --upstream %s: cannot resolve a relative path: %s\n", arg,
+		fprintf(stderr, "kilnd: %s %s: cannot resolve a relative path: %s\n", what, arg,
 			strerror(errno));
 		return -1;
 	}
-	free(cfg->upstream_dir);
-	if (asprintf(&cfg->upstream_dir, "%s/%s", cwd, arg) < 0) {
-		cfg->upstream_dir = NULL;
+	char *abs = NULL;
+	if (asprintf(&abs, "%s/%s", cwd, arg) < 0)
 		return -1;
-	}
+	free(*dst);
+	*dst = abs;
 	return 0;
+}
+
+static int set_upstream(struct config *cfg, const char *arg)
+{
+	return set_path(&cfg->upstream_dir, "--upstream", arg);
 }
 
 static int parse_count(const char *opt, const char *s, unsigned max, unsigned *out)
@@ -508,9 +516,9 @@ static int parse_one(struct config *cfg, int c, const char *arg)
 		}
 		return 0;
 	case OPT_SOCKET:
-		return replace_str(&cfg->socket_path, arg);
+		return set_path(&cfg->socket_path, "--socket", arg);
 	case OPT_CACHE_DIR:
-		return replace_str(&cfg->cache_dir, arg);
+		return set_path(&cfg->cache_dir, "--cache-dir", arg);
 	case OPT_JOBS: {
 		errno = 0;
 		long v = strtol(arg, &end, 10);
@@ -546,7 +554,7 @@ static int parse_one(struct config *cfg, int c, const char *arg)
 		}
 		return 0;
 	case OPT_LOG_FILE:
-		return replace_str(&cfg->log_file, arg);
+		return set_path(&cfg->log_file, "--log-file", arg);
 	case OPT_MAX_FRAME:
 		return parse_size_opt("--max-frame", arg, &cfg->max_frame);
 	case OPT_MAX_OUTPUT:
@@ -609,6 +617,12 @@ int config_parse(struct config *cfg, int argc, char **argv)
 		fprintf(stderr, "kilnd: no cache directory: set --cache-dir or $KILN_CACHE_DIR\n");
 		return -1;
 	}
+	/* From the environment ($KILN_SOCKET, $KILN_CACHE_DIR): absolute too. */
+	if ((cfg->socket_path[0] != '/' &&
+	     set_path(&cfg->socket_path, "$KILN_SOCKET", cfg->socket_path) != 0) ||
+	    (cfg->cache_dir[0] != '/' &&
+	     set_path(&cfg->cache_dir, "$KILN_CACHE_DIR", cfg->cache_dir) != 0))
+		return -1;
 	if (cfg->job_nodes == 0 && (cfg->job_nodes = jobsize_here()) > 0)
 		cfg->job_nodes_source = "environment";
 	if (add_default_toolchains(cfg) != 0)

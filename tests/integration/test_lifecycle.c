@@ -262,6 +262,35 @@ START_TEST(daemonize_returns_ready_and_yields_to_the_first)
 }
 END_TEST
 
+/*
+ * Relative --socket, --cache-dir and --log-file name paths in the directory
+ * kilnd was started from, even with --daemonize (which changes to "/"), and
+ * its compilers (which run in their build directories) find their sources.
+ */
+START_TEST(relative_paths_are_the_start_directory_s)
+{
+	char sock[HARNESS_PATH], index[HARNESS_PATH], log[HARNESS_PATH], cmd[HARNESS_PATH * 2];
+	struct kiln *k;
+
+	snprintf(cmd, sizeof(cmd), "cd '%s' && exec '%s' --socket rel.sock --cache-dir rel-cache "
+		 "--log-file rel.log --daemonize", harness.dir, harness_kilnd());
+	const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+	ck_assert_int_eq(harness_run(argv, NULL, NULL, 60), 0);
+	harness_path(sock, "rel.sock");
+	ck_assert_msg(harness_socket_answers(sock), "nothing answers at %s", sock);
+	ck_assert_msg(harness_exists(harness_path(index, "rel-cache/index.db")), "no %s", index);
+	ck_assert_msg(harness_exists(harness_path(log, "rel.log")), "no %s", log);
+	ck_assert_msg(!harness_exists("/rel.sock") && !harness_exists("/rel-cache"),
+		      "kilnd took the relative paths from /");
+	ck_assert_int_eq(kiln_open(sock, &k), KILN_OK);
+	char key[72];
+	harness_get_program(k, "relative", 7, NULL, key);
+	kiln_close(k);
+	const char *stop[] = { harness_cli_path(), "--socket", sock, "stop", NULL };
+	ck_assert_int_eq(harness_run(stop, NULL, NULL, 60), 0);
+}
+END_TEST
+
 START_TEST(idle_exit_stops_an_idle_daemon)
 {
 	pid_t pid = harness_start("--idle-exit", "1", NULL);
@@ -574,6 +603,7 @@ int main(void)
 					 daemonize_returns_ready_and_yields_to_the_first, 90));
 	suite_add_tcase(s, harness_tcase("socket_private", socket_is_private_to_its_user, 60));
 	suite_add_tcase(s, harness_tcase("failed_start", failed_start_leaves_no_new_cache, 60));
+	suite_add_tcase(s, harness_tcase("relative_paths", relative_paths_are_the_start_directory_s, 90));
 	suite_add_tcase(s, harness_tcase("cli_autospawn", cli_autospawn, 90));
 	suite_add_tcase(s, harness_tcase("idle_exit", idle_exit_stops_an_idle_daemon, 90));
 	suite_add_tcase(s, harness_tcase("stop_build", stop_during_a_build_kills_the_compiler, 90));
