@@ -8,7 +8,8 @@
  * (a compiler reads its headers first), the next ones at twice the delay
  * each time, up to PREHASH_MAX_MS, PREHASH_MAX_LOOKS in all (about 6 s of
  * compiling: the rest is the publish's), and none while the trace is
- * larger than PREHASH_MAX_TRACE (each look reads all of it).
+ * larger than PREHASH_MAX_TRACE (each look reads all of it). A look that
+ * finds every file hashed already is the last.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -37,6 +38,7 @@
 #define PREHASH_FIRST_MS 40
 #define PREHASH_MAX_MS 640
 #define PREHASH_MAX_LOOKS 12
+#define PREHASH_SETTLED_FILES 8
 #define PREHASH_MAX_TRACE ((off_t)16 << 20)
 /* Headers and the libraries the compiler's programs load (libisl, libc:
  * 2 MiB each), not the programs themselves (cc1plus: 35 MiB), which the
@@ -53,10 +55,13 @@ struct prehash {
 	uint64_t delay_ms;
 	bool job;               /* a pool job runs now */
 	bool stopped;
-	bool stopped_looking;   /* PREHASH_MAX_LOOKS reached: the timer stays idle */
+	bool stopped_looking;   /* PREHASH_MAX_LOOKS reached, or nothing_new: the timer stays idle */
+	bool nothing_new;       /* the last look hashed no file (all known already) */
 	bool timer_closed;
 	char rkey[17];
-	unsigned hashed, looks, said, ticks;  /* looks: traces read; ticks: jobs run */
+	/* hashed: files hashed (not found in the digest cache) while it compiles,
+	 * by kilnd's counter; looks: traces read; ticks: jobs run */
+	unsigned hashed, looks, said, ticks;
 };
 
 static void maybe_free(struct prehash *p)
@@ -105,7 +110,10 @@ static void prehash_work(void *arg)
 	    deps_read_trace(p->dir, p->token, p->d->cfg->exec_helper, p->cpu_in_key, &r, &have) != 0)
 		return;
 	size_t blen = strlen(bdir);
+	uint64_t hashed0, bytes0, cached0, hashed1;
+	digests_counts(&hashed0, &bytes0, &cached0);
 	p->looks++;
+	unsigned seen = 0;
 	for (size_t i = 0; i < r.ndeps; i++) {
 		const struct store_dep *dep = &r.deps[i];
 		struct stat st;
@@ -118,10 +126,19 @@ static void prehash_work(void *arg)
 		    (uint64_t)st.st_size > PREHASH_MAX_FILE)
 			continue;
 		/* Its result is not used here: the cache keeps it, or not. */
-		if (digests_file(dep->path, digest, &st) == 0)
-			p->hashed++;
+		seen++;
+		digests_file(dep->path, digest, &st);
 	}
 	trace_result_free(&r);
+	/* Files looked at, none new to hash (the usual case once kilnd has
+	 * built with these headers): the next looks would only parse the trace
+	 * again, CPU that the compilers of a busy node need. A first look
+	 * before the compiler opened its headers sees too few to say. The
+	 * counter is kilnd's: another job hashing meanwhile means one look more. */
+	digests_counts(&hashed1, &bytes0, &cached0);
+	p->hashed += (unsigned)(hashed1 - hashed0);
+	if (seen >= PREHASH_SETTLED_FILES && hashed1 == hashed0)
+		p->nothing_new = true;
 }
 
 static void on_tick(uv_timer_t *t);
@@ -131,7 +148,7 @@ static void prehash_done(void *arg, int status)
 	struct prehash *p = arg;
 	(void)status;
 	p->job = false;
-	if (++p->ticks >= PREHASH_MAX_LOOKS)
+	if (++p->ticks >= PREHASH_MAX_LOOKS || p->nothing_new)
 		p->stopped_looking = true;
 	if (p->hashed > p->said) {
 		log_debug("build %s: %u inputs hashed so far while it compiles (%u looks at the "
