@@ -341,8 +341,8 @@ int deps_read_trace(const char *dir, const char *token, const char *exec_helper,
 	free(text);
 	if (rc == 0)
 		filter_pseudo(r, cpu_in_key);
-	if (rc == 0)
-		rc = add_searches(r);
+	if (rc == 0 && (rc = add_searches(r)) != 0)
+		trace_result_free(r);   /* nothing half-made goes back */
 	return rc;
 }
 
@@ -460,7 +460,9 @@ static int settle_dep(const struct deps_build *b, struct store_dep *d, char *why
 #define SETTLE_HELP_MIN 8   /* files; fewer are not worth a thread */
 
 struct settle_help {
-	const char **paths;     /* the files' paths, copied: settle_dep changes deps */
+	/* The files' paths (deps' own strings, which settle_dep never changes;
+	 * their kinds it may, so the helper reads only these). */
+	const char **paths;
 	size_t *at;             /* each one's index in deps */
 	size_t n;
 	atomic_size_t main_at;  /* the next index settle_dep takes */
