@@ -71,6 +71,27 @@ START_TEST(test_names)
 }
 END_TEST
 
+/* msg_add_int writes integers exactly, without printf: the extremes, zero,
+ * and 2^53 - 1 (which cJSON's double printing would round). */
+START_TEST(test_add_int_exact)
+{
+	static const struct { int64_t v; const char *text; } cases[] = {
+		{ 0, "{\"n\":0}" }, { 7, "{\"n\":7}" }, { -1, "{\"n\":-1}" },
+		{ 9007199254740991LL, "{\"n\":9007199254740991}" },
+		{ INT64_MAX, "{\"n\":9223372036854775807}" },
+		{ INT64_MIN, "{\"n\":-9223372036854775808}" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cJSON *o = cJSON_CreateObject();
+		ck_assert_ptr_nonnull(msg_add_int(o, "n", cases[i].v));
+		char *text = cJSON_PrintUnformatted(o);
+		ck_assert_str_eq(text, cases[i].text);
+		free(text);
+		cJSON_Delete(o);
+	}
+}
+END_TEST
+
 START_TEST(test_parse_hello)
 {
 	struct msg_request req;
@@ -829,6 +850,7 @@ static Suite *msg_suite(void)
 	TCase *tk = tcase_create("pack");
 
 	tcase_add_test(tp, test_names);
+	tcase_add_test(tp, test_add_int_exact);
 	tcase_add_test(tp, test_parse_hello);
 	tcase_add_test(tp, test_parse_get);
 	tcase_add_test(tp, test_parse_get_defaults);

@@ -182,7 +182,10 @@ static int prog_load(struct kiln *k, const char *key, const char *path, const ch
 		rc = lib_err_set(KILN_ENOMEM, "out of memory");
 		goto fail;
 	}
-	snprintf(p->output, sizeof(p->output), "%s", output);
+	/* Not snprintf: no printf on a fresh process's path (msg_add_int). */
+	size_t olen = strnlen(output, sizeof(p->output) - 1);
+	memcpy(p->output, output, olen);
+	p->output[olen] = '\0';
 	rc = load ? prog_finish_load(k, p) : 0;
 	if (rc < 0)
 		goto fail;
