@@ -479,6 +479,19 @@ static void *settle_help(void *arg)
 	return NULL;
 }
 
+/* Whether this machine has a second CPU for the helper: asked once
+ * (glibc reads /sys for it on every call). */
+static bool two_cpus(void)
+{
+	static atomic_int known;   /* 0 not asked yet, 1 no, 2 yes */
+	int v = atomic_load_explicit(&known, memory_order_relaxed);
+	if (v == 0) {
+		v = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? 2 : 1;
+		atomic_store_explicit(&known, v, memory_order_relaxed);
+	}
+	return v == 2;
+}
+
 /* Starts the helper on deps' files; false when it is not worth it or
  * cannot be (then h holds nothing). */
 static bool settle_help_start(struct settle_help *h, const struct store_dep *deps, size_t n,
@@ -489,7 +502,7 @@ static bool settle_help_start(struct settle_help *h, const struct store_dep *dep
 	size_t files = 0;
 	for (size_t i = 0; i < n; i++)
 		files += deps[i].kind == STORE_DEP_FILE;
-	if (files < SETTLE_HELP_MIN || sysconf(_SC_NPROCESSORS_ONLN) < 2)
+	if (files < SETTLE_HELP_MIN || !two_cpus())
 		return false;
 	h->paths = calloc(files, sizeof(*h->paths));
 	h->at = calloc(files, sizeof(*h->at));

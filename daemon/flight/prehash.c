@@ -55,8 +55,7 @@ struct prehash {
 	uint64_t delay_ms;
 	bool job;               /* a pool job runs now */
 	bool stopped;
-	bool stopped_looking;   /* PREHASH_MAX_LOOKS reached, or nothing_new: the timer stays idle */
-	bool nothing_new;       /* the last look hashed no file (all known already) */
+	bool nothing_new;       /* the last look hashed no file (all known already): the last */
 	bool timer_closed;
 	char rkey[17];
 	/* hashed: files hashed (not found in the digest cache) while it compiles,
@@ -148,14 +147,13 @@ static void prehash_done(void *arg, int status)
 	struct prehash *p = arg;
 	(void)status;
 	p->job = false;
-	if (++p->ticks >= PREHASH_MAX_LOOKS || p->nothing_new)
-		p->stopped_looking = true;
+	p->ticks++;
 	if (p->hashed > p->said) {
 		log_debug("build %s: %u inputs hashed so far while it compiles (%u looks at the "
 			  "trace)", p->rkey, p->hashed, p->looks);
 		p->said = p->hashed;
 	}
-	if (!p->stopped && !p->stopped_looking) {
+	if (!p->stopped && !p->nothing_new && p->ticks < PREHASH_MAX_LOOKS) {
 		p->delay_ms = p->delay_ms * 2 < PREHASH_MAX_MS ? p->delay_ms * 2 : PREHASH_MAX_MS;
 		uv_timer_start(&p->timer, on_tick, p->delay_ms, 0);
 	}
