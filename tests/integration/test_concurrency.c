@@ -542,6 +542,9 @@ START_TEST(row_lost_is_adopted_at_the_next_start)
 
 	harness_request(&req, &src, "prog.c", text);
 	harness_start(NULL);
+	/* A new index is checked in the background; the lock below must meet
+	 * the publish, not that check (it would fail too, and say so otherwise). */
+	harness_wait_cache_checked(60);
 	snprintf(path, sizeof(path), "%s/index.db", harness.cache);
 	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
 	ck_assert_int_eq(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
