@@ -110,6 +110,7 @@ struct kilnd {
 	const struct build_tier *tier;  /* its hooks into the flights (build.h), or NULL */
 	struct gpus *gpus;           /* detected at start (gpu.h) */
 	char *observe_lib;           /* kiln-observe.so next to kiln-exec, or NULL */
+	char *hello_tail;            /* hello's reply after id, ok and heartbeat (dispatch.c) */
 	int landlock_abi;            /* > 0: compilers write only in their build directory */
 	char landlock_why[160];      /* why not, when 0 */
 	bool activated;              /* the socket came from systemd (sdnotify.h) */

@@ -589,6 +589,7 @@ static void fini_process(struct kilnd *d)
 		close(d->activated_fd);   /* it never reached the server */
 	free(d->gpus);
 	free(d->observe_lib);
+	free(d->hello_tail);
 	digests_fini();
 	for (size_t i = 0; i < d->ntoolchains; i++)
 		key_toolchain_fini(&d->toolchains[i]);

@@ -237,13 +237,18 @@ void hwatch_catch_up(struct headers *h)
 {
 	h->stale = false;
 	/* A mount made before the request was sent: its poll event may come
-	 * after this check in the loop's turn, so the table is asked now. */
-	struct pollfd pfd = { .fd = h->mfd, .events = POLLPRI };
-	if (h->mfd >= 0 && poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLPRI | POLLERR))) {
+	 * after this check in the loop's turn, so the table is asked now.
+	 * The same poll says whether inotify holds events: they are queued by
+	 * the change itself, so none there means none to read (one system call
+	 * per batch, not two). A negative mfd is ignored by poll. */
+	struct pollfd pfd[2] = { { .fd = h->mfd, .events = POLLPRI },
+				 { .fd = h->ifd, .events = POLLIN } };
+	int n = poll(pfd, 2, 0);
+	if (n > 0 && (pfd[0].revents & (POLLPRI | POLLERR))) {
 		h->mounts_moved = true;
 		mark_all_dirty(h);
 	}
-	if (!hwatch_drain(h, DRAIN_CHECK_BYTES))
+	if ((n < 0 || pfd[1].revents != 0) && !hwatch_drain(h, DRAIN_CHECK_BYTES))
 		mark_all_dirty(h); /* more than a bounded read: everything is stat'ed */
 }
 

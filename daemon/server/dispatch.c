@@ -63,6 +63,28 @@ static void send_ok(struct conn *c, cJSON *r)
 	conn_reply(c, r, -1);
 }
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* hello's reply after its id, ok and heartbeat members: the daemon's
+ * protocol, version, pid, socket and cache, closing the object. */
+static char *hello_tail_print(const struct kilnd *d)
+{
+	cJSON *r = cJSON_CreateObject();
+	char *text = NULL;
+	if (r != NULL && msg_add_int(r, "proto", KILN_PROTO_VERSION) &&
+	    cJSON_AddStringToObject(r, "version", KILN_VERSION_STR) &&
+	    msg_add_int(r, "pid", (int64_t)getpid()) &&
+	    cJSON_AddStringToObject(r, "socket", d->cfg->socket_path) &&
+	    cJSON_AddStringToObject(r, "cache_dir", d->cfg->cache_dir))
+		text = cJSON_PrintUnformatted(r);
+	cJSON_Delete(r);
+	/* Without its opening brace: the caller writes the members before it. */
+	if (text != NULL)
+		memmove(text, text + 1, strlen(text));
+	return text;
+}
+
 static void op_hello(struct conn *c, struct msg_request *req)
 {
 	struct kilnd *d = c->d;
@@ -81,17 +103,23 @@ static void op_hello(struct conn *c, struct msg_request *req)
 	c->heartbeat = req->heartbeat;
 	if (req->job_nodes > 0)
 		upstream_job_hint(d, (long)req->job_nodes);
-	cJSON *r = ok_reply(req->id);
-	if (r == NULL)
+	/* Every fresh process's first reply: what never changes is printed
+	 * once (cJSON would print each number with sprintf, check it with
+	 * sscanf, and ask for the pid each time), the id and heartbeat here. */
+	if (d->hello_tail == NULL && (d->hello_tail = hello_tail_print(d)) == NULL) {
+		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
 		return;
-	if (req->heartbeat)
-		cJSON_AddNumberToObject(r, "heartbeat_ms", SERVER_HEARTBEAT_MS);
-	cJSON_AddNumberToObject(r, "proto", KILN_PROTO_VERSION);
-	cJSON_AddStringToObject(r, "version", KILN_VERSION_STR);
-	cJSON_AddNumberToObject(r, "pid", (double)getpid());
-	cJSON_AddStringToObject(r, "socket", d->cfg->socket_path);
-	cJSON_AddStringToObject(r, "cache_dir", d->cfg->cache_dir);
-	send_ok(c, r);
+	}
+	char *text = NULL;
+	int len = asprintf(&text, "{\"id\":%llu,\"ok\":true,%s%s", (unsigned long long)req->id,
+			   req->heartbeat ? "\"heartbeat_ms\":" STR(SERVER_HEARTBEAT_MS) "," : "",
+			   d->hello_tail);
+	if (len < 0) {
+		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	conn_reply_text(c, text, (size_t)len, -1);
+	free(text);
 }
 
 /* A connection waiting on a flight (build.h's waiter_ops). */

@@ -487,6 +487,12 @@ static void conn_read_frames(struct conn *c)
 			conn_hold(c, buf + used, (size_t)n - (size_t)used);
 			return;
 		}
+		/* A short read took all there was: another would only say EAGAIN
+		 * (one system call per request on the warm path). What arrives
+		 * later, or was left behind a message with descriptors, makes the
+		 * descriptor readable again for the next turn of the loop. */
+		if ((size_t)n < sizeof(buf))
+			return;
 	}
 }
 

@@ -10,12 +10,14 @@
 #include "observe_util.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* A request for a generated tree, DaCe's shape: src/cpu/prog.c includes
@@ -232,6 +234,144 @@ START_TEST(same_size_same_mtime_rewrite)
 }
 END_TEST
 
+/* A raw get of program_text with -I for each of dirs, as libkiln sends it. */
+static char *raw_get(uint64_t id, char dirs[][HARNESS_PATH], int ndirs)
+{
+	cJSON *r = cJSON_CreateObject(), *src = cJSON_CreateObject();
+	cJSON_AddStringToObject(r, "op", "get");
+	cJSON_AddNumberToObject(r, "id", (double)id);
+	cJSON_AddStringToObject(r, "toolchain", "cc");
+	cJSON *args = cJSON_AddArrayToObject(r, "args");
+	for (int i = 0; i < ndirs; i++) {
+		char *arg = NULL;
+		ck_assert_int_gt(asprintf(&arg, "-I%s", dirs[i]), 0);
+		cJSON_AddItemToArray(args, cJSON_CreateString(arg));
+		free(arg);
+	}
+	cJSON_AddStringToObject(src, "name", "prog.c");
+	cJSON_AddStringToObject(src, "text", program_text);
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "sources"), src);
+	char *text = cJSON_PrintUnformatted(r);
+	cJSON_Delete(r);
+	ck_assert_ptr_nonnull(text);
+	return text;
+}
+
+static int raw_hello(void)
+{
+	int fd = harness_raw_connect(harness.socket);
+	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":3}");
+	cJSON_Delete(harness_raw_recv(fd));
+	return fd;
+}
+
+static void raw_recv_expect(int fd, bool cached, int round)
+{
+	cJSON *reply = harness_raw_recv(fd);
+	ck_assert_ptr_nonnull(reply);
+	char *text = cJSON_PrintUnformatted(reply);
+	ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "ok")), "round %d: %s",
+		      round, text);
+	ck_assert_msg(cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(reply, "cached")) &&
+		      cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "cached")) == cached,
+		      "round %d: expected %s: %s", round, cached ? "a hit" : "a build", text);
+	free(text);
+	cJSON_Delete(reply);
+}
+
+static void raw_get_expect(int fd, const char *get, bool cached, int round)
+{
+	harness_raw_send(fd, get);
+	raw_recv_expect(fd, cached, round);
+}
+
+/* Stops kilnd once its loop sleeps in epoll_wait (nothing left of its last
+ * turn, such as a change of what it polls for, which would reorder what is
+ * ready), and waits until it has stopped. Where wchan cannot be read, a
+ * pause stands in for the first wait. */
+static void stop_while_idle(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/wchan", (int)pid);
+	for (int i = 0; i < 400; i++) {
+		char *w = harness_read_file(path);
+		bool idle = w != NULL && strstr(w, "epoll_wait") != NULL;
+		bool known = w != NULL;   /* "0" while it runs */
+		free(w);
+		if (idle)
+			break;
+		harness_sleep_ms(known ? 5 : 200);
+		if (!known)
+			break;
+	}
+	ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (int i = 0; i < 400; i++) {
+		char *st = harness_read_file(path);
+		char *p = st != NULL ? strrchr(st, ')') : NULL;
+		bool stopped = p != NULL && p[1] == ' ' && p[2] == 'T';
+		free(st);
+		if (stopped)
+			return;
+		harness_sleep_ms(5);
+	}
+	ck_abort_msg("kilnd (pid %d) did not stop", (int)pid);
+}
+
+/*
+ * A header that appears before a request is sent, while kilnd has not yet
+ * read the change's inotify event, must count for that request. The
+ * program includes "h.h" along -I inc1 .. inc3 and base, where it is at
+ * first; names in those directories are watched (no stat per request).
+ * kilnd is stopped; a status request makes the connection ready first,
+ * then h.h appears in inc<n> (inotify ready second) and the get follows
+ * on the same connection. On resuming, kilnd serves the connection before
+ * it drains inotify between requests: only the check before each batch of
+ * requests can see the new header.
+ */
+START_TEST(change_before_the_request_in_one_turn)
+{
+	char dirs[4][HARNESS_PATH], hdr[HARNESS_PATH + 8];
+	struct oreq r;
+
+	oreq_init(&r, program_text);
+	for (int i = 0; i < 4; i++) {
+		if (i < 3)
+			harness_path(dirs[i], "inc%d", i + 1);
+		else
+			harness_path(dirs[i], "base");
+		ck_assert_int_eq(mkdir(dirs[i], 0700), 0);
+		oreq_arg(&r, "-I%s", dirs[i]);
+	}
+	write_header(harness_path(hdr, "base/h.h"), 1);
+	harness_start(NULL);
+	char *get = raw_get(3, dirs, 4);
+	/* Built, then a hit while nothing changes. */
+	int fd = raw_hello();
+	raw_get_expect(fd, get, false, 1);
+	raw_get_expect(fd, get, true, 1);
+	close(fd);
+	for (int round = 2; round <= 4; round++) {
+		fd = raw_hello();
+		stop_while_idle(harness.pid);
+		harness_raw_send(fd, "{\"op\":\"status\",\"id\":2}");
+		snprintf(hdr, sizeof(hdr), "%s/h.h", dirs[4 - round + 1]);
+		write_header(hdr, round);
+		harness_raw_send(fd, get);
+		ck_assert_int_eq(kill(harness.pid, SIGCONT), 0);
+		cJSON_Delete(harness_raw_recv(fd));
+		/* A hit here would be the program of the header before. */
+		raw_recv_expect(fd, false, round);
+		raw_get_expect(fd, get, true, round);
+		close(fd);
+		expect_value(&r, round, "after the new header");
+	}
+	free(get);
+	oreq_free(&r);
+	harness_stop();
+}
+END_TEST
+
 /* A header above 1 MiB: unchanged, it is a hit; changed, a rebuild. */
 START_TEST(large_header)
 {
@@ -377,5 +517,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("replaced_parent", replaced_parent_directory, 90));
 	suite_add_tcase(s, harness_tcase("static_library", static_library_input, 90));
 	suite_add_tcase(s, harness_tcase("tree", generated_tree_in_folders, 90));
+	suite_add_tcase(s, harness_tcase("one_turn", change_before_the_request_in_one_turn, 90));
 	return harness_main(s);
 }

@@ -23,9 +23,39 @@ static int hello(void)
 	ck_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok")));
 	ck_assert_int_eq(harness_num(r, "id"), 1);
 	ck_assert_int_eq(harness_num(r, "proto"), 3);
+	/* kilnd prints what never changes once; every member must be there. */
+	if (harness.pid > 0)
+		ck_assert_int_eq(harness_num(r, "pid"), harness.pid);
+	ck_assert_str_eq(harness_str(r, "socket"), harness.socket);
+	ck_assert_str_eq(harness_str(r, "cache_dir"), harness.cache);
+	ck_assert_ptr_nonnull(harness_str(r, "version"));
+	ck_assert_ptr_null(cJSON_GetObjectItemCaseSensitive(r, "heartbeat_ms"));
 	cJSON_Delete(r);
 	return fd;
 }
+
+/* hello's reply: the id exact up to 2^53 - 1, heartbeats when asked, the
+ * same members on every connection. */
+START_TEST(hello_reply_carries_the_daemon)
+{
+	harness_start(NULL);
+	for (int i = 0; i < 3; i++)
+		close(hello());
+	int fd = harness_raw_connect(harness.socket);
+	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":9007199254740991,\"proto\":3,"
+			 "\"heartbeat\":true}");
+	cJSON *r = harness_raw_recv(fd);
+	ck_assert_ptr_nonnull(r);
+	ck_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok")));
+	ck_assert(harness_num(r, "id") == 9007199254740991LL);
+	ck_assert_int_eq(harness_num(r, "heartbeat_ms"), 5000);
+	ck_assert_int_eq(harness_num(r, "pid"), harness.pid);
+	ck_assert_str_eq(harness_str(r, "cache_dir"), harness.cache);
+	cJSON_Delete(r);
+	close(fd);
+	harness_stop();
+}
+END_TEST
 
 /* Sends one request and requires a failure reply with code and id. */
 static void expect_error(int fd, const char *request, uint64_t id, const char *code)
@@ -393,6 +423,7 @@ int main(void)
 
 	suite_add_tcase(s, harness_tcase("invalid_requests",
 					 invalid_requests_get_errors_and_the_connection_stays, 60));
+	suite_add_tcase(s, harness_tcase("hello", hello_reply_carries_the_daemon, 60));
 	suite_add_tcase(s, harness_tcase("pipelining", pipelined_requests_are_answered_in_order, 60));
 	suite_add_tcase(s, harness_tcase("framing", framing_errors_get_a_reply_then_a_close, 60));
 	suite_add_tcase(s, harness_tcase("digest", get_by_digest_hits_without_the_text, 60));
