@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "jobsize.h"
+#include "json_read.h"
 #include "lib_internal.h"
 #include "wire.h"
 
@@ -211,7 +212,9 @@ again:
 		conn_loss_text(k, rc, msg, msglen);
 		return KILN_EIO;
 	}
-	obj = cJSON_ParseWithLength(buf, len);
+	/* Not cJSON's parser: its strtod per number is the dearest first use
+	 * of a fresh process's get (json_read.h). */
+	obj = json_read(buf, len);
 	free(buf);
 	jid = cJSON_GetObjectItemCaseSensitive(obj, "id");
 	if (jid == NULL && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj, "heartbeat"))) {
