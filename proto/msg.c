@@ -135,24 +135,6 @@ int msg_error_set(struct msg_error *err, enum msg_err code, const char *field,
 	return -1;
 }
 
-/* v in decimal into buf (at least 21 bytes), NUL-terminated. */
-static void i64_text(int64_t v, char *buf)
-{
-	char tmp[21];
-	size_t n = 0, o = 0;
-	/* The magnitude as unsigned: INT64_MIN has none as int64_t. */
-	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-	do {
-		tmp[n++] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u != 0);
-	if (v < 0)
-		buf[o++] = '-';
-	while (n > 0)
-		buf[o++] = tmp[--n];
-	buf[o] = '\0';
-}
-
 cJSON *msg_add_int(cJSON *obj, const char *name, int64_t v)
 {
 	char buf[24];
@@ -162,7 +144,7 @@ cJSON *msg_add_int(cJSON *obj, const char *name, int64_t v)
 	 * integer written as raw text stays exact. Not with snprintf: a fresh
 	 * process's first printf costs 6-8 µs here (its code paged in), and
 	 * this is the first a rank's libkiln would make. */
-	i64_text(v, buf);
+	util_i64_text(v, buf);
 	return cJSON_AddRawToObject(obj, name, buf);
 }
 

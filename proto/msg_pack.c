@@ -1,7 +1,12 @@
 /*
  * The packer of protocol requests (msg.h), which libkiln and the CLI use to
- * write what msg.c parses on the daemon's side.
+ * write what msg.c parses on the daemon's side. The JSON is written
+ * directly, not through cJSON: a fresh process's first get would otherwise
+ * page in and bind cJSON's builder and printer and make a node per member
+ * (docs/performance.md). The text is what cJSON_PrintUnformatted printed:
+ * the same members in the same order, strings escaped alike.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,158 +14,230 @@
 #include "msg.h"
 #include "util.h"
 
-/* Packing. Every helper returns false on ENOMEM. */
+/* A growing text; every write is a no-op once memory ran out. */
+struct out {
+	char *buf;
+	size_t len, cap;
+	bool oom;
+};
 
-static bool add_str(cJSON *obj, const char *name, const char *s)
+static void put(struct out *o, const char *s, size_t n)
 {
-	return !s || cJSON_AddStringToObject(obj, name, s);
+	if (o->oom)
+		return;
+	if (o->cap - o->len <= n) {
+		size_t cap = o->cap ? o->cap : 256;
+		while (cap - o->len <= n)
+			cap *= 2;
+		char *b = realloc(o->buf, cap);
+		if (b == NULL) {
+			o->oom = true;
+			return;
+		}
+		o->buf = b;
+		o->cap = cap;
+	}
+	memcpy(o->buf + o->len, s, n);
+	o->len += n;
+	o->buf[o->len] = '\0';
 }
 
-static bool add_num(cJSON *obj, const char *name, int64_t v)
+/* The JSON string of the n bytes at s (up to a NUL, as cJSON did), escaped
+ * as cJSON escapes: quote, backslash, the named controls, other controls
+ * as \u00xx; everything else, UTF-8 included, as it is. */
+static void put_string(struct out *o, const char *s, size_t n)
 {
-	return v < 0 || msg_add_int(obj, name, v);
-}
-
-static bool pack_sources(cJSON *obj, const struct msg_request *req)
-{
-	cJSON *arr, *s, *text;
-	char *copy;
-	size_t i;
-
-	arr = cJSON_AddArrayToObject(obj, "sources");
-	if (!arr)
-		return false;
-	for (i = 0; i < req->nsources; i++) {
-		const struct msg_source *src = &req->sources[i];
-
-		s = cJSON_CreateObject();
-		if (!s || !cJSON_AddItemToArray(arr, s)) {
-			cJSON_Delete(s);
-			return false;
-		}
-		if (!add_str(s, "name", src->name) || !add_str(s, "path", src->path))
-			return false;
-		if (src->has_digest) {
-			char hex[65];
-
-			util_hex(src->digest, sizeof(src->digest), hex);
-			if (!cJSON_AddStringToObject(s, "sha256", hex))
-				return false;
+	static const char hex[] = "0123456789abcdef";
+	static const char named_in[] = "\"\\\b\f\n\r\t", named_out[] = "\"\\bfnrt";
+	size_t i = 0, start = 0;
+	put(o, "\"", 1);
+	for (; i < n && s[i] != '\0'; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c != '"' && c != '\\')
 			continue;
-		}
-		if (!src->text)
-			continue;
-		/* text need not be NUL-terminated at len, so copy that many. */
-		copy = malloc(src->len + 1);
-		if (!copy)
-			return false;
-		memcpy(copy, src->text, src->len);
-		copy[src->len] = '\0';
-		text = cJSON_CreateString(copy);
-		free(copy);
-		if (!text || !cJSON_AddItemToObject(s, "text", text)) {
-			cJSON_Delete(text);
-			return false;
+		put(o, s + start, i - start);
+		start = i + 1;
+		const char *named = strchr(named_in, c);   /* c is not NUL here */
+		if (named != NULL) {
+			char esc[2] = { '\\', named_out[named - named_in] };
+			put(o, esc, 2);
+		} else {
+			char u[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+			put(o, u, 6);
 		}
 	}
+	put(o, s + start, i - start);
+	put(o, "\"", 1);
+}
+
+/* ,"name": (no comma after an opening brace or bracket). */
+static void put_key(struct out *o, const char *name)
+{
+	if (o->len > 0 && o->buf[o->len - 1] != '{' && o->buf[o->len - 1] != '[')
+		put(o, ",", 1);
+	put_string(o, name, strlen(name));
+	put(o, ":", 1);
+}
+
+static void add_str(struct out *o, const char *name, const char *s)
+{
+	if (s != NULL) {
+		put_key(o, name);
+		put_string(o, s, strlen(s));
+	}
+}
+
+static void add_int(struct out *o, const char *name, int64_t v)
+{
+	char num[24];
+	util_i64_text(v, num);
+	put_key(o, name);
+	put(o, num, strlen(num));
+}
+
+/* Negative numbers are "not given", left out. */
+static void add_num(struct out *o, const char *name, int64_t v)
+{
+	if (v >= 0)
+		add_int(o, name, v);
+}
+
+static void add_bool(struct out *o, const char *name, bool v)
+{
+	put_key(o, name);
+	put(o, v ? "true" : "false", v ? 4 : 5);
+}
+
+static void add_strings(struct out *o, const char *name, char *const *v, size_t n)
+{
+	put_key(o, name);
+	put(o, "[", 1);
+	for (size_t i = 0; i < n; i++) {
+		if (i > 0)
+			put(o, ",", 1);
+		put_string(o, v[i], strlen(v[i]));
+	}
+	put(o, "]", 1);
+}
+
+static void add_hex(struct out *o, const char *name, const uint8_t digest[32])
+{
+	char hex[65];
+	util_hex(digest, 32, hex);
+	add_str(o, name, hex);
+}
+
+static void pack_sources(struct out *o, const struct msg_request *req)
+{
+	put_key(o, "sources");
+	put(o, "[", 1);
+	for (size_t i = 0; i < req->nsources; i++) {
+		const struct msg_source *src = &req->sources[i];
+		put(o, i > 0 ? ",{" : "{", i > 0 ? 2 : 1);
+		add_str(o, "name", src->name);
+		add_str(o, "path", src->path);
+		if (src->has_digest) {
+			add_hex(o, "sha256", src->digest);
+		} else if (src->text != NULL) {
+			/* text need not be NUL-terminated at len. */
+			put_key(o, "text");
+			put_string(o, src->text, src->len);
+		}
+		put(o, "}", 1);
+	}
+	put(o, "]", 1);
+}
+
+static bool pack_put(struct out *o, const struct msg_request *req)
+{
+	add_str(o, "key", req->key);
+	add_hex(o, "sha256", req->art_digest);
+	add_num(o, "size", req->art_size);
+	add_num(o, "build_ms", req->build_ms);
+	add_str(o, "log", req->log);
+	put_key(o, "deps");
+	put(o, "[", 1);
+	for (size_t i = 0; i < req->ndeps; i++) {
+		const struct msg_dep *dep = &req->deps[i];
+		const struct dep_kind_info *k = dep_kind_info(dep->kind);
+		if (k == NULL)
+			return false;
+		put(o, i > 0 ? ",{" : "{", i > 0 ? 2 : 1);
+		add_str(o, "path", dep->path);
+		add_str(o, "kind", k->name);
+		if (k->has_digest)
+			add_hex(o, "sha256", dep->digest);
+		if (dep->kind == DEP_EXISTS)
+			add_int(o, "mode", dep->mode);
+		if (k->named)
+			add_bool(o, k->flag, dep->mode != 0);
+		put(o, "}", 1);
+	}
+	put(o, "]", 1);
 	return true;
 }
 
-static bool pack_put(cJSON *obj, const struct msg_request *req)
+static bool pack_fields(struct out *o, const struct msg_request *req)
 {
-	char hex[65];
-	cJSON *arr, *d;
-	size_t i;
-
-	util_hex(req->art_digest, sizeof(req->art_digest), hex);
-	if (!add_str(obj, "key", req->key) || !cJSON_AddStringToObject(obj, "sha256", hex) ||
-	    !add_num(obj, "size", req->art_size) || !add_num(obj, "build_ms", req->build_ms) ||
-	    !add_str(obj, "log", req->log))
-		return false;
-	arr = cJSON_AddArrayToObject(obj, "deps");
-	for (i = 0; arr && i < req->ndeps; i++) {
-		d = cJSON_CreateObject();
-		if (!d || !cJSON_AddItemToArray(arr, d)) {
-			cJSON_Delete(d);
-			return false;
-		}
-		const struct msg_dep *dep = &req->deps[i];
-		util_hex(dep->digest, 32, hex);
-		const struct dep_kind_info *k = dep_kind_info(dep->kind);
-		if (k == NULL || !add_str(d, "path", dep->path) ||
-		    !cJSON_AddStringToObject(d, "kind", k->name))
-			return false;
-		if (k->has_digest && !cJSON_AddStringToObject(d, "sha256", hex))
-			return false;
-		if (dep->kind == DEP_EXISTS && !cJSON_AddNumberToObject(d, "mode", dep->mode))
-			return false;
-		if (k->named && !cJSON_AddBoolToObject(d, k->flag, dep->mode != 0))
-			return false;
-	}
-	return arr != NULL;
-}
-
-static bool pack_fields(cJSON *obj, const struct msg_request *req)
-{
-	cJSON *arr;
-
 	switch (req->op) {
 	case OP_HELLO:
-		if (req->heartbeat && !cJSON_AddTrueToObject(obj, "heartbeat"))
-			return false;
-		if (req->job_nodes > 0 && !add_num(obj, "job_nodes", req->job_nodes))
-			return false;
-		return add_num(obj, "proto", req->proto) && add_str(obj, "client", req->client);
+		if (req->heartbeat)
+			add_bool(o, "heartbeat", true);
+		if (req->job_nodes > 0)
+			add_num(o, "job_nodes", req->job_nodes);
+		add_num(o, "proto", req->proto);
+		add_str(o, "client", req->client);
+		return true;
 	case OP_PUT:
 	case OP_GET:
 		/* put names its program as a get does */
-		if (req->op == OP_PUT && !pack_put(obj, req))
+		if (req->op == OP_PUT && !pack_put(o, req))
 			return false;
-		if (req->no_build && !cJSON_AddFalseToObject(obj, "build"))
-			return false;
-		if (!add_str(obj, "toolchain", req->toolchain) ||
-		    !add_str(obj, "host_compiler", req->host_compiler) ||
-		    !add_str(obj, "output", req->output))
-			return false;
-		if (req->nargs) {
-			arr = cJSON_CreateStringArray((const char *const *)req->args,
-						      (int)req->nargs);
-			if (!arr || !cJSON_AddItemToObject(obj, "args", arr)) {
-				cJSON_Delete(arr);
-				return false;
-			}
-		}
-		if (req->npch) {
-			arr = cJSON_CreateStringArray((const char *const *)req->pch, (int)req->npch);
-			if (!arr || !cJSON_AddItemToObject(obj, "pch", arr)) {
-				cJSON_Delete(arr);
-				return false;
-			}
-		}
-		return pack_sources(obj, req) && add_str(obj, "alias", req->alias) &&
-		       add_str(obj, "label", req->label);
+		if (req->no_build)
+			add_bool(o, "build", false);
+		add_str(o, "toolchain", req->toolchain);
+		add_str(o, "host_compiler", req->host_compiler);
+		add_str(o, "output", req->output);
+		if (req->nargs)
+			add_strings(o, "args", req->args, req->nargs);
+		if (req->npch)
+			add_strings(o, "pch", req->pch, req->npch);
+		pack_sources(o, req);
+		add_str(o, "alias", req->alias);
+		add_str(o, "label", req->label);
+		return true;
 	case OP_LOOKUP:
-		return add_str(obj, "alias", req->alias) && add_str(obj, "key", req->key) &&
-		       add_str(obj, "toolchain", req->toolchain) &&
-		       add_str(obj, "host_compiler", req->host_compiler) &&
-		       (!req->claim || (cJSON_AddTrueToObject(obj, "claim") != NULL &&
-					add_num(obj, "wait_ms", req->wait_ms)));
+		add_str(o, "alias", req->alias);
+		add_str(o, "key", req->key);
+		add_str(o, "toolchain", req->toolchain);
+		add_str(o, "host_compiler", req->host_compiler);
+		if (req->claim) {
+			add_bool(o, "claim", true);
+			add_num(o, "wait_ms", (int64_t)req->wait_ms);
+		}
+		return true;
 	case OP_RELEASE:
-		return add_str(obj, "alias", req->alias);
+		add_str(o, "alias", req->alias);
+		return true;
 	case OP_SHOW:
 	case OP_REMOVE:
 	case OP_PIN:
 	case OP_UNPIN:
-		return add_str(obj, "ref", req->ref);
+		add_str(o, "ref", req->ref);
+		return true;
 	case OP_GC:
 		if (req->stale)
-			return cJSON_AddTrueToObject(obj, "stale") != NULL;
-		return add_num(obj, "max_size", req->max_size);
+			add_bool(o, "stale", true);
+		else
+			add_num(o, "max_size", req->max_size);
+		return true;
 	case OP_CONFIG:
-		return add_num(obj, "max_size", req->max_size);
+		add_num(o, "max_size", req->max_size);
+		return true;
 	case OP_EXPORT:
 	case OP_IMPORT:
-		return add_str(obj, "dir", req->dir);
+		add_str(o, "dir", req->dir);
+		return true;
 	default:
 		return true;
 	}
@@ -169,20 +246,19 @@ static bool pack_fields(cJSON *obj, const struct msg_request *req)
 char *msg_request_pack(const struct msg_request *req, size_t *len)
 {
 	const char *op = msg_op_name(req->op);
-	cJSON *obj;
-	char *s = NULL;
-
-	obj = cJSON_CreateObject();
-	if (!obj)
+	struct out o = { 0 };
+	if (op == NULL)
 		return NULL;
-	if (!op || !cJSON_AddStringToObject(obj, "op", op) ||
-	    !msg_add_int(obj, "id", (int64_t)req->id) ||
-	    !pack_fields(obj, req))
-		goto cleanup;
-	s = cJSON_PrintUnformatted(obj);
-	if (s && len)
-		*len = strlen(s);
-cleanup:
-	cJSON_Delete(obj);
-	return s;
+	put(&o, "{", 1);
+	add_str(&o, "op", op);
+	add_int(&o, "id", (int64_t)req->id);
+	bool ok = pack_fields(&o, req);
+	put(&o, "}", 1);
+	if (!ok || o.oom) {
+		free(o.buf);
+		return NULL;
+	}
+	if (len != NULL)
+		*len = o.len;
+	return o.buf;
 }

@@ -537,3 +537,20 @@ int util_fsync_dir_at(int dirfd, const char *path)
 	close(fd);
 	return rc;
 }
+
+void util_i64_text(int64_t v, char *buf)
+{
+	char tmp[21];
+	size_t n = 0, o = 0;
+	/* The magnitude as unsigned: INT64_MIN has none as int64_t. */
+	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	do {
+		tmp[n++] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u != 0);
+	if (v < 0)
+		buf[o++] = '-';
+	while (n > 0)
+		buf[o++] = tmp[--n];
+	buf[o] = '\0';
+}

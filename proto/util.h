@@ -62,6 +62,9 @@ int util_read_file_at(int dirfd, const char *path, size_t max, char **out, size_
 
 /* Lower-case hex of n bytes into out (2n + 1 bytes). */
 void util_hex(const uint8_t *in, size_t n, char *out);
+/* v in decimal into buf (at least 21 bytes), NUL-terminated; no printf (its
+ * first use costs a fresh process microseconds). */
+void util_i64_text(int64_t v, char *buf);
 /* 64 lower-case hex digits into 32 bytes; false for anything else (NULL too). */
 bool util_unhex32(const char *hex, uint8_t out[32]);
 /* read() that retries EINTR: bytes read, 0 at end of file, or -errno. */

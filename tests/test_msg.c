@@ -842,6 +842,68 @@ START_TEST(test_pack_fields)
 }
 END_TEST
 
+/*
+ * The packer writes JSON itself: its text must be what cJSON printed for
+ * the same members (a reference built with cJSON here), with every byte
+ * from 1 to 255 in a source, quotes, backslashes and controls in the
+ * arguments, and a source cut at an embedded NUL as cJSON cut it.
+ */
+START_TEST(test_pack_like_cjson)
+{
+	char text[300];
+	size_t n = 0;
+	for (int c = 1; c < 256; c++)
+		text[n++] = (char)c;
+	memcpy(text + n, "tail\0after", 10);
+	n += 10;
+	char *args[] = { "-DQ=\"x\\y\"", "-Dtab=\t\x01\x7f", "-I/\xc3\xa9" };
+	struct msg_source src = { .name = "a_b.c", .text = text, .len = n };
+	struct msg_request req = blank(OP_GET, 9007199254740991ull);
+	req.toolchain = "c++";
+	req.args = args;
+	req.nargs = 3;
+	req.sources = &src;
+	req.nsources = 1;
+	req.alias = "x:\xe2\x82\xac";
+	req.no_build = true;
+	size_t len = 0;
+	char *packed = msg_request_pack(&req, &len);
+	ck_assert_ptr_nonnull(packed);
+	ck_assert_uint_eq(len, strlen(packed));
+
+	cJSON *ref = cJSON_CreateObject();
+	cJSON_AddStringToObject(ref, "op", "get");
+	cJSON_AddRawToObject(ref, "id", "9007199254740991");
+	cJSON_AddFalseToObject(ref, "build");
+	cJSON_AddStringToObject(ref, "toolchain", "c++");
+	cJSON_AddItemToObject(ref, "args", cJSON_CreateStringArray((const char *const *)args, 3));
+	cJSON *so = cJSON_CreateObject();
+	cJSON_AddStringToObject(so, "name", "a_b.c");
+	cJSON_AddStringToObject(so, "text", text);   /* cut at the NUL */
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(ref, "sources"), so);
+	cJSON_AddStringToObject(ref, "alias", "x:\xe2\x82\xac");
+	char *want = cJSON_PrintUnformatted(ref);
+	cJSON_Delete(ref);
+	ck_assert_str_eq(packed, want);
+	free(want);
+
+	/* kilnd reads it back byte for byte (an alias of printable ASCII). */
+	free(packed);
+	req.alias = "x:y";
+	packed = msg_request_pack(&req, &len);
+	struct msg_request back;
+	struct msg_error err;
+	ck_assert_msg(msg_request_parse(packed, len, &back, &err) == 0, "%s", err.message);
+	ck_assert_uint_eq(back.sources[0].len, strlen(text));
+	ck_assert_mem_eq(back.sources[0].text, text, strlen(text));
+	ck_assert_str_eq(back.args[0], args[0]);
+	ck_assert_str_eq(back.args[1], args[1]);
+	ck_assert_str_eq(back.alias, req.alias);
+	msg_request_free(&back);
+	free(packed);
+}
+END_TEST
+
 static Suite *msg_suite(void)
 {
 	Suite *s = suite_create("msg");
@@ -875,6 +937,7 @@ static Suite *msg_suite(void)
 
 	tcase_add_test(tk, test_round_trip);
 	tcase_add_test(tk, test_pack_fields);
+	tcase_add_test(tk, test_pack_like_cjson);
 	suite_add_tcase(s, tk);
 	return s;
 }
