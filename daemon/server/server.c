@@ -625,12 +625,16 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 		s->nconns++;
 		kilnd_activity(d);
 		conn_update_events(c);
-		/* A client usually writes right after connecting (libkiln sends
-		 * hello and its first request at once): read now rather than
-		 * after another turn of the loop. */
-		conn_ref(c);
-		conn_read(c);
-		conn_unref(c);
+		/* Behind a backlog (a herd connecting), a client has usually
+		 * written its hello and first request already: read them now
+		 * rather than after another turn of the loop. The first
+		 * connection of a wake-up was just made, and its client is
+		 * still writing (a read would only say EAGAIN). */
+		if (i > 0) {
+			conn_ref(c);
+			conn_read(c);
+			conn_unref(c);
+		}
 	}
 }
 
