@@ -60,11 +60,24 @@ void fdcache_free(struct fdcache *fc)
 	free(fc);
 }
 
-int fdcache_open(struct fdcache *fc, uint64_t gen, const struct store *s, const char *key,
+/* An entry written again (store_changes_since's callback): its object may
+ * have been replaced (a damaged one rebuilt), so its descriptor goes. */
+static void forget(void *ctx, const char *key, const char *rkey, const char *alias)
+{
+	struct fdcache *fc = ctx;
+	(void)rkey;
+	(void)alias;
+	void *v = key != NULL ? table_del(fc->fds, key) : NULL;
+	if (v != NULL)
+		close((int)((intptr_t)v - 1));
+}
+
+int fdcache_open(struct fdcache *fc, uint64_t gen, struct store *s, const char *key,
 		 const char *output)
 {
 	if (fc != NULL && fc->fds != NULL && gen != fc->gen) {
-		empty(fc);
+		if (!store_changes_since(s, fc->gen, gen, forget, fc))
+			empty(fc);
 		fc->gen = gen;
 	}
 	intptr_t v = fc != NULL && fc->fds != NULL ? (intptr_t)table_get(fc->fds, key) : 0;

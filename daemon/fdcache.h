@@ -3,10 +3,12 @@
  * open() its object by path (a path walk of the cache directory, about a
  * fifth of kilnd's time per hit); with the cache it dups a descriptor that
  * is already open. Objects are immutable, so a cached descriptor shows the
- * same bytes as a fresh open for as long as the entry stands. The cache is
- * emptied whenever the index changes (the store's generation moves, as for
- * the hit cache), and when it is full; its size is bounded so that it never
- * takes more than a quarter of the daemon's descriptor limit.
+ * same bytes as a fresh open for as long as the entry stands. When the
+ * index changes (the store's generation moves), the descriptors of the
+ * entries written since go (store_changes_since: an object replaced under
+ * its key); after changes of many rows everything goes, as it does when
+ * the cache is full. Its size is bounded so that it never takes more than
+ * a quarter of the daemon's descriptor limit.
  */
 #ifndef KILN_DAEMON_FDCACHE_H
 #define KILN_DAEMON_FDCACHE_H
@@ -31,7 +33,7 @@ struct store;
  * cached. Returns the descriptor or a negative errno (-ENOENT: the object
  * is gone).
  */
-int fdcache_open(struct fdcache *fc, uint64_t gen, const struct store *s, const char *key,
+int fdcache_open(struct fdcache *fc, uint64_t gen, struct store *s, const char *key,
 		 const char *output);
 
 #endif

@@ -425,6 +425,13 @@ int store_open(const char *cache_dir, int flags, struct store **out, char *err, 
 	s->readonly = flags & STORE_READONLY;
 	s->fd_root = s->fd_objects = s->fd_logs = s->fd_tmp = s->fd_failed = -1;
 	pthread_mutex_init(&s->wlock, NULL);
+	if (store_changes_init(s) < 0) {
+		pthread_mutex_destroy(&s->wlock);
+		pthread_mutex_destroy(&s->chg_lock);
+		free(s);
+		s = NULL;
+		goto fail;
+	}
 	s->dir = strdup(cache_dir);
 	if (!s->dir || asprintf(&s->objects, "%s/objects", cache_dir) < 0 ||
 	    asprintf(&s->logs, "%s/logs", cache_dir) < 0 ||
@@ -489,6 +496,7 @@ void store_close(struct store *s)
 	sqlite3_close_v2(s->rd);
 	sqlite3_close_v2(s->wr);
 	pthread_mutex_destroy(&s->wlock);
+	store_changes_fini(s);
 	store_close_dirs(s);
 	free(s->dir);
 	free(s->objects);

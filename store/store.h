@@ -157,6 +157,20 @@ char *store_object_path(const struct store *s, const char *key, const char *outp
 /* A counter that moves after every committed change of the index except use
  * counts; what is derived from the index is valid while it stands still. */
 uint64_t store_generation(struct store *s);
+/*
+ * Changes: what the changes after generation `from` up to `to` (a value of
+ * store_generation) touched, so that a cache filled at `from` forgets only
+ * that (store_changes.c). fn gets, per change, the entry's key and request
+ * key when an entry was written (a publish, its pinned flag), and the alias
+ * it set (any may be NULL). Returns false, having called fn for some or
+ * none, when it cannot tell: a change touched rows of any entry (removal,
+ * eviction, reconcile), the store keeps no records (read-only), or more
+ * than STORE_CHANGES changes passed. The caller then forgets everything.
+ */
+#define STORE_CHANGES 256
+bool store_changes_since(struct store *s, uint64_t from, uint64_t to,
+			 void (*fn)(void *ctx, const char *key, const char *rkey, const char *alias),
+			 void *ctx);
 char *store_log_path(const struct store *s, const char *key);
 char *store_tmp_dir(const struct store *s);
 /* tmp/, held open: temporary files and build directories are made and

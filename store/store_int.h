@@ -41,6 +41,8 @@ struct store {
 	sqlite3_stmt *q_prefix;
 	sqlite3_stmt *q_touch;  /* writer statement, used under wlock */
 	atomic_uint_least64_t gen;  /* bumped after each committed change but touches */
+	pthread_mutex_t chg_lock;   /* the records of changes (store_changes.c) */
+	struct store_change_rec *changes;  /* ring of STORE_CHANGES; NULL read-only */
 	atomic_bool rows_lost;      /* a published object's row failed: no clean-stop mark */
 	struct store_hot *hot;  /* the reader's cache (store_hot.c); NULL read-only */
 };
@@ -49,8 +51,14 @@ struct store {
 enum store_hot_kind { STORE_HOT_RKEY, STORE_HOT_ALIAS };
 int store_hot_init(struct store *s);
 void store_hot_fini(struct store *s);
-/* Every committed change of entries or aliases calls this after the commit. */
+/* Every committed change of entries or aliases calls one of these after
+ * the commit: store_changed_entry names what it touched (key and rkey of an
+ * entry written, an alias set; NULL for none), store_changed says rows of
+ * any entry may have changed. */
 void store_changed(struct store *s);
+void store_changed_entry(struct store *s, const char *key, const char *rkey, const char *alias);
+int store_changes_init(struct store *s);
+void store_changes_fini(struct store *s);
 /* Before a lookup: empties the cache when something changed since it was
  * filled; returns the counter to pass to store_hot_put. */
 uint64_t store_hot_begin(struct store *s);

@@ -305,8 +305,12 @@ static int insert_body(struct store *s, void *row)
  * must check the cache to adopt them, so no clean-stop mark this time. */
 static int index_row(struct store *s, const struct store_entry *row)
 {
-	int rc = store_txn(s, true, insert_body, (void *)row);
-	if (rc != 0)
+	/* The caches in front of the index forget this entry's names only
+	 * (store_changes.c): its key, its request key, its alias. */
+	int rc = store_txn(s, false, insert_body, (void *)row);
+	if (rc == 0)
+		store_changed_entry(s, row->key, row->rkey, row->alias);
+	else
 		atomic_store(&s->rows_lost, true);
 	return rc;
 }
@@ -394,16 +398,17 @@ int store_publish_open(struct store *s, const struct store_entry *e, int dir, co
 	return rc;
 }
 
-/* Runs st, a statement on the writer that changes at most one row, to
- * completion and finalizes it; rc is the result of preparing it. The caller
- * holds wlock. Returns 0 when a row changed, -ENOENT when none matched, or a
- * negative errno. */
-static int step_change(struct store *s, sqlite3_stmt *st, int rc)
+/* Runs st, a statement on the writer that changes at most one row (of
+ * entry key, or alias), to completion and finalizes it; rc is the result of
+ * preparing it. The caller holds wlock. Returns 0 when a row changed,
+ * -ENOENT when none matched, or a negative errno. */
+static int step_change(struct store *s, sqlite3_stmt *st, int rc, const char *key,
+		       const char *alias)
 {
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
 	sqlite3_finalize(st);
-	store_changed(s);
+	store_changed_entry(s, key, NULL, alias);
 	if (rc == SQLITE_DONE)
 		return sqlite3_changes(s->wr) > 0 ? 0 : -ENOENT;
 	return store_step_err(rc);
@@ -424,7 +429,7 @@ int store_set_alias(struct store *s, const char *alias, const char *key)
 		sqlite3_bind_text(st, 1, alias, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
 	}
-	rc = step_change(s, st, rc);
+	rc = step_change(s, st, rc, NULL, alias);
 	pthread_mutex_unlock(&s->wlock);
 	return rc;
 }
@@ -508,7 +513,7 @@ int store_set_pinned(struct store *s, const char *key, bool pinned)
 		sqlite3_bind_int(st, 1, pinned);
 		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
 	}
-	rc = step_change(s, st, rc);
+	rc = step_change(s, st, rc, key, NULL);
 	pthread_mutex_unlock(&s->wlock);
 	return rc;
 }

@@ -1683,6 +1683,119 @@ START_TEST(test_hot_deps_interned)
 }
 END_TEST
 
+/* Publishes key (request key rkey, alias) with the six dependencies. */
+static void put_deps(struct store *s, const char *key, const char *rkey, const char *alias,
+		     struct store_dep *deps)
+{
+	struct store_entry e;
+	fill_entry(&e, key, rkey, alias, 5);
+	e.deps = deps;
+	e.ndeps = 6;
+	char *tmp = write_tmp(s, key);
+	ck_assert_int_eq(store_publish(s, &e, AT_FDCWD, tmp), 0);
+	free(tmp);
+}
+
+/* The cache's answer for alias: its dependencies block, which a cached
+ * answer shares and a read of SQLite does not (the second lookup is the
+ * cache's). The key is checked. */
+static const struct store_dep *cached_deps(struct store *s, const char *alias, const char *key)
+{
+	struct store_entry e;
+	ck_assert_int_eq(store_get_by_alias(s, alias, &e), 0);
+	ck_assert_str_eq(e.key, key);
+	const struct store_dep *d = e.deps;
+	store_entry_free(&e);   /* the cache keeps its reference */
+	return d;
+}
+
+/*
+ * A publish or an alias write makes the hot cache forget only what it
+ * touched: the answers of other entries stay cached (their dependency
+ * blocks are the same), while every name the change touched answers anew:
+ * the new entry under a cached request key, an alias moved, a pin set. A
+ * change of many rows (a removal) or more changes than the store keeps
+ * records of empty the cache, and the answers stay right.
+ */
+START_TEST(test_hot_forgets_what_changed)
+{
+	struct store_dep deps[6];
+	char *paths[6], ka[65], kb[65], kc[65], kd[65], ra[65], rb[65], rc[65];
+	struct store *s = open_store(0);
+	make_deps(deps, paths, 6);
+	hexkey("ka", ka);
+	hexkey("kb", kb);
+	hexkey("kc", kc);
+	hexkey("kd", kd);
+	hexkey("ra", ra);
+	hexkey("rb", rb);
+	hexkey("rc", rc);
+	put_deps(s, ka, ra, "a", deps);
+	put_deps(s, kb, rb, "b", deps);
+	cached_deps(s, "a", ka);
+	const struct store_dep *pa = cached_deps(s, "a", ka);
+	cached_deps(s, "b", kb);
+	const struct store_dep *pb = cached_deps(s, "b", kb);
+	ck_assert_ptr_eq(cached_deps(s, "a", ka), pa);
+
+	/* Another program's build: a and b stay cached. */
+	put_deps(s, kc, rc, "c", deps);
+	ck_assert_ptr_eq(cached_deps(s, "a", ka), pa);
+	ck_assert_ptr_eq(cached_deps(s, "b", kb), pb);
+	cached_deps(s, "c", kc);
+
+	/* A variant of a's request (its headers changed), alias a moved to it:
+	 * both names answer anew, b stays. */
+	struct store_entry *list = NULL;
+	size_t n = 0;
+	ck_assert_int_eq(store_get_by_rkey(s, ra, &list, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	store_entries_free(list, n);
+	put_deps(s, kd, ra, "a", deps);
+	cached_deps(s, "a", kd);
+	ck_assert_int_eq(store_get_by_rkey(s, ra, &list, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	store_entries_free(list, n);
+	ck_assert_ptr_eq(cached_deps(s, "b", kb), pb);
+
+	/* An alias written alone; a pin, which every answer holding the key
+	 * shows. */
+	ck_assert_int_eq(store_set_alias(s, "b", kc), 0);
+	cached_deps(s, "b", kc);
+	struct store_entry e;
+	ck_assert_int_eq(store_get_by_alias(s, "c", &e), 0);
+	ck_assert(!e.pinned);
+	store_entry_free(&e);
+	ck_assert_int_eq(store_set_pinned(s, kc, true), 0);
+	ck_assert_int_eq(store_get_by_alias(s, "c", &e), 0);
+	ck_assert(e.pinned);
+	store_entry_free(&e);
+	ck_assert_int_eq(store_get_by_alias(s, "b", &e), 0);
+	ck_assert(e.pinned);
+	store_entry_free(&e);
+
+	/* More changes than the records keep: everything answers anew, right. */
+	const struct store_dep *pd = cached_deps(s, "a", kd);
+	for (int i = 0; i < STORE_CHANGES + 10; i++) {
+		char alias[32];
+		snprintf(alias, sizeof(alias), "x-%d", i);
+		ck_assert_int_eq(store_set_alias(s, alias, ka), 0);
+	}
+	ck_assert_ptr_ne(cached_deps(s, "a", kd), pd);
+	ck_assert_ptr_eq(cached_deps(s, "a", kd), cached_deps(s, "a", kd));
+	cached_deps(s, "x-3", ka);
+
+	/* A removal: its names answer "none". */
+	ck_assert_int_eq(store_remove(s, kc), 0);
+	ck_assert_int_eq(store_get_by_alias(s, "c", &e), -ENOENT);
+	ck_assert_int_eq(store_get_by_alias(s, "b", &e), -ENOENT);
+	cached_deps(s, "a", kd);
+	for (int i = 0; i < 6; i++)
+		free(paths[i]);
+	store_close(s);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
 	Suite *su = suite_create("store");
@@ -1694,6 +1807,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_publish_get);
 	tcase_add_test(tc, test_resolve);
 	tcase_add_test(tc, test_hot_deps_interned);
+	tcase_add_test(tc, test_hot_forgets_what_changed);
 	tcase_add_test(tc, test_publish_files);
 	tcase_add_test(tc, test_publish_existing);
 	tcase_add_test(tc, test_publish_invalid);
