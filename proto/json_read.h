@@ -6,10 +6,11 @@
  * digits itself (exactly, as strtod would) and leaves only fractions and
  * exponents to strtod.
  *
- * What it accepts is RFC 8259 JSON and nothing else: no leading zeros, no
- * "1." or ".5", no raw control characters or \u0000 in strings, no lone
+ * What it accepts is RFC 8259's grammar and nothing else: no leading zeros,
+ * no "1." or ".5", no raw control characters or \u0000 in strings, no lone
  * surrogates, nothing after the value but white space, at most
- * JSON_READ_DEPTH levels of nesting. Whatever it accepts, cJSON accepts
+ * JSON_READ_DEPTH levels of nesting. The bytes of a string are not checked
+ * for valid UTF-8 (cJSON does not check them either). Whatever it accepts, cJSON accepts
  * and reads to an equal tree (tests/test_json_read.c checks both ways on a
  * corpus; fuzz/fuzz_json.c against cJSON). Nodes and strings come from
  * cJSON_malloc, so cJSON_Delete frees them under any cJSON hooks.

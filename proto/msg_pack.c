@@ -108,16 +108,20 @@ static void add_bool(struct out *o, const char *name, bool v)
 	put(o, v ? "true" : "false", v ? 4 : 5);
 }
 
-static void add_strings(struct out *o, const char *name, char *const *v, size_t n)
+/* False on a NULL element (the request is refused, as cJSON refused it). */
+static bool add_strings(struct out *o, const char *name, char *const *v, size_t n)
 {
 	put_key(o, name);
 	put(o, "[", 1);
 	for (size_t i = 0; i < n; i++) {
+		if (v[i] == NULL)
+			return false;
 		if (i > 0)
 			put(o, ",", 1);
 		put_string(o, v[i], strlen(v[i]));
 	}
 	put(o, "]", 1);
+	return true;
 }
 
 static void add_hex(struct out *o, const char *name, const uint8_t digest[32])
@@ -198,10 +202,10 @@ static bool pack_fields(struct out *o, const struct msg_request *req)
 		add_str(o, "toolchain", req->toolchain);
 		add_str(o, "host_compiler", req->host_compiler);
 		add_str(o, "output", req->output);
-		if (req->nargs)
-			add_strings(o, "args", req->args, req->nargs);
-		if (req->npch)
-			add_strings(o, "pch", req->pch, req->npch);
+		if (req->nargs && !add_strings(o, "args", req->args, req->nargs))
+			return false;
+		if (req->npch && !add_strings(o, "pch", req->pch, req->npch))
+			return false;
 		pack_sources(o, req);
 		add_str(o, "alias", req->alias);
 		add_str(o, "label", req->label);

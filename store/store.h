@@ -161,8 +161,9 @@ uint64_t store_generation(struct store *s);
  * Changes: what the changes after generation `from` up to `to` (a value of
  * store_generation) touched, so that a cache filled at `from` forgets only
  * that (store_changes.c). fn gets, per change, the entry's key and request
- * key when an entry was written (a publish, its pinned flag), and the alias
- * it set (any may be NULL). Returns false, having called fn for some or
+ * key when an entry was written (a publish, its pinned flag), the alias it
+ * set and that alias's new target key (an alias write); any may be NULL.
+ * fn runs under the store's lock: it should only copy. Returns false, having called fn for some or
  * none, when it cannot tell: a change touched rows of any entry (removal,
  * eviction, reconcile), the store keeps no records (read-only), or more
  * than STORE_CHANGES changes passed. The caller then forgets everything.

@@ -29,6 +29,7 @@
  * requests; emptying it stalled the loop ~20 ms (bench/run throughput p99).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,85 +118,132 @@ void store_hot_fini(struct store *s)
 	s->hot = NULL;
 }
 
-struct forget_key {
-	const char *key;
+/* Changes forgotten name by name at most per lookup: each forgotten key or
+ * alias scans every cached answer, so past this the cache is emptied. */
+#define FORGET_MAX 16
+
+/* One change to forget, copied out of the store's records. */
+struct forget_rec {
+	char key[KILN_KEY_HEX + 1];    /* "" when none */
+	char rkey[KILN_KEY_HEX + 1];
+	char *alias;
+};
+
+struct forget {
+	struct forget_rec recs[FORGET_MAX];
+	size_t n;
+	bool ok;       /* false: empty the cache instead */
+};
+
+/* store_changes_since's callback, under the store's lock: only copies, so
+ * that writers do not wait on the scans. */
+static void note_change(void *ctx, const char *key, const char *rkey, const char *alias)
+{
+	struct forget *f = ctx;
+	if (!f->ok)
+		return;
+	if (f->n == FORGET_MAX) {
+		f->ok = false;
+		return;
+	}
+	struct forget_rec *r = &f->recs[f->n++];
+	snprintf(r->key, sizeof(r->key), "%s", key != NULL ? key : "");
+	snprintf(r->rkey, sizeof(r->rkey), "%s", rkey != NULL ? rkey : "");
+	r->alias = alias != NULL ? strdup(alias) : NULL;
+	if (alias != NULL && r->alias == NULL)
+		f->ok = false;
+}
+
+struct holders {
+	const struct forget_rec *r;
 	char **names;
 	size_t n, cap;
 	bool oom;      /* some holder could not be listed */
 };
 
+/* Whether an answer holds the record's key (an entry written again: its
+ * size, digest, pin or dependencies may be new; an alias's new target,
+ * whose newest alias may now be that one), or an entry whose newest alias
+ * is the record's alias (its old target: the entry's alias field changes). */
+static bool holds(const struct hot_val *v, const struct forget_rec *r)
+{
+	for (size_t i = 0; i < v->n; i++) {
+		const struct store_entry *e = &v->list[i];
+		if ((r->key[0] != '\0' && strcmp(e->key, r->key) == 0) ||
+		    (r->alias != NULL && e->alias != NULL && strcmp(e->alias, r->alias) == 0))
+			return true;
+	}
+	return false;
+}
+
 static void collect_holder(const char *name, void *val, void *ctx)
 {
-	const struct hot_val *v = val;
-	struct forget_key *f = ctx;
-	for (size_t i = 0; i < v->n; i++) {
-		if (strcmp(v->list[i].key, f->key) != 0)
-			continue;
-		if (f->n == f->cap) {
-			size_t cap = f->cap ? f->cap * 2 : 8;
-			char **names = realloc(f->names, cap * sizeof(*names));
-			if (names == NULL) {
-				f->oom = true;
-				return;
-			}
-			f->names = names;
-			f->cap = cap;
-		}
-		f->names[f->n++] = (char *)name;
+	struct holders *hs = ctx;
+	if (!holds(val, hs->r))
 		return;
+	if (hs->n == hs->cap) {
+		size_t cap = hs->cap ? hs->cap * 2 : 8;
+		char **names = realloc(hs->names, cap * sizeof(*names));
+		if (names == NULL) {
+			hs->oom = true;
+			return;
+		}
+		hs->names = names;
+		hs->cap = cap;
 	}
+	hs->names[hs->n++] = (char *)name;
 }
 
-/* Drops every answer of t that holds an entry of key (an entry written
- * again: its size, digest, pin or dependencies may be new). False when it
- * could not (no memory): the caller empties the cache. */
-static bool drop_holders(struct table *t, const char *key)
+/* Drops every answer of t that holds what r names. False when it could
+ * not (no memory): the caller empties the cache. */
+static bool drop_holders(struct table *t, const struct forget_rec *r)
 {
-	struct forget_key f = { .key = key };
-	table_foreach(t, collect_holder, &f);
+	struct holders hs = { .r = r };
+	table_foreach(t, collect_holder, &hs);
 	/* The names are the table's own keys: each stays valid until its own
 	 * deletion (a deletion moves slots, not the strings). */
-	for (size_t i = 0; i < f.n; i++)
-		hot_val_free(table_del(t, f.names[i]));
-	free(f.names);
-	return !f.oom;
+	for (size_t i = 0; i < hs.n; i++)
+		hot_val_free(table_del(t, hs.names[i]));
+	free(hs.names);
+	return !hs.oom;
 }
 
-struct forget {
-	struct store_hot *h;
-	bool ok;
-};
-
-/* One change the cache must forget (store_changes_since's callback). */
-static void hot_forget(void *ctx, const char *key, const char *rkey, const char *alias)
+/* Forgets one change: the answers by its request key and alias, and every
+ * answer holding its key or its alias. */
+static bool forget_one(struct store_hot *h, const struct forget_rec *r)
 {
-	struct forget *f = ctx;
-	struct store_hot *h = f->h;
-	if (rkey != NULL)
-		hot_val_free(table_del(h->rkey, rkey));
-	if (alias != NULL)
-		hot_val_free(table_del(h->alias, alias));
-	if (key != NULL) {
-		deps_ref_drop(table_del(h->deps, key));
-		if (!drop_holders(h->rkey, key) || !drop_holders(h->alias, key))
-			f->ok = false;
-	}
+	if (r->rkey[0] != '\0')
+		hot_val_free(table_del(h->rkey, r->rkey));
+	if (r->alias != NULL)
+		hot_val_free(table_del(h->alias, r->alias));
+	if (r->key[0] != '\0')
+		deps_ref_drop(table_del(h->deps, r->key));
+	if (r->key[0] == '\0' && r->alias == NULL)
+		return true;
+	return drop_holders(h->rkey, r) && drop_holders(h->alias, r);
 }
 
 /*
  * Before a lookup: forgets what changed since the cache was filled. Only
  * the names a change touched go (a publish: its request key, its alias,
- * every answer holding its key), so that one build does not cost every
- * other entry its cached answer; a change of many rows, or more changes
- * than the store keeps records of, empties the cache as before.
+ * every answer holding its key or that alias), so that one build does not
+ * cost every other entry its cached answer; a change of many rows, more
+ * changes than the store keeps records of, or more than FORGET_MAX since
+ * the last lookup empty the cache as before.
  */
 uint64_t store_hot_begin(struct store *s)
 {
 	uint64_t g = store_generation(s);
 
 	if (s->hot && s->hot->gen != g) {
-		struct forget f = { .h = s->hot, .ok = true };
-		if (!store_changes_since(s, s->hot->gen, g, hot_forget, &f) || !f.ok)
+		struct forget f = { .ok = true };
+		bool known = store_changes_since(s, s->hot->gen, g, note_change, &f) && f.ok;
+		for (size_t i = 0; i < f.n; i++) {
+			if (known && !forget_one(s->hot, &f.recs[i]))
+				known = false;
+			free(f.recs[i].alias);
+		}
+		if (!known)
 			hot_clear(s->hot);
 		s->hot->gen = g;
 	}

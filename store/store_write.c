@@ -429,7 +429,8 @@ int store_set_alias(struct store *s, const char *alias, const char *key)
 		sqlite3_bind_text(st, 1, alias, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
 	}
-	rc = step_change(s, st, rc, NULL, alias);
+	/* Its new target's answers name their newest alias: they go too. */
+	rc = step_change(s, st, rc, key, alias);
 	pthread_mutex_unlock(&s->wlock);
 	return rc;
 }

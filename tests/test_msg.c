@@ -901,6 +901,9 @@ START_TEST(test_pack_like_cjson)
 	ck_assert_str_eq(back.alias, req.alias);
 	msg_request_free(&back);
 	free(packed);
+	/* A NULL argument is refused, as cJSON refused it. */
+	args[1] = NULL;
+	ck_assert_ptr_null(msg_request_pack(&req, &len));
 }
 END_TEST
 

@@ -1696,31 +1696,56 @@ static void put_deps(struct store *s, const char *key, const char *rkey, const c
 	free(tmp);
 }
 
-/* The cache's answer for alias: its dependencies block, which a cached
- * answer shares and a read of SQLite does not (the second lookup is the
- * cache's). The key is checked. */
-static const struct store_dep *cached_deps(struct store *s, const char *alias, const char *key)
+/*
+ * The answer for alias, kept by the caller (held[*n]) so that its
+ * dependency block stays allocated: a cached answer shares the cache's
+ * block, a read of SQLite decodes a new one, which therefore cannot land at
+ * the address of a block still held. Returns the block; checks the key.
+ */
+static const struct store_dep *cached_deps(struct store *s, const char *alias, const char *key,
+					   struct store_entry *held, size_t *n)
 {
-	struct store_entry e;
-	ck_assert_int_eq(store_get_by_alias(s, alias, &e), 0);
-	ck_assert_str_eq(e.key, key);
-	const struct store_dep *d = e.deps;
-	store_entry_free(&e);   /* the cache keeps its reference */
-	return d;
+	struct store_entry *e = &held[(*n)++];
+	ck_assert_int_eq(store_get_by_alias(s, alias, e), 0);
+	ck_assert_str_eq(e->key, key);
+	return e->deps;
+}
+
+/* The entry of key among the answer for rkey, and its newest alias. */
+static void rkey_alias(struct store *s, const char *rkey, const char *key, const char *alias)
+{
+	struct store_entry *list = NULL;
+	size_t n = 0;
+	ck_assert_int_eq(store_get_by_rkey(s, rkey, &list, &n), 0);
+	bool found = false;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(list[i].key, key) != 0)
+			continue;
+		found = true;
+		ck_assert_msg(alias == NULL ? list[i].alias == NULL
+			      : list[i].alias != NULL && strcmp(list[i].alias, alias) == 0,
+			      "entry %.8s: alias %s, expected %s", key,
+			      list[i].alias ? list[i].alias : "(none)", alias ? alias : "(none)");
+	}
+	ck_assert_msg(found, "entry %.8s is not under its request key", key);
+	store_entries_free(list, n);
 }
 
 /*
  * A publish or an alias write makes the hot cache forget only what it
  * touched: the answers of other entries stay cached (their dependency
  * blocks are the same), while every name the change touched answers anew:
- * the new entry under a cached request key, an alias moved, a pin set. A
- * change of many rows (a removal) or more changes than the store keeps
- * records of empty the cache, and the answers stay right.
+ * the new entry under a cached request key, an alias moved (its old and
+ * its new target name their newest alias), a pin. A change of many rows
+ * (a removal) or more changes than the store keeps records of empty the
+ * cache, and the answers stay right.
  */
 START_TEST(test_hot_forgets_what_changed)
 {
 	struct store_dep deps[6];
 	char *paths[6], ka[65], kb[65], kc[65], kd[65], ra[65], rb[65], rc[65];
+	struct store_entry held[32], e;
+	size_t nh = 0;
 	struct store *s = open_store(0);
 	make_deps(deps, paths, 6);
 	hexkey("ka", ka);
@@ -1732,37 +1757,42 @@ START_TEST(test_hot_forgets_what_changed)
 	hexkey("rc", rc);
 	put_deps(s, ka, ra, "a", deps);
 	put_deps(s, kb, rb, "b", deps);
-	cached_deps(s, "a", ka);
-	const struct store_dep *pa = cached_deps(s, "a", ka);
-	cached_deps(s, "b", kb);
-	const struct store_dep *pb = cached_deps(s, "b", kb);
-	ck_assert_ptr_eq(cached_deps(s, "a", ka), pa);
+	cached_deps(s, "a", ka, held, &nh);
+	const struct store_dep *pa = cached_deps(s, "a", ka, held, &nh);
+	cached_deps(s, "b", kb, held, &nh);
+	const struct store_dep *pb = cached_deps(s, "b", kb, held, &nh);
+	ck_assert_ptr_eq(cached_deps(s, "a", ka, held, &nh), pa);
 
 	/* Another program's build: a and b stay cached. */
 	put_deps(s, kc, rc, "c", deps);
-	ck_assert_ptr_eq(cached_deps(s, "a", ka), pa);
-	ck_assert_ptr_eq(cached_deps(s, "b", kb), pb);
-	cached_deps(s, "c", kc);
+	ck_assert_ptr_eq(cached_deps(s, "a", ka, held, &nh), pa);
+	ck_assert_ptr_eq(cached_deps(s, "b", kb, held, &nh), pb);
+	cached_deps(s, "c", kc, held, &nh);
 
 	/* A variant of a's request (its headers changed), alias a moved to it:
-	 * both names answer anew, b stays. */
+	 * both names answer anew, and a's old entry no longer says "a"; b stays. */
+	rkey_alias(s, ra, ka, "a");
+	rkey_alias(s, ra, ka, "a");   /* now cached */
+	put_deps(s, kd, ra, "a", deps);
+	cached_deps(s, "a", kd, held, &nh);
 	struct store_entry *list = NULL;
 	size_t n = 0;
 	ck_assert_int_eq(store_get_by_rkey(s, ra, &list, &n), 0);
-	ck_assert_uint_eq(n, 1);
-	store_entries_free(list, n);
-	put_deps(s, kd, ra, "a", deps);
-	cached_deps(s, "a", kd);
-	ck_assert_int_eq(store_get_by_rkey(s, ra, &list, &n), 0);
 	ck_assert_uint_eq(n, 2);
 	store_entries_free(list, n);
-	ck_assert_ptr_eq(cached_deps(s, "b", kb), pb);
+	rkey_alias(s, ra, ka, NULL);
+	rkey_alias(s, ra, kd, "a");
+	ck_assert_ptr_eq(cached_deps(s, "b", kb, held, &nh), pb);
 
-	/* An alias written alone; a pin, which every answer holding the key
-	 * shows. */
+	/* An alias written alone: its old target's and its new target's
+	 * answers (cached under their request keys) name their newest alias. */
+	rkey_alias(s, rb, kb, "b");
+	rkey_alias(s, rc, kc, "c");
 	ck_assert_int_eq(store_set_alias(s, "b", kc), 0);
-	cached_deps(s, "b", kc);
-	struct store_entry e;
+	cached_deps(s, "b", kc, held, &nh);
+	rkey_alias(s, rb, kb, NULL);
+	rkey_alias(s, rc, kc, "b");
+	/* A pin, which every answer holding the key shows. */
 	ck_assert_int_eq(store_get_by_alias(s, "c", &e), 0);
 	ck_assert(!e.pinned);
 	store_entry_free(&e);
@@ -1775,21 +1805,26 @@ START_TEST(test_hot_forgets_what_changed)
 	store_entry_free(&e);
 
 	/* More changes than the records keep: everything answers anew, right. */
-	const struct store_dep *pd = cached_deps(s, "a", kd);
+	const struct store_dep *pd = cached_deps(s, "a", kd, held, &nh);
 	for (int i = 0; i < STORE_CHANGES + 10; i++) {
 		char alias[32];
 		snprintf(alias, sizeof(alias), "x-%d", i);
 		ck_assert_int_eq(store_set_alias(s, alias, ka), 0);
 	}
-	ck_assert_ptr_ne(cached_deps(s, "a", kd), pd);
-	ck_assert_ptr_eq(cached_deps(s, "a", kd), cached_deps(s, "a", kd));
-	cached_deps(s, "x-3", ka);
+	ck_assert_ptr_ne(cached_deps(s, "a", kd, held, &nh), pd);   /* read anew */
+	const struct store_dep *pd2 = cached_deps(s, "a", kd, held, &nh);
+	ck_assert_ptr_ne(pd2, pd);
+	ck_assert_ptr_eq(cached_deps(s, "a", kd, held, &nh), pd2);
+	cached_deps(s, "x-3", ka, held, &nh);
 
 	/* A removal: its names answer "none". */
 	ck_assert_int_eq(store_remove(s, kc), 0);
 	ck_assert_int_eq(store_get_by_alias(s, "c", &e), -ENOENT);
 	ck_assert_int_eq(store_get_by_alias(s, "b", &e), -ENOENT);
-	cached_deps(s, "a", kd);
+	cached_deps(s, "a", kd, held, &nh);
+	ck_assert_uint_le(nh, sizeof(held) / sizeof(held[0]));
+	for (size_t i = 0; i < nh; i++)
+		store_entry_free(&held[i]);
 	for (int i = 0; i < 6; i++)
 		free(paths[i]);
 	store_close(s);

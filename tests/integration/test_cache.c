@@ -533,7 +533,8 @@ static int fresh_value(const char *alias, int *value)
 /*
  * kilnd keeps hits in memory (store/store_hot.c); every change of the index
  * must show at once: a removed entry is a miss and is rebuilt, an alias that
- * moves answers with its new target, a miss turns into a hit once built.
+ * moves answers with its new target (and back, when a hit of the old target
+ * takes it back), a miss turns into a hit once built.
  */
 START_TEST(daemon_hit_cache_follows_changes)
 {
@@ -552,7 +553,25 @@ START_TEST(daemon_hit_cache_follows_changes)
 		ck_assert_int_eq(fresh_value("it:hot", &value), KILN_OK);
 		ck_assert_int_eq(value, 501);
 	}
+	/* A hit of the same program: its answer (which names its newest alias,
+	 * it:hot) is cached. */
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	harness_get_program(k, "hot_a", 501, "it:hot", key_a);
+	kiln_close(k);
 	/* The alias moves to another program. */
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	harness_get_program(k, "hot_b", 502, "it:hot", key_b);
+	kiln_close(k);
+	ck_assert_int_eq(fresh_value("it:hot", &value), KILN_OK);
+	ck_assert_int_eq(value, 502);
+	/* Back to the first (an edit reverted): a hit, and the alias follows it
+	 * back. The first program's cached answer must not still say it:hot. */
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	harness_get_program(k, "hot_a", 501, "it:hot", key_a);
+	kiln_close(k);
+	ck_assert_int_eq(fresh_value("it:hot", &value), KILN_OK);
+	ck_assert_int_eq(value, 501);
+	/* And forth again. */
 	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
 	harness_get_program(k, "hot_b", 502, "it:hot", key_b);
 	kiln_close(k);

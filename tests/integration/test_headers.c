@@ -355,7 +355,8 @@ START_TEST(change_before_the_request_in_one_turn)
 		fd = raw_hello();
 		stop_while_idle(harness.pid);
 		harness_raw_send(fd, "{\"op\":\"status\",\"id\":2}");
-		snprintf(hdr, sizeof(hdr), "%s/h.h", dirs[4 - round + 1]);
+		/* inc3, then inc2, then inc1: each earlier on the path. */
+		snprintf(hdr, sizeof(hdr), "%s/h.h", dirs[4 - round]);
 		write_header(hdr, round);
 		harness_raw_send(fd, get);
 		ck_assert_int_eq(kill(harness.pid, SIGCONT), 0);
