@@ -625,16 +625,17 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 		s->nconns++;
 		kilnd_activity(d);
 		conn_update_events(c);
-		/* Behind a backlog (a herd connecting), a client has usually
-		 * written its hello and first request already: read them now
-		 * rather than after another turn of the loop. The first
-		 * connection of a wake-up was just made, and its client is
-		 * still writing (a read would only say EAGAIN). */
-		if (i > 0) {
-			conn_ref(c);
-			conn_read(c);
-			conn_unref(c);
-		}
+		/* A client usually writes right after connecting (libkiln sends
+		 * hello and its first request at once), and one that only probed
+		 * the socket has closed it already: read now rather than after
+		 * another turn of the loop, so that the request is served, or the
+		 * closed connection's place freed, at once. (Skipping this read
+		 * for the first connection of a wake-up saved one EAGAIN, within
+		 * the noise, and kept a probe's place taken for a turn: a kilnd
+		 * at --max-connections then refused a connection it had room for.) */
+		conn_ref(c);
+		conn_read(c);
+		conn_unref(c);
 	}
 }
 
