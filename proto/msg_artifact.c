@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "msg_artifact.h"
+#include "util.h"
 #include "validate.h"
 
 const char *const msg_artifact_members[] = {
@@ -37,28 +38,15 @@ static void put_u64(struct out *o, uint64_t v)
 	put(o, num, (size_t)n);
 }
 
+static void put_cb(void *ctx, const char *s, size_t n)
+{
+	put(ctx, s, n);
+}
+
 /* s as a JSON string. */
 static void put_str(struct out *o, const char *s)
 {
-	static const char hex[] = "0123456789abcdef";
-	put(o, "\"", 1);
-	for (const char *run = s;; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch != '\0' && ch != '"' && ch != '\\' && ch >= 0x20)
-			continue;
-		put(o, run, (size_t)(s - run));
-		if (ch == '\0')
-			break;
-		if (ch == '"' || ch == '\\') {
-			char esc[2] = { '\\', (char)ch };
-			put(o, esc, 2);
-		} else {
-			char esc[6] = { '\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15] };
-			put(o, esc, 6);
-		}
-		run = s + 1;
-	}
-	put(o, "\"", 1);
+	util_json_string(s, strlen(s), put_cb, o);
 }
 
 static void member(struct out *o, const char *name)

@@ -42,32 +42,15 @@ static void put(struct out *o, const char *s, size_t n)
 	o->buf[o->len] = '\0';
 }
 
-/* The JSON string of the n bytes at s (up to a NUL, as cJSON did), escaped
- * as cJSON escapes: quote, backslash, the named controls, other controls
- * as \u00xx; everything else, UTF-8 included, as it is. */
+static void put_cb(void *ctx, const char *s, size_t n)
+{
+	put(ctx, s, n);
+}
+
+/* The JSON string of the n bytes at s, up to a NUL (as cJSON cut it). */
 static void put_string(struct out *o, const char *s, size_t n)
 {
-	static const char hex[] = "0123456789abcdef";
-	static const char named_in[] = "\"\\\b\f\n\r\t", named_out[] = "\"\\bfnrt";
-	size_t i = 0, start = 0;
-	put(o, "\"", 1);
-	for (; i < n && s[i] != '\0'; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c >= 0x20 && c != '"' && c != '\\')
-			continue;
-		put(o, s + start, i - start);
-		start = i + 1;
-		const char *named = strchr(named_in, c);   /* c is not NUL here */
-		if (named != NULL) {
-			char esc[2] = { '\\', named_out[named - named_in] };
-			put(o, esc, 2);
-		} else {
-			char u[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
-			put(o, u, 6);
-		}
-	}
-	put(o, s + start, i - start);
-	put(o, "\"", 1);
+	util_json_string(s, n, put_cb, o);
 }
 
 /* ,"name": (no comma after an opening brace or bracket). */

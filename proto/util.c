@@ -554,3 +554,29 @@ void util_i64_text(int64_t v, char *buf)
 		buf[o++] = tmp[--n];
 	buf[o] = '\0';
 }
+
+void util_json_string(const char *s, size_t n, void (*put)(void *ctx, const char *p, size_t len),
+		      void *ctx)
+{
+	static const char hex[] = "0123456789abcdef";
+	static const char named_in[] = "\"\\\b\f\n\r\t", named_out[] = "\"\\bfnrt";
+	size_t i = 0, start = 0;
+	put(ctx, "\"", 1);
+	for (; i < n && s[i] != '\0'; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		put(ctx, s + start, i - start);
+		start = i + 1;
+		const char *named = strchr(named_in, c);   /* c is not NUL here */
+		if (named != NULL) {
+			char esc[2] = { '\\', named_out[named - named_in] };
+			put(ctx, esc, 2);
+		} else {
+			char u[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+			put(ctx, u, 6);
+		}
+	}
+	put(ctx, s + start, i - start);
+	put(ctx, "\"", 1);
+}

@@ -65,6 +65,12 @@ void util_hex(const uint8_t *in, size_t n, char *out);
 /* v in decimal into buf (at least 21 bytes), NUL-terminated; no printf (its
  * first use costs a fresh process microseconds). */
 void util_i64_text(int64_t v, char *buf);
+/* The n bytes at s (up to a NUL) as a quoted JSON string, escaped as cJSON
+ * escapes: quote, backslash, \b \f \n \r \t, other controls as \u00xx,
+ * everything else (UTF-8 included) as it is. Written through put, in runs:
+ * the one escaper of the requests libkiln packs and the replies kilnd prints. */
+void util_json_string(const char *s, size_t n, void (*put)(void *ctx, const char *p, size_t len),
+		      void *ctx);
 /* 64 lower-case hex digits into 32 bytes; false for anything else (NULL too). */
 bool util_unhex32(const char *hex, uint8_t out[32]);
 /* read() that retries EINTR: bytes read, 0 at end of file, or -errno. */
