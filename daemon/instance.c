@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -25,6 +26,24 @@
 static int ready_fd = -1;
 static int sock_lock_fd = -1;
 static int cache_lock_fd = -1;
+
+void instance_reserve_fds(unsigned n)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && n > rl.rlim_cur)
+		n = (unsigned)rl.rlim_cur;
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	/* The lowest free descriptor at or above n - 1: never one in use. The
+	 * table keeps its size when the descriptor is closed. */
+	if (n > 0 && (unsigned)fd < n - 1) {
+		int hi = fcntl(fd, F_DUPFD_CLOEXEC, (int)(n - 1));
+		if (hi >= 0)
+			close(hi);
+	}
+	close(fd);
+}
 
 int instance_daemonize(void)
 {

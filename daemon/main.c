@@ -403,6 +403,13 @@ static const struct server_hooks server_hooks = {
 	.closed = flight_cancel_abandoned,
 };
 
+/* The descriptors kilnd may hold at once, at most 65536. */
+static unsigned fd_room(const struct config *cfg)
+{
+	unsigned long n = FDCACHE_MAX + (unsigned long)cfg->max_connections + 64 + 8ul * cfg->jobs;
+	return n < 65536 ? (unsigned)n : 65536;
+}
+
 /*
  * The process: detached (--daemonize), the socket systemd passed, the
  * directories and the log, the instance lock. 0: go on; 1: another kilnd
@@ -415,6 +422,11 @@ static int start_process(struct kilnd *d, struct config *cfg, char *err, size_t 
 
 	if (cfg->daemonize && instance_daemonize() != 0)
 		return -1;
+	/* Before any thread (a fork's child gets a table sized by its open
+	 * descriptors, so after --daemonize): room for the descriptor cache,
+	 * the connections and the builds' pipes (docs/design.md, "The
+	 * descriptor table"). */
+	instance_reserve_fds(fd_room(cfg));
 	/* Socket activation: the socket systemd passed decides the path. */
 	char *apath = NULL;
 	d->activated_fd = sd_activation_socket(&apath, err, errlen);

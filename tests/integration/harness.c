@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -278,6 +279,30 @@ bool harness_wait_gone(pid_t pid, double timeout_s)
 			return false;
 		harness_sleep_ms(20);
 	}
+}
+
+unsigned harness_fd_table_size(pid_t pid)
+{
+	char path[64], line[128];
+	unsigned size = 0;
+	bool found = false;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	ck_assert_msg(f != NULL, "cannot read %s: %s", path, strerror(errno));
+	while (!found && fgets(line, sizeof(line), f) != NULL)
+		found = sscanf(line, "FDSize: %u", &size) == 1;
+	fclose(f);
+	ck_assert_msg(found, "no FDSize in %s", path);
+	return size;
+}
+
+unsigned harness_fd_room(unsigned n)
+{
+	struct rlimit rl;
+
+	ck_assert(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+	return rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < n ? (unsigned)rl.rlim_cur : n;
 }
 
 /* Kills every process but this one that mentions the test directory. */

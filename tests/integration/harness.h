@@ -133,6 +133,12 @@ int harness_wait(pid_t pid, double timeout_s);
 bool harness_alive(pid_t pid);
 /* Waits up to timeout_s until pid is gone; returns true when it is. */
 bool harness_wait_gone(pid_t pid, double timeout_s);
+/* The size of pid's descriptor table (FDSize in /proc/PID/status); fails
+ * the test when it cannot be read. */
+unsigned harness_fd_table_size(pid_t pid);
+/* The descriptors kilnd may have its table sized for: n, at most this
+ * process's soft RLIMIT_NOFILE (which kilnd inherits). */
+unsigned harness_fd_room(unsigned n);
 /* True when a connection to the Unix socket at path is accepted. */
 bool harness_socket_answers(const char *path);
 /* CLOCK_MONOTONIC in seconds. */
