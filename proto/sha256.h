@@ -16,6 +16,10 @@
 
 /* The SHA-256 of len bytes at buf, with the fastest compression available. */
 void sha256_buf(const void *buf, size_t len, uint8_t out[32]);
+/* Two digests, the same as two sha256_buf; with the SHA instructions the
+ * two messages' rounds are interleaved, about 1.8 times as fast. */
+void sha256_buf2(const void *a, size_t alen, uint8_t outa[32], const void *b, size_t blen,
+		 uint8_t outb[32]);
 /* The same in portable C only (for tests). */
 void sha256_buf_portable(const void *buf, size_t len, uint8_t out[32]);
 /* True when sha256_buf runs on the CPU's SHA instructions. */

@@ -499,6 +499,51 @@ START_TEST(test_sha256_own)
 }
 END_TEST
 
+/*
+ * Two digests at once (sha256_buf2, the two messages' rounds interleaved)
+ * against OpenSSL: every pair of lengths through four blocks, so that either
+ * message ends first, at every padding case, and long unequal pairs at odd
+ * offsets; the two results must not leak into each other.
+ */
+START_TEST(test_sha256_two)
+{
+	enum { MAX = 70000 };
+	uint8_t *buf = malloc(2 * MAX + 2), wa[32], wb[32], ga[32], gb[32];
+	uint64_t x = 0x2545F4914F6CDD1DULL;
+
+	ck_assert_ptr_nonnull(buf);
+	for (size_t i = 0; i < 2 * MAX + 2; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		buf[i] = (uint8_t)x;
+	}
+	const uint8_t *a = buf, *b = buf + MAX + 1;
+	for (size_t la = 0; la <= 260; la += 1)
+		for (size_t lb = 0; lb <= 260; lb += la % 7 == 0 ? 1 : 13) {
+			util_sha256(a, la, wa);
+			util_sha256(b, lb, wb);
+			sha256_buf2(a, la, ga, b, lb, gb);
+			ck_assert_msg(memcmp(ga, wa, 32) == 0 && memcmp(gb, wb, 32) == 0,
+				      "lengths %zu and %zu (hw %d)", la, lb, sha256_hw());
+		}
+	static const size_t lens[][2] = { { 11264, 11264 }, { 11777, 4095 }, { 64, 65536 },
+					  { MAX, 1000 }, { 0, MAX }, { MAX, MAX } };
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		util_sha256(a + 1, lens[i][0], wa);
+		util_sha256(b + 1, lens[i][1], wb);
+		sha256_buf2(a + 1, lens[i][0], ga, b + 1, lens[i][1], gb);
+		ck_assert_msg(memcmp(ga, wa, 32) == 0 && memcmp(gb, wb, 32) == 0, "lengths %zu and %zu",
+			      lens[i][0], lens[i][1]);
+	}
+	/* One buffer twice. */
+	util_sha256(a, 11264, wa);
+	sha256_buf2(a, 11264, ga, a, 11264, gb);
+	ck_assert(memcmp(ga, wa, 32) == 0 && memcmp(gb, wa, 32) == 0);
+	free(buf);
+}
+END_TEST
+
 START_TEST(test_hex_and_clocks)
 {
 	static const uint8_t in[] = { 0x00, 0x0f, 0xa5, 0xff };
@@ -680,6 +725,7 @@ static Suite *util_suite(void)
 	tcase_add_test(tu, test_open_regular);
 	tcase_add_test(tu, test_sha256_listing);
 	tcase_add_test(tu, test_sha256_own);
+	tcase_add_test(tu, test_sha256_two);
 	tcase_add_test(tu, test_hex_and_clocks);
 	suite_add_tcase(s, tu);
 

@@ -179,10 +179,29 @@ static int request_source(const struct kiln_source *s, size_t i, struct msg_sour
 				   s->name, (size_t)(nul - s->text));
 	m->text = (char *)s->text;
 	m->len = s->len ? s->len : strlen(s->text);
-	/* By digest first: a warm hit then costs neither side the text. */
-	sha256_buf(m->text, m->len, m->digest);
-	m->has_digest = true;
 	return 0;
+}
+
+void lib_request_digests(struct msg_request *const *ms, size_t n)
+{
+	struct msg_source *held = NULL;
+
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < ms[i]->nsources; j++) {
+			struct msg_source *s = &ms[i]->sources[j];
+
+			if (s->text == NULL || s->has_digest)
+				continue;
+			s->has_digest = true;
+			if (held == NULL) {
+				held = s;
+				continue;
+			}
+			sha256_buf2(held->text, held->len, held->digest, s->text, s->len, s->digest);
+			held = NULL;
+		}
+	if (held != NULL)
+		sha256_buf(held->text, held->len, held->digest);
 }
 
 void lib_request_with_text(struct msg_request *m)
@@ -223,7 +242,7 @@ static int request_args(const struct kiln_request *req)
  * req: m must not be freed with msg_request_free; m->sources is malloc'd and
  * owned by the caller).
  */
-int lib_request_build(const struct kiln_request *req, struct msg_request *m)
+int lib_request_check(const struct kiln_request *req, struct msg_request *m)
 {
 	char why[256];
 	size_t i;
@@ -286,6 +305,16 @@ int lib_request_build(const struct kiln_request *req, struct msg_request *m)
 	m->alias = (char *)req->alias;
 	m->label = (char *)req->label;
 	return 0;
+}
+
+int lib_request_build(const struct kiln_request *req, struct msg_request *m)
+{
+	int rc = lib_request_check(req, m);
+	struct msg_request *one = m;
+
+	if (rc == 0)
+		lib_request_digests(&one, 1);
+	return rc;
 }
 
 /* Sends a get or lookup and loads what it names (when load). */

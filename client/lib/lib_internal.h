@@ -127,6 +127,11 @@ int lib_conn_call_many(struct kiln *k, struct msg_request *const *reqs, size_t n
  * lib_request_with_text turns them back into text for the second try. */
 int lib_request_build(const struct kiln_request *req, struct msg_request *m);
 void lib_request_with_text(struct msg_request *m);
+/* lib_request_build without the digests, for a batch: then
+ * lib_request_digests of all its requests, which hashes the inline sources
+ * two at a time (sha256_buf2). */
+int lib_request_check(const struct kiln_request *req, struct msg_request *m);
+void lib_request_digests(struct msg_request *const *ms, size_t n);
 
 /* lib_spawn.c: autospawn. */
 

@@ -189,7 +189,7 @@ static int get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
 				continue;
 			}
 		}
-		rc = lib_request_build(&reqs[i], &msgs[i]);
+		rc = lib_request_check(&reqs[i], &msgs[i]);
 		if (rc < 0) {
 			many_result(&m, i, rc);
 			continue;
@@ -197,6 +197,7 @@ static int get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
 		m.index[nbatch] = i;
 		batch[nbatch++] = &msgs[i];
 	}
+	lib_request_digests(batch, nbatch);
 	rc = many_send(&m, batch, nbatch);
 	if (rc == 0 && m.nagain > 0) {
 		nbatch = 0;
