@@ -589,6 +589,57 @@ START_TEST(test_need_sources_resends_text)
 }
 END_TEST
 
+/*
+ * A source with a NUL byte in a batch fails alone, before anything is sent,
+ * wherever it is in the batch (kiln_get_many hashes the sources two at a
+ * time: the bad ones would be first of a pair, second of one and alone) and
+ * in the text (first block, a later one, the last byte).
+ */
+START_TEST(test_many_nul_source_fails_alone)
+{
+	enum { N = 5 };
+	static const size_t at[N] = { 10, 0, 0, 150, 199 };
+	struct kiln_source src[N];
+	struct kiln_request reqs[N];
+	struct kiln_program *out[N];
+	char alias[N][16], text[N][201];
+	int status[N];
+	struct kiln_stats st;
+	struct kiln *k;
+
+	build_so("a.so", 21);
+	for (int i = 0; i < N; i++) {
+		snprintf(alias[i], sizeof(alias[i]), "nul:%d", i);
+		reqs[i] = one_source(&src[i], alias[i]);
+		add_entry(alias[i], "a.so", 21);
+		memset(text[i], 'a' + i, 200);
+		text[i][200] = '\0';
+		if (at[i] > 0)
+			text[i][at[i]] = '\0';
+		src[i].text = text[i];
+		src[i].len = i == 1 ? 70 : 200;
+	}
+	fake_start();
+	k = open_fake();
+	ck_assert_int_eq(kiln_get_many(k, reqs, N, out, status), KILN_EINVAL);
+	ck_assert_msg(strstr(kiln_errmsg(k), "request 0") && strstr(kiln_errmsg(k), "offset 10"),
+		      "%s", kiln_errmsg(k));
+	for (int i = 0; i < N; i++) {
+		ck_assert_msg(status[i] == (at[i] > 0 ? KILN_EINVAL : KILN_OK), "request %d: %s", i,
+			      kiln_strerror(status[i]));
+		if (at[i] == 0)
+			ck_assert_int_eq(call_value(out[i]), 21);
+		else
+			ck_assert_ptr_null(out[i]);
+	}
+	/* hello and the two good gets: the bad ones never left. */
+	kiln_get_stats(k, &st);
+	ck_assert_uint_eq(st.requests, 3);
+	ck_assert_int_eq(atomic_load(&F->bad), 0);
+	kiln_close(k);
+}
+END_TEST
+
 START_TEST(test_same_key_reused)
 {
 	struct kiln_program *p = NULL, *q = NULL;
@@ -1089,6 +1140,7 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_get_loads_then_local_hits);
 	tcase_add_test(tc, test_same_key_reused);
 	tcase_add_test(tc, test_need_sources_resends_text);
+	tcase_add_test(tc, test_many_nul_source_fails_alone);
 	tcase_add_test(tc, test_get_without_alias);
 	tcase_add_test(tc, test_lookup_not_found);
 	tcase_add_test(tc, test_build_failed);
