@@ -18,8 +18,9 @@
  */
 int instance_daemonize(void);
 /*
- * Grows this process's descriptor table to hold at least n descriptors
- * (at most RLIMIT_NOFILE's soft limit), once, at start. The kernel grows the
+ * Grows this process's descriptor table to hold at least n descriptors,
+ * once, at start, raising RLIMIT_NOFILE's soft limit to n where the hard
+ * limit allows (else at most the soft limit). The kernel grows the
  * table of a process with threads only after an RCU grace period
  * (synchronize_rcu in expand_fdtable): milliseconds during which the thread
  * that opened the descriptor sleeps. Grown later, that thread is the loop's.

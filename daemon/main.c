@@ -424,8 +424,9 @@ static int start_process(struct kilnd *d, struct config *cfg, char *err, size_t 
 		return -1;
 	/* Before any thread (a fork's child gets a table sized by its open
 	 * descriptors, so after --daemonize): room for the descriptor cache,
-	 * the connections and the builds' pipes (docs/design.md, "The
-	 * descriptor table"). */
+	 * the connections and the builds' pipes (docs/design.md, "Threads in
+	 * kilnd"). Before the descriptor cache, which takes a quarter of the
+	 * soft limit at most. */
 	instance_reserve_fds(fd_room(cfg));
 	/* Socket activation: the socket systemd passed decides the path. */
 	char *apath = NULL;

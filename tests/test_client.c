@@ -590,10 +590,9 @@ START_TEST(test_need_sources_resends_text)
 END_TEST
 
 /*
- * A source with a NUL byte in a batch fails alone, before anything is sent,
- * wherever it is in the batch (kiln_get_many hashes the sources two at a
- * time: the bad ones would be first of a pair, second of one and alone) and
- * in the text (first block, a later one, the last byte).
+ * A source with a NUL byte in a batch fails alone, before anything is sent
+ * (the check before kiln_get_many hashes the batch), wherever it is in the
+ * batch and in the text (first block, a later one, the last byte).
  */
 START_TEST(test_many_nul_source_fails_alone)
 {

@@ -507,6 +507,11 @@ END_TEST
  */
 START_TEST(test_sha256_two)
 {
+	/* Without the SHA instructions sha256_buf2 is two sha256_buf: this
+	 * then checks only that. */
+	if (!sha256_hw())
+		fprintf(stderr, "test_sha256_two: no SHA instructions here, the interleaved "
+			"compression is not tested\n");
 	enum { MAX = 70000 };
 	uint8_t *buf = malloc(2 * MAX + 2), wa[32], wb[32], ga[32], gb[32];
 	uint64_t x = 0x2545F4914F6CDD1DULL;
@@ -519,8 +524,8 @@ START_TEST(test_sha256_two)
 		buf[i] = (uint8_t)x;
 	}
 	const uint8_t *a = buf, *b = buf + MAX + 1;
-	for (size_t la = 0; la <= 260; la += 1)
-		for (size_t lb = 0; lb <= 260; lb += la % 7 == 0 ? 1 : 13) {
+	for (size_t la = 0; la <= 260; la++)
+		for (size_t lb = 0; lb <= 260; lb++) {
 			util_sha256(a, la, wa);
 			util_sha256(b, lb, wb);
 			sha256_buf2(a, la, ga, b, lb, gb);

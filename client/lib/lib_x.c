@@ -174,11 +174,12 @@ int kiln_x_alias_many(struct kiln *k, const struct kiln_request *reqs, size_t n)
 		goto out;
 	}
 	for (i = 0; i < n; i++) {
-		if (!reqs[i].alias || lib_request_build(&reqs[i], &msgs[i]) != 0)
+		if (!reqs[i].alias || lib_request_check(&reqs[i], &msgs[i]) != 0)
 			continue;
 		msgs[i].no_build = true;
 		batch[nb++] = &msgs[i];
 	}
+	lib_request_digests(batch, nb);
 	if (nb > 0)
 		rc = lib_conn_call_many(k, batch, nb, alias_reply, status);
 	for (i = 0; rc == 0 && i < nb; i++)

@@ -302,7 +302,7 @@ unsigned harness_fd_room(unsigned n)
 	struct rlimit rl;
 
 	ck_assert(getrlimit(RLIMIT_NOFILE, &rl) == 0);
-	return rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < n ? (unsigned)rl.rlim_cur : n;
+	return rl.rlim_max != RLIM_INFINITY && rl.rlim_max < n ? (unsigned)rl.rlim_max : n;
 }
 
 /* Kills every process but this one that mentions the test directory. */

@@ -137,7 +137,8 @@ bool harness_wait_gone(pid_t pid, double timeout_s);
  * the test when it cannot be read. */
 unsigned harness_fd_table_size(pid_t pid);
 /* The descriptors kilnd may have its table sized for: n, at most this
- * process's soft RLIMIT_NOFILE (which kilnd inherits). */
+ * process's hard RLIMIT_NOFILE (which kilnd inherits, and raises its soft
+ * limit towards). */
 unsigned harness_fd_room(unsigned n);
 /* True when a connection to the Unix socket at path is accepted. */
 bool harness_socket_answers(const char *path);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -43,7 +44,15 @@ START_TEST(connections_beyond_the_limit_get_busy)
 	int fds[3], extra;
 	cJSON *r, *st;
 
+	/* Started with a low soft descriptor limit (systemd's default is
+	 * 1024), which kilnd raises as far as the hard limit allows. */
+	struct rlimit rl, low;
+	ck_assert(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+	low = rl;
+	low.rlim_cur = rl.rlim_cur < 256 ? rl.rlim_cur : 256;
+	ck_assert(setrlimit(RLIMIT_NOFILE, &low) == 0);
 	harness_start("--max-connections", "3", NULL);
+	ck_assert(setrlimit(RLIMIT_NOFILE, &rl) == 0);
 	/* Its descriptor table was sized at start for the descriptor cache
 	 * (1024) and the connections: grown later, with threads running, the
 	 * kernel makes the loop wait for an RCU grace period. */
