@@ -30,17 +30,19 @@ static int cache_lock_fd = -1;
 void instance_reserve_fds(unsigned n)
 {
 	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && n > rl.rlim_cur) {
-		/* The soft limit up to n where the hard one allows (systemd's
-		 * default soft limit is 1024: for select(), which kilnd does not
-		 * use). */
-		rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > n ? n : rl.rlim_max;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	/* systemd's default soft limit is 1024 (for select(), which kilnd
+	 * does not use); the descriptor cache takes a quarter of it at most. */
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < INSTANCE_NOFILE) {
+		rlim_t want = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < INSTANCE_NOFILE
+				      ? rl.rlim_max : INSTANCE_NOFILE;
 		struct rlimit up = { .rlim_cur = want, .rlim_max = rl.rlim_max };
 		if (want > rl.rlim_cur && setrlimit(RLIMIT_NOFILE, &up) == 0)
 			rl.rlim_cur = want;
-		if (n > rl.rlim_cur)
-			n = (unsigned)rl.rlim_cur;
 	}
+	if (rl.rlim_cur != RLIM_INFINITY && n > rl.rlim_cur)
+		n = (unsigned)rl.rlim_cur;
 	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;

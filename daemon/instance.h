@@ -18,15 +18,17 @@
  */
 int instance_daemonize(void);
 /*
- * Grows this process's descriptor table to hold at least n descriptors,
- * once, at start, raising RLIMIT_NOFILE's soft limit to n where the hard
- * limit allows (else at most the soft limit). The kernel grows the
+ * Raises RLIMIT_NOFILE's soft limit to INSTANCE_NOFILE where the hard limit
+ * allows, then grows this process's descriptor table to hold at least n
+ * descriptors (at most the soft limit), once, at start. The kernel grows the
  * table of a process with threads only after an RCU grace period
  * (synchronize_rcu in expand_fdtable): milliseconds during which the thread
  * that opened the descriptor sleeps. Grown later, that thread is the loop's.
  * Best effort: nothing is said when it cannot.
  */
 void instance_reserve_fds(unsigned n);
+/* The soft descriptor limit kilnd raises itself to (or to the hard limit). */
+#define INSTANCE_NOFILE 65536
 /*
  * Tells a waiting --daemonize parent the outcome: status 0 with the serving
  * daemon's pid, or 1 with an error message. A no-op in the foreground.

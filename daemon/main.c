@@ -403,11 +403,12 @@ static const struct server_hooks server_hooks = {
 	.closed = flight_cancel_abandoned,
 };
 
-/* The descriptors kilnd may hold at once, at most 65536. */
+/* The descriptor table kilnd reserves: its descriptor cache, connections
+ * and builds' pipes, at most INSTANCE_NOFILE. */
 static unsigned fd_room(const struct config *cfg)
 {
 	unsigned long n = FDCACHE_MAX + (unsigned long)cfg->max_connections + 64 + 8ul * cfg->jobs;
-	return n < 65536 ? (unsigned)n : 65536;
+	return n < INSTANCE_NOFILE ? (unsigned)n : INSTANCE_NOFILE;
 }
 
 /*
@@ -426,7 +427,7 @@ static int start_process(struct kilnd *d, struct config *cfg, char *err, size_t 
 	 * descriptors, so after --daemonize): room for the descriptor cache,
 	 * the connections and the builds' pipes (docs/design.md, "Threads in
 	 * kilnd"). Before the descriptor cache, which takes a quarter of the
-	 * soft limit at most. */
+	 * soft limit at most, and the soft limit is raised first. */
 	instance_reserve_fds(fd_room(cfg));
 	/* Socket activation: the socket systemd passed decides the path. */
 	char *apath = NULL;

@@ -305,6 +305,21 @@ unsigned harness_fd_room(unsigned n)
 	return rl.rlim_max != RLIM_INFINITY && rl.rlim_max < n ? (unsigned)rl.rlim_max : n;
 }
 
+unsigned harness_nofile_soft(pid_t pid)
+{
+	char path[64], line[256], soft[32] = "";
+	bool found = false;
+
+	snprintf(path, sizeof(path), "/proc/%d/limits", (int)pid);
+	FILE *f = fopen(path, "re");
+	ck_assert_msg(f != NULL, "cannot read %s: %s", path, strerror(errno));
+	while (!found && fgets(line, sizeof(line), f) != NULL)
+		found = sscanf(line, "Max open files %31s", soft) == 1;
+	fclose(f);
+	ck_assert_msg(found, "no \"Max open files\" in %s", path);
+	return strcmp(soft, "unlimited") == 0 ? UINT_MAX : (unsigned)strtoul(soft, NULL, 10);
+}
+
 /* Kills every process but this one that mentions the test directory. */
 static int kill_strays(void)
 {

@@ -140,6 +140,9 @@ unsigned harness_fd_table_size(pid_t pid);
  * process's hard RLIMIT_NOFILE (which kilnd inherits, and raises its soft
  * limit towards). */
 unsigned harness_fd_room(unsigned n);
+/* pid's soft RLIMIT_NOFILE ("Max open files" in /proc/PID/limits; UINT_MAX
+ * when unlimited); fails the test when it cannot be read. */
+unsigned harness_nofile_soft(pid_t pid);
 /* True when a connection to the Unix socket at path is accepted. */
 bool harness_socket_answers(const char *path);
 /* CLOCK_MONOTONIC in seconds. */

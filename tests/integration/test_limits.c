@@ -58,6 +58,8 @@ START_TEST(connections_beyond_the_limit_get_busy)
 	 * kernel makes the loop wait for an RCU grace period. */
 	unsigned room = harness_fd_room(1024 + 3 + 64), size = harness_fd_table_size(harness.pid);
 	ck_assert_msg(size >= room, "kilnd's descriptor table holds %u, not %u", size, room);
+	unsigned soft = harness_nofile_soft(harness.pid), want = harness_fd_room(65536);
+	ck_assert_msg(soft >= want, "kilnd's soft descriptor limit is %u, not %u", soft, want);
 	for (int i = 0; i < 3; i++)
 		fds[i] = hello_conn();
 	extra = harness_raw_connect(harness.socket);
