@@ -163,7 +163,9 @@ uint64_t store_generation(struct store *s);
  * that (store_changes.c). fn gets, per change, the entry's key and request
  * key when an entry was written (a publish, its pinned flag), the alias it
  * set and that alias's new target key (an alias write); any may be NULL.
- * fn runs under the store's lock: it should only copy. Returns false, having called fn for some or
+ * fn runs under the store's lock, which writers wait for: keep it short (the
+ * hit cache copies the names, the descriptor cache closes descriptors that
+ * other references keep open). Returns false, having called fn for some or
  * none, when it cannot tell: a change touched rows of any entry (removal,
  * eviction, reconcile), the store keeps no records (read-only), or more
  * than STORE_CHANGES changes passed. The caller then forgets everything.

@@ -102,6 +102,34 @@ START_TEST(connections_beyond_the_limit_get_busy)
 }
 END_TEST
 
+/*
+ * A hard descriptor limit too low for the descriptor cache and the
+ * connections: kilnd raises its soft limit to it, serves, and says in its
+ * log what the limit costs and what to raise it to. (The test runs in its
+ * own process: the lowered hard limit cannot be raised again.)
+ */
+START_TEST(low_descriptor_limit_is_reported)
+{
+	struct rlimit rl;
+	ck_assert(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+	rlim_t hard = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < 1000 ? rl.rlim_max : 1000;
+	struct rlimit low = { .rlim_cur = 256 < hard ? 256 : hard, .rlim_max = hard };
+	ck_assert_msg(setrlimit(RLIMIT_NOFILE, &low) == 0, "setrlimit: %s", strerror(errno));
+	harness_start(NULL);
+	ck_assert_uint_eq(harness_nofile_soft(harness.pid), hard);
+	close(hello_conn());
+	char *log = harness_read_file(harness.log), said[160];
+	ck_assert_ptr_nonnull(log);
+	snprintf(said, sizeof(said), "descriptor limit %llu (the hard limit): the descriptor cache "
+		 "keeps at most %llu of 1024 objects open", (unsigned long long)hard,
+		 (unsigned long long)hard / 4);
+	ck_assert_msg(harness_contains(log, said), "no \"%s\" in the log:\n%s", said, log);
+	ck_assert_msg(harness_contains(log, "LimitNOFILE=) to 4096"), "%s", log);
+	free(log);
+	harness_stop();
+}
+END_TEST
+
 /* Sends n status requests, ids from first; returns how many whole frames
  * went before the socket filled. *rest gets the unsent tail of a frame
  * that went in part (malloc'd, *restlen bytes), or NULL. */
@@ -470,6 +498,7 @@ int main(void)
 	Suite *s = suite_create("limits");
 
 	suite_add_tcase(s, harness_tcase("connections", connections_beyond_the_limit_get_busy, 60));
+	suite_add_tcase(s, harness_tcase("low_nofile", low_descriptor_limit_is_reported, 60));
 	suite_add_tcase(s, harness_tcase("pipelining", pipelining_without_reading_is_throttled, 120));
 	suite_add_tcase(s, harness_tcase("queue", full_build_queue_answers_busy, 120));
 	suite_add_tcase(s, harness_tcase("pending", too_many_pending_requests_answer_busy, 120));
