@@ -279,8 +279,9 @@ static bool put_env(EVP_MD_CTX *md)
 	for (size_t i = 0; i < te->nvars; i++) {
 		const char *kv = te->vars[i];
 		char name[256];
-		size_t n = strcspn(kv, "=");
-		snprintf(name, sizeof(name), "%.*s", (int)n, kv);
+		size_t n = strcspn(kv, "="), len = n < sizeof(name) ? n : sizeof(name) - 1;
+		memcpy(name, kv, len);   /* the name, cut at 255 bytes as before */
+		name[len] = '\0';
 		if (tcenv_unkeyed(name))
 			continue;
 		put_str(md, TAG_ENV, kv);
