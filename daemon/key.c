@@ -59,8 +59,15 @@ static EVP_MD_CTX *key_begin(const char *what)
 	if (md == NULL)
 		abort(); /* Only on ENOMEM; a key cannot be computed without it. */
 	EVP_DigestInit_ex(md, util_sha256_md(), NULL);
+	/* "kiln-<what>-<format>", without snprintf (once per request). */
 	char v[64];
-	snprintf(v, sizeof(v), "kiln-%s-%d", what, KEY_FORMAT_VERSION);
+	size_t n = strlen(what);
+	if (n > sizeof(v) - 27)
+		abort(); /* what is one of this file's literals */
+	memcpy(v, "kiln-", 5);
+	memcpy(v + 5, what, n);
+	v[5 + n] = '-';
+	util_i64_text(KEY_FORMAT_VERSION, v + 6 + n);
 	put_str(md, TAG_VERSION, v);
 	return md;
 }

@@ -34,8 +34,7 @@ static void put_text(struct out *o, const char *s)
 static void put_u64(struct out *o, uint64_t v)
 {
 	char num[24];
-	int n = snprintf(num, sizeof(num), "%llu", (unsigned long long)v);
-	put(o, num, (size_t)n);
+	put(o, num, util_u64_text(v, num));
 }
 
 static void put_cb(void *ctx, const char *s, size_t n)

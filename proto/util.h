@@ -65,6 +65,17 @@ void util_hex(const uint8_t *in, size_t n, char *out);
 /* v in decimal into buf (at least 21 bytes), NUL-terminated; no printf (its
  * first use costs a fresh process microseconds). */
 void util_i64_text(int64_t v, char *buf);
+/* As util_i64_text for an unsigned value (buf: at least 21 bytes); returns
+ * the number of digits. */
+size_t util_u64_text(uint64_t v, char *buf);
+/* The value of a lower-case hex digit, 0 to 15, or 16 for any other byte;
+ * without branches. */
+static inline unsigned util_hex_value(char c)
+{
+	unsigned d = (unsigned)(unsigned char)c - '0', a = (unsigned)(unsigned char)c - 'a';
+	unsigned is_d = (unsigned)(d < 10), is_a = (unsigned)(a < 6);
+	return (d & (0u - is_d)) | ((a + 10) & (0u - is_a)) | (16 & (0u - (1 - (is_d | is_a))));
+}
 /* The n bytes at s (up to a NUL) as a quoted JSON string, escaped as cJSON
  * escapes: quote, backslash, \b \f \n \r \t, other controls as \u00xx,
  * everything else (UTF-8 included) as it is. Written through put, in runs:

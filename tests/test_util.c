@@ -567,6 +567,58 @@ START_TEST(test_hex_and_clocks)
 }
 END_TEST
 
+/* util_hex_value and util_unhex32 against the obvious definition: every
+ * byte, and every byte at every position of a digest. */
+START_TEST(test_unhex_every_byte)
+{
+	const char *k = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	uint8_t out[32], want[32];
+	char buf[65];
+
+	for (int c = 0; c < 256; c++) {
+		unsigned ref = c >= '0' && c <= '9' ? (unsigned)(c - '0')
+			       : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10) : 16;
+		ck_assert_uint_eq(util_hex_value((char)c), ref);
+	}
+	ck_assert(util_unhex32(k, want));
+	util_hex(want, 32, buf);
+	ck_assert_str_eq(buf, k);
+	for (int pos = 0; pos < 64; pos++)
+		for (int c = 1; c < 256; c++) {
+			bool digit = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+			memcpy(buf, k, 65);
+			buf[pos] = (char)c;
+			ck_assert_int_eq(util_unhex32(buf, out), digit);
+			if (digit) {
+				char back[65];
+				util_hex(out, 32, back);
+				ck_assert_str_eq(back, buf);
+			}
+		}
+	ck_assert(!util_unhex32("0123", out));
+	ck_assert(!util_unhex32(NULL, out));
+}
+END_TEST
+
+START_TEST(test_int_text)
+{
+	char buf[24];
+	static const uint64_t u[] = { 0, 7, 10, 99, 100, 9007199254740991ull, UINT64_MAX };
+	static const char *const us[] = { "0", "7", "10", "99", "100", "9007199254740991",
+					  "18446744073709551615" };
+	for (size_t i = 0; i < sizeof(u) / sizeof(u[0]); i++) {
+		ck_assert_uint_eq(util_u64_text(u[i], buf), strlen(us[i]));
+		ck_assert_str_eq(buf, us[i]);
+	}
+	util_i64_text(INT64_MIN, buf);
+	ck_assert_str_eq(buf, "-9223372036854775808");
+	util_i64_text(-5, buf);
+	ck_assert_str_eq(buf, "-5");
+	util_i64_text(INT64_MAX, buf);
+	ck_assert_str_eq(buf, "9223372036854775807");
+}
+END_TEST
+
 static void count_val(const char *key, void *val, void *ctx)
 {
 	size_t *sum = ctx;
@@ -732,6 +784,8 @@ static Suite *util_suite(void)
 	tcase_add_test(tu, test_sha256_own);
 	tcase_add_test(tu, test_sha256_two);
 	tcase_add_test(tu, test_hex_and_clocks);
+	tcase_add_test(tu, test_unhex_every_byte);
+	tcase_add_test(tu, test_int_text);
 	suite_add_tcase(s, tu);
 
 	tcase_add_test(tt, test_table_basic);

@@ -255,6 +255,16 @@ START_TEST(test_keys)
 	ck_assert_int_eq(validate_key(buf), -1);
 	snprintf(buf, sizeof(buf), "%s0", k);
 	ck_assert_int_eq(validate_key(buf), -1);
+	/* Every byte at every position: only 0-9 and a-f pass. */
+	for (int pos = 0; pos < 64; pos++)
+		for (int c = 1; c < 256; c++) {
+			memcpy(buf, k, 65);
+			buf[pos] = (char)c;
+			bool digit = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+			ck_assert_int_eq(validate_key(buf), digit ? 0 : -1);
+			ck_assert_int_eq(validate_key_prefix(buf), digit ? 0 : -1);
+		}
+	snprintf(buf, sizeof(buf), "%s0", k);
 
 	ck_assert_int_eq(validate_key_prefix("4f3a"), 0);
 	ck_assert_int_eq(validate_key_prefix(k), 0);
