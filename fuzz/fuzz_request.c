@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for the request parser and validator (proto/msg.c,
+ * libFuzzer harness for the request parser and validator (proto/msg_parse.c,
  * proto/validate.c): whatever a peer sends as a frame's payload. Checked: it
  * never crashes or leaks; a refusal has a known error code and a message; an
  * accepted request packs (as the client would send it) and the packed form

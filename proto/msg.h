@@ -176,6 +176,8 @@ struct msg_error {
 int msg_request_parse(const char *json, size_t len, struct msg_request *req,
 		      struct msg_error *err);
 void msg_request_free(struct msg_request *req);
+/* Sets req to a request with no fields: strings NULL, numbers -1. */
+void msg_request_init(struct msg_request *req);
 
 /*
  * Packs a request into a compact JSON string (malloc'd, owned by the caller;

@@ -1,6 +1,6 @@
 /*
  * The packer of protocol requests (msg.h), which libkiln and the CLI use to
- * write what msg.c parses on the daemon's side. The JSON is written
+ * write what msg_parse.c parses on the daemon's side. The JSON is written
  * directly, not through cJSON: a fresh process's first get would otherwise
  * page in and bind cJSON's builder and printer and make a node per member
  * (docs/performance.md). The text is what cJSON_PrintUnformatted printed:

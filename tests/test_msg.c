@@ -1,5 +1,5 @@
 /*
- * Unit tests of protocol messages (proto/msg.c): every operation parses,
+ * Unit tests of protocol messages (proto/msg.c, msg_parse.c): every operation parses,
  * every bad field gets the documented code and field, and what the client
  * packs, the daemon parses back to the same request.
  */
