@@ -12,6 +12,7 @@
 #include "counters.h"
 #include "config.h"
 #include "key.h"
+#include "msg.h"
 #include "store.h"
 
 struct table;
@@ -111,6 +112,8 @@ struct kilnd {
 	struct gpus *gpus;           /* detected at start (gpu.h) */
 	char *observe_lib;           /* kiln-observe.so next to kiln-exec, or NULL */
 	char *hello_tail;            /* hello's reply after id, ok and heartbeat (dispatch.c) */
+	struct msg_args_memo args_memo; /* the last accepted argument list's verdict (msg.h);
+	                              * the loop's parser only */
 	int landlock_abi;            /* > 0: compilers write only in their build directory */
 	char landlock_why[160];      /* why not, when 0 */
 	bool activated;              /* the socket came from systemd (sdnotify.h) */

@@ -175,6 +175,27 @@ struct msg_error {
  */
 int msg_request_parse(const char *json, size_t len, struct msg_request *req,
 		      struct msg_error *err);
+
+/*
+ * What validate_args said of the last argument list a parser accepted
+ * (kilnd keeps one on its loop): the requests of a batch mostly carry one
+ * list (every program of a rank is compiled with the same flags), and
+ * validate_args is a function of the list alone, so a list equal to the
+ * kept one byte for byte takes its verdict. A list longer than
+ * MSG_ARGS_MEMO_MAX bytes in all is not kept; a refused one never is.
+ */
+#define MSG_ARGS_MEMO_MAX 4096
+struct msg_args_memo {
+	char text[MSG_ARGS_MEMO_MAX]; /* the arguments, each with its NUL */
+	size_t len;                   /* bytes of text used; 0: nothing kept */
+	size_t nargs;
+	size_t code_arg;              /* as msg_request's */
+};
+
+/* msg_request_parse, with the verdict of the last accepted list in memo
+ * (zeroed before its first use; NULL: none kept). */
+int msg_request_parse_memo(const char *json, size_t len, struct msg_request *req,
+			   struct msg_error *err, struct msg_args_memo *memo);
 void msg_request_free(struct msg_request *req);
 /* Sets req to a request with no fields: strings NULL, numbers -1. */
 void msg_request_init(struct msg_request *req);

@@ -36,8 +36,8 @@ static const char *printable(const char *s, char out[68])
 
 /*
  * Parsing. Each helper returns 0, or -1 with err filled; the caller frees
- * what was already stored in req. Strings are copied out of the cJSON tree so
- * that the request outlives it.
+ * what was already stored in req. Strings are taken out of the cJSON tree
+ * (take) so that the request outlives it.
  */
 
 /* Returns the member or NULL when absent; JSON null counts as absent, so
@@ -47,6 +47,17 @@ static const cJSON *member(const cJSON *obj, const char *name)
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
 
 	return cJSON_IsNull(v) ? NULL : v;
+}
+
+/* The string of a string member, taken out of the tree rather than copied:
+ * msg_request_parse deletes the tree, and cJSON allocates with malloc (kiln
+ * sets no cJSON hooks). Each member is taken once. */
+static char *take(const cJSON *v)
+{
+	cJSON *m = (cJSON *)v;
+	char *s = m->valuestring;
+	m->valuestring = NULL;
+	return s;
 }
 
 static int oom(struct msg_error *err)
@@ -102,8 +113,8 @@ static int get_str(const cJSON *obj, const char *name, bool required, size_t max
 	if (max && len > max)
 		return msg_error_set(err, ERR_BAD_REQUEST, name,
 				     "\"%s\" is longer than %zu bytes", name, max);
-	*out = strdup(v->valuestring);
-	return *out ? 0 : oom(err);
+	*out = take(v);
+	return 0;
 }
 
 static int parse_hello(const cJSON *obj, struct msg_request *req, struct msg_error *err)
@@ -124,7 +135,44 @@ static int parse_hello(const cJSON *obj, struct msg_request *req, struct msg_err
 	return 0;
 }
 
-static int parse_args(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+/* True when memo holds req's argument list, byte for byte. */
+static bool memo_holds(const struct msg_args_memo *memo, const struct msg_request *req)
+{
+	size_t at = 0;
+
+	if (memo == NULL || memo->len == 0 || memo->nargs != req->nargs)
+		return false;
+	for (size_t i = 0; i < req->nargs; i++) {
+		size_t n = strlen(req->args[i]) + 1;
+		if (n > memo->len - at || memcmp(memo->text + at, req->args[i], n) != 0)
+			return false;
+		at += n;
+	}
+	return at == memo->len;
+}
+
+/* Keeps req's list and its verdict in memo, when it fits. */
+static void memo_keep(struct msg_args_memo *memo, const struct msg_request *req)
+{
+	size_t at = 0;
+
+	if (memo == NULL)
+		return;
+	memo->len = 0;
+	for (size_t i = 0; i < req->nargs; i++) {
+		size_t n = strlen(req->args[i]) + 1;
+		if (n > sizeof(memo->text) - at)
+			return;
+		memcpy(memo->text + at, req->args[i], n);
+		at += n;
+	}
+	memo->nargs = req->nargs;
+	memo->code_arg = req->code_arg;
+	memo->len = at;
+}
+
+static int parse_args(const cJSON *obj, struct msg_request *req, struct msg_error *err,
+		      struct msg_args_memo *memo)
 {
 	const cJSON *arr = member(obj, "args"), *v;
 	char why[256];
@@ -153,10 +201,12 @@ static int parse_args(const cJSON *obj, struct msg_request *req, struct msg_erro
 			return msg_error_set(err, ERR_TOO_LARGE, "args",
 					     "argument %zu is longer than %d bytes",
 					     i + 1, MSG_MAX_ARG_LEN);
-		req->args[i] = strdup(v->valuestring);
-		if (!req->args[i])
-			return oom(err);
+		req->args[i] = take(v);
 		req->nargs = ++i;
+	}
+	if (memo_holds(memo, req)) {
+		req->code_arg = memo->code_arg;
+		return 0;
 	}
 	size_t at = 0;
 	enum args_verdict verdict = validate_args((const char *const *)req->args, req->nargs, &at,
@@ -165,6 +215,7 @@ static int parse_args(const cJSON *obj, struct msg_request *req, struct msg_erro
 		return msg_error_set(err, ERR_BAD_ARG, "args", "%s", why);
 	if (verdict == ARGS_CODE)
 		req->code_arg = at + 1;
+	memo_keep(memo, req);
 	return 0;
 }
 
@@ -198,9 +249,7 @@ static int parse_pch(const cJSON *obj, struct msg_request *req, struct msg_error
 		if (validate_source_name(v->valuestring, why, sizeof(why)) < 0)
 			return msg_error_set(err, ERR_BAD_NAME, "pch", "header %zu of \"pch\": %s",
 					     i + 1, why);
-		req->pch[i] = strdup(v->valuestring);
-		if (!req->pch[i])
-			return oom(err);
+		req->pch[i] = take(v);
 		req->npch = ++i;
 	}
 	return 0;
@@ -253,18 +302,12 @@ static int parse_source(const cJSON *v, size_t i, struct msg_source *src,
 					     "\"path\" of source \"%s\" is longer than %d bytes",
 					     name->valuestring, MSG_MAX_PATH);
 	}
-	src->name = strdup(name->valuestring);
-	if (!src->name)
-		return oom(err);
+	src->name = take(name);
 	if (text) {
 		src->len = strlen(text->valuestring);
-		src->text = strdup(text->valuestring);
-		if (!src->text)
-			return oom(err);
+		src->text = take(text);
 	} else if (path) {
-		src->path = strdup(path->valuestring);
-		if (!src->path)
-			return oom(err);
+		src->path = take(path);
 	} else {
 		src->has_digest = true;
 	}
@@ -335,7 +378,8 @@ static int parse_host(const cJSON *obj, struct msg_request *req, struct msg_erro
 	return 0;
 }
 
-static int parse_get(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+static int parse_get(const cJSON *obj, struct msg_request *req, struct msg_error *err,
+		     struct msg_args_memo *memo)
 {
 	char why[200], q[68];
 	const cJSON *build;
@@ -355,7 +399,7 @@ static int parse_get(const cJSON *obj, struct msg_request *req, struct msg_error
 				     "output kind \"%s\" is not supported; use \"shared\", or with "
 				     "nvcc \"cubin\", \"fatbin\" or \"ptx\"",
 				     printable(req->output, q));
-	if (parse_args(obj, req, err) < 0 || parse_sources(obj, req, err) < 0 ||
+	if (parse_args(obj, req, err, memo) < 0 || parse_sources(obj, req, err) < 0 ||
 	    parse_pch(obj, req, err) < 0 || parse_name(obj, "alias", validate_alias, &req->alias, err) < 0 ||
 	    parse_name(obj, "label", validate_label, &req->label, err) < 0)
 		return -1;
@@ -406,18 +450,19 @@ static int parse_dep(const cJSON *v, size_t i, struct msg_dep *dep, struct msg_e
 	dep->mode = dep->kind == DEP_EXISTS ? (uint32_t)mode->valuedouble
 		    : k->named		    ? (uint32_t)cJSON_IsTrue(set)
 					    : 0u;
-	dep->path = strdup(path->valuestring);
-	return dep->path ? 0 : oom(err);
+	dep->path = take(path);
+	return 0;
 }
 
 /* put: a get's fields naming the program, plus the artifact's key, digest,
  * size and dependencies; the artifact itself comes as a descriptor. */
-static int parse_put(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+static int parse_put(const cJSON *obj, struct msg_request *req, struct msg_error *err,
+		     struct msg_args_memo *memo)
 {
 	const cJSON *arr, *v, *digest;
 	size_t n, i = 0;
 
-	if (parse_get(obj, req, err) < 0 || get_str(obj, "key", true, 0, &req->key, err) < 0 ||
+	if (parse_get(obj, req, err, memo) < 0 || get_str(obj, "key", true, 0, &req->key, err) < 0 ||
 	    get_uint(obj, "size", true, MSG_MAX_ID, &req->art_size, err) < 0 ||
 	    get_uint(obj, "build_ms", false, MSG_MAX_ID, &req->build_ms, err) < 0 ||
 	    get_str(obj, "log", false, MSG_MAX_LOG, &req->log, err) < 0)
@@ -533,7 +578,8 @@ static int parse_dir(const cJSON *obj, struct msg_request *req, struct msg_error
 	return 0;
 }
 
-static int parse_fields(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+static int parse_fields(const cJSON *obj, struct msg_request *req, struct msg_error *err,
+			struct msg_args_memo *memo)
 {
 	switch (req->op) {
 	case OP_EXPORT:
@@ -542,9 +588,9 @@ static int parse_fields(const cJSON *obj, struct msg_request *req, struct msg_er
 	case OP_HELLO:
 		return parse_hello(obj, req, err);
 	case OP_GET:
-		return parse_get(obj, req, err);
+		return parse_get(obj, req, err, memo);
 	case OP_PUT:
-		return parse_put(obj, req, err);
+		return parse_put(obj, req, err, memo);
 	case OP_LOOKUP:
 		return parse_lookup(obj, req, err);
 	case OP_RELEASE:
@@ -582,53 +628,56 @@ static bool only_space(const char *p, const char *end)
 }
 
 /*
- * True when the payload has a \u0000 escape inside a string: decoded, it
- * would end the C string early and silently cut a source short. An escape
- * is one whose backslash is not itself escaped (an odd run of backslashes).
+ * One pass over the payload: the deepest nesting of objects and arrays
+ * outside strings (so that the parser never recurses deeper than
+ * MSG_MAX_DEPTH), and whether a string holds a \u0000 escape (decoded, it
+ * would end the C string early and silently cut a source short). Strings
+ * end and escape as JSON's do, so on a payload that parses these are its
+ * strings' escapes (an escaped backslash followed by "u0000" is not one).
  */
-static bool has_nul_escape(const char *json, size_t len)
-{
-	for (size_t i = 0; i + 6 <= len; i++) {
-		if (json[i] != '\\' || json[i + 1] != 'u' || memcmp(json + i + 2, "0000", 4) != 0)
-			continue;
-		size_t run = 0;
-		while (run < i && json[i - 1 - run] == '\\')
-			run++;
-		if (run % 2 == 0)
-			return true;
-	}
-	return false;
-}
+struct scan {
+	int depth;
+	bool nul_escape;
+};
 
-/* The deepest nesting of objects and arrays in json, outside strings (a
- * scan, so that the parser never recurses deeper than MSG_MAX_DEPTH). */
-static int json_depth(const char *json, size_t len)
+static struct scan json_scan(const char *json, size_t len)
 {
-	int depth = 0, max = 0;
+	struct scan s = { 0, false };
+	int depth = 0;
 	bool in_str = false;
 	for (size_t i = 0; i < len; i++) {
 		char ch = json[i];
 		if (in_str) {
-			if (ch == '\\')
+			if (ch == '\\') {
+				if (len - i >= 6 && memcmp(json + i + 1, "u0000", 5) == 0)
+					s.nul_escape = true;
 				i++;
-			else if (ch == '"')
+			} else if (ch == '"') {
 				in_str = false;
+			}
 		} else if (ch == '"') {
 			in_str = true;
 		} else if (ch == '{' || ch == '[') {
-			if (++depth > max)
-				max = depth;
+			if (++depth > s.depth)
+				s.depth = depth;
 		} else if (ch == '}' || ch == ']') {
 			depth--;
 		}
 	}
-	return max;
+	return s;
 }
 
 int msg_request_parse(const char *json, size_t len, struct msg_request *req,
 		      struct msg_error *err)
 {
+	return msg_request_parse_memo(json, len, req, err, NULL);
+}
+
+int msg_request_parse_memo(const char *json, size_t len, struct msg_request *req,
+			   struct msg_error *err, struct msg_args_memo *memo)
+{
 	const char *end = NULL;
+	struct scan scan = { 0, false };
 	char q[68];
 	const cJSON *op;
 	cJSON *root = NULL;
@@ -645,7 +694,8 @@ int msg_request_parse(const char *json, size_t len, struct msg_request *req,
 		msg_error_set(err, ERR_BAD_JSON, NULL, "the request is not a JSON object");
 		goto cleanup;
 	}
-	if (json_depth(json, len) > MSG_MAX_DEPTH) {
+	scan = json_scan(json, len);
+	if (scan.depth > MSG_MAX_DEPTH) {
 		msg_error_set(err, ERR_BAD_REQUEST, NULL,
 			      "the request nests objects and arrays deeper than %d levels",
 			      MSG_MAX_DEPTH);
@@ -659,7 +709,7 @@ int msg_request_parse(const char *json, size_t len, struct msg_request *req,
 	if (get_uint(root, "id", true, MSG_MAX_ID, &id, err) < 0)
 		goto cleanup;
 	req->id = (uint64_t)id;
-	if (has_nul_escape(json, len)) {
+	if (scan.nul_escape) {
 		msg_error_set(err, ERR_BAD_REQUEST, NULL,
 			      "strings may not contain NUL characters (\\u0000)");
 		goto cleanup;
@@ -680,7 +730,7 @@ int msg_request_parse(const char *json, size_t len, struct msg_request *req,
 			      printable(op->valuestring, q));
 		goto cleanup;
 	}
-	rc = parse_fields(root, req, err);
+	rc = parse_fields(root, req, err, memo);
 cleanup:
 	cJSON_Delete(root);
 	if (rc < 0) {

@@ -606,7 +606,7 @@ void dispatch_frame(struct conn *c, const char *payload, size_t len)
 	struct msg_request req;
 	struct msg_error err;
 	c->d->c.requests++;
-	if (msg_request_parse(payload, len, &req, &err) != 0) {
+	if (msg_request_parse_memo(payload, len, &req, &err, &c->d->args_memo) != 0) {
 		conn_reply_error(c, req.id, err.code, err.field[0] != '\0' ? err.field : NULL, "%s",
 				 err.message);
 		if (err.code == ERR_BAD_JSON) {
