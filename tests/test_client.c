@@ -234,6 +234,47 @@ START_TEST(test_many_nul_source_fails_alone)
 }
 END_TEST
 
+/* A batch's requests sharing an argument list are checked once; a list
+ * that differs from the one before it, by a string, a count or a NULL, is
+ * checked in full and fails alone. */
+START_TEST(test_many_args_checked_per_list)
+{
+	enum { N = 7 };
+	static const char *const good[] = { "-O2", "-DX=1" };
+	static const char *const out_arg[] = { "-O2", "-o" };
+	static const char *const null_arg[] = { "-O2", NULL };
+	static const char *const more[] = { "-O2", "-DX=1", "-o", "x" };
+	char dx[] = "-DX=1";
+	const char *copy[] = { "-O2", dx };
+	const char *const *lists[N] = { good, good, out_arg, copy, null_arg, more, good };
+	static const size_t nargs[N] = { 2, 2, 2, 2, 2, 4, 2 };
+	static const int want[N] = { KILN_OK, KILN_OK, KILN_EINVAL, KILN_OK, KILN_EINVAL,
+				     KILN_EINVAL, KILN_OK };
+	struct kiln_source src[N];
+	struct kiln_request reqs[N];
+	struct kiln_program *out[N];
+	char alias[N][16];
+	int status[N];
+	struct kiln *k;
+
+	build_so("a.so", 23);
+	for (int i = 0; i < N; i++) {
+		snprintf(alias[i], sizeof(alias[i]), "args:%d", i);
+		reqs[i] = one_source(&src[i], alias[i]);
+		reqs[i].args = lists[i];
+		reqs[i].nargs = nargs[i];
+		add_entry(alias[i], "a.so", 23);
+	}
+	fake_start();
+	k = open_fake();
+	ck_assert_int_eq(kiln_get_many(k, reqs, N, out, status), KILN_EINVAL);
+	for (int i = 0; i < N; i++)
+		ck_assert_msg(status[i] == want[i], "request %d: %s", i, kiln_strerror(status[i]));
+	ck_assert_int_eq(atomic_load(&F->bad), 0);
+	kiln_close(k);
+}
+END_TEST
+
 START_TEST(test_same_key_reused)
 {
 	struct kiln_program *p = NULL, *q = NULL;
@@ -735,6 +776,7 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_same_key_reused);
 	tcase_add_test(tc, test_need_sources_resends_text);
 	tcase_add_test(tc, test_many_nul_source_fails_alone);
+	tcase_add_test(tc, test_many_args_checked_per_list);
 	tcase_add_test(tc, test_get_without_alias);
 	tcase_add_test(tc, test_lookup_not_found);
 	tcase_add_test(tc, test_build_failed);

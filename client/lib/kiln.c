@@ -210,12 +210,28 @@ void lib_request_with_text(struct msg_request *m)
 		m->sources[i].has_digest = false;
 }
 
-/* Checks the request's arguments with the daemon's rules and text. */
-static int request_args(const struct kiln_request *req)
+/* True when req's arguments are prev's (checked already), string for string. */
+static bool same_args(const struct kiln_request *prev, const struct kiln_request *req)
+{
+	if (prev == NULL || prev->nargs != req->nargs || (req->nargs && !req->args))
+		return false;
+	for (size_t i = 0; i < req->nargs; i++)
+		if (prev->args[i] != req->args[i] &&
+		    (req->args[i] == NULL || strcmp(prev->args[i], req->args[i]) != 0))
+			return false;
+	return true;
+}
+
+/* Checks the request's arguments with the daemon's rules and text; a list
+ * equal to prev's, which passed, passes (a batch's programs mostly share
+ * one list: the allow-list's walk once per batch, not per program). */
+static int request_args(const struct kiln_request *req, const struct kiln_request *prev)
 {
 	char why[256];
 	size_t i;
 
+	if (same_args(prev, req))
+		return 0;
 	if (req->nargs > MSG_MAX_ARGS)
 		return lib_err_set(KILN_EINVAL, "too many compiler arguments: %zu (at most %d)",
 				   req->nargs, MSG_MAX_ARGS);
@@ -242,7 +258,8 @@ static int request_args(const struct kiln_request *req)
  * req: m must not be freed with msg_request_free; m->sources is malloc'd and
  * owned by the caller).
  */
-int lib_request_check(const struct kiln_request *req, struct msg_request *m)
+int lib_request_check(const struct kiln_request *req, struct msg_request *m,
+		      const struct kiln_request *prev)
 {
 	char why[256];
 	size_t i;
@@ -270,7 +287,7 @@ int lib_request_check(const struct kiln_request *req, struct msg_request *m)
 		return lib_err_set(KILN_EINVAL, "alias: %s", why);
 	if (req->label && validate_label(req->label, why, sizeof(why)) < 0)
 		return lib_err_set(KILN_EINVAL, "label: %s", why);
-	rc = request_args(req);
+	rc = request_args(req, prev);
 	if (rc < 0)
 		return rc;
 	if (!req->sources || req->nsources == 0)
@@ -309,7 +326,7 @@ int lib_request_check(const struct kiln_request *req, struct msg_request *m)
 
 int lib_request_build(const struct kiln_request *req, struct msg_request *m)
 {
-	int rc = lib_request_check(req, m);
+	int rc = lib_request_check(req, m, NULL);
 	struct msg_request *one = m;
 
 	if (rc == 0)

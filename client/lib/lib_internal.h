@@ -129,8 +129,10 @@ int lib_request_build(const struct kiln_request *req, struct msg_request *m);
 void lib_request_with_text(struct msg_request *m);
 /* lib_request_build without the digests, for a batch: then
  * lib_request_digests of all its requests, which hashes the inline sources
- * two at a time (sha256_buf2). */
-int lib_request_check(const struct kiln_request *req, struct msg_request *m);
+ * two at a time (sha256_buf2). prev: the batch's last request that passed
+ * this check, or NULL; arguments equal to its are not walked again. */
+int lib_request_check(const struct kiln_request *req, struct msg_request *m,
+		      const struct kiln_request *prev);
 void lib_request_digests(struct msg_request *const *ms, size_t n);
 
 /* lib_spawn.c: autospawn. */

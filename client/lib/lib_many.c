@@ -158,6 +158,7 @@ static int get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
 	struct many m = { .k = k, .reqs = reqs, .out = out, .status = status, .n = n,
 			  .msgs = errs, .fds = fds, .keys = keys, .first_failed = n };
 	struct msg_request *msgs = NULL, **batch = NULL;
+	const struct kiln_request *prev = NULL;
 	size_t nbatch = 0, i;
 	int rc;
 
@@ -189,11 +190,12 @@ static int get_many(struct kiln *k, const struct kiln_request *reqs, size_t n,
 				continue;
 			}
 		}
-		rc = lib_request_check(&reqs[i], &msgs[i]);
+		rc = lib_request_check(&reqs[i], &msgs[i], prev);
 		if (rc < 0) {
 			many_result(&m, i, rc);
 			continue;
 		}
+		prev = &reqs[i];
 		m.index[nbatch] = i;
 		batch[nbatch++] = &msgs[i];
 	}

@@ -173,9 +173,11 @@ int kiln_x_alias_many(struct kiln *k, const struct kiln_request *reqs, size_t n)
 				 k ? "out of memory" : "k is NULL");
 		goto out;
 	}
+	const struct kiln_request *prev = NULL;
 	for (i = 0; i < n; i++) {
-		if (!reqs[i].alias || lib_request_check(&reqs[i], &msgs[i]) != 0)
+		if (!reqs[i].alias || lib_request_check(&reqs[i], &msgs[i], prev) != 0)
 			continue;
+		prev = &reqs[i];
 		msgs[i].no_build = true;
 		batch[nb++] = &msgs[i];
 	}
