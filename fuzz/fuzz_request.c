@@ -3,7 +3,8 @@
  * proto/validate.c): whatever a peer sends as a frame's payload. Checked: it
  * never crashes or leaks; a refusal has a known error code and a message; an
  * accepted request packs (as the client would send it) and the packed form
- * parses again to the same operation, id, key and counts.
+ * parses again to the same operation, id, key and counts; kilnd's parse
+ * with an argument memo kept across inputs gives the same verdict.
  */
 #include <assert.h>
 #include <stdint.h>
@@ -21,7 +22,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *packed;
 	size_t plen = 0;
 
-	if (msg_request_parse((const char *)data, size, &req, &err) != 0) {
+	/* kilnd's parse, with the argument memo kept from input to input, must
+	 * say what a parse without one says. */
+	static struct msg_args_memo memo;
+	struct msg_request kept;
+	struct msg_error kerr;
+	int krc = msg_request_parse_memo((const char *)data, size, &kept, &kerr, &memo);
+	int rc = msg_request_parse((const char *)data, size, &req, &err);
+	assert(krc == rc && kerr.code == err.code && strcmp(kerr.message, err.message) == 0);
+	if (rc == 0) {
+		assert(kept.code_arg == req.code_arg && kept.nargs == req.nargs);
+		for (size_t i = 0; i < req.nargs; i++)
+			assert(strcmp(kept.args[i], req.args[i]) == 0);
+	}
+	msg_request_free(&kept);
+	if (rc != 0) {
 		assert(err.code > ERR_NONE && err.code < ERR__COUNT);
 		assert(err.message[0] != '\0');
 		assert(!req.sources && !req.args && !req.deps);

@@ -177,12 +177,12 @@ int msg_request_parse(const char *json, size_t len, struct msg_request *req,
 		      struct msg_error *err);
 
 /*
- * What validate_args said of the last argument list a parser accepted
- * (kilnd keeps one on its loop): the requests of a batch mostly carry one
- * list (every program of a rank is compiled with the same flags), and
+ * What validate_args said of the last argument list it allowed (kilnd keeps
+ * one, used by its loop thread only): the requests of a batch mostly carry
+ * one list (every program of a rank is compiled with the same flags), and
  * validate_args is a function of the list alone, so a list equal to the
- * kept one byte for byte takes its verdict. A list longer than
- * MSG_ARGS_MEMO_MAX bytes in all is not kept; a refused one never is.
+ * kept one byte for byte takes its verdict. A refused list is never kept; a
+ * list longer than MSG_ARGS_MEMO_MAX bytes in all empties the memo.
  */
 #define MSG_ARGS_MEMO_MAX 4096
 struct msg_args_memo {
@@ -193,11 +193,14 @@ struct msg_args_memo {
 };
 
 /* msg_request_parse, with the verdict of the last accepted list in memo
- * (zeroed before its first use; NULL: none kept). */
+ * (zeroed before its first use; NULL: none kept). With a memo the request's
+ * strings are taken out of cJSON's tree rather than copied, which is right
+ * only in a process that sets no cJSON allocation hooks (kilnd). */
 int msg_request_parse_memo(const char *json, size_t len, struct msg_request *req,
 			   struct msg_error *err, struct msg_args_memo *memo);
 void msg_request_free(struct msg_request *req);
-/* Sets req to a request with no fields: strings NULL, numbers -1. */
+/* Sets req to a request with no fields: strings and arrays NULL, counts 0,
+ * the optional numbers (proto, max_size, art_size, build_ms) -1. */
 void msg_request_init(struct msg_request *req);
 
 /*

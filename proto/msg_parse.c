@@ -36,8 +36,8 @@ static const char *printable(const char *s, char out[68])
 
 /*
  * Parsing. Each helper returns 0, or -1 with err filled; the caller frees
- * what was already stored in req. Strings are taken out of the cJSON tree
- * (take) so that the request outlives it.
+ * what was already stored in req. Strings are taken or copied out of the
+ * cJSON tree (take) so that the request outlives it.
  */
 
 /* Returns the member or NULL when absent; JSON null counts as absent, so
@@ -49,11 +49,22 @@ static const cJSON *member(const cJSON *obj, const char *name)
 	return cJSON_IsNull(v) ? NULL : v;
 }
 
-/* The string of a string member, taken out of the tree rather than copied:
- * msg_request_parse deletes the tree, and cJSON allocates with malloc (kiln
- * sets no cJSON hooks). Each member is taken once. */
+/* Whether this thread's parse takes strings out of the tree (set at the
+ * start of each parse; see take). */
+static _Thread_local bool parse_takes;
+
+/*
+ * The string of a string member, or NULL when memory ran out. A parse with
+ * a memo (kilnd's) takes it out of the tree instead of copying it: the tree
+ * is deleted when the parse ends, and kilnd sets no cJSON allocation hooks,
+ * so cJSON's allocation is malloc's and free releases it. Other parses
+ * (libkiln's, in a host process where another library may have set cJSON's
+ * hooks) copy it. Each member is read once.
+ */
 static char *take(const cJSON *v)
 {
+	if (!parse_takes)
+		return strdup(v->valuestring);
 	cJSON *m = (cJSON *)v;
 	char *s = m->valuestring;
 	m->valuestring = NULL;
@@ -114,7 +125,7 @@ static int get_str(const cJSON *obj, const char *name, bool required, size_t max
 		return msg_error_set(err, ERR_BAD_REQUEST, name,
 				     "\"%s\" is longer than %zu bytes", name, max);
 	*out = take(v);
-	return 0;
+	return *out ? 0 : oom(err);
 }
 
 static int parse_hello(const cJSON *obj, struct msg_request *req, struct msg_error *err)
@@ -202,6 +213,8 @@ static int parse_args(const cJSON *obj, struct msg_request *req, struct msg_erro
 					     "argument %zu is longer than %d bytes",
 					     i + 1, MSG_MAX_ARG_LEN);
 		req->args[i] = take(v);
+		if (!req->args[i])
+			return oom(err);
 		req->nargs = ++i;
 	}
 	if (memo_holds(memo, req)) {
@@ -250,6 +263,8 @@ static int parse_pch(const cJSON *obj, struct msg_request *req, struct msg_error
 			return msg_error_set(err, ERR_BAD_NAME, "pch", "header %zu of \"pch\": %s",
 					     i + 1, why);
 		req->pch[i] = take(v);
+		if (!req->pch[i])
+			return oom(err);
 		req->npch = ++i;
 	}
 	return 0;
@@ -303,11 +318,17 @@ static int parse_source(const cJSON *v, size_t i, struct msg_source *src,
 					     name->valuestring, MSG_MAX_PATH);
 	}
 	src->name = take(name);
+	if (!src->name)
+		return oom(err);
 	if (text) {
 		src->len = strlen(text->valuestring);
 		src->text = take(text);
+		if (!src->text)
+			return oom(err);
 	} else if (path) {
 		src->path = take(path);
+		if (!src->path)
+			return oom(err);
 	} else {
 		src->has_digest = true;
 	}
@@ -451,7 +472,7 @@ static int parse_dep(const cJSON *v, size_t i, struct msg_dep *dep, struct msg_e
 		    : k->named		    ? (uint32_t)cJSON_IsTrue(set)
 					    : 0u;
 	dep->path = take(path);
-	return 0;
+	return dep->path ? 0 : oom(err);
 }
 
 /* put: a get's fields naming the program, plus the artifact's key, digest,
@@ -685,6 +706,7 @@ int msg_request_parse_memo(const char *json, size_t len, struct msg_request *req
 	int rc = -1;
 
 	msg_request_init(req);
+	parse_takes = memo != NULL;
 	err->code = ERR_NONE;
 	err->field[0] = '\0';
 	err->message[0] = '\0';

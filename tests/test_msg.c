@@ -97,6 +97,35 @@ START_TEST(test_args_memo)
 	ck_assert_int_eq(parse_memo("[\"-O2\",\"-DX\"]", memo, &req), 0);
 	ck_assert_uint_eq(req.code_arg, 0);
 	msg_request_free(&req);
+	/* A refused list is not kept: refused again. */
+	ck_assert_int_eq(parse_memo("[\"-DA\",\"-o-g\"]", memo, &req), -1);
+	ck_assert_int_eq(parse_memo("[\"-DA\",\"-o-g\"]", memo, &req), -1);
+	/* The memo is what decides for an equal list: a forged verdict shows. */
+	ck_assert_int_eq(parse_memo("[\"-O2\",\"-DX\"]", memo, &req), 0);
+	msg_request_free(&req);
+	ck_assert_uint_eq(memo->nargs, 2);
+	memo->code_arg = 2;
+	ck_assert_int_eq(parse_memo("[\"-O2\",\"-DX\"]", memo, &req), 0);
+	ck_assert_uint_eq(req.code_arg, 2);
+	msg_request_free(&req);
+	ck_assert_int_eq(parse_memo("[\"-O2\",\"-DY\"]", memo, &req), 0);
+	ck_assert_uint_eq(req.code_arg, 0);
+	msg_request_free(&req);
+	/* A list of exactly MSG_ARGS_MEMO_MAX bytes (NULs included) is kept, one
+	 * byte more is not. */
+	for (size_t extra = 0; extra < 2; extra++) {
+		size_t a = MSG_ARGS_MEMO_MAX / 2 - 1, b = MSG_ARGS_MEMO_MAX - (a + 1) - 1 + extra;
+		char *l = malloc(a + b + 64), *q = l;
+		q += sprintf(q, "[\"-DA=");
+		memset(q, 'x', a - 4), q += a - 4;
+		q += sprintf(q, "\",\"-DB=");
+		memset(q, 'y', b - 4), q += b - 4;
+		sprintf(q, "\"]");
+		ck_assert_int_eq(parse_memo(l, memo, &req), 0);
+		msg_request_free(&req);
+		ck_assert_uint_eq(memo->len, extra ? 0 : MSG_ARGS_MEMO_MAX);
+		free(l);
+	}
 	/* A list longer than the memo is checked and not kept. */
 	size_t n = MSG_ARGS_MEMO_MAX * 3 / 4;
 	char *big = malloc(2 * n + 64), *p = big;
