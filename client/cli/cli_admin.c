@@ -78,6 +78,7 @@ static const struct {
 	{ "builds_failed", F_INT },
 	{ "joined", F_INT },
 	{ "need_sources", F_INT },
+	{ "text_waits", F_INT },
 	{ "source_texts", F_INT },
 	{ "imports", F_INT },
 	{ "inputs_changed", F_INT },

@@ -136,6 +136,7 @@ static const struct {
 	{ "builds_ok", "builds ok" },
 	{ "builds_failed", "builds failed" },
 	{ "need_sources", "sources asked" },
+	{ "text_waits", "texts waited for" },
 	{ "source_texts", "sources sent" },
 	{ "imports", "imported" },
 	{ "inputs_changed", "inputs changed" },

@@ -18,6 +18,7 @@
 #include "build.h"
 #include "flight.h"
 #include "cachedir.h"
+#include "claims.h"
 #include "dispatch.h"
 #include "entry_codec.h"
 #include "fdcache.h"
@@ -254,6 +255,101 @@ static bool park_get(struct conn *c, struct build_input *in, int fd)
 	return false;
 }
 
+/*
+ * A get by digest that missed, with no flight to join: the first client is
+ * answered need_sources and sends the text; others asking for the same
+ * request key meanwhile wait for that text rather than each being told to
+ * send its own (a herd: every rank of a node asks at once, and each text
+ * would be sent, parsed and hashed for nothing). The wait is a claim
+ * (claims.h) on "text <rkey>", a name no alias can have (aliases hold no
+ * space), held by the connection asked for the text. It ends when a get
+ * with the text for that key starts or joins its flight (the waiters join
+ * it), when that connection goes away (the waiters look again: one is asked
+ * for the text, the others wait on it), or after TEXT_WAIT_MS for a waiter
+ * (it is asked for its own text). docs/design.md, "Sources by digest".
+ */
+#define TEXT_WAIT_MS 2000
+
+static void text_claim_name(const char *rkey, char out[6 + 64])
+{
+	memcpy(out, "text ", 5);
+	memcpy(out + 5, rkey, 64);
+	out[69] = '\0';
+}
+
+static void need_sources_reply(struct conn *c, struct build_input *in)
+{
+	c->d->c.need_sources++;
+	conn_reply_error(c, in->req.id, ERR_NEED_SOURCES, "sources",
+			 "no entry for these sources; send their text");
+	build_input_free(in);
+	free(in);
+}
+
+struct text_wait {
+	struct conn *c;
+	struct build_input *in;
+};
+
+static void text_wake(void *arg, enum claim_end why)
+{
+	struct text_wait *w = arg;
+	struct conn *c = w->c;
+	if (c->dead || why == CLAIM_LEFT) {
+		build_input_free(w->in);   /* gone while it waited: nothing to answer */
+		free(w->in);
+	} else if (why == CLAIM_GONE) {
+		conn_reply_error(c, w->in->req.id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
+		build_input_free(w->in);
+		free(w->in);
+	} else if (why == CLAIM_TIMEOUT) {
+		need_sources_reply(c, w->in);
+	} else {
+		/* The text came (its flight runs), or its client went away
+		 * without sending it, or gave the claim up: look again. */
+		resolve_get(c, w->in, -1);
+	}
+	conn_unref(c);
+	free(w);
+}
+
+/* A by-digest miss: asks this client for the text, or waits for another's. */
+static void need_text(struct conn *c, struct build_input *in)
+{
+	struct kilnd *d = c->d;
+	char name[6 + 64];
+	text_claim_name(in->rkey, name);
+	if (claims_take(d, name, &c->claims) == CLAIM_OTHER) {
+		struct text_wait *w = calloc(1, sizeof(*w));
+		if (w != NULL) {
+			*w = (struct text_wait){ .c = c, .in = in };
+			if (claims_wait(d, name, TEXT_WAIT_MS, &c->claims, text_wake, w) == 0) {
+				conn_ref(c);
+				d->c.text_waits++;
+				return;
+			}
+			free(w);
+		}
+	}
+	/* This client holds the claim now (or already did), or no claim or
+	 * wait was to be had (a limit, memory, kilnd stopping): it sends the
+	 * text. */
+	need_sources_reply(c, in);
+}
+
+/* join_or_start; when in has the text, the gets that wait for a text of
+ * its key (need_text) look again then, and join the flight. */
+static void join_with_text(struct conn *c, struct build_input *in)
+{
+	struct kilnd *d = c->d;
+	char name[6 + 64];
+	bool text = !in->by_digest;
+	text_claim_name(in->rkey, name);
+	join_or_start(c, in);
+	if (text)
+		claims_published(d, name);
+}
+
 /* After the key is known: join a build, serve a hit, or start a build. A
  * probe ("build": false) only serves a hit. */
 static void resolve_get(struct conn *c, struct build_input *in, int fd)
@@ -264,7 +360,7 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 	struct build *b = in->req.no_build ? NULL : flight_find(d, in->rkey);
 	if (b != NULL) {
 		stats_miss(d, in->req.toolchain);
-		join_or_start(c, in);
+		join_with_text(c, in);
 		return;
 	}
 	struct store_entry *list = NULL;
@@ -305,12 +401,8 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 		return;
 	}
 	if (in->by_digest && d->up == NULL) {
-		/* Nothing to build from: the client sends the text next. */
-		d->c.need_sources++;
-		conn_reply_error(c, id, ERR_NEED_SOURCES, "sources",
-				 "no entry for these sources; send their text");
-		build_input_free(in);
-		free(in);
+		/* Nothing to build from: a client sends the text next. */
+		need_text(c, in);
 		return;
 	}
 	/* By digest (with --upstream), the miss is counted when upstream
@@ -319,7 +411,7 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 		stats_miss(d, in->req.toolchain);
 	/* Headers to precompile: their .gch, found or set building (pch.c). */
 	pch_settle(d, in);
-	join_or_start(c, in);
+	join_with_text(c, in);
 }
 
 static void op_get(struct conn *c, struct msg_request *req)

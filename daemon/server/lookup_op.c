@@ -256,6 +256,7 @@ static void claim_or_wait(struct conn *c, struct msg_request *req, uint64_t dead
 	uint64_t now = uv_now(d->loop);
 	switch (claims_take(d, req->alias, &c->claims)) {
 	case CLAIM_GRANTED:
+		d->c.claims++;   /* an alias's claim: the turns to send a text are not counted here */
 		if (req->claim_takeover)
 			d->c.claim_takeovers++;
 		/* fall through */

@@ -6,6 +6,7 @@
  */
 #include "harness.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -417,6 +418,150 @@ START_TEST(get_by_digest_hits_without_the_text)
 }
 END_TEST
 
+/* Requires the next reply on fd to be a success for id; returns its key. */
+static void expect_artifact(int fd, uint64_t id, char key[65])
+{
+	cJSON *r = harness_raw_recv(fd);
+	ck_assert_msg(r != NULL, "no reply for request %llu", (unsigned long long)id);
+	ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok")),
+		      "request %llu failed: %s", (unsigned long long)id, harness_error_code(r));
+	ck_assert_int_eq(harness_num(r, "id"), (int64_t)id);
+	snprintf(key, 65, "%s", harness_str(r, "key"));
+	cJSON_Delete(r);
+}
+
+/* True when fd has nothing to read after ms (a request still waiting). */
+static bool quiet_for(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	return poll(&p, 1, ms) == 0;
+}
+
+/*
+ * A herd by digest: the first get of a new program is asked for its text;
+ * the others wait for that text instead of each being asked for theirs, and
+ * join the build it starts. One need_sources, one build, three artifacts.
+ */
+START_TEST(herd_by_digest_waits_for_one_text)
+{
+	char *text = harness_program("herdtext", 41);
+	char *by_digest = get_json(2, text, true), *with_text = get_json(3, text, false);
+	char ka[65], kb[65], kc[65];
+
+	harness_start(NULL);
+	int a = hello(), b = hello(), c = hello();
+	expect_error(a, by_digest, 2, "need_sources");
+	harness_raw_send(b, by_digest);
+	harness_raw_send(c, by_digest);
+	harness_wait_status("text_waits", 2, 30);
+	ck_assert(quiet_for(b, 200) && quiet_for(c, 0));
+	cJSON *st = harness_status();
+	ck_assert_int_eq(harness_num(st, "need_sources"), 1);
+	ck_assert_int_eq(harness_num(st, "claims_held"), 1);
+	ck_assert_int_eq(harness_num(st, "builds_started"), 0);
+	cJSON_Delete(st);
+	harness_raw_send(a, with_text);
+	expect_artifact(a, 3, ka);
+	expect_artifact(b, 2, kb);
+	expect_artifact(c, 2, kc);
+	ck_assert_str_eq(ka, kb);
+	ck_assert_str_eq(ka, kc);
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "need_sources"), 1);
+	ck_assert_int_eq(harness_num(st, "text_waits"), 2);
+	ck_assert_int_eq(harness_num(st, "builds_started"), 1);
+	ck_assert_int_eq(harness_num(st, "joined"), 2);
+	ck_assert_int_eq(harness_num(st, "claims_held"), 0);
+	cJSON_Delete(st);
+	close(a);
+	close(b);
+	close(c);
+	harness_stop();
+	free(by_digest);
+	free(with_text);
+	free(text);
+}
+END_TEST
+
+/*
+ * The client asked for the text goes away without sending it: a waiter is
+ * asked instead (it then holds the turn: claims_held 1), its text builds,
+ * and the other waiter joins. Not a wait that ran out: that would leave no
+ * claim to the waiter.
+ */
+START_TEST(text_wait_passes_when_its_client_leaves)
+{
+	char *text = harness_program("textleft", 42);
+	char *by_digest = get_json(2, text, true), *with_text = get_json(3, text, false);
+	char kb[65], kc[65];
+
+	harness_start(NULL);
+	int a = hello(), b = hello();
+	expect_error(a, by_digest, 2, "need_sources");
+	harness_raw_send(b, by_digest);
+	harness_wait_status("text_waits", 1, 30);
+	close(a);
+	cJSON *r = harness_raw_recv(b);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_str_eq(harness_error_code(r), "need_sources");
+	ck_assert_int_eq(harness_num(r, "id"), 2);
+	cJSON_Delete(r);
+	cJSON *st = harness_status();
+	ck_assert_int_eq(harness_num(st, "claims_held"), 1);
+	ck_assert_int_eq(harness_num(st, "need_sources"), 2);
+	cJSON_Delete(st);
+	int c = hello();
+	harness_raw_send(c, by_digest);
+	harness_wait_status("text_waits", 2, 30);
+	harness_raw_send(b, with_text);
+	expect_artifact(b, 3, kb);
+	expect_artifact(c, 2, kc);
+	ck_assert_str_eq(kb, kc);
+	close(b);
+	close(c);
+	harness_stop();
+	free(by_digest);
+	free(with_text);
+	free(text);
+}
+END_TEST
+
+/*
+ * The client asked for the text stays and never sends it: a waiter is asked
+ * for its own text after its wait (2 s) and builds; the silent client's turn
+ * ends with that build (claims_held 0), and its next get by digest hits.
+ */
+START_TEST(text_wait_runs_out)
+{
+	char *text = harness_program("textslow", 43);
+	char *by_digest = get_json(2, text, true), *with_text = get_json(3, text, false);
+	char kb[65], ka[65];
+
+	harness_start(NULL);
+	int a = hello(), b = hello();
+	expect_error(a, by_digest, 2, "need_sources");
+	expect_error(b, by_digest, 2, "need_sources");
+	cJSON *st = harness_status();
+	ck_assert_int_eq(harness_num(st, "text_waits"), 1);
+	ck_assert_int_eq(harness_num(st, "claims_held"), 1);   /* still a's */
+	cJSON_Delete(st);
+	harness_raw_send(b, with_text);
+	expect_artifact(b, 3, kb);
+	st = harness_status();
+	ck_assert_int_eq(harness_num(st, "claims_held"), 0);
+	cJSON_Delete(st);
+	harness_raw_send(a, by_digest);
+	expect_artifact(a, 2, ka);
+	ck_assert_str_eq(ka, kb);
+	close(a);
+	close(b);
+	harness_stop();
+	free(by_digest);
+	free(with_text);
+	free(text);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("protocol");
@@ -428,5 +573,8 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("framing", framing_errors_get_a_reply_then_a_close, 60));
 	suite_add_tcase(s, harness_tcase("digest", get_by_digest_hits_without_the_text, 60));
 	suite_add_tcase(s, harness_tcase("abrupt", abrupt_clients_do_not_hurt_the_daemon, 90));
+	suite_add_tcase(s, harness_tcase("text_herd", herd_by_digest_waits_for_one_text, 60));
+	suite_add_tcase(s, harness_tcase("text_left", text_wait_passes_when_its_client_leaves, 60));
+	suite_add_tcase(s, harness_tcase("text_slow", text_wait_runs_out, 60));
 	return harness_main(s);
 }
