@@ -18,7 +18,7 @@ static const char *const kind_keys[LK__COUNT] = {
 };
 static const char *const counter_names[] = {
 	"requests", "hits", "misses", "builds_started", "builds_ok", "builds_failed", "joined",
-	"need_sources", "source_texts", "busy", "stalled",
+	"need_sources", "text_waits", "source_texts", "busy", "stalled",
 };
 #define NCOUNTERS (sizeof(counter_names) / sizeof(counter_names[0]))
 

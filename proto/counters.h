@@ -18,6 +18,7 @@
 	X(joined, false, "Requests that joined a build already running.") \
 	X(need_sources, false, "Gets by digest asked for their text.") \
 	X(text_waits, false, "Gets by digest that waited for another client's text of the same request instead of sending their own.") \
+	X(text_timeouts, false, "Waits for another client's text that ran out: the waiter was asked for its own.") \
 	X(source_texts, false, "Requests that carried source text.") \
 	X(imports, false, "Artifacts imported with put.") \
 	X(upstream_hits, true, "Local misses served from --upstream.") \

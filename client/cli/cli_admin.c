@@ -79,6 +79,7 @@ static const struct {
 	{ "joined", F_INT },
 	{ "need_sources", F_INT },
 	{ "text_waits", F_INT },
+	{ "text_timeouts", F_INT },
 	{ "source_texts", F_INT },
 	{ "imports", F_INT },
 	{ "inputs_changed", F_INT },

@@ -55,6 +55,7 @@ struct build_input {
 	struct toolchain *own_tc;   /* tc, when this input owns it (an import's check) */
 	char rkey[65];
 	bool by_digest;             /* a source came as a digest: keyed, not buildable */
+	bool text_waited;           /* it waited for another client's text (text_turn.c) */
 	/* Precompiled headers (pch.c). pch_rkey: the .gch's request key once
 	 * settled ("" when the request names none or the toolchain makes
 	 * none); pch_key: the .gch entry the build uses, or "". */

@@ -18,7 +18,6 @@
 #include "build.h"
 #include "flight.h"
 #include "cachedir.h"
-#include "claims.h"
 #include "dispatch.h"
 #include "entry_codec.h"
 #include "fdcache.h"
@@ -36,6 +35,7 @@
 #include "pch.h"
 #include "server.h"
 #include "settings_op.h"
+#include "text_turn.h"
 #include "status_op.h"
 #include "upstream.h"
 #include "upgrade.h"
@@ -255,113 +255,36 @@ static bool park_get(struct conn *c, struct build_input *in, int fd)
 	return false;
 }
 
-/*
- * A get by digest that missed, with no flight to join: the first client is
- * answered need_sources and sends the text; others asking for the same
- * request key meanwhile wait for that text rather than each being told to
- * send its own (a herd: every rank of a node asks at once, and each text
- * would be sent, parsed and hashed for nothing). The wait is a claim
- * (claims.h) on "text <rkey>", a name no alias can have (aliases hold no
- * space), held by the connection asked for the text. It ends when a get
- * with the text for that key starts or joins its flight (the waiters join
- * it), when that connection goes away (the waiters look again: one is asked
- * for the text, the others wait on it), or after TEXT_WAIT_MS for a waiter
- * (it is asked for its own text). docs/design.md, "Sources by digest".
- */
-#define TEXT_WAIT_MS 2000
-
-static void text_claim_name(const char *rkey, char out[6 + 64])
+/* A probe ("build": false) that missed: not_found, with the request key,
+ * which tells a client which nodes' compilers agree (libkiln-mpi groups
+ * the nodes by it). */
+static void probe_missed(struct conn *c, struct build_input *in)
 {
-	memcpy(out, "text ", 5);
-	memcpy(out + 5, rkey, 64);
-	out[69] = '\0';
-}
-
-static void need_sources_reply(struct conn *c, struct build_input *in)
-{
-	c->d->c.need_sources++;
-	conn_reply_error(c, in->req.id, ERR_NEED_SOURCES, "sources",
-			 "no entry for these sources; send their text");
+	stats_miss(c->d, in->req.toolchain);
+	struct msg_error err = { .code = ERR_NOT_FOUND };
+	snprintf(err.message, sizeof(err.message), "no valid entry for this request");
+	cJSON *r = msg_error_reply(in->req.id, &err);
+	if (r != NULL) {
+		cJSON_AddStringToObject(r, "rkey", in->rkey);
+		conn_reply(c, r, -1);
+	}
 	build_input_free(in);
 	free(in);
 }
 
-struct text_wait {
-	struct conn *c;
-	struct build_input *in;
-};
-
-static void text_wake(void *arg, enum claim_end why)
-{
-	struct text_wait *w = arg;
-	struct conn *c = w->c;
-	if (c->dead || why == CLAIM_LEFT) {
-		build_input_free(w->in);   /* gone while it waited: nothing to answer */
-		free(w->in);
-	} else if (why == CLAIM_GONE) {
-		conn_reply_error(c, w->in->req.id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
-		build_input_free(w->in);
-		free(w->in);
-	} else if (why == CLAIM_TIMEOUT) {
-		need_sources_reply(c, w->in);
-	} else {
-		/* The text came (its flight runs), or its client went away
-		 * without sending it, or gave the claim up: look again. */
-		resolve_get(c, w->in, -1);
-	}
-	conn_unref(c);
-	free(w);
-}
-
-/* A by-digest miss: asks this client for the text, or waits for another's. */
-static void need_text(struct conn *c, struct build_input *in)
-{
-	struct kilnd *d = c->d;
-	char name[6 + 64];
-	text_claim_name(in->rkey, name);
-	if (claims_take(d, name, &c->claims) == CLAIM_OTHER) {
-		struct text_wait *w = calloc(1, sizeof(*w));
-		if (w != NULL) {
-			*w = (struct text_wait){ .c = c, .in = in };
-			if (claims_wait(d, name, TEXT_WAIT_MS, &c->claims, text_wake, w) == 0) {
-				conn_ref(c);
-				d->c.text_waits++;
-				return;
-			}
-			free(w);
-		}
-	}
-	/* This client holds the claim now (or already did), or no claim or
-	 * wait was to be had (a limit, memory, kilnd stopping): it sends the
-	 * text. */
-	need_sources_reply(c, in);
-}
-
-/* join_or_start; when in has the text, the gets that wait for a text of
- * its key (need_text) look again then, and join the flight. */
-static void join_with_text(struct conn *c, struct build_input *in)
-{
-	struct kilnd *d = c->d;
-	char name[6 + 64];
-	bool text = !in->by_digest;
-	text_claim_name(in->rkey, name);
-	join_or_start(c, in);
-	if (text)
-		claims_published(d, name);
-}
-
 /* After the key is known: join a build, serve a hit, or start a build. A
- * probe ("build": false) only serves a hit. */
-static void resolve_get(struct conn *c, struct build_input *in, int fd)
+ * probe ("build": false) only serves a hit. False when the get was parked
+ * until an input is hashed (it comes back here), true when it was answered
+ * or joined a flight, or waits for another client's text. */
+static bool resolve_once(struct conn *c, struct build_input *in, int fd)
 {
 	struct kilnd *d = c->d;
 	uint64_t id = in->req.id;
-	(void)fd;
 	struct build *b = in->req.no_build ? NULL : flight_find(d, in->rkey);
 	if (b != NULL) {
 		stats_miss(d, in->req.toolchain);
-		join_with_text(c, in);
-		return;
+		join_or_start(c, in);
+		return true;
 	}
 	struct store_entry *list = NULL;
 	size_t n = 0;
@@ -371,7 +294,7 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 			if (v == HEADERS_PENDING && in->hash_waits < HASH_WAITS_MAX &&
 			    park_get(c, in, fd)) {
 				store_entries_free(list, n);
-				return;
+				return false;
 			}
 			int rc = v == HEADERS_VALID ? reply_hit(c, id, &list[i], in->req.alias) : -1;
 			if (rc >= 0) {
@@ -380,38 +303,38 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 				store_entries_free(list, n);
 				build_input_free(in);
 				free(in);
-				return;
+				return true;
 			}
 		}
 		store_entries_free(list, n);
 	}
 	if (in->req.no_build) {
-		stats_miss(d, in->req.toolchain);
-		/* The request key tells a client which nodes' compilers agree
-		 * (libkiln-mpi groups the nodes by it). */
-		struct msg_error err = { .code = ERR_NOT_FOUND };
-		snprintf(err.message, sizeof(err.message), "no valid entry for this request");
-		cJSON *r = msg_error_reply(id, &err);
-		if (r != NULL) {
-			cJSON_AddStringToObject(r, "rkey", in->rkey);
-			conn_reply(c, r, -1);
-		}
-		build_input_free(in);
-		free(in);
-		return;
-	}
-	if (in->by_digest && d->up == NULL) {
+		probe_missed(c, in);
+	} else if (in->by_digest && d->up == NULL) {
 		/* Nothing to build from: a client sends the text next. */
-		need_text(c, in);
-		return;
+		text_turn_need(c, in, resolve_get);
+	} else {
+		/* By digest (with --upstream), the miss is counted when upstream
+		 * answered, unless it was need_sources after all (upstream.c). */
+		if (!in->by_digest)
+			stats_miss(d, in->req.toolchain);
+		/* Headers to precompile: their .gch, found or set building (pch.c). */
+		pch_settle(d, in);
+		join_or_start(c, in);
 	}
-	/* By digest (with --upstream), the miss is counted when upstream
-	 * answered, unless it was need_sources after all (upstream.c). */
-	if (!in->by_digest)
-		stats_miss(d, in->req.toolchain);
-	/* Headers to precompile: their .gch, found or set building (pch.c). */
-	pch_settle(d, in);
-	join_with_text(c, in);
+	return true;
+}
+
+/* resolve_once; a get with the text ends its key's turn (text_turn.h) once
+ * it is answered or joined its flight, so the gets waiting for that text
+ * look again then. */
+static void resolve_get(struct conn *c, struct build_input *in, int fd)
+{
+	char rkey[65];
+	bool text = !in->by_digest;
+	memcpy(rkey, in->rkey, sizeof(rkey));
+	if (resolve_once(c, in, fd) && text)
+		text_turn_done(c->d, rkey);
 }
 
 static void op_get(struct conn *c, struct msg_request *req)
