@@ -11,7 +11,7 @@
  * ends with it. Loop thread only. The server layer parks and answers the
  * requests (server/lookup_op.c); publish calls claims_published. The same
  * claims hold the turn to send a request key's text, under the name
- * "text <rkey>", which no alias can have (server/dispatch.c, need_text);
+ * "text <rkey>", which no alias can have (server/text_turn.c);
  * the server layer counts what it claims (the counters' claims are
  * aliases').
  */

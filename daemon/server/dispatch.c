@@ -233,7 +233,14 @@ static void unpark_get(void *arg)
 {
 	struct parked_get *p = arg;
 	struct conn *c = p->c;
-	resolve_get(c, p->in, p->fd);
+	if (!c->dead) {
+		resolve_get(c, p->in, p->fd);
+	} else {
+		/* Gone while it waited: its claims ended with it, and none may
+		 * be taken in its name now (the claims would outlive it). */
+		build_input_free(p->in);
+		free(p->in);
+	}
 	conn_unref(c);
 	free(p);
 }

@@ -13,11 +13,13 @@
  *   - when a waiter has waited TEXT_WAIT_MS: the turn's client is taken to
  *     be stuck (its text refused, say), the turn is ended for all, and that
  *     waiter is asked for its own text.
- * A connection that holds any claim never waits: libkiln's kiln_get_many
+ * A connection that holds any claim starts no wait: libkiln's kiln_get_many
  * sends its texts only once every reply of its batch is in, so two batches
  * waiting on each other's turns would each hold the other up until the
  * waits ran out. A waiter looks again through the same resolution, so it
- * is only ever served its own request key.
+ * is only ever served its own request key. A turn whose client never sends
+ * the text and stays connected lasts until another client's wait on it
+ * runs out, or until that client closes.
  */
 #include <stdbool.h>
 #include <stdlib.h>
@@ -81,6 +83,13 @@ void text_turn_need(struct conn *c, struct build_input *in, text_again_fn again)
 {
 	struct kilnd *d = c->d;
 	char name[TEXT_NAME_LEN + 1];
+	if (c->dead) {
+		/* Its claims ended when it closed; one taken now would outlive
+		 * it. Nothing to answer. */
+		build_input_free(in);
+		free(in);
+		return;
+	}
 	turn_name(in->rkey, name);
 	bool holds = c->claims.nclaims > 0;
 	if (c->claims.nclaims >= TEXT_TURNS_MAX) {
