@@ -49,6 +49,11 @@ struct fdcache *fdcache_new(size_t max)
 	return fc;
 }
 
+size_t fdcache_capacity(const struct fdcache *fc)
+{
+	return fc->max;
+}
+
 void fdcache_free(struct fdcache *fc)
 {
 	if (fc == NULL)

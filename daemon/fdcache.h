@@ -23,6 +23,9 @@ struct fdcache;
 
 /* NULL on ENOMEM. max is the most descriptors held (clamped to the limit). */
 struct fdcache *fdcache_new(size_t max);
+/* The objects it keeps open at most: max, or a quarter of the descriptor
+ * limit when that is less. */
+size_t fdcache_capacity(const struct fdcache *fc);
 void fdcache_free(struct fdcache *fc);
 struct store;
 

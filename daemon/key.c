@@ -53,22 +53,19 @@ static void put_u64(EVP_MD_CTX *md, enum key_tag tag, uint64_t v)
 	put_field(md, tag, b, sizeof(b));
 }
 
-static EVP_MD_CTX *key_begin(const char *what)
+/* "kiln-<what>-<format>", the first field of every digest below, spelled
+ * at compile time. */
+#define KEY_STR_(x) #x
+#define KEY_STR(x) KEY_STR_(x)
+#define KEY_TAG(what) "kiln-" what "-" KEY_STR(KEY_FORMAT_VERSION)
+
+static EVP_MD_CTX *key_begin(const char *tag)
 {
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
 	if (md == NULL)
 		abort(); /* Only on ENOMEM; a key cannot be computed without it. */
 	EVP_DigestInit_ex(md, util_sha256_md(), NULL);
-	/* "kiln-<what>-<format>", without snprintf (once per request). */
-	char v[64];
-	size_t n = strlen(what);
-	if (n > sizeof(v) - 27)
-		abort(); /* what is one of this file's literals */
-	memcpy(v, "kiln-", 5);
-	memcpy(v + 5, what, n);
-	v[5 + n] = '-';
-	util_i64_text(KEY_FORMAT_VERSION, v + 6 + n);
-	put_str(md, TAG_VERSION, v);
+	put_str(md, TAG_VERSION, tag);
 	return md;
 }
 
@@ -396,7 +393,7 @@ int key_toolchain_init(struct toolchain *tc, const char *name, const char *path,
 			 name, path);
 		return -EINVAL;
 	}
-	EVP_MD_CTX *md = key_begin("toolchain");
+	EVP_MD_CTX *md = key_begin(KEY_TAG("toolchain"));
 	put_str(md, TAG_TC_PATH, real);
 	/* The name it runs under: a driver may read its mode from it
 	 * (clang++ is the clang binary in C++ mode; a ccache link). */
@@ -480,7 +477,7 @@ void key_toolchain_fini(struct toolchain *tc)
 
 void key_cpu_id(uint8_t out[32])
 {
-	EVP_MD_CTX *md = key_begin("cpu");
+	EVP_MD_CTX *md = key_begin(KEY_TAG("cpu"));
 	FILE *fp = fopen("/proc/cpuinfo", "re");
 	char line[8192];
 	/* The first processor's model and feature flags decide what
@@ -559,7 +556,7 @@ static void put_args(EVP_MD_CTX *md, char *const *args, size_t nargs)
 void key_request(const struct toolchain *tc, const char *output, char *const *args, size_t nargs,
 		 const struct key_source *src, size_t nsrc, const uint8_t cpu_id[32], char out[65])
 {
-	EVP_MD_CTX *md = key_begin("rkey");
+	EVP_MD_CTX *md = key_begin(KEY_TAG("rkey"));
 	uint8_t digest[32];
 	put_field(md, TAG_TOOLCHAIN, tc->id, sizeof(tc->id));
 	put_str(md, TAG_OUTPUT, output);
@@ -584,7 +581,7 @@ void key_request(const struct toolchain *tc, const char *output, char *const *ar
 
 void key_request_pch(char *const *pch, size_t npch, char rkey[65])
 {
-	EVP_MD_CTX *md = key_begin("rkey-pch");
+	EVP_MD_CTX *md = key_begin(KEY_TAG("rkey-pch"));
 	uint8_t digest[32];
 	put_str(md, TAG_RKEY, rkey);
 	put_u64(md, TAG_NPCH, npch);
@@ -610,7 +607,7 @@ void key_artifact(const char *rkey, const struct store_dep *deps, size_t ndeps, 
 	for (size_t i = 0; i < ndeps; i++)
 		sorted[i] = &deps[i];
 	qsort(sorted, ndeps, sizeof(*sorted), dep_cmp);
-	EVP_MD_CTX *md = key_begin("key");
+	EVP_MD_CTX *md = key_begin(KEY_TAG("key"));
 	uint8_t digest[32];
 	put_str(md, TAG_RKEY, rkey);
 	put_u64(md, TAG_NDEPS, ndeps);

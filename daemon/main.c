@@ -413,21 +413,20 @@ static unsigned fd_room(const struct config *cfg)
 }
 
 /* Says so when the descriptor limit, raised as far as the hard limit
- * allows (instance_reserve_fds), leaves the descriptor cache or the
- * connections short. */
-static void warn_low_nofile(const struct config *cfg)
+ * allows (instance_reserve_fds), leaves the descriptor cache (cache objects
+ * at most, fdcache_capacity) or the connections short. */
+static void warn_low_nofile(const struct config *cfg, size_t cache)
 {
 	struct rlimit rl;
-	rlim_t cache = 4 * (rlim_t)FDCACHE_MAX, all = FDCACHE_MAX + (rlim_t)cfg->max_connections + 64;
-	rlim_t want = cache > all ? cache : all;
-	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want)
+	rlim_t all = FDCACHE_MAX + (rlim_t)cfg->max_connections + 64, full = 4 * (rlim_t)FDCACHE_MAX;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    (cache >= FDCACHE_MAX && rl.rlim_cur >= all))
 		return;
 	log_warn("descriptor limit %llu (the hard limit): the descriptor cache keeps at most "
-		 "%llu of %d objects open, beside %u connections (--max-connections); raise the "
+		 "%zu of %d objects open, beside %u connections (--max-connections); raise the "
 		 "hard limit (ulimit -Hn, LimitNOFILE=) to %llu",
-		 (unsigned long long)rl.rlim_cur,
-		 (unsigned long long)(rl.rlim_cur / 4 < FDCACHE_MAX ? rl.rlim_cur / 4 : FDCACHE_MAX),
-		 FDCACHE_MAX, cfg->max_connections, (unsigned long long)want);
+		 (unsigned long long)rl.rlim_cur, cache, FDCACHE_MAX, cfg->max_connections,
+		 (unsigned long long)(full > all ? full : all));
 }
 
 /*
@@ -515,7 +514,8 @@ static int start_services(struct kilnd *d, char *err, size_t errlen, bool *loop)
 	thread_set_loop();
 	d->touches = table_new();
 	d->fds = fdcache_new(FDCACHE_MAX);
-	warn_low_nofile(d->cfg);
+	if (d->fds != NULL)
+		warn_low_nofile(d->cfg, fdcache_capacity(d->fds));
 	if (d->touches == NULL || d->fds == NULL || headers_init(d) != 0 ||
 	    claims_init(d) != 0 || flight_init(d) != 0 || upstream_init(d, err, errlen) != 0 ||
 	    server_init(d, &server_hooks, err, errlen) != 0) {
