@@ -1,6 +1,5 @@
 /* The descriptor cache; see fdcache.h. Loop thread only. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -10,17 +9,45 @@
 #include "store.h"
 #include "table.h"
 
+struct fdref {
+	int fd;
+	unsigned refs;
+};
+
 struct fdcache {
-	struct table *fds;   /* key -> descriptor + 1 */
+	struct table *fds;   /* key -> struct fdref, holding one reference */
 	uint64_t gen;
 	size_t max;
 };
+
+int fdref_fd(const struct fdref *r)
+{
+	return r->fd;
+}
+
+void fdref_put(struct fdref *r)
+{
+	if (r == NULL || --r->refs > 0)
+		return;
+	close(r->fd);
+	free(r);
+}
+
+static struct fdref *fdref_new(int fd)
+{
+	struct fdref *r = malloc(sizeof(*r));
+	if (r != NULL) {
+		r->fd = fd;
+		r->refs = 1;
+	}
+	return r;
+}
 
 static void close_one(const char *key, void *val, void *arg)
 {
 	(void)key;
 	(void)arg;
-	close((int)((intptr_t)val - 1));
+	fdref_put(val);
 }
 
 static void empty(struct fdcache *fc)
@@ -72,33 +99,39 @@ static void forget(void *ctx, const char *key, const char *rkey, const char *ali
 	struct fdcache *fc = ctx;
 	(void)rkey;
 	(void)alias;
-	void *v = key != NULL ? table_del(fc->fds, key) : NULL;
-	if (v != NULL)
-		close((int)((intptr_t)v - 1));
+	fdref_put(key != NULL ? table_del(fc->fds, key) : NULL);
 }
 
-int fdcache_open(struct fdcache *fc, uint64_t gen, struct store *s, const char *key,
-		 const char *output)
+int fdcache_borrow(struct fdcache *fc, uint64_t gen, struct store *s, const char *key,
+		   const char *output, struct fdref **ref)
 {
+	*ref = NULL;
 	if (fc != NULL && fc->fds != NULL && gen != fc->gen) {
 		if (!store_changes_since(s, fc->gen, gen, forget, fc))
 			empty(fc);
 		fc->gen = gen;
 	}
-	intptr_t v = fc != NULL && fc->fds != NULL ? (intptr_t)table_get(fc->fds, key) : 0;
-	if (v > 0) {
-		int fd = fcntl((int)(v - 1), F_DUPFD_CLOEXEC, 0);
-		return fd >= 0 ? fd : -errno;
+	struct fdref *r = fc != NULL && fc->fds != NULL ? table_get(fc->fds, key) : NULL;
+	if (r != NULL) {
+		r->refs++;
+		*ref = r;
+		return 0;
 	}
 	int fd = store_object_open(s, key, output);
 	if (fd < 0)
 		return fd;
+	if ((r = fdref_new(fd)) == NULL) {
+		close(fd);
+		return -ENOMEM;
+	}
+	*ref = r;
 	if (fc == NULL || fc->fds == NULL || fc->max == 0)
-		return fd;
+		return 0;
 	if (table_count(fc->fds) >= fc->max)
 		empty(fc);
-	int keep = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	if (keep >= 0 && (fc->fds == NULL || table_put(fc->fds, key, (void *)(intptr_t)(keep + 1), NULL) != 0))
-		close(keep);
-	return fd;
+	/* Not cached when the table cannot take it: the caller's reference
+	 * is then the only one. */
+	if (fc->fds != NULL && table_put(fc->fds, key, r, NULL) == 0)
+		r->refs++;
+	return 0;
 }

@@ -64,12 +64,13 @@ static int warm_one(struct kilnd *d, struct prewarm *pw, const char *key)
 		return v;
 	}
 	if (v == HEADERS_VALID && e.size <= PREWARM_MAX_OBJECT) {
-		int fd = fdcache_open(d->fds, store_generation(d->store), d->store, e.key, e.output);
+		struct fdref *ref = NULL;
 		char why[96];
-		if (fd >= 0 && verify_served(d, &e, fd, why, sizeof(why)) == 0)
+		if (fdcache_borrow(d->fds, store_generation(d->store), d->store, e.key, e.output,
+				   &ref) == 0 &&
+		    verify_served(d, &e, fdref_fd(ref), why, sizeof(why)) == 0)
 			pw->valid++;
-		if (fd >= 0)
-			close(fd);
+		fdref_put(ref);
 	}
 	store_entry_free(&e);
 	return v;

@@ -28,18 +28,19 @@ int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, const ch
 	char *path = store_object_path(d->store, e->key, e->output);
 	if (path == NULL)
 		return -ENOMEM;
-	int fd = fdcache_open(d->fds, store_generation(d->store), d->store, e->key, e->output);
+	struct fdref *ref = NULL;
+	int rc = fdcache_borrow(d->fds, store_generation(d->store), d->store, e->key, e->output,
+				&ref);
 	char why[96];
-	if (fd >= 0 && verify_served(d, e, fd, why, sizeof(why)) != 0) {
+	if (rc == 0 && verify_served(d, e, fdref_fd(ref), why, sizeof(why)) != 0) {
 		/* Never served: the flight that follows rebuilds and replaces it. */
 		log_error("entry %.16s: its object %s is damaged (%s); rebuilding", e->key, path, why);
 		d->c.damaged++;
-		close(fd);
+		fdref_put(ref);
 		free(path);
 		return -ENOENT;
 	}
-	if (fd < 0) {
-		int rc = fd;
+	if (rc < 0) {
 		free(path);
 		if (rc != -ENOENT) {
 			/* Out of descriptors, say: the object is fine, building would not help. */
@@ -60,12 +61,12 @@ int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, const ch
 	size_t len = msg_artifact_print(&a, text, sizeof(text));
 	free(path);
 	if (len >= sizeof(text)) {
-		close(fd);
+		fdref_put(ref);
 		conn_reply_error(c, id, ERR_INTERNAL, NULL, "the reply does not fit in %zu bytes",
 				 sizeof(text));
 		return 1;
 	}
-	conn_reply_text(c, text, len, fd);
+	conn_reply_text_ref(c, text, len, ref);
 	kilnd_touch(d, e->key);
 	if (alias != NULL) {
 		/* Where the alias points now: the last reply's target first, then

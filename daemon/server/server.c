@@ -22,6 +22,7 @@
 #include "log.h"
 #include "msg.h"
 #include "claims.h"
+#include "fdcache.h"
 #include "server.h"
 #include "util.h"
 #include "wire.h"
@@ -32,6 +33,7 @@ struct outbuf {
 	char *data;       /* frame header and payload */
 	size_t len, off;
 	int fd;           /* descriptor to attach to the first byte, or -1 */
+	struct fdref *ref;  /* fd's holder when borrowed (fdcache.h), else NULL */
 };
 
 struct server {
@@ -77,10 +79,20 @@ static bool conn_full(const struct conn *c)
 	return c->pending >= c->d->cfg->max_requests || c->out_bytes >= CONN_OUT_MAX;
 }
 
+/* Lets go of o's descriptor: sent, or never to be. */
+static void outbuf_drop_fd(struct outbuf *o)
+{
+	if (o->ref != NULL)
+		fdref_put(o->ref);
+	else if (o->fd >= 0)
+		close(o->fd);
+	o->ref = NULL;
+	o->fd = -1;
+}
+
 static void outbuf_free(struct outbuf *o)
 {
-	if (o->fd >= 0)
-		close(o->fd);
+	outbuf_drop_fd(o);
 	free(o->data);
 	free(o);
 }
@@ -217,10 +229,8 @@ static void conn_flush(struct conn *c)
 			return;
 		}
 		/* Once any byte went, every descriptor of the sendmsg went with it. */
-		for (size_t i = 0; n > 0 && i < n_fds; i++) {
-			close(owners[i]->fd);
-			owners[i]->fd = -1;
-		}
+		for (size_t i = 0; n > 0 && i < n_fds; i++)
+			outbuf_drop_fd(owners[i]);
 		size_t left = (size_t)n;
 		while (c->out_head != NULL && left > 0) {
 			struct outbuf *o = c->out_head;
@@ -242,7 +252,9 @@ static void conn_flush(struct conn *c)
 	conn_update_events(c);
 }
 
-void conn_reply_text(struct conn *c, const char *json, size_t len, int fd)
+/* Queues a reply; its descriptor is fd (owned) or ref's (a reference
+ * owned), or none. */
+static void reply_queue(struct conn *c, const char *json, size_t len, int fd, struct fdref *ref)
 {
 	ASSERT_LOOP();
 	struct outbuf *o = NULL;
@@ -260,7 +272,8 @@ void conn_reply_text(struct conn *c, const char *json, size_t len, int fd)
 		conn_kill(c);
 		goto drop;
 	}
-	o->fd = fd;
+	o->fd = ref != NULL ? fdref_fd(ref) : fd;
+	o->ref = ref;
 	if (c->out_tail != NULL)
 		c->out_tail->next = o;
 	else
@@ -273,8 +286,20 @@ void conn_reply_text(struct conn *c, const char *json, size_t len, int fd)
 		conn_flush(c);
 	return;
 drop:
-	if (fd >= 0)
+	if (ref != NULL)
+		fdref_put(ref);
+	else if (fd >= 0)
 		close(fd);
+}
+
+void conn_reply_text(struct conn *c, const char *json, size_t len, int fd)
+{
+	reply_queue(c, json, len, fd, NULL);
+}
+
+void conn_reply_text_ref(struct conn *c, const char *json, size_t len, struct fdref *ref)
+{
+	reply_queue(c, json, len, -1, ref);
 }
 
 void conn_reply(struct conn *c, cJSON *reply, int fd)

@@ -95,6 +95,10 @@ void conn_reply(struct conn *c, cJSON *reply, int fd);
 /* The same for a reply already printed: json (len bytes, a JSON object that
  * says "fd":true when fd >= 0) is copied; fd is owned and sent with it. */
 void conn_reply_text(struct conn *c, const char *json, size_t len, int fd);
+/* The same with a borrowed descriptor: ref's reference passes to the reply,
+ * which lets go of it once written or dropped (fdcache.h). */
+struct fdref;
+void conn_reply_text_ref(struct conn *c, const char *json, size_t len, struct fdref *ref);
 /* Queues an error reply. */
 void conn_reply_error(struct conn *c, uint64_t id, int code, const char *field,
 		      const char *fmt, ...) __attribute__((format(printf, 5, 6)));

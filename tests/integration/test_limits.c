@@ -130,6 +130,70 @@ START_TEST(low_descriptor_limit_is_reported)
 }
 END_TEST
 
+/*
+ * A warm batch over more objects than the descriptor cache holds: the cache
+ * empties itself in the middle of the batch while the replies it answered
+ * still wait to be written (one read's replies go out together). The
+ * descriptors those replies carry are borrowed from the cache, not dup'ed
+ * (daemon/fdcache.h), so they must stay open until written: each program
+ * is still the one asked for. A descriptor closed under a queued reply
+ * would fail the send, or, reused by the next object opened, carry another
+ * program. (In its own process: the lowered hard limit stays.)
+ */
+#define PAST_CACHE 72
+
+START_TEST(warm_batch_past_the_descriptor_cache)
+{
+	struct kiln_request reqs[PAST_CACHE];
+	struct kiln_source srcs[PAST_CACHE];
+	struct kiln_program *out[PAST_CACHE];
+	int status[PAST_CACHE];
+	char *texts[PAST_CACHE];
+	struct kiln *k;
+	int (*fn)(void);
+
+	/* 128 descriptors: the cache keeps at most 32 objects open. */
+	struct rlimit rl;
+	ck_assert(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+	rlim_t hard = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < 128 ? rl.rlim_max : 128;
+	struct rlimit low = { .rlim_cur = hard, .rlim_max = hard };
+	ck_assert_msg(setrlimit(RLIMIT_NOFILE, &low) == 0, "setrlimit: %s", strerror(errno));
+	harness_start("--jobs", "2", NULL);
+	char *log = harness_read_file(harness.log);
+	ck_assert_msg(harness_contains(log, "keeps at most 32 of 1024 objects open"), "%s", log);
+	free(log);
+	for (int i = 0; i < PAST_CACHE; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "past_%d", i);
+		texts[i] = harness_program(name, 5000 + i);
+		harness_request(&reqs[i], &srcs[i], "past.c", texts[i]);
+	}
+	/* Cold in one process, then warm in a fresh one, twice: the second
+	 * warm batch finds the cache holding the first's last objects. */
+	for (int round = 0; round < 3; round++) {
+		ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+		ck_assert_msg(kiln_get_many(k, reqs, PAST_CACHE, out, status) == KILN_OK, "round %d: %s",
+			      round, kiln_errmsg(k));
+		for (int i = 0; i < PAST_CACHE; i++) {
+			ck_assert_int_eq(status[i], KILN_OK);
+			*(void **)&fn = kiln_sym(out[i], "kiln_test_value");
+			ck_assert_ptr_nonnull(fn);
+			ck_assert_msg(fn() == 5000 + i, "round %d: program %d is program %d", round, i,
+				      fn() - 5000);
+		}
+		kiln_close(k);
+	}
+	cJSON *st = harness_status();
+	ck_assert_int_eq(harness_num(st, "builds_started"), PAST_CACHE);
+	ck_assert_int_ge(harness_num(st, "hits"), 2 * PAST_CACHE);
+	cJSON_Delete(st);
+	harness_stop();
+	for (int i = 0; i < PAST_CACHE; i++)
+		free(texts[i]);
+}
+END_TEST
+
 /* Sends n status requests, ids from first; returns how many whole frames
  * went before the socket filled. *rest gets the unsent tail of a frame
  * that went in part (malloc'd, *restlen bytes), or NULL. */
@@ -499,6 +563,7 @@ int main(void)
 
 	suite_add_tcase(s, harness_tcase("connections", connections_beyond_the_limit_get_busy, 60));
 	suite_add_tcase(s, harness_tcase("low_nofile", low_descriptor_limit_is_reported, 60));
+	suite_add_tcase(s, harness_tcase("past_fdcache", warm_batch_past_the_descriptor_cache, 180));
 	suite_add_tcase(s, harness_tcase("pipelining", pipelining_without_reading_is_throttled, 120));
 	suite_add_tcase(s, harness_tcase("queue", full_build_queue_answers_busy, 120));
 	suite_add_tcase(s, harness_tcase("pending", too_many_pending_requests_answer_busy, 120));
