@@ -13,6 +13,12 @@
 
 #include <cjson/cJSON.h>
 
+/* Which file a descriptor is open on: kilnd's fstat of the descriptor it
+ * attaches, so that the client need not fstat it again (0, 0: not said). */
+struct msg_file_id {
+	uint64_t dev, ino;
+};
+
 struct msg_artifact {
 	uint64_t id;
 	bool fd;                     /* a descriptor rides with the reply (always, from kilnd) */
@@ -26,6 +32,7 @@ struct msg_artifact {
 	uint64_t build_ms;           /* the build that produced it */
 	const char *uncacheable;     /* served and not cached: why; else NULL */
 	const char *log;             /* a compiler ran and printed this; else NULL */
+	struct msg_file_id file;     /* the descriptor's device and inode; ino 0: not said */
 };
 
 /*

@@ -107,6 +107,12 @@ static void fake_reply_entry(int cfd, uint64_t id, const char *what, struct fake
 	cJSON_AddStringToObject(r, "path", e->path);
 	cJSON_AddStringToObject(r, "output", "shared");
 	cJSON_AddBoolToObject(r, "cached", 1);
+	if (e->say_file) {
+		struct stat st;
+		ck_assert_int_eq(e->say_file == FAKE_FILE_FD ? fstat(fd, &st) : stat(e->path, &st), 0);
+		cJSON_AddNumberToObject(r, "dev", (double)st.st_dev);
+		cJSON_AddNumberToObject(r, "ino", (double)st.st_ino);
+	}
 	fake_send(cfd, r, fd);
 	close(fd);
 	cJSON_Delete(r);

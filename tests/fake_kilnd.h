@@ -21,11 +21,15 @@
 
 /* What the fake answers for one alias (or, for a get without an alias, for
  * its first source's name). */
+enum { FAKE_FILE_FD = 1, FAKE_FILE_PATH = 2 };
+
 struct fake_entry {
 	char match[128];
 	char key[65];
 	char path[PATH_MAX];       /* the path the reply names */
 	char fd_path[PATH_MAX];    /* the file whose descriptor the reply carries */
+	int say_file;              /* the reply's dev and ino: 0 none, FAKE_FILE_FD the
+	                              descriptor's (as kilnd), FAKE_FILE_PATH the path's */
 	const char *error_code;    /* a failure reply instead, when set */
 	const char *error_log;
 };

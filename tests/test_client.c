@@ -431,6 +431,45 @@ START_TEST(test_path_replaced_loads_fd)
 }
 END_TEST
 
+/*
+ * A hit's reply says which file its descriptor is open on (kilnd's fstat):
+ * libkiln compares that with the path instead of asking fstat itself. The
+ * path still wins only when it names that file; a path replaced since the
+ * reply loads the descriptor, as without the claim.
+ */
+START_TEST(test_reply_file_id)
+{
+	struct kiln_program *p = NULL, *q = NULL;
+	struct fake_entry *e;
+	struct kiln *k;
+
+	build_so("named.so", 4);
+	build_so("held.so", 5);
+	build_so("held2.so", 6);
+	build_so("other.so", 7);
+	/* The claim is what libkiln compares: the reply says the path's file
+	 * (the descriptor holds another), so the path loads; had libkiln
+	 * asked fstat, the descriptor would have. */
+	e = add_entry("claimed", "named.so", 1);
+	snprintf(e->fd_path, sizeof(e->fd_path), "%s/held.so", F->dir);
+	e->say_file = FAKE_FILE_PATH;
+	/* Said truly (the descriptor's file), with the path replaced: the
+	 * descriptor loads. */
+	e = add_entry("replaced", "other.so", 2);
+	snprintf(e->fd_path, sizeof(e->fd_path), "%s/held2.so", F->dir);
+	e->say_file = FAKE_FILE_FD;
+	fake_start();
+	k = open_fake();
+	ck_assert_msg(kiln_lookup(k, "claimed", &p) == KILN_OK, "%s", kiln_errmsg(k));
+	ck_assert_int_eq(call_value(p), 4);
+	ck_assert_msg(kiln_lookup(k, "replaced", &q) == KILN_OK, "%s", kiln_errmsg(k));
+	ck_assert_int_eq(call_value(q), 6);
+	kiln_close(k);
+	/* Only the second was loaded by descriptor. */
+	ck_assert_int_eq(so_fds(1), 1);
+}
+END_TEST
+
 START_TEST(test_load_failure)
 {
 	struct kiln_program *p = NULL;
@@ -782,6 +821,7 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_build_failed);
 	tcase_add_test(tc, test_error_codes);
 	tcase_add_test(tc, test_path_replaced_loads_fd);
+	tcase_add_test(tc, test_reply_file_id);
 	tcase_add_test(tc, test_load_failure);
 	tcase_add_test(tc, test_refused_locally);
 	tcase_add_test(tc, test_pipelining_out_of_order);

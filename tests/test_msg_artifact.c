@@ -58,6 +58,18 @@ START_TEST(test_round_trip)
 	ck_assert_ptr_null(cJSON_GetObjectItemCaseSensitive(j, "uncacheable"));
 	ck_assert_int_eq(msg_artifact_parse(j, &a, &why), 0);
 	ck_assert(a.cached && a.log == NULL && a.uncacheable == NULL);
+	ck_assert(a.file.dev == 0 && a.file.ino == 0);
+	ck_assert_ptr_null(cJSON_GetObjectItemCaseSensitive(j, "ino"));
+	cJSON_Delete(j);
+
+	/* A hit says its descriptor's file; JSON's exact integers carry it. */
+	hit.file = (struct msg_file_id){ .dev = 66306, .ino = (1ULL << 53) - 1 };
+	msg_artifact_print(&hit, buf, sizeof(buf));
+	j = cJSON_Parse(buf);
+	ck_assert_ptr_nonnull(j);
+	ck_assert_int_eq(msg_artifact_parse(j, &a, &why), 0);
+	ck_assert_uint_eq(a.file.dev, 66306);
+	ck_assert_uint_eq(a.file.ino, (1ULL << 53) - 1);
 	cJSON_Delete(j);
 }
 END_TEST
@@ -99,6 +111,10 @@ START_TEST(test_refused)
 		"{\"ok\":true,\"key\":\"" KEY "\",\"path\":\"/p\",\"build_ms\":-1}",
 		"{\"ok\":true,\"key\":\"" KEY "\",\"path\":\"/p\",\"size\":1e30}",  /* no count */
 		"{\"id\":1e300,\"ok\":true,\"key\":\"" KEY "\",\"path\":\"/p\"}",
+		"{\"ok\":true,\"key\":\"" KEY "\",\"path\":\"/p\",\"ino\":5}",  /* no dev */
+		"{\"ok\":true,\"key\":\"" KEY "\",\"path\":\"/p\",\"dev\":5}",  /* no ino */
+		"{\"ok\":true,\"key\":\"" KEY "\",\"path\":\"/p\",\"dev\":1,\"ino\":\"5\"}",
+		"{\"ok\":true,\"key\":\"" KEY "\",\"path\":\"/p\",\"dev\":-1,\"ino\":5}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		cJSON *j = cJSON_Parse(bad[i]);
@@ -155,8 +171,9 @@ START_TEST(test_members_match_the_protocol_doc)
 		ck_assert_msg(cJSON_GetObjectItemCaseSensitive(j, always[i]) != NULL,
 			      "protocol.md's get reply lacks \"%s\"", always[i]);
 	const char *text = close;
-	ck_assert_msg(strstr(text, "`log`") != NULL && strstr(text, "`uncacheable`") != NULL,
-		      "protocol.md does not describe the optional log and uncacheable");
+	ck_assert_msg(strstr(text, "`log`") != NULL && strstr(text, "`uncacheable`") != NULL &&
+		      strstr(text, "`dev`") != NULL && strstr(text, "`ino`") != NULL,
+		      "protocol.md does not describe the optional log, uncacheable, dev and ino");
 	/* And what the printer writes is what the example shows, in its order. */
 	char buf[1024];
 	struct msg_artifact a = full;

@@ -81,17 +81,24 @@ struct kiln_program *lib_prog_by_alias(struct kiln *k, const char *alias)
  * through the descriptor, so that an eviction or replacement of the path
  * between the reply and this load cannot make it fail or load other code.
  */
-static int prog_dlopen(struct kiln_program *p)
+static int prog_dlopen(struct kiln_program *p, const struct msg_file_id *file)
 {
 	struct stat fst, pst;
 	char name[64];
 	const char *why;
 
-	if (fstat(p->fd, &fst) < 0)
+	/* kilnd's fstat of the descriptor it attached, when the reply says it
+	 * (a hit's does): the same file, one system call fewer per load. */
+	if (file != NULL && file->ino != 0) {
+		fst.st_dev = (dev_t)file->dev;
+		fst.st_ino = (ino_t)file->ino;
+	} else if (fstat(p->fd, &fst) < 0) {
 		return lib_err_set(KILN_EIO, "could not stat the descriptor of %s: %s", p->path,
 				   strerror(errno));
+	}
 	void *h = NULL;
-	if (stat(p->path, &pst) == 0 && pst.st_dev == fst.st_dev && pst.st_ino == fst.st_ino)
+	if (stat(p->path, &pst) == 0 && (uint64_t)pst.st_dev == (uint64_t)fst.st_dev &&
+	    (uint64_t)pst.st_ino == (uint64_t)fst.st_ino)
 		h = dlopen(p->path, RTLD_NOW | RTLD_LOCAL);
 	/* Else, or when the path went away after the stat: the descriptor. */
 	if (h == NULL) {
@@ -149,11 +156,11 @@ static int prog_map(struct kiln_program *p)
 }
 
 /* Loads p (a library: dlopen; a GPU output: mapped), once. */
-static int prog_finish_load(struct kiln *k, struct kiln_program *p)
+static int prog_finish_load(struct kiln *k, struct kiln_program *p, const struct msg_file_id *file)
 {
 	if (p->loaded)
 		return 0;
-	int rc = strcmp(p->output, "shared") == 0 ? prog_dlopen(p) : prog_map(p);
+	int rc = strcmp(p->output, "shared") == 0 ? prog_dlopen(p, file) : prog_map(p);
 	if (rc < 0)
 		return rc;
 	p->loaded = true;
@@ -161,10 +168,11 @@ static int prog_finish_load(struct kiln *k, struct kiln_program *p)
 	return 0;
 }
 
-/* Makes a program from a reply's key, path and descriptor, and loads it
- * when load; takes the descriptor. */
+/* Makes a program from a reply's key, path and descriptor (the file it is
+ * open on: file, when the reply said), and loads it when load; takes the
+ * descriptor. */
 static int prog_load(struct kiln *k, const char *key, const char *path, const char *output,
-		     int fd, bool load, struct kiln_program **out)
+		     int fd, const struct msg_file_id *file, bool load, struct kiln_program **out)
 {
 	struct kiln_program *p;
 	int rc;
@@ -186,7 +194,7 @@ static int prog_load(struct kiln *k, const char *key, const char *path, const ch
 	size_t olen = strnlen(output, sizeof(p->output) - 1);
 	memcpy(p->output, output, olen);
 	p->output[olen] = '\0';
-	rc = load ? prog_finish_load(k, p) : 0;
+	rc = load ? prog_finish_load(k, p, file) : 0;
 	if (rc < 0)
 		goto fail;
 	/* The handle is kept even if the insert fails: the code may be in
@@ -229,11 +237,13 @@ int lib_prog_from_reply(struct kiln *k, const cJSON *reply, int fd, const char *
 		close(fd);
 		/* Got as a file before (kiln_get_file), or released, and
 		 * wanted loaded now. */
-		rc = load ? prog_finish_load(k, p) : 0;
+		/* Its own descriptor, not this reply's: fstat'ed. */
+		rc = load ? prog_finish_load(k, p, NULL) : 0;
 		if (rc < 0)
 			goto out;
 	} else {
-		rc = prog_load(k, key, path, output != NULL ? output : "shared", fd, load, &p);
+		rc = prog_load(k, key, path, output != NULL ? output : "shared", fd, &a.file, load,
+			       &p);
 		if (rc < 0)
 			goto out;
 	}

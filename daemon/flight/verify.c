@@ -19,6 +19,7 @@
 #include "msg.h"
 #include "table.h"
 #include "util.h"
+#include "msg_artifact.h"
 #include "verify.h"
 
 /* Objects seen intact, by key; dropped all at once beyond this many. */
@@ -101,6 +102,13 @@ void verify_record(struct kilnd *d, const char *key, int fd)
 
 int verify_served(struct kilnd *d, const struct store_entry *e, int fd, char *why, size_t whylen)
 {
+	struct msg_file_id id;
+	return verify_served_id(d, e, fd, &id, why, whylen);
+}
+
+int verify_served_id(struct kilnd *d, const struct store_entry *e, int fd, struct msg_file_id *id,
+		     char *why, size_t whylen)
+{
 	struct stat st;
 	if (fstat(fd, &st) != 0) {
 		snprintf(why, whylen, "fstat: %s", strerror(errno));
@@ -108,6 +116,8 @@ int verify_served(struct kilnd *d, const struct store_entry *e, int fd, char *wh
 	}
 	struct stamp now = stamp_of(&st);
 	struct stamp *seen = d->verified != NULL ? table_get(d->verified, e->key) : NULL;
+	id->dev = (uint64_t)st.st_dev;
+	id->ino = (uint64_t)st.st_ino;
 	if (seen != NULL && memcmp(seen, &now, sizeof(now)) == 0)
 		return 0;
 	int rc = verify_bytes(e, fd, why, whylen);

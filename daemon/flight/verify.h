@@ -16,6 +16,11 @@ struct kilnd;
  * or -EBADMSG with a short reason in why when it is damaged.
  */
 int verify_served(struct kilnd *d, const struct store_entry *e, int fd, char *why, size_t whylen);
+/* The same, and *id gets the object's device and inode (from the fstat that
+ * decided) when it is intact. */
+struct msg_file_id;
+int verify_served_id(struct kilnd *d, const struct store_entry *e, int fd, struct msg_file_id *id,
+		     char *why, size_t whylen);
 /* Records the object open on fd as key's, intact: a build just hashed it
  * while publishing, so its first serve needs no second hash (loop thread). */
 void verify_record(struct kilnd *d, const char *key, int fd);

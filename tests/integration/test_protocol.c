@@ -35,6 +35,34 @@ static int hello(void)
 	return fd;
 }
 
+/* A hit's reply says which file its descriptor is open on (dev and ino, the
+ * object at its path); a build's reply leaves it to the client's fstat. */
+START_TEST(hit_reply_says_the_file)
+{
+	struct kiln *k;
+	char key[72];
+
+	harness_start(NULL);
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	harness_get_program(k, "said", 77, "t:said", key);
+	kiln_close(k);
+	int fd = harness_raw_connect(harness.socket);
+	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":3}");
+	cJSON_Delete(harness_raw_recv(fd));
+	harness_raw_send(fd, "{\"op\":\"lookup\",\"id\":2,\"alias\":\"t:said\"}");
+	cJSON *r = harness_raw_recv(fd);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItem(r, "cached")), "not a hit");
+	struct stat st;
+	ck_assert_int_eq(stat(harness_str(r, "path"), &st), 0);
+	ck_assert_int_eq(harness_num(r, "dev"), (int64_t)st.st_dev);
+	ck_assert_int_eq(harness_num(r, "ino"), (int64_t)st.st_ino);
+	cJSON_Delete(r);
+	close(fd);
+	harness_stop();
+}
+END_TEST
+
 /* hello's reply: the id exact up to 2^53 - 1, heartbeats when asked, the
  * same members on every connection. */
 START_TEST(hello_reply_carries_the_daemon)
@@ -680,6 +708,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("invalid_requests",
 					 invalid_requests_get_errors_and_the_connection_stays, 60));
 	suite_add_tcase(s, harness_tcase("hello", hello_reply_carries_the_daemon, 60));
+	suite_add_tcase(s, harness_tcase("hit_file", hit_reply_says_the_file, 60));
 	suite_add_tcase(s, harness_tcase("pipelining", pipelined_requests_are_answered_in_order, 60));
 	suite_add_tcase(s, harness_tcase("framing", framing_errors_get_a_reply_then_a_close, 60));
 	suite_add_tcase(s, harness_tcase("digest", get_by_digest_hits_without_the_text, 60));
