@@ -7,7 +7,7 @@
  * 1 to the maximum with a NUL after it, an error is final, and re-encoding a
  * decoded payload and decoding it in one piece gives it back.
  */
-#include <assert.h>
+#include "fuzz_check.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +23,10 @@ static void round_trip(const char *payload, size_t len, size_t max)
 	char *enc = frame_encode(payload, len, &elen), *out = NULL;
 	ssize_t used;
 
-	assert(enc && elen == len + FRAME_HDR_LEN);
+	FUZZ_CHECK(enc && elen == len + FRAME_HDR_LEN);
 	frame_decoder_init(&d, max);
 	used = frame_decoder_feed(&d, enc, elen, &out, &plen);
-	assert(used == (ssize_t)elen && out && plen == len && memcmp(out, payload, len) == 0);
+	FUZZ_CHECK(used == (ssize_t)elen && out && plen == len && memcmp(out, payload, len) == 0);
 	free(out);
 	free(enc);
 	frame_decoder_fini(&d);
@@ -53,16 +53,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			ssize_t used = frame_decoder_feed(&d, p, n, &out, &plen);
 
 			if (used < 0) {
-				assert(!out);
+				FUZZ_CHECK(!out);
 				goto done; /* final: the daemon answers and closes */
 			}
-			assert((size_t)used <= n);
+			FUZZ_CHECK((size_t)used <= n);
 			if (out) {
-				assert(plen >= 1 && plen <= max && out[plen] == '\0');
+				FUZZ_CHECK(plen >= 1 && plen <= max && out[plen] == '\0');
 				round_trip(out, plen, max);
 				free(out);
 			} else {
-				assert(used > 0 || n == 0);
+				FUZZ_CHECK(used > 0 || n == 0);
 			}
 			p += used;
 			n -= (size_t)used;

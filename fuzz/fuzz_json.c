@@ -6,7 +6,7 @@
  * reader never reads past the bytes it was given (the input is copied to
  * an allocation of exactly its size, so ASan sees any overread).
  */
-#include <assert.h>
+#include "fuzz_check.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,19 +18,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *copy = malloc(size ? size : 1);
-	assert(copy != NULL);
+	FUZZ_CHECK(copy != NULL);
 	memcpy(copy, data, size);
 	cJSON *mine = json_read(copy, size);
 	if (mine != NULL) {
 		/* cJSON wants a terminated string to compare against. */
 		char *text = malloc(size + 1);
-		assert(text != NULL);
+		FUZZ_CHECK(text != NULL);
 		memcpy(text, data, size);
 		text[size] = '\0';
 		cJSON *theirs = cJSON_ParseWithLength(text, size);
-		assert(theirs != NULL);
+		FUZZ_CHECK(theirs != NULL);
 		char *pm = cJSON_PrintUnformatted(mine), *pt = cJSON_PrintUnformatted(theirs);
-		assert(pm != NULL && pt != NULL && strcmp(pm, pt) == 0);
+		FUZZ_CHECK(pm != NULL && pt != NULL && strcmp(pm, pt) == 0);
 		free(pm);
 		free(pt);
 		cJSON_Delete(theirs);

@@ -6,7 +6,7 @@
  * parses again to the same operation, id, key and counts; kilnd's parse
  * with an argument memo kept across inputs gives the same verdict.
  */
-#include <assert.h>
+#include "fuzz_check.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,24 +41,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	msg_request_free(&kept);
 	if (rc != 0) {
-		assert(err.code > ERR_NONE && err.code < ERR__COUNT);
-		assert(err.message[0] != '\0');
-		assert(!req.sources && !req.args && !req.deps);
+		FUZZ_CHECK(err.code > ERR_NONE && err.code < ERR__COUNT);
+		FUZZ_CHECK(err.message[0] != '\0');
+		FUZZ_CHECK(!req.sources && !req.args && !req.deps);
 		return 0;
 	}
-	assert(req.op > OP_UNKNOWN && req.op < OP__COUNT);
+	FUZZ_CHECK(req.op > OP_UNKNOWN && req.op < OP__COUNT);
 	packed = msg_request_pack(&req, &plen);
-	assert(packed);
+	FUZZ_CHECK(packed);
 	if (msg_request_parse(packed, plen, &again, &err) != 0)
 		abort(); /* what we accept, we must be able to send */
-	assert(again.op == req.op && again.id == req.id);
-	assert(again.nsources == req.nsources && again.nargs == req.nargs && again.ndeps == req.ndeps);
-	assert(again.no_build == req.no_build);
-	assert(!req.key == !again.key && (!req.key || strcmp(req.key, again.key) == 0));
+	FUZZ_CHECK(again.op == req.op && again.id == req.id);
+	FUZZ_CHECK(again.nsources == req.nsources && again.nargs == req.nargs && again.ndeps == req.ndeps);
+	FUZZ_CHECK(again.no_build == req.no_build);
+	FUZZ_CHECK(!req.key == !again.key && (!req.key || strcmp(req.key, again.key) == 0));
 	for (size_t i = 0; i < req.nsources; i++) {
-		assert(strcmp(req.sources[i].name, again.sources[i].name) == 0);
-		assert(req.sources[i].len == again.sources[i].len);
-		assert(req.sources[i].has_digest == again.sources[i].has_digest);
+		FUZZ_CHECK(strcmp(req.sources[i].name, again.sources[i].name) == 0);
+		FUZZ_CHECK(req.sources[i].len == again.sources[i].len);
+		FUZZ_CHECK(req.sources[i].has_digest == again.sources[i].has_digest);
 	}
 	msg_request_free(&again);
 	msg_request_free(&req);
