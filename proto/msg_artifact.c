@@ -129,6 +129,18 @@ static bool opt_u64(const cJSON *r, const char *name, uint64_t *out)
 	return ok;
 }
 
+/* A device or inode number: an integer below 2^53 (what kilnd sends), or
+ * absent; a fraction or a value JSON may have rounded is refused. */
+static bool opt_file_num(const cJSON *r, const char *name, uint64_t *out)
+{
+	const cJSON *v = get(r, name);
+	bool ok = v == NULL || (cJSON_IsNumber(v) && v->valuedouble >= 0 &&
+				v->valuedouble < EXACT_MAX &&
+				v->valuedouble == (double)(uint64_t)v->valuedouble);
+	*out = ok && v != NULL ? (uint64_t)v->valuedouble : 0;
+	return ok;
+}
+
 static bool opt_bool(const cJSON *r, const char *name, bool *out)
 {
 	const cJSON *v = get(r, name);
@@ -164,7 +176,7 @@ int msg_artifact_parse(const cJSON *reply, struct msg_artifact *a, const char **
 	}
 	/* Both or neither, and JSON's exact integers: a device number past
 	 * 2^53 is left unsaid by kilnd (the client then asks fstat). */
-	if (!opt_u64(reply, "dev", &a->file.dev) || !opt_u64(reply, "ino", &a->file.ino) ||
+	if (!opt_file_num(reply, "dev", &a->file.dev) || !opt_file_num(reply, "ino", &a->file.ino) ||
 	    (get(reply, "dev") == NULL) != (get(reply, "ino") == NULL)) {
 		*why = "kilnd sent a reply with a malformed dev or ino";
 		return -1;

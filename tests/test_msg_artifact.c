@@ -115,6 +115,8 @@ START_TEST(test_refused)
 		"{\"ok\":true,\"key\":\"" KEY "\",\"path\":\"/p\",\"dev\":5}",  /* no ino */
 		"{\"ok\":true,\"key\":\"" KEY "\",\"path\":\"/p\",\"dev\":1,\"ino\":\"5\"}",
 		"{\"ok\":true,\"key\":\"" KEY "\",\"path\":\"/p\",\"dev\":-1,\"ino\":5}",
+		"{\"ok\":true,\"key\":\"" KEY "\",\"path\":\"/p\",\"dev\":1,\"ino\":5.5}",
+		"{\"ok\":true,\"key\":\"" KEY "\",\"path\":\"/p\",\"dev\":1,\"ino\":9007199254740993}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		cJSON *j = cJSON_Parse(bad[i]);

@@ -84,21 +84,23 @@ struct kiln_program *lib_prog_by_alias(struct kiln *k, const char *alias)
 static int prog_dlopen(struct kiln_program *p, const struct msg_file_id *file)
 {
 	struct stat fst, pst;
+	struct msg_file_id held;
 	char name[64];
 	const char *why;
 
 	/* kilnd's fstat of the descriptor it attached, when the reply says it
 	 * (a hit's does): the same file, one system call fewer per load. */
 	if (file != NULL && file->ino != 0) {
-		fst.st_dev = (dev_t)file->dev;
-		fst.st_ino = (ino_t)file->ino;
-	} else if (fstat(p->fd, &fst) < 0) {
+		held = *file;
+	} else if (fstat(p->fd, &fst) == 0) {
+		held = (struct msg_file_id){ .dev = (uint64_t)fst.st_dev, .ino = (uint64_t)fst.st_ino };
+	} else {
 		return lib_err_set(KILN_EIO, "could not stat the descriptor of %s: %s", p->path,
 				   strerror(errno));
 	}
 	void *h = NULL;
-	if (stat(p->path, &pst) == 0 && (uint64_t)pst.st_dev == (uint64_t)fst.st_dev &&
-	    (uint64_t)pst.st_ino == (uint64_t)fst.st_ino)
+	if (stat(p->path, &pst) == 0 && (uint64_t)pst.st_dev == held.dev &&
+	    (uint64_t)pst.st_ino == held.ino)
 		h = dlopen(p->path, RTLD_NOW | RTLD_LOCAL);
 	/* Else, or when the path went away after the stat: the descriptor. */
 	if (h == NULL) {

@@ -56,11 +56,13 @@ int verify_bytes(const struct store_entry *e, int fd, char *why, size_t whylen)
 	}
 	if (!e->has_sha256)
 		return 0;
-	if (lseek(fd, 0, SEEK_SET) != 0 || util_copy_sha256(fd, -1, &n, got) != 0) {
-		snprintf(why, whylen, "cannot be read: %s", strerror(errno));
+	/* pread from 0: the open file description is shared with every client
+	 * that received the descriptor, so its offset is theirs to keep. */
+	int rc = util_copy_sha256(fd, -1, &n, got);
+	if (rc != 0) {
+		snprintf(why, whylen, "cannot be read: %s", strerror(-rc));
 		return -EBADMSG;
 	}
-	lseek(fd, 0, SEEK_SET);
 	if (n != e->size || memcmp(got, e->sha256, 32) != 0) {
 		snprintf(why, whylen, "SHA-256 differs from the recorded one");
 		return -EBADMSG;

@@ -96,6 +96,45 @@ static struct harness_result get_in_child(const char *name, int value)
 	return r;
 }
 
+/*
+ * A client's descriptor shares its open file description (and offset) with
+ * kilnd's cached one: kilnd's check of an object whose inode changed (a
+ * chmod here) reads with pread and leaves the offset where the client's own
+ * reads put it.
+ */
+START_TEST(recheck_leaves_the_clients_offset)
+{
+	char *text = harness_program("offset", 610), buf[100], path[HARNESS_PATH];
+	struct kiln_request req;
+	struct kiln_source src;
+	struct kiln_program *p;
+	struct kiln *k;
+
+	harness_start(NULL);
+	harness_request(&req, &src, "prog.c", text);
+	/* Built first, so that this process's descriptor is a hit's: the
+	 * descriptor cache's own, which kilnd checks again below. */
+	struct harness_result r = harness_in_child(&req, NULL);
+	ck_assert_msg(r.rc == KILN_OK && r.value == 610, "%s", r.msg);
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	ck_assert_msg(kiln_get_file(k, &req, &p) == KILN_OK, "%s", kiln_errmsg(k));
+	int fd = kiln_program_fd(p);
+	ck_assert_int_eq(read(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	ck_assert_int_eq(lseek(fd, 0, SEEK_CUR), (off_t)sizeof(buf));
+	/* Another client's hit, after the object's ctime moved: checked again. */
+	snprintf(path, sizeof(path), "%s", kiln_program_path(p));
+	ck_assert_int_eq(chmod(path, 0444), 0);
+	r = harness_in_child(&req, NULL);
+	ck_assert_msg(r.rc == KILN_OK && r.value == 610, "%s", r.msg);
+	ck_assert_int_eq(status_num("damaged"), 0);
+	ck_assert_int_eq(status_num("builds_started"), 1);
+	ck_assert_int_eq(lseek(fd, 0, SEEK_CUR), (off_t)sizeof(buf));
+	kiln_close(k);
+	free(text);
+	harness_stop();
+}
+END_TEST
+
 /* Altered and truncated objects are never served: found, rebuilt. */
 START_TEST(damaged_objects_are_rebuilt_not_served)
 {
@@ -371,6 +410,7 @@ int main(void)
 	Suite *s = suite_create("damage");
 
 	suite_add_tcase(s, harness_tcase("objects", damaged_objects_are_rebuilt_not_served, 90));
+	suite_add_tcase(s, harness_tcase("offset", recheck_leaves_the_clients_offset, 60));
 	suite_add_tcase(s, harness_tcase("index", damaged_index_is_rebuilt_from_the_objects, 90));
 	suite_add_tcase(s, harness_tcase("strays", verify_removes_stray_files, 90));
 	suite_add_tcase(s, harness_tcase("kill9_loop", kill9_in_a_loop, 400));
