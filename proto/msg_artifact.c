@@ -81,7 +81,8 @@ size_t msg_artifact_print(const struct msg_artifact *a, char *buf, size_t cap)
 	put_text(&o, a->joined ? "true" : "false");
 	member(&o, "build_ms");
 	put_u64(&o, a->build_ms);
-	if (a->file.ino != 0) {
+	/* Only what JSON carries exactly (below 2^53), else unsaid. */
+	if (a->file.ino != 0 && a->file.ino >> 53 == 0 && a->file.dev >> 53 == 0) {
 		member(&o, "dev");
 		put_u64(&o, a->file.dev);
 		member(&o, "ino");

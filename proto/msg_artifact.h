@@ -32,7 +32,8 @@ struct msg_artifact {
 	uint64_t build_ms;           /* the build that produced it */
 	const char *uncacheable;     /* served and not cached: why; else NULL */
 	const char *log;             /* a compiler ran and printed this; else NULL */
-	struct msg_file_id file;     /* the descriptor's device and inode; ino 0: not said */
+	struct msg_file_id file;     /* the descriptor's device and inode; ino 0, or
+	                                either past 2^53: not printed */
 };
 
 /*

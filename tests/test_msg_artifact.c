@@ -71,6 +71,14 @@ START_TEST(test_round_trip)
 	ck_assert_uint_eq(a.file.dev, 66306);
 	ck_assert_uint_eq(a.file.ino, (1ULL << 53) - 1);
 	cJSON_Delete(j);
+	/* Past what JSON carries exactly: left unsaid (the client fstats). */
+	hit.file = (struct msg_file_id){ .dev = 1ULL << 53, .ino = 5 };
+	msg_artifact_print(&hit, buf, sizeof(buf));
+	j = cJSON_Parse(buf);
+	ck_assert_ptr_nonnull(j);
+	ck_assert_ptr_null(cJSON_GetObjectItemCaseSensitive(j, "dev"));
+	ck_assert_ptr_null(cJSON_GetObjectItemCaseSensitive(j, "ino"));
+	cJSON_Delete(j);
 }
 END_TEST
 

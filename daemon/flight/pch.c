@@ -188,7 +188,7 @@ static bool pch_lookup(struct kilnd *d, const char *rkey, struct build_input *in
 		char why[96];
 		if (fd < 0)
 			continue;
-		if (verify_served(d, &list[i], fd, why, sizeof(why)) == 0) {
+		if (verify_served(d, &list[i], fd, NULL, why, sizeof(why)) == 0) {
 			found = pch_take(in, &list[i]);
 			/* A build that compiles with it is a use (kiln ls's USES,
 			 * and eviction by last use). */

@@ -68,7 +68,7 @@ static int warm_one(struct kilnd *d, struct prewarm *pw, const char *key)
 		char why[96];
 		if (fdcache_borrow(d->fds, store_generation(d->store), d->store, e.key, e.output,
 				   &ref) == 0 &&
-		    verify_served(d, &e, fdref_fd(ref), why, sizeof(why)) == 0)
+		    verify_served(d, &e, fdref_fd(ref), NULL, why, sizeof(why)) == 0)
 			pw->valid++;
 		fdref_put(ref);
 	}

@@ -102,14 +102,8 @@ void verify_record(struct kilnd *d, const char *key, int fd)
 	}
 }
 
-int verify_served(struct kilnd *d, const struct store_entry *e, int fd, char *why, size_t whylen)
-{
-	struct msg_file_id id;
-	return verify_served_id(d, e, fd, &id, why, whylen);
-}
-
-int verify_served_id(struct kilnd *d, const struct store_entry *e, int fd, struct msg_file_id *id,
-		     char *why, size_t whylen)
+int verify_served(struct kilnd *d, const struct store_entry *e, int fd, struct msg_file_id *id,
+		  char *why, size_t whylen)
 {
 	struct stat st;
 	if (fstat(fd, &st) != 0) {
@@ -118,8 +112,8 @@ int verify_served_id(struct kilnd *d, const struct store_entry *e, int fd, struc
 	}
 	struct stamp now = stamp_of(&st);
 	struct stamp *seen = d->verified != NULL ? table_get(d->verified, e->key) : NULL;
-	id->dev = (uint64_t)st.st_dev;
-	id->ino = (uint64_t)st.st_ino;
+	if (id != NULL)
+		*id = (struct msg_file_id){ .dev = (uint64_t)st.st_dev, .ino = (uint64_t)st.st_ino };
 	if (seen != NULL && memcmp(seen, &now, sizeof(now)) == 0)
 		return 0;
 	int rc = verify_bytes(e, fd, why, whylen);

@@ -13,14 +13,12 @@ struct kilnd;
  * Whether fd (open on e's object) holds what e records. The first time an
  * object is served, and whenever its inode, size or ctime changed since, it
  * is hashed (on the calling thread); otherwise an fstat decides. Returns 0,
- * or -EBADMSG with a short reason in why when it is damaged.
+ * or -EBADMSG with a short reason in why when it is damaged. When id is not
+ * NULL it gets the object's device and inode, from that fstat.
  */
-int verify_served(struct kilnd *d, const struct store_entry *e, int fd, char *why, size_t whylen);
-/* The same, and *id gets the object's device and inode (from the fstat that
- * decided) when it is intact. */
 struct msg_file_id;
-int verify_served_id(struct kilnd *d, const struct store_entry *e, int fd, struct msg_file_id *id,
-		     char *why, size_t whylen);
+int verify_served(struct kilnd *d, const struct store_entry *e, int fd, struct msg_file_id *id,
+		  char *why, size_t whylen);
 /* Records the object open on fd as key's, intact: a build just hashed it
  * while publishing, so its first serve needs no second hash (loop thread). */
 void verify_record(struct kilnd *d, const char *key, int fd);

@@ -33,7 +33,7 @@ int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, const ch
 				&ref);
 	char why[96];
 	struct msg_file_id file = { 0 };
-	if (rc == 0 && verify_served_id(d, e, fdref_fd(ref), &file, why, sizeof(why)) != 0) {
+	if (rc == 0 && verify_served(d, e, fdref_fd(ref), &file, why, sizeof(why)) != 0) {
 		/* Never served: the flight that follows rebuilds and replaces it. */
 		log_error("entry %.16s: its object %s is damaged (%s); rebuilding", e->key, path, why);
 		d->c.damaged++;
@@ -58,8 +58,7 @@ int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, const ch
 	const struct msg_artifact a = {
 		.id = id, .fd = true, .key = e->key, .rkey = e->rkey, .path = path,
 		.output = e->output, .size = e->size, .cached = true, .build_ms = e->build_ms,
-		/* Only what JSON carries exactly (2^53), else unsaid. */
-		.file = file.dev >> 53 == 0 && file.ino >> 53 == 0 ? file : (struct msg_file_id){ 0 },
+		.file = file,
 	};
 	size_t len = msg_artifact_print(&a, text, sizeof(text));
 	free(path);
