@@ -193,6 +193,19 @@ void harness_sha256_hex(const char *text, char out[65]);
 void harness_request(struct kiln_request *req, struct kiln_source *src,
 		     const char *source_name, const char *text);
 
+/* n requests, each one program "<prefix>_<i>" answering first + i from a
+ * source named source_name; texts[i] (malloc'd, the caller frees) holds
+ * its text, which reqs[i] borrows through srcs[i]. */
+void harness_requests(int n, const char *prefix, int first, const char *source_name,
+		      struct kiln_request *reqs, struct kiln_source *srcs, char **texts);
+
+/*
+ * One kiln_get_many of n programs from a fresh connection (so no local
+ * hits): every request succeeds, and program i answers first + i and comes
+ * with its descriptor. what names the call in failure messages.
+ */
+void harness_get_many_values(const struct kiln_request *reqs, int n, int first, const char *what);
+
 /*
  * Gets harness_program(name, value) as "prog.c" with alias (may be NULL) and
  * label name through k (NULL: a fresh connection to harness.socket), requires

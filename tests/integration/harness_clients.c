@@ -71,6 +71,41 @@ void harness_request(struct kiln_request *req, struct kiln_source *src,
 	req->nsources = 1;
 }
 
+void harness_requests(int n, const char *prefix, int first, const char *source_name,
+		      struct kiln_request *reqs, struct kiln_source *srcs, char **texts)
+{
+	for (int i = 0; i < n; i++) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "%s_%d", prefix, i);
+		texts[i] = harness_program(name, first + i);
+		harness_request(&reqs[i], &srcs[i], source_name, texts[i]);
+	}
+}
+
+void harness_get_many_values(const struct kiln_request *reqs, int n, int first, const char *what)
+{
+	struct kiln_program **out = calloc((size_t)n, sizeof(*out));
+	int *status = calloc((size_t)n, sizeof(*status));
+	struct kiln *k;
+	int (*fn)(void);
+
+	ck_assert(out != NULL && status != NULL);
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	ck_assert_msg(kiln_get_many(k, reqs, (size_t)n, out, status) == KILN_OK, "%s: %s", what,
+		      kiln_errmsg(k));
+	for (int i = 0; i < n; i++) {
+		ck_assert_int_eq(status[i], KILN_OK);
+		*(void **)&fn = kiln_sym(out[i], "kiln_test_value");
+		ck_assert_ptr_nonnull(fn);
+		ck_assert_msg(fn() == first + i, "%s: program %d is program %d", what, i, fn() - first);
+		ck_assert_int_ge(kiln_program_fd(out[i]), 0);
+	}
+	kiln_close(k);
+	free(out);
+	free(status);
+}
+
 void harness_get_program(struct kiln *k, const char *name, int value, const char *alias,
 			 char key[72])
 {

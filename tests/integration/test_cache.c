@@ -649,34 +649,13 @@ START_TEST(warm_batch_pairs_descriptors_with_replies)
 {
 	struct kiln_request reqs[WIDE_BATCH];
 	struct kiln_source srcs[WIDE_BATCH];
-	struct kiln_program *out[WIDE_BATCH];
-	int status[WIDE_BATCH];
 	char *texts[WIDE_BATCH];
-	struct kiln *k;
-	int (*fn)(void);
 
 	harness_start("--jobs", "2", NULL);
-	for (int i = 0; i < WIDE_BATCH; i++) {
-		char name[32];
-
-		snprintf(name, sizeof(name), "wide_%d", i);
-		texts[i] = harness_program(name, 3000 + i);
-		harness_request(&reqs[i], &srcs[i], "wide.c", texts[i]);
-	}
+	harness_requests(WIDE_BATCH, "wide", 3000, "wide.c", reqs, srcs, texts);
 	/* Cold in one process, then warm in a fresh one (no local hits). */
-	for (int round = 0; round < 2; round++) {
-		ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
-		ck_assert_msg(kiln_get_many(k, reqs, WIDE_BATCH, out, status) == KILN_OK, "%s",
-			      kiln_errmsg(k));
-		for (int i = 0; i < WIDE_BATCH; i++) {
-			ck_assert_int_eq(status[i], KILN_OK);
-			*(void **)&fn = kiln_sym(out[i], "kiln_test_value");
-			ck_assert_ptr_nonnull(fn);
-			ck_assert_int_eq(fn(), 3000 + i);
-			ck_assert_int_ge(kiln_program_fd(out[i]), 0);
-		}
-		kiln_close(k);
-	}
+	harness_get_many_values(reqs, WIDE_BATCH, 3000, "cold");
+	harness_get_many_values(reqs, WIDE_BATCH, 3000, "warm");
 	cJSON *st = harness_status();
 	ck_assert_int_eq(harness_num(st, "builds_started"), WIDE_BATCH);
 	ck_assert_int_ge(harness_num(st, "hits"), WIDE_BATCH);

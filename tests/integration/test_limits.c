@@ -146,11 +146,7 @@ START_TEST(warm_batch_past_the_descriptor_cache)
 {
 	struct kiln_request reqs[PAST_CACHE];
 	struct kiln_source srcs[PAST_CACHE];
-	struct kiln_program *out[PAST_CACHE];
-	int status[PAST_CACHE];
 	char *texts[PAST_CACHE];
-	struct kiln *k;
-	int (*fn)(void);
 
 	/* 128 descriptors: the cache keeps at most 32 objects open. */
 	struct rlimit rl;
@@ -162,28 +158,12 @@ START_TEST(warm_batch_past_the_descriptor_cache)
 	char *log = harness_read_file(harness.log);
 	ck_assert_msg(harness_contains(log, "keeps at most 32 of 1024 objects open"), "%s", log);
 	free(log);
-	for (int i = 0; i < PAST_CACHE; i++) {
-		char name[32];
-
-		snprintf(name, sizeof(name), "past_%d", i);
-		texts[i] = harness_program(name, 5000 + i);
-		harness_request(&reqs[i], &srcs[i], "past.c", texts[i]);
-	}
+	harness_requests(PAST_CACHE, "past", 5000, "past.c", reqs, srcs, texts);
 	/* Cold in one process, then warm in a fresh one, twice: the second
 	 * warm batch finds the cache holding the first's last objects. */
-	for (int round = 0; round < 3; round++) {
-		ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
-		ck_assert_msg(kiln_get_many(k, reqs, PAST_CACHE, out, status) == KILN_OK, "round %d: %s",
-			      round, kiln_errmsg(k));
-		for (int i = 0; i < PAST_CACHE; i++) {
-			ck_assert_int_eq(status[i], KILN_OK);
-			*(void **)&fn = kiln_sym(out[i], "kiln_test_value");
-			ck_assert_ptr_nonnull(fn);
-			ck_assert_msg(fn() == 5000 + i, "round %d: program %d is program %d", round, i,
-				      fn() - 5000);
-		}
-		kiln_close(k);
-	}
+	harness_get_many_values(reqs, PAST_CACHE, 5000, "cold");
+	harness_get_many_values(reqs, PAST_CACHE, 5000, "first warm batch");
+	harness_get_many_values(reqs, PAST_CACHE, 5000, "second warm batch");
 	cJSON *st = harness_status();
 	ck_assert_int_eq(harness_num(st, "builds_started"), PAST_CACHE);
 	ck_assert_int_ge(harness_num(st, "hits"), 2 * PAST_CACHE);
