@@ -24,6 +24,7 @@ struct flights;
 struct stats_saver;
 struct prewarm;
 struct fdcache;
+struct child_watch;
 struct build_tier;
 struct upstream;
 struct named_retired;
@@ -106,6 +107,7 @@ struct kilnd {
 	struct table *touches;       /* key -> struct touch, uses not yet written */
 	struct claims *claims;       /* alias -> its claim (claims.h) */
 	struct fdcache *fds;         /* open descriptors of served objects (fdcache.h) */
+	struct child_watch *children;  /* the build steps' kiln-exec processes (child.h) */
 	struct table *verified;      /* key -> stamp of objects checked intact (verify.h) */
 	struct upstream *up;         /* the --upstream tier (upstream.h), or NULL */
 	const struct build_tier *tier;  /* its hooks into the flights (build.h), or NULL */

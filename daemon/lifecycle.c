@@ -4,6 +4,7 @@
  */
 #include <uv.h>
 
+#include "child.h"
 #include "claims.h"
 #include "build.h"
 #include "flight.h"
@@ -69,6 +70,8 @@ static void on_stop_check(uv_prepare_t *p)
 	claims_fini(d);   /* waiting lookups answered while their connections live */
 	server_fini(d);
 	headers_fini(d);
+	child_watch_close(d->children);  /* no build, so no step runs */
+	d->children = NULL;
 }
 
 static uv_prepare_t stop_check;

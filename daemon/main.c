@@ -37,6 +37,7 @@
 #include "upstream.h"
 #include "util.h"
 #include "gpu.h"
+#include "child.h"
 #include "named.h"
 #include "sdnotify.h"
 #include "tcenv.h"
@@ -516,7 +517,8 @@ static int start_services(struct kilnd *d, char *err, size_t errlen, bool *loop)
 	d->fds = fdcache_new(FDCACHE_MAX);
 	if (d->fds != NULL)
 		warn_low_nofile(d->cfg, fdcache_capacity(d->fds));
-	if (d->touches == NULL || d->fds == NULL || headers_init(d) != 0 ||
+	d->children = child_watch_new(d->loop);
+	if (d->touches == NULL || d->fds == NULL || d->children == NULL || headers_init(d) != 0 ||
 	    claims_init(d) != 0 || flight_init(d) != 0 || upstream_init(d, err, errlen) != 0 ||
 	    server_init(d, &server_hooks, err, errlen) != 0) {
 		fail_start(d->cfg, err[0] != '\0' ? err : "out of memory");
@@ -591,6 +593,10 @@ static void fini_loop(struct kilnd *d)
 	flight_fini(d);
 	upstream_fini(d);
 	fdcache_free(d->fds);
+	/* Stopping closed it once the builds were over (lifecycle.c). */
+	child_watch_close(d->children);
+	d->children = NULL;
+	uv_run(d->loop, UV_RUN_NOWAIT);
 	verify_fini(d);
 	stats_fini(d);
 	table_free(d->touches, free);

@@ -7,6 +7,7 @@
  * output captured through a pipe of its own.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "flight.h"
 #include "args.h"
 #include "build_int.h"
+#include "child.h"
 #include "prehash.h"
 #include "kilnd.h"
 #include "diag.h"
@@ -324,7 +326,7 @@ struct step_proc {
 	bool active;                 /* spawned, and its handles not all closed */
 	bool borrowed;               /* runs in a lent --jobs slot */
 	pid_t pgid;                  /* its process group, until kiln-exec exited */
-	uv_process_t proc;
+	struct child child;          /* kiln-exec */
 	uv_pipe_t out;
 	int pending;                 /* exit and end of output still to come */
 	int64_t exit_status;
@@ -351,12 +353,17 @@ static void proc_log(struct step_proc *p, const char *data, size_t len)
 
 static void proc_done(struct step_proc *p);
 
-static void on_part_closed(uv_handle_t *h)
+/* One of p's two parts (its process, its output) is over. */
+static void part_done(struct step_proc *p)
 {
-	struct step_proc *p = h->data;
 	p->b->refs--;
 	if (--p->pending == 0)
 		proc_done(p);
+}
+
+static void on_part_closed(uv_handle_t *h)
+{
+	part_done(h->data);
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
@@ -372,9 +379,9 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	}
 }
 
-static void on_step_exit(uv_process_t *h, int64_t status, int sig)
+static void on_step_exit(struct child *c, int64_t status, int sig)
 {
-	struct step_proc *p = h->data;
+	struct step_proc *p = c->data;
 	p->exit_status = status;
 	p->term_signal = sig;
 	/* kiln-exec is gone; anything left in its group (a wrapper's background
@@ -384,7 +391,7 @@ static void on_step_exit(uv_process_t *h, int64_t status, int sig)
 	if (p->pgid > 0)
 		kill(-p->pgid, SIGKILL);
 	p->pgid = 0;
-	uv_close((uv_handle_t *)h, on_part_closed);
+	part_done(p);
 }
 
 void step_kill(struct build *b)
@@ -448,14 +455,37 @@ void step_env_free(char **env)
 
 static void user_paths(struct build *b);
 
-/* Starts p for `step` (argv: kiln-exec and all); its handles' closing
- * ends in proc_done, whether or not the spawn worked. */
+/* Starts p's kiln-exec: its output into p->out. 0 or a negative errno. */
+static int proc_start(struct build *b, struct step_proc *p, char **argv, char **env)
+{
+	int fds[2];
+	if (env == NULL)
+		return -ENOMEM;
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return -errno;
+	int rc = uv_pipe_open(&p->out, fds[0]);
+	if (rc != 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return rc;
+	}
+	struct child_start o = {
+		.file = argv[0], .argv = argv, .env = env, .cwd = b->dir, .stdout_fd = fds[1],
+	};
+	p->child.data = p;
+	rc = child_spawn(b->d->children, &p->child, &o, on_step_exit);
+	close(fds[1]);
+	return rc;
+}
+
+/* Starts p for `step` (argv: kiln-exec and all); its parts' ends (the
+ * process's exit, the output's close) lead to proc_done, whether or not
+ * the start worked. */
 static void proc_spawn(struct build *b, struct step_proc *p, int step, bool is_check,
 		       bool borrowed, char **argv)
 {
 	struct kilnd *d = b->d;
 	char **env = step_env(b->dir, b->trace_token);
-	uv_stdio_container_t stdio[3];
 	memset(p, 0, sizeof(*p));
 	p->b = b;
 	p->is_check = is_check;
@@ -464,41 +494,20 @@ static void proc_spawn(struct build *b, struct step_proc *p, int step, bool is_c
 	b->nprocs++;
 	uv_pipe_init(d->loop, &p->out, 0);
 	p->out.data = p;
-	p->proc.data = p;
 	b->refs++;
-	stdio[0].flags = UV_IGNORE;
-	stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-	stdio[1].data.stream = (uv_stream_t *)&p->out;
-	stdio[2].flags = UV_IGNORE;
-	uv_process_options_t opt = {
-		.exit_cb = on_step_exit,
-		.file = argv[0],
-		.args = argv,
-		.cwd = b->dir,
-		.env = env,
-		.flags = UV_PROCESS_DETACHED, /* setsid(): its own process group */
-		.stdio_count = 3,
-		.stdio = stdio,
-	};
-	if (env == NULL) {
-		build_fail(b, ERR_INTERNAL, "out of memory");
+	int rc = proc_start(b, p, argv, env);
+	step_env_free(env);
+	if (rc != 0) {
+		if (rc == -ENOMEM)
+			build_fail(b, ERR_INTERNAL, "out of memory");
+		else
+			build_fail(b, ERR_INTERNAL, "cannot start %s: %s", argv[0], strerror(-rc));
 		p->pending = 1;
 		uv_close((uv_handle_t *)&p->out, on_part_closed);
 		return;
 	}
-	int rc = uv_spawn(d->loop, &p->proc, &opt);
-	step_env_free(env);
-	if (rc != 0) {
-		build_fail(b, ERR_INTERNAL, "cannot start %s: %s", argv[0], uv_strerror(rc));
-		/* uv_spawn failed: the process handle still needs closing. */
-		p->pending = 2;
-		b->refs++;
-		uv_close((uv_handle_t *)&p->proc, on_part_closed);
-		uv_close((uv_handle_t *)&p->out, on_part_closed);
-		return;
-	}
 	b->refs++;
-	p->pgid = p->proc.pid; /* UV_PROCESS_DETACHED: it leads its own group */
+	p->pgid = p->child.pid; /* a new session: it leads its own group */
 	p->pending = 2;
 	uv_read_start((uv_stream_t *)&p->out, on_alloc, on_read);
 	log_debug("build %.16s step %d: %s", b->in.rkey, step, is_check ? "load check" : argv[6]);
