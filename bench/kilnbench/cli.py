@@ -158,6 +158,10 @@ def parse_args(argv):
     a("--work-dir", help="parent of the work directory (default /tmp; keep the path short: "
                          "Unix socket paths are limited to 107 bytes)")
     a("--keep", action="store_true", help="keep the work directory")
+    a("--kilnd-arg", action="append", default=[], metavar="ARG",
+      help="one more argument for every kilnd started, as --kilnd-arg=--log-level=debug "
+           "(repeatable): with --keep, each run's CACHE/kilnd.log shows a build's steps "
+           "with their times")
     a("--only", help="comma-separated scenarios to run (" + ",".join(SCENARIOS) + ")")
     a("--skip", help="comma-separated scenarios to skip")
     a("--jobs", type=int, default=os.cpu_count() or 2,

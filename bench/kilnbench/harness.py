@@ -81,6 +81,7 @@ class Bench(Baselines):
     def kilnd_start(self, cache, sock, cclog=None):
         argv = [self.p["kilnd"], "--socket", sock, "--cache-dir", cache, "--daemonize",
                 "--jobs", str(self.args.jobs), "--toolchain", f"c++={self.cxx}"]
+        argv += self.args.kilnd_arg
         if cclog:
             # The counting wrapper appends to its log: kilnd confines
             # compilers to their build directory otherwise.
