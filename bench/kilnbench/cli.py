@@ -83,7 +83,9 @@ SCENARIOS (names for --only and --skip)
             the same files by RANKS processes, ccache hit + link (cold's
             CCACHE_DIR).
   herd      --herd processes (default 64) request one new program at the same
-            instant: kiln, one plain compile (the limit), ccache, flock.
+            instant: kiln on a new kilnd and cache, kiln on a kilnd that has
+            built another program first (its toolchain's files hashed, as on
+            a node in use), one plain compile (the limit), ccache, flock.
   micro     bench/microbench: warm get+load in a fresh process vs one Unix
             socket round trip + bare dlopen of the same file, and vs a fresh
             connection to a listening server + one round trip + the dlopen

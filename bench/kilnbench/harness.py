@@ -246,10 +246,12 @@ class Bench(Baselines):
             time.sleep(0.02)
 
     def run_kiln(self, lists, j=None, lookup=False, many=False, cache=None, cclog_tag="kiln",
-                 prewarm=True):
+                 prewarm=True, seed_src=None):
         """kiln mode. cache None: a fresh cache (cold); else that cache, with
         kilnd restarted on it (warm); the ranks start once kilnd's prewarm
-        is done unless prewarm is False (then at once, racing it)."""
+        is done unless prewarm is False (then at once, racing it). seed_src:
+        a source kilnd builds (kiln build, the ranks' flags) before the
+        ranks start, not measured: a kilnd that has built before."""
         d = self.newdir(cclog_tag)
         cclog = os.path.join(d, "cc.log")
         fresh = cache is None
@@ -260,6 +262,8 @@ class Bench(Baselines):
         try:
             if prewarm and not fresh:
                 pw = self.wait_prewarm(sock)
+            if seed_src is not None:
+                self.kiln_json(sock, "build", seed_src, "--", *FLAGS)
             argvs = [self.rank_argv("kiln", lst, r, socket=sock, j=j, lookup=lookup or None,
                                     many=many or None)
                      for r, lst in enumerate(lists)]

@@ -195,17 +195,23 @@ def scenario_warm(bench, w, args, keep):
 
 def scenario_herd(bench, args, k):
     n = args.herd
-    runs = {"kiln": [], "plain": [], "ccache": [], "flock": []}
+    runs = {"kiln": [], "kiln_used": [], "plain": [], "ccache": [], "flock": []}
     for rep in range(max(args.reps, args.slow_reps)):
         outdir = os.path.join(bench.work, f"herd{rep}")
-        w = make_workload(outdir, 1, k, 1, 0.0, 1.0, prefix="h", salt=f"herd{rep}")
-        lst = w["lists"][0]
-        src = next(iter(w["distinct"].values()))
-        for m in rep_modes(args, rep, ["kiln", "plain", "flock"]):
+        w = make_workload(outdir, 2, k, 1, 0.0, 1.0, prefix="h", salt=f"herd{rep}")
+        # The herd's program, and another that kiln_used's kilnd builds first.
+        srcs = [e[2] for e in w["ranks"][0]]
+        lst = os.path.join(outdir, "herd.tsv")
+        with open(w["lists"][0]) as f, open(lst, "w") as g:
+            g.write(f.readline())
+        src = srcs[0]
+        for m in rep_modes(args, rep, ["kiln", "kiln_used", "plain", "flock"]):
             la = os.getloadavg()[0]
             m0 = bench.mark()
             if m == "kiln":
                 r = bench.run_kiln([lst] * n, j=1)
+            elif m == "kiln_used":
+                r = bench.run_kiln([lst] * n, j=1, cclog_tag="kilnu", seed_src=srcs[1])
             elif m == "plain":
                 r = bench.plain_compile(src)
             else:
@@ -214,13 +220,19 @@ def scenario_herd(bench, args, k):
             log(f"herd rep {rep + 1}: {m:7s} wall {r['wall_s']:.2f} s, {r.get('compiles')} compiles"
                 + (f", builds_started {r.get('builds_started')}" if m == "kiln" else "")
                 + (f", ERRORS {r['errors']}" if r.get("errors") else ""))
-    titles = {"kiln": f"kiln, {n} processes", "plain": "one plain compile (limit)",
+    titles = {"kiln": f"kiln, {n} processes, a new kilnd and cache",
+              "kiln_used": f"kiln, {n} processes, a kilnd that has built another program "
+                           "(its toolchain's files hashed)",
+              "plain": "one plain compile (limit)",
               "ccache": f"ccache, {n} processes, shared CCACHE_DIR",
               "flock": f"flock per build directory, {n} processes"}
     rows = [row_from_runs(m, titles[m], rs) for m, rs in runs.items() if rs]
     kw = rows_by_name(rows)
     ratios = {
         "kiln_over_plain": ratio(med(kw.get("kiln", {}).get("wall_s")), med(kw.get("plain", {}).get("wall_s"))),
+        "kiln_used_over_plain": ratio(med(kw.get("kiln_used", {}).get("wall_s")),
+                                      med(kw.get("plain", {}).get("wall_s"))),
+        "kiln_over_flock": ratio(med(kw.get("kiln", {}).get("wall_s")), med(kw.get("flock", {}).get("wall_s"))),
         "ccache_over_plain": ratio(med(kw.get("ccache", {}).get("wall_s")), med(kw.get("plain", {}).get("wall_s"))),
         "flock_over_plain": ratio(med(kw.get("flock", {}).get("wall_s")), med(kw.get("plain", {}).get("wall_s"))),
     }
