@@ -17,13 +17,21 @@
  * (the thread pool's probes, runner.c) are waited for by pid by their
  * starters, never here.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
+#if defined(__has_include)
+#if __has_include(<linux/close_range.h>)
+#include <linux/close_range.h>
+#endif
+#endif
 
 #include "child.h"
 #include "log.h"
@@ -166,6 +174,29 @@ int child_spawn(struct child_watch *w, struct child *c, const struct child_start
 	w->running++;
 	watch_ref(w);
 	return 0;
+}
+
+void child_seal_inherited(void)
+{
+#if defined(SYS_close_range) && defined(CLOSE_RANGE_CLOEXEC)
+	if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+		return;
+#endif
+	/* Before Linux 5.11: one by one. */
+	DIR *dp = opendir("/proc/self/fd");
+	if (dp == NULL)
+		return;
+	struct dirent *de;
+	while ((de = readdir(dp)) != NULL) {
+		char *end;
+		long fd = strtol(de->d_name, &end, 10);
+		if (end == de->d_name || *end != '\0' || fd < 3 || fd == dirfd(dp))
+			continue;
+		int flags = fcntl((int)fd, F_GETFD);
+		if (flags >= 0)
+			fcntl((int)fd, F_SETFD, flags | FD_CLOEXEC);
+	}
+	closedir(dp);
 }
 
 static void on_watch_closed(uv_handle_t *h)

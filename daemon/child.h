@@ -53,6 +53,14 @@ struct child_watch *child_watch_new(uv_loop_t *loop);
 int child_spawn(struct child_watch *w, struct child *c, const struct child_start *o,
 		child_exit_cb on_exit);
 
+/*
+ * Marks every descriptor kilnd was started with beyond 0-2 close-on-exec (a
+ * Slurm prologue's or a test harness's files, systemd's socket): kilnd
+ * keeps them, no compiler or helper it starts inherits them. Once, first
+ * thing in main(), before any thread.
+ */
+void child_seal_inherited(void);
+
 /* Programs started and not yet reaped. */
 unsigned child_running(const struct child_watch *w);
 

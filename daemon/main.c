@@ -654,6 +654,8 @@ int main(int argc, char **argv)
 
 	/* Everything kilnd creates (cache, logs, socket) is private to its user. */
 	umask(077);
+	/* What kilnd was started with stays with kilnd, never its compilers. */
+	child_seal_inherited();
 	int rc = config_parse(&cfg, argc, argv);
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;

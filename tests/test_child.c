@@ -207,6 +207,24 @@ START_TEST(the_program_starts_clean)
 }
 END_TEST
 
+/* Descriptors kilnd was started with are kept, and closed on exec. */
+START_TEST(inherited_descriptors_are_sealed)
+{
+	int fds[2];
+	ck_assert_int_eq(pipe(fds), 0);
+	ck_assert_int_eq(dup2(fds[0], 77), 77);
+	ck_assert_int_eq(fcntl(77, F_GETFD) & FD_CLOEXEC, 0);
+	child_seal_inherited();
+	ck_assert_int_ne(fcntl(77, F_GETFD) & FD_CLOEXEC, 0);
+	ck_assert_int_ne(fcntl(fds[1], F_GETFD) & FD_CLOEXEC, 0);
+	/* The standard three are not touched. */
+	ck_assert_int_eq(fcntl(1, F_GETFD) & FD_CLOEXEC, 0);
+	close(77);
+	close(fds[0]);
+	close(fds[1]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("child");
@@ -217,6 +235,7 @@ int main(void)
 	tcase_add_test(tc, a_failed_start_says_why_and_calls_nothing);
 	tcase_add_test(tc, many_exits_each_reported_once);
 	tcase_add_test(tc, the_program_starts_clean);
+	tcase_add_test(tc, inherited_descriptors_are_sealed);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }

@@ -164,7 +164,9 @@ static bool conn_done(void *ctx, uint64_t id, bool joined, const struct build_re
 	};
 	size_t len = msg_artifact_print(&a, NULL, 0);
 	char *text = malloc(len + 1);
-	int fd = dup(r->fd);
+	/* Close-on-exec, as every descriptor of kilnd's: a kiln-exec started
+	 * while this reply waits to be sent must not inherit it. */
+	int fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
 	if (fd < 0 || text == NULL) {
 		if (fd >= 0)
 			close(fd);

@@ -379,6 +379,60 @@ START_TEST(without_landlock_builds_still_work)
 }
 END_TEST
 
+/* The compiler of a_compiler_inherits_no_descriptor: a program, not a
+ * script (a shell opens descriptors of its own to list /proc/self/fd). It
+ * names each descriptor it was started with but 0-2 and kiln-observe.so's
+ * trace (900 and up), fails if there is one, else runs cc. */
+static const char fd_check_c[] =
+	"#include <dirent.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n"
+	"int main(int argc, char **argv) {\n"
+	"\t(void)argc;\n"
+	"\tint bad = 0; char link[512], path[64];\n"
+	"\tDIR *d = opendir(\"/proc/self/fd\");\n"
+	"\tstruct dirent *e;\n"
+	"\twhile (d != NULL && (e = readdir(d)) != NULL) {\n"
+	"\t\tint fd = atoi(e->d_name);\n"
+	"\t\tif (e->d_name[0] == '.' || fd <= 2 || fd >= 900 || fd == dirfd(d)) continue;\n"
+	"\t\tsnprintf(path, sizeof(path), \"/proc/self/fd/%d\", fd);\n"
+	"\t\tssize_t n = readlink(path, link, sizeof(link) - 1);\n"
+	"\t\tlink[n > 0 ? n : 0] = 0;\n"
+	"\t\tfprintf(stderr, \"inherited descriptor %d: %s\\n\", fd, link);\n"
+	"\t\tbad = 1;\n"
+	"\t}\n"
+	"\tif (bad) return 1;\n"
+	"\targv[0] = \"/usr/bin/cc\";\n"
+	"\texecv(argv[0], argv);\n"
+	"\treturn 127;\n"
+	"}\n";
+
+/* A compiler inherits no descriptor but its standard three (and
+ * kiln-observe.so's trace): none of kilnd's, none that kilnd was started
+ * with (a prologue's pipe; here the test's, at fd 77). The check runs for
+ * kilnd's probe of the toolchain at start too. */
+START_TEST(a_compiler_inherits_no_descriptor)
+{
+	char src[HARNESS_PATH], csrc[HARNESS_PATH], cc[HARNESS_PATH], tc[HARNESS_PATH + 8];
+	char *err = NULL;
+	int fds[2];
+
+	harness_write_file(harness_path(csrc, "fdcheck.c"), fd_check_c);
+	const char *argv[] = { "/usr/bin/cc", "-o", harness_path(cc, "fdcheck"), csrc, NULL };
+	ck_assert_int_eq(harness_run(argv, NULL, NULL, 60), 0);
+	harness_write_file(harness_path(src, "prog.c"), "int prog_value(void) { return 77; }\n");
+	snprintf(tc, sizeof(tc), "cc=%s", cc);
+	ck_assert_int_eq(pipe(fds), 0);
+	ck_assert_int_eq(dup2(fds[0], 77), 77);
+	harness_start("--toolchain", tc, NULL);
+	close(77);
+	close(fds[0]);
+	close(fds[1]);
+	int rc = harness_cli(NULL, &err, "build", src, NULL);
+	ck_assert_msg(rc == 0, "kiln build: %s", err != NULL ? err : "");
+	free(err);
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("confine");
@@ -390,5 +444,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("ctor", the_load_checks_constructors_cannot_write_outside, 90));
 	suite_add_tcase(s, harness_tcase("status", status_says_whether_compilers_are_confined, 90));
 	suite_add_tcase(s, harness_tcase("no_landlock", without_landlock_builds_still_work, 90));
+	suite_add_tcase(s, harness_tcase("descriptors", a_compiler_inherits_no_descriptor, 90));
 	return harness_main(s);
 }
