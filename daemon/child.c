@@ -39,15 +39,14 @@
 
 struct child_watch {
 	uv_signal_t sig;            /* first: the close callback finds the struct */
-	struct child *list;
-	unsigned running;
+	struct child *list;         /* started, not yet reaped */
 	bool started;
 };
 
 static void watch_ref(struct child_watch *w)
 {
 	/* An idle watch does not keep the loop alive; a child to reap does. */
-	if (w->running > 0)
+	if (w->list != NULL)
 		uv_ref((uv_handle_t *)&w->sig);
 	else
 		uv_unref((uv_handle_t *)&w->sig);
@@ -81,7 +80,6 @@ static void on_sigchld(uv_signal_t *s, int signum)
 		tail = &c->next;
 		c->wstatus = status;
 		c->pid = 0;
-		w->running--;
 	}
 	watch_ref(w);
 	while (done != NULL) {
@@ -107,7 +105,10 @@ struct child_watch *child_watch_new(uv_loop_t *loop)
 
 unsigned child_running(const struct child_watch *w)
 {
-	return w != NULL ? w->running : 0;
+	unsigned n = 0;
+	for (const struct child *c = w != NULL ? w->list : NULL; c != NULL; c = c->next)
+		n++;
+	return n;
 }
 
 /* The start's attributes: a new session, no signal blocked, every signal's
@@ -171,7 +172,6 @@ int child_spawn(struct child_watch *w, struct child *c, const struct child_start
 	c->on_exit = on_exit;
 	c->next = w->list;
 	w->list = c;
-	w->running++;
 	watch_ref(w);
 	return 0;
 }
@@ -208,7 +208,7 @@ void child_watch_close(struct child_watch *w)
 {
 	if (w == NULL)
 		return;
-	if (w->running > 0)
-		log_warn("%u programs still running as kilnd stops watching them", w->running);
+	if (w->list != NULL)
+		log_warn("%u programs still running as kilnd stops watching them", child_running(w));
 	uv_close((uv_handle_t *)&w->sig, on_watch_closed);
 }

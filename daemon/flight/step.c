@@ -398,11 +398,11 @@ void step_kill(struct build *b)
 {
 	ASSERT_LOOP();
 	for (int i = 0; b->procs != NULL && i < b->nprocs_cap; i++) {
-		/* A child reaped already (its exit callback still to come in
-		 * this batch, child.c) has a pid of 0: its group number may be
-		 * free for reuse. */
-		if (b->procs[i].active && b->procs[i].pgid > 0 && b->procs[i].child.pid > 0)
-			kill(-b->procs[i].pgid, SIGKILL);
+		/* kiln-exec leads its group; one reaped already (its exit
+		 * callback still to come in this batch, child.c) has a pid of 0,
+		 * and its group number may be free for reuse. */
+		if (b->procs[i].child.pid > 0)
+			kill(-b->procs[i].child.pid, SIGKILL);
 	}
 }
 
