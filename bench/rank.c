@@ -30,7 +30,10 @@
  * Start: with --ready FD the rank writes one byte there once set up (list
  * read, sources in memory and read once, for mixed the connection open); with --barrier
  * FD it then waits for end-of-file on FD, and the clock starts. All ranks
- * of a run share one barrier pipe, so they start at the same instant.
+ * of a run share one barrier pipe, so they start at the same instant. With
+ * --go FD the rank, its clock started, then waits for end-of-file on FD as
+ * well before it does its work (bench/run's herd floor: FD is closed when
+ * the one plain compile that makes the listed file has finished).
  *
  * Output: {"rank":R,"mode":M,"programs":N,"start":T0,"end":T1,"wall_s":..,
  * "compiled":C,"errors":E,...}; T0 and T1 are CLOCK_MONOTONIC seconds, the
@@ -77,11 +80,11 @@ static struct {
 	const char *flags[MAX_FLAGS];
 	size_t nflags;
 	int jobs, lookup, many, entry_arg;
-	int ready_fd, barrier_fd;
+	int ready_fd, barrier_fd, go_fd;
 	long ops, naliases, nvariants;
 	double get_frac, miss_frac;
 	unsigned seed;
-} opt = { .jobs = 1, .entry_arg = 4, .ready_fd = -1, .barrier_fd = -1, .ops = 1000, .naliases = 1000, .nvariants = 8,
+} opt = { .jobs = 1, .entry_arg = 4, .ready_fd = -1, .barrier_fd = -1, .go_fd = -1, .ops = 1000, .naliases = 1000, .nvariants = 8,
 	  .get_frac = 0.2, .miss_frac = 0.2, .seed = 1 };
 
 static struct prog *progs;
@@ -545,10 +548,10 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: rank --mode kiln|session|flock|ccache|dlopen|mixed|aliases [--list FILE]\n"
-		"            [--rank N] [--ready FD] [--barrier FD] [--socket PATH] [--dir DIR]\n"
-		"            [--cxx PATH] [--ccache PATH] [--flag ARG]... [-j N] [--lookup] [--many]\n"
-		"            [--arg N] [--ops N] [--aliases N] [--variants N] [--get-frac F]\n"
-		"            [--miss-frac F] [--seed N] [--lat FILE]\n"
+		"            [--rank N] [--ready FD] [--barrier FD] [--go FD] [--socket PATH]\n"
+		"            [--dir DIR] [--cxx PATH] [--ccache PATH] [--flag ARG]... [-j N]\n"
+		"            [--lookup] [--many] [--arg N] [--ops N] [--aliases N] [--variants N]\n"
+		"            [--get-frac F] [--miss-frac F] [--seed N] [--lat FILE]\n"
 		"(see the comment at the top of bench/rank.c)\n");
 	exit(2);
 }
@@ -575,6 +578,8 @@ static void parse(int argc, char **argv)
 			opt.ready_fd = atoi(v);
 		} else if (TAKE("--barrier")) {
 			opt.barrier_fd = atoi(v);
+		} else if (TAKE("--go")) {
+			opt.go_fd = atoi(v);
 		} else if (TAKE("--socket")) {
 			opt.socket = v;
 		} else if (TAKE("--dir")) {
@@ -622,6 +627,21 @@ static void parse(int argc, char **argv)
 		opt.naliases = 1;
 }
 
+/* Waits for end-of-file on fd (a pipe whose writer bench/run closes), then
+ * closes it; nothing when fd is -1. */
+static void wait_eof(int fd, const char *what)
+{
+	if (fd < 0)
+		return;
+	char c;
+	ssize_t r;
+	while ((r = read(fd, &c, 1)) != 0) {
+		if (r < 0 && errno != EINTR)
+			die("%s read failed", what);
+	}
+	close(fd);
+}
+
 static void wait_start(void)
 {
 	if (opt.ready_fd >= 0) {
@@ -629,15 +649,7 @@ static void wait_start(void)
 			die("%s", "cannot signal readiness");
 		close(opt.ready_fd);
 	}
-	if (opt.barrier_fd >= 0) {
-		char c;
-		ssize_t r;
-		while ((r = read(opt.barrier_fd, &c, 1)) != 0) {
-			if (r < 0 && errno != EINTR)
-				die("%s", "barrier read failed");
-		}
-		close(opt.barrier_fd);
-	}
+	wait_eof(opt.barrier_fd, "barrier");
 }
 
 static int main_mixed(void)
@@ -705,6 +717,9 @@ int main(int argc, char **argv)
 	wait_start();
 	double c0 = cpu_s();
 	double t0 = now_s();
+	/* --go: the herd's floor row; bench/run closes it once its one plain
+	 * compile is done, and the rank then loads what it made. */
+	wait_eof(opt.go_fd, "go");
 	if (opt.mode == M_KILN && kiln_open(opt.socket, &kh) != KILN_OK) {
 		fprintf(stderr, "rank %d: kiln_open: %s\n", opt.rank, kiln_errmsg(NULL));
 		atomic_store(&errors, (int)nprogs);

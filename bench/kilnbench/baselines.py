@@ -1,6 +1,7 @@
 """The baseline modes that kiln is measured against: session, flock and
 ccache (rank processes, run_baseline), bare dlopen of kiln's artifacts,
-xargs -P of the distinct programs and one plain compile. A mixin of Bench
+xargs -P of the distinct programs, one plain compile, and the herd's floor
+(one plain compile, then processes that load it). A mixin of Bench
 (harness.py), whose work directory, environment and rank processes they use."""
 import os
 import subprocess
@@ -55,6 +56,31 @@ class Baselines:
         t0, outs, failures = self.run_ranks(argvs, self.env())
         res = self.summarize_ranks(t0, outs, failures, len(lists))
         res.update({"compiles": 0, "links": 0})
+        return res
+
+    def run_floor(self, src, sym, n):
+        """The herd's floor: n processes released at once wait while one
+        plain compile (as plain_compile) makes the program, then each loads
+        it (dlopen, dlsym, call), with no tool between them. Timed like
+        the herd's other rows: from the release to the last rank's end."""
+        d = self.newdir("floor")
+        cclog = os.path.join(d, "cc.log")
+        so = os.path.join(d, "p.so")
+        lst = os.path.join(d, "floor.tsv")
+        with open(lst, "w") as f:
+            f.write(f"{sym}\tfloor\t{so}\tfloor\n")
+        argvs = [self.rank_argv("dlopen", lst, r) for r in range(n)]
+        rc = []
+
+        def compile_once():
+            rc.append(subprocess.run([self.cxx, *FLAGS, "-fPIC", "-shared", "-o", so, src],
+                                     env=self.env(cclog), stderr=self.stderr_log).returncode)
+
+        t0, outs, failures = self.run_ranks(argvs, self.env(), during=compile_once)
+        res = self.summarize_ranks(t0, outs, failures, n)
+        if rc != [0]:
+            res["errors"] += 1
+        res.update(read_cc_log(cclog))
         return res
 
     def run_xargs(self, distinct):

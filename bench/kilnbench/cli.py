@@ -85,7 +85,9 @@ SCENARIOS (names for --only and --skip)
   herd      --herd processes (default 64) request one new program at the same
             instant: kiln on a new kilnd and cache, kiln on a kilnd that has
             built another program first (its toolchain's files hashed, as on
-            a node in use), one plain compile (the limit), ccache, flock.
+            a node in use), one plain compile (the issue's limit), the floor
+            (the same compile while the processes wait, then each loads it:
+            what any tool's herd costs at least), ccache, flock.
   micro     bench/microbench: warm get+load in a fresh process vs one Unix
             socket round trip + bare dlopen of the same file, and vs a fresh
             connection to a listening server + one round trip + the dlopen

@@ -68,9 +68,11 @@ class Bench(Baselines):
         e.pop("KILN_BENCH_CC_LOG", None)
         if cclog:
             e["KILN_BENCH_CC_LOG"] = cclog
-        # The counting wrapper's own variable changes from run to run and is
-        # no input of the build: kiln-observe.so leaves it out.
-        e["KILN_OBSERVE_IGNORE"] = "KILN_BENCH_CC_LOG"
+        # The counting wrapper's own variable and log change from run to run
+        # and are no input of the build: kiln-observe.so leaves them out.
+        # kilnd passes this list to its compilers, and no other KILN_*
+        # variable, so the wrapper finds its log there (bench/ccount.c).
+        e["KILN_OBSERVE_IGNORE"] = "KILN_BENCH_CC_LOG" + (":" + cclog if cclog else "")
         for k in ("KILN_SOCKET", "KILN_CACHE_DIR", "KILN_AUTOSPAWN", "CCACHE_DIR"):
             e.pop(k, None)
         e.update(extra)
@@ -148,16 +150,21 @@ class Bench(Baselines):
 
     # -- ranks
 
-    def run_ranks(self, argvs, env, timeout=3600):
+    def run_ranks(self, argvs, env, timeout=3600, during=None):
         """Starts one process per argv, waits until all are set up, releases
-        them at once, waits for all. Returns (t0, [json per rank], failures)."""
+        them at once, waits for all. Returns (t0, [json per rank], failures).
+        With during (a function), the ranks also get --go: once released
+        they wait until during() has returned (bench/rank.c)."""
         r_ready, w_ready = os.pipe()
         r_bar, w_bar = os.pipe()
+        r_go, w_go = os.pipe() if during else (-1, -1)
         procs = []
         try:
             for argv in argvs:
-                p = subprocess.Popen(argv + ["--ready", str(w_ready), "--barrier", str(r_bar)],
-                                     pass_fds=(w_ready, r_bar), stdout=subprocess.PIPE,
+                extra = ["--go", str(r_go)] if during else []
+                fds = (w_ready, r_bar, r_go) if during else (w_ready, r_bar)
+                p = subprocess.Popen(argv + ["--ready", str(w_ready), "--barrier", str(r_bar)] + extra,
+                                     pass_fds=fds, stdout=subprocess.PIPE,
                                      stderr=self.stderr_log, env=env, start_new_session=True,
                                      text=True)
                 procs.append(p)
@@ -166,6 +173,9 @@ class Bench(Baselines):
             w_ready = -1
             os.close(r_bar)
             r_bar = -1
+            if during:
+                os.close(r_go)
+                r_go = -1
             got = 0
             while got < len(argvs):
                 b = os.read(r_ready, 4096)
@@ -175,6 +185,10 @@ class Bench(Baselines):
             t0 = time.monotonic()
             os.close(w_bar)
             w_bar = -1
+            if during:
+                during()
+                os.close(w_go)
+                w_go = -1
             deadline = time.monotonic() + timeout
             out, failures = [], 0
             for p in procs:
@@ -189,7 +203,7 @@ class Bench(Baselines):
                         out.append(json.loads(line))
             return t0, out, failures
         finally:
-            for fd in (w_ready, r_bar, w_bar, r_ready):
+            for fd in (w_ready, r_bar, w_bar, r_ready, r_go, w_go):
                 if fd >= 0:
                     os.close(fd)
             for p in procs:
@@ -264,11 +278,19 @@ class Bench(Baselines):
                 pw = self.wait_prewarm(sock)
             if seed_src is not None:
                 self.kiln_json(sock, "build", seed_src, "--", *FLAGS)
+                # Its compiler run is not the ranks'.
+                if os.path.exists(cclog):
+                    os.unlink(cclog)
             argvs = [self.rank_argv("kiln", lst, r, socket=sock, j=j, lookup=lookup or None,
                                     many=many or None)
                      for r, lst in enumerate(lists)]
+            # kilnd's counters are kept in its cache across restarts: the
+            # ranks' share is the difference.
+            st0 = self.kiln_json(sock, "status")
             t0, outs, failures = self.run_ranks(argvs, self.env())
             st = self.kiln_json(sock, "status")
+            st = {k: st[k] - st0.get(k, 0) for k in ("builds_started", "joined", "hits", "misses")
+                  if isinstance(st.get(k), int)}
         finally:
             self.kilnd_stop(pid)
         res = self.summarize_ranks(t0, outs, failures, len(lists))

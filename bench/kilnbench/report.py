@@ -395,7 +395,9 @@ def targets(res):
         c = kw["kiln"].get("compiles")
         r = h["ratios"]["kiln_over_plain"]
         add("herd: exactly 1 compiler run", f"{md_n(c)}", c is not None and c["max"] == 1 and c["min"] == 1)
-        add("herd: wall ≤ 1.2 × one plain compile", f"{r:.2f} ×", r <= 1.2)
+        fl = h["ratios"].get("floor_over_plain")
+        add("herd: wall ≤ 1.2 × one plain compile",
+            f"{r:.2f} ×" + (f" (the floor, no tool: {fl:.2f} ×)" if fl else ""), r <= 1.2)
     for key, name in (("cold", "cold 12 × 52"), ("unique", "cold, 25 % rank-unique")):
         c = sc.get(key)
         if not c or "error" in c:

@@ -195,7 +195,7 @@ def scenario_warm(bench, w, args, keep):
 
 def scenario_herd(bench, args, k):
     n = args.herd
-    runs = {"kiln": [], "kiln_used": [], "plain": [], "ccache": [], "flock": []}
+    runs = {"kiln": [], "kiln_used": [], "plain": [], "floor": [], "ccache": [], "flock": []}
     for rep in range(max(args.reps, args.slow_reps)):
         outdir = os.path.join(bench.work, f"herd{rep}")
         w = make_workload(outdir, 2, k, 1, 0.0, 1.0, prefix="h", salt=f"herd{rep}")
@@ -203,9 +203,11 @@ def scenario_herd(bench, args, k):
         srcs = [e[2] for e in w["ranks"][0]]
         lst = os.path.join(outdir, "herd.tsv")
         with open(w["lists"][0]) as f, open(lst, "w") as g:
-            g.write(f.readline())
+            first = f.readline()
+            g.write(first)
+        sym = first.split("\t")[0]
         src = srcs[0]
-        for m in rep_modes(args, rep, ["kiln", "kiln_used", "plain", "flock"]):
+        for m in rep_modes(args, rep, ["kiln", "kiln_used", "plain", "floor", "flock"]):
             la = os.getloadavg()[0]
             m0 = bench.mark()
             if m == "kiln":
@@ -214,6 +216,8 @@ def scenario_herd(bench, args, k):
                 r = bench.run_kiln([lst] * n, j=1, cclog_tag="kilnu", seed_src=srcs[1])
             elif m == "plain":
                 r = bench.plain_compile(src)
+            elif m == "floor":
+                r = bench.run_floor(src, sym, n)
             else:
                 r = bench.run_baseline(m, [lst] * n)
             runs[m].append(add_run_context(bench, r, rep, la, m0))
@@ -223,7 +227,8 @@ def scenario_herd(bench, args, k):
     titles = {"kiln": f"kiln, {n} processes, a new kilnd and cache",
               "kiln_used": f"kiln, {n} processes, a kilnd that has built another program "
                            "(its toolchain's files hashed)",
-              "plain": "one plain compile (limit)",
+              "plain": "one plain compile (the issue's limit)",
+              "floor": f"one plain compile, then {n} processes load it (no tool: the floor)",
               "ccache": f"ccache, {n} processes, shared CCACHE_DIR",
               "flock": f"flock per build directory, {n} processes"}
     rows = [row_from_runs(m, titles[m], rs) for m, rs in runs.items() if rs]
@@ -235,6 +240,11 @@ def scenario_herd(bench, args, k):
         "kiln_over_flock": ratio(med(kw.get("kiln", {}).get("wall_s")), med(kw.get("flock", {}).get("wall_s"))),
         "ccache_over_plain": ratio(med(kw.get("ccache", {}).get("wall_s")), med(kw.get("plain", {}).get("wall_s"))),
         "flock_over_plain": ratio(med(kw.get("flock", {}).get("wall_s")), med(kw.get("plain", {}).get("wall_s"))),
+        "floor_over_plain": ratio(med(kw.get("floor", {}).get("wall_s")), med(kw.get("plain", {}).get("wall_s"))),
+        "kiln_over_floor": ratio(med(kw.get("kiln", {}).get("wall_s")), med(kw.get("floor", {}).get("wall_s"))),
+        "kiln_used_over_floor": ratio(med(kw.get("kiln_used", {}).get("wall_s")),
+                                      med(kw.get("floor", {}).get("wall_s"))),
+        "flock_over_floor": ratio(med(kw.get("flock", {}).get("wall_s")), med(kw.get("floor", {}).get("wall_s"))),
     }
     return {"processes": n, "rows": rows, "ratios": ratios}
 
