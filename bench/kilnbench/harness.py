@@ -26,8 +26,11 @@ class Bench(Baselines):
         self.procs = []     # live Popen objects (own process groups)
         self.counter = 0
         if args.work_dir:
-            os.makedirs(args.work_dir, exist_ok=True)
-            self.work = tempfile.mkdtemp(prefix="kb-", dir=args.work_dir)
+            # Absolute: the counting wrapper's log is named to kilnd by path
+            # (KILN_OBSERVE_IGNORE takes absolute paths only).
+            wd = os.path.abspath(args.work_dir)
+            os.makedirs(wd, exist_ok=True)
+            self.work = tempfile.mkdtemp(prefix="kb-", dir=wd)
         else:
             self.work = tempfile.mkdtemp(prefix="kb-", dir="/tmp")
         os.chmod(self.work, 0o700)
@@ -155,11 +158,13 @@ class Bench(Baselines):
         them at once, waits for all. Returns (t0, [json per rank], failures).
         With during (a function), the ranks also get --go: once released
         they wait until during() has returned (bench/rank.c)."""
-        r_ready, w_ready = os.pipe()
-        r_bar, w_bar = os.pipe()
-        r_go, w_go = os.pipe() if during else (-1, -1)
+        r_ready = w_ready = r_bar = w_bar = r_go = w_go = -1
         procs = []
         try:
+            r_ready, w_ready = os.pipe()
+            r_bar, w_bar = os.pipe()
+            if during:
+                r_go, w_go = os.pipe()
             for argv in argvs:
                 extra = ["--go", str(r_go)] if during else []
                 fds = (w_ready, r_bar, r_go) if during else (w_ready, r_bar)
@@ -236,6 +241,10 @@ class Bench(Baselines):
         errors = sum(o.get("errors", 0) for o in outs) + failures + (nranks - len(outs))
         return {
             "wall_s": (max(ends) - t0) if ends else None,
+            # From the release: the first rank to end, and the spread of
+            # the ends (a rank's own wall starts when it woke, later).
+            "first_end_s": (min(ends) - t0) if ends else None,
+            "tail_s": (max(ends) - min(ends)) if ends else None,
             "rank_wall_median_s": statistics.median(walls) if walls else None,
             "rank_wall_max_s": walls[-1] if walls else None,
             "rank_wall_min_s": walls[0] if walls else None,

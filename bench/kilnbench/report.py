@@ -304,6 +304,13 @@ def report(res):
                     runs += f" (kilnd builds_started {md_n(r['builds_started'])})"
                 L.append(f"| {r['title']} | {md_s(r['wall_s'])} | {runs} | "
                          f"{fmt_r(ratio(med(r['wall_s']), base))} | {md_other(r)} |")
+            rt = s.get("ratios", {})
+            if rt.get("floor_over_plain"):
+                L.append("")
+                L.append("Against the floor (the compile, then the loads, no tool): " + ", ".join(
+                    f"{k.replace('_over_floor', '')} {fmt_r(rt[k])} ×"
+                    for k in ("kiln_over_floor", "kiln_used_over_floor", "flock_over_floor")
+                    if rt.get(k)) + f"; the floor is {fmt_r(rt['floor_over_plain'])} × one plain compile.")
     if "micro" in sc:
         m = sc["micro"]
         if md_head(L, f"**Warm paths** (bench/microbench, {m.get('rounds_per_rep')} fresh processes per "

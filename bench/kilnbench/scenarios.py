@@ -106,7 +106,8 @@ def add_run_context(bench, r, rep, la, m0):
 
 def row_from_runs(name, title, rs):
     row = {"name": name, "title": title, "runs": rs}
-    for k in ("wall_s", "rank_wall_median_s", "rank_wall_max_s", "compiles", "preprocess",
+    for k in ("wall_s", "first_end_s", "tail_s", "rank_wall_median_s", "rank_wall_max_s",
+              "compiles", "preprocess",
               "links", "builds_started", "joined", "errors", "max_parallel_compiles",
               "mean_compile_s", "daemon_start_s", "other_cpu_frac"):
         vals = [r.get(k) for r in rs if r.get(k) is not None]
