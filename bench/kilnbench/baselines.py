@@ -58,6 +58,13 @@ class Baselines:
         res.update({"compiles": 0, "links": 0})
         return res
 
+    def rank_has_go(self):
+        """Whether this build's bench/rank takes --go (older ones, which
+        bench/compare may run, do not: they have no floor row)."""
+        r = subprocess.run([self.p["rank"], "--mode", "dlopen", "--list", "/dev/null", "--go", "-1"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return r.returncode == 0
+
     def run_floor(self, src, sym, n):
         """The herd's floor: n processes released at once wait while one
         plain compile (as plain_compile) makes the program, then each loads

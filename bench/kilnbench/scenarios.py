@@ -197,6 +197,10 @@ def scenario_warm(bench, w, args, keep):
 def scenario_herd(bench, args, k):
     n = args.herd
     runs = {"kiln": [], "kiln_used": [], "plain": [], "floor": [], "ccache": [], "flock": []}
+    fast = ["kiln", "kiln_used", "plain", "floor", "flock"]
+    if not bench.rank_has_go():
+        log("herd: this build's bench/rank has no --go: no floor row")
+        fast.remove("floor")
     for rep in range(max(args.reps, args.slow_reps)):
         outdir = os.path.join(bench.work, f"herd{rep}")
         w = make_workload(outdir, 2, k, 1, 0.0, 1.0, prefix="h", salt=f"herd{rep}")
@@ -208,7 +212,7 @@ def scenario_herd(bench, args, k):
             g.write(first)
         sym = first.split("\t")[0]
         src = srcs[0]
-        for m in rep_modes(args, rep, ["kiln", "kiln_used", "plain", "floor", "flock"]):
+        for m in rep_modes(args, rep, fast):
             la = os.getloadavg()[0]
             m0 = bench.mark()
             if m == "kiln":
