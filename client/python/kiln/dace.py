@@ -545,8 +545,9 @@ def compile_many(sdfgs: Iterable[Any]) -> List[Any]:
 
 # Looking a program up before code generation (docs/dace.md, "Found before
 # code generation" and "What the alias covers"). The alias names what the
-# generated code and its build depend on: the SDFG (DaCe's own hash, which
-# leaves out its build folder, plus its name); DaCe's configuration as
+# generated code and its build depend on: the SDFG (its JSON less the
+# build folder and the random guids, plus its name; an instrumented one's
+# build folder too: _sdfg_id); DaCe's configuration as
 # Config.get answers it at that moment, which is three inputs: the stored
 # configuration (the file DaCe read, its defaults, every Config.set) but
 # the build folder, every DACE_* environment variable (Config.get returns
@@ -658,18 +659,71 @@ def _config_file_id():
     return "config file: %s %s" % (path, digest)
 
 
+# Keys of an SDFG's JSON that code generation never reads: "guid", each
+# element's random identity (DaCe's transformations key dictionaries by it
+# within one process; nothing generated names it), and "hash", which to_json
+# adds on request and which is computed from the rest. Everything else of
+# to_json is in the alias, unlike SDFG.hash_sdfg, which also drops every
+# "instrument" (an instrumented program generates other code: timers,
+# markers, Save/Restore of data) and every "name" (nested SDFGs' names are
+# identifiers in the generated code).
+_SDFG_JSON_LEFT_OUT = frozenset(("guid", "hash"))
+
+
+def _without(obj, keys):
+    """obj (JSON) with every dictionary's keys in keys removed, at any depth."""
+    if isinstance(obj, dict):
+        return {k: _without(v, keys) for k, v in obj.items() if k not in keys}
+    if isinstance(obj, (list, tuple)):
+        return [_without(v, keys) for v in obj]
+    return obj
+
+
+def _instrumented(obj):
+    """Whether an SDFG's JSON asks for any instrumentation (an "instrument"
+    or "symbol_instrument" of the SDFG, a state, a node, a map, an access
+    node's data instrumentation) other than No_Instrumentation: its
+    generated code then names the build folder (the report's folder,
+    <build folder>/perf; data instrumentation's <build folder>/data)."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if (isinstance(k, str) and k.endswith("instrument") and isinstance(v, str)
+                    and v not in ("", "No_Instrumentation")):
+                return True
+            if isinstance(v, (dict, list)) and _instrumented(v):
+                return True
+    elif isinstance(obj, list):
+        return any(_instrumented(v) for v in obj)
+    return False
+
+
+def _sdfg_id(sdfg):
+    """What code generation reads of sdfg, as a digest: its JSON (to_json:
+    every property, instrumentation included) less the guids, its hash and
+    its build folder; plus, for an instrumented program, the build folder
+    by absolute path (the generated code writes its reports there, so
+    such a program is one alias per folder)."""
+    import hashlib
+
+    j = sdfg.to_json()
+    j.get("attributes", {}).pop("build_folder", None)
+    j = _without(j, _SDFG_JSON_LEFT_OUT)
+    h = hashlib.sha256(json.dumps(j, sort_keys=True, default=str).encode())
+    if _instrumented(j):
+        h.update(b"\0instrumented in " + os.path.abspath(sdfg.build_folder).encode())
+    return h.hexdigest()
+
+
 def _content_alias(sdfg):
     """The alias of sdfg's program, or None when it cannot be computed."""
     import hashlib
     from dace.config import Config
 
     try:
-        j = sdfg.to_json()
-        j.get("attributes", {}).pop("build_folder", None)
         config = json.loads(json.dumps(Config._data._config, default=str))
         config.pop("default_build_folder", None)
-        h = hashlib.sha256()
-        for part in (sdfg.hash_sdfg(jsondict=j), sdfg.name, _code_id(),
+        h = hashlib.sha256(b"sdfg json 2\0")
+        for part in (_sdfg_id(sdfg), sdfg.name, _code_id(),
                      json.dumps(config, sort_keys=True), _environment_id(), _config_file_id()):
             h.update(part.encode() + b"\0")
         return "dace:" + h.hexdigest()

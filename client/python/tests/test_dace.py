@@ -289,6 +289,143 @@ def test_alias_covers_every_dace_variable_and_the_config_file(monkeypatch, tmp_p
     changed()                                   # read, and gone since
 
 
+# An SDFG asked to be instrumented: what its library reports shows whether it
+# was built with the instrumentation (DaCe writes <build folder>/perf/report-*
+# only then).
+TIMED = textwrap.dedent('''
+    import os, sys
+    import numpy as np
+    import dace
+    import kiln.dace
+    kiln.dace.install(socket=sys.argv[1])
+    N = dace.symbol("N")
+
+    @dace.program
+    def timed(x: dace.float64[N]):
+        x[:] = x + 1.0
+
+    sdfg = timed.to_sdfg()
+    if os.environ.get("TIMED_INSTRUMENT") == "1":
+        sdfg.instrument = dace.InstrumentationType.Timer
+    x = np.zeros(8)
+    sdfg(x=x, N=8)
+    assert np.allclose(x, 1.0), x
+    report = sdfg.get_latest_report()
+    path = sdfg.get_latest_report_path()
+    print("report", report is not None,
+          "own_folder", path is not None and os.path.abspath(path).startswith(
+              os.path.abspath(sdfg.build_folder) + os.sep))
+    print("built", kiln.dace.stats["built"], "looked_up", kiln.dace.stats["looked_up"],
+          "fallbacks", kiln.dace.stats["fallbacks"])
+''')
+
+
+def test_instrumented_program_is_not_served_the_uninstrumented_library(daemon, tmp_path):
+    """The same program, built plain first, then asked for with
+    sdfg.instrument = Timer in fresh processes with their own folders: each
+    instrumented run is generated and built with its instrumentation (its
+    report is written, into its own folder), not served the plain library
+    found by content (no report: SDFG.hash_sdfg leaves every "instrument"
+    key out); the plain program is still found."""
+    def run(tag, instrument):
+        out = run_ranks(daemon, tmp_path, TIMED, 1, tag, name="timed",
+                        extra_env={"TIMED_INSTRUMENT": instrument})[0]
+        m = re.search(r"report (\w+) own_folder (\w+)", out)
+        assert m, out
+        return m.groups(), counts(out), out
+
+    got, c, out = run("plain", "0")
+    assert got == ("False", "False") and c == (1, 0, 0), out
+    got, c, out = run("timer", "1")
+    assert got == ("True", "True") and c == (1, 0, 0), out
+    # another folder: the library writes its report into the folder it was
+    # generated for, so it is not shared with the first instrumented run
+    got, c, out = run("timer_again", "1")
+    assert got == ("True", "True") and c == (1, 0, 0), out
+    got, c, out = run("plain_again", "0")
+    assert got == ("False", "False") and c == (0, 1, 0), out
+
+
+def test_alias_covers_every_instrumentation_setting(tmp_path):
+    """In one process: every instrumentation DaCe's code generation reads
+    (the SDFG's, a state's, its symbol instrumentation, a map's, a
+    tasklet's, a nested SDFG's, an access node's data instrumentation Save
+    and Restore, GPU trace markers, an instrumentation condition) changes
+    kiln.dace's alias; an instrumented program's alias holds its build
+    folder (the generated code writes its report there), a plain one's
+    does not."""
+    import kiln.dace
+
+    def make():
+        N = dace.symbol("N")
+
+        @dace.program
+        def inner(y: dace.float64[N]):
+            y[:] = y * 2.0
+
+        @dace.program
+        def probe(x: dace.float64[N], y: dace.float64[N]):
+            for i in dace.map[0:N]:
+                y[i] = x[i] + 1.0
+            inner(y)
+
+        sdfg = probe.to_sdfg(simplify=False)
+        sdfg.build_folder = str(tmp_path / "probe")
+        return sdfg
+
+    def alias(sdfg):
+        a = kiln.dace._content_alias(sdfg)
+        assert a is not None
+        return a
+
+    def first(sdfg, kind):
+        for node, parent in sdfg.all_nodes_recursive():
+            if isinstance(node, kind):
+                return node, parent
+        raise AssertionError("no %s in the probe" % kind.__name__)
+
+    It, Dt = dace.dtypes.InstrumentationType, dace.dtypes.DataInstrumentationType
+    nodes = dace.sdfg.nodes
+    edits = {
+        "sdfg Timer": lambda s: setattr(s, "instrument", It.Timer),
+        "sdfg GPU_TX_MARKERS": lambda s: setattr(s, "instrument", It.GPU_TX_MARKERS),
+        "state Timer": lambda s: setattr(s.start_state, "instrument", It.Timer),
+        "state symbol_instrument": lambda s: setattr(s.start_state, "symbol_instrument",
+                                                     Dt.Save),
+        "map Timer": lambda s: setattr(first(s, nodes.MapEntry)[0].map, "instrument", It.Timer),
+        "map GPU_TX_MARKERS": lambda s: setattr(first(s, nodes.MapEntry)[0].map, "instrument",
+                                                It.GPU_TX_MARKERS),
+        "tasklet Timer": lambda s: setattr(first(s, nodes.Tasklet)[0], "instrument", It.Timer),
+        "nested SDFG Timer": lambda s: setattr(first(s, nodes.NestedSDFG)[0], "instrument",
+                                               It.Timer),
+        "access node Save": lambda s: setattr(first(s, nodes.AccessNode)[0], "instrument",
+                                              Dt.Save),
+        "access node Restore": lambda s: setattr(first(s, nodes.AccessNode)[0], "instrument",
+                                                 Dt.Restore),
+    }
+    plain = make()
+    base = alias(plain)
+    moved = make()
+    moved.build_folder = str(tmp_path / "elsewhere")
+    assert alias(moved) == base            # a plain program's alias has no folder
+    seen = {base}
+    for what, edit in edits.items():
+        sdfg = make()
+        edit(sdfg)
+        a = alias(sdfg)
+        assert a not in seen, what
+        seen.add(a)
+        sdfg.build_folder = str(tmp_path / "elsewhere")
+        assert alias(sdfg) != a, what + ": the report's folder"
+    # a condition on data instrumentation
+    sdfg = make()
+    node = first(sdfg, nodes.AccessNode)[0]
+    node.instrument = Dt.Save
+    saved = alias(sdfg)
+    node.instrument_condition = dace.properties.CodeBlock("N > 4")
+    assert alias(sdfg) != saved
+
+
 AUTO = textwrap.dedent('''
     import site
     import sys
