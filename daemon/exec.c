@@ -36,6 +36,8 @@
 #include <unistd.h>
 
 #include "confine.h"
+#include "exec_watch.h"
+#include "observe_image.h"
 #include "trace_rec.h"
 
 static void kill_group(int sig)
@@ -74,6 +76,36 @@ static void trace_record(int fd, const char *head, const char *path)
 		(void)!write(fd, rec, (size_t)n + 1);
 }
 
+/* A record's head: kind, this pid, then a file's identity. */
+static void ident_head(char *head, size_t cap, char kind, const struct stat *st)
+{
+	snprintf(head, cap, "%c %d %llu %llu %lld %lld %lld %o", kind, (int)getpid(),
+		 (unsigned long long)st->st_dev, (unsigned long long)st->st_ino,
+		 (long long)st->st_size,
+		 (long long)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec,
+		 (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec,
+		 (unsigned)st->st_mode);
+}
+
+/* The program is a script: the interpreters the kernel starts for it,
+ * which must answer the exec (observe.c writes the same for the
+ * toolchain's own execs). prog is absolute: kilnd runs nothing else. */
+static void note_interpreters(int fd, const char *prog)
+{
+	char cur[PATH_MAX], interp[PATH_MAX], head[256];
+	struct stat st;
+	snprintf(cur, sizeof(cur), "%s", prog);
+	for (int depth = 0; depth < IMAGE_MAX_DEPTH; depth++) {
+		if (!image_interpreter(cur, false, interp, sizeof(interp)))
+			return;
+		if (interp[0] != '/' || stat(interp, &st) != 0)
+			return; /* relative to kilnd's build directory, or missing: the run fails */
+		ident_head(head, sizeof(head), REC_INTERP, &st);
+		trace_record(fd, head, interp);
+		snprintf(cur, sizeof(cur), "%s", interp);
+	}
+}
+
 /*
  * Prepares the child's environment for observation: LD_PRELOAD gets
  * kiln-observe.so (after what it holds), KILN_TRACE_DIR names the trace
@@ -107,13 +139,9 @@ static void trace_setup(const char *trace, const char *prog)
 		free(pre);
 	}
 	if (stat(prog, &st) == 0) {
-		snprintf(head, sizeof(head), "%c %d %llu %llu %lld %lld %lld %o", REC_EXEC, (int)getpid(),
-			 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
-			 (long long)st.st_size,
-			 (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec,
-			 (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec,
-			 (unsigned)st.st_mode);
+		ident_head(head, sizeof(head), REC_EXEC, &st);
 		trace_record(fd, head, prog);
+		note_interpreters(fd, prog);
 	}
 	if (fd >= 0)
 		close(fd);
@@ -121,11 +149,37 @@ static void trace_setup(const char *trace, const char *prog)
 
 static int confine(const char *dir);
 
+/* The child waits for the watch to be in place before it runs anything:
+ * a byte on go (EOF: kiln-exec is gone, run nothing). */
+static void wait_for_go(int go)
+{
+	char c;
+	ssize_t n;
+	while ((n = read(go, &c, 1)) < 0 && errno == EINTR)
+		;
+	close(go);
+	if (n != 1)
+		_exit(127);
+}
+
+/* The file kiln-exec's own records of a traced run go to. */
+static int watch_file(const char *trace, pid_t child)
+{
+	char file[PATH_MAX + 32];
+	snprintf(file, sizeof(file), "%s/watch-%d", trace, (int)child);
+	return open(file, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+}
+
 static int exec_run(char **argv, const char *trace, const char *confine_dir)
 {
+	int go[2] = { -1, -1 }, status;
 	/* One stream: diagnostics from stdout and stderr stay in order. */
 	if (dup2(STDOUT_FILENO, STDERR_FILENO) < 0)
 		return 127;
+	if (trace != NULL && pipe2(go, O_CLOEXEC) != 0) {
+		fprintf(stderr, "kiln-exec: pipe: %s\n", strerror(errno));
+		return 127;
+	}
 	pid_t pid = fork();
 	if (pid < 0) {
 		fprintf(stderr, "kiln-exec: fork: %s\n", strerror(errno));
@@ -134,18 +188,31 @@ static int exec_run(char **argv, const char *trace, const char *confine_dir)
 	if (pid == 0) {
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGHUP, SIG_DFL);
-		if (trace != NULL)
+		if (trace != NULL) {
+			close(go[1]);
+			wait_for_go(go[0]);
 			trace_setup(trace, argv[0]);
+		}
 		if (confine(confine_dir) != 0)
 			_exit(126);
 		execv(argv[0], argv);
 		fprintf(stderr, "kiln-exec: cannot run %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}
-	int status;
-	while (waitpid(pid, &status, 0) < 0) {
-		if (errno != EINTR)
+	if (trace != NULL) {
+		close(go[0]);
+		int fd = watch_file(trace, pid);
+		const char *token = getenv("KILN_TRACE_TOKEN");
+		status = exec_watch_run(pid, go[1], fd, token != NULL ? token : "");
+		if (fd >= 0)
+			close(fd);
+		if (status == -1)
 			return 127;
+	} else {
+		while (waitpid(pid, &status, 0) < 0) {
+			if (errno != EINTR)
+				return 127;
+		}
 	}
 	if (WIFSIGNALED(status)) {
 		fprintf(stderr, "kiln-exec: %s was killed by signal %d (%s)\n", argv[0],

@@ -98,27 +98,6 @@ static char *toolchain_version(const char *path)
 	return out;
 }
 
-/*
- * Whether the toolchain's linker can list its inputs (GNU ld 2.35+, lld,
- * mold; not gold): then libraries and linker scripts count like headers.
- * Asks the driver which ld it runs and that ld's --help, so that nothing is
- * compiled at start-up.
- */
-static bool probe_link_depfile(const char *path)
-{
-	char *argv[] = { (char *)path, (char *)"-print-prog-name=ld", NULL };
-	char *ld = run_capture(argv);
-	if (ld == NULL)
-		return false;
-	ld[strcspn(ld, "\n")] = '\0';
-	char *help_argv[] = { ld, (char *)"--help", NULL };
-	char *help = ld[0] != '\0' ? run_capture(help_argv) : NULL;
-	bool ok = help != NULL && strstr(help, "--dependency-file") != NULL;
-	free(help);
-	free(ld);
-	return ok;
-}
-
 /* A program the loader can preload into: an ELF file with an interpreter
  * (PT_INTERP), or a script ("#!", its interpreter is such a program). */
 static bool preloadable(const char *path)
@@ -218,16 +197,15 @@ static bool search_dirs(const char *dirs, size_t len, const char *name, char *ou
 
 /*
  * The programs a gcc-like driver runs, resolved as the driver resolves
- * them: in its own program directories (`-print-search-dirs`, one run for
- * all of them), else on kilnd's $PATH. A kilnd restarted after `module load
- * binutils`, or after a binutils upgrade, has another identity.
+ * them: in its own program directories (out: its `-print-search-dirs`, one
+ * run for all of them), else on kilnd's $PATH. A kilnd restarted after
+ * `module load binutils`, or after a binutils upgrade, has another
+ * identity.
  */
-static void put_driver_programs(EVP_MD_CTX *md, struct toolchain *tc, const char *driver)
+static void put_driver_programs(EVP_MD_CTX *md, struct toolchain *tc, const char *out)
 {
 	static const char *const progs[] = { "as", "ld", "collect2", "cc1", "cc1plus", "lto-wrapper",
 					     "lto1", "ld.bfd", "ld.gold", "ld.lld", "ld.mold", NULL };
-	char *argv[] = { (char *)driver, (char *)"-print-search-dirs", NULL };
-	char *out = run_capture(argv);
 	const char *dirs = out != NULL ? strstr(out, "programs: =") : NULL;
 	size_t dlen = dirs != NULL ? strcspn(dirs + 11, "\n") : 0;
 	put_str(md, TAG_TC_PROG, dirs != NULL ? "" : "no program directories");
@@ -237,18 +215,25 @@ static void put_driver_programs(EVP_MD_CTX *md, struct toolchain *tc, const char
 			  search_path(progs[i], found, sizeof(found));
 		put_program(md, tc, progs[i], ok ? found : NULL);
 	}
-	free(out);
 }
 
+/* What the identification learned by running the toolchain's programs
+ * (run_probes), each only after the gate let it; hashing runs nothing. */
+struct probes {
+	char *dirs;          /* -print-search-dirs of the driver, or of nvcc's host */
+	char host[PATH_MAX]; /* nvcc's host compiler, or "" when there is none */
+	char *host_ver;      /* its --version */
+};
+
 /* nvcc's: its own tools beside it, cicc in nvvm/, and the host compiler
- * (the one named, else NVCC_CCBIN, else gcc on PATH) with the programs
- * that one runs and its --version. */
+ * the probes found (find_host) with the programs that one runs and its
+ * --version. */
 static void put_nvcc_programs(EVP_MD_CTX *md, struct toolchain *tc, const char *real_nvcc,
-			      const char *named_host)
+			      const struct probes *p)
 {
 	static const char *const tools[] = { "ptxas", "fatbinary", "nvlink", "cudafe++", "bin2c",
 					     "nvcc.profile", "../nvvm/bin/cicc", NULL };
-	char dir[PATH_MAX], path[PATH_MAX * 2], host[PATH_MAX];
+	char dir[PATH_MAX], path[PATH_MAX * 2];
 	snprintf(dir, sizeof(dir), "%s", real_nvcc);
 	char *slash = strrchr(dir, '/');
 	if (slash != NULL)
@@ -257,18 +242,12 @@ static void put_nvcc_programs(EVP_MD_CTX *md, struct toolchain *tc, const char *
 		snprintf(path, sizeof(path), "%s/%s", dir, tools[i]);
 		put_program(md, tc, tools[i], path);
 	}
-	const char *ccbin = named_host != NULL ? named_host : tcenv_get("NVCC_CCBIN");
-	bool found = ccbin != NULL && ccbin[0] != '\0'
-			     ? snprintf(host, sizeof(host), "%s", ccbin) > 0
-			     : search_path("gcc", host, sizeof(host));
-	put_program(md, tc, "host compiler", found ? host : NULL);
-	put_str(md, TAG_TC_PATH, found ? base_name(host) : "");
+	bool found = p->host[0] != '\0';
+	put_program(md, tc, "host compiler", found ? p->host : NULL);
+	put_str(md, TAG_TC_PATH, found ? base_name(p->host) : "");
 	if (found) {
-		char *argv[] = { host, (char *)"--version", NULL };
-		char *ver = run_capture(argv);
-		put_driver_programs(md, tc, host);
-		put_str(md, TAG_TC_VERSION, ver);
-		free(ver);
+		put_driver_programs(md, tc, p->dirs);
+		put_str(md, TAG_TC_VERSION, p->host_ver);
 	}
 }
 
@@ -361,8 +340,200 @@ static void classify(struct toolchain *tc, const char *ver)
 		tc->known = strstr(ver, marks[i]) != NULL;
 }
 
+/* The gate's verdict on path (KEY_GATE_RUN with no gate: a configured
+ * toolchain, whose programs are the owner's choice), why saying why not. */
+static enum key_gate_verdict gate_check(const struct key_gate *gate, const char *path, char *why,
+					size_t cap)
+{
+	why[0] = '\0';
+	return gate != NULL ? gate->check(gate->arg, path, why, cap) : KEY_GATE_RUN;
+}
+
+/* Where a program named by text (printed by the driver, or NVCC_CCBIN)
+ * runs from: an absolute path as it is, a bare name along the toolchains'
+ * PATH (as the driver and nvcc look it up). 1 with out, 0 when there is no
+ * such executable file, -EINVAL for a relative path with a '/' (it would
+ * name another file in each directory a run starts in). */
+static int locate(const char *text, char out[PATH_MAX])
+{
+	struct stat st;
+	if (text == NULL || text[0] == '\0')
+		return 0;
+	if (strchr(text, '/') == NULL)
+		return search_path(text, out, PATH_MAX) ? 1 : 0;
+	if (text[0] != '/')
+		return -EINVAL;
+	if (snprintf(out, PATH_MAX, "%s", text) >= PATH_MAX)
+		return 0;
+	return stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0 ? 1 : 0;
+}
+
+/*
+ * Whether the toolchain's linker can list its inputs (GNU ld 2.35+, lld,
+ * mold; not gold): then libraries and linker scripts count like headers.
+ * Asks the driver which ld it runs and that ld's --help, so that nothing is
+ * compiled at start-up. What the driver prints runs only by an absolute
+ * path (a bare name as found along PATH) and, for a named toolchain, only
+ * once the gate let it: one that others could change refuses the
+ * toolchain (its builds would run it too), and one outside what the client
+ * may name is not asked (the answer is then no). 0, or a negative errno
+ * with a sentence in err.
+ */
+static int probe_link_depfile(struct toolchain *tc, const struct key_gate *gate, char *err,
+			      size_t errlen)
+{
+	char *argv[] = { tc->path, (char *)"-print-prog-name=ld", NULL };
+	char *printed = run_capture(argv), ld[PATH_MAX], why[512];
+	int rc = 0;
+	if (printed == NULL)
+		return 0;
+	printed[strcspn(printed, "\n")] = '\0';
+	int found = locate(printed, ld);
+	enum key_gate_verdict v = found == 1 ? gate_check(gate, ld, why, sizeof(why)) : KEY_GATE_OUTSIDE;
+	if (found < 0 && gate != NULL) {
+		snprintf(err, errlen, "toolchain %s: it prints the linker \"%.200s\" for "
+			 "-print-prog-name=ld, a relative path, and kilnd runs no program of a named "
+			 "toolchain by a relative path", tc->name, printed);
+		rc = -EINVAL;
+	} else if (v == KEY_GATE_REFUSED) {
+		snprintf(err, errlen, "toolchain %s: its linker %s (-print-prog-name=ld), which kilnd "
+			 "would run: %s", tc->name, ld, why);
+		rc = -EACCES;
+	} else if (v == KEY_GATE_RUN) {
+		char *help_argv[] = { ld, (char *)"--help", NULL };
+		char *help = run_capture(help_argv);
+		tc->link_depfile = help != NULL && strstr(help, "--dependency-file") != NULL;
+		free(help);
+	}
+	free(printed);
+	return rc;
+}
+
+/*
+ * nvcc's host compiler into host ("" when there is none): the one named
+ * (named.c checked it), else NVCC_CCBIN (a path, or a name nvcc looks up
+ * along PATH), else gcc on PATH. For a named nvcc the one found so passes
+ * the gate as a named host compiler would: anything but KEY_GATE_RUN
+ * refuses the toolchain (it compiles the client's host code). 0, or a
+ * negative errno with a sentence in err.
+ */
+static int find_host(const struct toolchain *tc, const char *named, const struct key_gate *gate,
+		     char host[PATH_MAX], char *err, size_t errlen)
+{
+	const char *ccbin = tcenv_get("NVCC_CCBIN");
+	bool from_env = named == NULL && ccbin != NULL && ccbin[0] != '\0';
+	const char *text = named != NULL ? named : from_env ? ccbin : "gcc";
+	const char *how = named != NULL ? "as named" : from_env ? "kilnd's NVCC_CCBIN" : "gcc on PATH";
+	char why[512];
+	int found = locate(text, host);
+	if (found <= 0)
+		host[0] = '\0';
+	if (found < 0 && gate != NULL) {
+		snprintf(err, errlen, "toolchain %s: its host compiler \"%.200s\" (%s) is a relative "
+			 "path, and kilnd runs no program of a named toolchain by a relative path",
+			 tc->name, text, how);
+		return -EINVAL;
+	}
+	if (found <= 0 || named != NULL || gate_check(gate, host, why, sizeof(why)) == KEY_GATE_RUN)
+		return 0;
+	snprintf(err, errlen, "toolchain %s: its host compiler %s (%s), which kilnd would run: %s; "
+		 "name one with host_compiler", tc->name, host, how, why);
+	host[0] = '\0';
+	return -EACCES;
+}
+
+/* The first line of a program's --version, for a sentence. */
+static int first_line(const char *ver)
+{
+	return ver != NULL ? (int)strcspn(ver, "\n") : 0;
+}
+
+/*
+ * Runs what the identity needs from the toolchain's programs into p, in
+ * order, each program only after the gate let it: for nvcc the host
+ * compiler's --version (a named toolchain's must name a compiler kiln
+ * knows before anything else is asked of it) and -print-search-dirs; for
+ * a gcc-like driver its -print-search-dirs and its linker's --help. 0, or a
+ * negative errno with a sentence in err.
+ */
+static int run_probes(struct toolchain *tc, const char *named_host, const struct key_gate *gate,
+		      struct probes *p, char *err, size_t errlen)
+{
+	const char *driver = tc->path;
+	if (tc->is_nvcc) {
+		int rc = find_host(tc, named_host, gate, p->host, err, errlen);
+		if (rc != 0 || p->host[0] == '\0')
+			return rc;
+		char *argv[] = { p->host, (char *)"--version", NULL };
+		p->host_ver = run_capture(argv);
+		struct toolchain host = { 0 };
+		classify(&host, p->host_ver != NULL ? p->host_ver : "");
+		if (gate != NULL && !host.known) {
+			snprintf(err, errlen, "toolchain %s: its host compiler %s: its --version "
+				 "(\"%.*s\") names no C, C++ or CUDA compiler kiln knows", tc->name,
+				 p->host, first_line(p->host_ver) < 120 ? first_line(p->host_ver) : 120,
+				 p->host_ver != NULL ? p->host_ver : "");
+			return -EINVAL;
+		}
+		driver = p->host;
+	}
+	char *argv[] = { (char *)driver, (char *)"-print-search-dirs", NULL };
+	p->dirs = run_capture(argv);
+	return tc->is_nvcc ? 0 : probe_link_depfile(tc, gate, err, errlen);
+}
+
+/* The identity digest of tc from its --version (ver) and the probes. */
+static void put_identity(struct toolchain *tc, const char *ver, const struct probes *p)
+{
+	EVP_MD_CTX *md = key_begin(KEY_TAG("toolchain"));
+	put_str(md, TAG_TC_PATH, tc->real_path);
+	/* The name it runs under: a driver may read its mode from it
+	 * (clang++ is the clang binary in C++ mode; a ccache link). */
+	put_str(md, TAG_TC_PATH, base_name(tc->path));
+	put_stat(md, &tc->st);
+	put_str(md, TAG_TC_VERSION, ver);
+	if (put_env(md)) {
+		uint8_t cpu[32];
+		key_cpu_id(cpu);
+		put_field(md, TAG_CPU, cpu, sizeof(cpu));
+	}
+	keep_program(tc, tc->real_path);
+	if (tc->is_nvcc)
+		put_nvcc_programs(md, tc, tc->real_path, p);
+	else
+		put_driver_programs(md, tc, p->dirs);
+	key_end(md, tc->id);
+}
+
+/* What refuses a toolchain once its --version is known, before anything
+ * else runs: a host compiler for a driver that is not nvcc, and, for a
+ * named toolchain (gate), a --version that names no compiler kiln knows. */
+static int refuse_early(const struct toolchain *tc, const char *host, const struct key_gate *gate,
+			const char *ver, char *err, size_t errlen)
+{
+	if (gate != NULL && !tc->known) {
+		int n = first_line(ver);
+		snprintf(err, errlen, "%s: its --version (\"%.*s\") names no C, C++ or CUDA compiler "
+			 "kiln knows (GCC, Clang, NVIDIA, Intel, Cray); configure it with kilnd "
+			 "--toolchain NAME=PATH instead", tc->path, n < 120 ? n : 120, ver);
+		return -EINVAL;
+	}
+	if (host != NULL && !tc->is_nvcc) {
+		snprintf(err, errlen, "toolchain %s: a host compiler is for nvcc, and %s is not nvcc",
+			 tc->name, tc->path);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int key_toolchain_init(struct toolchain *tc, const char *name, const char *path, const char *host,
 		       char *err, size_t errlen)
+{
+	return key_toolchain_identify(tc, name, path, host, NULL, err, errlen);
+}
+
+int key_toolchain_identify(struct toolchain *tc, const char *name, const char *path,
+			   const char *host, const struct key_gate *gate, char *err, size_t errlen)
 {
 	memset(tc, 0, sizeof(*tc));
 	char real[PATH_MAX], host_real[PATH_MAX];
@@ -386,32 +557,19 @@ int key_toolchain_init(struct toolchain *tc, const char *name, const char *path,
 		return -ENOMEM;
 	}
 	classify(tc, ver);
-	if (host != NULL && !tc->is_nvcc) {
+	struct probes p = { 0 };
+	rc = refuse_early(tc, host, gate, ver, err, errlen);
+	if (rc == 0)
+		rc = run_probes(tc, host, gate, &p, err, errlen);
+	if (rc == 0)
+		put_identity(tc, ver, &p);
+	free(p.dirs);
+	free(p.host_ver);
+	if (rc != 0) {
 		free(ver);
 		key_toolchain_fini(tc);
-		snprintf(err, errlen, "toolchain %s: a host compiler is for nvcc, and %s is not nvcc",
-			 name, path);
-		return -EINVAL;
+		return rc;
 	}
-	EVP_MD_CTX *md = key_begin(KEY_TAG("toolchain"));
-	put_str(md, TAG_TC_PATH, real);
-	/* The name it runs under: a driver may read its mode from it
-	 * (clang++ is the clang binary in C++ mode; a ccache link). */
-	put_str(md, TAG_TC_PATH, base_name(path));
-	put_stat(md, &tc->st);
-	put_str(md, TAG_TC_VERSION, ver);
-	if (put_env(md)) {
-		uint8_t cpu[32];
-		key_cpu_id(cpu);
-		put_field(md, TAG_CPU, cpu, sizeof(cpu));
-	}
-	keep_program(tc, real);
-	if (tc->is_nvcc)
-		put_nvcc_programs(md, tc, real, host);
-	else
-		put_driver_programs(md, tc, path);
-	key_end(md, tc->id);
-	tc->link_depfile = !tc->is_nvcc && probe_link_depfile(path);
 	tc->dynamic = preloadable(real);
 	/* nvcc's first line names the driver; the release line says more. */
 	const char *line = tc->is_nvcc ? strstr(ver, "Cuda compilation tools") : NULL;
@@ -427,11 +585,6 @@ static bool same_file(const struct stat *a, const struct stat *b)
 	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
 	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
 	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
-}
-
-bool key_toolchain_known(const struct toolchain *tc)
-{
-	return tc->known;
 }
 
 bool key_toolchain_current(const struct toolchain *tc)

@@ -30,7 +30,14 @@
  * both spellings are one key; entries of format 4 built with such an
  * option would never be hit again, so all of format 4 are stale (kilnd
  * says so at start; kiln gc --stale, and eviction takes them first). */
-#define KEY_FORMAT_VERSION 5
+/* 6: an exec must be answered by the image it runs (a static launcher
+ * left what it read unrecorded), a script's `#!` interpreter is an input,
+ * a path read and written stays an input, builds kiln could not observe
+ * completely are no longer cached from the compiler's dependency files,
+ * and only options whose apart form the tool reads the same are joined
+ * ("-std" "c11" is not "-std=c11"): an entry of format 5 may rest on any
+ * of these, so all of format 5 are stale and rebuilt once. */
+#define KEY_FORMAT_VERSION 6
 
 #define KEY_MAX_PROGRAMS 32
 

@@ -8,9 +8,12 @@
  * and every symbolic link on the way as named: each one lies in a
  * directory the rule covers, so none can be turned to another program
  * between the check and a run. The program must also say it is a C, C++
- * or CUDA compiler (key.h's key_toolchain_known): a site directory with
- * python3 in it does not make python3 a compiler an admitted user may
- * have kilnd run on their source.
+ * or CUDA compiler before kilnd runs it with anything but --version (key.h's
+ * key_toolchain_identify): a site directory with python3 in it does not
+ * make python3 a compiler an admitted user may have kilnd run on their
+ * source. Every other program the identification runs (the linker the
+ * driver prints, nvcc's host compiler) passes the same rules first
+ * (rules_gate).
  */
 #include <errno.h>
 #include <limits.h>
@@ -42,6 +45,13 @@
 /* One that could not be identified is tried again after this. */
 #define NAMED_RETRY_NS 5000000000ull
 
+/* Whose rules an identification runs programs under: the owner's, or
+ * those of a user kilnd admits (all of them have the same). */
+struct named_rules {
+	const struct kilnd *d;
+	uid_t uid;
+};
+
 struct named_wait {
 	void (*cb)(void *arg);
 	void *arg;
@@ -52,6 +62,7 @@ struct named {
 	struct kilnd *d;
 	char *key;                /* its key in d->named */
 	char *path, *host;        /* as first named: what runs */
+	struct named_rules rules; /* whose rules its identification runs under */
 	struct toolchain *tc;     /* identified, or NULL */
 	bool busy;                /* being identified, or waiting to be */
 	char why[512];            /* why it cannot be used, or "" */
@@ -192,19 +203,38 @@ static bool under_toolchain_dir(const struct config *cfg, const char *real)
 	return false;
 }
 
-bool named_may(const struct kilnd *d, const char *path, uid_t uid, char *real, char *why,
-	       size_t cap)
+/* The rules for uid on the program at path, its resolved path in real:
+ * KEY_GATE_REFUSED when another user could change it (or the way to it),
+ * KEY_GATE_OUTSIDE when uid is admitted and it lies under no
+ * --toolchain-dir. */
+static enum key_gate_verdict rules_of(const struct kilnd *d, const char *path, uid_t uid,
+				      char *real, char *why, size_t cap)
 {
 	uid_t owner = getuid();
 	if (!safe_resolve(path, owner, real, why, cap))
-		return false;
+		return KEY_GATE_REFUSED;
 	if (uid != owner && !under_toolchain_dir(d->cfg, real)) {
 		snprintf(why, cap, "%s is not under a directory kilnd's --toolchain-dir names "
 			 "(%s): users kilnd admits may name only those compilers", path,
 			 d->cfg->ntoolchain_dirs == 0 ? "none given" : d->cfg->toolchain_dirs[0]);
-		return false;
+		return KEY_GATE_OUTSIDE;
 	}
-	return true;
+	return KEY_GATE_RUN;
+}
+
+bool named_may(const struct kilnd *d, const char *path, uid_t uid, char *real, char *why,
+	       size_t cap)
+{
+	return rules_of(d, path, uid, real, why, cap) == KEY_GATE_RUN;
+}
+
+/* key.h's gate: every program the identification runs besides the
+ * driver passes the rules the named compiler passed, for the same user. */
+static enum key_gate_verdict rules_gate(void *arg, const char *path, char *why, size_t cap)
+{
+	const struct named_rules *r = arg;
+	char real[PATH_MAX];
+	return rules_of(r->d, path, r->uid, real, why, cap);
 }
 
 static const char *base_of(const char *path)
@@ -215,13 +245,16 @@ static const char *base_of(const char *path)
 
 /* The table's key: what the compiler is (its resolved path) and what it
  * is called (the name it runs under: clang++ is not clang), the same for
- * nvcc's host compiler; newlines apart, which no part may contain
+ * nvcc's host compiler, and whose rules its identification ran under (an
+ * admitted user's runs fewer programs: a linker outside every
+ * --toolchain-dir is not asked); newlines apart, which no part may contain
  * (validate_compiler_path). Spellings of one path share an entry. */
 static void named_key(const char *real, const char *path, const char *host_real, const char *host,
-		      char *out, size_t cap)
+		      bool owner, char *out, size_t cap)
 {
-	snprintf(out, cap, "%s\n%s\n%s\n%s", real, base_of(path), host_real != NULL ? host_real : "",
-		 host != NULL ? base_of(host) : "");
+	snprintf(out, cap, "%s\n%s\n%s\n%s\n%s", real, base_of(path),
+		 host_real != NULL ? host_real : "", host != NULL ? base_of(host) : "",
+		 owner ? "owner" : "admitted");
 }
 
 static void ident_work(void *arg)
@@ -232,17 +265,14 @@ static void ident_work(void *arg)
 	/* Its name in entries and logs: the path, and nvcc's host compiler. */
 	snprintf(name, sizeof(name), "%s%s%s", j->n->path, j->n->host != NULL ? " -ccbin " : "",
 		 j->n->host != NULL ? j->n->host : "");
+	/* key.c refuses one whose --version names no compiler kiln knows
+	 * before it runs anything else, and runs every other program only
+	 * once it passed the rules the named one passed. */
+	struct key_gate gate = { rules_gate, &j->n->rules };
 	j->tc = calloc(1, sizeof(*j->tc));
 	j->rc = j->tc == NULL ? -ENOMEM
-			      : key_toolchain_init(j->tc, name, j->n->path, j->n->host, j->err,
-						   sizeof(j->err));
-	if (j->rc == 0 && !key_toolchain_known(j->tc)) {
-		snprintf(j->err, sizeof(j->err), "%s: its --version (\"%.120s\") names no C, C++ or "
-			 "CUDA compiler kiln knows (GCC, Clang, NVIDIA, Intel, Cray); configure it "
-			 "with kilnd --toolchain NAME=PATH instead", j->n->path, j->tc->version);
-		key_toolchain_fini(j->tc);
-		j->rc = -EINVAL;
-	}
+			      : key_toolchain_identify(j->tc, name, j->n->path, j->n->host, &gate,
+						       j->err, sizeof(j->err));
 }
 
 /* nvcc's architectures, as for a configured nvcc (main.c's gpus_init). */
@@ -423,7 +453,8 @@ static void drop_idle(struct kilnd *d)
 	free(sw);
 }
 
-static struct named *named_new(struct kilnd *d, const char *key, const char *path, const char *host)
+static struct named *named_new(struct kilnd *d, const char *key, const char *path, const char *host,
+			       uid_t uid)
 {
 	if (d->named == NULL && (d->named = table_new()) == NULL)
 		return NULL;
@@ -443,6 +474,7 @@ static struct named *named_new(struct kilnd *d, const char *key, const char *pat
 		return NULL;
 	}
 	n->d = d;
+	n->rules = (struct named_rules){ .d = d, .uid = uid };
 	return n;
 }
 
@@ -550,9 +582,9 @@ enum named_result named_find(struct kilnd *d, const char *name, const char *host
 	char real[PATH_MAX], host_real[PATH_MAX];
 	if (!permitted(d, path, host, uid, real, host_real, why, cap))
 		return NAMED_REFUSED;
-	named_key(real, path, host != NULL ? host_real : NULL, host, key, sizeof(key));
+	named_key(real, path, host != NULL ? host_real : NULL, host, uid == getuid(), key, sizeof(key));
 	struct named *n = d->named != NULL ? table_get(d->named, key) : NULL;
-	if (n == NULL && (n = named_new(d, key, path, host)) == NULL) {
+	if (n == NULL && (n = named_new(d, key, path, host, uid)) == NULL) {
 		snprintf(why, cap, "kilnd knows %d toolchains named by path already, or is out of "
 			 "memory", NAMED_MAX);
 		return NAMED_REFUSED;
@@ -599,14 +631,10 @@ int named_of_entry(const struct kilnd *d, const char *name, const struct toolcha
 	if (!named_may(d, path, getuid(), real, why, cap) ||
 	    (host != NULL && !named_may(d, host, getuid(), real, why, cap)))
 		return -1;
+	struct named_rules rules = { .d = d, .uid = getuid() };
+	struct key_gate gate = { rules_gate, &rules };
 	struct toolchain *tc = calloc(1, sizeof(*tc));
-	if (tc == NULL || key_toolchain_init(tc, name, path, host, why, cap) != 0) {
-		free(tc);
-		return -1;
-	}
-	if (!key_toolchain_known(tc)) {
-		snprintf(why, cap, "%s names no C, C++ or CUDA compiler kiln knows", path);
-		key_toolchain_fini(tc);
+	if (tc == NULL || key_toolchain_identify(tc, name, path, host, &gate, why, cap) != 0) {
 		free(tc);
 		return -1;
 	}

@@ -14,7 +14,9 @@
  *
  * Record: "<token> <kind> <pid> <fields...>\t<path or name>\0", kinds
  * (their letters: proto/trace_rec.h):
- *   H ppid              this process started, path = its executable
+ *   H ppid dev ino size mtime ctime mode   this process started, path = its
+ *                       executable (/proc/self/exe) and its identity: the image
+ *                       that answers the exec (X, P, I) of that file
  *   O dev ino size mtime ctime mode   opened for reading (identity by fstat)
  *   W                   opened for writing only
  *   S mode              exists (stat, access, opendir, readlink succeeded)
@@ -24,6 +26,10 @@
  *   F errno             the exec failed; the process goes on
  *   P child dev ino size mtime ctime mode   posix_spawn started child
  *                       running path (its H comes before or after this)
+ *   I dev ino size mtime ctime mode   the exec or spawn just recorded runs a
+ *                       script: the kernel starts this `#!` interpreter (one
+ *                       record per level), which must answer instead
+ *   N                   this process cannot be observed (why)
  *   L dev ino size mtime ctime mode   a shared object loaded in this process
  *   E 1|0               getenv of a variable, path = "NAME=VALUE" or "NAME"
  *   D dev ino size mtime ctime mode   a directory listed (opendir, fdopendir,
@@ -52,6 +58,7 @@
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +68,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "observe_image.h"
 #include "observe_path.h"
 #include "sha256.h"
 #include "trace_rec.h"
@@ -206,15 +214,23 @@ static void emit(const char *head, const char *path)
 	errno = saved;
 }
 
-static void emit_ident(char kind, const char *path, const struct stat *st)
+/* A record's head: kind, pid, the numbers in pre (may be empty), then a
+ * file's identity. */
+static void ident_head(char *head, size_t cap, char kind, long pid, const char *pre,
+		       const struct stat *st)
 {
-	char head[256];
-	snprintf(head, sizeof(head), "%c %d %llu %llu %lld %lld %lld %o", kind, (int)getpid(),
+	snprintf(head, cap, "%c %ld%s %llu %llu %lld %lld %lld %o", kind, pid, pre,
 		 (unsigned long long)st->st_dev, (unsigned long long)st->st_ino,
 		 (long long)st->st_size,
 		 (long long)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec,
 		 (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec,
 		 (unsigned)st->st_mode);
+}
+
+static void emit_ident(char kind, const char *path, const struct stat *st)
+{
+	char head[256];
+	ident_head(head, sizeof(head), kind, (long)getpid(), "", st);
 	emit(head, path);
 }
 
@@ -240,10 +256,14 @@ static void note_open(int dirfd, const char *path, int flags, int fd, int err)
 	if (!tracing() || !observe_absolute(dirfd, path, abs, sizeof(abs), NULL))
 		return;
 	if (fd < 0 && ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC)))) {
-		/* A refused attempt to write (Landlock, permissions) read nothing:
-		 * an output, not a probe. */
-		snprintf(head, sizeof(head), "%c %d", REC_WRITE, (int)getpid());
-		emit(head, abs);
+		/* A refused attempt to write (Landlock, permissions) wrote
+		 * nothing: it must not hide the path, which the toolchain may
+		 * read too. What is there counts as a probe would. */
+		struct stat st;
+		RESOLVE(fstatat);
+		int rc = real_fstatat(dirfd, path, &st, 0);
+		note_probe(dirfd, path, rc, errno, rc == 0 ? (unsigned)st.st_mode : 0);
+		errno = err; /* the caller reads the open's */
 		return;
 	}
 	if (fd < 0) {
@@ -573,8 +593,32 @@ int scandirat(int dirfd, const char *path, struct dirent ***list, int (*sel)(con
  * recorded (F), and only then (trace.c counts X against H and F). */
 static bool exec_noted;
 
+/*
+ * After the X or P record of an exec in pid: the `#!` interpreters the
+ * kernel will start for it, one I record per level, each with its
+ * identity (it answers the exec with its own start record, and is an
+ * input like the script). shell: execvp's rule, under which a file that
+ * is neither a script nor a binary the kernel knows runs under /bin/sh.
+ */
+static void note_interpreters(long pid, const char *abs, bool shell)
+{
+	char cur[PATH_MAX + 8], interp[PATH_MAX], head[256];
+	struct stat st;
+	snprintf(cur, sizeof(cur), "%s", abs);
+	RESOLVE(stat);
+	for (int depth = 0; depth < IMAGE_MAX_DEPTH; depth++) {
+		if (!image_interpreter(cur, shell, interp, sizeof(interp)))
+			return;
+		if (!observe_absolute(AT_FDCWD, interp, cur, sizeof(cur), NULL) || real_stat(cur, &st) != 0)
+			return; /* the exec fails: its F record follows */
+		ident_head(head, sizeof(head), REC_INTERP, pid, "", &st);
+		emit(head, cur);
+		shell = false;
+	}
+}
+
 /* Before an exec: the program about to run, with its identity. */
-static void note_exec(const char *path)
+static void note_exec(const char *path, bool shell)
 {
 	exec_noted = false;
 	char abs[PATH_MAX + 8];
@@ -587,6 +631,7 @@ static void note_exec(const char *path)
 		return;
 	}
 	emit_ident(REC_EXEC, abs, &st);
+	note_interpreters((long)getpid(), abs, shell);
 	exec_noted = true;
 }
 
@@ -650,7 +695,7 @@ static void observe_search_path(const char *name, char *found, size_t cap)
 int execve(const char *path, char *const argv[], char *const envp[])
 {
 	RESOLVE(execve);
-	note_exec(path);
+	note_exec(path, false);
 	int rc = real_execve(path, argv, envp);
 	note_exec_failed(errno);
 	return rc;
@@ -659,7 +704,7 @@ int execve(const char *path, char *const argv[], char *const envp[])
 int execv(const char *path, char *const argv[])
 {
 	RESOLVE(execv);
-	note_exec(path);
+	note_exec(path, false);
 	int rc = real_execv(path, argv);
 	note_exec_failed(errno);
 	return rc;
@@ -670,7 +715,7 @@ int execvp(const char *file, char *const argv[])
 	char found[PATH_MAX + 8];
 	RESOLVE(execvp);
 	observe_search_path(file, found, sizeof(found));
-	note_exec(found[0] != '\0' ? found : file);
+	note_exec(found[0] != '\0' ? found : file, true);
 	int rc = real_execvp(file, argv);
 	note_exec_failed(errno);
 	return rc;
@@ -681,7 +726,7 @@ int execvpe(const char *file, char *const argv[], char *const envp[])
 	char found[PATH_MAX + 8];
 	RESOLVE(execvpe);
 	observe_search_path(file, found, sizeof(found));
-	note_exec(found[0] != '\0' ? found : file);
+	note_exec(found[0] != '\0' ? found : file, true);
 	int rc = real_execvpe(file, argv, envp);
 	note_exec_failed(errno);
 	return rc;
@@ -689,19 +734,17 @@ int execvpe(const char *file, char *const argv[], char *const envp[])
 
 static void note_spawned(pid_t child, const char *path)
 {
-	char head[256], abs[PATH_MAX + 8];
+	char head[256], abs[PATH_MAX + 8], pre[24];
 	struct stat st;
 	if (!tracing() || !observe_absolute(AT_FDCWD, path, abs, sizeof(abs), NULL))
 		return;
 	RESOLVE(stat);
 	if (real_stat(path, &st) != 0)
 		memset(&st, 0, sizeof(st));
-	snprintf(head, sizeof(head), "%c %d %d %llu %llu %lld %lld %lld %o", REC_SPAWN, (int)getpid(), (int)child,
-		 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino, (long long)st.st_size,
-		 (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec,
-		 (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec,
-		 (unsigned)st.st_mode);
+	snprintf(pre, sizeof(pre), " %d", (int)child);
+	ident_head(head, sizeof(head), REC_SPAWN, (long)getpid(), pre, &st);
 	emit(head, abs);
+	note_interpreters((long)child, abs, false);
 }
 
 int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
@@ -803,18 +846,68 @@ static int note_loaded(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-/* At start: say who we are and which shared objects the loader brought in
+/* Whether the n bytes of notes at p hold Go's build ID note (name "Go",
+ * padded to 4 bytes, type 4: the Go linker writes it into every ELF
+ * binary, also one linked externally for cgo). */
+static bool go_note(const unsigned char *p, size_t n)
+{
+	for (size_t at = 0; at + 12 <= n;) {
+		uint32_t nsz, dsz, type;
+		memcpy(&nsz, p + at, 4);
+		memcpy(&dsz, p + at + 4, 4);
+		memcpy(&type, p + at + 8, 4);
+		size_t name = at + 12, next = name + ((nsz + 3u) & ~3u) + ((dsz + 3u) & ~3u);
+		if (next > n || next <= at)
+			return false;
+		if (type == 4 && (nsz == 3 || nsz == 4) && memcmp(p + name, "Go", 3) == 0)
+			return true;
+		at = next;
+	}
+	return false;
+}
+
+/* dl_iterate_phdr's first object is the program: a Go program makes its
+ * system calls itself, past every hook (*arg turns true). */
+static int find_go(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_NOTE &&
+		    go_note((const unsigned char *)(info->dlpi_addr + ph->p_vaddr), ph->p_memsz))
+			*(bool *)arg = true;
+	}
+	return 1; /* the program only */
+}
+
+/* At start: say who we are (the image that answers the exec of this file,
+ * with its identity) and which shared objects the loader brought in
  * (their reads never pass through the hooks). */
 __attribute__((constructor)) static void observe_start(void)
 {
-	char exe[PATH_MAX + 8], head[64];
+	char exe[PATH_MAX + 8], head[256], pre[24];
+	struct stat st;
 	Dl_info self;
+	bool go = false;
 	if (!tracing())
 		return;
 	ssize_t n = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = '\0';
-	snprintf(head, sizeof(head), "%c %d %d", REC_HELLO, (int)getpid(), (int)getppid());
+	snprintf(pre, sizeof(pre), " %d", (int)getppid());
+	RESOLVE(stat);
+	if (real_stat("/proc/self/exe", &st) == 0)
+		ident_head(head, sizeof(head), REC_HELLO, (long)getpid(), pre, &st);
+	else
+		snprintf(head, sizeof(head), "%c %d%s", REC_HELLO, (int)getpid(), pre);
 	emit(head, exe);
 	const char *me = dladdr((void *)observe_start, &self) != 0 ? self.dli_fname : NULL;
 	dl_iterate_phdr(note_loaded, (void *)me);
+	dl_iterate_phdr(find_go, &go);
+	if (go) {
+		char why[PATH_MAX + 160];
+		snprintf(head, sizeof(head), "%c %d", REC_INCOMPLETE, (int)getpid());
+		snprintf(why, sizeof(why), "%.300s is a Go program: its system calls bypass libc, "
+			 "so what it reads cannot be observed", exe);
+		emit(head, why);
+	}
 }

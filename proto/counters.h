@@ -32,8 +32,8 @@
 	X(stalled, false, "Connections closed by --frame-timeout.") \
 	X(damaged, false, "Damaged objects found (serving, verify).") \
 	X(inputs_changed, false, "Builds whose inputs changed while they ran.") \
-	X(depfile_fallbacks, false, "Builds recorded from dependency files only.") \
-	X(uncacheable, false, "Builds served but not cached: they read a pseudo-file that decides them.") \
+	X(uncacheable, false, "Builds served but not cached: a pseudo-file decides them, or a program of the toolchain ran unobserved.") \
+	X(unobserved, false, "Builds served but not cached because a program of the toolchain ran without the interposer.") \
 	X(variants, false, "Programs (by label or alias) built in more than one variant within an hour: nondeterministic code generation.") \
 	X(variant_builds, false, "Builds of a second or later variant of a program.") \
 	X(cache_recreated, false, "Times the cache directory was made again while kilnd ran.") \
@@ -43,6 +43,9 @@
 	X(claims, false, "Aliases claimed by lookups (one producer per alias).") \
 	X(claim_waits, false, "Lookups that waited for another client's claim.") \
 	X(claim_takeovers, false, "Claims taken over after one ended unpublished.") \
-	X(claim_timeouts, false, "Waits for a claim that ran out.")
+	X(claim_timeouts, false, "Waits for a claim that ran out.") \
+	X(claims_refused, false, "Claims and text turns not granted at a limit (a connection's, a process's share, a full table): the client produced the program or sent its text itself.") \
+	X(claims_displaced, false, "Claims ended in a full table to make room for a process holding fewer (the process holding the most gave up its least recently renewed claim).") \
+	X(claims_expired, false, "Claims ended after --claim-expiry without progress (a waiter took them over).")
 
 #endif

@@ -7,7 +7,7 @@
 #define RECS(...) ((const char[]){ __VA_ARGS__, '\0' })
 
 const struct dep_kind_info dep_kinds[DEP__COUNT] = {
-	[DEP_FILE] = { .name = "file", .records = RECS(REC_OPEN, REC_EXEC, REC_SPAWN, REC_LOAD),
+	[DEP_FILE] = { .name = "file", .records = RECS(REC_OPEN, REC_EXEC, REC_SPAWN, REC_LOAD, REC_HELLO, REC_INTERP, REC_IMAGE),
 		       .has_digest = true,
 		       .key = "its path and the SHA-256 of its content",
 		       .hit = "its identity (dev, ino, size, mtime, ctime) unchanged, else hashed again" },

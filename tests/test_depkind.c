@@ -37,7 +37,8 @@ START_TEST(test_records_belong_to_one_kind)
 {
 	static const char all[] = { REC_HELLO, REC_OPEN, REC_WRITE, REC_STAT, REC_ABSENT,
 				    REC_FAILED, REC_EXEC, REC_EXEC_FAILED, REC_SPAWN, REC_LOAD,
-				    REC_ENV, REC_LISTING, REC_INCOMPLETE };
+				    REC_ENV, REC_LISTING, REC_INCOMPLETE, REC_INTERP, REC_IMAGE,
+				    REC_UNWATCHED };
 	/* The letters themselves are distinct. */
 	for (size_t a = 0; a < sizeof(all); a++)
 		for (size_t b = a + 1; b < sizeof(all); b++)

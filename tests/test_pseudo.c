@@ -97,6 +97,9 @@ START_TEST(devices_fifos_and_pseudo_filesystems)
 	ck_assert_int_eq(by_stat("/tmp/null", S_IFCHR, 1, 3, ext4), PSEUDO_HARMLESS);
 	ck_assert_int_eq(by_stat("/dev/null", S_IFCHR, 4, 1, tmpfs), PSEUDO_UNTRUSTED);
 	ck_assert_int_eq(by_stat("/dev/mem", S_IFCHR, 1, 1, tmpfs), PSEUDO_UNTRUSTED);
+	ck_assert_int_eq(by_stat("/dev/tty", S_IFCHR, 5, 0, tmpfs), PSEUDO_HARMLESS);
+	ck_assert_int_eq(by_stat("/dev/console", S_IFCHR, 5, 1, tmpfs), PSEUDO_UNTRUSTED);
+	ck_assert_int_eq(by_stat("/dev/pts/0", S_IFCHR, 136, 0, tmpfs), PSEUDO_UNTRUSTED);
 	ck_assert_int_eq(by_stat("/dev/nvidia0", S_IFCHR, 195, 0, tmpfs), PSEUDO_HARMLESS);
 	ck_assert_int_eq(by_stat("/dev/sda", S_IFBLK, 8, 0, tmpfs), PSEUDO_UNTRUSTED);
 	ck_assert_int_eq(by_stat("/tmp/h.h", S_IFIFO, 0, 0, ext4), PSEUDO_UNTRUSTED);

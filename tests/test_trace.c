@@ -256,16 +256,35 @@ END_TEST
 START_TEST(parse_written_dropped)
 {
 	struct trace_result r;
-	PARSE(&r, "O 100 1 2 3 4 5 100644\t/tmp/cc1.s",
-	      "W 100\t/tmp/cc1.s",
-	      "W 101\t/tmp/out.o",
-	      "O 101 1 3 3 4 5 100644\t/tmp/out.o",
+	PARSE(&r, "W 101\t/tmp/out.o",
 	      "S 101 100644\t/tmp/out.o",
 	      "A 100 2\t/tmp/new.o",
 	      "W 100\t/tmp/new.o",
 	      "O 100 1 4 3 4 5 100644\t/usr/include/keep.h");
 	ck_assert_uint_eq(r.ndeps, 1);
 	ck_assert_str_eq(r.deps[0].path, "/usr/include/keep.h");
+	trace_result_free(&r);
+}
+END_TEST
+
+/* A path that was read stays an input whatever else was done to it: a
+ * wrapper that reads its flags file and touches it (in either order, in
+ * one process or two), a file run or loaded and then written. */
+START_TEST(parse_read_and_written_stays_an_input)
+{
+	struct trace_result r;
+	PARSE(&r, "O 100 1 2 3 4 5 100644\t/home/u/flags",
+	      "W 100\t/home/u/flags",
+	      "W 101\t/home/u/flags2",
+	      "O 102 1 3 3 4 5 100644\t/home/u/flags2",
+	      "X 103 1 6 3 4 5 100755\t/home/u/tool",
+	      "W 103\t/home/u/tool",
+	      "W 104\t/home/u/only-written");
+	ck_assert_uint_eq(r.ndeps, 3);
+	ck_assert_ptr_nonnull(find_dep(&r, "/home/u/flags"));
+	ck_assert_ptr_nonnull(find_dep(&r, "/home/u/flags2"));
+	ck_assert_ptr_nonnull(find_dep(&r, "/home/u/tool"));
+	ck_assert_uint_eq(find_dep(&r, "/home/u/flags")->kind, STORE_DEP_FILE);
 	trace_result_free(&r);
 }
 END_TEST
@@ -377,14 +396,15 @@ START_TEST(parse_changed)
 }
 END_TEST
 
-/* An exec followed by the new program's start record: complete. */
+/* An exec followed by the start record of the program it ran (the same
+ * file): complete. */
 START_TEST(parse_exec_started)
 {
 	struct trace_result r;
 	PARSE(&r, "H 100 99\t/usr/bin/gcc",
 	      "X 101 1 7 3 4 5 100755\t/usr/lib/gcc/cc1",
-	      "H 101 100\t/usr/lib/gcc/cc1");
-	ck_assert(r.complete);
+	      "H 101 100 1 7 3 4 5 100755\t/usr/lib/gcc/cc1");
+	ck_assert_msg(r.complete, "incomplete: %s", r.incomplete);
 	ck_assert_str_eq(r.incomplete, "");
 	/* The executed program is an input. */
 	const struct store_dep *d = find_dep(&r, "/usr/lib/gcc/cc1");
@@ -396,21 +416,99 @@ START_TEST(parse_exec_started)
 END_TEST
 
 /* An exec never followed by a start record (a static program, or one
- * started with a cleared environment): incomplete, saying why. */
+ * started with a cleared environment): incomplete, naming it. */
 START_TEST(parse_exec_not_started)
 {
 	struct trace_result r;
 	PARSE(&r, "H 100 99\t/usr/bin/gcc",
 	      "X 101 1 7 3 4 5 100755\t/opt/static/as");
 	ck_assert(!r.complete);
-	ck_assert_str_ne(r.incomplete, "");
-	ck_assert_ptr_nonnull(strstr(r.incomplete, "1 program"));
+	ck_assert_ptr_nonnull(strstr(r.incomplete, "/opt/static/as ran without"));
 	trace_result_free(&r);
 
 	/* The start record of another process does not count. */
 	PARSE(&r, "X 101 1 7 3 4 5 100755\t/opt/static/as",
-	      "H 102 100\t/usr/bin/ld");
+	      "H 102 100 1 7 3 4 5 100755\t/opt/static/as");
 	ck_assert(!r.complete);
+	trace_result_free(&r);
+
+	/* Nor does a start record that does not name its image. */
+	PARSE(&r, "X 101 1 7 3 4 5 100755\t/opt/static/as",
+	      "H 101 100\t/opt/static/as");
+	ck_assert(!r.complete);
+	trace_result_free(&r);
+}
+END_TEST
+
+/* A launcher that runs without the interposer (static) and then execs an
+ * observed compiler in the same pid: the compiler's start record names
+ * another file, so the launcher's exec stays unanswered and what it read
+ * is unknown. */
+START_TEST(parse_exec_answered_by_another_image_is_incomplete)
+{
+	struct trace_result r;
+	PARSE(&r, "X 101 1 7 3 4 5 100755\t/opt/static/launcher",
+	      "H 101 100 1 9 3 4 5 100755\t/usr/bin/gcc");
+	ck_assert(!r.complete);
+	ck_assert_ptr_nonnull(strstr(r.incomplete, "/opt/static/launcher"));
+	/* The compiler that did start is an input all the same. */
+	ck_assert_ptr_nonnull(find_dep(&r, "/usr/bin/gcc"));
+	trace_result_free(&r);
+
+	/* Two execs of one pid, each answered by its own image: complete. */
+	PARSE(&r, "X 101 1 7 3 4 5 100755\t/usr/bin/launcher",
+	      "H 101 100 1 7 3 4 5 100755\t/usr/bin/launcher",
+	      "X 101 1 9 3 4 5 100755\t/usr/bin/gcc",
+	      "H 101 100 1 9 3 4 5 100755\t/usr/bin/gcc");
+	ck_assert_msg(r.complete, "incomplete: %s", r.incomplete);
+	trace_result_free(&r);
+}
+END_TEST
+
+/* A script's exec is answered by its `#!` interpreter (I records, one per
+ * level), which is an input like the script; an interpreter that leaves
+ * no start record (static) makes the trace incomplete. */
+START_TEST(parse_script_answered_by_its_interpreter)
+{
+	struct trace_result r;
+	PARSE(&r, "X 101 1 7 3 4 5 100755\t/opt/wrap/cc",
+	      "I 101 1 20 3 4 5 100755\t/opt/sh",
+	      "H 101 100 1 20 3 4 5 100755\t/opt/sh");
+	ck_assert_msg(r.complete, "incomplete: %s", r.incomplete);
+	const struct store_dep *d = find_dep(&r, "/opt/sh");
+	ck_assert_ptr_nonnull(d);
+	ck_assert_uint_eq(d->kind, STORE_DEP_FILE);
+	ck_assert_uint_eq(d->ino, 20);
+	ck_assert_ptr_nonnull(find_dep(&r, "/opt/wrap/cc"));
+	trace_result_free(&r);
+
+	/* A script whose interpreter is a script. */
+	PARSE(&r, "X 101 1 7 3 4 5 100755\t/opt/wrap/cc",
+	      "I 101 1 21 3 4 5 100755\t/opt/wrap/interp",
+	      "I 101 1 20 3 4 5 100755\t/opt/sh",
+	      "H 101 100 1 20 3 4 5 100755\t/opt/sh");
+	ck_assert_msg(r.complete, "incomplete: %s", r.incomplete);
+	ck_assert_ptr_nonnull(find_dep(&r, "/opt/wrap/interp"));
+	trace_result_free(&r);
+
+	PARSE(&r, "X 101 1 7 3 4 5 100755\t/opt/wrap/cc",
+	      "I 101 1 20 3 4 5 100755\t/opt/static-sh");
+	ck_assert(!r.complete);
+	ck_assert_ptr_nonnull(strstr(r.incomplete, "/opt/static-sh"));
+	trace_result_free(&r);
+
+	/* The script's own image does not answer for its interpreter. */
+	PARSE(&r, "X 101 1 7 3 4 5 100755\t/opt/wrap/cc",
+	      "I 101 1 20 3 4 5 100755\t/opt/static-sh",
+	      "H 101 100 1 7 3 4 5 100755\t/opt/wrap/cc");
+	ck_assert(!r.complete);
+	trace_result_free(&r);
+
+	/* A spawned script: the child's interpreter answers. */
+	PARSE(&r, "P 100 101 1 7 3 4 5 100755\t/opt/wrap/as",
+	      "I 101 1 20 3 4 5 100755\t/opt/sh",
+	      "H 101 100 1 20 3 4 5 100755\t/opt/sh");
+	ck_assert_msg(r.complete, "incomplete: %s", r.incomplete);
 	trace_result_free(&r);
 }
 END_TEST
@@ -424,6 +522,20 @@ START_TEST(parse_exec_failed)
 	ck_assert(r.complete);
 	ck_assert_str_eq(r.incomplete, "");
 	trace_result_free(&r);
+
+	/* Also a script's whose interpreter would not run. */
+	PARSE(&r, "X 101 1 7 3 4 5 100755\t/usr/bin/script",
+	      "I 101 1 8 3 4 5 100755\t/usr/bin/interp",
+	      "F 101 8\t");
+	ck_assert(r.complete);
+	trace_result_free(&r);
+
+	/* A failure answers only the exec it follows. */
+	PARSE(&r, "X 101 1 7 3 4 5 100755\t/opt/static/launcher",
+	      "X 101 1 8 3 4 5 100755\t/usr/bin/noexec",
+	      "F 101 13\t");
+	ck_assert(!r.complete);
+	trace_result_free(&r);
 }
 END_TEST
 
@@ -433,8 +545,8 @@ START_TEST(parse_spawn)
 {
 	struct trace_result r;
 	PARSE(&r, "P 100 101 1 8 3 4 5 100755\t/usr/bin/as",
-	      "H 101 100\t/usr/bin/as");
-	ck_assert(r.complete);
+	      "H 101 100 1 8 3 4 5 100755\t/usr/bin/as");
+	ck_assert_msg(r.complete, "incomplete: %s", r.incomplete);
 	ck_assert_str_eq(r.incomplete, "");
 	trace_result_free(&r);
 
@@ -454,7 +566,7 @@ START_TEST(parse_spawn_as_observed)
 	struct trace_result r;
 	PARSE(&r, "H 100 99\t/usr/bin/gcc",
 	      "P 100 101 1 8 3 4 5 100755\t/usr/bin/as",
-	      "H 101 100\t/usr/bin/as");
+	      "H 101 100 1 8 3 4 5 100755\t/usr/bin/as");
 	ck_assert_msg(r.complete, "incomplete: %s", r.incomplete);
 	trace_result_free(&r);
 }
@@ -467,9 +579,65 @@ START_TEST(parse_spawn_child_first)
 {
 	struct trace_result r;
 	PARSE(&r, "H 100 99\t/usr/bin/gcc",
-	      "H 101 100\t/usr/bin/as",
+	      "H 101 100 1 8 3 4 5 100755\t/usr/bin/as",
 	      "P 100 101 1 8 3 4 5 100755\t/usr/bin/as");
 	ck_assert_msg(r.complete, "incomplete: %s", r.incomplete);
+	trace_result_free(&r);
+}
+END_TEST
+
+/* kiln-exec's watch (K: the kernel started this image in the pid) must be
+ * answered by that image's own start record, whether or not a hook saw
+ * the exec (execl, fexecve, system(), a raw execve in a static program). */
+START_TEST(parse_kernel_images_must_answer)
+{
+	struct trace_result r;
+	PARSE(&r, "K 101 1 9 3 4 5 100755\t/usr/bin/gcc",
+	      "H 101 100 1 9 3 4 5 100755\t/usr/bin/gcc");
+	ck_assert_msg(r.complete, "incomplete: %s", r.incomplete);
+	ck_assert_ptr_nonnull(find_dep(&r, "/usr/bin/gcc"));
+	trace_result_free(&r);
+
+	/* An image no hook saw start, and that never said hello. */
+	PARSE(&r, "H 100 99 1 9 3 4 5 100755\t/usr/bin/wrapper",
+	      "K 101 1 7 3 4 5 100755\t/opt/static/tool");
+	ck_assert(!r.complete);
+	ck_assert_ptr_nonnull(strstr(r.incomplete, "/opt/static/tool"));
+	ck_assert_ptr_nonnull(find_dep(&r, "/opt/static/tool"));
+	trace_result_free(&r);
+
+	/* Seen by the hook and by the kernel: one start answers both. */
+	PARSE(&r, "X 101 1 9 3 4 5 100755\t/usr/bin/gcc",
+	      "K 101 1 9 3 4 5 100755\t/usr/bin/gcc",
+	      "H 101 100 1 9 3 4 5 100755\t/usr/bin/gcc");
+	ck_assert_msg(r.complete, "incomplete: %s", r.incomplete);
+	trace_result_free(&r);
+
+	/* Each exec in a pid is its own image: two starts for two execs. */
+	PARSE(&r, "K 101 1 9 3 4 5 100755\t/usr/bin/gcc",
+	      "K 101 1 9 3 4 5 100755\t/usr/bin/gcc",
+	      "H 101 100 1 9 3 4 5 100755\t/usr/bin/gcc");
+	ck_assert(!r.complete);
+	trace_result_free(&r);
+
+	/* A watch the kernel refused says so, and changes nothing. */
+	PARSE(&r, "U 0\tOperation not permitted");
+	ck_assert(r.complete);
+	trace_result_free(&r);
+}
+END_TEST
+
+/* A process whose start no hook saw (system(), a raw execve) still names
+ * its program, which is an input. */
+START_TEST(parse_start_names_its_program)
+{
+	struct trace_result r;
+	PARSE(&r, "H 105 100 1 30 3 4 5 100755\t/bin/dash");
+	ck_assert(r.complete);
+	const struct store_dep *d = find_dep(&r, "/bin/dash");
+	ck_assert_ptr_nonnull(d);
+	ck_assert_uint_eq(d->kind, STORE_DEP_FILE);
+	ck_assert_uint_eq(d->ino, 30);
 	trace_result_free(&r);
 }
 END_TEST
@@ -661,12 +829,17 @@ static Suite *trace_suite(void)
 	tcase_add_test(tp, parse_absent_exists);
 	tcase_add_test(tp, parse_probe_error_no_mode);
 	tcase_add_test(tp, parse_written_dropped);
+	tcase_add_test(tp, parse_read_and_written_stays_an_input);
 	tcase_add_test(tp, parse_skipped_paths);
 	tcase_add_test(tp, parse_listed_directories);
 	tcase_add_test(tp, parse_normalizes_paths);
 	tcase_add_test(tp, parse_changed);
 	tcase_add_test(tp, parse_exec_started);
 	tcase_add_test(tp, parse_exec_not_started);
+	tcase_add_test(tp, parse_exec_answered_by_another_image_is_incomplete);
+	tcase_add_test(tp, parse_script_answered_by_its_interpreter);
+	tcase_add_test(tp, parse_start_names_its_program);
+	tcase_add_test(tp, parse_kernel_images_must_answer);
 	tcase_add_test(tp, parse_exec_failed);
 	tcase_add_test(tp, parse_spawn);
 	tcase_add_test(tp, parse_spawn_as_observed);

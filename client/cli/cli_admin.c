@@ -84,8 +84,8 @@ static const struct {
 	{ "imports", F_INT },
 	{ "inputs_changed", F_INT },
 	{ "cancelled", F_INT },
-	{ "depfile_fallbacks", F_INT },
 	{ "uncacheable", F_INT },
+	{ "unobserved", F_INT },
 	{ "variants", F_INT },
 	{ "claims", F_INT },
 	{ "claims_held", F_INT },
@@ -240,8 +240,9 @@ static void print_toolchains(const cJSON *st)
 		else if (cJSON_IsNull(arch))
 			printf(", no default GPU architecture");
 		if (observe)
-			printf(", inputs recorded by %s", strcmp(observe, "preload") == 0
-			       ? "observation (kiln-observe.so)" : "dependency files only");
+			printf(", %s", strcmp(observe, "preload") == 0
+			       ? "inputs recorded by observation (kiln-observe.so)"
+			       : "not observable: builds are served and not cached");
 		putchar('\n');
 	}
 }

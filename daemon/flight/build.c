@@ -531,6 +531,7 @@ static bool build_retry(struct build *b)
 	b->obj_path = NULL;
 	free(b->uncacheable);
 	b->uncacheable = NULL;
+	b->unobserved = false;
 	build_enqueue(b);
 	return true;
 }
@@ -580,13 +581,13 @@ void build_finish(struct build *b)
 	} else if (b->err_code == ERR_NONE && b->uncacheable != NULL) {
 		d->c.builds_ok++;
 		d->c.uncacheable++;
+		d->c.unobserved += b->unobserved;
 		stats_build(d, b->in.req.toolchain, true, b->entry.build_ms);
 		log_warn("built %.16s (%s), served and not cached: %s", b->in.rkey,
 			 b->in.req.label != NULL ? b->in.req.label : "no label", b->uncacheable);
 	} else if (b->err_code == ERR_NONE) {
 		d->c.builds_ok++;
 		stats_build(d, b->in.req.toolchain, true, b->entry.build_ms);
-		d->c.depfile_fallbacks += b->entry.deps_source == STORE_DEPS_DEPFILE;
 		log_info("built %.16s (%s) in %llu ms", b->entry.key,
 			 b->in.req.label != NULL ? b->in.req.label : "no label",
 			 (unsigned long long)b->entry.build_ms);

@@ -87,6 +87,7 @@ struct build {
 	char *obj_path;
 	int fd;                      /* the published object, open, or -1 */
 	char *uncacheable;           /* why it was served and not cached, or NULL */
+	bool unobserved;             /* uncacheable: a program ran unobserved */
 
 	struct tier_flight *up;      /* the tier's state for the flight (build_tier), or NULL */
 	bool from_upstream;          /* fetched from --upstream: no compiler ran */

@@ -1,8 +1,8 @@
 /*
  * What a finished build depends on, on the thread pool before publishing:
- * the trace that kiln-observe.so wrote (daemon/flight/trace.c), or, where the
- * toolchain could not be traced completely, the compiler's and linker's
- * dependency files as well. Every input is checked against the identity
+ * the trace that kiln-observe.so wrote (daemon/flight/trace.c); a build
+ * the toolchain could not be traced completely for is served and not
+ * cached (no other list is complete). Every input is checked against the identity
  * it had when the toolchain opened it, and hashed; an input that changed
  * while the build ran is reported, and the build is not published.
  */
@@ -28,178 +28,6 @@
 #include "trace.h"
 #include "tracedir.h"
 #include "util.h"
-
-#define DEPFILE_MAX ((size_t)16 << 20)
-
-/*
- * Appends one absolute path of a dependency file to deps (deduplicated).
- * Skipped: relative names (the sources, the objects in out/), files inside
- * the build directory (the compiler's temporaries, TMPDIR points there), and
- * the phony "path:" targets that GNU ld writes after the rule.
- */
-static int add_dep(const char *dir, struct table *seen, struct store_dep **deps, size_t *n,
-		   size_t *cap, char *tok)
-{
-	size_t dl = strlen(dir), tl = strlen(tok);
-	if (tok[0] != '/' || tok[tl - 1] == ':' || table_get(seen, tok) != NULL)
-		return 0;
-	if (strncmp(tok, dir, dl) == 0 && tok[dl] == '/')
-		return 0;
-	if (*n == *cap) {
-		size_t ncap = *cap == 0 ? 64 : *cap * 2;
-		struct store_dep *nd = realloc(*deps, ncap * sizeof(*nd));
-		if (nd == NULL)
-			return -ENOMEM;
-		*deps = nd;
-		*cap = ncap;
-	}
-	struct store_dep *dep = &(*deps)[*n];
-	memset(dep, 0, sizeof(*dep));
-	if ((dep->path = strdup(tok)) == NULL || table_put(seen, tok, dep, NULL) != 0) {
-		free(dep->path);
-		return -ENOMEM;
-	}
-	(*n)++;
-	return 0;
-}
-
-/*
- * Parses a make rule as gcc -MD writes it: "target: dep dep \<newline> dep",
- * with "\ " for a space in a name and "$$" for a dollar sign. Relative names
- * are the sources in the build directory, which the key covers already.
- */
-static int parse_make_rule(const char *dir, char *text, size_t len, struct table *seen,
-			   struct store_dep **deps, size_t *n, size_t *cap)
-{
-	int rc = 0;
-	char *p = text;
-	/* Skip the target: up to the first unescaped colon. */
-	while (*p != '\0' && !(*p == ':' && (p == text || p[-1] != '\\')))
-		p++;
-	if (*p == ':')
-		p++;
-	char *tok = malloc(len + 1);
-	size_t tl = 0;
-	for (; tok != NULL && rc == 0; p++) {
-		bool end = *p == '\0' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r';
-		if (*p == '\\' && (p[1] == '\n' || (p[1] == '\r' && p[2] == '\n'))) {
-			end = true;
-			p += p[1] == '\r' ? 2 : 1;
-		} else if (*p == '\\' && (p[1] == ' ' || p[1] == '#' || p[1] == '\\')) {
-			tok[tl++] = *++p;
-			continue;
-		} else if (*p == '$' && p[1] == '$') {
-			tok[tl++] = *++p;
-			continue;
-		}
-		if (!end) {
-			tok[tl++] = *p;
-			continue;
-		}
-		tok[tl] = '\0';
-		if (tl > 0)
-			rc = add_dep(dir, seen, deps, n, cap, tok);
-		tl = 0;
-		if (*p == '\0')
-			break;
-	}
-	if (tok == NULL)
-		rc = -ENOMEM;
-	free(tok);
-	return rc;
-}
-
-/* Undoes make's escapes ("\\ ", "\\#", "\\\\", "$$") in place. */
-static void make_unescape(char *s)
-{
-	char *w = s;
-	for (char *r = s; *r != '\0'; r++) {
-		if ((*r == '\\' && (r[1] == ' ' || r[1] == '#' || r[1] == '\\')) ||
-		    (*r == '$' && r[1] == '$'))
-			r++;
-		*w++ = *r;
-	}
-	*w = '\0';
-}
-
-/*
- * Parses a linker's --dependency-file, one name per line after "target: \":
- * "  path \" lines and phony "path:" rules (GNU ld, lld and mold all write
- * the latter; mold puts its inputs on the first line, so they count). GNU ld
- * escapes nothing, so a space in a path ("My Cache") is part of the name;
- * lld escapes the make way ("\\ "). A name is taken as written when that
- * file exists, else unescaped; a name that exists in neither form is left out.
- */
-static int parse_ld_rule(const char *dir, char *text, struct table *seen,
-			 struct store_dep **deps, size_t *n, size_t *cap)
-{
-	int rc = 0;
-	char *line = strchr(text, '\n');
-	while (rc == 0 && line != NULL) {
-		char *p = line + 1, *end;
-		struct stat st;
-		line = strchr(p, '\n');
-		if (line != NULL)
-			*line = '\0';
-		while (*p == ' ' || *p == '\t')
-			p++;
-		end = p + strlen(p);
-		while (end > p && (end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
-			end--;
-		if (end > p && (end[-1] == '\\' || end[-1] == ':')) {
-			end--;
-			while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
-				end--;
-		}
-		*end = '\0';
-		if (end == p)
-			continue;
-		if (stat(p, &st) != 0) {
-			make_unescape(p);
-			/* Neither form exists: a temporary the driver removed, or
-			 * a name the linker rewrote (lld turns a '\\' into '/');
-			 * it could never be validated, so it would make the entry
-			 * a miss forever. */
-			if (stat(p, &st) != 0) {
-				log_debug("linker input %s does not exist; not a dependency", p);
-				continue;
-			}
-		}
-		rc = add_dep(dir, seen, deps, n, cap, p);
-	}
-	return rc;
-}
-
-int deps_parse_depfile_text(const char *dir, char *text, size_t len, bool ld,
-			    struct store_dep **deps, size_t *n)
-{
-	struct table *seen = table_new();
-	size_t cap = 0;
-	*deps = NULL;
-	*n = 0;
-	if (seen == NULL)
-		return -ENOMEM;
-	int rc = ld ? parse_ld_rule(dir, text, seen, deps, n, &cap)
-		    : parse_make_rule(dir, text, len, seen, deps, n, &cap);
-	table_free(seen, NULL);
-	return rc;
-}
-
-/* Adds the dependencies a depfile lists: gcc's (make rule) or ld's. */
-static int parse_depfile(const char *dir, const char *path, bool ld, struct table *seen,
-			 struct store_dep **deps, size_t *n, size_t *cap)
-{
-	char *text;
-	size_t len;
-	int rc = util_read_file(path, DEPFILE_MAX, &text, &len);
-	if (rc != 0)
-		return rc;
-	rc = ld ? parse_ld_rule(dir, text, seen, deps, n, cap)
-		: parse_make_rule(dir, text, len, seen, deps, n, cap);
-	free(text);
-	return rc;
-}
-
 
 bool deps_search(const char *path, const char *name, char *out, size_t cap)
 {
@@ -343,28 +171,6 @@ int deps_read_trace(const char *dir, const char *token, const char *exec_helper,
 		filter_pseudo(r, cpu_in_key);
 	if (rc == 0 && (rc = add_searches(r)) != 0)
 		trace_result_free(r);   /* nothing half-made goes back */
-	return rc;
-}
-
-/* The dependency files' lists, added to what the trace holds. */
-static int add_depfiles(const struct deps_build *b, struct store_dep **deps, size_t *n, size_t *cap)
-{
-	struct table *seen = table_new();
-	char path[4096];
-	int rc = seen != NULL ? 0 : -ENOMEM;
-	for (size_t i = 0; rc == 0 && i < *n; i++)
-		rc = table_put(seen, (*deps)[i].path, (void *)1, NULL);
-	for (size_t i = 0; rc == 0; i++) {
-		snprintf(path, sizeof(path), "%s/out/dep%zu.d", b->dir, i);
-		if (access(path, F_OK) != 0)
-			break;
-		rc = parse_depfile(b->dir, path, false, seen, deps, n, cap);
-	}
-	/* What the linker read: libraries, archives, linker scripts. */
-	snprintf(path, sizeof(path), "%s/out/link.d", b->dir);
-	if (rc == 0 && access(path, F_OK) == 0)
-		rc = parse_depfile(b->dir, path, true, seen, deps, n, cap);
-	table_free(seen, NULL);
 	return rc;
 }
 
@@ -558,15 +364,22 @@ int deps_collect(const struct deps_build *b, struct store_entry *e, char *why, s
 		return -EAGAIN;
 	}
 	struct store_dep *deps = r.deps;
-	size_t n = r.ndeps, cap_deps = r.ndeps;
-	e->deps_source = traced && r.complete ? STORE_DEPS_OBSERVED : STORE_DEPS_DEPFILE;
-	if (e->deps_source == STORE_DEPS_DEPFILE) {
-		log_warn("build %.16s: %s; its dependencies come from the compiler's dependency "
-			 "files as well", b->rkey, traced ? r.incomplete : "no trace was written");
-		rc = add_depfiles(b, &deps, &n, &cap_deps);
+	size_t n = r.ndeps;
+	e->deps_source = STORE_DEPS_OBSERVED;
+	if (!traced || !r.complete) {
+		/* What a program no hook saw read is unknown: no list (the
+		 * compiler's dependency file least of all, which holds no path
+		 * probed and not found) makes a hit that cannot go wrong. */
+		snprintf(why, cap, "kiln could not observe every program of the toolchain (%s); "
+			 "run the compiler from the wrapper without removing LD_PRELOAD or clearing "
+			 "the environment, and through dynamically linked launchers (not static or Go "
+			 "ones)", traced ? r.incomplete : "no trace was written: is kiln-observe.so "
+			 "next to kiln-exec?");
+		e->deps = deps;
+		e->ndeps = n;
+		return DEPS_UNOBSERVED;
 	}
-	if (rc == 0)
-		rc = settle_all(b, deps, n, why, cap);
+	rc = settle_all(b, deps, n, why, cap);
 	e->deps = deps;
 	e->ndeps = n;
 	if (rc == 0 && r.untrusted[0] != '\0') {

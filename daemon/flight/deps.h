@@ -25,12 +25,15 @@ struct deps_build {
 /* deps_collect: the build read a pseudo-file that decides what it makes
  * and cannot be recorded (pseudo.h): serve it, do not cache it. */
 #define DEPS_UNCACHEABLE 1
+/* deps_collect: a program of the toolchain ran unobserved (static, Go,
+ * LD_PRELOAD removed: trace.h's complete): serve it, do not cache it. */
+#define DEPS_UNOBSERVED 2
 
 /*
- * Fills e->deps and e->deps_source from the build's trace (and its
- * dependency files where the trace is incomplete), each checked and
- * hashed. Returns 0; DEPS_UNCACHEABLE with a sentence in why (the
- * dependencies filled all the same); -EAGAIN with a sentence in why when an
+ * Fills e->deps and e->deps_source from the build's trace, each checked
+ * and hashed. Returns 0; DEPS_UNCACHEABLE or DEPS_UNOBSERVED with a
+ * sentence in why (the dependencies filled all the same, unchecked for
+ * DEPS_UNOBSERVED); -EAGAIN with a sentence in why when an
  * input changed while the build ran; -EBADMSG when something else wrote into the trace;
  * or another negative errno.
  */
@@ -46,15 +49,6 @@ int deps_collect(const struct deps_build *b, struct store_entry *e, char *why, s
 int deps_read_trace(const char *dir, const char *token, const char *exec_helper,
 		    bool cpu_in_key, struct trace_result *r, bool *have);
 
-/*
- * The absolute paths a dependency file lists (text, len bytes, changed in
- * place): gcc's make rule (ld false) or a linker's --dependency-file (ld
- * true; only names that exist, as written or unescaped). Relative names and
- * files under dir are left out; duplicates once. *deps malloc'd, each path
- * malloc'd, *n entries. 0 or -ENOMEM. (add_depfiles' reader, for tests.)
- */
-int deps_parse_depfile_text(const char *dir, char *text, size_t len, bool ld,
-			    struct store_dep **deps, size_t *n);
 /*
  * Checks a dependency recorded on another node (put, upstream) against
  * this node: a file's content, a found path's type and permissions, a

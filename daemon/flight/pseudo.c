@@ -121,6 +121,13 @@ enum pseudo_kind pseudo_by_stat(const char *path, const struct stat *st, long fs
 			*why = "a device that gives nothing, zeros or random bytes";
 			return PSEUDO_HARMLESS;
 		}
+		/* The controlling terminal: a compiler runs in a session of
+		 * its own, with none, so opening it fails (bash tries it for
+		 * job control) and nothing can be read from it. */
+		if (ma == 5 && mi == 0) {
+			*why = "the controlling terminal, which compiler runs have none of";
+			return PSEUDO_HARMLESS;
+		}
 		/* NVIDIA's devices (195; nvidia-uvm and -caps have dynamic
 		 * numbers, under their names in /dev). */
 		if (ma == 195 || strncmp(path, "/dev/nvidia", 11) == 0) {

@@ -234,7 +234,8 @@ static void publish_work(void *arg)
 	uint64_t t0 = util_now_ns();
 	int rc = deps_collect(&db, &b->entry, why, sizeof(why));
 	uint64_t t_deps = util_now_ns();
-	if (rc == DEPS_UNCACHEABLE) {
+	if (rc == DEPS_UNCACHEABLE || rc == DEPS_UNOBSERVED) {
+		b->unobserved = rc == DEPS_UNOBSERVED;
 		serve_unindexed(b, why);
 		return;
 	}

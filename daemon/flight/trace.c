@@ -60,9 +60,10 @@ static bool parse_rec(char *s, const char *token, struct rec *r)
 	for (p = end; *p == ' ' && r->nf < 7;) {
 		/* Modes are octal; every other field is decimal. */
 		bool octal = (r->kind == REC_STAT && r->nf == 0) ||
-			     ((r->kind == REC_OPEN || r->kind == REC_EXEC || r->kind == REC_LOAD || r->kind == REC_LISTING) &&
+			     ((r->kind == REC_OPEN || r->kind == REC_EXEC || r->kind == REC_LOAD ||
+			       r->kind == REC_LISTING || r->kind == REC_INTERP || r->kind == REC_IMAGE) &&
 			      r->nf == 5) ||
-			     (r->kind == REC_SPAWN && r->nf == 6);
+			     ((r->kind == REC_SPAWN || r->kind == REC_HELLO) && r->nf == 6);
 		r->f[r->nf] = strtoll(p + 1, &end, octal ? 8 : 10);
 		if (end == p + 1)
 			return false;
@@ -120,7 +121,15 @@ bool trace_normalize(const char *in, const char *bdir, char *out, size_t cap)
 struct builder {
 	struct table *index;      /* path (or "$NAME") -> 1 + position in deps */
 	struct table *written;    /* paths the toolchain wrote: outputs */
-	struct table *pending;    /* pid -> execs (X, P) minus starts (H) and failures (F) */
+	struct table *read;       /* paths it read, ran or loaded: inputs, written or not */
+	/* "pid dev ino" -> images expected to start (X, P, I) minus those
+	 * that started (H) and execs that failed (F) */
+	struct table *pending;
+	struct table *last;       /* pid -> the image its last exec or spawn expects */
+	/* "pid dev ino" -> images the kernel started (K, kiln-exec's watch)
+	 * minus those that started observed (H) */
+	struct table *kernel;
+	struct table *names;      /* an expected image's key -> its path, for the log */
 	struct trace_result *r;
 	size_t cap;
 };
@@ -264,25 +273,109 @@ static int add_env(struct builder *b, const struct rec *r, trace_env_fn env)
 }
 
 /*
- * Each exec (X) and spawn (P) of a pid must be answered by a start record
- * (H) of that pid, or by a failure (F): counted per pid, in any order (the
- * records of a process and of its child are in different files).
+ * Each exec (X) and spawn (P) of a pid expects an image to start in that
+ * pid: the program itself, or the interpreter its `#!` line names (I
+ * records, which replace what the last X or P of the pid expects). Each
+ * must be answered by a start record (H) of that pid that names the same
+ * file (device and inode), or by a failure (F): counted per pid and image,
+ * in any order (the records of a process and of its child are in
+ * different files). A program that runs without the interposer (a static
+ * launcher) and then execs an observed compiler in the same pid leaves
+ * its own image unanswered: the compiler's start names another file.
  */
-static void pend(struct builder *b, long pid, int delta)
+static void image_key(char *key, size_t cap, long pid, long long dev, long long ino)
 {
-	char key[32];
-	snprintf(key, sizeof(key), "%ld", pid);
-	intptr_t n = (intptr_t)table_get(b->pending, key) + delta;
-	if (n == 0)
-		table_del(b->pending, key);
-	else
-		table_put(b->pending, key, (void *)n, NULL);
+	snprintf(key, cap, "%ld %lld %lld", pid, dev, ino);
 }
+
+static int count(struct table *t, const char *key, int delta)
+{
+	intptr_t n = (intptr_t)table_get(t, key) + delta;
+	if (n == 0) {
+		table_del(t, key);
+		return 0;
+	}
+	return table_put(t, key, (void *)n, NULL) == 0 ? 0 : -ENOMEM;
+}
+
+static int pend(struct builder *b, const char *key, int delta)
+{
+	return count(b->pending, key, delta);
+}
+
+/* The path an expected image's key stands for, for the log. */
+static int name_image(struct builder *b, const char *key, const char *path)
+{
+	char *name;
+	if (table_get(b->names, key) != NULL)
+		return 0;
+	if ((name = strdup(path)) == NULL || table_put(b->names, key, name, NULL) != 0) {
+		free(name);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* What pid's newest exec or spawn expects to start: key, or nothing. */
+static int set_last(struct builder *b, long pid, const char *key)
+{
+	char p[32], *dup = NULL;
+	snprintf(p, sizeof(p), "%ld", pid);
+	free(table_del(b->last, p));
+	if (key != NULL && ((dup = strdup(key)) == NULL || table_put(b->last, p, dup, NULL) != 0)) {
+		free(dup);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static const char *last_of(const struct builder *b, long pid)
+{
+	char p[32];
+	snprintf(p, sizeof(p), "%ld", pid);
+	return table_get(b->last, p);
+}
+
+/* An image (path) is expected to start in pid (X, P, I): its H is due. */
+static int expect_image(struct builder *b, long pid, long long dev, long long ino, const char *path)
+{
+	char key[96];
+	image_key(key, sizeof(key), pid, dev, ino);
+	int rc = pend(b, key, +1);
+	if (rc == 0)
+		rc = name_image(b, key, path);
+	return rc == 0 ? set_last(b, pid, key) : rc;
+}
+
+/* The last exec or spawn of pid runs an interpreter instead (I), or
+ * nothing at all (F: dev and ino NULL). */
+static int replace_image(struct builder *b, long pid, const long long *dev, const long long *ino,
+			 const char *path)
+{
+	const char *last = last_of(b, pid);
+	int rc = last != NULL ? pend(b, last, -1) : 0;
+	if (rc != 0)
+		return rc;
+	if (dev == NULL || last == NULL)
+		return set_last(b, pid, NULL);
+	return expect_image(b, pid, *dev, *ino, path);
+}
+
+struct unanswered {
+	const struct builder *b;
+	size_t n;
+	const char *first;   /* the path of one of them */
+};
 
 static void count_pending(const char *key, void *val, void *arg)
 {
-	size_t *n = arg;
-	*n += (intptr_t)val > 0;
+	struct unanswered *u = arg;
+	if ((intptr_t)val <= 0)
+		return;
+	u->n++;
+	const char *name = table_get(u->b->names, key);
+	if (u->first == NULL || (name != NULL && strcmp(name, u->first) < 0))
+		u->first = name;
 }
 
 static bool skipped(const char *path, const char *const *skip)
@@ -298,20 +391,51 @@ static int take(struct builder *b, struct rec *r, const char *bdir, const char *
 		trace_env_fn env)
 {
 	char path[PATH_MAX + 8];
+	char key[96];
+	int rc;
 	switch (r->kind) {
 	case REC_HELLO:
-		pend(b, r->pid, -1);
+		/* Without the image's identity it answers no exec. */
+		if (r->nf != 7)
+			return 0;
+		image_key(key, sizeof(key), r->pid, r->f[1], r->f[2]);
+		if ((rc = pend(b, key, -1)) != 0 || (rc = count(b->kernel, key, -1)) != 0)
+			return rc;
+		/* The program this process runs is an input like any it read,
+		 * whoever started it (an exec no hook saw, system()). */
+		memmove(r->f, r->f + 1, 6 * sizeof(r->f[0]));
+		r->nf = 6;
+		r->kind = REC_EXEC;
 		break;
 	case REC_EXEC_FAILED:
-		pend(b, r->pid, -1);
-		return 0;
+		return replace_image(b, r->pid, NULL, NULL, NULL);
+	case REC_IMAGE:
+		/* The kernel's word: this image ran in the pid, however it was
+		 * started; an input, and its own start record is due. */
+		if (r->nf != 6)
+			return 0;
+		image_key(key, sizeof(key), r->pid, r->f[0], r->f[1]);
+		if ((rc = count(b->kernel, key, +1)) != 0 || (rc = name_image(b, key, r->path)) != 0)
+			return rc;
+		r->kind = REC_EXEC;
+		break;
+	case REC_UNWATCHED:
+		return 0; /* the hooks' records alone tell what ran */
 	case REC_SPAWN:
 		if (r->nf != 7)
 			return 0;
-		pend(b, (long)r->f[0], +1);
+		if ((rc = expect_image(b, (long)r->f[0], r->f[1], r->f[2], r->path)) != 0)
+			return rc;
 		/* The program it runs, with its identity, as for X. */
 		memmove(r->f, r->f + 1, 6 * sizeof(r->f[0]));
 		r->nf = 6;
+		r->kind = REC_EXEC;
+		break;
+	case REC_INTERP:
+		if (r->nf != 6)
+			return 0;
+		if ((rc = replace_image(b, r->pid, &r->f[0], &r->f[1], r->path)) != 0)
+			return rc;
 		r->kind = REC_EXEC;
 		break;
 	case REC_INCOMPLETE:
@@ -322,7 +446,10 @@ static int take(struct builder *b, struct rec *r, const char *bdir, const char *
 		return add_env(b, r, env);
 	case REC_EXEC:
 		/* The exec'ing process starts anew: its next start record is due. */
-		pend(b, r->pid, +1);
+		if (r->nf != 6)
+			return 0;
+		if ((rc = expect_image(b, r->pid, r->f[0], r->f[1], r->path)) != 0)
+			return rc;
 		break;
 	case REC_OPEN: case REC_LOAD: case REC_LISTING:
 		if (r->nf != 6)
@@ -333,14 +460,13 @@ static int take(struct builder *b, struct rec *r, const char *bdir, const char *
 	default:
 		return 0;
 	}
-	if ((r->kind == REC_EXEC && r->nf != 6) || r->kind == REC_HELLO)
-		return 0;
 	if (!trace_normalize(r->path, bdir, path, sizeof(path)) || skipped(path, skip))
 		return 0;
-	if (r->kind == REC_WRITE) {
-		table_put(b->written, path, (void *)1, NULL);
-		return 0;
-	}
+	if (r->kind == REC_WRITE)
+		return table_put(b->written, path, (void *)1, NULL) == 0 ? 0 : -ENOMEM;
+	if ((r->kind == REC_OPEN || r->kind == REC_EXEC || r->kind == REC_LOAD || r->kind == REC_LISTING) &&
+	    table_put(b->read, path, (void *)1, NULL) != 0)
+		return -ENOMEM;
 	if (r->kind == REC_FAILED) {
 		/* Found but not readable (EACCES, ELOOP): its errno is no mode. */
 		r->kind = REC_STAT;
@@ -349,13 +475,16 @@ static int take(struct builder *b, struct rec *r, const char *bdir, const char *
 	return add_file(b, path, r);
 }
 
-/* Drops what the toolchain wrote itself: an output is not an input. */
+/* Drops what the toolchain wrote itself and never read: an output is not
+ * an input, but a file that was read stays one whatever else was done to
+ * it (a wrapper that reads its flags file and touches it). */
 static void drop_written(struct builder *b)
 {
 	size_t w = 0;
 	for (size_t i = 0; i < b->r->ndeps; i++) {
 		struct store_dep *d = &b->r->deps[i];
-		if (d->kind != STORE_DEP_ENV && table_get(b->written, d->path) != NULL) {
+		if (d->kind != STORE_DEP_ENV && table_get(b->written, d->path) != NULL &&
+		    table_get(b->read, d->path) == NULL) {
 			free(d->path);
 			continue;
 		}
@@ -372,9 +501,14 @@ int trace_parse(const char *text, size_t len, const char *token, const char *bdi
 	out->complete = true;
 	b.index = table_new();
 	b.written = table_new();
+	b.read = table_new();
 	b.pending = table_new();
+	b.last = table_new();
+	b.names = table_new();
+	b.kernel = table_new();
 	char *copy = malloc(len + 1);
-	int rc = b.index != NULL && b.written != NULL && b.pending != NULL && copy != NULL ? 0 : -ENOMEM;
+	int rc = b.index != NULL && b.written != NULL && b.read != NULL && b.pending != NULL &&
+		 b.last != NULL && b.names != NULL && b.kernel != NULL && copy != NULL ? 0 : -ENOMEM;
 	if (copy != NULL) {
 		memcpy(copy, text, len);
 		copy[len] = '\0';
@@ -398,20 +532,27 @@ int trace_parse(const char *text, size_t len, const char *token, const char *bdi
 		out->records++;
 		rc = take(&b, &r, bdir, skip, env);
 	}
-	size_t untraced = 0;
-	if (rc == 0)
-		table_foreach(b.pending, count_pending, &untraced);
-	if (rc == 0 && out->complete && untraced > 0) {
+	struct unanswered u = { .b = &b };
+	if (rc == 0) {
+		table_foreach(b.pending, count_pending, &u);
+		table_foreach(b.kernel, count_pending, &u);
+	}
+	if (rc == 0 && out->complete && u.n > 0) {
 		out->complete = false;
 		snprintf(out->incomplete, sizeof(out->incomplete),
-			 "%zu program(s) of the toolchain ran without the interposer (statically "
-			 "linked, or started with a cleared environment)", untraced);
+			 "%.300s%s ran without kiln's interposer (a statically linked program, a Go "
+			 "program, or one started with LD_PRELOAD removed or a cleared environment)",
+			 u.first != NULL ? u.first : "a program", u.n > 1 ? " (and others)" : "");
 	}
 	if (rc == 0)
 		drop_written(&b);
 	table_free(b.index, NULL);
 	table_free(b.written, NULL);
+	table_free(b.read, NULL);
 	table_free(b.pending, NULL);
+	table_free(b.last, free);
+	table_free(b.names, free);
+	table_free(b.kernel, NULL);
 	free(copy);
 	if (rc != 0)
 		trace_result_free(out);

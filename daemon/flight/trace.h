@@ -19,11 +19,13 @@ struct trace_result {
 	                          * (dev, ino, size, mtime, ctime, mode; an
 	                          * access() probe has mode 0) */
 	size_t ndeps;
-	/* Every process of the toolchain was traced: each exec was followed by
-	 * the new program's own start record (a static program, or one started
-	 * with a cleared environment, leaves none). */
+	/* Every process of the toolchain was traced: each exec was answered
+	 * by the start record of the image it runs (the program, or its `#!`
+	 * interpreter), naming that file; a static program, or one started
+	 * with LD_PRELOAD removed, leaves none, and a program known to bypass
+	 * libc (Go) says so. */
 	bool complete;
-	char incomplete[256];    /* why not, for the log and `kiln show` */
+	char incomplete[512];    /* why not, for the log and the error */
 	/* A path seen in two states during the build (found and missing, or
 	 * opened with two identities): an input changed while the build ran. */
 	char changed[512];

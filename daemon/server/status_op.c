@@ -61,7 +61,7 @@ static void add_gpus(const struct kilnd *d, cJSON *r)
 /* How a toolchain's builds record what they read (docs/design.md). */
 static const char *observe_mechanism(const struct kilnd *d, const struct toolchain *tc)
 {
-	return d->observe_lib != NULL && tc->dynamic ? "preload" : "depfile";
+	return d->observe_lib != NULL && tc->dynamic ? "preload" : "none";
 }
 
 struct tc_list {

@@ -80,7 +80,7 @@ out=$(LD_LIBRARY_PATH=$libdir "$tmp/client" "$sock" 2>&1) || { cat "$tmp/kilnd.l
 # The installed daemon records builds by observation, not dependency files.
 st=$(LD_LIBRARY_PATH=$libdir "$bindir/kiln" --socket "$sock" status) || fail "kiln status"
 grep -q "inputs recorded by observation" <<<"$st" || fail "the installed kilnd does not observe: $st"
-grep -q "^depfile only: *0" <<<"$st" || fail "a build fell back to dependency files: $st"
+grep -q "^not observed: *0" <<<"$st" || fail "a build ran a program kiln could not observe: $st"
 LD_LIBRARY_PATH=$libdir "$bindir/kiln" --socket "$sock" stop >/dev/null || fail "kiln stop"
 wait "$kilnd_pid"
 kilnd_pid=

@@ -310,7 +310,7 @@ START_TEST(status_and_show_name_the_mechanism)
 	cJSON *st = harness_status();
 	const cJSON *tcs = cJSON_GetObjectItemCaseSensitive(st, "toolchains");
 	ck_assert_str_eq(harness_str(cJSON_GetArrayItem(tcs, 0), "observe"), "preload");
-	ck_assert_int_eq(harness_num(st, "depfile_fallbacks"), 0);
+	ck_assert_int_eq(harness_num(st, "unobserved"), 0);
 	cJSON_Delete(st);
 
 	cJSON *ls = harness_cli_json("ls", NULL);
@@ -338,37 +338,6 @@ START_TEST(status_and_show_name_the_mechanism)
 }
 END_TEST
 
-/* A compiler that escapes the interposer (here: started with LD_PRELOAD
- * removed, as a static program would be) leaves no start record: the
- * build falls back to the dependency files, says so, and a header change
- * is still a miss. */
-START_TEST(untraced_compiler_falls_back_to_dependency_files)
-{
-	char inc[HARNESS_PATH], hdr[HARNESS_PATH], wrapper[HARNESS_PATH], tc[HARNESS_PATH + 8];
-	struct oreq r;
-
-	make_dir(inc, "inc");
-	write_header(harness_path(hdr, "inc/h.h"), 1);
-	write_script(harness_path(wrapper, "cc-untraced"),
-		     "#!/bin/sh\nexec env -u LD_PRELOAD /usr/bin/cc \"$@\"\n");
-	oreq_program(&r, inc);
-	start_with_wrapper(wrapper, tc, sizeof(tc));
-	expect_twice(&r, 1, 1, "first request");
-	cJSON *st = harness_status();
-	ck_assert_int_eq(harness_num(st, "depfile_fallbacks"), 1);
-	cJSON_Delete(st);
-	cJSON *ls = harness_cli_json("ls", NULL);
-	cJSON *e = harness_cli_json("show", harness_str(cJSON_GetArrayItem(ls, 0), "key"), NULL);
-	ck_assert_str_eq(harness_str(e, "deps_source"), "depfile");
-	cJSON_Delete(e);
-	cJSON_Delete(ls);
-	write_header(hdr, 2);
-	expect(&r, 2, 2, "after changing h.h");
-	oreq_free(&r);
-	harness_stop();
-}
-END_TEST
-
 /* Adds a test case holding one test (see harness_tcase). */
 int main(void)
 {
@@ -378,6 +347,5 @@ int main(void)
 	harness_add(s, "put_empty_deps", put_with_empty_deps_is_refused, 90);
 	harness_add(s, "put_unloadable", put_of_an_artifact_that_does_not_load_is_refused, 90);
 	harness_add(s, "mechanism", status_and_show_name_the_mechanism, 90);
-	harness_add(s, "untraced", untraced_compiler_falls_back_to_dependency_files, 90);
 	return harness_main(s);
 }

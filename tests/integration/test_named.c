@@ -29,6 +29,51 @@ static int build_with(const char *compiler, const char *src, char **out, char **
 	return harness_cli(out, err, "build", "--compiler", compiler, src, NULL);
 }
 
+/* A script at path, mode 0755. */
+static void script(const char *path, const char *text)
+{
+	harness_write_file(path, text);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+}
+
+/* A linker at <dir>/<rel> that notes each run of it in <dir>/<mark>
+ * (its arguments, a line per run) and then is /usr/bin/ld. */
+static void noting_linker(const char *rel, const char *mark, char path[HARNESS_PATH])
+{
+	char m[HARNESS_PATH], text[2 * HARNESS_PATH];
+	snprintf(text, sizeof(text), "#!/bin/sh\necho \"$@\" >> %s\nexec /usr/bin/ld \"$@\"\n",
+		 harness_path(m, "%s", mark));
+	script(harness_path(path, "%s", rel), text);
+}
+
+/* <dir>/opt/<name>/bin/g++: g++, but for -print-prog-name=ld, which prints
+ * printed (the linker whose --help the identification reads). */
+static void compiler_printing_ld(const char *name, const char *printed, char cxx[HARNESS_PATH])
+{
+	char dir[HARNESS_PATH], text[2 * HARNESS_PATH];
+	mkdir(harness_path(dir, "opt"), 0755);
+	ck_assert_int_eq(mkdir(harness_path(dir, "opt/%s", name), 0755), 0);
+	ck_assert_int_eq(mkdir(harness_path(dir, "opt/%s/bin", name), 0755), 0);
+	snprintf(text, sizeof(text), "#!/bin/sh\nif [ \"$1\" = -print-prog-name=ld ]; then\n"
+		 "\techo '%s'\n\texit 0\nfi\nexec /usr/bin/g++ \"$@\"\n", printed);
+	script(harness_path(cxx, "opt/%s/bin/g++", name), text);
+}
+
+/* Builds src with the compiler at cxx: refused with a message saying
+ * want, or (want NULL) built. */
+static void build_expecting(const char *cxx, const char *src, const char *want)
+{
+	char *out, *err;
+	int rc = build_with(cxx, src, &out, &err);
+	if (want == NULL)
+		ck_assert_msg(rc == 0, "%s: not built: %s", cxx, err);
+	else
+		ck_assert_msg(rc != 0 && harness_contains(err, want),
+			      "%s: not refused for \"%s\": %s%s", cxx, want, out, err);
+	free(out);
+	free(err);
+}
+
 /* A module compiler, a source, kilnd started, and one build with them. */
 static void start_and_build_once(char cxx[HARNESS_PATH], char src[HARNESS_PATH])
 {
@@ -351,6 +396,168 @@ START_TEST(renamed_driver_behind_a_wrapper_is_gcc)
 }
 END_TEST
 
+/*
+ * A program whose --version names no compiler is refused before kilnd runs
+ * it with anything else (before, it was run with -print-search-dirs and
+ * -print-prog-name=ld first, and what it printed with --help).
+ */
+START_TEST(non_compiler_is_refused_before_any_other_probe)
+{
+	char dir[HARNESS_PATH], cc[HARNESS_PATH], log[HARNESS_PATH], src[HARNESS_PATH];
+	char text[2 * HARNESS_PATH];
+	source(src);
+	ck_assert_int_eq(mkdir(harness_path(dir, "tool"), 0755), 0);
+	snprintf(text, sizeof(text), "#!/bin/sh\necho \"$*\" >> %s\necho 'frobnicate 2.1'\n",
+		 harness_path(log, "tool.log"));
+	script(harness_path(cc, "tool/cc"), text);
+	harness_start(NULL);
+	build_expecting(cc, src, "names no C, C++ or CUDA compiler");
+	char *ran = harness_read_file(log);
+	ck_assert_msg(ran != NULL && strcmp(ran, "--version\n") == 0,
+		      "the program was run with more than --version:\n%s", ran);
+	free(ran);
+	ck_assert_int_eq(builds(), 0);
+	harness_stop();
+}
+END_TEST
+
+/*
+ * The linker a compiler prints for -print-prog-name=ld, whose --help kilnd
+ * reads, passes the rules a named compiler passes before it runs: another
+ * user's program, one in a directory others may write, a link another
+ * user owns, a bare name found along PATH that is another user's, and a
+ * relative path are refused and never run; a linker that is not there is
+ * not run either, and one that passes runs. Before, kilnd ran whatever
+ * the program printed, as its own user.
+ */
+START_TEST(linker_the_driver_prints_passes_the_rules_before_it_runs)
+{
+	char src[HARNESS_PATH], dir[HARNESS_PATH], cxx[HARNESS_PATH], ld[HARNESS_PATH];
+	char mark[HARNESS_PATH], path_env[HARNESS_PATH + 32];
+	bool root = geteuid() == 0;
+	source(src);
+	ck_assert_int_eq(mkdir(harness_path(dir, "tools"), 0755), 0);
+	ck_assert_int_eq(mkdir(harness_path(dir, "pathbin"), 0755), 0);
+	snprintf(path_env, sizeof(path_env), "PATH=%s:/usr/bin:/bin", dir);
+	harness_start_env(NULL, (const char *const[]){ path_env, NULL });
+
+	/* The rules hold: it runs, with --help. */
+	noting_linker("tools/ld", "ok.ran", ld);
+	compiler_printing_ld("ok", ld, cxx);
+	build_expecting(cxx, src, NULL);
+	char *ran = harness_read_file(harness_path(mark, "ok.ran"));
+	ck_assert_msg(ran != NULL && harness_contains(ran, "--help"), "the linker did not run");
+	free(ran);
+
+	/* In a directory others may write (no sticky bit). */
+	ck_assert_int_eq(mkdir(harness_path(dir, "open"), 0777), 0);
+	ck_assert_int_eq(chmod(dir, 0777), 0);
+	noting_linker("open/ld", "open.ran", ld);
+	compiler_printing_ld("open", ld, cxx);
+	build_expecting(cxx, src, "writable by group or others");
+	ck_assert_msg(!harness_exists(harness_path(mark, "open.ran")), "it ran");
+
+	/* A relative path, and one that is not there. */
+	compiler_printing_ld("relative", "tools/ld", cxx);
+	build_expecting(cxx, src, "relative");
+	compiler_printing_ld("missing", harness_path(ld, "tools/none"), cxx);
+	build_expecting(cxx, src, NULL);
+
+	if (root) {
+		/* Another user's program. */
+		noting_linker("tools/theirs", "theirs.ran", ld);
+		ck_assert_int_eq(chown(ld, 65534, 65534), 0);
+		compiler_printing_ld("theirs", ld, cxx);
+		build_expecting(cxx, src, "belongs to uid 65534");
+		ck_assert_msg(!harness_exists(harness_path(mark, "theirs.ran")), "it ran");
+
+		/* A link another user owns, to a linker that passes. */
+		char link[HARNESS_PATH];
+		noting_linker("tools/ld2", "ld2.ran", ld);
+		ck_assert_int_eq(symlink(ld, harness_path(link, "tools/link-ld")), 0);
+		ck_assert_int_eq(lchown(link, 65534, 65534), 0);
+		compiler_printing_ld("link", link, cxx);
+		build_expecting(cxx, src, "belongs to uid 65534");
+		ck_assert_msg(!harness_exists(harness_path(mark, "ld2.ran")), "it ran");
+
+		/* A bare name, found along kilnd's PATH: another user's. */
+		noting_linker("pathbin/kiln-test-ld", "bare.ran", ld);
+		ck_assert_int_eq(chown(ld, 65534, 65534), 0);
+		compiler_printing_ld("bare", "kiln-test-ld", cxx);
+		build_expecting(cxx, src, "belongs to uid 65534");
+		ck_assert_msg(!harness_exists(harness_path(mark, "bare.ran")), "it ran");
+	}
+	harness_stop();
+}
+END_TEST
+
+/* A fake nvcc at <dir>/cuda/bin/nvcc: its --version is NVIDIA's, and it
+ * builds nothing. */
+static void fake_nvcc(char nvcc[HARNESS_PATH])
+{
+	char dir[HARNESS_PATH];
+	ck_assert_int_eq(mkdir(harness_path(dir, "cuda"), 0755), 0);
+	ck_assert_int_eq(mkdir(harness_path(dir, "cuda/bin"), 0755), 0);
+	script(harness_path(nvcc, "cuda/bin/nvcc"),
+	       "#!/bin/sh\nif [ \"$1\" = --version ]; then\n\techo 'nvcc: NVIDIA (R) Cuda compiler "
+	       "driver'\n\techo 'Cuda compilation tools, release 12.4, V12.4.131'\n\texit 0\nfi\n"
+	       "exit 1\n");
+}
+
+/*
+ * nvcc's host compiler passes the rules of a named compiler before the
+ * identification runs it: one named whose --version is no compiler is
+ * refused before anything else is asked of it, and one kilnd's
+ * NVCC_CCBIN names that another user owns is not run for it. Before, both
+ * were run with --version and -print-search-dirs, and the first was taken.
+ */
+START_TEST(host_compiler_passes_the_rules_before_it_runs)
+{
+	char nvcc[HARNESS_PATH], host[HARNESS_PATH], log[HARNESS_PATH], src[HARNESS_PATH];
+	char theirs[HARNESS_PATH], theirs_log[HARNESS_PATH], text[2 * HARNESS_PATH];
+	char ccbin_env[HARNESS_PATH + 16], dir[HARNESS_PATH], *out, *err;
+	harness_write_file(harness_path(src, "k.cu"), "__global__ void k(void) {}\n");
+	fake_nvcc(nvcc);
+	ck_assert_int_eq(mkdir(harness_path(dir, "host"), 0755), 0);
+	snprintf(text, sizeof(text), "#!/bin/sh\necho \"$*\" >> %s\necho 'frobnicate 2.1'\n",
+		 harness_path(log, "host.log"));
+	script(harness_path(host, "host/cc"), text);
+	snprintf(text, sizeof(text), "#!/bin/sh\necho \"$*\" >> %s\nexec /usr/bin/gcc \"$@\"\n",
+		 harness_path(theirs_log, "theirs.log"));
+	script(harness_path(theirs, "host/theirs-gcc"), text);
+	bool root = geteuid() == 0;
+	if (root)
+		ck_assert_int_eq(chown(theirs, 65534, 65534), 0);
+	snprintf(ccbin_env, sizeof(ccbin_env), "NVCC_CCBIN=%s", theirs);
+	harness_start_env((const char *const[]){ "--cuda-arch", "sm_80", NULL },
+			  (const char *const[]){ ccbin_env, NULL });
+
+	ck_assert_int_ne(harness_cli(&out, &err, "build", "--compiler", nvcc, "--host-compiler", host,
+				     src, NULL), 0);
+	ck_assert_msg(harness_contains(err, "names no C, C++ or CUDA compiler"), "%s%s", out, err);
+	free(out);
+	free(err);
+	char *ran = harness_read_file(log);
+	ck_assert_msg(ran != NULL && strcmp(ran, "--version\n") == 0,
+		      "the host compiler was run with more than --version:\n%s", ran);
+	free(ran);
+	if (root) {
+		/* A configured nvcc ran it at start-up (the owner's choice);
+		 * the named one must not run it again. */
+		char *before = harness_read_file(theirs_log);
+		build_expecting(nvcc, src, "belongs to uid 65534");
+		char *after = harness_read_file(theirs_log);
+		ck_assert_msg((before == NULL && after == NULL) ||
+			      (before != NULL && after != NULL && strcmp(before, after) == 0),
+			      "NVCC_CCBIN's program ran for the named nvcc:\n%s", after);
+		free(before);
+		free(after);
+	}
+	ck_assert_int_eq(builds(), 0);
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("named");
@@ -363,5 +570,8 @@ int main(void)
 	harness_add(s, "hanging", hanging_compilers_do_not_hold_the_pool, 200);
 	harness_add(s, "warm", warm_manifest_names_a_compiler, 120);
 	harness_add(s, "renamed_driver", renamed_driver_behind_a_wrapper_is_gcc, 120);
+	harness_add(s, "non_compiler_first", non_compiler_is_refused_before_any_other_probe, 120);
+	harness_add(s, "printed_linker", linker_the_driver_prints_passes_the_rules_before_it_runs, 180);
+	harness_add(s, "host_rules", host_compiler_passes_the_rules_before_it_runs, 120);
 	return harness_main(s);
 }

@@ -224,6 +224,72 @@ START_TEST(admitted_user_names_compilers_only_under_toolchain_dir)
 }
 END_TEST
 
+/* A script at <dir>/<rel>, mode 0755. */
+static void script_at(const char *rel, const char *text, char path[HARNESS_PATH])
+{
+	harness_write_file(harness_path(path, "%s", rel), text);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+}
+
+/*
+ * For a user kilnd admits, every program the identification runs lies
+ * under a --toolchain-dir, as the compiler named does: the linker the
+ * site's compiler prints for -print-prog-name=ld (whose --help kilnd reads)
+ * is not run when it lies elsewhere, and the compiler is used without
+ * that probe; the owner's identification of the same compiler runs it.
+ * nvcc named without a host compiler is refused when the host it would
+ * run (gcc on PATH) lies outside, as that host named would be.
+ */
+START_TEST(programs_the_identification_runs_for_an_admitted_user_lie_under_toolchain_dir)
+{
+	char site[HARNESS_PATH], cxx[HARNESS_PATH], ld[HARNESS_PATH], mark[HARNESS_PATH];
+	char nvcc[HARNESS_PATH], src[HARNESS_PATH], cu[HARNESS_PATH], dir[HARNESS_PATH];
+	char text[3 * HARNESS_PATH], *out, *err, *ran;
+	struct run_as r;
+
+	open_test_dir();
+	ck_assert_int_eq(mkdir(harness_path(site, "site"), 0755), 0);
+	ck_assert_int_eq(mkdir(harness_path(dir, "site/bin"), 0755), 0);
+	ck_assert_int_eq(mkdir(harness_path(dir, "elsewhere"), 0755), 0);
+	snprintf(text, sizeof(text), "#!/bin/sh\necho \"$@\" >> %s\nexec /usr/bin/ld \"$@\"\n",
+		 harness_path(mark, "ld.ran"));
+	script_at("elsewhere/ld", text, ld);
+	snprintf(text, sizeof(text), "#!/bin/sh\nif [ \"$1\" = -print-prog-name=ld ]; then\n"
+		 "\techo %s\n\texit 0\nfi\nexec /usr/bin/g++ \"$@\"\n", ld);
+	script_at("site/bin/g++", text, cxx);
+	script_at("site/bin/nvcc", "#!/bin/sh\nif [ \"$1\" = --version ]; then\n\techo 'Cuda "
+		  "compilation tools, release 12.4, V12.4.131'\n\texit 0\nfi\nexit 1\n", nvcc);
+	harness_write_file(harness_path(src, "p.cpp"), "extern \"C\" int f(void) { return 5; }\n");
+	harness_write_file(harness_path(cu, "k.cu"), "__global__ void k(void) {}\n");
+	ck_assert_int_eq(chmod(src, 0644), 0);
+	ck_assert_int_eq(chmod(cu, 0644), 0);
+	harness_start("--allow-uid", "nobody", "--toolchain-dir", site, "--cuda-arch", "sm_80", NULL);
+
+	r = cli_as_nobody_argv(NOBODY, NULL, true,
+			       (const char *const[]){ "build", "--compiler", cxx, src, NULL });
+	ck_assert_msg(r.status == 0, "nobody could not name the site's compiler: %s", r.err);
+	run_as_free(&r);
+	ck_assert_msg(!harness_exists(mark), "the linker outside --toolchain-dir ran for nobody");
+
+	ck_assert_msg(harness_cli(&out, &err, "build", "--compiler", cxx, src, NULL) == 0,
+		      "the owner could not name %s: %s", cxx, err);
+	free(out);
+	free(err);
+	ran = harness_read_file(mark);
+	ck_assert_msg(ran != NULL && harness_contains(ran, "--help"),
+		      "the owner's identification did not ask the linker");
+	free(ran);
+
+	r = cli_as_nobody_argv(NOBODY, NULL, true,
+			       (const char *const[]){ "build", "--compiler", nvcc, cu, NULL });
+	ck_assert_msg(r.status != 0, "nobody's nvcc ran a host compiler outside --toolchain-dir");
+	ck_assert_msg(harness_contains(r.err, "host compiler") &&
+		      harness_contains(r.err, "--toolchain-dir"), "stderr: %s", r.err);
+	run_as_free(&r);
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s;
@@ -251,5 +317,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("allow_group", allowed_group_is_served, 60));
 	suite_add_tcase(s, harness_tcase("toolchain_dir",
 					 admitted_user_names_compilers_only_under_toolchain_dir, 90));
+	suite_add_tcase(s, harness_tcase("identification_programs",
+		programs_the_identification_runs_for_an_admitted_user_lie_under_toolchain_dir, 90));
 	return harness_main(s);
 }

@@ -101,7 +101,7 @@ static void check_counter_names(void)
 {
 	static const char *const names[] = {
 		"hits", "size", "max size", "builds started", "builds ok", "sources asked",
-		"sources sent", "imported", "inputs changed", "depfile only", "not cacheable",
+		"sources sent", "imported", "inputs changed", "not cacheable", "not observed",
 	};
 	char *status = NULL, *stats = NULL, want[64];
 
