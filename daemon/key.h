@@ -80,6 +80,23 @@ struct key_source {
 	const uint8_t *digest;  /* SHA-256 of the text, or NULL: computed here */
 };
 
+/* A gate's verdict on a program the identification of a named toolchain
+ * is about to run (named.c decides, by the rules of whoever named it). */
+enum key_gate_verdict {
+	KEY_GATE_RUN = 0,   /* it passes: it may run */
+	KEY_GATE_OUTSIDE,   /* not one this client may name: under no --toolchain-dir */
+	KEY_GATE_REFUSED,   /* not absolute, or someone but root or the daemon's owner
+	                     * could change it (or the way to it) */
+};
+
+/* What key_toolchain_identify asks before it runs a program other than
+ * the driver (which the caller checked): check(arg, path, why, cap) with
+ * path absolute; any thread (the identification runs on the pool). */
+struct key_gate {
+	enum key_gate_verdict (*check)(void *arg, const char *path, char *why, size_t cap);
+	void *arg;
+};
+
 /*
  * Resolves and identifies a toolchain: realpath, stat, `PATH --version`
  * (run with posix_spawn, no shell), the programs it runs and the
@@ -90,10 +107,18 @@ struct key_source {
  */
 int key_toolchain_init(struct toolchain *tc, const char *name, const char *path, const char *host,
 		       char *err, size_t errlen);
-/* Whether its --version names a C, C++ or CUDA compiler kiln knows (GCC,
- * Clang and its derivatives, NVIDIA's nvcc and HPC compilers, Intel's,
- * Cray's): a toolchain named by a request must be one (named.c). */
-bool key_toolchain_known(const struct toolchain *tc);
+/*
+ * As key_toolchain_init for a toolchain a request named (named.c), under
+ * gate: a --version that names no compiler kiln knows refuses it before
+ * anything else runs; every other program the identification would run
+ * (the linker the driver prints for -print-prog-name=ld, nvcc's host
+ * compiler when none is named) runs only by an absolute path, after the
+ * gate: KEY_GATE_REFUSED refuses the toolchain, and so does
+ * KEY_GATE_OUTSIDE for nvcc's host compiler, while a linker outside is
+ * not asked (its --help only tells whether it writes dependency files).
+ */
+int key_toolchain_identify(struct toolchain *tc, const char *name, const char *path,
+			   const char *host, const struct key_gate *gate, char *err, size_t errlen);
 /* Whether the driver (and host compiler) are still the files identified:
  * same resolved path, device, inode, size and times. Three stats. */
 bool key_toolchain_current(const struct toolchain *tc);
