@@ -344,6 +344,16 @@ static int settle_all(const struct deps_build *b, struct store_dep *deps, size_t
 	return rc;
 }
 
+/* Once per kilnd: the kernel refused kiln-exec's watch of the execs, so
+ * an exec made past libc goes unseen (docs/design.md, "Known limitations"). */
+static void warn_unwatched(const char *why)
+{
+	static atomic_bool said;
+	if (!atomic_exchange(&said, true))
+		log_warn("the kernel refuses kiln-exec's watch of the compilers' execs (ptrace: %s): "
+			 "a program started past libc's exec functions is not seen", why);
+}
+
 int deps_collect(const struct deps_build *b, struct store_entry *e, char *why, size_t cap)
 {
 	struct trace_result r;
@@ -366,6 +376,8 @@ int deps_collect(const struct deps_build *b, struct store_entry *e, char *why, s
 	struct store_dep *deps = r.deps;
 	size_t n = r.ndeps;
 	e->deps_source = STORE_DEPS_OBSERVED;
+	if (r.unwatched[0] != '\0')
+		warn_unwatched(r.unwatched);
 	if (!traced || !r.complete) {
 		/* What a program no hook saw read is unknown: no list (the
 		 * compiler's dependency file least of all, which holds no path

@@ -420,7 +420,9 @@ static int take(struct builder *b, struct rec *r, const char *bdir, const char *
 		r->kind = REC_EXEC;
 		break;
 	case REC_UNWATCHED:
-		return 0; /* the hooks' records alone tell what ran */
+		/* The hooks' records alone tell what ran. */
+		snprintf(b->r->unwatched, sizeof(b->r->unwatched), "%s", r->path);
+		return 0;
 	case REC_SPAWN:
 		if (r->nf != 7)
 			return 0;

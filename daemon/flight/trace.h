@@ -36,6 +36,9 @@ struct trace_result {
 	 * and cannot be recorded (pseudo.h); empty when none. */
 	char untrusted[512];
 	size_t records;          /* records read, for the log */
+	/* kiln-exec's watch of the execs was refused (why); the hooks'
+	 * records alone told what ran. Empty when it watched. */
+	char unwatched[128];
 };
 
 /* Looks a variable up in kilnd's own environment (getenv in kilnd). */

@@ -233,6 +233,32 @@ START_TEST(compiler_started_without_the_interposer_is_not_cached)
 }
 END_TEST
 
+/* The compiler's dependency file holds no path it probed and did not
+ * find: a header added to an earlier -I directory must still be seen
+ * when the compiler ran unobserved (until format 6 the build was cached
+ * from that file, and served stale). */
+START_TEST(header_added_to_an_earlier_directory_is_seen_unobserved)
+{
+	char wrapper[HARNESS_PATH], inc1[HARNESS_PATH], inc2[HARNESS_PATH], hdr[HARNESS_PATH];
+	struct oreq r;
+
+	make_dir(inc1, "inc1");
+	make_dir(inc2, "inc2");
+	write_header(harness_path(hdr, "inc2/h.h"), 2);
+	write_script(harness_path(wrapper, "cc-untraced"),
+		     "#!/bin/sh\nexec env -u LD_PRELOAD /usr/bin/cc \"$@\"\n");
+	oreq_init(&r, program_text);
+	oreq_arg(&r, "-I%s", inc1);
+	oreq_arg(&r, "-I%s", inc2);
+	start_launcher(wrapper);
+	expect(&r, 2, 1, "first request");
+	write_header(harness_path(hdr, "inc1/h.h"), 1);
+	expect(&r, 1, 2, "after h.h appeared in the first include directory");
+	oreq_free(&r);
+	harness_stop();
+}
+END_TEST
+
 /* Copies the file from to to (a new inode), executable. */
 static void copy_program(const char *from, const char *to)
 {
@@ -321,6 +347,7 @@ int main(void)
 	harness_add(s, "go_program", go_program_is_not_cached, 120);
 	harness_add(s, "past_the_hooks", static_launcher_started_past_the_hooks_is_not_cached, 120);
 	harness_add(s, "preload_removed", compiler_started_without_the_interposer_is_not_cached, 120);
+	harness_add(s, "earlier_dir", header_added_to_an_earlier_directory_is_seen_unobserved, 120);
 	harness_add(s, "interpreter", script_interpreter_is_an_input, 120);
 	harness_add(s, "read_refused_write", flags_file_read_and_refused_a_write_is_an_input, 120);
 	harness_add(s, "read_and_written", flags_file_read_and_opened_for_writing_is_an_input, 120);
