@@ -64,6 +64,7 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/auxv.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -135,7 +136,16 @@ static void trace_open(void)
 			      O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return;
+	/* High, out of the way; under a descriptor limit lower than that,
+	 * as high as the limit leaves room for (a process that could not
+	 * trace would make every build it takes part in unobserved). */
+	struct rlimit rl;
 	int hi = fcntl(fd, F_DUPFD_CLOEXEC, TRACE_FD_MIN);
+	if (hi < 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 64 &&
+	    rl.rlim_cur <= TRACE_FD_MIN)
+		hi = fcntl(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur - rl.rlim_cur / 8));
+	if (hi < 0)
+		hi = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	syscall(SYS_close, fd);
 	struct stat st;
 	if (hi < 0 || fstat(hi, &st) != 0)
