@@ -331,6 +331,10 @@ static void classify(struct toolchain *tc, const char *ver)
 	 * its derivatives do not, and treat a .gch differently. */
 	tc->is_gcc = !tc->is_nvcc && strstr(ver, "Free Software Foundation") != NULL &&
 		     strstr(ver, "clang") == NULL;
+	/* Clang and the drivers built on it ("Apple clang version", "AMD
+	 * clang version", "Cray clang version") read options by clang's
+	 * rules: which ones may be given apart (args_joinable). */
+	tc->is_clang = !tc->is_nvcc && !tc->is_gcc && strstr(ver, "clang version") != NULL;
 	static const char *const marks[] = {
 		"clang version", "Cuda compilation tools", "NVIDIA Compilers", "Intel(R) oneAPI",
 		"Cray clang", "Cray C", NULL,
@@ -664,13 +668,22 @@ bool key_args_native(char *const *args, size_t nargs)
 	return false;
 }
 
+/* Whose rules say how tc's driver reads an option given apart. */
+static enum args_family args_family_of(const struct toolchain *tc)
+{
+	return tc->is_nvcc ? ARGS_FAMILY_NVCC : tc->is_gcc ? ARGS_FAMILY_GCC
+	       : tc->is_clang ? ARGS_FAMILY_CLANG : ARGS_FAMILY_OTHER;
+}
+
 /*
  * The arguments as the toolchain reads them: an option given apart from its
- * value that reads the same joined is hashed joined ("-I" "inc" as
- * "-Iinc", args_joinable), so the two spellings are one key. Without the
- * memory to tell, the arguments as given (another key, never a wrong one).
+ * value that this toolchain's driver reads the same joined is hashed joined
+ * ("-I" "inc" as "-Iinc", args_joinable), so the two spellings are one
+ * key; one it reads otherwise ("-std" "c11", an error to gcc) stays apart.
+ * Without the memory to tell, the arguments as given (another key, never a
+ * wrong one).
  */
-static void put_args(EVP_MD_CTX *md, char *const *args, size_t nargs)
+static void put_args(EVP_MD_CTX *md, const struct toolchain *tc, char *const *args, size_t nargs)
 {
 	unsigned char small[64], *join = nargs <= sizeof(small) ? small : malloc(nargs);
 	char buf[8192];
@@ -681,8 +694,8 @@ static void put_args(EVP_MD_CTX *md, char *const *args, size_t nargs)
 	bool any = false;
 	for (size_t i = 0; i + 1 < nargs && !any; i++)
 		any = args[i][0] == '-' && args[i + 1][0] != '-';
-	if (join != NULL && (!any || args_joinable((const char *const *)args, nargs, join) ==
-				     ARGS_REFUSED))
+	if (join != NULL && (!any || args_joinable((const char *const *)args, nargs,
+						   args_family_of(tc), join) == ARGS_REFUSED))
 		memset(join, ARGS_JOIN_NONE, nargs);
 	/* Only pairs whose joined text fits are joined, counted and hashed. */
 	for (size_t i = 0; join != NULL && i < nargs; i++) {
@@ -719,7 +732,7 @@ void key_request(const struct toolchain *tc, const char *output, char *const *ar
 	 * architecture the daemon chose is part of the key. */
 	if (tc->is_nvcc && (!key_args_name_arch(args, nargs) || key_args_native(args, nargs)))
 		put_str(md, TAG_CUDA_ARCH, tc->cuda_arch);
-	put_args(md, args, nargs);
+	put_args(md, tc, args, nargs);
 	put_u64(md, TAG_NSOURCES, nsrc);
 	for (size_t i = 0; i < nsrc; i++) {
 		uint8_t sd[32];

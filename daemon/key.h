@@ -58,6 +58,7 @@ struct toolchain {
 	bool link_depfile;   /* its linker writes -Wl,--dependency-file */
 	bool is_nvcc;        /* NVIDIA's nvcc: GPU outputs, an architecture */
 	bool is_gcc;         /* a GCC driver: precompiled headers as .gch */
+	bool is_clang;       /* clang or a driver built on it (its option rules) */
 	bool dynamic;        /* the driver is a dynamically linked ELF program (or a
 	                      * script), so kiln-observe.so can be preloaded */
 	char *cuda_arch;     /* nvcc: the architectures for requests that name

@@ -53,14 +53,26 @@ enum args_join {
 	ARGS_JOIN_EQ,       /* "--param" "x" as "--param=x" */
 };
 
+/* Which tool reads the arguments: each has its own rules for an option
+ * given apart from its value (gcc refuses "-std" "c11", nvcc reads it as
+ * "-std=c11"). */
+enum args_family {
+	ARGS_FAMILY_OTHER = 0,  /* rules kiln does not know: nothing is joined */
+	ARGS_FAMILY_GCC,        /* GCC's drivers: gcc, g++, gfortran */
+	ARGS_FAMILY_CLANG,      /* clang and the drivers built on it */
+	ARGS_FAMILY_NVCC,       /* NVIDIA's nvcc */
+};
+
 /*
  * For keys: join[i] (n entries) set where args[i] is an option given apart
- * from its value, args[i + 1], that the toolchain reads the same joined:
- * the joined text (args_join_text) is read back as the same option with
- * the same value. Nothing is marked in a list validate_args refuses.
- * Returns its verdict.
+ * from its value, args[i + 1], that family's tool reads the same joined
+ * (its option table in args_table.c says so for that option), and whose
+ * joined text (args_join_text) kiln's table reads back as the same option
+ * with the same value. Nothing is marked in a list validate_args refuses,
+ * nor for ARGS_FAMILY_OTHER. Returns its verdict.
  */
-enum args_verdict args_joinable(const char *const *args, size_t n, unsigned char *join);
+enum args_verdict args_joinable(const char *const *args, size_t n, enum args_family family,
+				unsigned char *join);
 /* The joined form of opt and val into out. 0, or -1 when it does not fit. */
 int args_join_text(const char *opt, const char *val, enum args_join how, char *out, size_t len);
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "args_table.h"
 #include "unit.h"
 
 /* Splits a space-separated command line into at most 32 arguments. */
@@ -280,7 +281,7 @@ START_TEST(joinable_options)
 			    "-rpath", "-Xlinker", "/x", "-O2" };
 	unsigned char j[9];
 	char buf[64];
-	ck_assert_int_eq(args_joinable(a, 9, j), ARGS_OK);
+	ck_assert_int_eq(args_joinable(a, 9, ARGS_FAMILY_GCC, j), ARGS_OK);
 	const unsigned char want[9] = { ARGS_JOIN_DIRECT, 0, ARGS_JOIN_EQ, 0, 0, 0, 0, 0, 0 };
 	ck_assert_mem_eq(j, want, 9);
 	ck_assert_int_eq(args_join_text(a[0], a[1], ARGS_JOIN_DIRECT, buf, sizeof(buf)), 0);
@@ -289,8 +290,65 @@ START_TEST(joinable_options)
 	ck_assert_str_eq(buf, "--param=max-inline-insns-single=10");
 	ck_assert_int_eq(args_join_text(a[2], a[3], ARGS_JOIN_EQ, buf, 8), -1);
 	const char *bad[] = { "-I", "inc", "-fplugin-arg-x", "--nonsense" };
-	ck_assert_int_eq(args_joinable(bad, 4, j), ARGS_REFUSED);
+	ck_assert_int_eq(args_joinable(bad, 4, ARGS_FAMILY_GCC, j), ARGS_REFUSED);
 	ck_assert_int_eq(j[0], ARGS_JOIN_NONE);
+}
+END_TEST
+
+/* The join an option given apart with val gets from family. */
+static int join_of(enum args_family family, const char *opt, const char *val)
+{
+	const char *a[] = { opt, val };
+	unsigned char j[2];
+	ck_assert_int_ne(args_joinable(a, 2, family, j), ARGS_REFUSED);
+	return j[0];
+}
+
+/*
+ * Each family joins an option given apart only where its own tool reads
+ * the joined text the same (args_table.c's args_join_rules, tried on GCC,
+ * clang and nvcc): gcc refuses "-std" "c11", clang "-znow", nvcc "-xcu";
+ * nvcc reads "-x=cu", "-isystem=d", "-std=c++17". A value that begins
+ * with '=' is never joined (nvcc reads "-I=inc" as "inc"), nor anything for
+ * a compiler whose rules kiln does not know. Every row of the table is an
+ * option the driver's table takes apart, joined as the row says.
+ */
+START_TEST(apart_form_joins_by_the_tool_family_s_rules)
+{
+	ck_assert_int_eq(join_of(ARGS_FAMILY_GCC, "-std", "c11"), ARGS_JOIN_NONE);
+	ck_assert_int_eq(join_of(ARGS_FAMILY_GCC, "--std", "c11"), ARGS_JOIN_EQ);
+	ck_assert_int_eq(join_of(ARGS_FAMILY_GCC, "-z", "now"), ARGS_JOIN_DIRECT);
+	ck_assert_int_eq(join_of(ARGS_FAMILY_GCC, "-arch", "sm_80"), ARGS_JOIN_NONE);
+	ck_assert_int_eq(join_of(ARGS_FAMILY_GCC, "-I", "=inc"), ARGS_JOIN_NONE);
+	ck_assert_int_eq(join_of(ARGS_FAMILY_CLANG, "-z", "now"), ARGS_JOIN_NONE);
+	ck_assert_int_eq(join_of(ARGS_FAMILY_CLANG, "-specs", "/x.specs"), ARGS_JOIN_NONE);
+	ck_assert_int_eq(join_of(ARGS_FAMILY_CLANG, "-I", "inc"), ARGS_JOIN_DIRECT);
+	ck_assert_int_eq(join_of(ARGS_FAMILY_NVCC, "-std", "c++17"), ARGS_JOIN_EQ);
+	ck_assert_int_eq(join_of(ARGS_FAMILY_NVCC, "-x", "cu"), ARGS_JOIN_EQ);
+	ck_assert_int_eq(join_of(ARGS_FAMILY_NVCC, "-isystem", "/opt/x"), ARGS_JOIN_EQ);
+	ck_assert_int_eq(join_of(ARGS_FAMILY_NVCC, "-I", "inc"), ARGS_JOIN_DIRECT);
+	ck_assert_int_eq(join_of(ARGS_FAMILY_NVCC, "-I", "=inc"), ARGS_JOIN_NONE);
+	ck_assert_int_eq(join_of(ARGS_FAMILY_NVCC, "-Xcompiler", "-O2"), ARGS_JOIN_EQ);
+	ck_assert_int_eq(join_of(ARGS_FAMILY_NVCC, "-iquote", "inc"), ARGS_JOIN_NONE);
+	/* nvcc's -lineinfo and -lib are not "-l" joined with "ineinfo" or "ib". */
+	ck_assert_int_eq(join_of(ARGS_FAMILY_NVCC, "-l", "ineinfo"), ARGS_JOIN_NONE);
+	ck_assert_int_eq(join_of(ARGS_FAMILY_OTHER, "-I", "inc"), ARGS_JOIN_NONE);
+
+	static const enum args_family families[] = { ARGS_FAMILY_GCC, ARGS_FAMILY_CLANG,
+						     ARGS_FAMILY_NVCC };
+	for (size_t i = 0; i < args_njoin_rules; i++) {
+		const struct args_join_rule *r = &args_join_rules[i];
+		const unsigned char how[] = { r->gcc, r->clang, r->nvcc };
+		/* cudafe takes no lone words: one of its options as the value */
+		const char *val = strcmp(r->name, "-Xcudafe") == 0 ? "--display_error_number" : "v1";
+		for (size_t f = 0; f < 3; f++) {
+			int want = how[f] == J_DIRECT ? ARGS_JOIN_DIRECT
+				   : how[f] == J_EQ ? ARGS_JOIN_EQ : ARGS_JOIN_NONE;
+			ck_assert_msg(join_of(families[f], r->name, val) == want,
+				      "%s for family %d is not joined as the table says", r->name,
+				      (int)families[f]);
+		}
+	}
 }
 END_TEST
 
@@ -307,6 +365,7 @@ int main(void)
 	tcase_add_test(tc, only_real_libraries_are_marked);
 	tcase_add_test(tc, sentences_name_the_argument_and_the_reason);
 	tcase_add_test(tc, joinable_options);
+	tcase_add_test(tc, apart_form_joins_by_the_tool_family_s_rules);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }

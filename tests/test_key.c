@@ -5,6 +5,7 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "key.h"
 #include "util.h"
@@ -146,8 +147,8 @@ END_TEST
 /* An option given apart from its value keys as joined: "-I" "inc" and
  * "-Iinc" are one key (the compiler reads them the same); a value read by
  * another option, or one another option would read, is left apart. */
-static void args_key(const char *a0, const char *a1, const char *a2, const char *a3,
-		     char out[65])
+static void args_key_with(const struct toolchain *t, const char *a0, const char *a1,
+			  const char *a2, const char *a3, char out[65])
 {
 	struct req r;
 	base(&r);
@@ -155,7 +156,22 @@ static void args_key(const char *a0, const char *a1, const char *a2, const char 
 	r.nargs = 0;
 	for (size_t i = 0; i < 4 && a[i] != NULL; i++)
 		r.args[r.nargs++] = (char *)a[i];
-	rkey(&r, out);
+	key_request(t, r.output, r.args, r.nargs, r.src, r.nsrc, r.cpu, out);
+}
+
+static void args_key(const char *a0, const char *a1, const char *a2, const char *a3,
+		     char out[65])
+{
+	args_key_with(&tc, a0, a1, a2, a3, out);
+}
+
+/* Whether two argument lists key alike with t. */
+static bool same_key(const struct toolchain *t, const char *a0, const char *a1, const char *b0)
+{
+	char k1[65], k2[65];
+	args_key_with(t, a0, a1, NULL, NULL, k1);
+	args_key_with(t, b0, NULL, NULL, NULL, k2);
+	return strcmp(k1, k2) == 0;
 }
 
 START_TEST(apart_and_joined_options_one_key)
@@ -181,6 +197,50 @@ START_TEST(apart_and_joined_options_one_key)
 	args_key("-Xlinker", "-L", "-Xlinker", "/x", k1);
 	args_key("-Xlinker", "-L/x", NULL, NULL, k2);
 	ck_assert_str_ne(k1, k2);
+}
+END_TEST
+
+/*
+ * An option given apart keys joined only where the tool reads the apart
+ * form as the joined one, by that tool's own rules (docs/design.md, "What
+ * the key covers"): gcc refuses "-std" "c11", so it must not be served the
+ * entry "-std=c11" built; clang refuses "-znow" and "-specs" apart; nvcc
+ * reads "-x" "cu" as "-x=cu" and refuses "-xcu", and reads "-std" "c++17"
+ * as "-std=c++17".
+ */
+START_TEST(apart_options_join_only_as_the_tool_reads_them)
+{
+	/* tc is /usr/bin/cc: GCC. */
+	ck_assert(!same_key(&tc, "-std", "c11", "-std=c11"));
+	ck_assert(same_key(&tc, "--std", "c11", "--std=c11"));
+	ck_assert(same_key(&tc, "-x", "c", "-xc"));
+	ck_assert(same_key(&tc, "-z", "now", "-znow"));
+	ck_assert(!same_key(&tc, "-arch", "sm_80", "-arch=sm_80"));
+
+	struct toolchain nv = tc;
+	nv.is_nvcc = true;
+	nv.is_gcc = false;
+	nv.cuda_arch = (char *)"sm_80";
+	ck_assert(same_key(&nv, "-std", "c++17", "-std=c++17"));
+	ck_assert(same_key(&nv, "-x", "cu", "-x=cu"));
+	ck_assert(!same_key(&nv, "-x", "cu", "-xcu"));
+	ck_assert(same_key(&nv, "-isystem", "/opt/x", "-isystem=/opt/x"));
+	ck_assert(!same_key(&nv, "-isystem", "/opt/x", "-isystem/opt/x"));
+	ck_assert(same_key(&nv, "-I", "inc", "-Iinc"));
+	ck_assert(same_key(&nv, "-arch", "sm_80", "-arch=sm_80"));
+	ck_assert(!same_key(&nv, "-z", "now", "-znow"));
+
+	struct toolchain clang;
+	char err[256];
+	if (access("/usr/bin/clang", X_OK) != 0)
+		return;   /* no clang here */
+	ck_assert_int_eq(key_toolchain_init(&clang, "clang", "/usr/bin/clang", NULL, err,
+					    sizeof(err)), 0);
+	ck_assert(!same_key(&clang, "-z", "now", "-znow"));
+	ck_assert(!same_key(&clang, "-specs", "/x.specs", "-specs=/x.specs"));
+	ck_assert(!same_key(&clang, "-std", "c11", "-std=c11"));
+	ck_assert(same_key(&clang, "-I", "inc", "-Iinc"));
+	key_toolchain_fini(&clang);
 }
 END_TEST
 
@@ -314,6 +374,7 @@ static Suite *key_suite(void)
 	tcase_add_test(tcase, each_input_changes_key);
 	tcase_add_test(tcase, no_ambiguous_concatenation);
 	tcase_add_test(tcase, apart_and_joined_options_one_key);
+	tcase_add_test(tcase, apart_options_join_only_as_the_tool_reads_them);
 	tcase_add_test(tcase, cpu_only_with_native);
 	tcase_add_test(tcase, native_through_host_compiler_options);
 	tcase_add_test(tcase, native_tune_counts);

@@ -640,6 +640,30 @@ START_TEST(labels_are_references)
 }
 END_TEST
 
+/*
+ * "-std" "c11" is an error to gcc (only "-std=c11" is its option): a
+ * request with it is not served the entry "-std=c11" built, but fails as
+ * gcc alone fails. Before, both keyed as "-std=c11" and the second was
+ * served the first one's library. "-I" "inc" still shares "-Iinc"'s entry.
+ */
+START_TEST(option_gcc_refuses_apart_is_not_served_the_joined_entry)
+{
+	char src[HARNESS_PATH], inc[HARNESS_PATH];
+	harness_write_file(harness_path(src, "std.c"), "int f(void) { return 11; }\n");
+	ck_assert_int_eq(mkdir(harness_path(inc, "inc"), 0755), 0);
+	harness_start(NULL);
+	free(cli_ok((const char *[]){ "build", "-t", "cc", src, "--", "-std=c11", NULL }));
+	char *err = cli_fails((const char *[]){ "build", "-t", "cc", src, "--", "-std", "c11", NULL });
+	ck_assert_msg(harness_contains(err, "-std"), "not gcc's error: %s", err);
+	free(err);
+	free(cli_ok((const char *[]){ "build", "-t", "cc", src, "--", "-Iinc", NULL }));
+	char *out = cli_ok((const char *[]){ "build", "-t", "cc", src, "--", "-I", "inc", NULL });
+	ck_assert_msg(harness_contains(out, "cached "), "-I inc missed -Iinc's entry: %s", out);
+	free(out);
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cli");
@@ -651,5 +675,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("long_aliases", cli_long_aliases_are_cut, 60));
 	suite_add_tcase(s, harness_tcase("show_deps", cli_show_groups_dependencies, 60));
 	suite_add_tcase(s, harness_tcase("label_refs", labels_are_references, 60));
+	suite_add_tcase(s, harness_tcase("std_apart",
+					 option_gcc_refuses_apart_is_not_served_the_joined_entry, 60));
 	return harness_main(s);
 }
