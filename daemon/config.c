@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cache_conf.h"
+#include "claims.h"
 #include "config.h"
 #include "key.h"
 #include "kiln_build.h"
@@ -96,6 +97,10 @@ static void config_usage(FILE *fp)
 		"                          one more gets \"busy\" (default 4096)\n"
 		"  --frame-timeout SECONDS close a connection whose request stops arriving\n"
 		"                          halfway for SECONDS (default 10; 0: never)\n"
+		"  --claim-expiry SECONDS  end a lookup's claim of an alias whose producer\n"
+		"                          showed no progress (asked again, sent its build)\n"
+		"                          for SECONDS; a waiter takes it over (default 600;\n"
+		"                          0: never)\n"
 		"  --daemonize             run in the background; return once the socket\n"
 		"                          accepts connections and print the daemon's pid\n"
 		"  --idle-exit SECONDS     exit after SECONDS with no connection and no build\n"
@@ -297,7 +302,7 @@ enum {
 	OPT_MAX_FRAME, OPT_MAX_OUTPUT, OPT_UPSTREAM, OPT_UPSTREAM_STALE, OPT_UPSTREAM_LOOKS,
 	OPT_JOB_NODES,
 	OPT_ALLOW_UID, OPT_ALLOW_GROUP, OPT_MAX_CONNECTIONS, OPT_MAX_REQUESTS, OPT_MAX_PENDING,
-	OPT_MAX_QUEUE, OPT_FRAME_TIMEOUT, OPT_CUDA_ARCH, OPT_NO_LANDLOCK, OPT_NO_PREWARM, OPT_ALLOW_WRITE, OPT_ALLOW_TOOLCHAIN_CODE,
+	OPT_MAX_QUEUE, OPT_FRAME_TIMEOUT, OPT_CLAIM_EXPIRY, OPT_CUDA_ARCH, OPT_NO_LANDLOCK, OPT_NO_PREWARM, OPT_ALLOW_WRITE, OPT_ALLOW_TOOLCHAIN_CODE,
 	OPT_TOOLCHAIN_DIR, OPT_TOOLCHAIN_ENV,
 };
 
@@ -325,6 +330,7 @@ static const struct option long_opts[] = {
 	{ "max-pending", required_argument, NULL, OPT_MAX_PENDING },
 	{ "max-queue", required_argument, NULL, OPT_MAX_QUEUE },
 	{ "frame-timeout", required_argument, NULL, OPT_FRAME_TIMEOUT },
+	{ "claim-expiry", required_argument, NULL, OPT_CLAIM_EXPIRY },
 	{ "cuda-arch", required_argument, NULL, OPT_CUDA_ARCH },
 	{ "no-landlock", no_argument, NULL, OPT_NO_LANDLOCK },
 	{ "no-prewarm", no_argument, NULL, OPT_NO_PREWARM },
@@ -484,6 +490,8 @@ static int parse_one(struct config *cfg, int c, const char *arg)
 		return parse_count("--max-queue", arg, 1u << 24, &cfg->max_queue);
 	case OPT_FRAME_TIMEOUT:
 		return parse_seconds("--frame-timeout", arg, &cfg->frame_timeout_s);
+	case OPT_CLAIM_EXPIRY:
+		return parse_seconds("--claim-expiry", arg, &cfg->claim_expiry_s);
 	case OPT_NO_LANDLOCK:
 		cfg->no_landlock = true;
 		return 0;
@@ -587,6 +595,7 @@ int config_parse(struct config *cfg, int argc, char **argv)
 	cfg->max_pending = DEFAULT_MAX_PENDING;
 	cfg->max_queue = DEFAULT_MAX_QUEUE;
 	cfg->frame_timeout_s = DEFAULT_FRAME_TIMEOUT;
+	cfg->claim_expiry_s = CLAIM_EXPIRY_DEFAULT_S;
 
 	int c;
 	opterr = 1;

@@ -60,6 +60,7 @@ struct config {
 	unsigned max_pending;      /* get/put in progress in all; beyond: busy */
 	unsigned max_queue;        /* builds waiting for a slot; beyond: busy */
 	double frame_timeout_s;    /* a frame stalled this long closes its connection */
+	double claim_expiry_s;     /* a claim without progress this long ends; 0: never */
 	char *cuda_arch;           /* --cuda-arch, normalized ("sm_80,sm_90"), or NULL */
 	bool no_landlock;          /* --no-landlock: compilers run unconfined */
 	bool no_prewarm;           /* --no-prewarm: no checks before the first request */

@@ -49,7 +49,7 @@ static int call_report(struct cli *cli, struct cli_conn *c, struct msg_request *
 	return cli->json ? cli_print_json(*reply) : 0;
 }
 
-enum field_kind { F_INT, F_STR, F_SIZE, F_AGE, F_HITS, F_RATE };
+enum field_kind { F_INT, F_STR, F_SIZE, F_AGE, F_HITS, F_RATE, F_HOLDERS };
 
 /* In this order; each named by cli_counter_name, as kiln stats names it. */
 static const struct {
@@ -92,6 +92,10 @@ static const struct {
 	{ "claim_waits", F_INT },
 	{ "claim_takeovers", F_INT },
 	{ "claim_timeouts", F_INT },
+	{ "claims_refused", F_INT },
+	{ "claims_displaced", F_INT },
+	{ "claims_expired", F_INT },
+	{ "claim_holders", F_HOLDERS },
 	{ "cache_recreated", F_INT },
 	{ "cache_problem", F_STR },
 	{ "in_flight", F_INT },
@@ -106,6 +110,52 @@ static const struct {
 	{ "job_nodes", F_INT },
 	{ "upstream_looks_per_s", F_RATE },
 };
+
+/* "claim holders:" one line per process that holds claims or waits (the
+ * status reply's claim_holders, those holding the most first), aligned
+ * under the other names, so that a client that fills the node's claims
+ * is named. */
+static void print_holders(const cJSON *st, int width)
+{
+	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(st, "claim_holders"), *h;
+	const cJSON *lim = cJSON_GetObjectItemCaseSensitive(st, "claim_limits");
+	const char *label = cli_counter_name("claim_holders");
+	uint64_t most = 0, more = 0;
+	bool first = true;
+
+	cli_json_u64(lim, "process", &most);
+	cJSON_ArrayForEach(h, arr) {
+		uint64_t pid = 0, conns = 0, claims = 0, turns = 0, waits = 0;
+		const char *name = cli_json_str(h, "name");
+
+		cli_json_u64(h, "pid", &pid);
+		cli_json_u64(h, "connections", &conns);
+		cli_json_u64(h, "claims", &claims);
+		cli_json_u64(h, "text_turns", &turns);
+		cli_json_u64(h, "waits", &waits);
+		/* The first line as cli_field starts one; the others under it. */
+		if (first)
+			printf("%s:%*s", label, width - (int)strlen(label) + 1, "");
+		else
+			printf("%*s", width + 2, "");
+		first = false;
+		printf("pid %llu", (unsigned long long)pid);
+		if (name != NULL)
+			printf(" (%s)", name);
+		printf(": %llu claim%s", (unsigned long long)claims, claims == 1 ? "" : "s");
+		if (turns > 0)
+			printf(", %llu text turn%s", (unsigned long long)turns, turns == 1 ? "" : "s");
+		if (waits > 0)
+			printf(", %llu wait%s", (unsigned long long)waits, waits == 1 ? "" : "s");
+		printf(" on %llu connection%s", (unsigned long long)conns, conns == 1 ? "" : "s");
+		if (most > 0 && claims + turns >= most)
+			printf(", the most a process may hold");
+		putchar('\n');
+	}
+	if (!first && cli_json_u64(st, "claim_holders_more", &more) && more > 0)
+		printf("%*sand %llu more process%s\n", width + 2, "", (unsigned long long)more,
+		       more == 1 ? "" : "es");
+}
 
 static void print_status(const cJSON *st)
 {
@@ -127,6 +177,10 @@ static void print_status(const cJSON *st)
 		if (status_fields[i].kind == F_STR) {
 			if ((s = cli_json_str(st, field)))
 				cli_field(width, name, "%s", s);
+			continue;
+		}
+		if (status_fields[i].kind == F_HOLDERS) {
+			print_holders(st, width);
 			continue;
 		}
 		if (status_fields[i].kind == F_RATE) {

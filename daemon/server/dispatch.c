@@ -18,6 +18,7 @@
 #include "build.h"
 #include "flight.h"
 #include "cachedir.h"
+#include "claims.h"
 #include "dispatch.h"
 #include "entry_codec.h"
 #include "fdcache.h"
@@ -348,6 +349,11 @@ static void resolve_get(struct conn *c, struct build_input *in, int fd)
 
 static void op_get(struct conn *c, struct msg_request *req)
 {
+	/* The build of a claimed alias has come (from any connection: kiln.dace
+	 * builds over one of its own): its producer is alive and working, so
+	 * the claim's expiry starts again (daemon/claims.h). */
+	if (req->alias != NULL)
+		claims_progress(c->d, req->alias);
 	for (size_t i = 0; i < req->nsources; i++) {
 		if (req->sources[i].text != NULL) {
 			c->d->c.source_texts++;

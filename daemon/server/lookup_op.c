@@ -248,13 +248,35 @@ static void claim_wake(void *arg, enum claim_end why)
 	parked_lookup_free(p);
 }
 
+/* A claim refused at a limit: not_found, as without kiln (the client
+ * produces the program itself), saying which limit, and whose. */
+static void claim_refused(struct conn *c, const struct msg_request *req, enum claim_take why)
+{
+	c->d->c.claims_refused++;
+	if (why == CLAIM_OWNER_FULL)
+		conn_reply_error(c, req->id, ERR_NOT_FOUND, NULL,
+				 "no valid entry for alias \"%s\", and no claim: this connection holds "
+				 "%d claims, the limit for one connection; produce it unclaimed",
+				 req->alias, CLAIMS_PER_OWNER);
+	else if (why == CLAIM_PEER_FULL)
+		conn_reply_error(c, req->id, ERR_NOT_FOUND, NULL,
+				 "no valid entry for alias \"%s\", and no claim: this process (pid %ld) "
+				 "holds %d claims, the limit for one process; produce it unclaimed",
+				 req->alias, (long)c->pid, CLAIMS_PER_PEER);
+	else
+		conn_reply_error(c, req->id, ERR_NOT_FOUND, NULL,
+				 "no valid entry for alias \"%s\", and no claim: the node's %d claims "
+				 "are held, and this process (pid %ld) holds at least an equal share of "
+				 "them; produce it unclaimed", req->alias, CLAIMS_MAX, (long)c->pid);
+}
+
 /* A lookup with "claim" that missed: claims the alias, or waits for
  * another client's claim until deadline, or says why not. */
 static void claim_or_wait(struct conn *c, struct msg_request *req, uint64_t deadline)
 {
 	struct kilnd *d = c->d;
-	uint64_t now = uv_now(d->loop);
-	switch (claims_take(d, req->alias, &c->claims)) {
+	enum claim_take took = claims_take(d, req->alias, CLAIM_ALIAS, &c->claims);
+	switch (took) {
 	case CLAIM_GRANTED:
 		d->c.claims++;   /* an alias's claim: the turns to send a text are not counted here */
 		if (req->claim_takeover)
@@ -265,10 +287,10 @@ static void claim_or_wait(struct conn *c, struct msg_request *req, uint64_t dead
 				 "no valid entry for alias \"%s\"; this client holds its claim now: "
 				 "build it with this alias, or release the claim", req->alias);
 		return;
+	case CLAIM_OWNER_FULL:
+	case CLAIM_PEER_FULL:
 	case CLAIM_FULL:
-		conn_reply_error(c, req->id, ERR_NOT_FOUND, NULL,
-				 "no valid entry for alias \"%s\", and no claim: the limit of %d claims "
-				 "(%d per connection) is reached", req->alias, CLAIMS_MAX, CLAIMS_PER_OWNER);
+		claim_refused(c, req, took);
 		return;
 	case CLAIM_STOPPED:
 		conn_reply_error(c, req->id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
@@ -276,6 +298,7 @@ static void claim_or_wait(struct conn *c, struct msg_request *req, uint64_t dead
 	case CLAIM_OTHER:
 		break;
 	}
+	uint64_t now = uv_now(d->loop);
 	if (deadline <= now && req->wait_ms == 0) {
 		conn_reply_error(c, req->id, ERR_NOT_FOUND, NULL,
 				 "no valid entry for alias \"%s\": it is claimed by another client "

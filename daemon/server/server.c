@@ -638,6 +638,7 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 		c->fd = fd;
 		c->uid = uid;
 		c->pid = pid;
+		claims_owner_init(&c->claims, uid, pid);
 		c->refs = 1;
 		c->rx_ns = util_now_ns();
 		frame_decoder_init(&c->dec, d->cfg->max_frame);

@@ -164,6 +164,61 @@ static void add_disk(struct kilnd *d, cJSON *r)
 	free(w);
 }
 
+/* The name the kernel gives pid (its comm, at most 15 bytes), or "". */
+static void process_name(pid_t pid, char *out, size_t len)
+{
+	char path[64];
+	out[0] = '\0';
+	if (pid <= 0)
+		return;
+	snprintf(path, sizeof(path), "/proc/%ld/comm", (long)pid);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return;
+	if (fgets(out, (int)len, f) == NULL)
+		out[0] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+	fclose(f);
+}
+
+/* "claim_limits", and "claim_holders": who holds the node's claims (the
+ * processes holding the most, STATUS_HOLDERS of them; "claim_holders_more"
+ * says how many more hold any), so that one client filling them is named. */
+#define STATUS_HOLDERS 16
+static void add_claims(const struct kilnd *d, cJSON *r)
+{
+	cJSON *lim = cJSON_AddObjectToObject(r, "claim_limits");
+	if (lim != NULL) {
+		ADD_NUM(lim, "node", CLAIMS_MAX);
+		ADD_NUM(lim, "process", CLAIMS_PER_PEER);
+		ADD_NUM(lim, "connection", CLAIMS_PER_OWNER);
+		ADD_NUM(lim, "waiters", CLAIM_WAITERS_MAX);
+		ADD_NUM(lim, "expiry_s", (double)claims_expiry_ms(d) / 1000.0);
+	}
+	struct claim_holder h[STATUS_HOLDERS];
+	size_t n = claims_holders(d, h, STATUS_HOLDERS);
+	cJSON *arr = cJSON_AddArrayToObject(r, "claim_holders");
+	for (size_t i = 0; arr != NULL && i < n && i < STATUS_HOLDERS; i++) {
+		char name[32];
+		cJSON *o = cJSON_CreateObject();
+		if (o == NULL || !cJSON_AddItemToArray(arr, o)) {
+			cJSON_Delete(o);
+			break;
+		}
+		ADD_NUM(o, "pid", h[i].pid);
+		ADD_NUM(o, "uid", h[i].uid);
+		process_name(h[i].pid, name, sizeof(name));
+		if (name[0] != '\0')
+			cJSON_AddStringToObject(o, "name", name);
+		ADD_NUM(o, "connections", h[i].connections);
+		ADD_NUM(o, "claims", h[i].claims);
+		ADD_NUM(o, "text_turns", h[i].turns);
+		ADD_NUM(o, "waits", h[i].waits);
+	}
+	if (n > STATUS_HOLDERS)
+		ADD_NUM(r, "claim_holders_more", n - STATUS_HOLDERS);
+}
+
 void op_status(struct conn *c, struct msg_request *req)
 {
 	struct kilnd *d = c->d;
@@ -193,6 +248,7 @@ void op_status(struct conn *c, struct msg_request *req)
 	ADD_NUM(r, "uptime_s", util_round3((double)(util_now_ns() - d->start_ns) / 1e9));
 	ADD_NUM(r, "connections", server_connections(d));
 	ADD_NUM(r, "claims_held", claims_count(d));
+	add_claims(d, r);
 	stats_add_json(d, r);
 	struct flight_counts fc;
 	flight_counts(d, &fc);

@@ -19,7 +19,10 @@
  * waits ran out. A waiter looks again through the same resolution, so it
  * is only ever served its own request key. A turn whose client never sends
  * the text and stays connected lasts until another client's wait on it
- * runs out, or until that client closes.
+ * runs out, until that client closes, or until the claims' expiry. Turns
+ * share the node's claims with the aliases' (claims.h: per process, and a
+ * full table makes room for a process holding fewer), so another
+ * client's claims never cost a herd its turn.
  */
 #include <stdbool.h>
 #include <stdlib.h>
@@ -93,10 +96,14 @@ void text_turn_need(struct conn *c, struct build_input *in, text_again_fn again)
 	turn_name(in->rkey, name);
 	bool holds = c->claims.nclaims > 0;
 	if (c->claims.nclaims >= TEXT_TURNS_MAX) {
+		d->c.claims_refused++;
 		need_sources(c, in);   /* asked without a turn: others ask too */
 		return;
 	}
-	if (claims_take(d, name, &c->claims) == CLAIM_OTHER && !holds) {
+	enum claim_take took = claims_take(d, name, CLAIM_TURN, &c->claims);
+	if (took == CLAIM_OWNER_FULL || took == CLAIM_PEER_FULL || took == CLAIM_FULL)
+		d->c.claims_refused++;   /* a limit of this client's: it sends the text unturned */
+	if (took == CLAIM_OTHER && !holds) {
 		struct text_wait *w = calloc(1, sizeof(*w));
 		if (w != NULL) {
 			*w = (struct text_wait){ .c = c, .in = in, .again = again };

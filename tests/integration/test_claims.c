@@ -12,9 +12,12 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 static int hello(void)
@@ -418,6 +421,255 @@ START_TEST(a_hit_under_the_alias_ends_the_claim)
 }
 END_TEST
 
+/* ---- a node's claims are shared: per process, a full table, expiry ---- */
+
+/* A get of text's program by digest (id), or with its text. */
+static char *get_json(int id, const char *text, bool by_digest)
+{
+	cJSON *o = cJSON_CreateObject(), *src = cJSON_CreateObject();
+	char hex[65];
+	cJSON_AddStringToObject(o, "op", "get");
+	cJSON_AddNumberToObject(o, "id", id);
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "sources"), src);
+	cJSON_AddStringToObject(src, "name", "prog.c");
+	if (by_digest) {
+		harness_sha256_hex(text, hex);
+		cJSON_AddStringToObject(src, "sha256", hex);
+	} else {
+		cJSON_AddStringToObject(src, "text", text);
+	}
+	char *s = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	ck_assert_ptr_nonnull(s);
+	return s;
+}
+
+/* Another process's claims: it claims per_conn made-up aliases on each of
+ * nconns connections, all sent before any reply is read (as fast as one
+ * process can ask), counts the replies, and holds its connections until
+ * the test closes ctl. */
+struct hog {
+	pid_t pid;
+	int ctl;                 /* closing it lets the process go */
+	int granted, refused;    /* "claimed", "not_found" */
+	char said[256];          /* the message of its first refusal */
+};
+
+struct hog_report {
+	int granted, refused;
+	char said[256];
+};
+
+static void hog_run(int up, int down, const char *prefix, int nconns, int per_conn)
+{
+	struct hog_report rep = { 0 };
+	char alias[64];
+	int *fds = calloc((size_t)nconns, sizeof(int));
+	for (int i = 0; i < nconns; i++) {
+		fds[i] = hello();
+		for (int j = 0; j < per_conn; j++) {
+			snprintf(alias, sizeof(alias), "%s:%d:%d", prefix, i, j);
+			send_claim(fds[i], j + 2, alias, 0);
+		}
+	}
+	for (int i = 0; i < nconns; i++) {
+		for (int j = 0; j < per_conn; j++) {
+			cJSON *r = harness_raw_recv(fds[i]);
+			const char *code = r == NULL ? "closed" : harness_error_code(r);
+			if (strcmp(code, "claimed") == 0) {
+				rep.granted++;
+			} else {
+				if (rep.refused++ == 0)
+					snprintf(rep.said, sizeof(rep.said), "%s: %s", code,
+						 harness_str(cJSON_GetObjectItem(r, "error"), "message"));
+			}
+			cJSON_Delete(r);
+		}
+	}
+	if (write(up, &rep, sizeof(rep)) != (ssize_t)sizeof(rep))
+		_exit(1);
+	char byte;
+	while (read(down, &byte, 1) > 0)
+		;
+	_exit(0);
+}
+
+/* The test's ends of the running hogs' pipes: a hog forked later closes
+ * them, so that each hog sees its own pipe close. */
+static int hog_ctls[32];
+static int nhog_ctls;
+
+static void hog_start(struct hog *h, const char *prefix, int nconns, int per_conn)
+{
+	int up[2], down[2];
+	ck_assert_int_lt(nhog_ctls, 32);
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);   /* a test that fails takes it along */
+		for (int i = 0; i < nhog_ctls; i++)
+			close(hog_ctls[i]);
+		close(up[0]);
+		close(down[1]);
+		hog_run(up[1], down[0], prefix, nconns, per_conn);
+	}
+	close(up[1]);
+	close(down[0]);
+	hog_ctls[nhog_ctls++] = down[1];
+	*h = (struct hog){ .pid = pid, .ctl = down[1] };
+	struct hog_report rep;
+	ck_assert_msg(read(up[0], &rep, sizeof(rep)) == (ssize_t)sizeof(rep),
+		      "the claiming process %d failed", (int)pid);
+	close(up[0]);
+	h->granted = rep.granted;
+	h->refused = rep.refused;
+	snprintf(h->said, sizeof(h->said), "%s", rep.said);
+}
+
+static void hog_stop(struct hog *h)
+{
+	for (int i = 0; i < nhog_ctls; i++)
+		if (hog_ctls[i] == h->ctl)
+			hog_ctls[i] = hog_ctls[--nhog_ctls];
+	close(h->ctl);
+	ck_assert_int_eq(harness_wait(h->pid, 60), 0);
+}
+
+/* The member of status's claim_holders for pid, or NULL. */
+static const cJSON *holder_of(const cJSON *st, pid_t pid)
+{
+	const cJSON *h;
+	cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(st, "claim_holders"))
+		if (harness_num(h, "pid") == pid)
+			return h;
+	return NULL;
+}
+
+/* Gets by digest of a new program on two fresh connections of this
+ * process: the first takes the text's turn (need_sources), the second
+ * waits for that text rather than being asked for its own; the text sent
+ * answers both. */
+static void a_herd_still_sends_one_text(const char *name, int value)
+{
+	char *text = harness_program(name, value);
+	char *by_digest = get_json(2, text, true), *with_text = get_json(3, text, false);
+	int64_t waits = st("text_waits");
+	int a = hello(), b = hello();
+	harness_raw_send(a, by_digest);
+	expect(a, "need_sources");
+	harness_raw_send(b, by_digest);
+	st_until("text_waits", waits + 1);
+	harness_raw_send(a, with_text);
+	expect(a, "ok");
+	expect(b, "ok");
+	close(a);
+	close(b);
+	free(by_digest);
+	free(with_text);
+	free(text);
+}
+
+/*
+ * One process asks for 64 x 1,024 claims at once (the table's 65,536):
+ * it is granted its share, 4,096, and told so; another process still
+ * claims, and a herd of gets by digest still takes its text's turn; status
+ * (and kiln status) names the holder: its pid, connections and claims.
+ */
+START_TEST(one_process_cannot_fill_the_table)
+{
+	harness_start(NULL);
+	struct hog h;
+	hog_start(&h, "t:hog", 64, 1024);
+	ck_assert_msg(h.granted == 4096, "granted %d claims", h.granted);
+	ck_assert_int_eq(h.refused, 64 * 1024 - 4096);
+	ck_assert_msg(strstr(h.said, "not_found") == h.said && strstr(h.said, "this process") != NULL &&
+		      strstr(h.said, "4096") != NULL, "%s", h.said);
+	int v = hello();
+	send_claim(v, 2, "t:victim", 0);
+	expect(v, "claimed");
+	a_herd_still_sends_one_text("herd1", 51);
+	cJSON *s = harness_status_at(harness.socket);
+	const cJSON *hh = holder_of(s, h.pid), *me = holder_of(s, getpid());
+	ck_assert_msg(hh != NULL, "status names no holder pid %d", (int)h.pid);
+	ck_assert_int_eq(harness_num(hh, "claims"), 4096);
+	ck_assert_int_eq(harness_num(hh, "connections"), 64);
+	ck_assert_msg(me != NULL && harness_num(me, "claims") == 1, "this process's claim");
+	ck_assert_int_eq(harness_num(s, "claims_held"), 4097);
+	ck_assert_int_eq(harness_num(s, "claims_refused"), 64 * 1024 - 4096);
+	cJSON_Delete(s);
+	char *out = NULL, *err = NULL, want[64];
+	ck_assert_int_eq(harness_cli(&out, &err, "status", NULL), 0);
+	snprintf(want, sizeof(want), "pid %d", (int)h.pid);
+	ck_assert_msg(strstr(out, want) != NULL && strstr(out, "4096 claims on 64 connections") != NULL,
+		      "%s", out);
+	free(out);
+	free(err);
+	hog_stop(&h);
+	st_until("claims_held", 1);
+	close(v);
+	harness_stop();
+}
+END_TEST
+
+/*
+ * Sixteen processes take 4,096 claims each and fill the table: a process
+ * that holds none still claims (the one that holds the most gives up its
+ * least recent claim: claims_displaced), and a herd still takes its
+ * text's turn.
+ */
+START_TEST(a_full_table_makes_room_for_a_lighter_process)
+{
+	harness_start(NULL);
+	struct hog h[16];
+	char prefix[32];
+	for (int i = 0; i < 16; i++) {
+		snprintf(prefix, sizeof(prefix), "t:full%d", i);
+		hog_start(&h[i], prefix, 4, 1024);
+		ck_assert_msg(h[i].granted == 4096, "process %d: granted %d", i, h[i].granted);
+	}
+	ck_assert_int_eq(st("claims_held"), 65536);
+	int v = hello();
+	send_claim(v, 2, "t:light", 0);
+	expect(v, "claimed");
+	ck_assert_int_eq(st("claims_displaced"), 1);
+	ck_assert_int_eq(st("claims_held"), 65536);
+	a_herd_still_sends_one_text("herd2", 52);
+	for (int i = 0; i < 16; i++)
+		hog_stop(&h[i]);
+	st_until("claims_held", 1);
+	close(v);
+	harness_stop();
+}
+END_TEST
+
+/*
+ * A claim whose owner shows no progress for --claim-expiry ends as if its
+ * owner had gone: the waiter takes it over; the old owner's release then
+ * finds nothing to release.
+ */
+START_TEST(an_idle_claim_expires_and_is_taken_over)
+{
+	harness_start("--claim-expiry", "1", NULL);
+	int a = hello(), b = hello();
+	send_claim(a, 2, "t:idle", 0);
+	expect(a, "claimed");
+	send_claim(b, 2, "t:idle", 60000);
+	expect(b, "claimed");
+	ck_assert_int_eq(st("claims_expired"), 1);
+	ck_assert_int_eq(st("claim_takeovers"), 1);
+	harness_raw_send(a, "{\"op\":\"release\",\"id\":3,\"alias\":\"t:idle\"}");
+	cJSON *r = harness_raw_recv(a);
+	ck_assert_msg(r != NULL && cJSON_IsFalse(cJSON_GetObjectItem(r, "released")),
+		      "the expired claim was still its owner's");
+	cJSON_Delete(r);
+	close(a);
+	close(b);
+	harness_stop();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("claims");
@@ -431,5 +683,8 @@ int main(void)
 	harness_add(s, "client_timeout", the_client_timeout_spares_the_wait, 120);
 	harness_add(s, "waiter_left", a_waiter_that_left_is_passed_over, 120);
 	harness_add(s, "hit_ends_claim", a_hit_under_the_alias_ends_the_claim, 120);
+	harness_add(s, "one_process", one_process_cannot_fill_the_table, 180);
+	harness_add(s, "full_table", a_full_table_makes_room_for_a_lighter_process, 180);
+	harness_add(s, "expiry", an_idle_claim_expires_and_is_taken_over, 120);
 	return harness_main(s);
 }
