@@ -39,7 +39,6 @@ struct claim_peer;
 #define CLAIMS_PER_OWNER 1024       /* claims one owner (connection) may hold */
 #define CLAIMS_PER_PEER 4096        /* claims one process may hold, on all its connections */
 #define CLAIM_WAITERS_MAX 4096      /* lookups waiting on one claim */
-#define CLAIM_EXPIRY_DEFAULT_S 600  /* a claim without progress this long ends */
 
 /*
  * What an owner (a connection) keeps of its claims and of its lookups that

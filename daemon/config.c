@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include "cache_conf.h"
-#include "claims.h"
 #include "config.h"
 #include "key.h"
 #include "kiln_build.h"

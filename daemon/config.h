@@ -25,6 +25,9 @@ struct config_toolchain {
 	bool is_default;   /* not named on the command line: skipped if missing */
 };
 
+/* A claim without progress this long ends (--claim-expiry; claims.c). */
+#define CLAIM_EXPIRY_DEFAULT_S 600
+
 struct config {
 	char *socket_path;
 	bool socket_default;        /* socket_path is util_default_socket()'s */

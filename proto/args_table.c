@@ -15,7 +15,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "args.h"
 #include "args_table.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
