@@ -11,7 +11,15 @@
 # Unlike those, it keeps a KILN_SOCKET or KILN_CACHE_DIR that is set already;
 # the defaults are /tmp/kiln-UID/job-JOBID/kilnd.sock and /tmp/kiln-UID/cache.
 # Arguments of kiln_job_start go to kilnd (e.g. --jobs 16 --upstream DIR).
+# Run instead of sourced, it would define the functions in a shell that
+# exits at once: it refuses (as kiln-prologue.sh does) and exits 2.
 # shellcheck source-path=SCRIPTDIR
+
+if ! (return 0 2>/dev/null); then
+	echo "kiln: kiln-job.sh must be sourced, not run: 'source ${BASH_SOURCE[0]:-kiln-job.sh}'," \
+		"then kiln_job_start and kiln_job_stop in the batch script" >&2
+	exit 2
+fi
 
 _kiln_job_scripts=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../systemd/slurm" && pwd)
 export KILN_SLURM_DEFINE_ONLY=1

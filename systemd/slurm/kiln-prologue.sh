@@ -8,6 +8,8 @@
 # It starts kilnd on every node of the allocation, returns once every one of
 # them answers, and exports KILN_SOCKET and KILN_CACHE_DIR for the job steps.
 # It returns 1, with the reason on stderr, when a daemon cannot be started.
+# Run rather than sourced (bash kiln-prologue.sh), or sourced by a shell other
+# than bash, it starts nothing and exits 2 saying so.
 #
 # Why a job step of its own, and not `srun ... kilnd --daemonize`: Slurm ends
 # a step when its tasks have exited, and what happens to a process that
@@ -49,6 +51,27 @@
 # user on the same cache directory (shared nodes) cannot open that cache:
 # its daemon then uses a cache of its own, CACHE_DIR-job-JOBID, removed at
 # the end of the job.
+
+# Run instead of sourced (`bash kiln-prologue.sh`), it would start the
+# daemons and export KILN_SOCKET into a shell that exits at once: the job's
+# ranks would not find them and would each build alone, while the daemons
+# idle until the job ends. So it refuses, as virtualenv's activate does, and
+# starts nothing. `(return 0)` succeeds only in a sourced file (or a
+# function); bash also fails it for `bash <kiln-prologue.sh`. Other shells
+# are refused outright: the rest is bash, and POSIX sh cannot tell sourced
+# from run (dash allows return at a script's top level).
+if [ -z "${BASH_VERSION:-}" ]; then
+	echo "kiln: kiln-prologue.sh needs bash: source it from a bash batch script" \
+		"(#!/bin/bash; source kiln-prologue.sh)" >&2
+	return 2 2>/dev/null || exit 2
+fi
+if ! (return 0 2>/dev/null); then
+	echo "kiln: kiln-prologue.sh must be sourced, not run: put" \
+		"'source ${BASH_SOURCE[0]:-kiln-prologue.sh} || exit 1' in the batch script" \
+		"(run in a shell of its own, the KILN_SOCKET it exports would never reach the" \
+		"job's steps); nothing was started" >&2
+	exit 2
+fi
 
 # shellcheck disable=SC2016 # the per-node scripts expand their variables there
 
