@@ -5,7 +5,7 @@
 # shellcheck shell=bash
 
 KILN_PACKAGES=(meson ninja-build pkg-config gcc g++ libuv1-dev libsqlite3-dev libcjson-dev
-	libssl-dev check sqlite3 libmpich-dev mpich clang libsystemd-dev gfortran
+	libssl-dev check sqlite3 libmpich-dev mpich clang gfortran
 	python3 python3-pytest python3-pip python3-setuptools slurm-wlm munge tmux
 	# The vendored DaCe's dependencies (py_dace; ../shared/vendor/dace/README.md).
 	python3-numpy python3-sympy python3-networkx python3-ply python3-astunparse python3-dill

@@ -2,11 +2,13 @@
  * Integration tests of the systemd integration without a running systemd:
  * kilnd started with a listening socket passed the way systemd passes it
  * (descriptor 3, LISTEN_FDS=1, LISTEN_PID), and readiness notification to a
- * NOTIFY_SOCKET datagram socket (when built with libsystemd).
+ * fake service manager: a datagram socket named by NOTIFY_SOCKET, a path or
+ * an abstract name, as systemd makes one (kilnd needs no libsystemd).
  */
 #include "harness.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,16 +33,24 @@ static int listen_at(const char *path)
 	return fd;
 }
 
-/* A datagram socket for sd_notify messages, non-blocking. */
-static int notify_socket(const char *path)
+/* A datagram socket for sd_notify messages, non-blocking: at a path, or at
+ * an abstract name when name starts with '@' (systemd's own notify socket
+ * is one since v254). */
+static int notify_socket(const char *name)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t n = strlen(name);
+	socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
 	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0);
 
 	ck_assert_int_ge(fd, 0);
-	ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_uint_lt(n, sizeof(sa.sun_path));
+	memcpy(sa.sun_path, name, n + 1);
+	if (name[0] == '@')
+		sa.sun_path[0] = '\0';
+	else
+		len++;
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, len), 0);
 	return fd;
 }
 
@@ -122,7 +132,6 @@ START_TEST(passed_socket_is_served_and_kept)
 	ck_assert_int_eq(harness_num(st, "pid"), pid);
 	cJSON_Delete(st);
 	harness_get_program(NULL, "activated", 31, "it:activated", key);
-#ifdef KILN_HAVE_SYSTEMD
 	read_notify(nfd, msgs, sizeof(msgs));
 	ck_assert_msg(strstr(msgs, "READY=1") != NULL, "no READY=1 on NOTIFY_SOCKET: %s", msgs);
 	{
@@ -131,13 +140,10 @@ START_TEST(passed_socket_is_served_and_kept)
 		snprintf(mainpid, sizeof(mainpid), "MAINPID=%d", (int)pid);
 		ck_assert_msg(strstr(msgs, mainpid) != NULL, "no %s: %s", mainpid, msgs);
 	}
-#endif
 	ck_assert_int_eq(harness_cli(NULL, NULL, "stop", NULL), 0);
 	ck_assert_int_eq(harness_wait(pid, 30), 0);
-#ifdef KILN_HAVE_SYSTEMD
 	read_notify(nfd, msgs, sizeof(msgs));
 	ck_assert_msg(strstr(msgs, "STOPPING=1") != NULL, "no STOPPING=1: %s", msgs);
-#endif
 	/* The socket is systemd's: it stays, and a client that connects while
 	 * no kilnd runs is served by the next one. */
 	ck_assert_msg(harness_exists(harness.socket), "kilnd removed a socket it did not create");
@@ -161,6 +167,80 @@ START_TEST(passed_socket_is_served_and_kept)
 	ck_assert_int_eq(harness_wait(pid, 30), 0);
 	close(lfd);
 	close(nfd);
+}
+END_TEST
+
+/* Starts an activated kilnd with NOTIFY_SOCKET=name, a fake service manager
+ * listening there (nfd), and checks what a Type=notify unit waits for:
+ * READY=1 with MAINPID and STATUS once it serves, STOPPING=1 when it stops. */
+static void check_notified(const char *name, int nfd)
+{
+	char msgs[4096] = "", mainpid[32], status[HARNESS_PATH + 16];
+	int lfd = listen_at(harness.socket);
+	pid_t pid = start_activated(lfd, 1, name);
+	cJSON *st = wait_status(pid);
+
+	cJSON_Delete(st);
+	/* READY=1 goes before the loop runs, so it is there once status answers. */
+	read_notify(nfd, msgs, sizeof(msgs));
+	ck_assert_msg(strstr(msgs, "READY=1") != NULL, "no READY=1 at NOTIFY_SOCKET=%s: '%s'",
+		      name, msgs);
+	snprintf(mainpid, sizeof(mainpid), "MAINPID=%d", (int)pid);
+	ck_assert_msg(strstr(msgs, mainpid) != NULL, "no %s: '%s'", mainpid, msgs);
+	snprintf(status, sizeof(status), "STATUS=serving %s", harness.socket);
+	ck_assert_msg(strstr(msgs, status) != NULL, "no '%s': '%s'", status, msgs);
+	ck_assert_msg(strstr(msgs, "STOPPING=1") == NULL, "STOPPING=1 before the stop: '%s'", msgs);
+	ck_assert_int_eq(harness_cli(NULL, NULL, "stop", NULL), 0);
+	ck_assert_int_eq(harness_wait(pid, 30), 0);
+	read_notify(nfd, msgs, sizeof(msgs));
+	ck_assert_msg(strstr(msgs, "STOPPING=1") != NULL, "no STOPPING=1 at %s: '%s'", name, msgs);
+	close(lfd);
+	unlink(harness.socket);
+}
+
+/*
+ * What kilnd.service's Type=notify waits for arrives in every build, with
+ * libsystemd or without (Spack and EasyBuild builds usually lack it; before,
+ * such a kilnd sent nothing and systemd killed it after 90 s): at a
+ * NOTIFY_SOCKET path and at an abstract one ('@', systemd's own since v254).
+ */
+START_TEST(readiness_is_notified_without_libsystemd)
+{
+	char path[HARNESS_PATH], abstract[64];
+	int nfd = notify_socket(harness_path(path, "notify"));
+
+	check_notified(path, nfd);
+	close(nfd);
+	snprintf(abstract, sizeof(abstract), "@kiln-it-notify-%d", (int)getpid());
+	nfd = notify_socket(abstract);
+	check_notified(abstract, nfd);
+	close(nfd);
+}
+END_TEST
+
+/* A NOTIFY_SOCKET nobody listens on, or of a kind kilnd does not speak
+ * (systemd's vsock: for VMs), is a warning in the log: kilnd serves. */
+START_TEST(unreachable_notify_socket_is_a_warning)
+{
+	const char *names[] = { "/nonexistent/kiln-notify", "vsock:2:1234" };
+
+	for (size_t i = 0; i < 2; i++) {
+		int lfd = listen_at(harness.socket);
+		pid_t pid = start_activated(lfd, 1, names[i]);
+		char *log;
+
+		cJSON_Delete(wait_status(pid));
+		ck_assert_int_eq(harness_cli(NULL, NULL, "stop", NULL), 0);
+		ck_assert_int_eq(harness_wait(pid, 30), 0);
+		log = harness_read_file(harness.log);
+		ck_assert_msg(log != NULL && harness_contains(log, "cannot notify the service manager") &&
+				      harness_contains(log, names[i]),
+			      "no warning about NOTIFY_SOCKET=%s in the log: %s", names[i], log);
+		free(log);
+		close(lfd);
+		unlink(harness.socket);
+		unlink(harness.log);
+	}
 }
 END_TEST
 
@@ -195,5 +275,8 @@ int main(void)
 
 	suite_add_tcase(s, harness_tcase("activated", passed_socket_is_served_and_kept, 120));
 	suite_add_tcase(s, harness_tcase("unusable", unusable_passed_sockets_are_refused, 60));
+	suite_add_tcase(s, harness_tcase("notify", readiness_is_notified_without_libsystemd, 120));
+	suite_add_tcase(s, harness_tcase("notify_unreachable", unreachable_notify_socket_is_a_warning,
+					 120));
 	return harness_main(s);
 }
