@@ -236,6 +236,15 @@ static int settle_dep(const struct deps_build *b, struct store_dep *d, char *why
 		return 0;
 	case STORE_DEP_EXISTS:
 		if (stat(d->path, &st) != 0 && lstat(d->path, &st) != 0) {
+			/* A probe that failed other than by a missing name (a Q
+			 * record: EACCES behind a directory this user cannot
+			 * search, a PATH entry of another user's) fails for kilnd
+			 * too: the path is out of reach, which a hit checks as it
+			 * checks an absent one (it must still fail stat). */
+			if (d->mode == 0 && errno != ENOENT && errno != ENOTDIR) {
+				d->kind = STORE_DEP_ABSENT;
+				return 0;
+			}
 			snprintf(why, cap, "%s was removed while the build ran", d->path);
 			return -EAGAIN;
 		}
