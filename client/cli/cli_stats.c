@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -186,7 +187,8 @@ static void print_prometheus(FILE *fp, const cJSON *st, const struct series_labe
 		fprintf(fp, "} %.15g\n", v->valuedouble);
 	}
 	print_prometheus_detail(fp, st, l);
-	fprintf(fp, "# HELP kiln_up Whether kilnd answered.\n# TYPE kiln_up gauge\nkiln_up{");
+	fprintf(fp, "# HELP kiln_up Whether kilnd runs: it answered, or holds the cache's lock.\n"
+		"# TYPE kiln_up gauge\nkiln_up{");
 	print_labels(fp, l);
 	fprintf(fp, "} %d\n", up ? 1 : 0);
 }
@@ -454,6 +456,31 @@ static int stats_parse(struct cli *cli, int argc, char **argv, struct stats_args
 	return -1;
 }
 
+/* Whether a kilnd holds cache_dir's lock (daemon/instance.c's flock of
+ * kilnd.lock) though it did not answer on this socket (another socket,
+ * another user's): /proc/locks tells without taking the lock, which a
+ * kilnd starting at that moment would then miss. */
+static bool cache_locked(const char *cache_dir)
+{
+	char path[PATH_MAX + 16], line[256];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/kilnd.lock", cache_dir);
+	FILE *fp = stat(path, &st) == 0 ? fopen("/proc/locks", "re") : NULL;
+	bool held = false;
+	while (fp != NULL && !held && fgets(line, sizeof(line), fp) != NULL) {
+		unsigned ma, mi;
+		unsigned long long ino;
+		char kind[16];
+		/* "1: FLOCK  ADVISORY  WRITE 4242 08:01:1234567 0 EOF" */
+		if (sscanf(line, "%*s %15s %*s %*s %*d %x:%x:%llu", kind, &ma, &mi, &ino) == 4)
+			held = strcmp(kind, "FLOCK") == 0 && ma == major(st.st_dev) &&
+			       mi == minor(st.st_dev) && ino == (unsigned long long)st.st_ino;
+	}
+	if (fp != NULL)
+		fclose(fp);
+	return held;
+}
+
 /* kilnd's status, or the counters in the index when it is not running
  * (*up false). *owner: whose they are, kilnd's user (its peer credentials),
  * else the owner of the cache directory. 0 or -1 after saying why. */
@@ -470,6 +497,8 @@ static int fetch_stats(struct cli *cli, cJSON **st, bool *up, uid_t *owner)
 	if (rc == -ECONNREFUSED) {
 		if (stat(cli->cache_dir, &sb) == 0)
 			*owner = sb.st_uid;
+		/* Up all the same when a kilnd holds the cache it read. */
+		*up = cache_locked(cli->cache_dir);
 		return offline_status(cli, st) == 0 ? 0 : -1;
 	}
 	if (rc != 0)

@@ -4,16 +4,18 @@
 #ifndef KILN_DAEMON_SERVER_ACCESS_H
 #define KILN_DAEMON_SERVER_ACCESS_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "config.h"
 #include "msg.h"
 
 /* The daemon's own user may talk to it (DESIGN.md, one daemon per user),
- * and whoever --allow-uid or --allow-group name: 0, -EPERM, or a negative
- * errno when the peer's credentials cannot be read. Sets the peer's uid and
- * pid. */
-int access_check_peer(int fd, const struct config *cfg, uid_t *uid, pid_t *pid);
+ * and whoever --allow-uid or --allow-group name; root may read its status
+ * (*status_only set: a node's metrics are collected as root). 0, -EPERM,
+ * or a negative errno when the peer's credentials cannot be read. Sets the
+ * peer's uid and pid. */
+int access_check_peer(int fd, const struct config *cfg, uid_t *uid, pid_t *pid, bool *status_only);
 /* Answers a connection kilnd will not serve with one error, then closes
  * fd. */
 void access_refuse(int fd, enum msg_err code, const char *fmt, ...)

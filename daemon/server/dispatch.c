@@ -578,6 +578,7 @@ enum {
 	OPF_ARGS = 1 << 3,          /* carries compiler arguments (code into the toolchain) */
 	OPF_PENDING = 1 << 4,       /* counts against --max-pending */
 	OPF_FD = 1 << 5,            /* takes a descriptor sent with it */
+	OPF_READ = 1 << 6,          /* allowed to a status-only peer (root) */
 };
 
 /* The operations: one line each, the policy applied once, where it is read. */
@@ -585,11 +586,11 @@ static const struct {
 	void (*run)(struct conn *c, struct msg_request *req);
 	unsigned flags;
 } op_table[OP__COUNT] = {
-	[OP_HELLO] = { op_hello, OPF_BEFORE_HELLO | OPF_STOPPING },
+	[OP_HELLO] = { op_hello, OPF_BEFORE_HELLO | OPF_STOPPING | OPF_READ },
 	[OP_GET] = { op_get, OPF_CACHE | OPF_ARGS | OPF_PENDING },
 	[OP_LOOKUP] = { op_lookup, OPF_CACHE },
 	[OP_PUT] = { op_put, OPF_CACHE | OPF_ARGS | OPF_PENDING | OPF_FD },
-	[OP_STATUS] = { op_status, OPF_STOPPING },
+	[OP_STATUS] = { op_status, OPF_STOPPING | OPF_READ },
 	[OP_LIST] = { op_list, OPF_CACHE },
 	[OP_SHOW] = { op_show, OPF_CACHE },
 	[OP_REMOVE] = { op_write, OPF_CACHE },
@@ -611,6 +612,9 @@ static int admit(struct conn *c, const struct msg_request *req, unsigned flags)
 	struct kilnd *d = c->d;
 	if (!c->hello && !(flags & OPF_BEFORE_HELLO)) {
 		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "op", "send hello first");
+	} else if (c->status_only && !(flags & OPF_READ)) {
+		conn_reply_error(c, req->id, ERR_DENIED, "op", "kilnd serves uid %d; root may read its "
+				 "status, and do nothing else", (int)geteuid());
 	} else if (d->stopping && !(flags & OPF_STOPPING)) {
 		conn_reply_error(c, req->id, ERR_SHUTTING_DOWN, NULL, "kilnd is shutting down");
 	} else if ((flags & OPF_CACHE) && d->cache_why[0] != '\0' && cachedir_check(d) != 0) {

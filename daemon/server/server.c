@@ -609,7 +609,8 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 		}
 		uid_t uid = (uid_t)-1;
 		pid_t pid = 0;
-		if (access_check_peer(fd, d->cfg, &uid, &pid) != 0) {
+		bool status_only = false;
+		if (access_check_peer(fd, d->cfg, &uid, &pid, &status_only) != 0) {
 			log_warn("refused connection from uid %d (pid %d)", (int)uid, (int)pid);
 			d->c.denied++;
 			access_refuse(fd, ERR_DENIED, "kilnd serves uid %d%s; connection from uid %d refused",
@@ -638,6 +639,7 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 		c->fd = fd;
 		c->uid = uid;
 		c->pid = pid;
+		c->status_only = status_only;
 		claims_owner_init(&c->claims, uid, pid);
 		c->refs = 1;
 		c->rx_ns = util_now_ns();

@@ -41,6 +41,7 @@ struct conn {
 	bool batching;              /* in a read: replies wait for its end */
 	uid_t uid;
 	pid_t pid;
+	bool status_only;           /* root, not kilnd's user: hello and status only */
 	unsigned pending;           /* requests read and not yet answered */
 	unsigned nout;              /* replies queued and not yet fully written */
 	size_t out_bytes;           /* their size (whole frames, written part too) */

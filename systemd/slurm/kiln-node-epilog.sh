@@ -69,4 +69,6 @@ case $state_cache in
 esac
 rm -f "$KILN_NODE_STATE_DIR/job-$job"
 ours || kiln_node_log "job $job: kilnd (pid $pid) stopped"
+# The other kilnds' metrics refreshed, this one's file gone with it.
+kiln_node_metrics
 exit 0

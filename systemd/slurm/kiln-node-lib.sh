@@ -22,6 +22,11 @@
 #                            default the job runs without kiln and it is logged
 #   KILN_NODE_USERS_MIN_UID  start no kilnd for jobs of users below this uid
 #                            (default 0: every user, root included)
+#   KILN_NODE_METRICS_DIR    node_exporter's textfile directory: the prolog and
+#                            the epilog then write one file per user's kilnd
+#                            there (kiln-node-metrics; default: none)
+#   KILN_NODE_METRICS        that script (default: the one installed with these
+#                            scripts, PREFIX/libexec/kiln-node-metrics)
 
 # The variables set here are for the scripts that source this file.
 # shellcheck disable=SC2034
@@ -66,6 +71,21 @@ kiln_node_load_conf() {
 	KILN_NODE_STATE_DIR=${KILN_NODE_STATE_DIR:-/run/kiln-slurm}
 	KILN_NODE_START_TIMEOUT=${KILN_NODE_START_TIMEOUT:-60}
 	KILN_NODE_USERS_MIN_UID=${KILN_NODE_USERS_MIN_UID:-0}
+	KILN_NODE_METRICS_DIR=${KILN_NODE_METRICS_DIR:-}
+	KILN_NODE_METRICS=${KILN_NODE_METRICS:-$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../../../libexec/kiln-node-metrics}
+	return 0
+}
+
+# Writes the metrics of every user's kilnd on the node (and removes those
+# of kilnds that are gone), when the site asks for them. Never fails.
+kiln_node_metrics() {
+	[ -n "$KILN_NODE_METRICS_DIR" ] || return 0
+	if [ ! -x "$KILN_NODE_METRICS" ]; then
+		kiln_node_log "KILN_NODE_METRICS_DIR is set, but $KILN_NODE_METRICS is missing"
+		return 0
+	fi
+	KILN_METRICS_DIR=$KILN_NODE_METRICS_DIR "$KILN_NODE_METRICS" --kiln "$KILN_CLI" >/dev/null 2>&1 ||
+		kiln_node_log "kiln-node-metrics failed for $KILN_NODE_METRICS_DIR"
 	return 0
 }
 

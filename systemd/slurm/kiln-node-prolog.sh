@@ -110,4 +110,5 @@ if ! printf 'pid=%s\nuid=%s\ngid=%s\nuser=%s\nsocket=%s\ncache=%s\n' \
 	fail "cannot write $kiln_state"
 fi
 kiln_node_log "job $job: kilnd (pid $pid) for $user on $kiln_socket, cache $cache"
+kiln_node_metrics
 exit 0
