@@ -50,7 +50,12 @@ static void config_usage(FILE *fp)
 		"  --cache-dir DIR         build cache (default: $KILN_CACHE_DIR, else\n"
 		"                          $XDG_CACHE_HOME/kiln, else ~/.cache/kiln); relative\n"
 		"                          paths here, in --socket and in --log-file are taken\n"
-		"                          from the directory kilnd starts in\n"
+		"                          from the directory kilnd starts in; a cache on a\n"
+		"                          network filesystem (NFS, Lustre, GPFS, BeeGFS,\n"
+		"                          CephFS, SMB, ...) is refused: keep it node-local\n"
+		"                          and share builds with --upstream\n"
+		"  --allow-network-cache   start on a cache directory on a network filesystem\n"
+		"                          anyway (with a warning in the log)\n"
 		"  --jobs N                compilers running at once (default: online CPUs)\n"
 		"  --max-size SIZE         evict entries (stale ones first, then least recently\n"
 		"                          used) while the cache takes more than SIZE on disk\n"
@@ -302,7 +307,7 @@ enum {
 	OPT_JOB_NODES,
 	OPT_ALLOW_UID, OPT_ALLOW_GROUP, OPT_MAX_CONNECTIONS, OPT_MAX_REQUESTS, OPT_MAX_PENDING,
 	OPT_MAX_QUEUE, OPT_FRAME_TIMEOUT, OPT_CLAIM_EXPIRY, OPT_CUDA_ARCH, OPT_NO_LANDLOCK, OPT_NO_PREWARM, OPT_ALLOW_WRITE, OPT_ALLOW_TOOLCHAIN_CODE,
-	OPT_TOOLCHAIN_DIR, OPT_TOOLCHAIN_ENV,
+	OPT_TOOLCHAIN_DIR, OPT_TOOLCHAIN_ENV, OPT_ALLOW_NETWORK_CACHE,
 };
 
 static const struct option long_opts[] = {
@@ -335,6 +340,7 @@ static const struct option long_opts[] = {
 	{ "no-prewarm", no_argument, NULL, OPT_NO_PREWARM },
 	{ "allow-write", required_argument, NULL, OPT_ALLOW_WRITE },
 	{ "allow-toolchain-code", no_argument, NULL, OPT_ALLOW_TOOLCHAIN_CODE },
+	{ "allow-network-cache", no_argument, NULL, OPT_ALLOW_NETWORK_CACHE },
 	{ "toolchain-dir", required_argument, NULL, OPT_TOOLCHAIN_DIR },
 	{ "toolchain-env", required_argument, NULL, OPT_TOOLCHAIN_ENV },
 	{ "help", no_argument, NULL, 'h' },
@@ -502,6 +508,9 @@ static int parse_one(struct config *cfg, int c, const char *arg)
 			       "--allow-write", arg);
 	case OPT_ALLOW_TOOLCHAIN_CODE:
 		cfg->allow_toolchain_code = true;
+		return 0;
+	case OPT_ALLOW_NETWORK_CACHE:
+		cfg->allow_network_cache = true;
 		return 0;
 	case OPT_TOOLCHAIN_DIR:
 		return add_dir(cfg->toolchain_dirs, &cfg->ntoolchain_dirs, CONFIG_MAX_TOOLCHAIN_DIRS,

@@ -68,6 +68,7 @@ struct config {
 	bool no_landlock;          /* --no-landlock: compilers run unconfined */
 	bool no_prewarm;           /* --no-prewarm: no checks before the first request */
 	bool allow_toolchain_code; /* --allow-toolchain-code: -fplugin=, -B, ... */
+	bool allow_network_cache;  /* --allow-network-cache: a cache on NFS, Lustre, ... */
 	char *allow_write[CONFIG_MAX_ALLOW_WRITE]; /* --allow-write: absolute, real */
 	size_t nallow_write;
 	/* --toolchain-dir: where admitted users may name compilers (real paths) */

@@ -19,6 +19,7 @@
 #include "prewarm.h"
 #include "flight.h"
 #include "cache_conf.h"
+#include "cachefs.h"
 #include "cachedir.h"
 #include "config.h"
 #include "confine.h"
@@ -460,10 +461,17 @@ static int start_process(struct kilnd *d, struct config *cfg, char *err, size_t 
 		free(cfg->socket_path);
 		cfg->socket_path = apath;
 	}
-	if (main_make_dirs(cfg, err, errlen) != 0 || open_log(cfg) != 0) {
+	/* Before anything is made there: a cache on NFS, Lustre, ... is refused. */
+	const char *netfs = NULL;
+	if (cachefs_check(cfg->cache_dir, cfg->allow_network_cache, &netfs, err, errlen) != 0 ||
+	    main_make_dirs(cfg, err, errlen) != 0 || open_log(cfg) != 0) {
 		fail_start(cfg, err[0] != '\0' ? err : "cannot open the log file");
 		return -1;
 	}
+	if (netfs != NULL)
+		log_warn("the cache directory %s is on %s, a network filesystem (allowed by "
+			 "--allow-network-cache): its index's locking may fail there, and hits "
+			 "cross the network", cfg->cache_dir, netfs);
 	int rc = instance_lock(cfg, &other, err, errlen);
 	if (rc == INSTANCE_CACHE_IN_USE) {
 		log_error("%s", err);
