@@ -132,6 +132,10 @@ uint64_t util_now_ns(void);       /* CLOCK_MONOTONIC */
  * nearest that decimal, which JSON prints short ("0.239", never
  * "0.23899999999999999"). */
 double util_round3(double x);
+/* The optimal string alignment distance between a and b (insertions,
+ * deletions, substitutions and swaps of two neighbours, one each), for a
+ * "did you mean"; strings longer than 63 bytes are SIZE_MAX apart. */
+size_t util_edit_distance(const char *a, const char *b);
 int64_t util_wall_s(void);        /* time(NULL) */
 
 /*

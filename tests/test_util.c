@@ -762,6 +762,26 @@ START_TEST(test_table_random)
 }
 END_TEST
 
+/* The distance a "did you mean" ranks commands by: a swap of neighbours
+ * is one edit, as are an insertion, a deletion, a substitution. */
+START_TEST(test_edit_distance)
+{
+	ck_assert_uint_eq(util_edit_distance("stats", "stats"), 0);
+	ck_assert_uint_eq(util_edit_distance("statsu", "stats"), 1);
+	ck_assert_uint_eq(util_edit_distance("stauts", "status"), 1);
+	ck_assert_uint_eq(util_edit_distance("sttaus", "status"), 1);
+	ck_assert_uint_eq(util_edit_distance("sutats", "status"), 2);
+	ck_assert_uint_eq(util_edit_distance("", "ls"), 2);
+	ck_assert_uint_eq(util_edit_distance("lss", "ls"), 1);
+	ck_assert_uint_eq(util_edit_distance("export", "import"), 2);
+	ck_assert_uint_eq(util_edit_distance("status", "stop"), 4);
+	char big[70];
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	ck_assert_uint_eq(util_edit_distance(big, "a"), SIZE_MAX);
+}
+END_TEST
+
 static Suite *util_suite(void)
 {
 	Suite *s = suite_create("util");
@@ -786,6 +806,7 @@ static Suite *util_suite(void)
 	tcase_add_test(tu, test_hex_and_clocks);
 	tcase_add_test(tu, test_unhex_every_byte);
 	tcase_add_test(tu, test_int_text);
+	tcase_add_test(tu, test_edit_distance);
 	suite_add_tcase(s, tu);
 
 	tcase_add_test(tt, test_table_basic);

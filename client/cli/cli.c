@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -368,6 +369,8 @@ int cli_parse_refs(struct cli *cli, int argc, char **argv, const char **refs, in
 	return cli_parse_flag_refs(cli, argc, argv, NULL, NULL, refs, max, nrefs);
 }
 
+static int unknown_command(struct cli *cli, const char *name);
+
 /* kiln help [COMMAND] */
 static int cmd_help(struct cli *cli, int argc, char **argv)
 {
@@ -390,7 +393,7 @@ static int cmd_help(struct cli *cli, int argc, char **argv)
 	}
 	if (cli_help_command(topic, stdout) < 0) {
 		cli->cmd = NULL;
-		return cli_usage_error(cli, "unknown command '%s'", topic);
+		return unknown_command(cli, topic);
 	}
 	return cli_finish_stdout(CLI_EXIT_OK);
 }
@@ -418,6 +421,25 @@ static const struct {
 	{ "stop", cmd_stop },
 	{ "help", cmd_help },
 };
+
+/* "unknown command 'statsu'; did you mean 'stats'?": the nearest command,
+ * when it is near enough to be what was meant (at most two edits, fewer
+ * than the command has letters: "lss" is "ls", "xyz" is nothing). */
+static int unknown_command(struct cli *cli, const char *name)
+{
+	const char *best = NULL;
+	size_t dist = SIZE_MAX;
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		size_t d = util_edit_distance(name, commands[i].name);
+		if (d < dist) {
+			dist = d;
+			best = commands[i].name;
+		}
+	}
+	if (best != NULL && dist <= 2 && dist < strlen(best))
+		return cli_usage_error(cli, "unknown command '%s'; did you mean '%s'?", name, best);
+	return cli_usage_error(cli, "unknown command '%s'", name);
+}
 
 int main(int argc, char **argv)
 {
@@ -457,7 +479,7 @@ int main(int argc, char **argv)
 			goto cleanup;
 		}
 	}
-	status = cli_usage_error(&cli, "unknown command '%s'", name);
+	status = unknown_command(&cli, name);
 
 cleanup:
 	cli_json_failure(&cli, status);

@@ -292,6 +292,18 @@ START_TEST(cli_errors_and_version)
 	ck_assert_msg(strncmp(out, "kiln ", 5) == 0 && strcmp(out, v2) == 0, "'%s' '%s'", out, v2);
 	free(out), free(v2), free(err);
 
+	/* A mistyped command gets the one it was near, as a usage error;
+	 * a name near none gets no guess. */
+	ck_assert_int_eq(harness_cli(&out, &err, "stauts", NULL), 2);
+	ck_assert_msg(strstr(err, "unknown command 'stauts'; did you mean 'status'?"), "'%s'", err);
+	free(out), free(err);
+	ck_assert_int_eq(harness_cli(&out, &err, "help", "exprot", NULL), 2);
+	ck_assert_msg(strstr(err, "did you mean 'export'?"), "'%s'", err);
+	free(out), free(err);
+	ck_assert_int_eq(harness_cli(&out, &err, "xyzzy", NULL), 2);
+	ck_assert_msg(strstr(err, "unknown command 'xyzzy'") && !strstr(err, "did you mean"), "'%s'", err);
+	free(out), free(err);
+
 	/* kilnd not running: a --cache-dir that does not exist, or holds no
 	 * cache, is an error, not "no entries". */
 	harness_path(missing, "no-such-cache");
