@@ -774,6 +774,11 @@ def _compile(self, output_file=None, validate=True, return_program_handle=True):
     """SDFG.compile through kiln: first by content (no code generation),
     else as DaCe does, with the content alias recorded for next time."""
     gt4py, _batch.gt4py = getattr(_batch, "gt4py", None), None
+    if callable(gt4py):
+        # kiln.gt4py's alias as the build reads its configuration (this
+        # call runs inside the configuration GT4Py compiles under): None
+        # when it cannot be had, then the program is built as any other.
+        gt4py = gt4py()
     if gt4py is not None:
         # kiln.gt4py's compilation step (kiln/gt4py.py, _Compile): this
         # SDFG is its program; the build gets its section and its alias.

@@ -20,6 +20,9 @@ Environment:
   RANK_FLOAT32  "1": the Laplacian on float32 fields (another argument type)
   RANK_DACE_SET "section.key=integer": a dace.Config.set in main(), after
                 GT4Py's backend was made
+  RANK_SETENV   "NAME=value": os.environ[NAME] = value in main(), after
+                GT4Py's backend was made (CXXFLAGS set from Python); with
+                RANK_SETENV_AFTER=1, after the first program instead
 
 Prints one line "RANK {json}": per program its first call's seconds and
 whether it matched NumPy, kiln.gt4py's and kiln.dace's counters.
@@ -226,9 +229,14 @@ def main():
             time.sleep(0.001)
     names = [n for n in os.environ.get("RANK_PROGRAMS", ",".join(PROGRAMS)).split(",") if n]
     g = Grid() if any(n != "laplacian" for n in names) else None
+    setenv = os.environ.get("RANK_SETENV", "").partition("=")
+    if setenv[0] and os.environ.get("RANK_SETENV_AFTER") != "1":
+        os.environ[setenv[0]] = setenv[2]
     out = {"calls": {}, "ok": {}}
-    for n in names:
+    for i, n in enumerate(names):
         out["calls"][n], out["ok"][n] = PROGRAMS[n](g)
+        if i == 0 and setenv[0] and os.environ.get("RANK_SETENV_AFTER") == "1":
+            os.environ[setenv[0]] = setenv[2]
     for m in ("gt4py", "dace"):
         mod = sys.modules.get("kiln." + m)
         out["kiln_" + m] = dict(mod.stats) if mod is not None else None

@@ -279,3 +279,564 @@ def test_gpu_program_is_found_without_a_gpu(daemon, tmp_path):
         g = json.loads(lines[-1][6:])
         assert (g["hits"], g["lowered"], g["fallbacks"]) == want + (0,), (round_, g)
         assert "building with DaCe's CMake" not in p.stdout, p.stdout[-3000:]
+
+
+# ---- issue 47: what the alias covers, and claims ---------------------------
+
+INNER_LAPLACIAN = textwrap.dedent('''
+    @gtx.program(backend=BACKEND)
+    def laplacian_inner(a: gtx.Field[gtx.Dims[I, J], FT], out: gtx.Field[gtx.Dims[I, J], FT]):
+        laplacian(a, out=out[2:-2, 2:-2])
+
+
+    def run_laplacian_inner(g):
+        a_np = np.fromfunction(lambda i, j: np.sin(0.3 * i) + np.cos(0.2 * j) * i,
+                               (24, 20)).astype(NP_FT)
+        a = gtx.as_field([I, J], xp().asarray(a_np))
+        out = gtx.as_field([I, J], xp().zeros((24, 20), dtype=NP_FT))
+        t = time.monotonic()
+        laplacian_inner(a, out)
+        dt = time.monotonic() - t
+        ref = (-NP_FT(COEF) * a_np[2:-2, 2:-2] + a_np[3:-1, 2:-2] + a_np[1:-3, 2:-2]
+               + a_np[2:-2, 3:-1] + a_np[2:-2, 1:-3])
+        return dt, bool(np.allclose(as_np(out)[2:-2, 2:-2], ref, rtol=1e-5))
+
+
+    PROGRAMS["laplacian_inner"] = run_laplacian_inner
+''')
+
+
+def test_compiler_flags_set_at_run_time_are_in_the_alias(daemon, tmp_path):
+    """CXXFLAGS set from Python after GT4Py's backend was made (GT4Py reads
+    it at every build, into DaCe's configuration): lowered and built anew,
+    the same value again is found, the plain program too.
+    In GT4Py's process mode a variable set after its worker started is not
+    what the worker builds with: the worker looks the program up as it
+    builds it (here: found, built earlier without the flags), and a later
+    process that sets the flags from the start is not served that library."""
+    prog = tmp_path / "prog"
+    prog.mkdir()
+    script = prog / "gt4py_programs.py"
+    text = open(RANK).read()
+    guard = 'if __name__ == "__main__":'
+    assert text.count(guard) == 1
+    # one more program of this script's own (icon4py's are found if an
+    # earlier test built them, and a hit starts no worker)
+    script.write_text(text.replace(guard, INNER_LAPLACIAN + "\n\n" + guard))
+    env = dict(RANK_PROGRAMS="laplacian", GT4PY_BUILD_JOBS_MODE="serial")
+    contract = "CXXFLAGS=-fPIC -O3 -march=native -ffp-contract=off"
+
+    def one(tag, **extra):
+        results, lowerings = run_ranks(daemon, tmp_path, 1, tag, script=script,
+                                       **dict(env, **extra))
+        res = results[0]
+        assert all(res["ok"].values()), (tag, res["output"][-3000:])
+        g = res["kiln_gt4py"]
+        assert g["fallbacks"] == 0, (tag, res["output"][-3000:])
+        return g["lowered"], g["hits"], lowerings
+
+    assert one("plain") == (1, 0, 1)
+    assert one("cxxflags", RANK_SETENV=contract) == (1, 0, 1)
+    assert one("cxxflags-again", RANK_SETENV=contract) == (0, 1, 0)
+    assert one("plain-again") == (0, 1, 0)
+    # process mode, one worker, started by the first program (lowered: a
+    # program of this script's only); the flags are set after it: the
+    # worker builds the Laplacian without them, as the plain runs did, and
+    # finds that program
+    o2 = "CXXFLAGS=-fPIC -O2 -march=native"
+    assert one("worker", RANK_PROGRAMS="laplacian_inner,laplacian", RANK_SETENV=o2,
+               RANK_SETENV_AFTER="1", GT4PY_BUILD_JOBS_MODE="process",
+               GT4PY_BUILD_JOBS="1") == (1, 1, 1)
+    assert one("o2-from-the-start", RANK_SETENV=o2) == (1, 0, 1)
+
+
+HOOKS = textwrap.dedent('''
+    import dace
+
+    SCALE = {scale}
+
+
+    def _value():
+        return {value} * SCALE
+
+
+    def post(sdfg):
+        # one more state, last: out[0, 0] (a cell the program leaves alone)
+        # gets the mark, so the result says which hook built the library
+        last = sdfg.add_state("kiln_hook_mark")
+        for block in list(sdfg.sink_nodes()):
+            if block is not last:
+                sdfg.add_edge(block, last, dace.InterstateEdge())
+        t = last.add_tasklet("mark", {{}}, {{"o"}}, "o = %r" % (_value() + {literal}))
+        last.add_edge(t, "o", last.add_write("out"), None, dace.Memlet("out[0, 0]"))
+''')
+
+HOOKED = textwrap.dedent('''
+    import json, os, sys
+    import numpy as np
+    import gt4py.next as gtx
+    from gt4py.next.program_processors.runners.dace import make_dace_backend
+    from gt4py.next.program_processors.runners.dace.transformations import auto_optimize as ao
+    import hooks
+
+    I = gtx.Dimension("I")
+    J = gtx.Dimension("J")
+    BACKEND = make_dace_backend(gpu=False, optimization_args={
+        "optimization_hooks": {ao.GT4PyAutoOptHook.TopLevelDataFlowPost: hooks.post}})
+
+    @gtx.field_operator
+    def lap(a: gtx.Field[gtx.Dims[I, J], gtx.float64]) -> gtx.Field[gtx.Dims[I, J], gtx.float64]:
+        return -4.0 * a + a(I + 1) + a(I - 1) + a(J + 1) + a(J - 1)
+
+    @gtx.program(backend=BACKEND)
+    def lap_program(a: gtx.Field[gtx.Dims[I, J], gtx.float64],
+                    out: gtx.Field[gtx.Dims[I, J], gtx.float64]):
+        lap(a, out=out[1:-1, 1:-1])
+
+    def main():
+        import kiln.gt4py
+        kiln.gt4py.install()
+        a = gtx.as_field([I, J], np.ones((8, 6)))
+        out = gtx.as_field([I, J], np.zeros((8, 6)))
+        lap_program(a, out)
+        print("RANK " + json.dumps({"ok": {"lap": bool(np.allclose(out.asnumpy()[1:-1, 1:-1], 0))},
+                                    "mark": float(out.asnumpy()[0, 0]),
+                                    "kiln_gt4py": dict(kiln.gt4py.stats)}))
+
+    if __name__ == "__main__":
+        main()
+''')
+
+
+def test_edited_optimization_hook_is_never_served_the_old_program(daemon, tmp_path):
+    """An optimization hook of GT4Py's DaCe backend, in the user's module
+    under the same name, edited between runs in fresh folders: its own
+    literal, a global it reads. Each edit is lowered
+    anew and the result is its own (the mark the hook writes); the
+    unchanged hook is found again. GT4Py's lenient fingerprint counts an
+    importable function by its name, so each edit was served the library
+    of the first hook."""
+    prog = tmp_path / "hooked"
+    prog.mkdir()
+    script = prog / "hooked.py"
+    script.write_text(HOOKED)
+
+    def one(tag, scale=1, value=7.0, literal=0.0):
+        (prog / "hooks.py").write_text(HOOKS.format(scale=scale, value=value, literal=literal))
+        results, lowerings = run_ranks(daemon, tmp_path, 1, tag, script=script,
+                                       GT4PY_BUILD_JOBS_MODE="serial",
+                                       PYTHONPATH=os.pathsep.join(
+                                           [str(prog), os.environ.get("PYTHONPATH", "")]))
+        res = results[0]
+        assert res["ok"] == {"lap": True}, (tag, res["output"][-3000:])
+        g = res["kiln_gt4py"]
+        assert g["fallbacks"] == 0, (tag, res["output"][-3000:])
+        return res["mark"], g["lowered"], g["hits"]
+
+    assert one("hook") == (7.0, 1, 0)
+    assert one("hook-again") == (7.0, 0, 1)
+    assert one("literal", literal=1.0) == (8.0, 1, 0)
+    assert one("global", scale=2) == (14.0, 1, 0)
+    assert one("hook-once-more") == (7.0, 0, 1)
+    # (a helper it calls, and the other kinds of callables: in-process,
+    # test_settings_callables_count_by_code)
+
+
+def test_build_view_reads_the_flags_as_the_build_does(monkeypatch):
+    """In one process: what the alias holds of the build is DaCe's
+    configuration inside the configuration GT4Py builds under, read now:
+    CXXFLAGS, CUDAFLAGS and HIPFLAGS set after the backend was made are
+    DaCe's compiler.cpu.args, compiler.cuda.args and compiler.cuda.hip_args
+    there, and each changes it; outside that configuration they are not."""
+    import kiln.gt4py
+    from dace.config import Config
+    from gt4py.next.program_processors.runners.dace import run_dace_cpu
+    from gt4py.next.program_processors.runners.dace.workflow import common as wfcommon
+
+    step = run_dace_cpu.executor.compilation
+    for var in ("CXXFLAGS", "CUDAFLAGS", "HIPFLAGS", "CUDAARCHS", "HIPARCHS"):
+        monkeypatch.delenv(var, raising=False)
+    seen = {kiln.gt4py._build_view(step)}
+    for var, key in (("CXXFLAGS", ("compiler", "cpu", "args")),
+                     ("CUDAFLAGS", ("compiler", "cuda", "args")),
+                     ("HIPFLAGS", ("compiler", "cuda", "hip_args"))):
+        outside = Config.get(*key)
+        monkeypatch.setenv(var, "-O1 -ffp-contract=off")
+        assert Config.get(*key) == outside
+        with wfcommon.dace_context(device_type=step.device_type,
+                                   cmake_build_type=step.cmake_build_type):
+            assert Config.get(*key) == "-O1 -ffp-contract=off"
+        view = kiln.gt4py._build_view(step)
+        assert view not in seen, var
+        seen.add(view)
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("CUDAARCHS", "90")
+    assert kiln.gt4py._build_view(step) not in seen
+
+
+def _steps(hook, **more):
+    """kiln.gt4py's fingerprint of the workflow's settings of a DaCe
+    backend with hook as an optimization hook (in-process: nothing is
+    lowered)."""
+    import kiln.gt4py
+    from gt4py.next.program_processors.runners.dace import make_dace_backend
+    from gt4py.next.program_processors.runners.dace.transformations import auto_optimize as ao
+
+    args = dict(more, optimization_hooks={ao.GT4PyAutoOptHook.TopLevelDataFlowPost: hook})
+    b = make_dace_backend(gpu=False, optimization_args=args)
+    return kiln.gt4py._steps_id(b.executor, b.executor.compilation)
+
+
+def _module(name, source):
+    """A module of the user's (a file of its own name), as a fresh process
+    imports it: the same name, the text as it is now."""
+    import types
+    m = types.ModuleType(name)
+    m.__file__ = "/nonexistent/%s.py" % name
+    sys.modules[name] = m
+    exec(compile(source, m.__file__, "exec"), m.__dict__)
+    return m
+
+
+def test_settings_callables_count_by_code(monkeypatch):
+    """Every callable in the workflow's settings counts by its code, not by
+    its name: an importable function edited under the same name, a helper
+    it calls, a global it reads, lambdas, closures (their cells), default
+    arguments, partials, bound methods (their objects), callable objects
+    (their class's __call__), dataclasses, lru_cache wrappers, a callable
+    deep in a nested setting. The same code is the same fingerprint."""
+    import functools
+
+    for name in [n for n in sys.modules if n.startswith("kiln_probe_")]:
+        monkeypatch.delitem(sys.modules, name)
+    seen = set()
+
+    def new(fp):
+        assert fp not in seen
+        seen.add(fp)
+        return fp
+
+    one = new(_steps(_module("kiln_probe_a", "def post(sdfg):\n    return 1\n").post))
+    assert _steps(_module("kiln_probe_a", "def post(sdfg):\n    return 1\n").post) == one
+    new(_steps(_module("kiln_probe_a", "def post(sdfg):\n    return 2\n").post))
+    helper = "K = %d\ndef helper():\n    return K * %d\ndef post(sdfg):\n    return helper()\n"
+    new(_steps(_module("kiln_probe_b", helper % (1, 1)).post))
+    new(_steps(_module("kiln_probe_b", helper % (1, 2)).post))     # the helper's code
+    m = _module("kiln_probe_b", helper % (1, 1))
+    m.K = 3
+    new(_steps(m.post))                                             # a global it reads
+    uses = "import kiln_probe_b\ndef post(sdfg):\n    return kiln_probe_b.helper()\n"
+    new(_steps(_module("kiln_probe_c", uses).post))
+    _module("kiln_probe_b", helper % (5, 1))
+    new(_steps(_module("kiln_probe_c", uses).post))                 # through another module
+    new(_steps(lambda sdfg: 1))
+    new(_steps(lambda sdfg: 2))
+
+    def closure(v):
+        def post(sdfg):
+            return v
+        return post
+
+    new(_steps(closure(1)))
+    assert _steps(closure(1)) in seen
+    new(_steps(closure(2)))
+    new(_steps(_module("kiln_probe_d", "def post(sdfg, k=1):\n    return k\n").post))
+    new(_steps(_module("kiln_probe_d", "def post(sdfg, k=2):\n    return k\n").post))
+    g = _module("kiln_probe_e", "def g(sdfg, k):\n    return k\n").g
+    new(_steps(functools.partial(g, k=1)))
+    new(_steps(functools.partial(g, k=2)))
+    cls = "class H:\n    def __init__(self, v):\n        self.v = v\n" \
+          "    def hook(self, sdfg):\n        return self.v %s\n    def __call__(self, sdfg):\n" \
+          "        return self.v %s\n"
+    m = _module("kiln_probe_f", cls % ("", ""))
+    new(_steps(m.H(1).hook))
+    new(_steps(m.H(2).hook))                                        # the method's object
+    new(_steps(m.H(1)))
+    new(_steps(_module("kiln_probe_f", cls % ("", "+ 1")).H(1)))    # __call__ edited
+    dc = "import dataclasses\n@dataclasses.dataclass(frozen=True)\nclass H:\n    k: int = 1\n" \
+         "    def __call__(self, sdfg):\n        return self.k %s\n"
+    new(_steps(_module("kiln_probe_g", dc % "").H()))
+    new(_steps(_module("kiln_probe_g", dc % "").H(k=2)))
+    new(_steps(_module("kiln_probe_g", dc % "* 2").H()))
+    lru = "import functools\n@functools.lru_cache\ndef post(sdfg):\n    return %d\n"
+    new(_steps(_module("kiln_probe_h", lru % 1).post))
+    new(_steps(_module("kiln_probe_h", lru % 2).post))
+    deep = "def f(sdfg):\n    return %d\n"
+    new(_steps(print, kiln_more=[{"x": (_module("kiln_probe_i", deep % 1).f,)}]))
+    new(_steps(print, kiln_more=[{"x": (_module("kiln_probe_i", deep % 2).f,)}]))
+    # Python's own and installed code counts by name (with the Python
+    # version, an installed module's file): accepted, stable
+    import numpy as np
+    assert _steps(print) == _steps(print)
+    assert _steps(np.sqrt) == _steps(np.sqrt)
+
+
+def test_settings_without_code_identity_are_not_aliased(capsys):
+    """A callable whose code kiln cannot identify (a C function pointer, a
+    function that reads a lock) in the workflow's settings: kiln.gt4py
+    neither looks the program up nor stores it under an alias (GT4Py's
+    task goes to GT4Py's runner as it is), and says why on stderr."""
+    import concurrent.futures
+    import ctypes
+    import threading
+    import kiln.gt4py
+    from gt4py.next.otf import runners
+    from gt4py.next.program_processors.runners.dace import make_dace_backend
+    from gt4py.next.program_processors.runners.dace.transformations import auto_optimize as ao
+
+    lock = threading.Lock()
+
+    def locked(sdfg):
+        with lock:
+            return sdfg
+
+    class Inner:
+        def __init__(self):
+            self.tasks = []
+
+        def submit(self, task):
+            self.tasks.append(task)
+            f = concurrent.futures.Future()
+            f.set_result(None)
+            return f
+
+    for hook in (ctypes.CDLL(None).abs, locked):
+        with pytest.raises(kiln.gt4py.Unidentified):
+            _steps(hook)
+        b = make_dace_backend(gpu=False, optimization_args={
+            "optimization_hooks": {ao.GT4PyAutoOptHook.TopLevelDataFlowPost: hook}})
+        task = runners.CompilationTask(name="probe", construct_compilable=lambda refs: "probe",
+                                       executor=b.executor)
+        inner = Inner()
+        before = kiln.gt4py.stats["fallbacks"]
+        kiln.gt4py._Runner(inner).submit(task)
+        assert inner.tasks == [task]         # GT4Py's own task: no lookup, no alias
+        assert kiln.gt4py.stats["fallbacks"] == before + 1
+    err = capsys.readouterr().err
+    assert "GT4Py builds this program as usual: its workflow's settings hold code kiln " \
+           "cannot identify" in err, err
+
+
+CLAIMS = textwrap.dedent('''
+    import json, os, signal, subprocess, sys, time
+    import numpy as np
+    import gt4py.next as gtx
+    from gt4py.next.otf import compiled_program
+    from gt4py.next.program_processors.runners.dace import run_dace_cpu
+    from gt4py.next.program_processors.runners.dace.workflow import translation as _tr
+
+    I = gtx.Dimension("I")
+    EVENTS = os.environ["CLAIMS_EVENTS"]
+    HOLD = os.environ.get("CLAIMS_HOLD", "")
+
+    def event(what):
+        with open(EVENTS, "a") as f:
+            f.write("%s %d\\n" % (what, os.getpid()))
+
+    def events():
+        with open(EVENTS) as f:
+            return f.read().split()
+
+    def claims_held():
+        out = subprocess.run([os.environ["KILN_TEST_CLI"], "--socket", os.environ["KILN_SOCKET"],
+                              "--json", "status"], stdout=subprocess.PIPE, text=True).stdout
+        return json.loads(out)["claims_held"]
+
+    _translate = _tr.DaCeTranslator.__call__
+    _first = []
+
+    def _lowering(self, inp):
+        event("lowering")
+        if HOLD == "count" and not _first:
+            _first.append(1)
+            while "submitted" not in events():    # every variant submitted
+                time.sleep(0.02)
+            event("held_at_first_lowering_%d" % claims_held())
+        elif HOLD == "stop":
+            os.kill(os.getpid(), signal.SIGSTOP)
+        elif HOLD == "block":
+            while not os.path.exists(os.environ["CLAIMS_GO"]):
+                time.sleep(0.05)
+        return _translate(self, inp)
+
+    _tr.DaCeTranslator.__call__ = _lowering
+
+    @gtx.field_operator
+    def scaled(a: gtx.Field[gtx.Dims[I], gtx.float64],
+               k: gtx.float64) -> gtx.Field[gtx.Dims[I], gtx.float64]:
+        return a * k
+
+    @gtx.program(backend=run_dace_cpu)
+    def scaled_program(a: gtx.Field[gtx.Dims[I], gtx.float64], k: gtx.float64,
+                       out: gtx.Field[gtx.Dims[I], gtx.float64]):
+        scaled(a, k, out=out)
+
+    def main():
+        import kiln.gt4py
+        kiln.gt4py.install()
+        ks = [float(k) for k in os.environ["CLAIMS_KS"].split(",")]
+        event("held_before_%d" % claims_held())
+        scaled_program.compile(offset_provider={}, k=ks)    # static variants, not run
+        event("submitted")
+        compiled_program.wait_for_compilation()
+        event("compiled")
+        ok = {}
+        for k in ks:
+            out = gtx.as_field([I], np.zeros(5))
+            scaled_program(gtx.as_field([I], np.arange(5.0)), k, out, offset_provider={})
+            ok[str(k)] = bool(np.allclose(out.asnumpy(), k * np.arange(5.0)))
+        print("RANK " + json.dumps({"ok": ok, "kiln_gt4py": dict(kiln.gt4py.stats)}))
+
+    if __name__ == "__main__":
+        main()
+''')
+
+
+def claims_script(tmp_path):
+    script = tmp_path / "claims" / "variants.py"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(CLAIMS)
+    return script
+
+
+def start_rank(daemon, tmp_path, script, tag, **env_extra):
+    env = dict(os.environ, KILN_SOCKET=daemon.socket, GT4PY_BUILD_CACHE_LIFETIME="persistent",
+               GT4PY_BUILD_CACHE_DIR=str(tmp_path / tag),
+               DACE_BUILD_CACHE_DIR=str(tmp_path / "dace-node-cache"),
+               CLAIMS_EVENTS=str(tmp_path / ("%s.events" % tag)), **env_extra)
+    for v in ("KILN_DACE", "KILN_GT4PY"):
+        env.pop(v, None)
+    return subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=str(tmp_path))
+
+
+def finish_rank(p):
+    out = p.communicate(timeout=900)[0]
+    lines = [line for line in out.splitlines() if line.startswith("RANK ")]
+    assert p.returncode == 0 and lines, out[-4000:]
+    assert "building with DaCe's CMake" not in out, out[-4000:]
+    res = json.loads(lines[-1][5:])
+    res["output"] = out
+    return res
+
+
+def read_events(tmp_path, tag):
+    path = tmp_path / ("%s.events" % tag)
+    return path.read_text().split() if path.exists() else []
+
+
+def wait_for_events(p, tmp_path, tag, word, n):
+    """Until the rank's events hold word n times (or it ended: then its
+    output says why). No duration is asserted: the bound only keeps a
+    broken run from hanging the suite."""
+    import time
+    end = time.monotonic() + 600
+    while read_events(tmp_path, tag).count(word) < n:
+        if p.poll() is not None:
+            raise AssertionError(p.communicate()[0][-4000:])
+        assert time.monotonic() < end, "no %d x %s in %s" % (n, word, read_events(tmp_path, tag))
+        time.sleep(0.05)
+
+
+def test_claim_is_taken_when_lowering_starts_not_at_submission(daemon, tmp_path):
+    """compile(..., enable_jit=False) of three static variants with one
+    compile thread: while the first is lowering, the other two are queued
+    and hold no claim (another rank lowers them meanwhile instead of
+    waiting for this one's queue); all three are right."""
+    script = claims_script(tmp_path)
+    p = start_rank(daemon, tmp_path, script, "queue", CLAIMS_HOLD="count", CLAIMS_KS="1,2,3",
+                   GT4PY_BUILD_JOBS_MODE="thread", GT4PY_BUILD_JOBS="1")
+    res = finish_rank(p)
+    assert all(res["ok"].values()) and len(res["ok"]) == 3, res
+    ev = read_events(tmp_path, "queue")
+    before = [int(e.rsplit("_", 1)[1]) for e in ev if e.startswith("held_before_")]
+    during = [int(e.rsplit("_", 1)[1]) for e in ev if e.startswith("held_at_first_lowering_")]
+    assert len(before) == 1 and len(during) == 1, ev
+    assert during[0] - before[0] == 1, (ev, res["output"][-3000:])
+    assert res["kiln_gt4py"] == {"hits": 0, "lowered": 3, "fallbacks": 0}, res
+
+
+def test_waiter_takes_over_from_a_claimer_without_heartbeat(daemon, tmp_path):
+    """A rank claims a program and stops (SIGSTOP: its connection, and so
+    kilnd's claim, stay): another rank waiting for it sees no heartbeat
+    past its stall bound (KILN_GT4PY_STALL, short here) and lowers the
+    program itself, while the first is still stopped, instead of waiting
+    out KILN_GT4PY_WAIT."""
+    import signal
+    script = claims_script(tmp_path)
+    a = start_rank(daemon, tmp_path, script, "stopped", CLAIMS_HOLD="stop", CLAIMS_KS="4",
+                   GT4PY_BUILD_JOBS_MODE="serial", KILN_GT4PY_STALL="1")
+    try:
+        wait_for_events(a, tmp_path, "stopped", "lowering", 1)
+        b = start_rank(daemon, tmp_path, script, "waiter", CLAIMS_KS="4",
+                       GT4PY_BUILD_JOBS_MODE="serial", KILN_GT4PY_STALL="1",
+                       KILN_GT4PY_WAIT="120")
+        res = finish_rank(b)
+        with open("/proc/%d/stat" % a.pid) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        assert state == "T", state           # the claimer is still stopped
+        assert res["ok"] == {"4.0": True}, res
+        assert res["kiln_gt4py"]["lowered"] == 1, res
+        assert "no heartbeat" in res["output"], res["output"][-3000:]
+    finally:
+        a.send_signal(signal.SIGKILL)
+        a.communicate()
+
+
+def test_a_rank_waits_once_in_all_not_once_per_program(daemon, tmp_path):
+    """A rank holds the claims of three variants and takes long (alive,
+    beating, its lowerings blocked): another rank compiling the same three
+    waits for the first until its budget (KILN_GT4PY_WAIT, the rank's in
+    all) is spent, then lowers all three without waiting again: one wait
+    runs out at kilnd, not three."""
+    script = claims_script(tmp_path)
+    go = tmp_path / "go"
+    a = start_rank(daemon, tmp_path, script, "holder", CLAIMS_HOLD="block", CLAIMS_KS="5,6,7",
+                   CLAIMS_GO=str(go), GT4PY_BUILD_JOBS_MODE="thread", GT4PY_BUILD_JOBS="3")
+    try:
+        wait_for_events(a, tmp_path, "holder", "lowering", 3)
+        s0 = status(daemon)
+        b = start_rank(daemon, tmp_path, script, "budget", CLAIMS_KS="5,6,7",
+                       GT4PY_BUILD_JOBS_MODE="serial", KILN_GT4PY_WAIT="2",
+                       KILN_GT4PY_STALL="0")
+        res = finish_rank(b)
+        s1 = status(daemon)
+        assert not go.exists() and a.poll() is None     # the holder is still blocked
+        assert all(res["ok"].values()) and len(res["ok"]) == 3, res
+        assert res["kiln_gt4py"]["lowered"] == 3, res
+        assert s1["claim_waits"] - s0["claim_waits"] == 1, (s0, s1, res["output"][-3000:])
+        assert s1["claim_timeouts"] - s0["claim_timeouts"] == 1, (s0, s1)
+        assert "is spent" in res["output"], res["output"][-3000:]
+    finally:
+        go.write_text("")
+    res = finish_rank(a)
+    assert all(res["ok"].values()) and len(res["ok"]) == 3, res
+
+
+def test_wait_budget_is_spent_once_by_waits_side_by_side(monkeypatch, tmp_path):
+    """The budget counts the seconds during which at least one of the
+    rank's waits is in progress (through a file its GT4Py workers share):
+    two waits side by side spend it once, time with no wait spends
+    nothing."""
+    import time
+    import kiln.gt4py
+
+    now = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    path = tmp_path / "budget"
+    path.write_bytes(b"")
+    a = kiln.gt4py._Budget.at(str(path), 10.0)
+    b = kiln.gt4py._Budget.at(str(path), 10.0)      # another process's view of the file
+    assert a.begin() == 10.0
+    now[0] += 2
+    assert b.begin() == 8.0
+    now[0] += 3
+    a.end()
+    now[0] += 2
+    b.end()                                          # 7 s with a wait in progress
+    now[0] += 50                                     # none: nothing spent
+    assert a.begin() == 3.0
+    now[0] += 3
+    a.end()
+    assert b.begin() == 0.0
+    b.end()
