@@ -208,6 +208,10 @@ int cmd_top(struct cli *cli, int argc, char **argv)
 	sigaction(SIGTERM, &sa, &old_term);
 	struct sample prev = { 0 };
 	status = CLI_EXIT_OK;
+	/* A terminal's alternate screen, as top and less use: what was on the
+	 * screen comes back when kiln top ends. */
+	if (tty)
+		fputs("\033[?1049h", stdout);
 	for (long n = 0; !top_stop && (frames == 0 || n < frames); n++) {
 		cJSON *st = fetch(cli);
 		if (st == NULL) {
@@ -227,6 +231,10 @@ int cmd_top(struct cli *cli, int argc, char **argv)
 		fflush(stdout);
 		if ((frames != 0 && n + 1 >= frames) || wait_quit(interval, keys))
 			break;
+	}
+	if (tty) {
+		fputs("\033[?1049l", stdout);
+		fflush(stdout);
 	}
 	if (keys)
 		tcsetattr(STDIN_FILENO, TCSANOW, &saved);

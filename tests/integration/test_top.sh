@@ -41,7 +41,8 @@ for _ in $(seq 50); do
 	sleep 0.1
 done
 tmux -L "$srv" new-session -d -s top -x 110 -y 30 \
-	"$KILN_TEST_CLI --socket $sock top -d 0.3" || fail "tmux could not start kiln top"
+	"echo kiln-top-was-not-here; $KILN_TEST_CLI --socket $sock top -d 0.3; echo kiln-top-ended; sleep 30" ||
+	fail "tmux could not start kiln top"
 screen=
 for _ in $(seq 30); do
 	sleep 0.2
@@ -62,9 +63,17 @@ for _ in $(seq 30); do
 done
 grep -q "kilnd: 1 building, 2 queued" <<<"$warm_line" ||
 	{ screen=$warm_line; fail "warm's progress line does not say 'kilnd: 1 building, 2 queued'"; }
+grep -q "kiln-top-was-not-here" <<<"$screen" && fail "kiln top draws over the screen, not on the alternate one"
 tmux -L "$srv" send-keys -t top q
 for _ in $(seq 30); do
-	tmux -L "$srv" has-session -t top 2>/dev/null || { echo "ok: kiln top drew the screen and q ended it"; exit 0; }
+	screen=$(tmux -L "$srv" capture-pane -p -t top 2>/dev/null)
+	if grep -q "kiln-top-ended" <<<"$screen"; then
+		# The screen from before is back, and no frame of top is left.
+		grep -q "kiln-top-was-not-here" <<<"$screen" || fail "the screen from before kiln top is not back"
+		grep -q "RUNNING" <<<"$screen" && fail "kiln top's frame stays on the screen"
+		echo "ok: kiln top drew on the alternate screen and q ended it"
+		exit 0
+	fi
 	sleep 0.1
 done
 fail "q did not end kiln top"
