@@ -4,9 +4,14 @@
 
 # shellcheck shell=bash
 
+# The one list: scripts/test installs it, and the test tools_installed checks
+# that it holds every program a test calls (tests/tools.txt,
+# tests/check_tools.py); scripts/bench adds only gnuplot-nox.
 KILN_PACKAGES=(meson ninja-build pkg-config gcc g++ libuv1-dev libsqlite3-dev libcjson-dev
 	libssl-dev check sqlite3 libmpich-dev mpich clang gfortran
 	python3 python3-pytest python3-pip python3-setuptools slurm-wlm munge tmux
+	# bench/run, which the test bench_counts runs.
+	ccache
 	# The vendored DaCe's dependencies (py_dace; ../shared/vendor/dace/README.md).
 	python3-numpy python3-sympy python3-networkx python3-ply python3-astunparse python3-dill
 	python3-yaml python3-packaging python3-typing-extensions python3-ordered-set
@@ -39,7 +44,7 @@ kiln_missing_packages() {
 }
 
 # kiln_install_deps [PACKAGE...]: installs what is missing of KILN_PACKAGES
-# and the packages named (scripts/bench: ccache, gnuplot-nox) with apt-get;
+# and the packages named (scripts/bench: gnuplot-nox) with apt-get;
 # refreshes the package lists only when something is missing, so that a ready
 # machine needs no network.
 kiln_install_deps() {

@@ -7,10 +7,12 @@ rows report kilnd's builds of the ranks alone (1, though kilnd's counters
 persist and kiln_used's kilnd built another program first), the floor row
 ran, and no rank failed. No timing is checked.
 
-usage: check_bench.py SOURCE_ROOT BUILD_DIR; exits 77 when the build has
-no bench programs or no /usr/bin/c++."""
+usage: check_bench.py SOURCE_ROOT BUILD_DIR; exits 77, saying why, when the
+build has no bench programs, or there is no /usr/bin/c++ or no ccache, which
+bench/run needs to start (scripts/test installs both: KILN_PACKAGES)."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,6 +26,10 @@ def main():
             return 77
     if not os.access("/usr/bin/c++", os.X_OK):
         print("SKIP: no /usr/bin/c++ (the bench's compiler)")
+        return 77
+    if not shutil.which("ccache"):
+        print("SKIP: ccache is not installed: bench/run needs it to start (scripts/test "
+              "installs it, with every package of KILN_PACKAGES in scripts/common.sh)")
         return 77
     with tempfile.TemporaryDirectory(prefix="kiln-check-bench-") as tmp:
         out = os.path.join(tmp, "r.json")
