@@ -52,6 +52,8 @@
 # its daemon then uses a cache of its own, CACHE_DIR-job-JOBID, removed at
 # the end of the job.
 
+# shellcheck shell=bash disable=SC2016 # the per-node scripts expand their variables there
+
 # Run instead of sourced (`bash kiln-prologue.sh`), it would start the
 # daemons and export KILN_SOCKET into a shell that exits at once: the job's
 # ranks would not find them and would each build alone, while the daemons
@@ -63,6 +65,7 @@
 if [ -z "${BASH_VERSION:-}" ]; then
 	echo "kiln: kiln-prologue.sh needs bash: source it from a bash batch script" \
 		"(#!/bin/bash; source kiln-prologue.sh)" >&2
+	# shellcheck disable=SC2317 # reached where return cannot return
 	return 2 2>/dev/null || exit 2
 fi
 if ! (return 0 2>/dev/null); then
@@ -72,8 +75,6 @@ if ! (return 0 2>/dev/null); then
 		"job's steps); nothing was started" >&2
 	exit 2
 fi
-
-# shellcheck disable=SC2016 # the per-node scripts expand their variables there
 
 # The per-node part of the daemon step. It runs kilnd in the foreground,
 # prints "kiln-ready NODE PID CACHE" once the socket answers and then waits

@@ -14,6 +14,7 @@ cli=${KILN_TEST_CLI:?KILN_TEST_CLI is not set}
 command -v dash >/dev/null || { echo "SKIP: no dash (Debian's sh) to run the prologue with"; exit 77; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kiln-prologue-test.XXXXXX")
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
 	# A kilnd a failed case left: stop it through its socket.
 	"$cli" --socket "$tmp/run/job-4242/kilnd.sock" stop >/dev/null 2>&1
