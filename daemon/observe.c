@@ -10,7 +10,9 @@
  * build's secret KILN_TRACE_TOKEN, so a file written there by other means
  * reads as damage. Records are NUL-terminated text written with one write()
  * to an O_APPEND file, so threads never interleave within a record.
- * daemon/flight/trace.c reads them.
+ * daemon/flight/trace.c reads them. The hooks on the programs the
+ * toolchain starts (exec, posix_spawn: X, F, P, I) are observe_exec.c's;
+ * observe_int.h is what the two share.
  *
  * Record: "<token> <kind> <pid> <fields...>\t<path or name>\0", kinds
  * (their letters: proto/trace_rec.h):
@@ -69,7 +71,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "observe_image.h"
+#include "observe_int.h"
 #include "observe_path.h"
 #include "sha256.h"
 #include "trace_rec.h"
@@ -84,7 +86,15 @@
 
 extern char **environ;
 
-static const char *env_get(char *const *env, const char *name);
+const char *observe_env_get(char *const *env, const char *name)
+{
+	size_t n = strlen(name);
+	for (; env != NULL && *env != NULL; env++) {
+		if (strncmp(*env, name, n) == 0 && (*env)[n] == '=')
+			return *env + n + 1;
+	}
+	return NULL;
+}
 
 static int trace_fd = -1;
 static char trace_token[72];
@@ -92,13 +102,11 @@ static dev_t trace_dev;
 static ino_t trace_ino;
 static int trace_state; /* 0: not yet, 1: tracing, 2: off */
 
-#define REAL(name) static __typeof__(name) *real_##name
 REAL(open); REAL(open64); REAL(openat); REAL(openat64); REAL(fopen); REAL(fopen64);
 REAL(freopen); REAL(freopen64); REAL(stat); REAL(lstat); REAL(fstatat); REAL(statx);
 REAL(access); REAL(faccessat); REAL(euidaccess); REAL(readlink); REAL(readlinkat);
 REAL(realpath); REAL(opendir); REAL(fdopendir); REAL(scandir); REAL(scandir64);
-REAL(scandirat); REAL(execve); REAL(execv); REAL(execvp); REAL(execvpe);
-REAL(posix_spawn); REAL(posix_spawnp); REAL(dlopen); REAL(creat);
+REAL(scandirat); REAL(dlopen); REAL(creat);
 static int (*real___open_2)(const char *, int);
 static int (*real___open64_2)(const char *, int);
 static int (*real___openat_2)(int, const char *, int);
@@ -114,14 +122,13 @@ static int (*real___lxstat64)(int, const char *, struct stat64 *);
 static int (*real___fxstatat64)(int, int, const char *, struct stat64 *, int);
 static char *(*real_canonicalize_file_name)(const char *);
 
-#define RESOLVE(name) (real_##name != NULL ? 0 : (real_##name = dlsym(RTLD_NEXT, #name), 0))
 
 /* Each process opens a trace file of its own: a descriptor inherited from
  * the parent could have been closed and its number reused. */
 static void trace_open(void)
 {
-	const char *dir = env_get(environ, "KILN_TRACE_DIR");
-	const char *token = env_get(environ, "KILN_TRACE_TOKEN");
+	const char *dir = observe_env_get(environ, "KILN_TRACE_DIR");
+	const char *token = observe_env_get(environ, "KILN_TRACE_TOKEN");
 	char path[PATH_MAX];
 	unsigned char rnd[8];
 	trace_state = 2;
@@ -173,7 +180,7 @@ static void trace_lost(const char *why)
 	_exit(137);
 }
 
-static bool tracing(void)
+bool observe_tracing(void)
 {
 	if (trace_state == 0)
 		trace_open();
@@ -190,7 +197,7 @@ static bool tracing(void)
  * name (len: its length in name) is one of them. */
 static bool ignored_in(const char *name, size_t len)
 {
-	const char *list = env_get(environ, "KILN_OBSERVE_IGNORE");
+	const char *list = observe_env_get(environ, "KILN_OBSERVE_IGNORE");
 	bool path = name[0] == '/';
 	while (list != NULL && *list != '\0') {
 		size_t n = strcspn(list, ":");
@@ -209,7 +216,7 @@ static bool ignored(const char *path)
 	return ignored_in(path, strlen(path));
 }
 
-static void emit(const char *head, const char *path)
+void observe_emit(const char *head, const char *path)
 {
 	char rec[REC_MAX];
 	if (path[0] == '/' && ignored(path))
@@ -226,7 +233,7 @@ static void emit(const char *head, const char *path)
 
 /* A record's head: kind, pid, the numbers in pre (may be empty), then a
  * file's identity. */
-static void ident_head(char *head, size_t cap, char kind, long pid, const char *pre,
+void observe_ident_head(char *head, size_t cap, char kind, long pid, const char *pre,
 		       const struct stat *st)
 {
 	snprintf(head, cap, "%c %ld%s %llu %llu %lld %lld %lld %o", kind, pid, pre,
@@ -237,33 +244,33 @@ static void ident_head(char *head, size_t cap, char kind, long pid, const char *
 		 (unsigned)st->st_mode);
 }
 
-static void emit_ident(char kind, const char *path, const struct stat *st)
+void observe_emit_ident(char kind, const char *path, const struct stat *st)
 {
 	char head[256];
-	ident_head(head, sizeof(head), kind, (long)getpid(), "", st);
-	emit(head, path);
+	observe_ident_head(head, sizeof(head), kind, (long)getpid(), "", st);
+	observe_emit(head, path);
 }
 
 /* A probe's outcome: rc < 0 with errno, or success with the mode. */
-static void note_probe(int dirfd, const char *path, int rc, int err, unsigned mode)
+void observe_note_probe(int dirfd, const char *path, int rc, int err, unsigned mode)
 {
 	char abs[PATH_MAX + 8], head[64];
 	bool resolved;
-	if (!tracing() || !observe_absolute(dirfd, path, abs, sizeof(abs), &resolved))
+	if (!observe_tracing() || !observe_absolute(dirfd, path, abs, sizeof(abs), &resolved))
 		return;
 	if (rc == 0)
 		snprintf(head, sizeof(head), "%c %d %o", REC_STAT, (int)getpid(), resolved ? 0 : mode);
 	else
 		snprintf(head, sizeof(head), "%c %d %d", err == ENOENT || err == ENOTDIR ? REC_ABSENT : REC_FAILED,
 			 (int)getpid(), err);
-	emit(head, abs);
+	observe_emit(head, abs);
 }
 
 /* After an open: the identity of what was opened, or the miss. */
 static void note_open(int dirfd, const char *path, int flags, int fd, int err)
 {
 	char abs[PATH_MAX + 8], head[64];
-	if (!tracing() || !observe_absolute(dirfd, path, abs, sizeof(abs), NULL))
+	if (!observe_tracing() || !observe_absolute(dirfd, path, abs, sizeof(abs), NULL))
 		return;
 	if (fd < 0 && ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC)))) {
 		/* A refused attempt to write (Landlock, permissions) wrote
@@ -272,12 +279,12 @@ static void note_open(int dirfd, const char *path, int flags, int fd, int err)
 		struct stat st;
 		RESOLVE(fstatat);
 		int rc = real_fstatat(dirfd, path, &st, 0);
-		note_probe(dirfd, path, rc, errno, rc == 0 ? (unsigned)st.st_mode : 0);
+		observe_note_probe(dirfd, path, rc, errno, rc == 0 ? (unsigned)st.st_mode : 0);
 		errno = err; /* the caller reads the open's */
 		return;
 	}
 	if (fd < 0) {
-		note_probe(dirfd, path, -1, err, 0);
+		observe_note_probe(dirfd, path, -1, err, 0);
 		return;
 	}
 	struct stat st;
@@ -285,12 +292,12 @@ static void note_open(int dirfd, const char *path, int flags, int fd, int err)
 		return;
 	if ((flags & O_PATH) || S_ISDIR(st.st_mode)) {
 		snprintf(head, sizeof(head), "%c %d %o", REC_STAT, (int)getpid(), (unsigned)st.st_mode);
-		emit(head, abs);
+		observe_emit(head, abs);
 	} else if ((flags & O_ACCMODE) == O_WRONLY) {
 		snprintf(head, sizeof(head), "%c %d", REC_WRITE, (int)getpid());
-		emit(head, abs);
+		observe_emit(head, abs);
 	} else {
-		emit_ident(REC_OPEN, abs, &st);
+		observe_emit_ident(REC_OPEN, abs, &st);
 	}
 }
 
@@ -414,7 +421,7 @@ FREOPEN_HOOK(freopen64)
 	{                                                                       \
 		RESOLVE(name);                                                  \
 		int rc = real_##name(path, st);                                 \
-		note_probe(AT_FDCWD, path, rc, errno, rc == 0 ? (unsigned)st->st_mode : 0); \
+		observe_note_probe(AT_FDCWD, path, rc, errno, rc == 0 ? (unsigned)st->st_mode : 0); \
 		return rc;                                                      \
 	}
 STAT_HOOK(stat, struct stat)
@@ -428,7 +435,7 @@ STAT_HOOK(lstat64, struct stat64)
 		RESOLVE(name);                                                  \
 		int rc = real_##name(dirfd, path, st, flags);                   \
 		if (path != NULL && path[0] != '\0')                            \
-			note_probe(dirfd, path, rc, errno, rc == 0 ? (unsigned)st->st_mode : 0); \
+			observe_note_probe(dirfd, path, rc, errno, rc == 0 ? (unsigned)st->st_mode : 0); \
 		return rc;                                                      \
 	}
 FSTATAT_HOOK(fstatat, struct stat)
@@ -439,7 +446,7 @@ FSTATAT_HOOK(fstatat64, struct stat64)
 	{                                                                       \
 		RESOLVE(name);                                                  \
 		int rc = real_##name(ver, path, st);                            \
-		note_probe(AT_FDCWD, path, rc, errno, rc == 0 ? (unsigned)st->st_mode : 0); \
+		observe_note_probe(AT_FDCWD, path, rc, errno, rc == 0 ? (unsigned)st->st_mode : 0); \
 		return rc;                                                      \
 	}
 int __xstat(int ver, const char *path, struct stat *st);
@@ -457,7 +464,7 @@ XSTAT_HOOK(__lxstat64, struct stat64)
 		RESOLVE(name);                                                  \
 		int rc = real_##name(ver, dirfd, path, st, flags);              \
 		if (path != NULL && path[0] != '\0')                            \
-			note_probe(dirfd, path, rc, errno, rc == 0 ? (unsigned)st->st_mode : 0); \
+			observe_note_probe(dirfd, path, rc, errno, rc == 0 ? (unsigned)st->st_mode : 0); \
 		return rc;                                                      \
 	}
 int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags);
@@ -470,7 +477,7 @@ int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *s
 	RESOLVE(statx);
 	int rc = real_statx(dirfd, path, flags, mask, sx);
 	if (path != NULL && path[0] != '\0')
-		note_probe(dirfd, path, rc, errno, rc == 0 ? sx->stx_mode : 0);
+		observe_note_probe(dirfd, path, rc, errno, rc == 0 ? sx->stx_mode : 0);
 	return rc;
 }
 
@@ -481,7 +488,7 @@ int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *s
 	{                                                 \
 		RESOLVE(name);                            \
 		int rc = real_##name(path, how);          \
-		note_probe(AT_FDCWD, path, rc, errno, 0); \
+		observe_note_probe(AT_FDCWD, path, rc, errno, 0); \
 		return rc;                                \
 	}
 ACCESS_HOOK(access)
@@ -491,7 +498,7 @@ int faccessat(int dirfd, const char *path, int how, int flags)
 {
 	RESOLVE(faccessat);
 	int rc = real_faccessat(dirfd, path, how, flags);
-	note_probe(dirfd, path, rc, errno, 0);
+	observe_note_probe(dirfd, path, rc, errno, 0);
 	return rc;
 }
 
@@ -504,7 +511,7 @@ ssize_t readlink(const char *path, char *buf, size_t len)
 {
 	RESOLVE(readlink);
 	ssize_t n = real_readlink(path, buf, len);
-	note_probe(AT_FDCWD, path, n < 0 ? -1 : 0, errno, S_IFLNK);
+	observe_note_probe(AT_FDCWD, path, n < 0 ? -1 : 0, errno, S_IFLNK);
 	return n;
 }
 
@@ -512,7 +519,7 @@ ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t len)
 {
 	RESOLVE(readlinkat);
 	ssize_t n = real_readlinkat(dirfd, path, buf, len);
-	note_probe(dirfd, path, n < 0 ? -1 : 0, errno, S_IFLNK);
+	observe_note_probe(dirfd, path, n < 0 ? -1 : 0, errno, S_IFLNK);
 	return n;
 }
 
@@ -520,7 +527,7 @@ char *realpath(const char *path, char *resolved)
 {
 	RESOLVE(realpath);
 	char *r = real_realpath(path, resolved);
-	note_probe(AT_FDCWD, path, r == NULL ? -1 : 0, errno, 0);
+	observe_note_probe(AT_FDCWD, path, r == NULL ? -1 : 0, errno, 0);
 	return r;
 }
 
@@ -528,7 +535,7 @@ char *canonicalize_file_name(const char *path)
 {
 	RESOLVE(canonicalize_file_name);
 	char *r = real_canonicalize_file_name(path);
-	note_probe(AT_FDCWD, path, r == NULL ? -1 : 0, errno, 0);
+	observe_note_probe(AT_FDCWD, path, r == NULL ? -1 : 0, errno, 0);
 	return r;
 }
 
@@ -539,11 +546,11 @@ static void note_listed(int dirfd, const char *path, int fd)
 {
 	char abs[PATH_MAX + 8];
 	struct stat st;
-	if (!tracing() || !observe_absolute(dirfd, path, abs, sizeof(abs), NULL))
+	if (!observe_tracing() || !observe_absolute(dirfd, path, abs, sizeof(abs), NULL))
 		return;
 	RESOLVE(stat);
 	if ((fd >= 0 ? fstat(fd, &st) : real_stat(abs, &st)) == 0 && S_ISDIR(st.st_mode))
-		emit_ident(REC_LISTING, abs, &st);
+		observe_emit_ident(REC_LISTING, abs, &st);
 }
 
 DIR *opendir(const char *path)
@@ -551,7 +558,7 @@ DIR *opendir(const char *path)
 	RESOLVE(opendir);
 	DIR *d = real_opendir(path);
 	int err = errno;
-	note_probe(AT_FDCWD, path, d == NULL ? -1 : 0, err, S_IFDIR);
+	observe_note_probe(AT_FDCWD, path, d == NULL ? -1 : 0, err, S_IFDIR);
 	if (d != NULL)
 		note_listed(AT_FDCWD, path, dirfd(d));
 	errno = err;
@@ -577,7 +584,7 @@ DIR *fdopendir(int fd)
 		RESOLVE(name);                                                  \
 		int n = real_##name(path, list, sel, cmp);                      \
 		int err = errno;                                                \
-		note_probe(AT_FDCWD, path, n < 0 ? -1 : 0, err, S_IFDIR);       \
+		observe_note_probe(AT_FDCWD, path, n < 0 ? -1 : 0, err, S_IFDIR);       \
 		if (n >= 0)                                                     \
 			note_listed(AT_FDCWD, path, -1);                        \
 		errno = err;                                                    \
@@ -592,197 +599,11 @@ int scandirat(int dirfd, const char *path, struct dirent ***list, int (*sel)(con
 	RESOLVE(scandirat);
 	int n = real_scandirat(dirfd, path, list, sel, cmp);
 	int err = errno;
-	note_probe(dirfd, path, n < 0 ? -1 : 0, err, S_IFDIR);
+	observe_note_probe(dirfd, path, n < 0 ? -1 : 0, err, S_IFDIR);
 	if (n >= 0)
 		note_listed(dirfd, path, -1);
 	errno = err;
 	return n;
-}
-
-/* An X record was written for the exec in progress: its failure must be
- * recorded (F), and only then (trace.c counts X against H and F). */
-static bool exec_noted;
-
-/*
- * After the X or P record of an exec in pid: the `#!` interpreters the
- * kernel will start for it, one I record per level, each with its
- * identity (it answers the exec with its own start record, and is an
- * input like the script). shell: execvp's rule, under which a file that
- * is neither a script nor a binary the kernel knows runs under /bin/sh.
- */
-static void note_interpreters(long pid, const char *abs, bool shell)
-{
-	char cur[PATH_MAX + 8], interp[PATH_MAX], head[256];
-	struct stat st;
-	snprintf(cur, sizeof(cur), "%s", abs);
-	RESOLVE(stat);
-	for (int depth = 0; depth < IMAGE_MAX_DEPTH; depth++) {
-		if (!image_interpreter(cur, shell, interp, sizeof(interp)))
-			return;
-		if (!observe_absolute(AT_FDCWD, interp, cur, sizeof(cur), NULL) || real_stat(cur, &st) != 0)
-			return; /* the exec fails: its F record follows */
-		ident_head(head, sizeof(head), REC_INTERP, pid, "", &st);
-		emit(head, cur);
-		shell = false;
-	}
-}
-
-/* Before an exec: the program about to run, with its identity. */
-static void note_exec(const char *path, bool shell)
-{
-	exec_noted = false;
-	char abs[PATH_MAX + 8];
-	struct stat st;
-	if (!tracing() || !observe_absolute(AT_FDCWD, path, abs, sizeof(abs), NULL))
-		return;
-	RESOLVE(stat);
-	if (real_stat(path, &st) != 0) {
-		note_probe(AT_FDCWD, path, -1, errno, 0);
-		return;
-	}
-	emit_ident(REC_EXEC, abs, &st);
-	note_interpreters((long)getpid(), abs, shell);
-	exec_noted = true;
-}
-
-static void note_exec_failed(int err)
-{
-	char head[64];
-	if (!exec_noted || !tracing())
-		return;
-	exec_noted = false;
-	snprintf(head, sizeof(head), "%c %d %d", REC_EXEC_FAILED, (int)getpid(), err);
-	emit(head, "");
-}
-
-static const char *env_get(char *const *env, const char *name)
-{
-	size_t n = strlen(name);
-	for (; env != NULL && *env != NULL; env++) {
-		if (strncmp(*env, name, n) == 0 && (*env)[n] == '=')
-			return *env + n + 1;
-	}
-	return NULL;
-}
-
-/*
- * The search execvp and posix_spawnp make for a name without '/', done
- * here too so that every directory looked in is recorded (glibc's own
- * attempts do not pass through the hooks). Fills found with the first
- * regular executable file, or leaves it empty.
- */
-static void observe_search_path(const char *name, char *found, size_t cap)
-{
-	found[0] = '\0';
-	if (name == NULL || strchr(name, '/') != NULL || name[0] == '\0')
-		return;
-	const char *p = env_get(environ, "PATH");
-	if (p == NULL)
-		p = "/bin:/usr/bin";
-	while (*p != '\0') {
-		size_t n = strcspn(p, ":");
-		char cand[PATH_MAX + 8];
-		struct stat st;
-		if (n == 0)
-			snprintf(cand, sizeof(cand), "%s", name);
-		else
-			snprintf(cand, sizeof(cand), "%.*s/%s", (int)n, p, name);
-		RESOLVE(stat);
-		int rc = real_stat(cand, &st);
-		bool ok = rc == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0;
-		if (rc != 0)
-			note_probe(AT_FDCWD, cand, -1, errno, 0);
-		if (ok) {
-			snprintf(found, cap, "%s", cand);
-			return;
-		}
-		p += n;
-		if (*p == ':')
-			p++;
-	}
-}
-
-int execve(const char *path, char *const argv[], char *const envp[])
-{
-	RESOLVE(execve);
-	note_exec(path, false);
-	int rc = real_execve(path, argv, envp);
-	note_exec_failed(errno);
-	return rc;
-}
-
-int execv(const char *path, char *const argv[])
-{
-	RESOLVE(execv);
-	note_exec(path, false);
-	int rc = real_execv(path, argv);
-	note_exec_failed(errno);
-	return rc;
-}
-
-int execvp(const char *file, char *const argv[])
-{
-	char found[PATH_MAX + 8];
-	RESOLVE(execvp);
-	observe_search_path(file, found, sizeof(found));
-	note_exec(found[0] != '\0' ? found : file, true);
-	int rc = real_execvp(file, argv);
-	note_exec_failed(errno);
-	return rc;
-}
-
-int execvpe(const char *file, char *const argv[], char *const envp[])
-{
-	char found[PATH_MAX + 8];
-	RESOLVE(execvpe);
-	observe_search_path(file, found, sizeof(found));
-	note_exec(found[0] != '\0' ? found : file, true);
-	int rc = real_execvpe(file, argv, envp);
-	note_exec_failed(errno);
-	return rc;
-}
-
-static void note_spawned(pid_t child, const char *path)
-{
-	char head[256], abs[PATH_MAX + 8], pre[24];
-	struct stat st;
-	if (!tracing() || !observe_absolute(AT_FDCWD, path, abs, sizeof(abs), NULL))
-		return;
-	RESOLVE(stat);
-	if (real_stat(path, &st) != 0)
-		memset(&st, 0, sizeof(st));
-	snprintf(pre, sizeof(pre), " %d", (int)child);
-	ident_head(head, sizeof(head), REC_SPAWN, (long)getpid(), pre, &st);
-	emit(head, abs);
-	note_interpreters((long)child, abs, false);
-}
-
-int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
-		const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
-{
-	pid_t child = 0;
-	RESOLVE(posix_spawn);
-	int rc = real_posix_spawn(&child, path, fa, attr, argv, envp);
-	if (rc == 0)
-		note_spawned(child, path);
-	if (pid != NULL)
-		*pid = child;
-	return rc;
-}
-
-int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
-		 const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
-{
-	char found[PATH_MAX + 8];
-	pid_t child = 0;
-	RESOLVE(posix_spawnp);
-	observe_search_path(file, found, sizeof(found));
-	int rc = real_posix_spawnp(&child, file, fa, attr, argv, envp);
-	if (rc == 0)
-		note_spawned(child, found[0] != '\0' ? found : file);
-	if (pid != NULL)
-		*pid = child;
-	return rc;
 }
 
 static void note_object(const char *path)
@@ -791,7 +612,7 @@ static void note_object(const char *path)
 	RESOLVE(stat);
 	if (path == NULL || path[0] != '/' || real_stat(path, &st) != 0)
 		return;
-	emit_ident(REC_LOAD, path, &st);
+	observe_emit_ident(REC_LOAD, path, &st);
 }
 
 void *dlopen(const char *file, int flags)
@@ -799,10 +620,10 @@ void *dlopen(const char *file, int flags)
 	RESOLVE(dlopen);
 	void *h = real_dlopen(file, flags);
 	struct link_map *lm = NULL;
-	if (h != NULL && tracing() && dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm != NULL)
+	if (h != NULL && observe_tracing() && dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm != NULL)
 		note_object(lm->l_name);
 	else if (h == NULL && file != NULL && strchr(file, '/') != NULL)
-		note_probe(AT_FDCWD, file, -1, ENOENT, 0);
+		observe_note_probe(AT_FDCWD, file, -1, ENOENT, 0);
 	return h;
 }
 
@@ -810,8 +631,8 @@ void *dlopen(const char *file, int flags)
  * before the hooks are resolved could recurse. */
 static char *env_note(const char *name)
 {
-	char *v = (char *)env_get(environ, name);
-	if (name != NULL && strchr(name, '=') == NULL && !ignored_in(name, strlen(name)) && tracing()) {
+	char *v = (char *)observe_env_get(environ, name);
+	if (name != NULL && strchr(name, '=') == NULL && !ignored_in(name, strlen(name)) && observe_tracing()) {
 		char head[64], rec[PATH_MAX + 8];
 		size_t nl = strlen(name);
 		if (nl + 80 > sizeof(rec))
@@ -830,7 +651,7 @@ static char *env_note(const char *name)
 		} else {
 			snprintf(rec, sizeof(rec), "%s", name);
 		}
-		emit(head, rec);
+		observe_emit(head, rec);
 	}
 	return v;
 }
@@ -899,17 +720,17 @@ __attribute__((constructor)) static void observe_start(void)
 	struct stat st;
 	Dl_info self;
 	bool go = false;
-	if (!tracing())
+	if (!observe_tracing())
 		return;
 	ssize_t n = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = '\0';
 	snprintf(pre, sizeof(pre), " %d", (int)getppid());
 	RESOLVE(stat);
 	if (real_stat("/proc/self/exe", &st) == 0)
-		ident_head(head, sizeof(head), REC_HELLO, (long)getpid(), pre, &st);
+		observe_ident_head(head, sizeof(head), REC_HELLO, (long)getpid(), pre, &st);
 	else
 		snprintf(head, sizeof(head), "%c %d%s", REC_HELLO, (int)getpid(), pre);
-	emit(head, exe);
+	observe_emit(head, exe);
 	const char *me = dladdr((void *)observe_start, &self) != 0 ? self.dli_fname : NULL;
 	dl_iterate_phdr(note_loaded, (void *)me);
 	dl_iterate_phdr(find_go, &go);
@@ -918,6 +739,6 @@ __attribute__((constructor)) static void observe_start(void)
 		snprintf(head, sizeof(head), "%c %d", REC_INCOMPLETE, (int)getpid());
 		snprintf(why, sizeof(why), "%.300s is a Go program: its system calls bypass libc, "
 			 "so what it reads cannot be observed", exe);
-		emit(head, why);
+		observe_emit(head, why);
 	}
 }

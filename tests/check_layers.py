@@ -32,7 +32,8 @@ LAYERS = [('proto', 0, 'wire'), ('store', 1, 'store'), ('daemon', 2, 'services')
 TOP = {'daemon/main.c': 6, 'daemon/lifecycle.c': 6, 'daemon/lifecycle.h': 6}
 # Programs of their own beside the layers (kiln-exec, kiln-observe.so): named
 # in the paragraph under the table.
-BESIDE = {'daemon/exec.c', 'daemon/exec_watch.c', 'daemon/observe.c', 'daemon/observe_path.c',
+BESIDE = {'daemon/exec.c', 'daemon/exec_watch.c', 'daemon/observe.c', 'daemon/observe_exec.c',
+          'daemon/observe_path.c',
           'daemon/observe_image.c'}
 
 
