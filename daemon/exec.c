@@ -76,17 +76,6 @@ static void trace_record(int fd, const char *head, const char *path)
 		(void)!write(fd, rec, (size_t)n + 1);
 }
 
-/* A record's head: kind, this pid, then a file's identity. */
-static void ident_head(char *head, size_t cap, char kind, const struct stat *st)
-{
-	snprintf(head, cap, "%c %d %llu %llu %lld %lld %lld %o", kind, (int)getpid(),
-		 (unsigned long long)st->st_dev, (unsigned long long)st->st_ino,
-		 (long long)st->st_size,
-		 (long long)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec,
-		 (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec,
-		 (unsigned)st->st_mode);
-}
-
 /* The program is a script: the interpreters the kernel starts for it,
  * which must answer the exec (observe.c writes the same for the
  * toolchain's own execs). prog is absolute: kilnd runs nothing else. */
@@ -100,7 +89,7 @@ static void note_interpreters(int fd, const char *prog)
 			return;
 		if (interp[0] != '/' || stat(interp, &st) != 0)
 			return; /* relative to kilnd's build directory, or missing: the run fails */
-		ident_head(head, sizeof(head), REC_INTERP, &st);
+		image_ident_head(head, sizeof(head), REC_INTERP, (long)getpid(), "", &st);
 		trace_record(fd, head, interp);
 		snprintf(cur, sizeof(cur), "%s", interp);
 	}
@@ -139,7 +128,7 @@ static void trace_setup(const char *trace, const char *prog)
 		free(pre);
 	}
 	if (stat(prog, &st) == 0) {
-		ident_head(head, sizeof(head), REC_EXEC, &st);
+		image_ident_head(head, sizeof(head), REC_EXEC, (long)getpid(), "", &st);
 		trace_record(fd, head, prog);
 		note_interpreters(fd, prog);
 	}

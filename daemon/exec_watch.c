@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "exec_watch.h"
+#include "observe_image.h"
 #include "trace_rec.h"
 
 static void watch_record(int fd, const char *token, const char *head, const char *path)
@@ -45,11 +46,7 @@ static void note_image(int fd, const char *token, pid_t pid)
 		/* It cannot be named: an image nothing can answer for. */
 		memset(&st, 0, sizeof(st));
 	}
-	snprintf(head, sizeof(head), "%c %d %llu %llu %lld %lld %lld %o", REC_IMAGE, (int)pid,
-		 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino, (long long)st.st_size,
-		 (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec,
-		 (long long)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec,
-		 (unsigned)st.st_mode);
+	image_ident_head(head, sizeof(head), REC_IMAGE, (long)pid, "", &st);
 	watch_record(fd, token, head, exe);
 }
 

@@ -71,6 +71,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "observe_image.h"
 #include "observe_int.h"
 #include "observe_path.h"
 #include "sha256.h"
@@ -231,23 +232,10 @@ void observe_emit(const char *head, const char *path)
 	errno = saved;
 }
 
-/* A record's head: kind, pid, the numbers in pre (may be empty), then a
- * file's identity. */
-void observe_ident_head(char *head, size_t cap, char kind, long pid, const char *pre,
-		       const struct stat *st)
-{
-	snprintf(head, cap, "%c %ld%s %llu %llu %lld %lld %lld %o", kind, pid, pre,
-		 (unsigned long long)st->st_dev, (unsigned long long)st->st_ino,
-		 (long long)st->st_size,
-		 (long long)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec,
-		 (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec,
-		 (unsigned)st->st_mode);
-}
-
 void observe_emit_ident(char kind, const char *path, const struct stat *st)
 {
 	char head[256];
-	observe_ident_head(head, sizeof(head), kind, (long)getpid(), "", st);
+	image_ident_head(head, sizeof(head), kind, (long)getpid(), "", st);
 	observe_emit(head, path);
 }
 
@@ -727,7 +715,7 @@ __attribute__((constructor)) static void observe_start(void)
 	snprintf(pre, sizeof(pre), " %d", (int)getppid());
 	RESOLVE(stat);
 	if (real_stat("/proc/self/exe", &st) == 0)
-		observe_ident_head(head, sizeof(head), REC_HELLO, (long)getpid(), pre, &st);
+		image_ident_head(head, sizeof(head), REC_HELLO, (long)getpid(), pre, &st);
 	else
 		snprintf(head, sizeof(head), "%c %d%s", REC_HELLO, (int)getpid(), pre);
 	observe_emit(head, exe);

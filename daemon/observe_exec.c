@@ -49,7 +49,7 @@ static void note_interpreters(long pid, const char *abs, bool shell)
 			return;
 		if (!observe_absolute(AT_FDCWD, interp, cur, sizeof(cur), NULL) || real_stat(cur, &st) != 0)
 			return; /* the exec fails: its F record follows */
-		observe_ident_head(head, sizeof(head), REC_INTERP, pid, "", &st);
+		image_ident_head(head, sizeof(head), REC_INTERP, pid, "", &st);
 		observe_emit(head, cur);
 		shell = false;
 	}
@@ -170,7 +170,7 @@ static void note_spawned(pid_t child, const char *path)
 	if (real_stat(path, &st) != 0)
 		memset(&st, 0, sizeof(st));
 	snprintf(pre, sizeof(pre), " %d", (int)child);
-	observe_ident_head(head, sizeof(head), REC_SPAWN, (long)getpid(), pre, &st);
+	image_ident_head(head, sizeof(head), REC_SPAWN, (long)getpid(), pre, &st);
 	observe_emit(head, abs);
 	note_interpreters((long)child, abs, false);
 }

@@ -6,6 +6,8 @@
  * input of the build like the script.
  */
 #include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -63,4 +65,15 @@ bool image_interpreter(const char *path, bool shell, char *interp, size_t cap)
 		return false;
 	memcpy(interp, "/bin/sh", sizeof("/bin/sh"));
 	return true;
+}
+
+void image_ident_head(char *head, size_t cap, char kind, long pid, const char *pre,
+		      const struct stat *st)
+{
+	snprintf(head, cap, "%c %ld%s %llu %llu %lld %lld %lld %o", kind, pid, pre,
+		 (unsigned long long)st->st_dev, (unsigned long long)st->st_ino,
+		 (long long)st->st_size,
+		 (long long)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec,
+		 (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec,
+		 (unsigned)st->st_mode);
 }

@@ -39,4 +39,15 @@ bool image_shebang(const char *head, size_t n, char *interp, size_t cap);
 __attribute__((visibility("hidden")))
 bool image_interpreter(const char *path, bool shell, char *interp, size_t cap);
 
+/*
+ * A trace record's head with a file's identity, as every writer of the
+ * trace spells it (trace.c reads it): kind, pid, the numbers in pre (may
+ * be empty, else starting with a space), then dev ino size mtime ctime
+ * mode (mode octal, times in ns).
+ */
+struct stat;
+__attribute__((visibility("hidden")))
+void image_ident_head(char *head, size_t cap, char kind, long pid, const char *pre,
+		      const struct stat *st);
+
 #endif

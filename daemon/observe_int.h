@@ -22,10 +22,6 @@
 OBSERVE_HIDDEN bool observe_tracing(void);
 /* Appends one record: head ("K pid fields"), a tab, path (signed). */
 OBSERVE_HIDDEN void observe_emit(const char *head, const char *path);
-/* A record's head: kind, pid, the numbers in pre (may be empty), then a
- * file's identity (dev ino size mtime ctime mode). */
-OBSERVE_HIDDEN void observe_ident_head(char *head, size_t cap, char kind, long pid,
-				       const char *pre, const struct stat *st);
 /* A record of this process with a file's identity. */
 OBSERVE_HIDDEN void observe_emit_ident(char kind, const char *path, const struct stat *st);
 /* A probe's outcome: rc < 0 with err, or success with the mode. */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "observe_image.h"
@@ -98,6 +99,23 @@ START_TEST(interpreter_of_a_file)
 }
 END_TEST
 
+/* The identity every writer of the trace spells one way (trace.c reads
+ * the mode in octal, the rest in decimal). */
+START_TEST(identity_head)
+{
+	char head[256];
+	struct stat st = { .st_dev = 2049, .st_ino = 77, .st_size = 5, .st_mode = S_IFREG | 0755 };
+	st.st_mtim.tv_sec = 1;
+	st.st_mtim.tv_nsec = 2;
+	st.st_ctim.tv_sec = 3;
+	st.st_ctim.tv_nsec = 4;
+	image_ident_head(head, sizeof(head), 'K', 42, "", &st);
+	ck_assert_str_eq(head, "K 42 2049 77 5 1000000002 3000000004 100755");
+	image_ident_head(head, sizeof(head), 'H', 42, " 41", &st);
+	ck_assert_str_eq(head, "H 42 41 2049 77 5 1000000002 3000000004 100755");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("observe_image");
@@ -106,6 +124,7 @@ int main(void)
 	tcase_add_test(tc, not_scripts);
 	tcase_add_test(tc, long_lines);
 	tcase_add_test(tc, interpreter_of_a_file);
+	tcase_add_test(tc, identity_head);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }
