@@ -1,12 +1,15 @@
 /*
- * One program, one variant (docs/design.md, "Variants"): a program that
- * kilnd builds under a second request key within VARIANT_WINDOW_NS (the
- * same label, as kiln.dace's "dace <name>", or the same alias) was most
- * likely generated differently by two processes of one job: DaCe's
- * transformations under Python's hash randomization, for one. It is
- * said once per program in the log, with the keys, the likely cause and
- * the remedy, and counted (status.variants, kiln stats, the Slurm
- * epilogue's summary).
+ * One input, one variant (docs/design.md, "Variants"): an alias that kilnd
+ * builds under a second request key within VARIANT_WINDOW_NS names one
+ * input (kiln.gt4py: GT4Py's key of the program to lower; kiln.dace: the
+ * SDFG) that two processes turned into different code: DaCe's
+ * transformations under Python's hash randomization, for one. It is said
+ * once per alias in the log, with the keys, the likely cause and the
+ * remedy, and counted (status.variants, kiln stats, the Slurm epilogue's
+ * summary). Labels are not inputs: the static variants of one GT4Py
+ * program (its domain bounds, a vertical_start) share a label and are
+ * distinct programs, each under its own alias, and so are programs that
+ * differ by argument types or connectivity tables; none is reported.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,11 +33,11 @@ struct variant {
 	bool said;
 };
 
-static void note(struct kilnd *d, const char *what, const char *name, const char *rkey)
+static void note(struct kilnd *d, const char *alias, const char *label, const char *rkey)
 {
 	char key[400];
 	uint64_t now = util_now_ns();
-	snprintf(key, sizeof(key), "%s:%.300s", what, name);
+	snprintf(key, sizeof(key), "%.300s", alias);
 	if (d->variants == NULL || table_count(d->variants) >= VARIANT_NAMES_MAX) {
 		table_free(d->variants, free);
 		if ((d->variants = table_new()) == NULL)
@@ -67,11 +70,12 @@ static void note(struct kilnd *d, const char *what, const char *name, const char
 		return;
 	v->said = true;
 	d->c.variants++;
-	log_warn("%s \"%s\" is built in more than one variant (request keys %.16s and %.16s): "
-		 "two processes generated different code for one program, most likely "
+	log_warn("alias \"%s\"%s%.256s%s is built in more than one variant (request keys %.16s and "
+		 "%.16s): two processes generated different code from the same input, most likely "
 		 "nondeterministic code generation (DaCe's transformations under Python's hash "
 		 "randomization); each variant costs a build and a cache entry. Remedy: set "
-		 "PYTHONHASHSEED=0 (the Slurm prologue does unless the job set it)", what, name,
+		 "PYTHONHASHSEED=0 (the Slurm prologue does unless the job set it)", alias,
+		 label != NULL ? " (" : "", label != NULL ? label : "", label != NULL ? ")" : "",
 		 v->rkeys[0], v->rkeys[1]);
 }
 
@@ -80,10 +84,8 @@ void variants_note(struct kilnd *d, const struct build_input *in)
 	ASSERT_LOOP();
 	if (build_is_pch(in))
 		return;
-	if (in->req.label != NULL)
-		note(d, "program", in->req.label, in->rkey);
-	else if (in->req.alias != NULL)
-		note(d, "alias", in->req.alias, in->rkey);
+	if (in->req.alias != NULL)
+		note(d, in->req.alias, in->req.label, in->rkey);
 }
 
 void variants_fini(struct kilnd *d)
