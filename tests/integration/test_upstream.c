@@ -647,6 +647,153 @@ START_TEST(named_compiler_is_matched_by_identity_across_nodes)
 }
 END_TEST
 
+/* A lookup of alias by toolchain through node n: KILN_OK with the
+ * program's value in *value, or the error. */
+static int lookup_value(const struct node *n, const char *alias, const char *toolchain, int *value)
+{
+	struct kiln_program *p = NULL, *loaded = NULL;
+	struct kiln *k = NULL;
+	int (*fn)(void) = NULL;
+
+	ck_assert_int_eq(kiln_open(n->socket, &k), KILN_OK);
+	int rc = kiln_lookup_file(k, alias, toolchain, &p);
+	if (rc == KILN_OK) {
+		ck_assert_int_eq(kiln_lookup(k, alias, &loaded), KILN_OK);
+		*(void **)&fn = kiln_sym(loaded, "kiln_test_value");
+		ck_assert_ptr_nonnull(fn);
+		*value = fn();
+	}
+	kiln_close(k);
+	return rc;
+}
+
+static void expect_alias_stats(const struct node *n, int alias_hits, int builds)
+{
+	cJSON *st = node_status(n);
+	ck_assert_int_eq(harness_num(st, "upstream_alias_hits"), alias_hits);
+	ck_assert_int_eq(harness_num(st, "builds_started"), builds);
+	cJSON_Delete(st);
+}
+
+/*
+ * An alias set on node a is a hit on node b, whose cache is empty (a new
+ * job's node): no build, no lowering. It is a miss where the entry does not
+ * fit: on c, whose copy of a header differs, and for a lookup naming
+ * another toolchain; a damaged record beside the good one is skipped.
+ */
+START_TEST(alias_is_an_upstream_hit_on_another_node)
+{
+	static const char text[] =
+		"#include <kiln_up_value.h>\n"
+		"int kiln_test_value(void) { return KILN_UP_VALUE; }\n";
+	static const char alias[] = "gt4py:0123456789abcdef-upstream";
+	char inc[HARNESS_PATH], header[HARNESS_PATH + 32], incarg[HARNESS_PATH + 8];
+	char aliases[HARNESS_PATH + 16], junk[HARNESS_PATH * 2];
+	const char *argv[1];
+	struct kiln_request req;
+	struct kiln_source src;
+	struct node a, b, c, d;
+	struct node_args args;
+	int value = 0;
+
+	harness_path(inc, "include");
+	ck_assert_int_eq(mkdir(inc, 0700), 0);
+	snprintf(header, sizeof(header), "%s/kiln_up_value.h", inc);
+	harness_write_file(header, "#define KILN_UP_VALUE 11\n");
+	snprintf(incarg, sizeof(incarg), "-I%s", inc);
+	argv[0] = incarg;
+	node_args_init(&args, NULL, NULL, NULL);
+	harness_request(&req, &src, "prog.c", text);
+	req.args = argv;
+	req.nargs = 1;
+	req.alias = alias;
+
+	node_init(&a, "a");
+	node_start(&a, args.argv);
+	get_value(&a, &req, 11);
+	node_stop(&a);   /* its publishes are done once it has stopped */
+	snprintf(aliases, sizeof(aliases), "%s/aliases", args.upstream);
+	ck_assert_int_eq(count_files(aliases, ".json"), 1);
+
+	node_init(&b, "b");
+	node_start(&b, args.argv);
+	ck_assert_int_eq(lookup_value(&b, alias, "cc", &value), KILN_OK);
+	ck_assert_int_eq(value, 11);
+	expect_alias_stats(&b, 1, 0);
+	/* Local now: asked again, no second look upstream. */
+	ck_assert_int_eq(lookup_value(&b, alias, "cc", &value), KILN_OK);
+	expect_alias_stats(&b, 1, 0);
+	node_stop(&b);
+
+	/* Another node's header: the entry is not for it. */
+	harness_write_file(header, "#define KILN_UP_VALUE 22\n");
+	node_init(&c, "c");
+	node_start(&c, args.argv);
+	ck_assert_int_eq(lookup_value(&c, alias, "cc", &value), KILN_ENOTFOUND);
+	expect_alias_stats(&c, 0, 0);
+	node_stop(&c);
+
+	/* Another toolchain named; then a damaged record beside the good one. */
+	harness_write_file(header, "#define KILN_UP_VALUE 11\n");
+	node_init(&d, "d");
+	node_start(&d, args.argv);
+	ck_assert_int_eq(lookup_value(&d, alias, "c++", &value), KILN_ENOTFOUND);
+	expect_alias_stats(&d, 0, 0);
+	snprintf(junk, sizeof(junk), "%s", find_one(aliases, ".json"));
+	strcpy(strrchr(junk, '/') + 1,
+	       "0000000000000000000000000000000000000000000000000000000000000000.json");
+	harness_write_file(junk, "{\"kiln_upstream_alias\": 1, \"alias\": \"gt4py:other\"}");
+	ck_assert_int_eq(lookup_value(&d, alias, "cc", &value), KILN_OK);
+	ck_assert_int_eq(value, 11);
+	expect_alias_stats(&d, 1, 0);
+	cJSON *st = node_status(&d);
+	ck_assert_int_eq(harness_num(st, "upstream_errors"), 1);
+	cJSON_Delete(st);
+	node_stop(&d);
+}
+END_TEST
+
+/*
+ * An alias of a compiler named by path: a hit on another node with the
+ * same compiler, a miss once that compiler differs there (its identity).
+ */
+START_TEST(alias_needs_the_same_named_compiler)
+{
+	static const char text[] = "extern \"C\" int kiln_test_value(void) { return 7; }\n";
+	static const char alias[] = "gt4py:named-compiler";
+	char cxx[HARNESS_PATH];
+	struct kiln_request req;
+	struct kiln_source src;
+	struct node a, b, c;
+	struct node_args args;
+	int value = 0;
+
+	harness_module_compiler(cxx, 1);
+	node_args_init(&args, NULL, NULL, NULL);
+	harness_request(&req, &src, "prog.cpp", text);
+	req.toolchain = cxx;
+	req.alias = alias;
+	node_init(&a, "a");
+	node_start(&a, args.argv);
+	get_value(&a, &req, 7);
+	node_stop(&a);
+
+	node_init(&b, "b");
+	node_start(&b, args.argv);
+	ck_assert_int_eq(lookup_value(&b, alias, cxx, &value), KILN_OK);
+	ck_assert_int_eq(value, 7);
+	expect_alias_stats(&b, 1, 0);
+	node_stop(&b);
+
+	harness_module_compiler(cxx, 2);
+	node_init(&c, "c");
+	node_start(&c, args.argv);
+	ck_assert_int_eq(lookup_value(&c, alias, cxx, &value), KILN_ENOTFOUND);
+	expect_alias_stats(&c, 0, 0);
+	node_stop(&c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("upstream");
@@ -660,5 +807,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("join", text_joins_a_digest_only_flight, 60));
 	suite_add_tcase(s, harness_tcase("refused", unusable_upstream_dir_is_refused, 60));
 	suite_add_tcase(s, harness_tcase("named_compiler", named_compiler_is_matched_by_identity_across_nodes, 120));
+	suite_add_tcase(s, harness_tcase("alias", alias_is_an_upstream_hit_on_another_node, 120));
+	suite_add_tcase(s, harness_tcase("alias_named", alias_needs_the_same_named_compiler, 120));
 	return harness_main(s);
 }
