@@ -113,9 +113,11 @@ static char *dup_string(const cJSON *o, const char *name, size_t max)
 	return strdup(s);
 }
 
-/* Decodes a record; false when it is not one kiln writes, or another
- * alias's, or not at its place (name: its file name, "<key>.json"). */
-static bool record_decode(const cJSON *o, const char *alias, const char *name, struct up_alias *a)
+/* Decodes a record; false when it is not one kiln writes, or not at its
+ * place (name: its file name, "<key>.json"; hex: its folder, the SHA-256
+ * of the alias inside), or (alias not NULL) another alias's. */
+static bool record_decode(const cJSON *o, const char *alias, const char *hex, const char *name,
+			  struct up_alias *a)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "kiln_upstream_alias");
 	const cJSON *created = cJSON_GetObjectItemCaseSensitive(o, "created");
@@ -123,19 +125,26 @@ static bool record_decode(const cJSON *o, const char *alias, const char *name, s
 	const char *key = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "key"));
 	const char *rkey = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "rkey"));
 	const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "toolchain_id"));
+	uint8_t digest[32];
+	char mine[65];
 	memset(a, 0, sizeof(*a));
 	if (!cJSON_IsNumber(v) || v->valuedouble != UP_ALIAS_VERSION || !cJSON_IsNumber(created) ||
 	    !is_hex64(key) || !is_hex64(rkey) || !is_hex64(id) || strncmp(name, key, 64) != 0 ||
 	    (data != NULL && (!cJSON_IsString(data) || strlen(data->valuestring) > UP_ALIAS_DATA_MAX)))
 		return false;
-	/* The file's place is the alias's digest; the alias inside must be
-	 * the one asked for, byte for byte (a digest collision or a record
-	 * copied by hand into another alias's folder is no hit). */
+	/* The folder is the alias's digest; the alias inside must be the one
+	 * asked for, byte for byte, and hash to its folder (a record copied
+	 * by hand into another alias's folder is no hit). */
 	a->alias = dup_string(o, "alias", 1 << 16);
 	a->output = dup_string(o, "output", 32);
 	a->toolchain = dup_string(o, "toolchain", PATH_MAX * 2 + 16);
-	if (a->alias == NULL || strcmp(a->alias, alias) != 0 || a->output == NULL ||
-	    a->toolchain == NULL || (data != NULL && (a->data = strdup(data->valuestring)) == NULL)) {
+	if (a->alias != NULL) {
+		util_sha256(a->alias, strlen(a->alias), digest);
+		util_hex(digest, 32, mine);
+	}
+	if (a->alias == NULL || strcmp(mine, hex) != 0 || (alias != NULL && strcmp(a->alias, alias) != 0) ||
+	    a->output == NULL || a->toolchain == NULL ||
+	    (data != NULL && (a->data = strdup(data->valuestring)) == NULL)) {
 		upfs_alias_free(a);
 		return false;
 	}
@@ -147,7 +156,8 @@ static bool record_decode(const cJSON *o, const char *alias, const char *name, s
 }
 
 /* Reads dir/name into a; 0, -ENOENT (gone meanwhile), or -EBADMSG. */
-static int record_read(const char *dir, const char *name, const char *alias, struct up_alias *a)
+static int record_read(const char *dir, const char *hex, const char *name, const char *alias,
+		       struct up_alias *a)
 {
 	char path[PATH_MAX + 80], *text = NULL;
 	size_t len = 0;
@@ -157,11 +167,11 @@ static int record_read(const char *dir, const char *name, const char *alias, str
 		return rc;
 	cJSON *o = rc == 0 ? cJSON_ParseWithLength(text, len) : NULL;
 	free(text);
-	bool ok = o != NULL && record_decode(o, alias, name, a);
+	bool ok = o != NULL && record_decode(o, alias, hex, name, a);
 	cJSON_Delete(o);
 	if (!ok) {
 		log_warn("ignoring upstream alias record %s: %s", path,
-			 rc != 0 ? strerror(-rc) : "not a valid kiln alias record for this alias");
+			 rc != 0 ? strerror(-rc) : "not a valid kiln alias record for its place");
 		return -EBADMSG;
 	}
 	return 0;
@@ -173,14 +183,16 @@ static int newest_first(const void *pa, const void *pb)
 	return a->created < b->created ? 1 : a->created > b->created ? -1 : strcmp(a->key, b->key);
 }
 
-int upfs_alias_list(const struct up_dirs *u, const char *alias, struct up_alias **out, size_t *n,
-		    unsigned *bad)
+int upfs_alias_records(const struct up_dirs *u, const char *hex, const char *alias,
+		       struct up_alias **out, size_t *n, unsigned *bad)
 {
 	char dir[PATH_MAX];
 	struct dirent *de;
 	*out = NULL;
 	*n = 0;
-	upfs_alias_dir(u, alias, dir, sizeof(dir));
+	if (!is_hex64(hex))
+		return -EINVAL;
+	snprintf(dir, sizeof(dir), "%s/%.2s/%s", u->aliases, hex, hex);
 	DIR *dp = opendir(dir);
 	if (dp == NULL)
 		return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
@@ -193,7 +205,7 @@ int upfs_alias_list(const struct up_dirs *u, const char *alias, struct up_alias 
 		size_t len = strlen(de->d_name);
 		if (len != 64 + 5 || strcmp(de->d_name + 64, ".json") != 0)
 			continue;
-		int rc = record_read(dir, de->d_name, alias, &v[*n]);
+		int rc = record_read(dir, hex, de->d_name, alias, &v[*n]);
 		if (rc == 0)
 			(*n)++;
 		else if (rc == -EBADMSG)
@@ -203,4 +215,14 @@ int upfs_alias_list(const struct up_dirs *u, const char *alias, struct up_alias 
 	qsort(v, *n, sizeof(*v), newest_first);
 	*out = v;
 	return 0;
+}
+
+int upfs_alias_list(const struct up_dirs *u, const char *alias, struct up_alias **out, size_t *n,
+		    unsigned *bad)
+{
+	uint8_t digest[32];
+	char hex[65];
+	util_sha256(alias, strlen(alias), digest);
+	util_hex(digest, 32, hex);
+	return upfs_alias_records(u, hex, alias, out, n, bad);
 }

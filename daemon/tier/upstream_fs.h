@@ -102,6 +102,11 @@ int upfs_alias_publish(const struct up_dirs *u, const struct up_alias *a);
  */
 int upfs_alias_list(const struct up_dirs *u, const char *alias, struct up_alias **out, size_t *n,
 		    unsigned *bad);
+/* As upfs_alias_list, for the folder of the alias whose SHA-256 is hex (64
+ * hex digits), whatever alias that is (alias NULL: kiln import walks
+ * aliases/), or only alias's. */
+int upfs_alias_records(const struct up_dirs *u, const char *hex, const char *alias,
+		       struct up_alias **out, size_t *n, unsigned *bad);
 /*
  * As upfs_find, for one entry of rkey: the one of key, with the same checks
  * (dependencies hashed here, key recomputed, object copied to tmp_object

@@ -794,6 +794,51 @@ START_TEST(alias_needs_the_same_named_compiler)
 }
 END_TEST
 
+/*
+ * kiln export writes the alias records of the entries it exports, and
+ * kiln import sets those aliases in a cache that had none: a lookup by the
+ * alias is a hit there without a build (and without --upstream).
+ */
+START_TEST(export_and_import_carry_aliases)
+{
+	static const char alias[] = "gt4py:exported-alias";
+	char dir[HARNESS_PATH], aliases[HARNESS_PATH + 16], *out = NULL;
+	struct kiln_request req;
+	struct kiln_source src;
+	struct node a, b;
+	struct node_args args;
+	char *text = harness_program("exported", 31);
+	int value = 0;
+
+	node_args_init(&args, NULL, NULL, NULL);
+	harness_request(&req, &src, "prog.c", text);
+	req.alias = alias;
+	node_init(&a, "a");
+	node_start(&a, NULL);
+	get_value(&a, &req, 31);
+	node_use(&a);
+	ck_assert_int_eq(harness_cli(NULL, NULL, "export", harness_path(dir, "exported"), NULL), 0);
+	node_stop(&a);
+	snprintf(aliases, sizeof(aliases), "%s/aliases", dir);
+	ck_assert_int_eq(count_files(aliases, ".json"), 1);
+
+	node_init(&b, "b");
+	node_start(&b, NULL);
+	ck_assert_int_eq(lookup_value(&b, alias, "cc", &value), KILN_ENOTFOUND);
+	node_use(&b);
+	ck_assert_int_eq(harness_cli(&out, NULL, "import", dir, NULL), 0);
+	ck_assert_msg(strstr(out, "set 1 alias") != NULL, "import said: %s", out);
+	free(out);
+	ck_assert_int_eq(lookup_value(&b, alias, "cc", &value), KILN_OK);
+	ck_assert_int_eq(value, 31);
+	cJSON *st = node_status(&b);
+	ck_assert_int_eq(harness_num(st, "builds_started"), 0);
+	cJSON_Delete(st);
+	node_stop(&b);
+	free(text);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("upstream");
@@ -809,5 +854,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("named_compiler", named_compiler_is_matched_by_identity_across_nodes, 120));
 	suite_add_tcase(s, harness_tcase("alias", alias_is_an_upstream_hit_on_another_node, 120));
 	suite_add_tcase(s, harness_tcase("alias_named", alias_needs_the_same_named_compiler, 120));
+	suite_add_tcase(s, harness_tcase("alias_export", export_and_import_carry_aliases, 120));
 	return harness_main(s);
 }
