@@ -181,6 +181,7 @@ void msg_request_free(struct msg_request *req)
 		free(req->pch[i]);
 	free(req->pch);
 	free(req->alias);
+	free(req->alias_data);
 	free(req->label);
 	free(req->key);
 	free(req->ref);

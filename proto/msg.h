@@ -131,6 +131,8 @@ struct msg_request {
 	struct msg_source *sources;
 	size_t nsources;
 	char *alias;       /* get, lookup, put */
+	char *alias_data;  /* get, put: stored with the alias (base64, at most
+			    * MSG_ALIAS_DATA_MAX bytes; only with alias) */
 	char *label;
 	bool no_build;     /* get with "build": false: answer not_found on a miss */
 	bool claim;        /* lookup with "claim": true (daemon/claims.h) */
@@ -158,6 +160,9 @@ struct msg_request {
 	/* export, import: a directory in the upstream tier's layout */
 	char *dir;
 };
+
+/* The most a get or put may store with its alias (store.h's bound). */
+#define MSG_ALIAS_DATA_MAX (4u << 20)
 
 /* Details of a refused request. */
 struct msg_error {

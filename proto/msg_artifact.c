@@ -8,7 +8,7 @@
 
 const char *const msg_artifact_members[] = {
 	"id", "ok", "fd", "key", "rkey", "path", "output", "size", "cached", "joined",
-	"build_ms", "dev", "ino", "uncacheable", "log", NULL,
+	"build_ms", "dev", "ino", "uncacheable", "log", "alias_data", NULL,
 };
 
 /* A writer that counts what it would write past the end. */
@@ -96,6 +96,10 @@ size_t msg_artifact_print(const struct msg_artifact *a, char *buf, size_t cap)
 		member(&o, "log");
 		put_str(&o, a->log);
 	}
+	if (a->alias_data != NULL) {
+		member(&o, "alias_data");
+		put_str(&o, a->alias_data);
+	}
 	put(&o, "}", 1);
 	if (o.len < cap)
 		buf[o.len] = '\0';
@@ -169,7 +173,8 @@ int msg_artifact_parse(const cJSON *reply, struct msg_artifact *a, const char **
 		return -1;
 	}
 	if (!opt_str(reply, "output", &a->output) || !opt_str(reply, "uncacheable", &a->uncacheable) ||
-	    !opt_str(reply, "log", &a->log) || !opt_u64(reply, "size", &a->size) ||
+	    !opt_str(reply, "log", &a->log) || !opt_str(reply, "alias_data", &a->alias_data) ||
+	    !opt_u64(reply, "size", &a->size) ||
 	    !opt_u64(reply, "build_ms", &a->build_ms) || !opt_bool(reply, "fd", &a->fd) ||
 	    !opt_bool(reply, "cached", &a->cached) || !opt_bool(reply, "joined", &a->joined)) {
 		*why = "kilnd sent a reply with a member of the wrong type";

@@ -32,6 +32,8 @@ struct msg_artifact {
 	uint64_t build_ms;           /* the build that produced it */
 	const char *uncacheable;     /* served and not cached: why; else NULL */
 	const char *log;             /* a compiler ran and printed this; else NULL */
+	const char *alias_data;      /* a lookup by alias: the data stored with
+	                                it (base64), else NULL */
 	struct msg_file_id file;     /* the descriptor's device and inode; ino 0, or
 	                                either past 2^53: not printed */
 };

@@ -191,6 +191,7 @@ static bool pack_fields(struct out *o, const struct msg_request *req)
 			return false;
 		pack_sources(o, req);
 		add_str(o, "alias", req->alias);
+		add_str(o, "alias_data", req->alias_data);
 		add_str(o, "label", req->label);
 		return true;
 	case OP_LOOKUP:

@@ -387,6 +387,22 @@ static int parse_name(const cJSON *obj, const char *field,
 	return 0;
 }
 
+/* "alias_data": base64 text stored with the alias, so only beside one. */
+static int parse_alias_data(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+{
+	if (get_str(obj, "alias_data", false, MSG_ALIAS_DATA_MAX, &req->alias_data, err) < 0)
+		return -1;
+	if (req->alias_data == NULL)
+		return 0;
+	if (req->alias == NULL)
+		return msg_error_set(err, ERR_BAD_REQUEST, "alias_data",
+				     "\"alias_data\" is stored with an alias: the request has none");
+	if (!validate_base64(req->alias_data, strlen(req->alias_data)))
+		return msg_error_set(err, ERR_BAD_REQUEST, "alias_data",
+				     "\"alias_data\" must be padded base64 text (RFC 4648)");
+	return 0;
+}
+
 /* "host_compiler": nvcc's, by absolute path (kilnd checks it is nvcc's). */
 static int parse_host(const cJSON *obj, struct msg_request *req, struct msg_error *err)
 {
@@ -422,7 +438,8 @@ static int parse_get(const cJSON *obj, struct msg_request *req, struct msg_error
 				     printable(req->output, q));
 	if (parse_args(obj, req, err, memo) < 0 || parse_sources(obj, req, err) < 0 ||
 	    parse_pch(obj, req, err) < 0 || parse_name(obj, "alias", validate_alias, &req->alias, err) < 0 ||
-	    parse_name(obj, "label", validate_label, &req->label, err) < 0)
+	    parse_name(obj, "label", validate_label, &req->label, err) < 0 ||
+	    parse_alias_data(obj, req, err) < 0)
 		return -1;
 	build = member(obj, "build");
 	if (build && !cJSON_IsBool(build))

@@ -358,3 +358,17 @@ const char *validate_default_toolchain(const char *const *names, size_t n, size_
 	}
 	return "cc";
 }
+
+/* Padded base64 (RFC 4648, section 4): groups of four of the alphabet,
+ * '=' only as the last one or two. */
+bool validate_base64(const char *t, size_t n)
+{
+	static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	size_t body = n;
+
+	if (n == 0 || n % 4 != 0)
+		return false;
+	if (t[n - 1] == '=')
+		body = t[n - 2] == '=' ? n - 2 : n - 1;
+	return strspn(t, alphabet) == body;
+}

@@ -45,6 +45,9 @@ int validate_toolchain_name(const char *name, char *why, size_t whylen);
 int validate_compiler_path(const char *what, const char *path, char *why, size_t whylen);
 /* Alias: 1..256 printable ASCII characters (0x21..0x7e). */
 int validate_alias(const char *alias, char *why, size_t whylen);
+/* Whether t[0..n) is padded base64 (RFC 4648, section 4): groups of four of
+ * its alphabet, '=' only as the last one or two (an alias's data). */
+bool validate_base64(const char *t, size_t n);
 /* Label: 1..256 bytes, valid UTF-8, no control characters. */
 int validate_label(const char *label, char *why, size_t whylen);
 /* A key: exactly 64 lower-case hex digits. */

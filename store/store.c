@@ -733,6 +733,39 @@ int store_get_by_alias(struct store *s, const char *alias, struct store_entry *e
 	return rc;
 }
 
+int store_alias_data(struct store *s, const char *alias, const char *key, char **data)
+{
+	sqlite3_stmt *st = NULL;
+	/* The alias must name key now (the data is bound to its target); an
+	 * index written before the table existed has none. */
+	int rc = sqlite3_prepare_v2(s->rd, "SELECT d.data FROM aliases a LEFT JOIN alias_data d"
+				    " ON d.alias = a.alias AND d.key = a.key"
+				    " WHERE a.alias = ?1 AND a.key = ?2", -1, &st, NULL);
+
+	*data = NULL;
+	if (rc != SQLITE_OK) {
+		sqlite3_finalize(st);
+		st = NULL;
+		rc = sqlite3_prepare_v2(s->rd, "SELECT NULL FROM aliases"
+					" WHERE alias = ?1 AND key = ?2", -1, &st, NULL);
+	}
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, alias, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+	}
+	if (rc == SQLITE_ROW) {
+		const unsigned char *t = sqlite3_column_text(st, 0);
+		rc = 0;
+		if (t != NULL && (*data = strdup((const char *)t)) == NULL)
+			rc = -ENOMEM;
+	} else {
+		rc = rc == SQLITE_DONE ? -ENOENT : store_step_err(rc);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
 int store_get_by_rkey(struct store *s, const char *rkey, struct store_entry **out, size_t *n)
 {
 	uint64_t gen = store_hot_begin(s);

@@ -258,8 +258,22 @@ int store_publish(struct store *s, const struct store_entry *e, int src_dir, con
  * the publish cannot take it from the caller. */
 int store_publish_open(struct store *s, const struct store_entry *e, int src_dir,
 		       const char *tmp_object, int *fd);
-/* Points alias at key (creating or replacing the alias). */
+/* Points alias at key (creating or replacing the alias). Drops the alias's
+ * data (below). */
 int store_set_alias(struct store *s, const char *alias, const char *key);
+/*
+ * As store_set_alias, with data (NUL-terminated, at most STORE_ALIAS_DATA_MAX
+ * bytes; NULL: none) stored with the alias in the same transaction: what a
+ * client needs besides the artifact to use the program the alias names
+ * (kiln.gt4py's load metadata). The data is bound to key: once the alias
+ * names another entry it is gone, so it is never read with another
+ * program.
+ */
+#define STORE_ALIAS_DATA_MAX (4u << 20)
+int store_set_alias_data(struct store *s, const char *alias, const char *key, const char *data);
+/* The data stored with alias while it names key: 0 with *data (malloc'ed;
+ * NULL when the alias has none), -ENOENT when alias does not name key. */
+int store_alias_data(struct store *s, const char *alias, const char *key, char **data);
 /* Adds counts[i] to uses and raises last_used to times[i] for keys[i]. */
 int store_touch(struct store *s, const char *const *keys, const int64_t *times,
 		const uint64_t *counts, size_t n);

@@ -14,7 +14,13 @@
 
 const char store_counters_sql[] =
 	"CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY NOT NULL,"
-	" value INTEGER NOT NULL);";
+	" value INTEGER NOT NULL);"
+	/* An alias's data (store.h, store_set_alias_data), bound to the key
+	 * the alias named when it was written: a table of its own, created
+	 * like counters, so that an index without it stays readable by this
+	 * kiln and this one's by an older (which ignores it). */
+	"CREATE TABLE IF NOT EXISTS alias_data (alias TEXT PRIMARY KEY NOT NULL,"
+	" key TEXT NOT NULL, data TEXT NOT NULL);";
 
 const uint64_t store_build_bucket_ms[STORE_BUILD_BUCKETS - 1] = {
 	100, 250, 500, 1000, 2000, 5000, 10000, 30000, 60000, 300000,

@@ -139,6 +139,8 @@ int store_drop_row(struct store *s, const char *key, char **output)
 	}
 	rc = run_key(s, "DELETE FROM aliases WHERE key = ?1", key);
 	if (rc >= 0)
+		rc = run_key(s, "DELETE FROM alias_data WHERE key = ?1", key);
+	if (rc >= 0)
 		rc = run_key(s, "DELETE FROM entries WHERE key = ?1", key);
 	if (rc == 0)
 		rc = -ENOENT;
@@ -414,25 +416,65 @@ static int step_change(struct store *s, sqlite3_stmt *st, int rc, const char *ke
 	return store_step_err(rc);
 }
 
-int store_set_alias(struct store *s, const char *alias, const char *key)
+struct alias_job {
+	const char *alias, *key, *data;
+};
+
+static int run_bound(struct store *s, const char *sql, const char *a, const char *b,
+		     const char *c)
 {
 	sqlite3_stmt *st = NULL;
-	int rc;
+	int rc = sqlite3_prepare_v2(s->wr, sql, -1, &st, NULL);
+
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, a, -1, SQLITE_STATIC);
+		if (b != NULL)
+			sqlite3_bind_text(st, 2, b, -1, SQLITE_STATIC);
+		if (c != NULL)
+			sqlite3_bind_text(st, 3, c, -1, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+	}
+	sqlite3_finalize(st);
+	if (rc == SQLITE_DONE)
+		return sqlite3_changes(s->wr) > 0 ? 0 : -ENOENT;
+	return store_step_err(rc);
+}
+
+static int alias_body(struct store *s, void *arg)
+{
+	const struct alias_job *j = arg;
+	/* The SELECT makes an alias to an unknown key a no-op, reported. */
+	int rc = run_bound(s, "INSERT OR REPLACE INTO aliases (alias, key)"
+			   " SELECT ?1, key FROM entries WHERE key = ?2", j->alias, j->key, NULL);
+	if (rc == 0) {
+		rc = run_bound(s, "DELETE FROM alias_data WHERE alias = ?1", j->alias, NULL, NULL);
+		rc = rc == -ENOENT ? 0 : rc;   /* it had none */
+	}
+	if (rc == 0 && j->data != NULL)
+		rc = run_bound(s, "INSERT INTO alias_data (alias, key, data) VALUES (?1, ?2, ?3)",
+			       j->alias, j->key, j->data);
+	return rc;
+}
+
+int store_set_alias_data(struct store *s, const char *alias, const char *key, const char *data)
+{
+	struct alias_job j = { alias, key, data };
 
 	if (s->readonly)
 		return -EROFS;
+	if (data != NULL && strlen(data) > STORE_ALIAS_DATA_MAX)
+		return -E2BIG;
 	pthread_mutex_lock(&s->wlock);
-	/* The SELECT makes an alias to an unknown key a no-op, reported. */
-	rc = sqlite3_prepare_v2(s->wr, "INSERT OR REPLACE INTO aliases (alias, key)"
-		" SELECT ?1, key FROM entries WHERE key = ?2", -1, &st, NULL);
-	if (rc == SQLITE_OK) {
-		sqlite3_bind_text(st, 1, alias, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
-	}
+	int rc = store_txn_locked(s, false, alias_body, &j);
 	/* Its new target's answers name their newest alias: they go too. */
-	rc = step_change(s, st, rc, key, alias);
+	store_changed_entry(s, key, NULL, alias);
 	pthread_mutex_unlock(&s->wlock);
 	return rc;
+}
+
+int store_set_alias(struct store *s, const char *alias, const char *key)
+{
+	return store_set_alias_data(s, alias, key, NULL);
 }
 
 struct touch_job {

@@ -627,6 +627,7 @@ static void assert_req_eq(const struct msg_request *a, const struct msg_request 
 		}
 	}
 	assert_str_eq_null(a->alias, b->alias);
+	assert_str_eq_null(a->alias_data, b->alias_data);
 	assert_str_eq_null(a->label, b->label);
 	assert_str_eq_null(a->key, b->key);
 	assert_str_eq_null(a->ref, b->ref);
@@ -731,6 +732,51 @@ START_TEST(test_parse_put_errors)
 	/* The program part follows get's rules. */
 	parse_err("{\"op\":\"put\",\"id\":9" KEYF SHAF ",\"size\":1}", ERR_BAD_REQUEST,
 		  "sources", 9);
+}
+END_TEST
+
+/* Data stored with the alias: padded base64, beside an alias only, bounded;
+ * packed and parsed back as sent. */
+START_TEST(test_parse_alias_data)
+{
+	struct msg_request req;
+	const char *head = "{\"op\":\"get\",\"id\":4,\"sources\":[{\"name\":\"a.c\",\"text\":\"x\"}]";
+	char json[512];
+	static const char *const good[] = { "QQ==", "QUI=", "QUJD", "a2lsbi9ndDRweQ==" };
+	static const char *const bad[] = { "", "QQ", "QQ=", "Q===", "QQ==QUJD", "Q Q=", "QU\\nJ",
+					   "QU=D", "=QUJ", "QUJ-", "QUJ_" };
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(json, sizeof(json), "%s,\"alias\":\"g:1\",\"alias_data\":\"%s\"}", head,
+			 good[i]);
+		parse_ok(json, &req);
+		ck_assert_str_eq(req.alias_data, good[i]);
+		round_trip(&req);
+		msg_request_free(&req);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(json, sizeof(json), "%s,\"alias\":\"g:1\",\"alias_data\":\"%s\"}", head,
+			 bad[i]);
+		parse_err(json, ERR_BAD_REQUEST, "alias_data", 4);
+	}
+	snprintf(json, sizeof(json), "%s,\"alias_data\":\"QUJD\"}", head);
+	parse_err(json, ERR_BAD_REQUEST, "alias_data", 4);       /* no alias to store it with */
+	snprintf(json, sizeof(json), "%s,\"alias\":\"g:1\",\"alias_data\":7}", head);
+	parse_err(json, ERR_BAD_REQUEST, "alias_data", 4);
+	/* One byte past the bound. */
+	size_t n = MSG_ALIAS_DATA_MAX + 4, len = strlen(head) + n + 64;
+	char *big = malloc(len);
+	ck_assert_ptr_nonnull(big);
+	int at = snprintf(big, len, "%s,\"alias\":\"g:1\",\"alias_data\":\"", head);
+	memset(big + at, 'A', n);
+	snprintf(big + at + n, len - at - n, "\"}");
+	parse_err(big, ERR_BAD_REQUEST, "alias_data", 4);
+	/* At the bound: accepted. */
+	snprintf(big + at + n - 4, len - at - n + 4, "\"}");
+	parse_ok(big, &req);
+	ck_assert_uint_eq(strlen(req.alias_data), MSG_ALIAS_DATA_MAX);
+	msg_request_free(&req);
+	free(big);
 }
 END_TEST
 
@@ -919,6 +965,7 @@ static Suite *msg_suite(void)
 	tcase_add_test(tp, test_parse_hello);
 	tcase_add_test(tp, test_parse_get);
 	tcase_add_test(tp, test_parse_get_defaults);
+	tcase_add_test(tp, test_parse_alias_data);
 	tcase_add_test(tp, test_parse_get_digest);
 	tcase_add_test(tp, test_parse_other_ops);
 	tcase_add_test(tp, test_parse_id);

@@ -766,6 +766,54 @@ START_TEST(test_alias)
 }
 END_TEST
 
+/* An alias's data is bound to the entry it names when written: two aliases
+ * of one entry keep their own, a re-point (with or without data) never
+ * shows the old data with the new target, a removed entry takes it. */
+START_TEST(test_alias_data)
+{
+	char k1[65], k2[65], *data = NULL;
+	struct store *s = open_store(0);
+
+	hexkey("ad1", k1);
+	hexkey("ad2", k2);
+	ck_assert_int_eq(put(s, k1, k1, NULL, "1", 1), 0);
+	ck_assert_int_eq(put(s, k2, k2, NULL, "2", 1), 0);
+	ck_assert_int_eq(store_set_alias_data(s, "g:rank0", k1, "AAAA"), 0);
+	ck_assert_int_eq(store_set_alias_data(s, "g:rank1", k1, "BBBB"), 0);
+	ck_assert_int_eq(store_alias_data(s, "g:rank0", k1, &data), 0);
+	ck_assert_str_eq(data, "AAAA");
+	free(data);
+	ck_assert_int_eq(store_alias_data(s, "g:rank1", k1, &data), 0);
+	ck_assert_str_eq(data, "BBBB");
+	free(data);
+	/* Asked with another target than the alias's: nothing. */
+	ck_assert_int_eq(store_alias_data(s, "g:rank0", k2, &data), -ENOENT);
+	ck_assert_ptr_null(data);
+	/* Re-pointed without data: none, at either target. */
+	ck_assert_int_eq(store_set_alias(s, "g:rank0", k2), 0);
+	ck_assert_int_eq(store_alias_data(s, "g:rank0", k2, &data), 0);
+	ck_assert_ptr_null(data);
+	ck_assert_int_eq(store_alias_data(s, "g:rank0", k1, &data), -ENOENT);
+	/* Back at k1: the old data does not come back. */
+	ck_assert_int_eq(store_set_alias(s, "g:rank0", k1), 0);
+	ck_assert_int_eq(store_alias_data(s, "g:rank0", k1, &data), 0);
+	ck_assert_ptr_null(data);
+	/* To an unknown key: refused, and the data stays with its target. */
+	ck_assert_int_eq(store_set_alias_data(s, "g:rank1", "00ff", "CCCC"), -ENOENT);
+	ck_assert_int_eq(store_alias_data(s, "g:rank1", k1, &data), 0);
+	ck_assert_str_eq(data, "BBBB");
+	free(data);
+	/* The entry removed: its aliases and their data go. */
+	ck_assert_int_eq(store_remove(s, k1), 0);
+	ck_assert_int_eq(store_alias_data(s, "g:rank1", k1, &data), -ENOENT);
+	ck_assert_int_eq(put(s, k1, k1, NULL, "1", 1), 0);
+	ck_assert_int_eq(store_set_alias(s, "g:rank1", k1), 0);
+	ck_assert_int_eq(store_alias_data(s, "g:rank1", k1, &data), 0);
+	ck_assert_ptr_null(data);
+	store_close(s);
+}
+END_TEST
+
 static void make_deps(struct store_dep *deps, char **paths, size_t n)
 {
 	size_t i, j, len;
@@ -1853,6 +1901,7 @@ static Suite *store_suite(void)
 	tcase_add_test(tc, test_key_formats);
 	tcase_add_test(tc, test_writers);
 	tcase_add_test(tc, test_alias);
+	tcase_add_test(tc, test_alias_data);
 	tcase_add_test(tc, test_deps_roundtrip);
 	tcase_add_test(tc, test_entry_json);
 	tcase_add_test(tc, test_reconcile);

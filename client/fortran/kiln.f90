@@ -31,6 +31,7 @@ module kiln
    integer(c_int), parameter, public :: KILN_EDAEMON = -13
    integer(c_int), parameter, public :: KILN_ECUDA = -14
    integer(c_int), parameter, public :: KILN_ECLAIMED = -15
+   integer(c_int), parameter, public :: KILN_EHELD = -16
 
    ! The structs of kiln.h, field for field. Every pointer is a type(c_ptr) to
    ! NUL-terminated characters (see kiln_c_string) that must stay alive, with

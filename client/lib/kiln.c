@@ -334,9 +334,10 @@ int lib_request_build(const struct kiln_request *req, struct msg_request *m)
 	return rc;
 }
 
-/* Sends a get or lookup and loads what it names (when load). */
-static int kiln_fetch(struct kiln *k, struct msg_request *m, const char *alias, bool load,
-		      struct kiln_program **out)
+/* Sends a get or lookup and loads what it names (when load); *data (when
+ * data is not NULL) gets the reply's alias data (malloc'ed; NULL: none). */
+static int kiln_fetch_data(struct kiln *k, struct msg_request *m, const char *alias, bool load,
+			   struct kiln_program **out, char **data)
 {
 	cJSON *reply = NULL;
 	int fd = -1, rc;
@@ -345,12 +346,23 @@ static int kiln_fetch(struct kiln *k, struct msg_request *m, const char *alias, 
 	if (rc < 0)
 		return rc;
 	rc = lib_prog_from_reply(k, reply, fd, alias, load, out);
+	if (rc == 0 && data != NULL) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(reply, "alias_data");
+		if (cJSON_IsString(v) && (*data = strdup(v->valuestring)) == NULL)
+			rc = lib_err_set(KILN_ENOMEM, "out of memory");
+	}
 	cJSON_Delete(reply);
 	return rc;
 }
 
-static int get_program(struct kiln *k, const struct kiln_request *req, bool load,
-		       struct kiln_program **out)
+static int kiln_fetch(struct kiln *k, struct msg_request *m, const char *alias, bool load,
+		      struct kiln_program **out)
+{
+	return kiln_fetch_data(k, m, alias, load, out, NULL);
+}
+
+static int get_program(struct kiln *k, const struct kiln_request *req, const char *data,
+		       bool load, struct kiln_program **out)
 {
 	struct msg_request m;
 	struct kiln_program *p;
@@ -361,8 +373,9 @@ static int get_program(struct kiln *k, const struct kiln_request *req, bool load
 				   load ? "kiln_get" : "kiln_get_file");
 	*out = NULL;
 	/* The fast path comes first: a loaded alias needs neither checks
-	 * nor IPC (only valid aliases ever enter the table). */
-	if (req->alias) {
+	 * nor IPC (only valid aliases ever enter the table). A request that
+	 * stores data with its alias always goes to kilnd. */
+	if (req->alias && data == NULL) {
 		p = lib_prog_by_alias(k, req->alias);
 		if (p) {
 			atomic_fetch_add_explicit(&k->local_hits, 1, memory_order_relaxed);
@@ -371,6 +384,7 @@ static int get_program(struct kiln *k, const struct kiln_request *req, bool load
 		}
 	}
 	rc = lib_request_build(req, &m);
+	m.alias_data = (char *)data;
 	if (rc == 0)
 		rc = kiln_fetch(k, &m, req->alias, load, out);
 	if (rc == LIB_ENEEDSRC) {
@@ -385,12 +399,30 @@ static int get_program(struct kiln *k, const struct kiln_request *req, bool load
 
 int kiln_get(struct kiln *k, const struct kiln_request *req, struct kiln_program **out)
 {
-	return get_program(k, req, true, out);
+	return get_program(k, req, NULL, true, out);
 }
 
 int kiln_get_file(struct kiln *k, const struct kiln_request *req, struct kiln_program **out)
 {
-	return get_program(k, req, false, out);
+	return get_program(k, req, NULL, false, out);
+}
+
+/* Padded base64 of at most MSG_ALIAS_DATA_MAX bytes, as kilnd requires. */
+static bool alias_data_valid(const char *t)
+{
+	size_t n = strnlen(t, MSG_ALIAS_DATA_MAX + 1);
+	return n <= MSG_ALIAS_DATA_MAX && validate_base64(t, n);
+}
+
+int kiln_get_file_data(struct kiln *k, const struct kiln_request *req, const char *alias_data,
+		       struct kiln_program **out)
+{
+	if (req != NULL && alias_data != NULL && req->alias == NULL)
+		return lib_err_set(KILN_EINVAL, "kiln_get_file_data: alias_data needs req->alias");
+	if (alias_data != NULL && !alias_data_valid(alias_data))
+		return lib_err_set(KILN_EINVAL, "kiln_get_file_data: alias_data must be padded "
+				   "base64 of at most %u bytes", MSG_ALIAS_DATA_MAX);
+	return get_program(k, req, alias_data, false, out);
 }
 
 int kiln_lookup(struct kiln *k, const char *alias, struct kiln_program **out)
@@ -470,7 +502,29 @@ int kiln_lookup_claim(struct kiln *k, const char *alias, const char *toolchain,
 	m.wait_ms = wait_ms;
 	/* kilnd sends heartbeats while the lookup waits, so the call's
 	 * deadline (kiln_set_timeout) only ends a silent kilnd's wait. */
-	return kiln_fetch(k, &m, NULL, false, out);
+	rc = kiln_fetch(k, &m, NULL, false, out);
+	return rc == KILN_EHELD ? KILN_ENOTFOUND : rc;   /* as documented before it */
+}
+
+int kiln_lookup_data(struct kiln *k, const char *alias, const char *toolchain,
+		     const char *host_compiler, int claim, unsigned wait_ms,
+		     struct kiln_program **out, char **data)
+{
+	struct msg_request m;
+
+	if (!k || !alias || !out || !data)
+		return lib_err_set(KILN_EINVAL,
+				   "kiln_lookup_data: k, alias, out and data must not be NULL");
+	*out = NULL;
+	*data = NULL;
+	if (wait_ms > MSG_MAX_WAIT_MS)
+		return lib_err_set(KILN_EINVAL, "wait_ms %u: at most %d", wait_ms, MSG_MAX_WAIT_MS);
+	int rc = lookup_file_request(&m, alias, toolchain, host_compiler);
+	if (rc < 0)
+		return rc;
+	m.claim = claim != 0;
+	m.wait_ms = claim ? wait_ms : 0;
+	return kiln_fetch_data(k, &m, NULL, false, out, data);
 }
 
 int kiln_release_claim(struct kiln *k, const char *alias)

@@ -139,6 +139,10 @@ int lib_err_from_reply(const cJSON *reply)
 		return lib_err_set(KILN_EPROTO, "kilnd sent a failed reply without an error code");
 	err = msg_err_parse(code);
 	status = lib_err_map(err);
+	/* A miss whose claim another client holds (kilnd names the field). */
+	const char *field = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(error, "field"));
+	if (err == ERR_NOT_FOUND && field != NULL && strcmp(field, "claim") == 0)
+		status = KILN_EHELD;
 	if (!message || !*message)
 		message = code;
 	/* The compiler's text is what the user needs to fix a failed build,
@@ -188,6 +192,8 @@ const char *kiln_strerror(int code)
 		return "the CUDA driver failed";
 	case KILN_ECLAIMED:
 		return "not found; this client holds the claim and produces it";
+	case KILN_EHELD:
+		return "not found; another client holds the claim";
 	}
 	return "unknown status code";
 }

@@ -65,7 +65,7 @@ void flight_fini(struct kilnd *d)
 {
 	if (d->fl != NULL) {
 		table_free(d->fl->table, NULL);
-		table_free(d->fl->aliases, free);
+		table_free(d->fl->aliases, free);   /* struct alias_target: one block each */
 		free(d->fl);
 		d->fl = NULL;
 	}
@@ -196,13 +196,15 @@ struct build *flight_find(struct kilnd *d, const char *rkey)
 }
 
 int build_add_waiter(struct build *b, const struct waiter_ops *ops, void *ctx, uint64_t id,
-		     const char *alias, bool joined)
+		     const char *alias, const char *alias_data, bool joined)
 {
 	ASSERT_LOOP();
 	struct waiter *w = calloc(1, sizeof(*w));
 	if (w == NULL)
 		return -ENOMEM;
-	if (alias != NULL && (w->alias = strdup(alias)) == NULL) {
+	if ((alias != NULL && (w->alias = strdup(alias)) == NULL) ||
+	    (alias != NULL && alias_data != NULL && (w->alias_data = strdup(alias_data)) == NULL)) {
+		free(w->alias);
 		free(w);
 		return -ENOMEM;
 	}
@@ -222,6 +224,7 @@ static void build_free(struct build *b)
 		b->waiters = w->next;
 		w->ops->release(w->ctx);
 		free(w->alias);
+		free(w->alias_data);
 		free(w);
 	}
 	build_input_free(&b->in);
@@ -495,7 +498,7 @@ static void reply_all(struct build *b)
 		/* Even the build's own alias (set with the entry): a re-point
 		 * replied earlier must not land after this reply. */
 		if (w->alias != NULL)
-			publish_set_alias(d, w->alias, b->entry.key);
+			publish_set_alias(d, w->alias, b->entry.key, w->alias_data);
 	}
 }
 
@@ -780,13 +783,14 @@ int flight_start(struct kilnd *d, struct build_input *in, const struct waiter_op
 	b->fd = -1;
 	b->refs = 1;
 	b->queued_ns = util_now_ns();
-	if (build_add_waiter(b, ops, ctx, id, b->in.req.alias, false) != 0) {
+	if (build_add_waiter(b, ops, ctx, id, b->in.req.alias, b->in.req.alias_data, false) != 0) {
 		build_free(b);
 		return -ENOMEM;
 	}
 	if (table_put(d->fl->table, b->in.rkey, b, NULL) != 0) {
 		/* Nothing attached on failure: the caller keeps ctx. */
 		free(b->waiters->alias);
+		free(b->waiters->alias_data);
 		free(b->waiters);
 		b->waiters = NULL;
 		build_free(b);

@@ -75,9 +75,9 @@ bool build_is_pch(const struct build_input *in);
 bool build_is_header(const char *name);
 
 /* Attaches a waiter: ops->done(ctx, id, ...) answers it. alias (may be NULL)
- * is pointed at the artifact on success. The build calls ops->release(ctx)
+ * is pointed at the artifact on success, with alias_data (may be NULL). The build calls ops->release(ctx)
  * once, when it is freed; on failure (-ENOMEM) nothing was attached. */
 int build_add_waiter(struct build *b, const struct waiter_ops *ops, void *ctx, uint64_t id,
-		     const char *alias, bool joined);
+		     const char *alias, const char *alias_data, bool joined);
 
 #endif

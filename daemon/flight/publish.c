@@ -377,17 +377,42 @@ void publish_cleanup(struct kilnd *d, struct build *b)
 struct alias_flush {
 	struct kilnd *d;
 	size_t n;
-	char **alias, **key;
+	char **alias;
+	struct alias_target **to;
 };
+
+/* One allocation (freed with free(), as the flights' table frees it). */
+static struct alias_target *target_new(const char *key, const char *data)
+{
+	size_t nk = strlen(key) + 1, nd = data != NULL ? strlen(data) + 1 : 0;
+	struct alias_target *t = malloc(sizeof(*t) + nk + nd);
+	if (t == NULL)
+		return NULL;
+	char *buf = (char *)(t + 1);
+	memcpy(buf, key, nk);
+	t->key = buf;
+	t->data = NULL;
+	if (data != NULL) {
+		memcpy(buf + nk, data, nd);
+		t->data = buf + nk;
+	}
+	return t;
+}
+
+static bool target_same(const struct alias_target *a, const struct alias_target *b)
+{
+	return strcmp(a->key, b->key) == 0 &&
+	       (a->data == NULL ? b->data == NULL : b->data != NULL && strcmp(a->data, b->data) == 0);
+}
 
 static void alias_flush_free(struct alias_flush *j)
 {
 	for (size_t i = 0; i < j->n; i++) {
 		free(j->alias[i]);
-		free(j->key[i]);
+		free(j->to[i]);
 	}
 	free(j->alias);
-	free(j->key);
+	free(j->to);
 	free(j);
 }
 
@@ -395,9 +420,9 @@ static void alias_flush_work(void *arg)
 {
 	struct alias_flush *j = arg;
 	for (size_t i = 0; i < j->n; i++) {
-		int rc = store_set_alias(j->d->store, j->alias[i], j->key[i]);
+		int rc = store_set_alias_data(j->d->store, j->alias[i], j->to[i]->key, j->to[i]->data);
 		if (rc != 0)
-			log_warn("cannot point alias %s at %.16s: %s", j->alias[i], j->key[i],
+			log_warn("cannot point alias %s at %.16s: %s", j->alias[i], j->to[i]->key,
 				 strerror(-rc));
 	}
 }
@@ -405,11 +430,11 @@ static void alias_flush_work(void *arg)
 static void take_alias(const char *alias, void *val, void *arg)
 {
 	struct alias_flush *j = arg;
-	j->alias[j->n] = strdup(alias);
-	j->key[j->n] = strdup(val);
-	if (j->alias[j->n] == NULL || j->key[j->n] == NULL) {
+	const struct alias_target *t = val;
+	if ((j->alias[j->n] = strdup(alias)) == NULL)
+		return;
+	if ((j->to[j->n] = target_new(t->key, t->data)) == NULL) {
 		free(j->alias[j->n]);
-		free(j->key[j->n]);
 		return;
 	}
 	j->n++;
@@ -424,8 +449,8 @@ static void alias_flush_done(void *arg, int status)
 	/* Written: forget those not re-pointed again meanwhile. Not run: all
 	 * stay pending, for the next re-point's flush. */
 	for (size_t i = 0; status == 0 && i < j->n; i++) {
-		char *cur = table_get(d->fl->aliases, j->alias[i]);
-		if (cur != NULL && strcmp(cur, j->key[i]) == 0)
+		struct alias_target *cur = table_get(d->fl->aliases, j->alias[i]);
+		if (cur != NULL && target_same(cur, j->to[i]))
 			free(table_del(d->fl->aliases, j->alias[i]));
 	}
 	alias_flush_free(j);
@@ -439,7 +464,7 @@ static struct alias_flush *alias_snapshot(struct kilnd *d)
 	size_t n = table_count(d->fl->aliases);
 	struct alias_flush *j = calloc(1, sizeof(*j));
 	if (j == NULL || (j->alias = calloc(n, sizeof(char *))) == NULL ||
-	    (j->key = calloc(n, sizeof(char *))) == NULL) {
+	    (j->to = calloc(n, sizeof(*j->to))) == NULL) {
 		if (j != NULL)
 			free(j->alias);
 		free(j);
@@ -464,13 +489,13 @@ static void alias_flush_start(struct kilnd *d)
 	}
 }
 
-void publish_set_alias(struct kilnd *d, const char *alias, const char *key)
+void publish_set_alias(struct kilnd *d, const char *alias, const char *key, const char *data)
 {
 	ASSERT_LOOP();
-	char *copy = strdup(key);
+	struct alias_target *t = target_new(key, data);
 	void *old = NULL;
-	if (copy == NULL || d->fl->aliases == NULL || table_put(d->fl->aliases, alias, copy, &old) != 0) {
-		free(copy);
+	if (t == NULL || d->fl->aliases == NULL || table_put(d->fl->aliases, alias, t, &old) != 0) {
+		free(t);
 	} else {
 		free(old);
 		alias_flush_start(d);
@@ -482,7 +507,7 @@ void publish_set_alias(struct kilnd *d, const char *alias, const char *key)
 	claims_published(d, alias);
 }
 
-const char *publish_alias_pending(const struct kilnd *d, const char *alias)
+const struct alias_target *publish_alias_pending(const struct kilnd *d, const char *alias)
 {
 	return d->fl->aliases != NULL ? table_get(d->fl->aliases, alias) : NULL;
 }

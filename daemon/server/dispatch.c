@@ -202,7 +202,7 @@ static void join_or_start(struct conn *c, struct build_input *in)
 	conn_ref(c);
 	if (b != NULL) {
 		d->c.joined++;
-		rc = build_add_waiter(b, &conn_waiter, c, id, in->req.alias, true);
+		rc = build_add_waiter(b, &conn_waiter, c, id, in->req.alias, in->req.alias_data, true);
 		flight_join_input(b, in);
 	} else {
 		rc = flight_start(d, in, &conn_waiter, c, id);
@@ -306,7 +306,7 @@ static bool resolve_once(struct conn *c, struct build_input *in, int fd)
 				store_entries_free(list, n);
 				return false;
 			}
-			int rc = v == HEADERS_VALID ? reply_hit(c, id, &list[i], in->req.alias) : -1;
+			int rc = v == HEADERS_VALID ? reply_hit(c, id, &list[i], in->req.alias, in->req.alias_data) : -1;
 			if (rc >= 0) {
 				if (rc == 0)
 					stats_hit(d, in->req.toolchain);

@@ -19,10 +19,31 @@
 #include "store.h"
 #include "verify.h"
 
-/* Answers a hit: the artifact's descriptor and where it lives. Returns 0, 1
- * when it answered with an error instead (no descriptor left, say), or a
- * negative errno when the object is gone (then nothing is sent). */
-int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, const char *alias)
+/* Sends the printed reply (text, or a larger one when data needs it) with
+ * ref's descriptor: 0, or 1 when it answered with an error instead. */
+static int send_hit(struct conn *c, uint64_t id, const struct msg_artifact *a, char *text,
+		    size_t cap, struct fdref *ref)
+{
+	size_t len = msg_artifact_print(a, text, cap);
+	char *big = NULL;
+	if (len >= cap && a->alias_data != NULL && (big = malloc(len + 1)) != NULL)
+		msg_artifact_print(a, big, len + 1);
+	if (len >= cap && big == NULL) {
+		fdref_put(ref);
+		conn_reply_error(c, id, ERR_INTERNAL, NULL, "the reply does not fit in %zu bytes",
+				 cap);
+		return 1;
+	}
+	conn_reply_text_ref(c, big != NULL ? big : text, len, ref);
+	free(big);
+	return 0;
+}
+
+/* Answers a hit: the artifact's descriptor and where it lives, with data
+ * (a lookup's alias data; may be NULL). Returns 0, 1 when it answered with
+ * an error instead (no descriptor left, say), or a negative errno when the
+ * object is gone (then nothing is sent). */
+static int reply_entry(struct conn *c, uint64_t id, const struct store_entry *e, const char *data)
 {
 	struct kilnd *d = c->d;
 	char *path = store_object_path(d->store, e->key, e->output);
@@ -58,32 +79,59 @@ int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, const ch
 	const struct msg_artifact a = {
 		.id = id, .fd = true, .key = e->key, .rkey = e->rkey, .path = path,
 		.output = e->output, .size = e->size, .cached = true, .build_ms = e->build_ms,
-		.file = file,
+		.file = file, .alias_data = data,
 	};
-	size_t len = msg_artifact_print(&a, text, sizeof(text));
+	int sent = send_hit(c, id, &a, text, sizeof(text), ref);
 	free(path);
-	if (len >= sizeof(text)) {
-		fdref_put(ref);
-		conn_reply_error(c, id, ERR_INTERNAL, NULL, "the reply does not fit in %zu bytes",
-				 sizeof(text));
+	if (sent != 0)
 		return 1;
-	}
-	conn_reply_text_ref(c, text, len, ref);
 	kilnd_touch(d, e->key);
-	if (alias != NULL) {
-		/* Where the alias points now: the last reply's target first, then
-		 * the entry's own alias (no lookup on the warm path), then the index. */
-		const char *pending = publish_alias_pending(d, alias);
-		struct store_entry cur = { 0 };
-		bool same = pending != NULL ? strcmp(pending, e->key) == 0
-			  : (e->alias != NULL && strcmp(e->alias, alias) == 0) ||
-			    (store_get_by_alias(d->store, alias, &cur) == 0 && strcmp(cur.key, e->key) == 0);
-		store_entry_free(&cur);
-		if (!same)
-			publish_set_alias(d, alias, e->key);
-		else
-			claims_published(d, alias);   /* a claim's producer found it: done */
-	}
 	return 0;
+}
+
+static bool same_data(const char *a, const char *b)
+{
+	return a == NULL ? b == NULL : b != NULL && strcmp(a, b) == 0;
+}
+
+/* Whether alias names e now (with data, when data is not NULL: a request
+ * without data leaves what the alias holds as it is): the last reply's
+ * target first, then the entry's own alias (no lookup on the warm path),
+ * then the index. */
+static bool alias_at(struct kilnd *d, const char *alias, const char *data,
+		     const struct store_entry *e)
+{
+	const struct alias_target *pending = publish_alias_pending(d, alias);
+	if (pending != NULL)
+		return strcmp(pending->key, e->key) == 0 &&
+		       (data == NULL || same_data(pending->data, data));
+	struct store_entry cur = { 0 };
+	bool same = (e->alias != NULL && strcmp(e->alias, alias) == 0) ||
+		    (store_get_by_alias(d->store, alias, &cur) == 0 && strcmp(cur.key, e->key) == 0);
+	store_entry_free(&cur);
+	char *stored = NULL;
+	if (same && data != NULL)
+		same = store_alias_data(d->store, alias, e->key, &stored) == 0 &&
+		       same_data(stored, data);
+	free(stored);
+	return same;
+}
+
+int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, const char *alias,
+	      const char *alias_data)
+{
+	int rc = reply_entry(c, id, e, NULL);
+	if (rc != 0 || alias == NULL)
+		return rc;
+	if (!alias_at(c->d, alias, alias_data, e))
+		publish_set_alias(c->d, alias, e->key, alias_data);
+	else
+		claims_published(c->d, alias);   /* a claim's producer found it: done */
+	return 0;
+}
+
+int reply_lookup_hit(struct conn *c, uint64_t id, const struct store_entry *e, const char *data)
+{
+	return reply_entry(c, id, e, data);
 }
 

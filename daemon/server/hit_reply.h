@@ -16,8 +16,13 @@ struct store_entry;
  * digest, unless the file changed again meanwhile. */
 #define HASH_WAITS_MAX 4
 
-/* Answers request id on c with entry e (and alias, when the request named
- * one): 0, or <0 when the object cannot be served (then nothing was sent). */
-int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, const char *alias);
+/* Answers request id on c with entry e and points alias (when the request
+ * named one) at it with alias_data (may be NULL): 0, or <0 when the object
+ * cannot be served (then nothing was sent). */
+int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, const char *alias,
+	      const char *alias_data);
+/* A lookup's hit: as reply_hit, the reply carrying data (what is stored
+ * with the alias looked up, may be NULL), pointing nothing. */
+int reply_lookup_hit(struct conn *c, uint64_t id, const struct store_entry *e, const char *data);
 
 #endif

@@ -201,8 +201,9 @@ static void lookup_resolve(struct conn *c, struct msg_request *req, unsigned wai
 	const struct toolchain *tc;
 	if (!lookup_toolchain(c, req, waits, deadline, &tc))
 		return;
-	const char *pending = req->alias != NULL ? publish_alias_pending(d, req->alias) : NULL;
-	int rc = pending != NULL ? store_get(d->store, pending, &e)
+	const struct alias_target *pending =
+		req->alias != NULL ? publish_alias_pending(d, req->alias) : NULL;
+	int rc = pending != NULL ? store_get(d->store, pending->key, &e)
 		 : req->alias != NULL ? store_get_by_alias(d->store, req->alias, &e)
 				      : store_get(d->store, req->key, &e);
 	int v = rc == 0 && built_by(&e, req->toolchain, tc) ? headers_check(d, &e) : HEADERS_INVALID;
@@ -218,7 +219,13 @@ static void lookup_resolve(struct conn *c, struct msg_request *req, unsigned wai
 	/* A lookup that waited for a claim counted as a miss when it arrived;
 	 * its answer after the wait is not counted again (claim_waits says
 	 * how many waited). */
-	int hit = v == HEADERS_VALID ? reply_hit(c, req->id, &e, NULL) : -1;
+	char *data = NULL;
+	if (v == HEADERS_VALID && pending == NULL && req->alias != NULL &&
+	    store_alias_data(d->store, req->alias, e.key, &data) == -ENOMEM)
+		v = HEADERS_INVALID;
+	int hit = v == HEADERS_VALID ? reply_lookup_hit(c, req->id, &e, pending != NULL ?
+							pending->data : data) : -1;
+	free(data);
 	if (hit == 0 && !req->counted) {
 		stats_hit(d, e.toolchain);
 	} else if (hit < 0 && !req->counted) {
@@ -250,7 +257,7 @@ static void claim_wake(void *arg, enum claim_end why)
 		/* gone while it waited: nothing to answer */
 	} else if (why == CLAIM_TIMEOUT) {
 		c->d->c.claim_timeouts++;
-		conn_reply_error(c, p->req.id, ERR_NOT_FOUND, NULL,
+		conn_reply_error(c, p->req.id, ERR_NOT_FOUND, "claim",
 				 "no valid entry for alias \"%s\": it is claimed by another client, "
 				 "and the wait of %llu ms ran out", p->alias,
 				 (unsigned long long)p->req.wait_ms);
@@ -327,14 +334,14 @@ static void claim_or_wait(struct conn *c, struct msg_request *req, uint64_t dead
 	}
 	uint64_t now = uv_now(d->loop);
 	if (deadline <= now && req->wait_ms == 0) {
-		conn_reply_error(c, req->id, ERR_NOT_FOUND, NULL,
+		conn_reply_error(c, req->id, ERR_NOT_FOUND, "claim",
 				 "no valid entry for alias \"%s\": it is claimed by another client "
 				 "(this lookup does not wait: wait_ms 0)", req->alias);
 		return;
 	}
 	if (deadline <= now) {   /* looking again after a claim ended, its time spent */
 		d->c.claim_timeouts++;
-		conn_reply_error(c, req->id, ERR_NOT_FOUND, NULL,
+		conn_reply_error(c, req->id, ERR_NOT_FOUND, "claim",
 				 "no valid entry for alias \"%s\": it is claimed by another client, "
 				 "and the wait of %llu ms ran out", req->alias,
 				 (unsigned long long)req->wait_ms);
@@ -353,7 +360,7 @@ static void claim_or_wait(struct conn *c, struct msg_request *req, uint64_t dead
 	if (p != NULL)
 		parked_lookup_free(p);
 	if (rc == -EBUSY)   /* as for a wait that ran out: the client produces it */
-		conn_reply_error(c, req->id, ERR_NOT_FOUND, NULL,
+		conn_reply_error(c, req->id, ERR_NOT_FOUND, "claim",
 				 "no valid entry for alias \"%s\": another client holds its claim, and "
 				 "%d lookups wait for it already", req->alias, CLAIM_WAITERS_MAX);
 	else

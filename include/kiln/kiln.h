@@ -36,6 +36,8 @@ enum kiln_status {
 	KILN_EDAEMON = -13,   /* the daemon failed internally (disk full, I/O) */
 	KILN_ECUDA = -14,     /* the CUDA driver failed (libkiln-cuda; see kiln_errmsg) */
 	KILN_ECLAIMED = -15,  /* kiln_lookup_claim missed and this caller holds the claim */
+	KILN_EHELD = -16,     /* kiln_lookup_data missed: another client holds the claim
+	                       * (and the wait, if any, ran out) */
 };
 
 /* A connection to kilnd plus the process-local program table; thread-safe. */
@@ -222,6 +224,25 @@ int kiln_lookup_file_host(struct kiln *k, const char *alias, const char *toolcha
  */
 int kiln_lookup_claim(struct kiln *k, const char *alias, const char *toolchain,
 		      const char *host_compiler, unsigned wait_ms, struct kiln_program **out);
+/*
+ * Data stored with an alias (docs/protocol.md, "alias_data"): what a
+ * framework needs besides the artifact to use the program (kiln.gt4py's
+ * load metadata), so that aliases of identical code share one artifact.
+ * The data is bound to the entry the alias names when it is written: once
+ * the alias names another entry, it is gone.
+ *
+ * kiln_get_file_data: as kiln_get_file, storing alias_data (padded base64,
+ * at most 4 MiB; NULL: none) with req->alias, which it needs.
+ * kiln_lookup_data: as kiln_lookup_claim (claim 1) or kiln_lookup_file_host
+ * (claim 0, wait_ms unused), and *data the data stored with the alias
+ * (malloc'ed, NUL-terminated: free() it; NULL when it has none).
+ */
+int kiln_get_file_data(struct kiln *k, const struct kiln_request *req, const char *alias_data,
+		       struct kiln_program **out);
+int kiln_lookup_data(struct kiln *k, const char *alias, const char *toolchain,
+		     const char *host_compiler, int claim, unsigned wait_ms,
+		     struct kiln_program **out, char **data);
+
 /* Gives this connection's claim on alias up (its producer finished without
  * publishing: the waiting clients are answered KILN_ENOTFOUND, to produce
  * it themselves): 1, or 0 when it held none (the alias published since, or

@@ -62,6 +62,7 @@ static const struct {
 	CODE(KILN_EDAEMON),
 	CODE(KILN_ECUDA),
 	CODE(KILN_ECLAIMED),
+	CODE(KILN_EHELD),
 };
 
 long kiln_f90_c_layout(const char *name)

@@ -135,14 +135,15 @@ contains
       type(kiln_request), target :: req
       type(kiln_options), target :: opts
       type(kiln_stats), target :: st
-      character(len=14), parameter :: names(16) = [character(len=14) :: 'KILN_OK', &
+      character(len=14), parameter :: names(17) = [character(len=14) :: 'KILN_OK', &
          'KILN_EINVAL', 'KILN_ENOMEM', 'KILN_ECONNECT', 'KILN_EPROTO', 'KILN_EIO', &
          'KILN_ENOTFOUND', 'KILN_EBUILD', 'KILN_ETIMEDOUT', 'KILN_ELOAD', 'KILN_EREFUSED', &
-         'KILN_EDENIED', 'KILN_EBUSY', 'KILN_EDAEMON', 'KILN_ECUDA', 'KILN_ECLAIMED']
-      integer(c_int), parameter :: codes(16) = [KILN_OK, KILN_EINVAL, KILN_ENOMEM, &
+         'KILN_EDENIED', 'KILN_EBUSY', 'KILN_EDAEMON', 'KILN_ECUDA', 'KILN_ECLAIMED', &
+         'KILN_EHELD']
+      integer(c_int), parameter :: codes(17) = [KILN_OK, KILN_EINVAL, KILN_ENOMEM, &
          KILN_ECONNECT, KILN_EPROTO, KILN_EIO, KILN_ENOTFOUND, KILN_EBUILD, KILN_ETIMEDOUT, &
          KILN_ELOAD, KILN_EREFUSED, KILN_EDENIED, KILN_EBUSY, KILN_EDAEMON, KILN_ECUDA, &
-         KILN_ECLAIMED]
+         KILN_ECLAIMED, KILN_EHELD]
       integer :: i
       logical :: known
 

@@ -21,7 +21,7 @@ from ._lib import SONAME
 from .client import Kiln, KilnStats, Program
 from .errors import (Busy, BuildError, BuildTimeout, ConnectError, CudaError, DaemonError,
                      Denied, InvalidRequest, KilnError, KilnIOError, LoadError, NotFound,
-                     OutOfMemory, ProtocolError, Refused, Claimed)
+                     OutOfMemory, ProtocolError, Refused, Claimed, Held)
 
 
 def __getattr__(name):

@@ -31,6 +31,7 @@ KILN_EBUSY = -12
 KILN_EDAEMON = -13
 KILN_ECUDA = -14
 KILN_ECLAIMED = -15
+KILN_EHELD = -16
 
 STATUS_NAMES = {
     value: name for name, value in globals().items() if name.startswith("KILN_E")
@@ -109,6 +110,11 @@ _PROTOTYPES = {
     "kiln_lookup_claim": (ctypes.c_int, [KilnP, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
                                          ctypes.c_uint, ctypes.POINTER(ProgramP)]),
     "kiln_release_claim": (ctypes.c_int, [KilnP, ctypes.c_char_p]),
+    "kiln_get_file_data": (ctypes.c_int, [KilnP, ctypes.POINTER(Request), ctypes.c_char_p,
+                                          ctypes.POINTER(ProgramP)]),
+    "kiln_lookup_data": (ctypes.c_int, [KilnP, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                        ctypes.c_int, ctypes.c_uint, ctypes.POINTER(ProgramP),
+                                        ctypes.POINTER(ctypes.c_void_p)]),
     "kiln_program_loaded": (ctypes.c_int, [ProgramP]),
     "kiln_get_many": (ctypes.c_int, [KilnP, ctypes.POINTER(Request), ctypes.c_size_t,
                                      ctypes.POINTER(ProgramP), ctypes.POINTER(ctypes.c_int)]),

@@ -6,15 +6,21 @@ returns. ctypes drops the GIL around each libkiln call, so threads sharing
 one Kiln really do have their requests in flight together, as in C.
 """
 
+import base64
 import collections
 import contextlib
 import ctypes
 import os
 import threading
-from typing import Any, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _lib
 from .errors import error_for, invalid
+
+# libkiln's malloc'ed strings go back to the C library's free().
+_libc_free = ctypes.CDLL(None).free
+_libc_free.argtypes = [ctypes.c_void_p]
+_libc_free.restype = None
 
 __all__ = ["Kiln", "Program", "KilnStats"]
 
@@ -393,7 +399,8 @@ class Kiln:
             sources: Optional[Mapping[str, Union[str, bytes, "os.PathLike[str]"]]] = None,
             args: Sequence[str] = (), output: str = "shared", alias: Optional[str] = None,
             label: Optional[str] = None, load: bool = True,
-            pch: Sequence[str] = (), host_compiler: Optional[str] = None) -> "Program":
+            pch: Sequence[str] = (), host_compiler: Optional[str] = None,
+            alias_data: Optional[bytes] = None) -> "Program":
         """Gets the program for a request, building it in kilnd if needed,
         and loads it (kiln_get); with load=False only gets it as a file
         (kiln_get_file: Program.fd and Program.path, for a framework that
@@ -421,6 +428,10 @@ class Kiln:
                    as #include <...> names them (["dace/dace.h"]); they are
                    included first in every compiled source of their language
                    (gcc's -include; docs/pch.md)
+        alias_data bytes stored with alias (at most 3 MiB; with alias and
+                   load=False only): what using the program needs besides
+                   the artifact, returned by lookup_data() while the alias
+                   names this artifact (docs/protocol.md, "alias_data")
 
         Returns a Program. Raises BuildError with the compiler's output,
         InvalidRequest (a ValueError) for a request libkiln refuses before
@@ -430,9 +441,15 @@ class Kiln:
         keep = _fill_request(req, toolchain, sources, args, output, alias, label, pch,
                              host_compiler)
         out = _lib.ProgramP()
+        if alias_data is not None and (load or alias is None):
+            raise ValueError("alias_data= goes with alias= and load=False")
+        data = base64.b64encode(bytes(alias_data)) if alias_data is not None else None
         with self._using() as k:
-            call = self._c.kiln_get if load else self._c.kiln_get_file
-            rc = call(k, ctypes.byref(req), ctypes.byref(out))
+            if data is not None:
+                rc = self._c.kiln_get_file_data(k, ctypes.byref(req), data, ctypes.byref(out))
+            else:
+                call = self._c.kiln_get if load else self._c.kiln_get_file
+                rc = call(k, ctypes.byref(req), ctypes.byref(out))
             if rc != _lib.KILN_OK:
                 raise self._fail(rc, k)
             del keep
@@ -525,6 +542,36 @@ class Kiln:
             if rc != _lib.KILN_OK:
                 raise self._fail(rc, k)
             return self._program(out.value, loaded=load)
+
+    def lookup_data(self, alias: str, toolchain: Optional[str] = None,
+                    host_compiler: Optional[str] = None, claim: bool = False,
+                    wait: float = 0.0) -> Tuple["Program", Optional[bytes]]:
+        """As lookup(alias, load=False, ...), and what is stored with the
+        alias (get's alias_data; None when it has none): (Program, bytes or
+        None) (kiln_lookup_data)."""
+        a = _cstr(alias, "alias")
+        if a is None:
+            raise TypeError("lookup_data needs an alias")
+        if not claim and wait:
+            raise ValueError("wait= goes with claim=True")
+        if not 0 <= wait <= 600:
+            raise ValueError("wait must be between 0 and 600 seconds")
+        out = _lib.ProgramP()
+        raw = ctypes.c_void_p()
+        with self._using() as k:
+            rc = self._c.kiln_lookup_data(k, a, _cstr(toolchain, "toolchain"),
+                                          _cstr(host_compiler, "host_compiler"), int(claim),
+                                          int(round(wait * 1000)), ctypes.byref(out),
+                                          ctypes.byref(raw))
+            data = None
+            if raw.value:
+                try:
+                    data = base64.b64decode(ctypes.string_at(raw.value))
+                finally:
+                    _libc_free(raw.value)
+            if rc != _lib.KILN_OK:
+                raise self._fail(rc, k)
+            return self._program(out.value, loaded=False), data
 
     def release(self, alias: str) -> bool:
         """Gives this connection's claim on alias up (kiln_release_claim):

@@ -11,7 +11,7 @@ from . import _lib
 __all__ = [
     "KilnError", "InvalidRequest", "OutOfMemory", "ConnectError", "ProtocolError",
     "KilnIOError", "NotFound", "BuildError", "BuildTimeout", "LoadError", "Refused",
-    "Denied", "Busy", "DaemonError", "CudaError", "Claimed",
+    "Denied", "Busy", "DaemonError", "CudaError", "Claimed", "Held",
 ]
 
 
@@ -121,6 +121,11 @@ class Claimed(NotFound):
     alias publishes it and wakes the waiters), or release(alias)."""
 
 
+class Held(NotFound):
+    """KILN_EHELD: lookup_data(claim=True) missed and another client holds
+    the claim (the wait, if any, ran out): its producer is at work."""
+
+
 _BY_CODE = {
     _lib.KILN_EINVAL: InvalidRequest,
     _lib.KILN_ENOMEM: OutOfMemory,
@@ -137,6 +142,7 @@ _BY_CODE = {
     _lib.KILN_EDAEMON: DaemonError,
     _lib.KILN_ECUDA: CudaError,
     _lib.KILN_ECLAIMED: Claimed,
+    _lib.KILN_EHELD: Held,
 }
 
 

@@ -165,6 +165,37 @@ def test_lookup_hit_and_miss(k, daemon):
     assert "py:missing" in e.value.message
 
 
+def test_alias_data_is_kept_per_alias(k, daemon):
+    """get(alias_data=...) stores bytes with the alias; lookup_data returns
+    them while the alias names that program; two aliases of one program
+    keep their own; a claim another process holds is Held."""
+    a0, a1 = unique("py:data"), unique("py:data")
+    src = {"d.c": returns(41)}
+    p0 = k.get(toolchain="cc", sources=src, alias=a0, load=False, alias_data=b"\x00rank 0")
+    p1 = k.get(toolchain="cc", sources=src, alias=a1, load=False, alias_data=b"rank 1\xff")
+    assert p0.key == p1.key
+    prog, data = k.lookup_data(a0, toolchain="cc")
+    assert prog.key == p0.key and data == b"\x00rank 0"
+    assert k.lookup_data(a1)[1] == b"rank 1\xff"
+    k.get(toolchain="cc", sources={"e.c": returns(42)}, alias=a1, load=False)
+    prog, data = k.lookup_data(a1)
+    assert prog.key != p0.key and data is None
+    with pytest.raises(ValueError):
+        k.get(toolchain="cc", sources=src, alias=a0, alias_data=b"x")      # load=True
+    with pytest.raises(ValueError):
+        k.get(toolchain="cc", sources=src, load=False, alias_data=b"x")    # no alias
+    held = unique("py:held")
+    with pytest.raises(kiln.Claimed):
+        k.lookup_data(held, claim=True)
+    with kiln.Kiln(daemon.socket) as k2:
+        with pytest.raises(kiln.Held) as e:
+            k2.lookup_data(held, claim=True)
+        assert isinstance(e.value, kiln.NotFound)
+        with pytest.raises(kiln.NotFound) as e:
+            k2.lookup_data(unique("py:none"))
+        assert not isinstance(e.value, kiln.Held)
+
+
 def test_claims_one_producer_per_alias(k, daemon):
     """lookup(claim=True): the first to miss holds the claim (Claimed, a
     NotFound), a second waits and gets the program the first publishes; a
