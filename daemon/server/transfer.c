@@ -121,7 +121,11 @@ static void export_alias(struct transfer_job *j, struct up_dirs *u, const struct
 	}
 	if (!j->tc_known)
 		return;
-	struct up_alias rec = { .alias = e->alias, .output = e->output, .toolchain = e->toolchain };
+	char *data = NULL;
+	if (store_alias_data(j->c->d->store, e->alias, e->key, &data) != 0)
+		data = NULL;
+	struct up_alias rec = { .alias = e->alias, .output = e->output, .toolchain = e->toolchain,
+				.data = data };
 	memcpy(rec.key, e->key, sizeof(rec.key));
 	memcpy(rec.rkey, e->rkey, sizeof(rec.rkey));
 	memcpy(rec.tc_id, j->tc_id, 32);
@@ -129,6 +133,7 @@ static void export_alias(struct transfer_job *j, struct up_dirs *u, const struct
 		j->aliases++;
 	else
 		log_warn("export: cannot write the alias record of %.16s", e->key);
+	free(data);
 }
 
 static void export_work(struct transfer_job *j, struct up_dirs *u)
@@ -270,7 +275,7 @@ static void import_alias(struct transfer_job *j, struct up_dirs *u, const char *
 		if (!fits)
 			continue;
 		if (store_get_by_alias(d->store, v[i].alias, &cur) != 0 &&
-		    store_set_alias(d->store, v[i].alias, v[i].key) == 0)
+		    store_set_alias_data(d->store, v[i].alias, v[i].key, v[i].data) == 0)
 			j->aliases++;
 		store_entry_free(&cur);
 		break;

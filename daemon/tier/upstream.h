@@ -54,9 +54,10 @@ void upstream_claim(struct build *b, struct tier_flight *f);
  * then releases its claim; frees f. */
 void upstream_flight_end(struct tier_flight *f, const struct build_input *in,
 			 struct flight_outcome *o);
-/* An alias was pointed at key: its entry and an alias record go upstream
- * (on the pool), when the entry is one another node could take. */
-void upstream_alias_set(struct kilnd *d, const char *alias, const char *key);
+/* An alias was pointed at key with data (or NULL): its entry and an alias
+ * record carrying the data go upstream (on the pool), when the entry is one
+ * another node could take. */
+void upstream_alias_set(struct kilnd *d, const char *alias, const char *key, const char *data);
 /*
  * A lookup of alias by toolchain tc missed locally: looks for its records
  * upstream (on the pool) and takes the newest whose entry passes every

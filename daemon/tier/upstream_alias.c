@@ -159,7 +159,7 @@ static int record_of(struct up_alias *rec, const char *alias, const struct store
 	return 0;
 }
 
-void upstream_alias_set(struct kilnd *d, const char *alias, const char *key)
+void upstream_alias_set(struct kilnd *d, const char *alias, const char *key, const char *data)
 {
 	ASSERT_LOOP();
 	if (d->up == NULL || upstream_alias_quiet(d))
@@ -175,7 +175,7 @@ void upstream_alias_set(struct kilnd *d, const char *alias, const char *key)
 	if (store_get(d->store, key, &j->entry) != 0 || j->entry.output == NULL ||
 	    strcmp(j->entry.output, "pch") == 0 || j->entry.deps_source != STORE_DEPS_OBSERVED ||
 	    j->entry.toolchain == NULL || (tc = toolchain_now(d, j->entry.toolchain)) == NULL ||
-	    record_of(&j->rec, alias, &j->entry, tc, NULL) != 0 ||
+	    record_of(&j->rec, alias, &j->entry, tc, data) != 0 ||
 	    (j->obj_path = store_object_path(d->store, key, j->entry.output)) == NULL) {
 		record_job_free(j);
 		return;
@@ -301,7 +301,7 @@ static void find_done(void *arg, int status)
 		d->c.upstream_alias_hits++;
 		/* Here as a local alias now, without writing its record back. */
 		upstream_alias_quiet_set(d, true);
-		publish_set_alias(d, j->alias, j->key);
+		publish_set_alias(d, j->alias, j->key, j->data);
 		upstream_alias_quiet_set(d, false);
 	}
 	j->done(j->arg, j->found);

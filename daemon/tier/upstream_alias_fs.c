@@ -22,6 +22,7 @@
 #include "log.h"
 #include "upstream_int.h"
 #include "util.h"
+#include "validate.h"
 
 /* A record is small: the alias (4 KiB at most on the wire) and its data. */
 #define RECORD_MAX (UP_ALIAS_DATA_MAX + ((size_t)64 << 10))
@@ -130,7 +131,8 @@ static bool record_decode(const cJSON *o, const char *alias, const char *hex, co
 	memset(a, 0, sizeof(*a));
 	if (!cJSON_IsNumber(v) || v->valuedouble != UP_ALIAS_VERSION || !cJSON_IsNumber(created) ||
 	    !is_hex64(key) || !is_hex64(rkey) || !is_hex64(id) || strncmp(name, key, 64) != 0 ||
-	    (data != NULL && (!cJSON_IsString(data) || strlen(data->valuestring) > UP_ALIAS_DATA_MAX)))
+	    (data != NULL && (!cJSON_IsString(data) || strlen(data->valuestring) > UP_ALIAS_DATA_MAX ||
+			      !validate_base64(data->valuestring, strlen(data->valuestring)))))
 		return false;
 	/* The folder is the alias's digest; the alias inside must be the one
 	 * asked for, byte for byte, and hash to its folder (a record copied
@@ -142,7 +144,8 @@ static bool record_decode(const cJSON *o, const char *alias, const char *hex, co
 		util_sha256(a->alias, strlen(a->alias), digest);
 		util_hex(digest, 32, mine);
 	}
-	if (a->alias == NULL || strcmp(mine, hex) != 0 || (alias != NULL && strcmp(a->alias, alias) != 0) ||
+	char why[128];
+	if (a->alias == NULL || validate_alias(a->alias, why, sizeof(why)) != 0 || strcmp(mine, hex) != 0 || (alias != NULL && strcmp(a->alias, alias) != 0) ||
 	    a->output == NULL || a->toolchain == NULL ||
 	    (data != NULL && (a->data = strdup(data->valuestring)) == NULL)) {
 		upfs_alias_free(a);

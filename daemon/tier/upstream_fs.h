@@ -73,7 +73,7 @@ int upfs_publish(const struct up_dirs *u, const struct store_entry *e, const cha
  * data (kiln.gt4py's load metadata, or NULL), and when it was written.
  */
 #define UP_ALIAS_VERSION 1
-#define UP_ALIAS_DATA_MAX ((size_t)4 << 20)
+#define UP_ALIAS_DATA_MAX ((size_t)STORE_ALIAS_DATA_MAX)   /* base64 text, as on the wire */
 struct up_alias {
 	char *alias;
 	char key[65], rkey[65];

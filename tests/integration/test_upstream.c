@@ -839,6 +839,71 @@ START_TEST(export_and_import_carry_aliases)
 }
 END_TEST
 
+/* The data a lookup of alias through node n returns (malloc'd), failing
+ * the test unless it is a hit. */
+static char *lookup_data(const struct node *n, const char *alias)
+{
+	struct kiln_program *p = NULL;
+	struct kiln *k = NULL;
+	char *data = NULL;
+
+	ck_assert_int_eq(kiln_open(n->socket, &k), KILN_OK);
+	int rc = kiln_lookup_data(k, alias, "cc", NULL, 0, 0, &p, &data);
+	ck_assert_msg(rc == KILN_OK, "kiln_lookup_data through %s: %s: %s", n->socket,
+		      kiln_strerror(rc), kiln_errmsg(k));
+	kiln_close(k);
+	return data;
+}
+
+/*
+ * An alias's data (kiln.gt4py's load metadata) travels with its record: an
+ * upstream alias hit on another node, and an import, return the same data.
+ */
+START_TEST(alias_data_travels_with_the_alias)
+{
+	static const char alias[] = "gt4py:with-data";
+	static const char data[] = "bG9hZCBtZXRhZGF0YQ==";
+	char dir[HARNESS_PATH], *got;
+	struct kiln_program *p = NULL;
+	struct kiln_request req;
+	struct kiln_source src;
+	struct kiln *k = NULL;
+	struct node a, b, c;
+	struct node_args args;
+	char *text = harness_program("with_data", 41);
+
+	node_args_init(&args, NULL, NULL, NULL);
+	harness_request(&req, &src, "prog.c", text);
+	req.alias = alias;
+	node_init(&a, "a");
+	node_start(&a, args.argv);
+	ck_assert_int_eq(kiln_open(a.socket, &k), KILN_OK);
+	ck_assert_int_eq(kiln_get_file_data(k, &req, data, &p), KILN_OK);
+	kiln_close(k);
+	node_use(&a);
+	ck_assert_int_eq(harness_cli(NULL, NULL, "export", harness_path(dir, "exported"), NULL), 0);
+	node_stop(&a);
+
+	node_init(&b, "b");
+	node_start(&b, args.argv);
+	got = lookup_data(&b, alias);
+	ck_assert_pstr_eq(got, data);
+	free(got);
+	expect_alias_stats(&b, 1, 0);
+	node_stop(&b);
+
+	node_init(&c, "c");
+	node_start(&c, NULL);
+	node_use(&c);
+	ck_assert_int_eq(harness_cli(NULL, NULL, "import", dir, NULL), 0);
+	got = lookup_data(&c, alias);
+	ck_assert_pstr_eq(got, data);
+	free(got);
+	node_stop(&c);
+	free(text);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("upstream");
@@ -855,5 +920,6 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("alias", alias_is_an_upstream_hit_on_another_node, 120));
 	suite_add_tcase(s, harness_tcase("alias_named", alias_needs_the_same_named_compiler, 120));
 	suite_add_tcase(s, harness_tcase("alias_export", export_and_import_carry_aliases, 120));
+	suite_add_tcase(s, harness_tcase("alias_data", alias_data_travels_with_the_alias, 120));
 	return harness_main(s);
 }
