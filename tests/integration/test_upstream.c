@@ -335,6 +335,22 @@ END_TEST
  * node builds its own, upstream then holds both, and a node with the first
  * header again fetches the first.
  */
+/* A request of text with -I<dir>/include, where kiln_up_value.h (its path
+ * in header) defines KILN_UP_VALUE as 11; argv holds the one argument. */
+static void value_request(struct kiln_request *req, struct kiln_source *src, const char *text,
+			  char *inc, char *header, char *incarg, const char **argv)
+{
+	harness_path(inc, "include");
+	ck_assert_int_eq(mkdir(inc, 0700), 0);
+	snprintf(header, HARNESS_PATH + 32, "%s/kiln_up_value.h", inc);
+	harness_write_file(header, "#define KILN_UP_VALUE 11\n");
+	snprintf(incarg, HARNESS_PATH + 8, "-I%s", inc);
+	argv[0] = incarg;
+	harness_request(req, src, "prog.c", text);
+	req->args = argv;
+	req->nargs = 1;
+}
+
 START_TEST(changed_header_is_not_an_upstream_hit)
 {
 	static const char text[] =
@@ -349,16 +365,8 @@ START_TEST(changed_header_is_not_an_upstream_hit)
 	struct node_args args;
 	cJSON *st, *ls;
 
-	harness_path(inc, "include");
-	ck_assert_int_eq(mkdir(inc, 0700), 0);
-	snprintf(header, sizeof(header), "%s/kiln_up_value.h", inc);
-	harness_write_file(header, "#define KILN_UP_VALUE 11\n");
-	snprintf(incarg, sizeof(incarg), "-I%s", inc);
-	argv[0] = incarg;
+	value_request(&req, &src, text, inc, header, incarg, argv);
 	node_args_init(&args, NULL, NULL, NULL);
-	harness_request(&req, &src, "prog.c", text);
-	req.args = argv;
-	req.nargs = 1;
 
 	node_init(&a, "a");
 	node_start(&a, args.argv);
@@ -696,16 +704,8 @@ START_TEST(alias_is_an_upstream_hit_on_another_node)
 	struct node_args args;
 	int value = 0;
 
-	harness_path(inc, "include");
-	ck_assert_int_eq(mkdir(inc, 0700), 0);
-	snprintf(header, sizeof(header), "%s/kiln_up_value.h", inc);
-	harness_write_file(header, "#define KILN_UP_VALUE 11\n");
-	snprintf(incarg, sizeof(incarg), "-I%s", inc);
-	argv[0] = incarg;
+	value_request(&req, &src, text, inc, header, incarg, argv);
 	node_args_init(&args, NULL, NULL, NULL);
-	harness_request(&req, &src, "prog.c", text);
-	req.args = argv;
-	req.nargs = 1;
 	req.alias = alias;
 
 	node_init(&a, "a");
