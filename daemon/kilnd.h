@@ -178,6 +178,7 @@ void kilnd_activity(struct kilnd *d);
 	X(VERIFY, "verify")            /* objects checked against their SHA-256 (verify_op.c) */ \
 	X(UP_LOOK, "up_look")          /* the upstream tier looked at, a claim made (upstream.c) */ \
 	X(UP_PUBLISH, "up_publish")    /* a build published upstream (upstream.c) */ \
+	X(UP_ALIAS, "up_alias")        /* an alias record written or looked up (upstream_alias.c) */ \
 	X(UP_REFRESH, "up_refresh")    /* this node's claims kept fresh (upstream.c) */ \
 	X(UP_UNCLAIM, "up_unclaim")    /* a claim removed (upstream.c) */ \
 	X(UP_SWEEP, "up_sweep")        /* the tier's tmp/ swept (upstream.c) */

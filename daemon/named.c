@@ -657,6 +657,22 @@ static void each_named(const char *key, void *val, void *arg)
 		e->fn(n->tc, e->arg);
 }
 
+bool named_built_by(const struct store_entry *e, const struct toolchain *tc)
+{
+	if (tc == NULL || e->toolchain == NULL || strcmp(e->toolchain, tc->name) != 0)
+		return false;
+	bool driver = false, host = tc->host_real == NULL;
+	for (size_t i = 0; i < e->ndeps; i++) {
+		const struct store_dep *dep = &e->deps[i];
+		if (dep->kind != STORE_DEP_FILE)
+			continue;
+		driver = driver || strcmp(dep->path, tc->real_path) == 0 || strcmp(dep->path, tc->path) == 0;
+		host = host || strcmp(dep->path, tc->host_real) == 0 ||
+		       (tc->host != NULL && strcmp(dep->path, tc->host) == 0);
+	}
+	return driver && host;
+}
+
 void named_foreach(struct kilnd *d, void (*fn)(const struct toolchain *tc, void *arg), void *arg)
 {
 	struct each e = { .fn = fn, .arg = arg };

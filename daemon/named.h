@@ -44,6 +44,14 @@ bool named_may(const struct kilnd *d, const char *path, uid_t uid, char *real, c
  * key_toolchain_fini and free) or *conf set, or -1 with why. */
 int named_of_entry(const struct kilnd *d, const char *name, const struct toolchain **conf,
 		   struct toolchain **owned, char *why, size_t cap);
+/*
+ * Whether tc, as this node has it, built e: the same toolchain name, and its
+ * driver (and nvcc's host compiler), as configured or resolved, among the
+ * files the build read. (Their content is checked with the other
+ * dependencies.) Any thread: reads tc's names only.
+ */
+struct store_entry;
+bool named_built_by(const struct store_entry *e, const struct toolchain *tc);
 /* Frees them all (at stop, once no build runs). */
 void named_fini(struct kilnd *d);
 /* fn on each toolchain named by path and identified now (status). */

@@ -27,6 +27,8 @@
 	X(upstream_takeovers, true, "Stale claims of other nodes taken over.") \
 	X(upstream_errors, true, "Damaged upstream entries and failed upstream I/O.") \
 	X(upstream_looks, true, "Looks again at a claim another node holds.") \
+	X(upstream_alias_hits, true, "Alias lookups that missed locally, served from --upstream.") \
+	X(upstream_alias_records, true, "Alias records written to --upstream.") \
 	X(busy, false, "Requests and connections answered busy.") \
 	X(denied, false, "Connections refused for their user.") \
 	X(stalled, false, "Connections closed by --frame-timeout.") \

@@ -139,6 +139,7 @@ struct msg_request {
 	uint64_t wait_ms;  /* lookup: how long to wait for another client's claim */
 	bool claim_takeover; /* kilnd's own: a waiter looking again after a claim ended */
 	bool counted;        /* kilnd's own: counted as a miss before it waited */
+	bool upstream_looked; /* kilnd's own: an alias lookup that asked --upstream already */
 	char **pch;        /* headers to precompile ("dace/dace.h"), or NULL */
 	size_t npch;
 	/* put: the artifact (its descriptor travels beside the frame) */

@@ -107,6 +107,8 @@ static const struct {
 	{ "upstream_takeovers", F_INT },
 	{ "upstream_errors", F_INT },
 	{ "upstream_looks", F_INT },
+	{ "upstream_alias_hits", F_INT },
+	{ "upstream_alias_records", F_INT },
 	{ "job_nodes", F_INT },
 	{ "upstream_looks_per_s", F_RATE },
 };

@@ -96,7 +96,8 @@ static const struct {
 	  "reports (such as its toolchains).\n"
 	  "A daemon started with --upstream adds upstream, upstream_stale_s,\n"
 	  "upstream_hits, upstream_publishes, upstream_waits, upstream_takeovers,\n"
-	  "upstream_errors, upstream_looks, job_nodes, job_nodes_source and\n"
+	  "upstream_errors, upstream_looks, upstream_alias_hits,\n"
+	  "upstream_alias_records, job_nodes, job_nodes_source and\n"
 	  "upstream_looks_per_s (shown as text too).\n"
 	  "\n" GLOBAL_OPTS },
 	{ "ls",

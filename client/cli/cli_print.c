@@ -161,6 +161,8 @@ static const struct {
 	{ "upstream_takeovers", "upstream takeovers" },
 	{ "upstream_errors", "upstream errors" },
 	{ "upstream_looks", "upstream looks" },
+	{ "upstream_alias_hits", "upstream alias hits" },
+	{ "upstream_alias_records", "upstream alias records" },
 	{ "job_nodes", "job nodes" },
 	{ "upstream_looks_per_s", "upstream pace" },
 };

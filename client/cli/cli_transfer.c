@@ -107,7 +107,7 @@ static char *transfer_dir(const char *path, bool archive, enum msg_op op, char *
 static void transfer_report(const struct cli *cli, cJSON *reply, enum msg_op op,
 			    const char *path, bool archive)
 {
-	uint64_t n = 0, kept = 0, skipped = 0, damaged = 0;
+	uint64_t n = 0, kept = 0, skipped = 0, damaged = 0, aliases = 0;
 
 	cJSON_DeleteItemFromObjectCaseSensitive(reply, "id");
 	cJSON_DeleteItemFromObjectCaseSensitive(reply, "ok");
@@ -121,6 +121,7 @@ static void transfer_report(const struct cli *cli, cJSON *reply, enum msg_op op,
 	cli_json_u64(reply, "kept", &kept);
 	cli_json_u64(reply, "skipped", &skipped);
 	cli_json_u64(reply, "damaged", &damaged);
+	cli_json_u64(reply, "aliases", &aliases);
 	if (op == OP_EXPORT)
 		printf("exported %llu %s to %s (%llu already there, %llu not exportable)\n",
 		       (unsigned long long)n, cli_entries_word(n), path, (unsigned long long)kept,
@@ -130,6 +131,9 @@ static void transfer_report(const struct cli *cli, cJSON *reply, enum msg_op op,
 		       "compiler, other headers or not trusted; %llu damaged)\n",
 		       (unsigned long long)n, cli_entries_word(n), path, (unsigned long long)kept,
 		       (unsigned long long)skipped, (unsigned long long)damaged);
+	if (aliases > 0)
+		printf("%s %llu %s\n", op == OP_EXPORT ? "with" : "set", (unsigned long long)aliases,
+		       aliases == 1 ? "alias" : "aliases");
 }
 
 static int transfer(struct cli *cli, int argc, char **argv, enum msg_op op)

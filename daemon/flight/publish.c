@@ -500,6 +500,8 @@ void publish_set_alias(struct kilnd *d, const char *alias, const char *key, cons
 		free(old);
 		alias_flush_start(d);
 	}
+	if (d->tier != NULL && d->tier->alias_set != NULL)
+		d->tier->alias_set(d, alias, key, data);
 	/* Even unrecorded, the alias names an entry (the entry's own): the
 	 * lookups waiting for its claim look again (daemon/claims.h). */
 	claims_published(d, alias);

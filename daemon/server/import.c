@@ -178,6 +178,15 @@ static void put_reply(struct conn *c, uint64_t id, const char *key, bool importe
 	conn_reply(c, r, -1);
 }
 
+/* The put's alias, pointed at key as a get's is (loop thread): with its
+ * data, the waiters of its claim answered, and, with --upstream, its record
+ * written for the other nodes (store_publish set the bare alias already). */
+static void import_alias(struct kilnd *d, const struct msg_request *r, const char *key)
+{
+	if (r->alias != NULL)
+		publish_set_alias(d, r->alias, key, r->alias_data);
+}
+
 static void import_done(void *arg, int status)
 {
 	struct import_job *j = arg;
@@ -197,6 +206,7 @@ static void import_done(void *arg, int status)
 		log_info("imported %.16s (%s, %llu bytes)", j->entry.key,
 			 j->entry.label != NULL ? j->entry.label : "no label",
 			 (unsigned long long)j->entry.size);
+		import_alias(d, &j->in->req, j->entry.key);
 		put_reply(c, id, j->entry.key, true);
 	}
 	conn_unref(c);
@@ -214,6 +224,7 @@ static void import_keyed(struct conn *c, struct build_input *in, int fd)
 		/* Already here (built or imported before): nothing to copy. */
 		store_entry_free(&cur);
 		close(fd);
+		import_alias(d, &in->req, in->req.key);
 		put_reply(c, id, in->req.key, false);
 		build_input_free(in);
 		free(in);

@@ -26,6 +26,7 @@
 #include "stats.h"
 #include "store.h"
 #include "thread.h"
+#include "upstream.h"
 
 /*
  * A lookup naming a toolchain takes only an entry that toolchain, as kilnd
@@ -38,19 +39,7 @@
  */
 static bool built_by(const struct store_entry *e, const char *name, const struct toolchain *tc)
 {
-	if (name == NULL)
-		return true;
-	if (tc == NULL || e->toolchain == NULL || strcmp(e->toolchain, tc->name) != 0)
-		return false;
-	bool driver = false, host = tc->host_real == NULL;
-	for (size_t i = 0; i < e->ndeps; i++) {
-		const struct store_dep *dep = &e->deps[i];
-		if (dep->kind != STORE_DEP_FILE)
-			continue;
-		driver = driver || strcmp(dep->path, tc->real_path) == 0 || strcmp(dep->path, tc->path) == 0;
-		host = host || strcmp(dep->path, tc->host_real) == 0 || strcmp(dep->path, tc->host) == 0;
-	}
-	return driver && host;
+	return name == NULL || named_built_by(e, tc);
 }
 
 /* A lookup waiting for a large changed input to be hashed on the pool:
@@ -101,6 +90,7 @@ static struct parked_lookup *parked_lookup_new(struct conn *c, const struct msg_
 	p->req.wait_ms = req->wait_ms;
 	p->req.claim_takeover = req->claim_takeover;
 	p->req.counted = req->counted;
+	p->req.upstream_looked = req->upstream_looked;
 	if ((req->alias != NULL && (p->alias = strdup(req->alias)) == NULL) ||
 	    (req->key != NULL && (p->key = strdup(req->key)) == NULL) ||
 	    (req->toolchain != NULL && (p->toolchain = strdup(req->toolchain)) == NULL) ||
@@ -171,6 +161,38 @@ static bool lookup_toolchain(struct conn *c, struct msg_request *req, unsigned w
 
 static void claim_or_wait(struct conn *c, struct msg_request *req, uint64_t deadline);
 
+static void upstream_answered(void *arg, bool found)
+{
+	struct parked_lookup *p = arg;
+	(void)found;   /* found or not, the local index answers now */
+	unpark_lookup(p);
+}
+
+/*
+ * An alias that misses here may be in the upstream tier, published by
+ * another node (docs/design.md, "Upstream tier": aliases). Asked once per
+ * lookup, before a claim, on the pool; only for a lookup that names its
+ * toolchain (the record's entry must be that toolchain's, with this node's
+ * identity). true when the lookup was parked for it.
+ */
+static bool ask_upstream(struct conn *c, struct msg_request *req, unsigned waits,
+			 uint64_t deadline, const struct toolchain *tc)
+{
+	if (req->alias == NULL || req->upstream_looked || tc == NULL || c->d->up == NULL)
+		return false;
+	req->upstream_looked = true;
+	struct parked_lookup *p = parked_lookup_new(c, req, waits);
+	if (p == NULL)
+		return false;
+	p->deadline = deadline;
+	conn_ref(c);
+	if (upstream_alias_find(c->d, req->alias, tc, upstream_answered, p) == 0)
+		return true;
+	conn_unref(c);
+	parked_lookup_free(p);
+	return false;
+}
+
 static void lookup_resolve(struct conn *c, struct msg_request *req, unsigned waits,
 			   uint64_t deadline)
 {
@@ -186,6 +208,11 @@ static void lookup_resolve(struct conn *c, struct msg_request *req, unsigned wai
 				      : store_get(d->store, req->key, &e);
 	int v = rc == 0 && built_by(&e, req->toolchain, tc) ? headers_check(d, &e) : HEADERS_INVALID;
 	if (v == HEADERS_PENDING && waits < HASH_WAITS_MAX && park_lookup(c, req, waits, deadline)) {
+		store_entry_free(&e);
+		return;
+	}
+	if (v != HEADERS_VALID && (rc == 0 || rc == -ENOENT) &&
+	    ask_upstream(c, req, waits, deadline, tc)) {
 		store_entry_free(&e);
 		return;
 	}

@@ -19,7 +19,9 @@
 
 #include "build.h"
 #include "publish.h"
+#include "key.h"
 #include "kilnd.h"
+#include "named.h"
 #include "log.h"
 #include "recheck.h"
 #include "msg.h"
@@ -37,7 +39,11 @@ struct transfer_job {
 	char *dir;
 	struct store_entry *list;   /* export: the entries, with their dependencies */
 	size_t n;
-	uint64_t done, kept, skipped, bad;
+	uint64_t done, kept, skipped, bad, aliases;
+	/* The identity of the toolchain last asked for (tc_identity). */
+	char *tc_name;
+	uint8_t tc_id[32];
+	bool tc_known;
 	int rc;
 	char err[512];
 };
@@ -68,6 +74,68 @@ static int export_entries(struct kilnd *d, struct transfer_job *j)
 	return rc;
 }
 
+/*
+ * The identity digest of the toolchain an entry or record names, as this
+ * node has it (identified on the pool for one named by path); the last
+ * one is remembered, since an export's entries are mostly one toolchain's.
+ * On success *tc (conf, or owned: the caller frees it) for further checks.
+ */
+static bool tc_identity(struct transfer_job *j, const char *name, const struct toolchain **tc,
+			struct toolchain **owned)
+{
+	char why[512];
+	*owned = NULL;
+	if (named_of_entry(j->c->d, name, tc, owned, why, sizeof(why)) != 0) {
+		log_debug("%s: toolchain %s: %s", j->op == OP_EXPORT ? "export" : "import", name, why);
+		return false;
+	}
+	if (*owned != NULL)
+		*tc = *owned;
+	return true;
+}
+
+static void tc_owned_free(struct toolchain *owned)
+{
+	if (owned != NULL) {
+		key_toolchain_fini(owned);
+		free(owned);
+	}
+}
+
+/* The alias record of an exported entry (its alias in the index), so that
+ * an import answers lookups by that alias (docs/design.md, "Upstream
+ * tier", "Aliases"). */
+static void export_alias(struct transfer_job *j, struct up_dirs *u, const struct store_entry *e)
+{
+	const struct toolchain *tc = NULL;
+	struct toolchain *owned = NULL;
+	if (e->alias == NULL || e->toolchain == NULL || !upfs_has_entry(u, e->rkey, e->key))
+		return;
+	if (j->tc_name == NULL || strcmp(j->tc_name, e->toolchain) != 0) {
+		free(j->tc_name);
+		j->tc_name = strdup(e->toolchain);
+		j->tc_known = j->tc_name != NULL && tc_identity(j, e->toolchain, &tc, &owned);
+		if (j->tc_known)
+			memcpy(j->tc_id, tc->id, 32);
+		tc_owned_free(owned);
+	}
+	if (!j->tc_known)
+		return;
+	char *data = NULL;
+	if (store_alias_data(j->c->d->store, e->alias, e->key, &data) != 0)
+		data = NULL;
+	struct up_alias rec = { .alias = e->alias, .output = e->output, .toolchain = e->toolchain,
+				.data = data };
+	memcpy(rec.key, e->key, sizeof(rec.key));
+	memcpy(rec.rkey, e->rkey, sizeof(rec.rkey));
+	memcpy(rec.tc_id, j->tc_id, 32);
+	if (upfs_alias_publish(u, &rec) == 0)
+		j->aliases++;
+	else
+		log_warn("export: cannot write the alias record of %.16s", e->key);
+	free(data);
+}
+
 static void export_work(struct transfer_job *j, struct up_dirs *u)
 {
 	struct kilnd *d = j->c->d;
@@ -79,6 +147,8 @@ static void export_work(struct transfer_job *j, struct up_dirs *u)
 		char *obj = store_object_path(d->store, e->key, e->output);
 		int rc = obj != NULL ? upfs_publish(u, e, obj, NULL, 0) : -ENOMEM;
 		free(obj);
+		if (rc >= 0)
+			export_alias(j, u, e);
 		if (rc == 1)
 			j->done++;
 		else if (rc == 0)
@@ -179,6 +249,65 @@ static void import_rkey(struct transfer_job *j, struct up_dirs *u, const char *r
 	j->skipped++;
 }
 
+/*
+ * One alias's records: the newest whose entry is in the cache now (imported,
+ * or there before) under its request key, built by a toolchain of the
+ * record's name and identity here. The alias is set only where this cache
+ * has none: a local alias is this node's own, newer word.
+ */
+static void import_alias(struct transfer_job *j, struct up_dirs *u, const char *hex)
+{
+	struct kilnd *d = j->c->d;
+	struct up_alias *v = NULL;
+	size_t n = 0;
+	unsigned bad = 0;
+	upfs_alias_records(u, hex, NULL, &v, &n, &bad);
+	j->bad += bad;
+	for (size_t i = 0; i < n; i++) {
+		struct store_entry e = { 0 }, cur = { 0 };
+		const struct toolchain *tc = NULL;
+		struct toolchain *owned = NULL;
+		bool fits = store_get(d->store, v[i].key, &e) == 0 && strcmp(e.rkey, v[i].rkey) == 0 &&
+			    tc_identity(j, v[i].toolchain, &tc, &owned) &&
+			    memcmp(tc->id, v[i].tc_id, 32) == 0 && named_built_by(&e, tc);
+		tc_owned_free(owned);
+		store_entry_free(&e);
+		if (!fits)
+			continue;
+		if (store_get_by_alias(d->store, v[i].alias, &cur) != 0 &&
+		    store_set_alias_data(d->store, v[i].alias, v[i].key, v[i].data) == 0)
+			j->aliases++;
+		store_entry_free(&cur);
+		break;
+	}
+	for (size_t i = 0; i < n; i++)
+		upfs_alias_free(&v[i]);
+	free(v);
+}
+
+/* Walks aliases/<2 hex>/<sha256>/ of the directory (none: an export of an
+ * older kiln). */
+static void transfer_import_aliases(struct transfer_job *j, struct up_dirs *u)
+{
+	DIR *top = opendir(u->aliases);
+	struct dirent *a, *b;
+	while (top != NULL && (a = readdir(top)) != NULL) {
+		char sub[4200];
+		if (a->d_name[0] == '.' || strlen(a->d_name) != 2)
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", u->aliases, a->d_name);
+		DIR *mid = opendir(sub);
+		while (mid != NULL && (b = readdir(mid)) != NULL)
+			if (strlen(b->d_name) == 64 && strspn(b->d_name, "0123456789abcdef") == 64 &&
+			    strncmp(b->d_name, a->d_name, 2) == 0)
+				import_alias(j, u, b->d_name);
+		if (mid != NULL)
+			closedir(mid);
+	}
+	if (top != NULL)
+		closedir(top);
+}
+
 /* Walks entries/<2 hex>/<rkey>/ of the directory. */
 static void transfer_import_work(struct transfer_job *j, struct up_dirs *u)
 {
@@ -221,6 +350,8 @@ static void transfer_work(void *arg)
 			export_work(j, &u);
 	} else {
 		transfer_import_work(j, &u);
+		if (j->rc == 0)
+			transfer_import_aliases(j, &u);
 	}
 	upfs_close(&u);
 }
@@ -252,6 +383,7 @@ static void transfer_done(void *arg, int status)
 			cJSON_AddNumberToObject(r, "kept", (double)j->kept);
 			cJSON_AddNumberToObject(r, "skipped", (double)j->skipped);
 			cJSON_AddNumberToObject(r, "damaged", (double)j->bad);
+			cJSON_AddNumberToObject(r, "aliases", (double)j->aliases);
 			conn_reply(c, r, -1);
 		} else {
 			conn_reply_error(c, j->id, ERR_INTERNAL, NULL, "out of memory");
@@ -263,6 +395,7 @@ static void transfer_done(void *arg, int status)
 	}
 	store_entries_free(j->list, j->n);
 	free(j->dir);
+	free(j->tc_name);
 	conn_unref(c);
 	free(j);
 }

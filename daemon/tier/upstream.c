@@ -71,6 +71,7 @@ struct upstream {
 	uv_timer_t poll;                 /* runs while flights wait */
 	uv_timer_t refresh;              /* runs while claims are held */
 	bool poll_on, refresh_on, refreshing, closed;
+	bool alias_quiet;                /* upstream_alias_quiet */
 	uint64_t tick_ms, refresh_ms;
 	double tokens;                   /* looks that may be made now */
 	struct tier_flight *waiting_tail;  /* the list's last: flights queue in turn */
@@ -708,7 +709,24 @@ static const struct build_tier upstream_tier = {
 	.claim = upstream_claim,
 	.flight_end = upstream_flight_end,
 	.stop = upstream_stop,
+	.alias_set = upstream_alias_set,
 };
+
+const struct up_dirs *upstream_dirs(struct kilnd *d)
+{
+	return &d->up->fs;
+}
+
+bool upstream_alias_quiet(struct kilnd *d)
+{
+	return d->up != NULL && d->up->alias_quiet;
+}
+
+void upstream_alias_quiet_set(struct kilnd *d, bool quiet)
+{
+	if (d->up != NULL)
+		d->up->alias_quiet = quiet;
+}
 
 int upstream_init(struct kilnd *d, char *err, size_t errlen)
 {
@@ -789,6 +807,8 @@ void upstream_status(struct kilnd *d, cJSON *r)
 	cJSON_AddNumberToObject(r, "upstream_takeovers", (double)d->c.upstream_takeovers);
 	cJSON_AddNumberToObject(r, "upstream_errors", (double)d->c.upstream_errors);
 	cJSON_AddNumberToObject(r, "upstream_looks", (double)d->c.upstream_looks);
+	cJSON_AddNumberToObject(r, "upstream_alias_hits", (double)d->c.upstream_alias_hits);
+	cJSON_AddNumberToObject(r, "upstream_alias_records", (double)d->c.upstream_alias_records);
 	const char *src;
 	long nodes = job_nodes(u, &src);
 	if (nodes > 0)

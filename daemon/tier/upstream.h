@@ -12,6 +12,7 @@
 #ifndef KILN_DAEMON_UPSTREAM_H
 #define KILN_DAEMON_UPSTREAM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <cjson/cJSON.h>
@@ -53,6 +54,20 @@ void upstream_claim(struct build *b, struct tier_flight *f);
  * then releases its claim; frees f. */
 void upstream_flight_end(struct tier_flight *f, const struct build_input *in,
 			 struct flight_outcome *o);
+/* An alias was pointed at key with data (or NULL): its entry and an alias
+ * record carrying the data go upstream (on the pool), when the entry is one
+ * another node could take. */
+void upstream_alias_set(struct kilnd *d, const char *alias, const char *key, const char *data);
+/*
+ * A lookup of alias by toolchain tc missed locally: looks for its records
+ * upstream (on the pool) and takes the newest whose entry passes every
+ * check here into the local cache, pointing alias at it; then
+ * done(arg, found) on the loop. 0, or a negative errno when nothing was
+ * started (no tier, no toolchain, stopping): then done never runs.
+ */
+struct toolchain;
+int upstream_alias_find(struct kilnd *d, const char *alias, const struct toolchain *tc,
+			void (*done)(void *arg, bool found), void *arg);
 /* Adds the tier's members to a status reply (none without --upstream). */
 void upstream_status(struct kilnd *d, cJSON *reply);
 /* A client said its job has nodes nodes (hello's job_nodes): the pace of

@@ -216,6 +216,43 @@ static int list_candidates(const char *dir, char ***out, size_t *n)
 	return 0;
 }
 
+/* Moves what a lookup takes of m into e (its label, arguments and
+ * sources only when e has none; an "imported" toolchain name replaced by
+ * the publisher's), and the build's output into *log. */
+static void take_meta(struct store_entry *e, struct up_meta *m, char **log)
+{
+	memcpy(e->key, m->e.key, sizeof(e->key));
+	memcpy(e->rkey, m->e.rkey, sizeof(e->rkey));
+	e->size = m->e.size;
+	memcpy(e->sha256, m->e.sha256, 32);
+	e->has_sha256 = true;
+	e->build_ms = m->e.build_ms;
+	e->deps = m->e.deps;
+	e->ndeps = m->e.ndeps;
+	e->deps_source = STORE_DEPS_OBSERVED;
+	m->e.deps = NULL;
+	m->e.ndeps = 0;
+	if (e->label == NULL) {
+		e->label = m->e.label;
+		m->e.label = NULL;
+	}
+	if (e->args_json == NULL) {
+		e->args_json = m->e.args_json;
+		m->e.args_json = NULL;
+	}
+	if (e->sources_json == NULL) {
+		e->sources_json = m->e.sources_json;
+		m->e.sources_json = NULL;
+	}
+	if (m->e.toolchain != NULL && e->toolchain != NULL && strcmp(e->toolchain, "imported") == 0) {
+		free(e->toolchain);
+		e->toolchain = m->e.toolchain;
+		m->e.toolchain = NULL;
+	}
+	*log = m->log;
+	m->log = NULL;
+}
+
 int upfs_find(const struct up_dirs *u, const char *rkey, const char *output,
 	      const char *tmp_object, struct store_entry *e, char **log, unsigned *bad)
 {
@@ -235,37 +272,7 @@ int upfs_find(const struct up_dirs *u, const char *rkey, const char *output,
 			(*bad)++;
 		if (rc == 1) {
 			found = 1;
-			memcpy(e->key, m.e.key, sizeof(e->key));
-			memcpy(e->rkey, m.e.rkey, sizeof(e->rkey));
-			e->size = m.e.size;
-			memcpy(e->sha256, m.e.sha256, 32);
-			e->has_sha256 = true;
-			e->build_ms = m.e.build_ms;
-			e->deps = m.e.deps;
-			e->ndeps = m.e.ndeps;
-			e->deps_source = STORE_DEPS_OBSERVED;
-			m.e.deps = NULL;
-			m.e.ndeps = 0;
-			if (e->label == NULL) {
-				e->label = m.e.label;
-				m.e.label = NULL;
-			}
-			if (e->args_json == NULL) {
-				e->args_json = m.e.args_json;
-				m.e.args_json = NULL;
-			}
-			if (e->sources_json == NULL) {
-				e->sources_json = m.e.sources_json;
-				m.e.sources_json = NULL;
-			}
-			if (m.e.toolchain != NULL && e->toolchain != NULL &&
-			    strcmp(e->toolchain, "imported") == 0) {
-				free(e->toolchain);
-				e->toolchain = m.e.toolchain;
-				m.e.toolchain = NULL;
-			}
-			*log = m.log;
-			m.log = NULL;
+			take_meta(e, &m, log);
 		}
 		meta_free(&m);
 	}
@@ -273,6 +280,33 @@ int upfs_find(const struct up_dirs *u, const char *rkey, const char *output,
 		free(names[i]);
 	free(names);
 	return found;
+}
+
+int upfs_take(const struct up_dirs *u, const char *rkey, const char *key, const char *output,
+	      const char *tmp_object, struct store_entry *e, char **log)
+{
+	char dir[PATH_MAX], name[80];
+	struct up_meta m;
+	*log = NULL;
+	if (!is_key(rkey) || !is_key(key))
+		return -EBADMSG;
+	snprintf(dir, sizeof(dir), "%s/%.2s/%s", u->entries, rkey, rkey);
+	snprintf(name, sizeof(name), "%s.json", key);
+	int rc = try_entry(u, dir, name, rkey, output, tmp_object, &m);
+	if (rc == -ENOENT)
+		rc = 0;
+	if (rc == 1)
+		take_meta(e, &m, log);
+	meta_free(&m);
+	return rc;
+}
+
+bool upfs_has_entry(const struct up_dirs *u, const char *rkey, const char *key)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/%.2s/%s/%s.json", u->entries, rkey, rkey, key);
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 /* Publishing. */
@@ -285,9 +319,9 @@ static bool deps_publishable(const struct store_entry *e)
 
 /* Makes a file in tmp/ from data or from the file src; read-only, fsync'ed.
  * With src, reports its size and SHA-256. 0 or a negative errno. */
-static int write_tmp(const struct up_dirs *u, const char *tag, const char *key, const char *data,
-		     size_t len, const char *src, uint64_t *size, uint8_t digest[32], char *path,
-		     size_t pathlen)
+int upfs_write_tmp(const struct up_dirs *u, const char *tag, const char *key, const char *data,
+			   size_t len, const char *src, uint64_t *size, uint8_t digest[32], char *path,
+			   size_t pathlen)
 {
 	int in = -1, rc = 0;
 	snprintf(path, pathlen, "%s/%s-%.16s-%s-%d-XXXXXX", u->tmp, tag, key, u->host, (int)getpid());
@@ -379,7 +413,7 @@ static int place_meta(const struct up_dirs *u, const char *tmp, const char *path
  * error that came before it): the directory synced. On an error tmp is
  * removed (place_* removed it already; its mkostemp name is this call's
  * alone, so a second unlink finds nothing). */
-static int placed(int rc, const char *tmp, const char *dir)
+int upfs_placed(int rc, const char *tmp, const char *dir)
 {
 	if (rc < 0) {
 		unlink(tmp);
@@ -416,7 +450,7 @@ static int publish_object(const struct up_dirs *u, const struct store_entry *e, 
 			  uint64_t *size, uint8_t sha[32])
 {
 	char tmp[PATH_MAX], dir[PATH_MAX], path[PATH_MAX], hex[65];
-	int rc = write_tmp(u, "o", e->key, NULL, 0, object, size, sha, tmp, sizeof(tmp));
+	int rc = upfs_write_tmp(u, "o", e->key, NULL, 0, object, size, sha, tmp, sizeof(tmp));
 	if (rc != 0)
 		return rc;
 	util_hex(sha, 32, hex);
@@ -425,7 +459,7 @@ static int publish_object(const struct up_dirs *u, const struct store_entry *e, 
 	rc = upfs_mkdir(dir);
 	if (rc == 0)
 		rc = place_object(tmp, path, *size, sha);
-	return placed(rc, tmp, dir);
+	return upfs_placed(rc, tmp, dir);
 }
 
 int upfs_publish(const struct up_dirs *u, const struct store_entry *e, const char *object,
@@ -446,7 +480,7 @@ int upfs_publish(const struct up_dirs *u, const struct store_entry *e, const cha
 	char *text = entry_meta_text(u, e, size, sha, log, loglen);
 	if (text == NULL)
 		return -ENOMEM;
-	int rc = write_tmp(u, "m", e->key, text, strlen(text), NULL, NULL, NULL, tmp, sizeof(tmp));
+	int rc = upfs_write_tmp(u, "m", e->key, text, strlen(text), NULL, NULL, NULL, tmp, sizeof(tmp));
 	free(text);
 	if (rc != 0)
 		return rc;
@@ -458,6 +492,6 @@ int upfs_publish(const struct up_dirs *u, const struct store_entry *e, const cha
 	snprintf(path, sizeof(path), "%s/%s.json", dir, e->key);
 	if (rc == 0)
 		rc = place_meta(u, tmp, path, e->key);
-	rc = placed(rc, tmp, dir);
+	rc = upfs_placed(rc, tmp, dir);
 	return rc < 0 ? rc : rc == 1 || wrote == 1;
 }

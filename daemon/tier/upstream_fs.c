@@ -33,7 +33,7 @@ int upfs_mkdir(const char *path)
 
 int upfs_ensure_dirs(const struct up_dirs *u)
 {
-	char *const dirs[] = { u->objects, u->entries, u->claims, u->tmp };
+	char *const dirs[] = { u->objects, u->entries, u->aliases, u->claims, u->tmp };
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		int rc = upfs_mkdir(dirs[i]);
 		if (rc != 0)
@@ -44,7 +44,7 @@ int upfs_ensure_dirs(const struct up_dirs *u)
 
 static int make_subdirs(struct up_dirs *u, char *err, size_t errlen)
 {
-	char *const dirs[] = { u->objects, u->entries, u->claims, u->tmp };
+	char *const dirs[] = { u->objects, u->entries, u->aliases, u->claims, u->tmp };
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		int rc = upfs_mkdir(dirs[i]);
 		if (rc != 0) {
@@ -185,10 +185,12 @@ static int hold_tier(struct up_dirs *u, const char *dir, char *err, size_t errle
 	}
 	free(u->objects);
 	free(u->entries);
+	free(u->aliases);
 	free(u->claims);
 	free(u->tmp);
-	u->objects = u->entries = u->claims = u->tmp = NULL;
+	u->objects = u->entries = u->aliases = u->claims = u->tmp = NULL;
 	if (asprintf(&u->objects, "%s/objects", base) < 0 || asprintf(&u->entries, "%s/entries", base) < 0 ||
+	    asprintf(&u->aliases, "%s/aliases", base) < 0 ||
 	    asprintf(&u->claims, "%s/claims", base) < 0 || asprintf(&u->tmp, "%s/tmp", base) < 0) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
@@ -211,7 +213,8 @@ int upfs_open(struct up_dirs *u, const char *dir, double stale_s, bool readonly,
 			*p = '_';
 	}
 	if ((u->dir = strdup(dir)) == NULL || asprintf(&u->objects, "%s/objects", dir) < 0 ||
-	    asprintf(&u->entries, "%s/entries", dir) < 0 || asprintf(&u->claims, "%s/claims", dir) < 0 ||
+	    asprintf(&u->entries, "%s/entries", dir) < 0 || asprintf(&u->aliases, "%s/aliases", dir) < 0 ||
+	    asprintf(&u->claims, "%s/claims", dir) < 0 ||
 	    asprintf(&u->tmp, "%s/tmp", dir) < 0) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
@@ -236,6 +239,7 @@ void upfs_close(struct up_dirs *u)
 	free(u->dir);
 	free(u->objects);
 	free(u->entries);
+	free(u->aliases);
 	free(u->claims);
 	free(u->tmp);
 	memset(u, 0, sizeof(*u));

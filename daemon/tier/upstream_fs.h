@@ -9,6 +9,7 @@
  * Layout under DIR:
  *   objects/<2 hex>/<sha256>.<ext>             artifacts, named by their content
  *   entries/<2 hex>/<rkey>/<key>.json          one metadata file per entry
+ *   aliases/<2 hex>/<sha256 of alias>/<key>.json  an alias record: alias -> entry
  *   claims/<rkey>.claim                        "building this now" (O_EXCL)
  *   tmp/                                       files being written; renamed from here
  */
@@ -17,6 +18,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "store.h"
 
@@ -29,7 +31,7 @@ struct up_dirs {
 	char *dir;             /* as configured: for messages */
 	int fd;                /* the tier, held open from upfs_open to upfs_close */
 	/* Paths kilnd uses, through the held descriptor: /proc/self/fd/N/... */
-	char *objects, *entries, *claims, *tmp;
+	char *objects, *entries, *aliases, *claims, *tmp;
 	char host[128];        /* this node, for claim owners and temporary names */
 	double stale_s;        /* --upstream-stale */
 };
@@ -62,5 +64,58 @@ int upfs_find(const struct up_dirs *u, const char *rkey, const char *output,
  */
 int upfs_publish(const struct up_dirs *u, const struct store_entry *e, const char *object,
 		 const char *log, size_t loglen);
+
+/*
+ * An alias record (upstream_alias_fs.c): the alias, the entry it names (key,
+ * request key, output) and the toolchain that built it on the publishing
+ * node (its name and identity digest: a node takes the record only for a
+ * lookup naming a toolchain of that name and identity here), the alias's
+ * data (kiln.gt4py's load metadata, or NULL), and when it was written.
+ */
+#define UP_ALIAS_VERSION 1
+#define UP_ALIAS_DATA_MAX ((size_t)STORE_ALIAS_DATA_MAX)   /* base64 text, as on the wire */
+struct up_alias {
+	char *alias;
+	char key[65], rkey[65];
+	char *output;
+	char *toolchain;
+	uint8_t tc_id[32];
+	char *data;
+	double created;
+};
+void upfs_alias_free(struct up_alias *a);
+/* The record's directory under DIR/aliases/ for alias (PATH_MAX bytes). */
+void upfs_alias_dir(const struct up_dirs *u, const char *alias, char *buf, size_t len);
+/*
+ * Writes a's record (created: now) as aliases/<2 hex>/<sha256 of
+ * alias>/<key>.json through tmp/ and fsync, replacing a record of the same
+ * alias and key with rename() (a re-point back to an older target makes it
+ * the newest again). 0 or a negative errno.
+ */
+int upfs_alias_publish(const struct up_dirs *u, const struct up_alias *a);
+/*
+ * The records of alias, newest first (malloc'd array in *out, *n of them;
+ * free each with upfs_alias_free, then the array). A record that is not
+ * what kiln writes, or whose alias, key or place do not agree, is logged
+ * and counted in *bad. 0, or a negative errno when the directory cannot be
+ * read (none: 0 with *n 0).
+ */
+int upfs_alias_list(const struct up_dirs *u, const char *alias, struct up_alias **out, size_t *n,
+		    unsigned *bad);
+/* As upfs_alias_list, for the folder of the alias whose SHA-256 is hex (64
+ * hex digits), whatever alias that is (alias NULL: kiln import walks
+ * aliases/), or only alias's. */
+int upfs_alias_records(const struct up_dirs *u, const char *hex, const char *alias,
+		       struct up_alias **out, size_t *n, unsigned *bad);
+/*
+ * As upfs_find, for one entry of rkey: the one of key, with the same checks
+ * (dependencies hashed here, key recomputed, object copied to tmp_object
+ * and checked). 1 taken, 0 not for this node or missing, -EBADMSG broken
+ * (logged), or another negative errno.
+ */
+int upfs_take(const struct up_dirs *u, const char *rkey, const char *key, const char *output,
+	      const char *tmp_object, struct store_entry *e, char **log);
+/* Whether the metadata of rkey's entry key is in DIR (one stat). */
+bool upfs_has_entry(const struct up_dirs *u, const char *rkey, const char *key);
 
 #endif

@@ -60,6 +60,24 @@ int upfs_touch(int fd);
  * another node took over is theirs), and closes fd. */
 void upfs_unclaim(const char *path, int fd);
 
+/* Makes a file in tmp/ (named after tag and key) from data or from the
+ * file src; read-only, fsync'ed, closed. With src, reports its size and
+ * SHA-256. Its path in path. 0 or a negative errno. */
+int upfs_write_tmp(const struct up_dirs *u, const char *tag, const char *key, const char *data,
+		   size_t len, const char *src, uint64_t *size, uint8_t digest[32], char *path,
+		   size_t pathlen);
+/* After placing tmp into dir (rc: 0 or 1 placed, or a negative errno):
+ * dir fsync'ed; on an error tmp removed. rc, or the fsync's error. */
+int upfs_placed(int rc, const char *tmp, const char *dir);
+
+/* The tier's directory (loop thread, or a pool job of the tier). */
+struct kilnd;
+const struct up_dirs *upstream_dirs(struct kilnd *d);
+/* While set, an alias pointed at an entry is not recorded upstream (one
+ * just taken from there). Loop thread. */
+bool upstream_alias_quiet(struct kilnd *d);
+void upstream_alias_quiet_set(struct kilnd *d, bool quiet);
+
 /* Removes files left in tmp/ for more than a day (crashed writers). */
 void upfs_sweep(const struct up_dirs *u);
 
