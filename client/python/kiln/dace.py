@@ -472,11 +472,11 @@ def configure_and_compile(program_folder, program_name=None, output_stream=None,
     named = getattr(_batch, "alias", None)
     alias = named[2] if named is not None and named[:2] == (folder, name) else None
     sources = _sources(folder, compiled)
-    extra = getattr(_batch, "extra", None)
-    if extra is not None and extra[:2] == (folder, name):
-        sources[extra[2]] = extra[3]
     request = dict(sources=sources, args=args, label="dace " + name,
                    load=False, pch=_pch(), alias=alias, **tools)
+    data = getattr(_batch, "alias_data", None)
+    if alias is not None and data is not None and data[:2] == (folder, name):
+        request["alias_data"] = data[2]
     lib = str(compiler.get_binary_name(folder, name, folder_mode=folder_mode))
     b = _Build(call, folder, name, lib, request)
     pending = getattr(_batch, "pending", None)
@@ -800,13 +800,14 @@ def _compile(self, output_file=None, validate=True, return_program_handle=True):
 
 
 def _compile_for_gt4py(sdfg, gt4py, output_file, validate, return_program_handle):
-    """SDFG.compile of a GT4Py program: its build carries one more source
-    (kiln.gt4py's section) and kiln.gt4py's alias."""
-    alias, name, text = gt4py
+    """SDFG.compile of a GT4Py program: its build is published under
+    kiln.gt4py's alias, with what loading it needs as the alias's data
+    (not in the library: identical code is one build)."""
+    alias, data = gt4py
     folder = os.path.abspath(sdfg.build_folder)
     _batch.alias = (folder, sdfg.name, alias)
-    _batch.extra = (folder, sdfg.name, name, text)
+    _batch.alias_data = (folder, sdfg.name, data)
     try:
         return _state["compile"](sdfg, output_file, validate, return_program_handle)
     finally:
-        _batch.alias = _batch.extra = None
+        _batch.alias = _batch.alias_data = None

@@ -36,14 +36,17 @@ serves the whole workflow, before translation:
   cache (with DaCe's loader stub beside it), and GT4Py gets the
   DaCeCompilationArtifact it would have built: no translation, no code
   generation, no compiler. What loading needs besides the library (the
-  SDFG, the binding source and function, the device type) travels inside
-  the library, in a section of its own (.kiln_gt4py), so that the entry is
-  one file kilnd holds like any other (single flight, descriptors,
-  eviction, kiln ls).
+  SDFG, the binding source and function, the device type) is the alias's
+  data in kilnd (docs/protocol.md, "Alias data"), not part of the library,
+  so that the ranks' aliases of identical code (their own connectivity
+  tables) name one library, compiled once.
+- A program another process holds is never waited for in GT4Py's pool: its
+  task ends at once (_Deferred), and the submitting process waits in a
+  thread of its own (_await) while GT4Py's future is pending.
 - A miss: GT4Py's workflow runs as always, with kiln.dace building the
-  code, and the compilation step adds that section to the build and names
-  the alias, computed once more at the build (_AtBuild), so that kilnd
-  publishes the program under what the build read.
+  code, and the compilation step names the alias and its data, computed
+  once more at the build (_AtBuild), so that kilnd publishes the program
+  under what the build read.
 
 What kiln.gt4py cannot serve runs as GT4Py runs it, after one line on
 stderr (counted in stats["fallbacks"]): another backend, a workflow of
@@ -63,12 +66,10 @@ import zlib
 from typing import Any, Optional
 
 from . import dace as kiln_dace
-from .errors import Claimed, KilnError, NotFound
+from .errors import Claimed, Held, KilnError, NotFound
 
 _RUNNERS = "gt4py.next.otf.runners"
-SECTION = ".kiln_gt4py"
-MAGIC = b"KILNGT4PY\x01"
-META_SOURCE = "kiln_gt4py_meta.cpp"
+MAGIC = b"KILNGT4PY\x02"
 
 _lock = threading.Lock()
 _state = {"socket": None, "get_runner": None, "wrapped": None, "env": None, "stub": None,
@@ -156,19 +157,22 @@ class _Runner:
         inner = self.inner.submit(dataclasses.replace(task, executor=store))
         # GT4Py gets a future of its own, finished once the outcome is
         # counted (a done callback of the inner one runs after its waiters
-        # have been woken).
+        # have been woken), or once the program another process holds is
+        # there (_Deferred).
         outer = concurrent.futures.Future()
-        inner.add_done_callback(lambda f: _finished(f, outer))
+        inner.add_done_callback(lambda f: _finished(self, task, store, f, outer))
         return outer
 
     def shutdown(self, wait=True):
         return self.inner.shutdown(wait)
 
 
-def _finished(inner, outer):
+def _finished(runner, task, store, inner, outer):
     """Counts what the task did (a program found when its lowering was to
     start, in whichever process, is placed under kiln's folder) and passes
-    its outcome on."""
+    its outcome on; a task deferred to another process's claim is awaited
+    in a thread of its own (_await), so that nothing of GT4Py's pool waits
+    for it."""
     if inner.cancelled():
         outer.cancel()
         return
@@ -177,12 +181,58 @@ def _finished(inner, outer):
         outer.set_exception(error)
         return
     artifact = inner.result()
+    if isinstance(artifact, _Deferred):
+        threading.Thread(target=_await, args=(runner, task, store, artifact.alias, outer),
+                         name="kiln.gt4py await", daemon=True).start()
+        return
+    _settle(artifact, outer)
+
+
+def _settle(artifact, outer):
     try:
         found = _is_placed(artifact.library_path)
     except Exception:
         found = False
-    stats["hits" if found else "lowered"] += 1
+    with _lock:
+        stats["hits" if found else "lowered"] += 1
     outer.set_result(artifact)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Deferred:
+    """A task's answer when another process holds its program's claim: the
+    pool's worker goes on with the next task at once, and the submitting
+    process waits for the program (_await)."""
+
+    alias: str      # as the task's process saw it
+
+
+def _await(runner, task, store, alias, outer):
+    """In the submitting process: waits for the program another process
+    holds (within the wait budget, watching its heartbeat). Found: GT4Py's
+    future is done. Taken over (its holder died) or given up (released,
+    the budget spent, no heartbeat): the task goes back to GT4Py's pool,
+    to lower it holding the claim this thread took, or unclaimed."""
+    claim = _Claim(alias, store)
+    try:
+        got = claim.take()
+        artifact = _served(got[0], got[1], alias) if got is not None else None
+        if artifact is not None:
+            claim.end()
+            _settle(artifact, outer)
+            return
+        mode = "claimed" if claim.k is not None else "unclaimed"
+        again = dataclasses.replace(task, executor=dataclasses.replace(store, mode=mode))
+        inner = runner.inner.submit(again)
+    except BaseException as e:     # never leave GT4Py's future waiting
+        claim.end()
+        outer.set_exception(e)
+        return
+
+    def done(f):
+        claim.end()     # a no-op once the build published the alias
+        _finished(runner, task, store, f, outer)
+    inner.add_done_callback(done)
 
 
 def _dace_workflow(executor):
@@ -259,13 +309,13 @@ class _Plan:
         if tools is None:
             return None
         try:
-            prog = k.lookup(self.alias, load=False, **tools)
+            prog, data = k.lookup_data(self.alias, **tools)
         except NotFound:
             return None
         except KilnError as e:
             _fallback("kilnd's lookup failed: %s" % e)
             return None
-        return _served(prog, self.alias)
+        return _served(prog, data, self.alias)
 
 
 def _tools(gpu):
@@ -276,10 +326,15 @@ def _tools(gpu):
     return tools
 
 
-def _served(prog, alias):
-    """The artifact of kilnd's entry prog, or None when it cannot be used."""
+def _served(prog, data, alias):
+    """The artifact of kilnd's entry prog with the alias's data, or None
+    when it cannot be used. An alias without data (an index rebuilt from
+    the objects' .meta files) is a miss: the program is lowered and
+    published again, with its data."""
+    if data is None:
+        return None
     try:
-        return _artifact(prog, alias)
+        return _artifact(prog, data, alias)
     except Exception as e:
         _state["stub"] = None   # the stub's file may be what went (evicted): ask again
         _fallback("kilnd's entry for it cannot be used: %s" % e)
@@ -301,6 +356,10 @@ class _Store:
     budget: Optional[str]       # the file of the submitting process's wait budget
     wait: float                 # that budget, seconds
     stall: float                # KILN_GT4PY_STALL of the submitting process
+    # "claim": claim at the start, deferring to another process's claim;
+    # "claimed": the submitting process holds the claim (taken over);
+    # "unclaimed": lower without one (the holder gave up, the budget is spent)
+    mode: str = "claim"
 
     def __call__(self, compilable):
         return _lower(self, compilable)
@@ -317,19 +376,23 @@ def _lower(store, compilable):
     except Exception as e:
         _fallback("no key for it here (%s: %s)" % (type(e).__name__, e))
         return store.inner(compilable)
+    wrapped = dataclasses.replace(store.inner, compilation=_Compile(step, prefix, alias))
+    if store.mode != "claim":
+        return wrapped(compilable)
     claim = _Claim(alias, store)
     try:
         try:
-            prog = claim.take()
+            got = claim.try_take()
         except Exception as e:   # kiln's trouble is never the program's: lower it
             _fallback("kilnd's claim failed: %s: %s" % (type(e).__name__, e))
-            prog = None
-        if prog is not None:
-            artifact = _served(prog, alias)
+            got = None
+        if isinstance(got, _Deferred):
+            return got
+        if got is not None:
+            artifact = _served(got[0], got[1], alias)
             if artifact is not None:
                 return artifact
-        wrapped = _Compile(step, prefix, alias)
-        return dataclasses.replace(store.inner, compilation=wrapped)(compilable)
+        return wrapped(compilable)
     finally:
         claim.end()
 
@@ -345,18 +408,52 @@ class _Claim:
         self.k = None           # the connection holding the claim
         self.beat = None        # its heartbeat file
 
-    def take(self):
-        """kilnd's entry (a hit), or None: lower it, holding the claim when
-        kilnd granted it."""
+    def _connect(self):
+        """(a connection of the claim's own, the tools), or None."""
         k0 = kiln_dace._kiln()
         tools = _tools(self.store.gpu) if k0 is not None else None
         if tools is None:
             return None
         from .client import Kiln
         try:
-            k = Kiln(self.store.socket) if self.store.socket else Kiln()
+            return (Kiln(self.store.socket) if self.store.socket else Kiln()), tools
         except KilnError:
             return None
+
+    def try_take(self):
+        """Without waiting: (prog, data) (a hit); _Deferred when another
+        process holds the claim; None: lower it, holding the claim when
+        kilnd granted it."""
+        got = self._connect()
+        if got is None:
+            return None
+        k, tools = got
+        try:
+            prog, data = k.lookup_data(self.alias, claim=True, wait=0, **tools)
+        except Claimed:
+            self.k = k
+            self.beat = _beats.add(self.alias, self.store.socket, self.store.stall, k, tools)
+            return None
+        except Held:
+            k.close()
+            return _Deferred(self.alias)
+        except NotFound:
+            k.close()
+            return None
+        except KilnError as e:
+            k.close()
+            _fallback("kilnd's lookup failed: %s" % e)
+            return None
+        k.close()
+        return prog, data
+
+    def take(self):
+        """kilnd's entry and the alias's data (a hit), or None: lower it,
+        holding the claim when kilnd granted it."""
+        got = self._connect()
+        if got is None:
+            return None
+        k, tools = got
         budget = _Budget.at(self.store.budget, self.store.wait)
         allowed = budget.begin()
         try:
@@ -430,7 +527,7 @@ class _Wait:
         self.abandoned = False
 
     def until(self, stalled, poll=1.0):
-        """(outcome, value): ("hit", prog), ("claimed", None), ("not_found",
+        """(outcome, value): ("hit", (prog, data)), ("claimed", None), ("not_found",
         None), ("error", e), or ("abandoned", why) when stalled(since) said
         the holder is stuck."""
         import time
@@ -457,9 +554,9 @@ class _Wait:
             left = end - time.monotonic()
             asked = time.monotonic()
             try:
-                prog = self.k.lookup(self.alias, load=False, claim=True,
-                                     wait=max(0.0, min(600.0, left)), **self.tools)
-                got = ("hit", prog)
+                got = ("hit", self.k.lookup_data(self.alias, claim=True,
+                                                 wait=max(0.0, min(600.0, left)),
+                                                 **self.tools))
             except Claimed:
                 got = ("claimed", None)
             except NotFound:
@@ -1132,8 +1229,9 @@ def _settings_fingerprint(obj):
 
 @dataclasses.dataclass(frozen=True)
 class _Compile:
-    """The DaCe compilation step, building with the section and the alias,
-    which it computes again at the build (_AtBuild)."""
+    """The DaCe compilation step, building under the alias, which it
+    computes again at the build (_AtBuild), with what loading needs as the
+    alias's data."""
 
     inner: Any
     prefix: str
@@ -1159,8 +1257,8 @@ class _AtBuild:
     compiles the program, inside the configuration it builds under: the
     alias as the build reads DaCe's configuration and the variables (a
     CXXFLAGS set since the lookup, a worker's environment that is not the
-    submitter's), the section's name and source. The library is published
-    under that alias, whatever was claimed."""
+    submitter's), and the data to store with it (load_data). The library is
+    published under that alias, whatever was claimed."""
 
     def __init__(self, prefix, claimed, meta):
         self.prefix, self.claimed, self.meta = prefix, claimed, meta
@@ -1175,7 +1273,7 @@ class _AtBuild:
             _say_once("a build reads another configuration than its lookup did (a variable or "
                       "DaCe's configuration changed, or a compile worker's environment differs "
                       "from this process's): it is published under its own alias")
-        return alias, META_SOURCE, meta_source(dict(self.meta, alias=alias))
+        return alias, load_data(dict(self.meta, alias=alias))
 
 
 def _say_once(msg):
@@ -1184,64 +1282,28 @@ def _say_once(msg):
         _say(msg)
 
 
-def meta_source(meta):
-    """C++ source of a section (.kiln_gt4py) holding meta: MAGIC, the
-    length of the rest (8 bytes, little-endian), meta as zlib'd JSON."""
-    blob = zlib.compress(json.dumps(meta, sort_keys=True).encode(), 6)
-    data = MAGIC + struct.pack("<Q", len(blob)) + blob
-    lines = []
-    for i in range(0, len(data), 32):
-        lines.append('    "%s"' % "".join("\\%03o" % b for b in data[i:i + 32]))
-    return ("// kiln.gt4py: what GT4Py needs to load this program (kiln/gt4py.py)\n"
-            "__attribute__((used, section(\"%s\")))\n"
-            "extern const char kiln_gt4py_meta[];\n"
-            "__attribute__((used, section(\"%s\")))\n"
-            "const char kiln_gt4py_meta[] =\n%s;\n" % (SECTION, SECTION, "\n".join(lines))
-            ).encode()
+def load_data(meta):
+    """The data kilnd stores with the alias (docs/protocol.md, "Alias
+    data"): MAGIC, then meta as zlib'd JSON. Not compiled into the library,
+    so that every rank's alias of identical code (other connectivity
+    tables, the same program) names one library built once."""
+    return MAGIC + zlib.compress(json.dumps(meta, sort_keys=True).encode(), 6)
 
 
-# ---- a hit: the artifact from the library ---------------------------------
+def read_load_data(data):
+    """The meta of load_data's bytes (ValueError when damaged)."""
+    if not isinstance(data, bytes) or not data.startswith(MAGIC):
+        raise ValueError("the alias's data is not kiln.gt4py's")
+    try:
+        meta = json.loads(zlib.decompress(data[len(MAGIC):]))
+    except (zlib.error, ValueError) as e:
+        raise ValueError("the alias's data is damaged (%s)" % e)
+    if not isinstance(meta, dict):
+        raise ValueError("the alias's data is damaged")
+    return meta
 
-def read_meta(path):
-    """The .kiln_gt4py section's meta of an ELF shared object (ValueError
-    when it has none or it is damaged)."""
-    with open(path, "rb") as f:
-        ident = f.read(64)
-        if len(ident) < 64 or ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1:
-            raise ValueError("not a 64-bit little-endian ELF file")
-        shoff, = struct.unpack_from("<Q", ident, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", ident, 0x3A)
-        if shentsize < 64 or shnum == 0 or shstrndx >= shnum:
-            raise ValueError("no section headers")
-        f.seek(shoff)
-        table = f.read(shentsize * shnum)
-        if len(table) != shentsize * shnum:
-            raise ValueError("section headers cut short")
 
-        def header(i):
-            name, _t, _fl, _a, off, size = struct.unpack_from("<IIQQQQ", table, i * shentsize)
-            return name, off, size
-
-        _, stroff, strsize = header(shstrndx)
-        f.seek(stroff)
-        names = f.read(strsize)
-        want = SECTION.encode() + b"\0"
-        for i in range(shnum):
-            name, off, size = header(i)
-            if names[name:name + len(want)] == want:
-                f.seek(off)
-                data = f.read(size)
-                break
-        else:
-            raise ValueError("no %s section" % SECTION)
-    if not data.startswith(MAGIC) or len(data) < len(MAGIC) + 8:
-        raise ValueError("%s section damaged" % SECTION)
-    n, = struct.unpack_from("<Q", data, len(MAGIC))
-    blob = data[len(MAGIC) + 8:len(MAGIC) + 8 + n]
-    if len(blob) != n:
-        raise ValueError("%s section cut short" % SECTION)
-    return json.loads(zlib.decompress(blob))
-
+# ---- a hit: the artifact from the library and the alias's data ------------
 
 def _hit_folder(key, name):
     """A private folder for a found program, under GT4Py's cache (removed
@@ -1272,19 +1334,19 @@ def _stub_path():
     return _state["stub"]
 
 
-def _artifact(prog, alias):
-    """GT4Py's DaCeCompilationArtifact for kilnd's library prog, placed in
-    a private folder."""
+def _artifact(prog, data, alias):
+    """GT4Py's DaCeCompilationArtifact for kilnd's library prog with the
+    alias's data, placed in a private folder."""
     from gt4py._core import definitions as core_defs
     from gt4py.next.program_processors.runners.dace.workflow import compilation
 
     path = prog.path
-    meta = read_meta(path)
+    meta = read_load_data(data)
     if meta.get("alias") != alias:
-        raise ValueError("the entry's section names another program (%.40s)" % meta.get("alias"))
-    name = meta["name"]
+        raise ValueError("the alias's data names another program (%.40s)" % meta.get("alias"))
+    name = meta.get("name")
     if not isinstance(name, str) or not name.replace("_", "a").isalnum():
-        raise ValueError("the entry's section names no program")
+        raise ValueError("the alias's data names no program")
     folder = _hit_folder(prog.key, name)
     lib = os.path.join(folder, "lib%s.so" % name)
     if not os.path.exists(lib):   # placed whole or not at all (kiln.dace._place)

@@ -18,6 +18,9 @@ Environment:
   RANK_COEF     the Laplacian's centre coefficient the reference expects
                 (default 4.0; the program says FT("-4.0"): a test edits it)
   RANK_FLOAT32  "1": the Laplacian on float32 fields (another argument type)
+  RANK_GRID_SEED the unstructured grid's tables' seed (default 0: every
+                rank alike); "per-rank": RANK_INDEX + 1 (each rank of a
+                decomposed run its own tables)
   RANK_DACE_SET "section.key=integer": a dace.Config.set in main(), after
                 GT4Py's backend was made
   RANK_SETENV   "NAME=value": os.environ[NAME] = value in main(), after
@@ -99,13 +102,16 @@ def run_laplacian():
 
 class Grid:
     """A made-up unstructured grid: nc cells, ne edges, nk levels, tables
-    with fixed seeds (the same in every rank)."""
+    with a fixed seed (RANK_GRID_SEED; the same in every rank unless set)."""
 
     def __init__(self):
         from icon4py.model.common import dimension as dims
         self.dims = dims
         self.nc, self.ne, self.nk = 40, 60, 6
-        rng = np.random.default_rng(0)
+        seed = os.environ.get("RANK_GRID_SEED", "0")
+        if seed == "per-rank":
+            seed = int(os.environ.get("RANK_INDEX", "0")) + 1
+        rng = np.random.default_rng(int(seed))
         self.rng = rng
         self.c2e2co = np.column_stack([np.arange(self.nc)] +
                                       [rng.integers(0, self.nc, self.nc) for _ in range(3)])
