@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "hostcc.h"
 #include "key.h"
 #include "runner.h"
 #include "tcenv.h"
@@ -446,6 +447,28 @@ static int find_host(const struct toolchain *tc, const char *named, const struct
 	return -EACCES;
 }
 
+/*
+ * What nvcc hands host, its host compiler (found, and let by the gate),
+ * for the C++ sources kilnd compiles with it directly (hostcc.h): the
+ * include arguments of nvcc's profile, from a dry run that runs nothing.
+ * They follow from nvcc's path and profile, which the identity covers.
+ * Without them every source stays with nvcc.
+ */
+static void probe_host_cc(struct toolchain *tc, const char *host, const struct toolchain *cls)
+{
+	char *argv[] = { tc->path, (char *)"-dryrun", (char *)"-c", (char *)"-x", (char *)"c++",
+			 (char *)"/dev/null", (char *)"-o", (char *)"/dev/null", NULL };
+	char *out = run_capture(argv);
+	tc->host_incs = hostcc_profile(out);
+	free(out);
+	tc->host_cc = tc->host_incs != NULL ? strdup(host) : NULL;
+	tc->host_cc_gcc = cls->is_gcc;
+	if (tc->host_cc == NULL) {
+		hostcc_free(tc->host_incs);
+		tc->host_incs = NULL;
+	}
+}
+
 /* The first line of a program's --version, for a sentence. */
 static int first_line(const char *ver)
 {
@@ -480,6 +503,7 @@ static int run_probes(struct toolchain *tc, const char *named_host, const struct
 			return -EINVAL;
 		}
 		driver = p->host;
+		probe_host_cc(tc, p->host, &host);
 	}
 	char *argv[] = { (char *)driver, (char *)"-print-search-dirs", NULL };
 	p->dirs = run_capture(argv);
@@ -627,6 +651,8 @@ void key_toolchain_fini(struct toolchain *tc)
 	free(tc->host);
 	free(tc->host_real);
 	free(tc->version);
+	free(tc->host_cc);
+	hostcc_free(tc->host_incs);
 	for (size_t i = 0; i < tc->nprograms; i++)
 		free(tc->programs[i]);
 	memset(tc, 0, sizeof(*tc));

@@ -37,7 +37,11 @@
  * and only options whose apart form the tool reads the same are joined
  * ("-std" "c11" is not "-std=c11"): an entry of format 5 may rest on any
  * of these, so all of format 5 are stale and rebuilt once. */
-#define KEY_FORMAT_VERSION 6
+/* 7: the C++ sources of an nvcc build are compiled by its host compiler
+ * itself (hostcc.h), without nvcc's macros (__NVCC__, __CUDACC_VER_*):
+ * the same request now runs other commands, so entries of format 6 are
+ * stale and rebuilt once. */
+#define KEY_FORMAT_VERSION 7
 
 #define KEY_MAX_PROGRAMS 32
 
@@ -61,6 +65,13 @@ struct toolchain {
 	bool is_clang;       /* clang or a driver built on it (its option rules) */
 	bool dynamic;        /* the driver is a dynamically linked ELF program (or a
 	                      * script), so kiln-observe.so can be preloaded */
+	/* nvcc: its host compiler as found (the named one, NVCC_CCBIN's or gcc
+	 * on PATH), whether that is a GCC driver (.gch files), and the include
+	 * arguments nvcc gives it (hostcc.h); host_incs NULL when the dry run
+	 * named none: then nvcc compiles every source itself. */
+	char *host_cc;
+	bool host_cc_gcc;
+	char **host_incs;
 	char *cuda_arch;     /* nvcc: the architectures for requests that name
 	                      * none ("sm_80" or "sm_80,sm_90"), or NULL */
 	/* The driver and the programs it runs, resolved (those its identity

@@ -73,6 +73,10 @@ void build_input_free(struct build_input *in);
 bool build_is_pch(const struct build_input *in);
 /* True for names that are headers (placed beside the sources, not compiled). */
 bool build_is_header(const char *name);
+/* True when nvcc's host compiler compiles in's source name itself (a C++
+ * source of an nvcc build whose arguments hostcc.h understands), or, with
+ * name NULL, any C++ source of in (hostcc.h; docs/cuda.md). */
+bool build_host_direct(const struct build_input *in, const char *name);
 
 /* Attaches a waiter: ops->done(ctx, id, ...) answers it. alias (may be NULL)
  * is pointed at the artifact on success, with alias_data (may be NULL). The build calls ops->release(ctx)

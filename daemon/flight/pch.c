@@ -61,6 +61,22 @@ bool pch_applies(const struct build_input *in, const char *name)
 	return in->pch_rkey[0] != '\0' && source_lang(name) == input_lang(in);
 }
 
+bool pch_by_host(const struct build_input *in)
+{
+	return in->nsrc == 1 && strcmp(in->src[0].name, PCH_NAME_CXX) == 0 &&
+	       build_host_direct(in, NULL);
+}
+
+/* Whether in's sources can use a .gch: its toolchain is gcc's, or it is
+ * nvcc whose GCC host compiles in's C++ sources itself (build_host_direct);
+ * clang and nvcc just include the text. */
+static bool makes_gch(const struct build_input *in)
+{
+	if (in->tc->is_gcc)
+		return true;
+	return in->tc->host_cc_gcc && input_lang(in) == 'x' && build_host_direct(in, NULL);
+}
+
 /* "#include <h>" for each header named, in order. */
 static char *pch_text(const struct msg_request *req, size_t *len)
 {
@@ -249,14 +265,14 @@ void pch_settle(struct kilnd *d, struct build_input *in)
 	if (in->req.npch == 0 || lang == 0 || strcmp(in->req.output, "shared") != 0)
 		return;
 	/* The headers are included whatever happens (pch_include); the
-	 * .gch is for gcc only. */
+	 * .gch is for gcc only (makes_gch). */
 	struct build_input *p = pch_input(d, in, lang);
 	if (p == NULL) {
 		log_error("out of memory for a precompiled header; building without it");
 		return;
 	}
 	memcpy(in->pch_rkey, p->rkey, sizeof(in->pch_rkey));
-	if (!in->tc->is_gcc || pch_lookup(d, p->rkey, in)) {
+	if (!makes_gch(in) || pch_lookup(d, p->rkey, in)) {
 		build_input_free(p);
 		free(p);
 		return;
@@ -279,7 +295,7 @@ void pch_settle(struct kilnd *d, struct build_input *in)
 void pch_bind(struct kilnd *d, struct build_input *in, const char *dir)
 {
 	ASSERT_LOOP();
-	if (in->pch_rkey[0] == '\0' || !in->tc->is_gcc || in->pch_refused)
+	if (in->pch_rkey[0] == '\0' || !makes_gch(in) || in->pch_refused)
 		return;
 	if (in->pch_key[0] == '\0' && !pch_lookup(d, in->pch_rkey, in))
 		return;

@@ -51,6 +51,11 @@ const char *pch_include(const struct build_input *in);
  * the header's language). */
 bool pch_applies(const struct build_input *in, const char *name);
 
+/* Whether in, the build of a precompiled header, runs nvcc's host compiler
+ * itself (the C++ header of an nvcc toolchain whose C++ sources it
+ * compiles: build_host_direct), so that they can use its .gch. */
+bool pch_by_host(const struct build_input *in);
+
 /*
  * Writes the generated header into the build directory dir (its name under
  * the store's tmp/) when in uses one. 0 or a negative errno. Thread pool.

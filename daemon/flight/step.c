@@ -22,6 +22,7 @@
 #include "prehash.h"
 #include "kilnd.h"
 #include "diag.h"
+#include "hostcc.h"
 #include "log.h"
 #include "pch.h"
 #include "tcenv.h"
@@ -33,6 +34,16 @@
 bool build_is_header(const char *name)
 {
 	return validate_is_header(name);
+}
+
+bool build_host_direct(const struct build_input *in, const char *name)
+{
+	const struct toolchain *tc = in->tc;
+	if (!tc->is_nvcc || tc->host_cc == NULL || tc->host_incs == NULL)
+		return false;
+	if (name != NULL && validate_source_lang(name) != 'x')
+		return false;
+	return hostcc_understood((const char *const *)in->req.args, in->req.nargs);
 }
 
 /* Indices of the sources that are compiled (headers are only placed). */
@@ -145,9 +156,9 @@ static void push_cuda_arch(struct argv_buf *a, const struct build *b)
 }
 
 /* Position-independent code: nvcc passes it on to its host compiler. */
-static void push_pic(struct argv_buf *a, const struct build *b)
+static void push_pic(struct argv_buf *a, const struct build *b, bool host)
 {
-	if (b->in.tc->is_nvcc) {
+	if (b->in.tc->is_nvcc && !host) {
 		push(a, "-Xcompiler");
 		push(a, "-fPIC");
 	} else {
@@ -168,10 +179,35 @@ static void push_confine(struct argv_buf *a, const struct build *b)
 	}
 }
 
-/* kiln-exec running the toolchain, with the architecture, the precompiled
- * header when src (a source's name, or NULL) gets it, and the request's
- * arguments (libraries last, by the caller): the start of every compile. */
-static void push_compiler(struct argv_buf *a, const struct build *b, const char *src)
+/*
+ * nvcc's host compiler for a C++ source of its build (build_host_direct):
+ * the precompiled header, the host's share of the arguments and the
+ * toolkit's include directories, in the order nvcc gives them.
+ */
+static void push_host(struct argv_buf *a, const struct build *b, const char *src)
+{
+	char **v = hostcc_args((const char *const *)b->in.req.args, b->in.req.nargs, NULL);
+	if (v == NULL) {
+		a->oom = true;
+		return;
+	}
+	push(a, "%s", b->in.tc->host_cc);
+	if (src != NULL && pch_applies(&b->in, src)) {
+		push(a, "-include");
+		push(a, "%s", pch_include(&b->in));
+	}
+	for (size_t i = 0; v[i] != NULL; i++)
+		push(a, "%s", v[i]);
+	for (size_t i = 0; b->in.tc->host_incs[i] != NULL; i++)
+		push(a, "%s", b->in.tc->host_incs[i]);
+	hostcc_free(v);
+}
+
+/* kiln-exec running the toolchain (or, with host, nvcc's host compiler),
+ * with the architecture, the precompiled header when src (a source's name,
+ * or NULL) gets it, and the request's arguments (libraries last, by the
+ * caller): the start of every compile. */
+static void push_compiler(struct argv_buf *a, const struct build *b, const char *src, bool host)
 {
 	push(a, "%s", b->d->cfg->exec_helper);
 	push(a, "run");
@@ -181,6 +217,10 @@ static void push_compiler(struct argv_buf *a, const struct build *b, const char 
 	push(a, "%s/trace", b->dir);
 	push_confine(a, b);
 	push(a, "--");
+	if (host) {
+		push_host(a, b, src);
+		return;
+	}
 	push(a, "%s", b->in.tc->path);
 	if (b->in.tc->host != NULL) {
 		push(a, "-ccbin");
@@ -199,10 +239,11 @@ static void push_compiler(struct argv_buf *a, const struct build *b, const char 
 static bool pch_step_argv(struct build *b, int step, struct argv_buf *a)
 {
 	const char *name = b->in.src[0].name;
+	bool host = pch_by_host(&b->in);
 	if (step > 0)
 		return false;
-	push_compiler(a, b, NULL);
-	push_pic(a, b);
+	push_compiler(a, b, NULL, host);
+	push_pic(a, b, host);
 	push(a, "-x");
 	push(a, "%s", build_is_header(name) && strcmp(strrchr(name, '.'), ".h") == 0 ? "c-header"
 										    : "c++-header");
@@ -221,7 +262,7 @@ static bool gpu_step_argv(struct build *b, int step, struct argv_buf *a, size_t 
 	const char *out = b->in.req.output;
 	if (step > 0)
 		return false;
-	push_compiler(a, b, NULL);
+	push_compiler(a, b, NULL, false);
 	push(a, "-%s", out);
 	push(a, "-MD");
 	push(a, "-MF");
@@ -267,9 +308,13 @@ static bool step_argv(struct build *b, int step, struct argv_buf *a, bool *is_ch
 		push(a, ARTIFACT ".%s", store_output_ext(b->in.req.output));
 		return true;
 	}
-	push_compiler(a, b, s < ncompile_steps ? b->in.src[idx[s]].name
-			  : ncompile_steps == 0 ? b->in.src[idx[0]].name : NULL);
-	push_pic(a, b);
+	const char *src = s < ncompile_steps ? b->in.src[idx[s]].name
+			  : ncompile_steps == 0 ? b->in.src[idx[0]].name : NULL;
+	/* Only a compile step of its own goes to the host compiler; the link,
+	 * and a single source's compile-and-link, stay with nvcc. */
+	bool host = s < ncompile_steps && build_host_direct(&b->in, src);
+	push_compiler(a, b, src, host);
+	push_pic(a, b, host);
 	if (s < ncompile_steps) {
 		push(a, "-c");
 		push(a, "-MD");
@@ -331,6 +376,8 @@ struct step_proc {
 	int pending;                 /* exit and end of output still to come */
 	int64_t exit_status;
 	int term_signal;
+	uint64_t started;            /* uv_hrtime at its start, for the debug log */
+	char what[96];               /* its program and last argument, for the same */
 	char *log;                   /* its output, capped at --max-output */
 	size_t loglen, logcap, dropped;
 };
@@ -481,6 +528,24 @@ static int proc_start(struct build *b, struct step_proc *p, char **argv, char **
 	return rc;
 }
 
+/* "g++ src/x.cpp": the program a step runs (after kiln-exec's "--") and
+ * its last argument, for the debug log's line at its start and end. */
+static void step_label(struct step_proc *p, char **argv)
+{
+	const char *tool = NULL, *last = NULL;
+	for (size_t i = 0; argv[i] != NULL; i++) {
+		if (tool == NULL && i > 0 && strcmp(argv[i - 1], "--") == 0)
+			tool = argv[i];
+		last = argv[i];
+	}
+	const char *slash = tool != NULL ? strrchr(tool, '/') : NULL;
+	p->started = uv_hrtime();
+	if (p->is_check || tool == NULL)
+		snprintf(p->what, sizeof(p->what), "load check");
+	else
+		snprintf(p->what, sizeof(p->what), "%s %s", slash != NULL ? slash + 1 : tool, last);
+}
+
 /* Starts p for `step` (argv: kiln-exec and all); its parts' ends (the
  * process's exit, the output's close) lead to proc_done, whether or not
  * the start worked. */
@@ -494,6 +559,7 @@ static void proc_spawn(struct build *b, struct step_proc *p, int step, bool is_c
 	p->is_check = is_check;
 	p->borrowed = borrowed;
 	p->active = true;
+	step_label(p, argv);
 	b->nprocs++;
 	uv_pipe_init(d->loop, &p->out, 0);
 	p->out.data = p;
@@ -513,7 +579,7 @@ static void proc_spawn(struct build *b, struct step_proc *p, int step, bool is_c
 	p->pgid = p->child.pid; /* a new session: it leads its own group */
 	p->pending = 2;
 	uv_read_start((uv_stream_t *)&p->out, on_alloc, on_read);
-	log_debug("build %.16s step %d: %s", b->in.rkey, step, is_check ? "load check" : argv[6]);
+	log_debug("build %.16s step %d: %s", b->in.rkey, step, p->what);
 }
 
 static bool procs_alloc(struct build *b, int n)
@@ -724,6 +790,8 @@ static void proc_done(struct step_proc *p)
 	p->pgid = 0;
 	p->active = false;
 	b->nprocs--;
+	log_debug("build %.16s step %s: %.3f s", b->in.rkey, p->what,
+		  (double)(uv_hrtime() - p->started) / 1e9);
 	if (p->borrowed)
 		step_slot_return(b->d);
 	proc_evaluate(p);

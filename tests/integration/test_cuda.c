@@ -238,6 +238,89 @@ START_TEST(cpp_and_cu_link_into_one_library)
 }
 END_TEST
 
+static int64_t builds(void)
+{
+	cJSON *st = harness_status();
+	int64_t n = harness_num(st, "builds_started");
+	cJSON_Delete(st);
+	return n;
+}
+
+/* The int a program's function returns, or -1 when it is not there. */
+static int value_of(struct kiln_program *p, const char *name)
+{
+	int (*fn)(void);
+	*(void **)&fn = kiln_sym(p, name);
+	return fn != NULL ? fn() : -1;
+}
+
+/*
+ * The .cpp of a .cpp + .cu program is compiled by nvcc's host compiler
+ * itself (docs/cuda.md, "Host sources"), as DaCe's CMake build does: it
+ * does not see nvcc's __NVCC__, it gets the host's share of the arguments
+ * (-D, -I, -O, -std, -Xcompiler's values), the .cu is nvcc's, the two link
+ * into one library; and a header on disk that only the .cpp reads is an
+ * input of the entry (observed in the host compiler's run).
+ */
+START_TEST(cpp_compiled_by_the_host_compiler)
+{
+	const char *const extra[] = { "--cuda-arch", "sm_80", NULL };
+	static const char prog_cpp[] =
+		"#include <cuda_runtime.h>\n"
+		"#include \"onlycpp.h\"\n"
+		"#ifndef WITH_CUDA\n#error no -DWITH_CUDA\n#endif\n"
+		"extern \"C\" int cu_value(void);\n"
+		"#ifdef __NVCC__\n"
+		"extern \"C\" int by_nvcc(void) { return 1; }\n"
+		"#else\n"
+		"extern \"C\" int by_nvcc(void) { return 0; }\n"
+		"#endif\n"
+		"extern \"C\" int from_xcompiler(void) { return FROM_XCOMPILER; }\n"
+		"extern \"C\" int header_value(void) { return ONLYCPP + cu_value(); }\n";
+	static const char kernels_cu[] =
+		"#ifndef __NVCC__\n#error not nvcc\n#endif\n"
+		"__global__ void scale(float *x, float a) { x[threadIdx.x] *= a; }\n"
+		"extern \"C\" int cu_value(void) { return 1000; }\n";
+	char inc[HARNESS_PATH], hdr[HARNESS_PATH], iarg[HARNESS_PATH + 4];
+	struct kiln_source srcs[] = {
+		{ .name = "program.cpp", .text = prog_cpp },
+		{ .name = "kernels.cu", .text = kernels_cu },
+	};
+	const char *args[] = { "-O2", "-std=c++17", "--expt-relaxed-constexpr", "-DWITH_CUDA",
+			       "-lineinfo", "-Xcompiler=-DFROM_XCOMPILER=7,-fno-math-errno", iarg };
+	struct kiln_request req = { .toolchain = "nvcc", .sources = srcs, .nsources = 2,
+				    .args = args, .nargs = 7 };
+	struct kiln_program *p;
+	struct kiln *k;
+
+	start_without_driver(extra);
+	harness_path(inc, "inc");
+	ck_assert_int_eq(mkdir(inc, 0700), 0);
+	snprintf(iarg, sizeof(iarg), "-I%s", inc);
+	harness_write_file(harness_path(hdr, "inc/onlycpp.h"), "#define ONLYCPP 1\n");
+	ck_assert_int_eq(kiln_open(harness.socket, &k), KILN_OK);
+	ck_assert_msg(kiln_get(k, &req, &p) == KILN_OK, "%s", kiln_errmsg(k));
+	ck_assert_int_eq(value_of(p, "by_nvcc"), 0);
+	ck_assert_int_eq(value_of(p, "from_xcompiler"), 7);
+	ck_assert_int_eq(value_of(p, "cu_value"), 1000);
+	ck_assert_int_eq(value_of(p, "header_value"), 1001);
+	kiln_release(k, p);
+	int64_t before = builds();
+	/* The same request again is a hit; after the header changed, a miss
+	 * that builds the new value. */
+	ck_assert_msg(kiln_get(k, &req, &p) == KILN_OK, "%s", kiln_errmsg(k));
+	ck_assert_int_eq(builds(), before);
+	kiln_release(k, p);
+	harness_write_file(hdr, "#define ONLYCPP 2\n");
+	ck_assert_msg(kiln_get(k, &req, &p) == KILN_OK, "%s", kiln_errmsg(k));
+	ck_assert_int_eq(builds(), before + 1);
+	ck_assert_int_eq(value_of(p, "header_value"), 1002);
+	kiln_release(k, p);
+	kiln_close(k);
+	harness_stop();
+}
+END_TEST
+
 /* No driver: kilnd starts, reports why there is no GPU, serves CPU builds,
  * and refuses an nvcc request without an architecture, saying what to do.
  * nvcc's compile errors reach the client. */
@@ -301,6 +384,7 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("outputs", gpu_outputs_for_an_explicit_arch, 240));
 	suite_add_tcase(s, harness_tcase("arch_key", daemon_arch_is_in_the_key, 240));
 	suite_add_tcase(s, harness_tcase("cpp_cu", cpp_and_cu_link_into_one_library, 240));
+	suite_add_tcase(s, harness_tcase("host_cpp", cpp_compiled_by_the_host_compiler, 240));
 	suite_add_tcase(s, harness_tcase("no_driver", no_driver_no_arch_and_compile_errors, 240));
 	return harness_main(s);
 }
