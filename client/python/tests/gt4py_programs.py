@@ -211,7 +211,8 @@ PROGRAMS = {
 }
 
 
-def main():
+def install_kiln():
+    """RANK_KILN's integration and RANK_DACE_SET, in main() (gt4py_granule.py too)."""
     mode = os.environ.get("RANK_KILN", "")
     if mode == "gt4py":
         import kiln.gt4py
@@ -223,10 +224,26 @@ def main():
         import dace
         name, _, value = os.environ["RANK_DACE_SET"].partition("=")
         dace.Config.set(*name.split("."), value=int(value))
+
+
+def wait_for_start():
+    """Until the START_TIME of the command line (all ranks go at once)."""
     if len(sys.argv) > 1:
         start = float(sys.argv[1])
         while time.time() < start:
             time.sleep(0.001)
+
+
+def kiln_stats(out):
+    """kiln.gt4py's and kiln.dace's counters of this process into out."""
+    for m in ("gt4py", "dace"):
+        mod = sys.modules.get("kiln." + m)
+        out["kiln_" + m] = dict(mod.stats) if mod is not None else None
+
+
+def main():
+    install_kiln()
+    wait_for_start()
     names = [n for n in os.environ.get("RANK_PROGRAMS", ",".join(PROGRAMS)).split(",") if n]
     g = Grid() if any(n != "laplacian" for n in names) else None
     setenv = os.environ.get("RANK_SETENV", "").partition("=")
@@ -237,9 +254,7 @@ def main():
         out["calls"][n], out["ok"][n] = PROGRAMS[n](g)
         if i == 0 and setenv[0] and os.environ.get("RANK_SETENV_AFTER") == "1":
             os.environ[setenv[0]] = setenv[2]
-    for m in ("gt4py", "dace"):
-        mod = sys.modules.get("kiln." + m)
-        out["kiln_" + m] = dict(mod.stats) if mod is not None else None
+    kiln_stats(out)
     print("RANK " + json.dumps(out), flush=True)
 
 
