@@ -75,37 +75,13 @@ def setup_program(program, constant_args=None, variants=None, horizontal_sizes=N
                              offset_provider=offset_provider)
 
 
-class LocalGrid:
+class LocalGrid(gp.Grid):
     """This rank's part of a decomposed grid: NC cells, NE edges, NK levels,
     tables of fixed shapes whose contents depend on the rank (valid indices,
     a cell's own index first in C2E2CO as in ICON)."""
 
     def __init__(self, rank):
-        from icon4py.model.common import dimension as dims
-        self.dims = dims
-        rng = np.random.default_rng(1000 + rank)
-        self.rng = rng
-        self.c2e2co = np.column_stack([np.arange(NC)] +
-                                      [rng.integers(0, NC, NC) for _ in range(3)])
-        self.e2c = rng.integers(0, NC, (NE, 2))
-        self.c2e = rng.integers(0, NE, (NC, 3))
-
-        def conn(dom, local, cod, t):
-            return gtx.as_connectivity([dom, local], codomain=cod,
-                                       data=gp.xp().asarray(t.astype(np.int32)))
-
-        self.offsets = {
-            "C2E2CO": conn(dims.CellDim, dims.C2E2CODim, dims.CellDim, self.c2e2co),
-            "E2C": conn(dims.EdgeDim, dims.E2CDim, dims.CellDim, self.e2c),
-            "C2E": conn(dims.CellDim, dims.C2EDim, dims.EdgeDim, self.c2e),
-        }
-
-    def field(self, dims_, shape):
-        a = self.rng.random(shape)
-        return a, gtx.as_field(dims_, gp.xp().asarray(a))
-
-    def zeros(self, dims_, shape):
-        return gtx.as_field(dims_, gp.xp().zeros(shape))
+        super().__init__(seed=1000 + rank, sizes=(NC, NE, NK))
 
     def setup(self, program, offsets, end=NC, constant_args=None):
         """setup_program of an icon4py stencil over END cells or edges,

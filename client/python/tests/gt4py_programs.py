@@ -99,13 +99,14 @@ def run_laplacian():
 
 class Grid:
     """A made-up unstructured grid: nc cells, ne edges, nk levels, tables
-    with fixed seeds (the same in every rank)."""
+    with fixed seeds (here the same in every rank; gt4py_granule.py seeds
+    them by the rank)."""
 
-    def __init__(self):
+    def __init__(self, seed=0, sizes=(40, 60, 6)):
         from icon4py.model.common import dimension as dims
         self.dims = dims
-        self.nc, self.ne, self.nk = 40, 60, 6
-        rng = np.random.default_rng(0)
+        self.nc, self.ne, self.nk = sizes
+        rng = np.random.default_rng(seed)
         self.rng = rng
         self.c2e2co = np.column_stack([np.arange(self.nc)] +
                                       [rng.integers(0, self.nc, self.nc) for _ in range(3)])
