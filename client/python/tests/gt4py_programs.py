@@ -102,16 +102,14 @@ def run_laplacian():
 
 class Grid:
     """A made-up unstructured grid: nc cells, ne edges, nk levels, tables
-    with a fixed seed (RANK_GRID_SEED; the same in every rank unless set)."""
+    with a fixed seed (the same in every rank unless RANK_GRID_SEED says
+    otherwise; gt4py_granule.py seeds them by the rank)."""
 
-    def __init__(self):
+    def __init__(self, seed=0, sizes=(40, 60, 6)):
         from icon4py.model.common import dimension as dims
         self.dims = dims
-        self.nc, self.ne, self.nk = 40, 60, 6
-        seed = os.environ.get("RANK_GRID_SEED", "0")
-        if seed == "per-rank":
-            seed = int(os.environ.get("RANK_INDEX", "0")) + 1
-        rng = np.random.default_rng(int(seed))
+        self.nc, self.ne, self.nk = sizes
+        rng = np.random.default_rng(seed)
         self.rng = rng
         self.c2e2co = np.column_stack([np.arange(self.nc)] +
                                       [rng.integers(0, self.nc, self.nc) for _ in range(3)])
@@ -217,7 +215,8 @@ PROGRAMS = {
 }
 
 
-def main():
+def install_kiln():
+    """RANK_KILN's integration and RANK_DACE_SET, in main() (gt4py_granule.py too)."""
     mode = os.environ.get("RANK_KILN", "")
     if mode == "gt4py":
         import kiln.gt4py
@@ -229,12 +228,31 @@ def main():
         import dace
         name, _, value = os.environ["RANK_DACE_SET"].partition("=")
         dace.Config.set(*name.split("."), value=int(value))
+
+
+def wait_for_start():
+    """Until the START_TIME of the command line (all ranks go at once)."""
     if len(sys.argv) > 1:
         start = float(sys.argv[1])
         while time.time() < start:
             time.sleep(0.001)
+
+
+def kiln_stats(out):
+    """kiln.gt4py's and kiln.dace's counters of this process into out."""
+    for m in ("gt4py", "dace"):
+        mod = sys.modules.get("kiln." + m)
+        out["kiln_" + m] = dict(mod.stats) if mod is not None else None
+
+
+def main():
+    install_kiln()
+    wait_for_start()
     names = [n for n in os.environ.get("RANK_PROGRAMS", ",".join(PROGRAMS)).split(",") if n]
-    g = Grid() if any(n != "laplacian" for n in names) else None
+    seed = os.environ.get("RANK_GRID_SEED", "0")
+    if seed == "per-rank":
+        seed = int(os.environ.get("RANK_INDEX", "0")) + 1
+    g = Grid(int(seed)) if any(n != "laplacian" for n in names) else None
     setenv = os.environ.get("RANK_SETENV", "").partition("=")
     if setenv[0] and os.environ.get("RANK_SETENV_AFTER") != "1":
         os.environ[setenv[0]] = setenv[2]
@@ -243,9 +261,7 @@ def main():
         out["calls"][n], out["ok"][n] = PROGRAMS[n](g)
         if i == 0 and setenv[0] and os.environ.get("RANK_SETENV_AFTER") == "1":
             os.environ[setenv[0]] = setenv[2]
-    for m in ("gt4py", "dace"):
-        mod = sys.modules.get("kiln." + m)
-        out["kiln_" + m] = dict(mod.stats) if mod is not None else None
+    kiln_stats(out)
     print("RANK " + json.dumps(out), flush=True)
 
 
