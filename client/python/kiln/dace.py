@@ -66,10 +66,21 @@ stats = {"built": 0, "looked_up": 0, "fallbacks": 0}
 def install(socket: Optional[str] = None) -> None:
     """Routes DaCe's builds through kiln (idempotent). socket: kilnd's socket
     (default: libkiln's, $KILN_SOCKET or the per-user default)."""
+    import dace
     from dace.codegen import compiler
 
     from dace.sdfg.sdfg import SDFG
 
+    from ._versions import unsupported
+    why = unsupported("dace", getattr(dace, "__version__", "unknown"))
+    if why is not None:
+        with _lock:
+            stats["fallbacks"] += 1
+            said = _state.get("version_said")
+            _state["version_said"] = True
+        if not said:
+            _say("DaCe builds as usual: " + why)
+        return
     with _lock:
         if _state["original"] is None:
             _state["original"] = compiler.configure_and_compile
@@ -115,8 +126,8 @@ def _patch_gt4py_runners(runners):
     import functools
 
     original = getattr(runners, "_pool_worker_initializer", None)
-    if original is None or isinstance(original, functools.partial):
-        return   # another GT4Py, or patched already
+    if original is None or isinstance(original, functools.partial) or _state["original"] is None:
+        return   # another GT4Py, patched already, or uninstalled since
     _state["gt4py_init"] = original
     runners._pool_worker_initializer = functools.partial(_gt4py_worker_init, _state["socket"])
 
@@ -144,6 +155,13 @@ def uninstall() -> None:
             compiler.configure_and_compile = _state["original"]
             SDFG.compile = _state["compile"]
             _state["original"] = None
+        # GT4Py's worker initializer too (a hook still waiting for GT4Py's
+        # import then patches nothing: see _patch_gt4py_runners).
+        runners = sys.modules.get(_GT4PY_RUNNERS)
+        init = _state.get("gt4py_init")
+        if runners is not None and init is not None:
+            runners._pool_worker_initializer = init
+            _state["gt4py_init"] = None
 
 
 def _kiln():

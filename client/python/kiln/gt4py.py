@@ -94,7 +94,14 @@ def _fallback(why):
 def install(socket: Optional[str] = None) -> None:
     """Routes GT4Py's DaCe programs through kiln (idempotent; anywhere
     before the first call). Installs kiln.dace too, which builds a miss and
-    reaches GT4Py's compile workers."""
+    reaches GT4Py's compile workers. Outside the GT4Py versions this kiln
+    supports (kiln/_versions.py) GT4Py builds as usual, after one line."""
+    import gt4py
+    from ._versions import unsupported
+    why = unsupported("gt4py", getattr(gt4py, "__version__", "unknown"))
+    if why is not None:
+        _fallback(why)
+        return
     kiln_dace.install(socket=socket)
     with _lock:
         _state["socket"] = socket
@@ -110,7 +117,9 @@ def _patch_runners(runners):
 
 
 def uninstall() -> None:
-    """Gives GT4Py its own runner back (kiln.dace stays installed)."""
+    """Gives GT4Py its own runner back (kiln.dace stays installed, with its
+    patch of GT4Py's worker initializer: kiln.dace.uninstall() gives both
+    back)."""
     runners = sys.modules.get(_RUNNERS)
     with _lock:
         if runners is not None and _state["get_runner"] is not None:

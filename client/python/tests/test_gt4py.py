@@ -905,3 +905,72 @@ def test_wait_budget_is_spent_once_by_waits_side_by_side(monkeypatch, tmp_path):
     a.end()
     assert b.begin() == 0.0
     b.end()
+
+
+VERSION_CHECK = textwrap.dedent('''
+    import sys
+    import gt4py
+    gt4py.__version__ = sys.argv[1]
+    from gt4py.next.otf import runners
+    from dace.codegen import compiler
+    before = (runners.get_default_runner, compiler.configure_and_compile)
+    import kiln.gt4py
+    kiln.gt4py.install()
+    kiln.gt4py.install()
+    after = (runners.get_default_runner, compiler.configure_and_compile)
+    print("UNCHANGED" if after == before else "PATCHED", kiln.gt4py.stats["fallbacks"])
+''')
+
+
+def test_install_outside_the_supported_versions_falls_back_with_one_line(tmp_path):
+    """kiln.gt4py.install() under a GT4Py outside kiln/_versions.py's range
+    patches nothing (GT4Py builds as usual) and says why once; with
+    KILN_ANY_VERSION=1 it installs."""
+    script = tmp_path / "version.py"
+    script.write_text(VERSION_CHECK)
+    env = dict(os.environ)
+    env.pop("KILN_ANY_VERSION", None)
+    p = subprocess.run([sys.executable, str(script), "9.0.0"], env=env, text=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.split() == ["UNCHANGED", "2"], p.stdout
+    lines = [l for l in p.stderr.splitlines() if "outside the versions" in l]
+    assert len(lines) == 1 and lines[0].startswith("kiln.gt4py: GT4Py builds this program "
+                                                   "as usual: GT4Py 9.0.0"), p.stderr
+    env["KILN_ANY_VERSION"] = "1"
+    p = subprocess.run([sys.executable, str(script), "9.0.0"], env=env, text=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    assert p.returncode == 0 and p.stdout.split()[0] == "PATCHED", (p.stdout, p.stderr[-3000:])
+
+
+UNINSTALL = textwrap.dedent('''
+    from gt4py.next.otf import runners
+    from dace.codegen import compiler
+    from dace.sdfg.sdfg import SDFG
+    names = [(runners, "get_default_runner"), (runners, "_pool_worker_initializer"),
+             (compiler, "configure_and_compile"), (SDFG, "compile")]
+    before = [getattr(o, n) for o, n in names]
+    import kiln.gt4py, kiln.dace
+    kiln.gt4py.install()
+    patched = [n for (o, n), b in zip(names, before) if getattr(o, n) is not b]
+    kiln.gt4py.uninstall()
+    kiln.dace.uninstall()
+    left = [n for (o, n), b in zip(names, before) if getattr(o, n) is not b]
+    print("PATCHED", ",".join(patched))
+    print("LEFT", ",".join(left) or "-")
+''')
+
+
+def test_uninstall_restores_every_patched_name(tmp_path):
+    """install() patches GT4Py's runner, GT4Py's worker initializer, DaCe's
+    build and SDFG.compile; kiln.gt4py.uninstall() and kiln.dace.uninstall()
+    give every one back."""
+    script = tmp_path / "uninstall.py"
+    script.write_text(UNINSTALL)
+    p = subprocess.run([sys.executable, str(script)], text=True, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = dict(l.split(" ", 1) for l in p.stdout.splitlines())
+    assert set(out["PATCHED"].split(",")) == {"get_default_runner", "_pool_worker_initializer",
+                                              "configure_and_compile", "compile"}, p.stdout
+    assert out["LEFT"] == "-", p.stdout

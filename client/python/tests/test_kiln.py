@@ -461,6 +461,22 @@ def test_dace_like_example(daemon):
         assert "checksum" in out and out.splitlines()[-1] == "ok"
 
 
+def test_supported_framework_versions_match_pyproject():
+    """kiln/_versions.py and pyproject.toml's extras name the same ranges;
+    pre-releases of the lowest release are in, the next release is out."""
+    import re
+    from kiln import _versions as v
+    text = open(os.path.join(os.path.dirname(kiln.__file__), "..", "pyproject.toml")).read()
+    for name in v.SUPPORTED:
+        assert re.findall(r'"%s([^"]*)"' % name, text), name
+        assert set(re.findall(r'"%s([^"]*)"' % name, text)) == {v.spec(name)}, name
+    assert v.unsupported("dace", "2.0.0a6") is None
+    assert v.unsupported("gt4py", "1.2.1.post12+gbfe883c16") is None
+    assert "outside the versions" in v.unsupported("dace", "2.1.0")
+    assert "outside the versions" in v.unsupported("gt4py", "1.1.9")
+    assert "outside the versions" in v.unsupported("gt4py", "unknown")
+
+
 def test_version_is_the_library_s(daemon):
     """kiln.__version__ is libkiln's (kiln_version()), the version kilnd,
     built from the same meson project, reports."""
