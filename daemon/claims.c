@@ -78,6 +78,7 @@ struct claims {
 	uint64_t expiry_ms;                    /* 0: claims never expire */
 	bool stopping;                         /* claims_fini runs: no new claim or wait */
 	bool making_room;                      /* a full table's claim ends: no second one */
+	claim_end_hook on_end;                 /* claims_set_end_hook's, or NULL */
 };
 
 /* How many claims a full table may end for one request: each frees a
@@ -103,6 +104,12 @@ int claims_init(struct kilnd *d)
 	c->expiry.data = c;
 	d->claims = c;
 	return 0;
+}
+
+void claims_set_end_hook(struct kilnd *d, claim_end_hook hook)
+{
+	if (d->claims != NULL)
+		d->claims->on_end = hook;
 }
 
 void claims_owner_init(struct claim_owner *owner, uid_t uid, pid_t pid)
@@ -348,19 +355,28 @@ static void claim_unlink(struct claims *c, struct claim *cl)
  * reaches now, carries them). */
 static void claim_end(struct claims *c, struct claim *cl, enum claim_end why)
 {
+	struct kilnd *d = c->d;
 	claim_unlink(c, cl);
 	struct claim_waiter *w = cl->head, *next;
 	for (struct claim_waiter *x = w; x != NULL; x = x->next) {
 		x->claim = NULL;
 		waiter_leave_owner(x);
 	}
-	free(cl->alias);
+	char *alias = cl->alias;
+	const struct claim_owner *owner = cl->owner;
+	claim_end_hook hook = cl->kind == CLAIM_ALIAS ? c->on_end : NULL;
 	free(cl);
 	for (; w != NULL; w = next) {
 		next = w->next;
 		w->prev = w->next = NULL;
 		waiter_answer(w, why);
 	}
+	/* Last, once the waiters had their turn: a waiter that took the claim
+	 * over may have been handed its job-wide part (the tier's lease). The
+	 * owner still exists here (claims_owner_gone runs before it is freed). */
+	if (hook != NULL)
+		hook(d, alias, owner, why);
+	free(alias);
 }
 
 /* Ends the claims whose last progress is older than the expiry, as if
@@ -543,15 +559,27 @@ int claims_wait(struct kilnd *d, const char *alias, uint64_t ms, struct claim_ow
 	return 0;
 }
 
-bool claims_release(struct kilnd *d, const char *alias, const struct claim_owner *owner)
+/* Ends owner's claim on alias with why; false when it held none. */
+static bool end_owned(struct kilnd *d, const char *alias, const struct claim_owner *owner,
+		      enum claim_end why)
 {
 	ASSERT_LOOP();
 	struct claims *c = d->claims;
 	struct claim *cl = c != NULL ? table_get(c->by_alias, alias) : NULL;
 	if (cl == NULL || cl->owner != owner)
 		return false;
-	claim_end(c, cl, CLAIM_RELEASED);
+	claim_end(c, cl, why);
 	return true;
+}
+
+bool claims_release(struct kilnd *d, const char *alias, const struct claim_owner *owner)
+{
+	return end_owned(d, alias, owner, CLAIM_RELEASED);
+}
+
+bool claims_abandon(struct kilnd *d, const char *alias, const struct claim_owner *owner)
+{
+	return end_owned(d, alias, owner, CLAIM_FREE);
 }
 
 void claims_owner_gone(struct kilnd *d, struct claim_owner *owner)

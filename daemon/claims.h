@@ -110,6 +110,18 @@ int claims_wait(struct kilnd *d, const char *alias, uint64_t ms, struct claim_ow
 		claim_cb cb, void *arg);
 /* Owner gives its claim on alias up; false when it held none. */
 bool claims_release(struct kilnd *d, const char *alias, const struct claim_owner *owner);
+/* Owner gives its claim on alias up as if it had gone (CLAIM_FREE: its
+ * first waiter takes it over); false when it held none. */
+bool claims_abandon(struct kilnd *d, const char *alias, const struct claim_owner *owner);
+/*
+ * The hook, when set (the upstream tier, for its leases: claims_set_end_hook
+ * after claims_init), runs at the end of every alias's claim, after its
+ * waiters were answered, with the claim's owner (still alive, maybe gone)
+ * and why it ended (PUBLISHED, FREE, RELEASED or GONE).
+ */
+typedef void (*claim_end_hook)(struct kilnd *d, const char *alias,
+			       const struct claim_owner *owner, enum claim_end why);
+void claims_set_end_hook(struct kilnd *d, claim_end_hook hook);
 /* Owner goes away: its waits end (CLAIM_LEFT), then its claims (CLAIM_FREE
  * for their waiters), and it leaves its peer. Safe after claims_fini. */
 void claims_owner_gone(struct kilnd *d, struct claim_owner *owner);

@@ -29,6 +29,9 @@
 	X(upstream_looks, true, "Looks again at a claim another node holds.") \
 	X(upstream_alias_hits, true, "Alias lookups that missed locally, served from --upstream.") \
 	X(upstream_alias_records, true, "Alias records written to --upstream.") \
+	X(upstream_alias_claims, true, "Job-wide leases on aliases taken in --upstream (claims/alias-*.claim).") \
+	X(upstream_alias_claim_waits, true, "Claiming lookups that waited for another node's lease on the alias.") \
+	X(upstream_alias_claim_takeovers, true, "Stale alias leases of other nodes taken over.") \
 	X(busy, false, "Requests and connections answered busy.") \
 	X(denied, false, "Connections refused for their user.") \
 	X(stalled, false, "Connections closed by --frame-timeout.") \

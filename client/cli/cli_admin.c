@@ -109,6 +109,9 @@ static const struct {
 	{ "upstream_looks", F_INT },
 	{ "upstream_alias_hits", F_INT },
 	{ "upstream_alias_records", F_INT },
+	{ "upstream_alias_claims", F_INT },
+	{ "upstream_alias_claim_waits", F_INT },
+	{ "upstream_alias_claim_takeovers", F_INT },
 	{ "job_nodes", F_INT },
 	{ "upstream_looks_per_s", F_RATE },
 };

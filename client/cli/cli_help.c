@@ -97,7 +97,9 @@ static const struct {
 	  "A daemon started with --upstream adds upstream, upstream_stale_s,\n"
 	  "upstream_hits, upstream_publishes, upstream_waits, upstream_takeovers,\n"
 	  "upstream_errors, upstream_looks, upstream_alias_hits,\n"
-	  "upstream_alias_records, job_nodes, job_nodes_source and\n"
+	  "upstream_alias_records, upstream_alias_claims,\n"
+	  "upstream_alias_claim_waits, upstream_alias_claim_takeovers,\n"
+	  "job_nodes, job_nodes_source and\n"
 	  "upstream_looks_per_s (shown as text too).\n"
 	  "\n" GLOBAL_OPTS },
 	{ "ls",

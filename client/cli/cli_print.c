@@ -163,6 +163,9 @@ static const struct {
 	{ "upstream_looks", "upstream looks" },
 	{ "upstream_alias_hits", "upstream alias hits" },
 	{ "upstream_alias_records", "upstream alias records" },
+	{ "upstream_alias_claims", "upstream alias claims" },
+	{ "upstream_alias_claim_waits", "upstream alias claim waits" },
+	{ "upstream_alias_claim_takeovers", "upstream alias claim takeovers" },
 	{ "job_nodes", "job nodes" },
 	{ "upstream_looks_per_s", "upstream pace" },
 };

@@ -159,7 +159,8 @@ static bool lookup_toolchain(struct conn *c, struct msg_request *req, unsigned w
 	}
 }
 
-static void claim_or_wait(struct conn *c, struct msg_request *req, uint64_t deadline);
+static void claim_or_wait(struct conn *c, struct msg_request *req, uint64_t deadline,
+			  const struct toolchain *tc);
 
 static void upstream_answered(void *arg, bool found)
 {
@@ -233,7 +234,7 @@ static void lookup_resolve(struct conn *c, struct msg_request *req, unsigned wai
 	}
 	if (hit < 0 && (rc == 0 || rc == -ENOENT) && req->claim) {
 		req->counted = true;
-		claim_or_wait(c, req, deadline);
+		claim_or_wait(c, req, deadline, tc);
 	} else if (hit < 0) {
 		conn_reply_error(c, req->id, rc == 0 || rc == -ENOENT ? ERR_NOT_FOUND : ERR_IO, NULL,
 				 "no valid entry for %s \"%s\"", req->alias != NULL ? "alias" : "key",
@@ -282,6 +283,75 @@ static void claim_wake(void *arg, enum claim_end why)
 	parked_lookup_free(p);
 }
 
+static void reply_claimed(struct conn *c, const struct msg_request *req)
+{
+	conn_reply_error(c, req->id, ERR_CLAIMED, NULL,
+			 "no valid entry for alias \"%s\"; this client holds its claim now: "
+			 "build it with this alias, or release the claim", req->alias);
+}
+
+/* The tier's answer on the claim's job-wide lease (upstream.h). */
+static void lease_wake(void *arg, bool held, enum claim_end why)
+{
+	struct parked_lookup *p = arg;
+	struct conn *c = p->c;
+	if (held || why != CLAIM_TIMEOUT) {
+		if (held && !c->dead)
+			reply_claimed(c, &p->req);
+		if (held) {
+			conn_unref(c);
+			parked_lookup_free(p);
+		} else {
+			claim_wake(p, why);
+		}
+		return;
+	}
+	/* Another node produces it, and this lookup's wait ran out (or it
+	 * does not wait): answered as a local wait that ran out, and the node's
+	 * claim, held for it meanwhile, goes to the next local waiter, whose
+	 * own wait for the lease begins. */
+	claims_abandon(c->d, p->alias, &c->claims);
+	if (p->req.wait_ms > 0) {
+		claim_wake(p, CLAIM_TIMEOUT);
+		return;
+	}
+	if (!c->dead)
+		conn_reply_error(c, p->req.id, ERR_NOT_FOUND, "claim",
+				 "no valid entry for alias \"%s\": another node holds its claim "
+				 "(this lookup does not wait: wait_ms 0)", p->alias);
+	conn_unref(c);
+	parked_lookup_free(p);
+}
+
+/*
+ * The claim was granted here: with --upstream it is made job-wide first
+ * (the tier's lease; docs/design.md, "Upstream tier"), the lookup parked
+ * meanwhile. true when the lookup was parked or answered.
+ */
+static bool claim_job_wide(struct conn *c, struct msg_request *req, uint64_t deadline,
+			   const struct toolchain *tc)
+{
+	if (c->d->up == NULL || tc == NULL)
+		return false;
+	struct parked_lookup *p = parked_lookup_new(c, req, 0);
+	if (p == NULL)
+		return false;
+	p->deadline = deadline;
+	int rc = upstream_lease_take(c->d, req->alias, tc, &c->claims, deadline, req->wait_ms > 0,
+				     lease_wake, p);
+	if (rc == 1) {
+		conn_ref(c);
+		return true;
+	}
+	parked_lookup_free(p);
+	if (rc != -EALREADY)
+		return false;
+	conn_reply_error(c, req->id, ERR_NOT_FOUND, "claim",
+			 "no valid entry for alias \"%s\": another lookup of this connection waits "
+			 "for its claim across nodes", req->alias);
+	return true;
+}
+
 /* A claim refused at a limit: not_found, as without kiln (the client
  * produces the program itself), saying which limit, and whose. */
 static void claim_refused(struct conn *c, const struct msg_request *req, enum claim_take why)
@@ -306,7 +376,8 @@ static void claim_refused(struct conn *c, const struct msg_request *req, enum cl
 
 /* A lookup with "claim" that missed: claims the alias, or waits for
  * another client's claim until deadline, or says why not. */
-static void claim_or_wait(struct conn *c, struct msg_request *req, uint64_t deadline)
+static void claim_or_wait(struct conn *c, struct msg_request *req, uint64_t deadline,
+			  const struct toolchain *tc)
 {
 	struct kilnd *d = c->d;
 	enum claim_take took = claims_take(d, req->alias, CLAIM_ALIAS, &c->claims);
@@ -317,9 +388,8 @@ static void claim_or_wait(struct conn *c, struct msg_request *req, uint64_t dead
 			d->c.claim_takeovers++;
 		/* fall through */
 	case CLAIM_HELD:
-		conn_reply_error(c, req->id, ERR_CLAIMED, NULL,
-				 "no valid entry for alias \"%s\"; this client holds its claim now: "
-				 "build it with this alias, or release the claim", req->alias);
+		if (!claim_job_wide(c, req, deadline, tc))
+			reply_claimed(c, req);
 		return;
 	case CLAIM_OWNER_FULL:
 	case CLAIM_PEER_FULL:

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "jobsize.h"
 #include "kilnd.h"
 #include "stats.h"
+#include "table.h"
 #include "log.h"
 #include "recheck.h"
 #include "upstream.h"
@@ -48,19 +50,17 @@ struct up_claim {
 	struct up_claim *prev, *next;
 	int fd;
 	char *path;
+	void (*gone)(void *arg);         /* after its removal, or NULL */
+	void *gone_arg;
 };
 
 /* The upstream side of one flight (the flight keeps it: build_tier). */
 struct tier_flight {
 	struct build *b;                 /* the flight's; read through flight_input() only */
 	struct kilnd *d;
-	struct tier_flight *prev, *next;   /* in the waiting list */
-	bool waiting;
+	struct up_poller poll;           /* in the waiting list */
 	bool waited;                     /* counted in upstream_waits */
 	bool digest_first;               /* began by digest only: its miss is counted at the end */
-	uint64_t due_ns;
-	uint64_t interval_ms;
-	unsigned looks;                  /* looks again while waiting (status) */
 	struct up_claim *claim;          /* held, or NULL */
 	struct up_seen seen;             /* the other node's claim, while waiting */
 };
@@ -74,13 +74,14 @@ struct upstream {
 	bool alias_quiet;                /* upstream_alias_quiet */
 	uint64_t tick_ms, refresh_ms;
 	double tokens;                   /* looks that may be made now */
-	struct tier_flight *waiting_tail;  /* the list's last: flights queue in turn */
+	struct up_poller *waiting_tail;  /* the list's last: pollers queue in turn */
 	struct {                         /* job sizes clients said, and when last */
 		long nodes;
 		uint64_t ns;
 	} hints[HINTS];
-	struct tier_flight *waiting;
+	struct up_poller *waiting;       /* flights and alias leases waiting on other nodes */
 	struct up_claim *claims;
+	struct table *leases;            /* alias -> struct up_lease (upstream_lease.c) */
 };
 
 /*
@@ -208,6 +209,8 @@ static void unclaim_done(void *arg, int status)
 	struct up_claim *c = arg;
 	/* Not run: the claim goes stale, and other nodes take it over. */
 	(void)status;
+	if (c->gone != NULL)
+		c->gone(c->gone_arg);
 	free(c->path);
 	free(c);
 }
@@ -229,9 +232,27 @@ static void claim_release(struct upstream *u, struct up_claim *c)
 	}
 }
 
-/* Waiting flights. */
+struct up_claim *upstream_claim_keep(struct kilnd *d, int fd, char *path)
+{
+	struct up_claim *c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		return NULL;
+	c->fd = fd;
+	c->path = path;
+	claims_add(d->up, c);
+	return c;
+}
 
-static void wait_del(struct upstream *u, struct tier_flight *f)
+void upstream_claim_drop(struct kilnd *d, struct up_claim *c, void (*gone)(void *arg), void *arg)
+{
+	c->gone = gone;
+	c->gone_arg = arg;
+	claim_release(d->up, c);
+}
+
+/* Waiting flights, and alias leases waiting on other nodes. */
+
+static void wait_del(struct upstream *u, struct up_poller *f)
 {
 	if (!f->waiting)
 		return;
@@ -265,7 +286,7 @@ static double jitter(void)
 	return 0.8 + 0.4 * (double)(x >> 11) / (double)(1ULL << 53);
 }
 
-static void wait_add(struct upstream *u, struct tier_flight *f)
+static void wait_add(struct upstream *u, struct up_poller *f)
 {
 	f->interval_ms = f->interval_ms == 0 ? u->tick_ms : f->interval_ms * 3 / 2;
 	if (f->interval_ms > POLL_MAX_MS)
@@ -342,18 +363,28 @@ static void on_poll(uv_timer_t *t)
 	u->tokens += per_tick;
 	if (u->tokens > (per_tick > 1 ? per_tick : 1))
 		u->tokens = per_tick > 1 ? per_tick : 1;
-	struct tier_flight *f = u->waiting;
+	struct up_poller *f = u->waiting;
 	while (f != NULL && u->tokens >= 1) {
-		struct tier_flight *next = f->next;
+		struct up_poller *next = f->next;
 		if (f->due_ns <= now) {
 			wait_del(u, f);
 			f->looks++;
 			u->d->c.upstream_looks++;
-			start_job(f->b, f, JOB_WATCH);
 			u->tokens -= 1;
+			f->look(f);   /* starts a pool job; removes no other poller */
 		}
 		f = next;
 	}
+}
+
+void upstream_poll_add(struct kilnd *d, struct up_poller *p)
+{
+	wait_add(d->up, p);
+}
+
+void upstream_poll_del(struct kilnd *d, struct up_poller *p)
+{
+	wait_del(d->up, p);
 }
 
 /* Lookups, claims and fetches on the pool. */
@@ -548,7 +579,7 @@ static void job_done(void *arg, int status)
 		}
 		/* Claimed by another node while this one waited for a slot. */
 		verdict(b, TIER_WAIT);
-		wait_add(u, f);
+		wait_add(u, &f->poll);
 		return;
 	case RES_FREE:
 		verdict(b, TIER_QUEUE);
@@ -589,6 +620,19 @@ static void start_job(struct build *b, struct tier_flight *f, enum job_kind kind
 	}
 }
 
+/* A waiting flight's turn to look, and its end at a stop. */
+static void flight_look(struct up_poller *p)
+{
+	struct tier_flight *f = (struct tier_flight *)((char *)p - offsetof(struct tier_flight, poll));
+	start_job(f->b, f, JOB_WATCH);
+}
+
+static void flight_stop(struct up_poller *p)
+{
+	struct tier_flight *f = (struct tier_flight *)((char *)p - offsetof(struct tier_flight, poll));
+	fail(f->b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
+}
+
 struct tier_flight *upstream_flight_new(struct kilnd *d, struct build *b)
 {
 	ASSERT_LOOP();
@@ -598,6 +642,9 @@ struct tier_flight *upstream_flight_new(struct kilnd *d, struct build *b)
 	f->b = b;
 	f->d = d;
 	f->digest_first = flight_input(b)->by_digest;
+	f->poll.look = flight_look;
+	f->poll.stop = flight_stop;
+	snprintf(f->poll.key, sizeof(f->poll.key), "%.16s", flight_input(b)->rkey);
 	return f;
 }
 
@@ -682,7 +729,7 @@ void upstream_flight_end(struct tier_flight *f, const struct build_input *in,
 {
 	ASSERT_LOOP();
 	struct kilnd *d = f->d;
-	wait_del(d->up, f);
+	wait_del(d->up, &f->poll);
 	/* A get by digest counts as a miss once it is not need_sources. */
 	if (f->digest_first && o->err_code != ERR_NEED_SOURCES)
 		stats_miss(d, in->req.toolchain);
@@ -712,6 +759,11 @@ static const struct build_tier upstream_tier = {
 	.alias_set = upstream_alias_set,
 };
 
+struct table *upstream_lease_table(struct kilnd *d)
+{
+	return d->up->leases;
+}
+
 const struct up_dirs *upstream_dirs(struct kilnd *d)
 {
 	return &d->up->fs;
@@ -739,6 +791,10 @@ int upstream_init(struct kilnd *d, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	int rc = upfs_open(&u->fs, cfg->upstream_dir, cfg->upstream_stale_s, false, err, errlen);
+	if (rc == 0 && (u->leases = table_new()) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		rc = -ENOMEM;
+	}
 	if (rc != 0) {
 		upfs_close(&u->fs);
 		free(u);
@@ -752,6 +808,7 @@ int upstream_init(struct kilnd *d, char *err, size_t errlen)
 	u->poll.data = u->refresh.data = u;
 	d->up = u;
 	d->tier = &upstream_tier;
+	upstream_lease_init(d);
 	if (kilnd_work(d, POOL_UP_SWEEP, sweep_work, NULL, u) != 0)
 		log_debug("cannot queue the sweep of the upstream tmp/");
 	log_info("upstream tier %s (claims go stale after %.0f s)", u->fs.dir, cfg->upstream_stale_s);
@@ -765,9 +822,9 @@ void upstream_stop(struct kilnd *d)
 		return;
 	u->closed = true;
 	while (u->waiting != NULL) {
-		struct build *b = u->waiting->b;
-		wait_del(u, u->waiting);
-		fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
+		struct up_poller *p = u->waiting;
+		wait_del(u, p);
+		p->stop(p);
 	}
 	uv_timer_stop(&u->poll);
 	uv_timer_stop(&u->refresh);
@@ -780,6 +837,8 @@ void upstream_fini(struct kilnd *d)
 	struct upstream *u = d->up;
 	if (u == NULL)
 		return;
+	upstream_lease_fini(d);
+	table_free(u->leases, NULL);
 	/* Claims still listed were released by their jobs' completions;
 	 * whatever is left (a failed queue) goes stale on its own. */
 	while (u->claims != NULL) {
@@ -809,6 +868,11 @@ void upstream_status(struct kilnd *d, cJSON *r)
 	cJSON_AddNumberToObject(r, "upstream_looks", (double)d->c.upstream_looks);
 	cJSON_AddNumberToObject(r, "upstream_alias_hits", (double)d->c.upstream_alias_hits);
 	cJSON_AddNumberToObject(r, "upstream_alias_records", (double)d->c.upstream_alias_records);
+	cJSON_AddNumberToObject(r, "upstream_alias_claims", (double)d->c.upstream_alias_claims);
+	cJSON_AddNumberToObject(r, "upstream_alias_claim_waits",
+				(double)d->c.upstream_alias_claim_waits);
+	cJSON_AddNumberToObject(r, "upstream_alias_claim_takeovers",
+				(double)d->c.upstream_alias_claim_takeovers);
 	const char *src;
 	long nodes = job_nodes(u, &src);
 	if (nodes > 0)
@@ -825,12 +889,10 @@ void upstream_status(struct kilnd *d, cJSON *r)
 	 * (the first 64), and how often each has looked. */
 	cJSON *w = cJSON_AddArrayToObject(r, "upstream_waiting");
 	int n = 0;
-	for (const struct tier_flight *f = u->waiting; w != NULL && f != NULL && n < 64;
+	for (const struct up_poller *f = u->waiting; w != NULL && f != NULL && n < 64;
 	     f = f->next, n++) {
 		cJSON *o = cJSON_CreateObject();
-		char key[17];
-		snprintf(key, sizeof(key), "%.16s", flight_input(f->b)->rkey);
-		cJSON_AddStringToObject(o, "key", key);
+		cJSON_AddStringToObject(o, f->alias ? "alias" : "key", f->key);
 		cJSON_AddNumberToObject(o, "looks", f->looks);
 		cJSON_AddItemToArray(w, o);
 	}

@@ -14,8 +14,11 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
+
+#include "claims.h"
 
 struct kilnd;
 struct build;
@@ -68,6 +71,24 @@ void upstream_alias_set(struct kilnd *d, const char *alias, const char *key, con
 struct toolchain;
 int upstream_alias_find(struct kilnd *d, const char *alias, const struct toolchain *tc,
 			void (*done)(void *arg, bool found), void *arg);
+/*
+ * A claiming lookup's claim of alias was granted on this node to owner (or
+ * asked again there): makes it job-wide with the tier's lease on alias
+ * (upstream_lease.c). Returns 0 when the client may be answered `claimed`
+ * now (the lease is held, or no lease is made: no tier, no toolchain,
+ * stopping, out of memory); 1 when the answer comes through cb(arg, held,
+ * why) once, on the loop: held true, answer `claimed` (the lease is held,
+ * or none can be made); held false: CLAIM_PUBLISHED the alias is here now
+ * (look again), CLAIM_TIMEOUT another node holds the lease and deadline
+ * (uv_now, ms) passed or wait is false (owner still holds the local claim),
+ * or the local claim ended meanwhile for the reason given (CLAIM_FREE,
+ * CLAIM_RELEASED, CLAIM_GONE). -EALREADY when owner's lookup waits for the
+ * lease already.
+ */
+typedef void (*upstream_lease_cb)(void *arg, bool held, enum claim_end why);
+int upstream_lease_take(struct kilnd *d, const char *alias, const struct toolchain *tc,
+			const struct claim_owner *owner, uint64_t deadline, bool wait,
+			upstream_lease_cb cb, void *arg);
 /* Adds the tier's members to a status reply (none without --upstream). */
 void upstream_status(struct kilnd *d, cJSON *reply);
 /* A client said its job has nodes nodes (hello's job_nodes): the pace of

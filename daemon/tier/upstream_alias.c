@@ -34,7 +34,7 @@
 
 /* What a pool job needs of a toolchain: its names and identity, copied
  * (a named toolchain may be let go on the loop while the job runs). */
-static int tc_copy(struct toolchain *dst, const struct toolchain *tc)
+int upstream_tc_copy(struct toolchain *dst, const struct toolchain *tc)
 {
 	memset(dst, 0, sizeof(*dst));
 	memcpy(dst->id, tc->id, sizeof(dst->id));
@@ -46,7 +46,7 @@ static int tc_copy(struct toolchain *dst, const struct toolchain *tc)
 	return 0;
 }
 
-static void tc_free(struct toolchain *tc)
+void upstream_tc_free(struct toolchain *tc)
 {
 	free(tc->name);
 	free(tc->path);
@@ -63,6 +63,7 @@ struct record_job {
 	struct store_entry entry;
 	struct up_alias rec;
 	char *obj_path;
+	struct up_lease *lease;          /* the alias's lease, ended after the record */
 	int rc;
 	bool wrote_entry;
 };
@@ -119,6 +120,8 @@ static void record_work(void *arg)
 
 static void record_job_free(struct record_job *j)
 {
+	if (j->lease != NULL)
+		upstream_lease_record_end(j->d, j->lease);
 	store_entry_free(&j->entry);
 	upfs_alias_free(&j->rec);
 	free(j->obj_path);
@@ -180,6 +183,9 @@ void upstream_alias_set(struct kilnd *d, const char *alias, const char *key, con
 		record_job_free(j);
 		return;
 	}
+	/* The claim's lease (if any) goes only once the record is there: a
+	 * node that finds the lease gone finds the record. */
+	j->lease = upstream_lease_record_begin(d, alias);
 	if (kilnd_work(d, POOL_UP_ALIAS, record_work, record_done, j) != 0)
 		record_job_free(j);
 }
@@ -259,33 +265,55 @@ static int try_record(struct find_job *j, const struct up_alias *rec, const char
 	return rc;
 }
 
-static void find_work(void *arg)
+int upstream_alias_take(struct kilnd *d, const char *alias, const struct toolchain *tc,
+			char key[65], char **data, unsigned *bad, int *err)
 {
-	struct find_job *j = arg;
+	struct find_job j = { .d = d, .alias = (char *)alias, .tc = *tc };
 	struct up_alias *v = NULL;
 	size_t n = 0;
-	char *tmpdir = store_tmp_dir(j->d->store), tmp[4200];
+	char *tmpdir = store_tmp_dir(d->store), tmp[4200];
+	*data = NULL;
 	if (tmpdir == NULL) {
-		j->err = -ENOMEM;
-		return;
+		*err = -ENOMEM;
+		return 0;
 	}
 	snprintf(tmp, sizeof(tmp), "%s/ua-%d", tmpdir, (int)gettid());
 	free(tmpdir);
-	int rc = upfs_alias_list(upstream_dirs(j->d), j->alias, &v, &n, &j->bad);
+	int rc = upfs_alias_list(upstream_dirs(d), alias, &v, &n, bad);
 	if (rc != 0)
-		j->err = rc;
+		*err = rc;
 	/* Newest first: a re-pointed alias's latest target that verifies. */
-	for (size_t i = 0; i < n && !j->found; i++) {
-		if (try_record(j, &v[i], tmp) == 1) {
-			j->found = true;
-			memcpy(j->key, v[i].key, sizeof(j->key));
-			j->data = v[i].data;
+	for (size_t i = 0; i < n && !j.found; i++) {
+		if (try_record(&j, &v[i], tmp) == 1) {
+			j.found = true;
+			memcpy(key, v[i].key, 65);
+			*data = v[i].data;
 			v[i].data = NULL;
 		}
 	}
 	for (size_t i = 0; i < n; i++)
 		upfs_alias_free(&v[i]);
 	free(v);
+	*bad += j.bad;
+	if (j.err != 0)
+		*err = j.err;
+	return j.found;
+}
+
+static void find_work(void *arg)
+{
+	struct find_job *j = arg;
+	j->found = upstream_alias_take(j->d, j->alias, &j->tc, j->key, &j->data, &j->bad,
+				       &j->err) == 1;
+}
+
+void upstream_alias_taken(struct kilnd *d, const char *alias, const char *key, const char *data)
+{
+	d->c.upstream_alias_hits++;
+	/* Here as a local alias now, without writing its record back. */
+	upstream_alias_quiet_set(d, true);
+	publish_set_alias(d, alias, key, data);
+	upstream_alias_quiet_set(d, false);
 }
 
 static void find_done(void *arg, int status)
@@ -297,17 +325,12 @@ static void find_done(void *arg, int status)
 	d->c.upstream_errors += j->bad + (j->err != 0);
 	if (j->err != 0)
 		log_warn("upstream tier, alias lookup: %s; going on as if it missed", strerror(-j->err));
-	if (j->found && d->up != NULL) {
-		d->c.upstream_alias_hits++;
-		/* Here as a local alias now, without writing its record back. */
-		upstream_alias_quiet_set(d, true);
-		publish_set_alias(d, j->alias, j->key, j->data);
-		upstream_alias_quiet_set(d, false);
-	}
+	if (j->found && d->up != NULL)
+		upstream_alias_taken(d, j->alias, j->key, j->data);
 	j->done(j->arg, j->found);
 	free(j->alias);
 	free(j->data);
-	tc_free(&j->tc);
+	upstream_tc_free(&j->tc);
 	free(j);
 }
 
@@ -318,10 +341,10 @@ int upstream_alias_find(struct kilnd *d, const char *alias, const struct toolcha
 	if (d->up == NULL || tc == NULL || d->stopping)
 		return -ENOENT;
 	struct find_job *j = calloc(1, sizeof(*j));
-	if (j == NULL || (j->alias = strdup(alias)) == NULL || tc_copy(&j->tc, tc) != 0) {
+	if (j == NULL || (j->alias = strdup(alias)) == NULL || upstream_tc_copy(&j->tc, tc) != 0) {
 		if (j != NULL) {
 			free(j->alias);
-			tc_free(&j->tc);
+			upstream_tc_free(&j->tc);
 		}
 		free(j);
 		return -ENOMEM;
@@ -331,7 +354,7 @@ int upstream_alias_find(struct kilnd *d, const char *alias, const struct toolcha
 	j->arg = arg;
 	if (kilnd_work(d, POOL_UP_ALIAS, find_work, find_done, j) != 0) {
 		free(j->alias);
-		tc_free(&j->tc);
+		upstream_tc_free(&j->tc);
 		free(j);
 		return -EAGAIN;
 	}

@@ -78,6 +78,59 @@ const struct up_dirs *upstream_dirs(struct kilnd *d);
 bool upstream_alias_quiet(struct kilnd *d);
 void upstream_alias_quiet_set(struct kilnd *d, bool quiet);
 
+/*
+ * One waiter on another node's claim, polled by the tier's timer with the
+ * back-off and pace of every waiter (upstream.c): a flight waiting for a
+ * build, or a lookup waiting for an alias's lease (upstream_lease.c). Its
+ * owner zeroes it and sets look, stop and key. Loop thread.
+ */
+struct up_poller {
+	struct up_poller *prev, *next;
+	bool waiting;                    /* on the list */
+	bool alias;                      /* key names an alias lease, not a request key */
+	uint64_t due_ns, interval_ms;
+	unsigned looks;                  /* looks while waiting (status) */
+	void (*look)(struct up_poller *p);   /* its turn: starts one pool job, nothing else */
+	void (*stop)(struct up_poller *p);   /* kilnd stops: answer shutting_down */
+	char key[24];                    /* for status: the first 16 hex of its key */
+};
+/* Waits (again: the interval grows) for p's next turn; off the list at its turn. */
+void upstream_poll_add(struct kilnd *d, struct up_poller *p);
+void upstream_poll_del(struct kilnd *d, struct up_poller *p);
+
+/* A claim file this daemon holds (fd open on it, path malloc'd: both
+ * taken), refreshed by the tier's timer until dropped; NULL on ENOMEM
+ * (nothing taken). Dropping removes it on the pool when it is still this
+ * daemon's file, then gone(arg) runs on the loop (gone may be NULL). */
+struct up_claim;
+struct up_claim *upstream_claim_keep(struct kilnd *d, int fd, char *path);
+void upstream_claim_drop(struct kilnd *d, struct up_claim *c, void (*gone)(void *arg), void *arg);
+
+/* Alias records (upstream_alias.c) for the leases: a pool job's look for
+ * alias's records, taking the newest whose entry passes every check (into
+ * the local cache); 1 with key and *data (malloc'd or NULL), 0 none; *bad
+ * and *err as upstream_alias_find counts them. */
+struct toolchain;
+int upstream_alias_take(struct kilnd *d, const char *alias, const struct toolchain *tc,
+			char key[65], char **data, unsigned *bad, int *err);
+/* On the loop: alias, just taken from the tier, points at key here. */
+void upstream_alias_taken(struct kilnd *d, const char *alias, const char *key, const char *data);
+/* A pool job's copy of a toolchain's names and identity, and its end. */
+int upstream_tc_copy(struct toolchain *dst, const struct toolchain *tc);
+void upstream_tc_free(struct toolchain *tc);
+
+/* Alias leases (upstream_lease.c). A record of alias is being written:
+ * the lease of its claim (if held) ends only after it (the handle returned
+ * to record_end, or NULL). */
+struct up_lease;
+struct up_lease *upstream_lease_record_begin(struct kilnd *d, const char *alias);
+void upstream_lease_record_end(struct kilnd *d, struct up_lease *l);
+/* At upstream_init (sets the claims' end hook) and upstream_fini. The
+ * leases' table is the tier's (upstream.c). */
+int upstream_lease_init(struct kilnd *d);
+void upstream_lease_fini(struct kilnd *d);
+struct table *upstream_lease_table(struct kilnd *d);
+
 /* Removes files left in tmp/ for more than a day (crashed writers). */
 void upfs_sweep(const struct up_dirs *u);
 

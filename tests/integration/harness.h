@@ -282,6 +282,8 @@ struct harness_result harness_in_child(const struct kiln_request *req, const cha
 
 /* Raw protocol I/O for malformed-input tests. */
 int harness_raw_connect(const char *socket);
+/* A raw connection to socket that said hello (protocol 3, no heartbeats). */
+int harness_raw_hello(const char *socket);
 /* Sends one frame holding text (its length as the 4-byte header). */
 void harness_raw_send(int fd, const char *text);
 void harness_raw_send_bytes(int fd, const void *buf, size_t len);

@@ -451,6 +451,17 @@ static size_t recv_exact(int fd, void *buf, size_t len, bool eof_ok)
 	return have;
 }
 
+int harness_raw_hello(const char *socket)
+{
+	int fd = harness_raw_connect(socket);
+	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":3,\"client\":\"kiln-tests\"}");
+	cJSON *r = harness_raw_recv(fd);
+	ck_assert_msg(r != NULL && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok")),
+		      "hello failed");
+	cJSON_Delete(r);
+	return fd;
+}
+
 cJSON *harness_raw_recv(int fd)
 {
 	unsigned char hdr[4];

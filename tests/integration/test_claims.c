@@ -22,13 +22,7 @@
 
 static int hello(void)
 {
-	int fd = harness_raw_connect(harness.socket);
-	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":3,\"client\":\"kiln-tests\"}");
-	cJSON *r = harness_raw_recv(fd);
-	ck_assert_msg(r != NULL && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok")),
-		      "hello failed");
-	cJSON_Delete(r);
-	return fd;
+	return harness_raw_hello(harness.socket);
 }
 
 static void send_claim(int fd, int id, const char *alias, int wait_ms)

@@ -505,7 +505,8 @@ class Kiln:
         built (with host_compiler, for nvcc, that host compiler). Raises
         NotFound on a miss.
 
-        claim=True (kiln_lookup_claim): one producer per alias on the node.
+        claim=True (kiln_lookup_claim): one producer per alias on the node,
+        and with kilnd --upstream and a toolchain across the job's nodes.
         On a miss this connection claims the alias and Claimed (a
         NotFound) is raised: produce the program and get it with this
         alias, or release() it. When another client holds the claim, the
