@@ -42,22 +42,21 @@ is not there, arguments kiln's allow-list refuses, a compiler kilnd does not
 let this user name (docs/client.md).
 """
 
+import contextlib
+import dataclasses
 import gzip
 import json
 import os
 import pathlib
 import shlex
-import shutil
-import sys
 import threading
 from typing import Any, Iterable, List, Optional
 
-from .client import Kiln
+from . import _gt4py_patches, _session
 from .errors import BuildError, InvalidRequest, KilnError
 
 _lock = threading.Lock()
-_state = {"kiln": None, "original": None, "compile": None, "socket": None, "code": None,
-          "unavailable": None}
+_state = {"original": None, "compile": None}
 # Per process: what went through kiln (built, or found by content before
 # code generation), what fell back (for tests and logs).
 stats = {"built": 0, "looked_up": 0, "fallbacks": 0}
@@ -87,65 +86,15 @@ def install(socket: Optional[str] = None) -> None:
             compiler.configure_and_compile = configure_and_compile
             _state["compile"] = SDFG.compile
             SDFG.compile = _compile
-        _state["socket"] = socket
-    _reach_gt4py_workers()
-
-
-# GT4Py compiles in worker processes it starts with "spawn"
-# (gt4py/next/otf/runners.py, ProcessRunner): they import the main script's
-# module level, not what main() did, so an install() there would not reach
-# them. GT4Py hands its pool an initializer, a module-level function the
-# pool pickles by name; kiln.dace puts its own in that name's place (once
-# gt4py's runners module is imported, now or later), which the worker
-# unpickles by importing kiln.dace: it installs kiln.dace with the parent's
-# socket, then runs GT4Py's own initializer. Thread and serial modes build
-# in this process, which install() has patched already.
-_GT4PY_RUNNERS = "gt4py.next.otf.runners"
-
-
-def _gt4py_worker_init(socket, *args):
-    """A GT4Py compile worker's start: kiln.dace, then GT4Py's initializer
-    (kept aside when install() put this one in its place)."""
-    import importlib
-
-    runners = importlib.import_module(_GT4PY_RUNNERS)
-    try:
-        install(socket=socket)
-    except Exception as e:  # DaCe cannot be patched here: its own build, said once
-        stats["fallbacks"] += 1
-        _say("cannot route this GT4Py compile worker's builds through kiln: %s" % e)
-        _patch_gt4py_runners(runners)
-    original = _state.get("gt4py_init")
-    if original is not None:
-        original(*args)
-
-
-def _patch_gt4py_runners(runners):
-    """GT4Py's initializer aside, kiln's (a partial of a function of this
-    module: the pool pickles it by name) in its place."""
-    import functools
-
-    original = getattr(runners, "_pool_worker_initializer", None)
-    if original is None or isinstance(original, functools.partial) or _state["original"] is None:
-        return   # another GT4Py, patched already, or uninstalled since
-    _state["gt4py_init"] = original
-    runners._pool_worker_initializer = functools.partial(_gt4py_worker_init, _state["socket"])
-
-
-def _reach_gt4py_workers():
-    """Patches GT4Py's worker initializer now, or when GT4Py imports it."""
-    with _lock:
-        runners = sys.modules.get(_GT4PY_RUNNERS)
-        if runners is not None:
-            _patch_gt4py_runners(runners)
-        elif not _state.get("gt4py_hook"):
-            _state["gt4py_hook"] = True
-            from ._autodace import after_import
-            after_import(_GT4PY_RUNNERS, _patch_gt4py_runners)
+    _session.set_socket(socket)
+    # GT4Py's compile workers, started with "spawn", install kiln.dace too
+    # (kiln/_gt4py_patches.py).
+    _gt4py_patches.patch_workers(socket)
 
 
 def uninstall() -> None:
-    """Gives DaCe its own build back."""
+    """Gives DaCe its own build back, and GT4Py's compile workers their own
+    initializer."""
     from dace.codegen import compiler
 
     from dace.sdfg.sdfg import SDFG
@@ -155,32 +104,15 @@ def uninstall() -> None:
             compiler.configure_and_compile = _state["original"]
             SDFG.compile = _state["compile"]
             _state["original"] = None
-        # GT4Py's worker initializer too (a hook still waiting for GT4Py's
-        # import then patches nothing: see _patch_gt4py_runners).
-        runners = sys.modules.get(_GT4PY_RUNNERS)
-        init = _state.get("gt4py_init")
-        if runners is not None and init is not None:
-            runners._pool_worker_initializer = init
-            _state["gt4py_init"] = None
+    _gt4py_patches.restore_workers()
 
 
 def _kiln():
-    """The process's connection to kilnd, or None when no kilnd answers
-    (and none could be started: $KILN_AUTOSPAWN): then DaCe builds as it
-    always does, after one line on stderr (docs/dace.md)."""
-    with _lock:
-        if _state["kiln"] is None and _state["unavailable"] is None:
-            try:
-                _state["kiln"] = Kiln(_state["socket"]) if _state["socket"] else Kiln()
-            except KilnError as e:
-                _state["unavailable"] = e.message or str(e)
-                _say("no kilnd: %s; DaCe builds as usual in this process"
-                     % _state["unavailable"])
-        return _state["kiln"]
+    return _session.connection()
 
 
 def _say(msg):
-    print("kiln.dace: " + msg, file=sys.stderr, flush=True)
+    _session.say(msg)
 
 
 def _compiled_files(folder):
@@ -229,34 +161,6 @@ def _runtime_include():
     from dace.codegen import compiler
 
     return os.path.join(os.path.dirname(os.path.dirname(compiler.__file__)), "runtime", "include")
-
-
-def _absolute(prog):
-    """A compiler as DaCe names it (a path, or a name looked up on PATH), by
-    absolute path as kilnd is given it; None when there is none."""
-    if not prog:
-        return None
-    found = prog if os.sep in prog else shutil.which(prog)
-    return os.path.abspath(found) if found and os.access(found, os.X_OK) else None
-
-
-def _host_compiler():
-    """DaCe's host compiler (compiler_family.host_compiler: the
-    configuration, else $CXX, else c++), by absolute path, or None."""
-    from dace.codegen import compiler_family
-
-    return _absolute(compiler_family.host_compiler())
-
-
-def _nvcc():
-    """The nvcc DaCe's CMake finds: compiler.cuda.path's, else nvcc on
-    PATH, else CUDA's default place; by absolute path, or None."""
-    from dace.config import Config
-
-    toolkit = Config.get("compiler", "cuda", "path")
-    if toolkit:
-        return _absolute(os.path.join(toolkit, "bin", "nvcc"))
-    return _absolute("nvcc") or _absolute("/usr/local/cuda/bin/nvcc")
 
 
 def _libs(targets):
@@ -344,7 +248,7 @@ def _cuda_arguments():
     go with -Xcompiler= to both, as DaCe's CMake does for the .cu. (None,
     why) for what is not translated."""
     from dace.config import Config
-    from dace.codegen import common, compiler, compiler_family
+    from dace.codegen import common, compiler
     from dace.codegen.targets import cuda as dace_cuda
 
     backend = common.get_gpu_backend()
@@ -363,22 +267,6 @@ def _cuda_arguments():
     return args, None
 
 
-def _compilers(cuda):
-    """{"toolchain": ..., "host_compiler": ...} for kilnd: DaCe's compilers
-    by path; or (None, why) when one is missing."""
-    from dace.codegen import compiler_family
-
-    cxx = _host_compiler()
-    if cxx is None:
-        return None, "DaCe's compiler %s is not found" % compiler_family.host_compiler()
-    if not cuda:
-        return {"toolchain": cxx}, None
-    nvcc = _nvcc()
-    if nvcc is None:
-        return None, "DaCe's nvcc is not found (compiler.cuda.path, PATH, /usr/local/cuda)"
-    return {"toolchain": nvcc, "host_compiler": cxx}, None
-
-
 def _translate(folder, compiled):
     """({toolchain, host_compiler}, arguments, None) for the program, or
     (None, None, why)."""
@@ -390,7 +278,7 @@ def _translate(folder, compiled):
     if cuda and not all(rel.startswith(os.path.join("src", "cuda", "")) and rel.count(os.sep) == 2
                         for rel in cuda):
         return None, None, "HIP sources are not translated"
-    tools, why = _compilers(bool(cuda))
+    tools, why = _session.compilers(bool(cuda))
     args, why = (_cuda_arguments() if cuda else _cpu_arguments()) if tools else (None, why)
     env, why = _environments(folder) if args is not None else (None, why)
     libs, why = _libs(targets) if env is not None else (None, why)
@@ -407,25 +295,6 @@ def _pch():
     from dace.config import Config
 
     return ["dace/dace.h"] if Config.get_bool("compiler", "precompiled_header") else []
-
-
-def _stub(k):
-    """DaCe's loader stub (the same for every program), built through kiln."""
-    from dace.codegen import compiler
-
-    src = os.path.join(os.path.dirname(compiler.__file__), "tools", "dacestub.cpp")
-    return k.get(toolchain=_host_compiler() or "c++", sources={"dacestub.cpp": pathlib.Path(src)},
-                 args=["-O2", "-fopenmp", "-ldl"], label="dace stub", load=False)
-
-
-def _place(src, dst):
-    """A private copy of kiln's artifact where DaCe loads it: never a link,
-    so a loader that copies or unlinks it never touches kiln's cache."""
-    os.makedirs(os.path.dirname(dst), exist_ok=True)
-    tmp = "%s.kiln%d" % (dst, os.getpid())
-    shutil.copyfile(src, tmp)
-    os.chmod(tmp, 0o755)
-    os.replace(tmp, dst)
 
 
 def _fallback(why, *a, **kw):
@@ -446,7 +315,7 @@ class _Build:
         """The kiln calls (thread-safe; blocking calls release the GIL)."""
         try:
             self.prog = k.get(**self.request)
-            self.stub = _stub(k)
+            self.stub = _session.stub(k)
         except KilnError as e:
             self.error = e
 
@@ -462,14 +331,51 @@ class _Build:
             return _fallback("kiln refuses the request: %s" % e.message, *self.call)
         if e is not None:
             return _fallback("kiln failed: %s" % e, *self.call)
-        _place(self.prog.path, self.lib)
-        _place(self.stub.path, os.path.join(os.path.dirname(self.lib),
+        _session.place(self.prog.path, self.lib)
+        _session.place(self.stub.path, os.path.join(os.path.dirname(self.lib),
                                             "libdacestub_%s.so" % self.name))
         stats["built"] += 1
         return pathlib.Path(self.lib)
 
 
+# What this thread's SDFG.compile hands on to its configure_and_compile
+# (DaCe calls one from the other, with nothing of ours in between): the
+# target, and kiln.gt4py's publication (publishing()).
 _batch = threading.local()
+
+
+@dataclasses.dataclass(frozen=True)
+class Publication:
+    """What a build is published under besides its key (docs/protocol.md,
+    "Alias data"): an alias, and the data kilnd keeps with it."""
+
+    alias: str
+    data: Optional[bytes] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Target:
+    """The program SDFG.compile is building (its folder and name, as
+    configure_and_compile is called for it) and its publication."""
+
+    folder: str
+    name: str
+    alias: str
+    data: Optional[bytes] = None
+
+
+@contextlib.contextmanager
+def publishing(resolve):
+    """Within it, this thread's next SDFG.compile builds its program under
+    resolve()'s Publication, called inside that compile (in the DaCe
+    configuration it builds under), without looking the program up by its
+    content first; when resolve() returns None, as any other program.
+    kiln.gt4py's compilation step (kiln/gt4py.py, _Compile) is the user."""
+    _batch.publish = resolve
+    try:
+        yield
+    finally:
+        _batch.publish = None
 
 
 def configure_and_compile(program_folder, program_name=None, output_stream=None,
@@ -487,14 +393,14 @@ def configure_and_compile(program_folder, program_name=None, output_stream=None,
     if tools is None:
         return _fallback(why, *call)
     _normalise_hash(folder, name)
-    named = getattr(_batch, "alias", None)
-    alias = named[2] if named is not None and named[:2] == (folder, name) else None
+    target = getattr(_batch, "target", None)
+    if target is None or (target.folder, target.name) != (folder, name):
+        target = None   # another program's build (DaCe renamed this one)
     sources = _sources(folder, compiled)
     request = dict(sources=sources, args=args, label="dace " + name,
-                   load=False, pch=_pch(), alias=alias, **tools)
-    data = getattr(_batch, "alias_data", None)
-    if alias is not None and data is not None and data[:2] == (folder, name):
-        request["alias_data"] = data[2]
+                   load=False, pch=_pch(), alias=target and target.alias, **tools)
+    if target is not None and target.data is not None:
+        request["alias_data"] = target.data
     lib = str(compiler.get_binary_name(folder, name, folder_mode=folder_mode))
     b = _Build(call, folder, name, lib, request)
     pending = getattr(_batch, "pending", None)
@@ -578,105 +484,6 @@ def compile_many(sdfgs: Iterable[Any]) -> List[Any]:
 # now built and whose every recorded input still holds; anything else is a
 # miss, and DaCe generates the code as usual.
 
-# Variables DaCe reads itself (os.environ, not through Config) that decide
-# the generated code or the arguments kiln.dace builds with: $CXX picks the
-# host compiler when compiler.cpu.executable is empty (compiler_family);
-# CUDA_HOME and HIP_PLATFORM pick the GPU backend when compiler.cuda.backend
-# is "auto" (codegen/common.py); ROCM_PATH, MKLROOT, CONDA_PREFIX and
-# HPTT_ROOT give library environments and instrumentation their include
-# and library directories, which become arguments. Those DaCe reads that
-# cannot change either are left out: the launchers' rank variables
-# (SLURM_PROCID, OMPI_COMM_WORLD_RANK, ...) only name a per-rank build
-# folder (sdfg.build_folder_root) and share an auto-tuner's work between
-# ranks (optimization/utils), and TORCH_EXTENSIONS_DIR only says where
-# PyTorch builds its own extensions; leaving the rank variables out is what
-# lets every rank of a job share one alias.
-_ALIAS_ENV = ("CXX", "CUDA_HOME", "HIP_PLATFORM", "ROCM_PATH", "MKLROOT", "CONDA_PREFIX",
-              "HPTT_ROOT")
-
-# DACE_* variables left out of the alias, by the exact name DaCe reads
-# (any other spelling of them is covered, at worst a miss): neither can
-# change the generated code or its build. DACE_default_build_folder is the
-# build folder, which the stored configuration's copy and the SDFG's hash
-# leave out too (include/hash.h is rewritten without it; kiln.dace makes
-# the tree folder-independent), so that ranks with their own folders share
-# one alias. DACE_BUILD_CACHE_DIR is where DaCe's own CMake build keeps its
-# advisory caches (configure results, its .gch, compile commands;
-# compiler.build_cache_root: "a miss costs speed, never correctness"), and
-# kiln.dace does not run that build: a fallback records no alias.
-_ALIAS_ENV_LEFT_OUT = frozenset(("DACE_default_build_folder", "DACE_BUILD_CACHE_DIR"))
-
-
-def _file_id(h, path):
-    try:
-        st = os.stat(path)
-        h.update(("%s\0%d\0%d\n" % (os.path.realpath(path), st.st_size, st.st_mtime_ns)).encode())
-    except OSError:
-        h.update(("%s\0missing\n" % path).encode())
-
-
-def _code_id():
-    """DaCe's and kiln.dace's code and the compilers on PATH, once per process."""
-    import hashlib
-    import dace
-
-    if _state["code"] is None:
-        h = hashlib.sha256(("dace %s\n" % dace.__version__).encode())
-        root = os.path.dirname(os.path.abspath(dace.__file__))
-        for r, dirs, files in os.walk(root):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for f in sorted(files):
-                if not f.endswith((".pyc", ".pyo")):
-                    _file_id(h, os.path.join(r, f))
-        with open(os.path.abspath(__file__), "rb") as f:
-            h.update(f.read())
-        for prog in ("c++", "nvcc", "gcc"):
-            _file_id(h, shutil.which(prog) or prog)
-        for prog in (_host_compiler(), _nvcc()):
-            _file_id(h, prog or "none")
-        _state["code"] = h.hexdigest()
-    return _state["code"]
-
-
-def _environment_id():
-    """The environment variables that can decide DaCe's configuration or
-    build, as JSON: every variable whose name starts with DACE_ in any case
-    (DaCe reads the exact "DACE_<section>_<key>" only, but a variable that
-    differs only in case or that names no key today costs at most a miss),
-    and those of _ALIAS_ENV. Name and value, sorted, so that a variable set
-    to the empty string differs from one that is unset."""
-    return json.dumps(sorted([k, v] for k, v in os.environ.items()
-                             if (k.upper().startswith("DACE_") and k not in _ALIAS_ENV_LEFT_OUT)
-                             or k in _ALIAS_ENV))
-
-
-def _config_file_id():
-    """The configuration file this thread's DaCe read (config.py's
-    _initialize: ./.dace.conf of the working directory, else $DACE_CONFIG,
-    else ~/.dace.conf), by path and content digest. What DaCe took from it
-    is in the stored configuration already; the file is covered as well so
-    that another file, or the file edited since (which DaCe reads again on
-    Config.load() and in every new thread, its configuration being
-    thread-local), is a miss whatever the stored configuration's JSON copy
-    (default=str) loses of YAML's types."""
-    import hashlib
-    from dace.config import Config
-
-    name = Config.cfg_filename()
-    if name is None:
-        return "config file: none read (defaults)"
-    # DaCe names ./.dace.conf relative to the working directory it started
-    # in; made absolute against today's, it may name another directory's
-    # file: at worst a miss, as what DaCe read is in the stored configuration.
-    path = os.path.abspath(name)
-    try:
-        with open(path, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()
-    except OSError:
-        digest = "absent"
-    return "config file: %s %s" % (path, digest)
-
-
 # Keys of an SDFG's JSON that code generation never reads: "guid", each
 # element's random identity (DaCe's transformations key dictionaries by it
 # within one process; nothing generated names it), and "hash", which to_json
@@ -741,8 +548,8 @@ def _content_alias(sdfg):
         config = json.loads(json.dumps(Config._data._config, default=str))
         config.pop("default_build_folder", None)
         h = hashlib.sha256(b"sdfg json 2\0")
-        for part in (_sdfg_id(sdfg), sdfg.name, _code_id(),
-                     json.dumps(config, sort_keys=True), _environment_id(), _config_file_id()):
+        for part in (_sdfg_id(sdfg), sdfg.name, _session.dace_code(),
+                     json.dumps(config, sort_keys=True), _session.environment_id(), _session.config_file_id()):
             h.update(part.encode() + b"\0")
         return "dace:" + h.hexdigest()
     except Exception:  # an SDFG that does not serialise: no alias, no harm
@@ -772,18 +579,18 @@ def _found(sdfg, alias):
     if k is None:
         return None
     try:
-        tools, _ = _compilers(_uses_gpu(sdfg))
+        tools, _ = _session.compilers(_uses_gpu(sdfg))
         if tools is None:
             return None
         prog = k.lookup(alias, load=False, **tools)
-        stub = _stub(k)
+        stub = _session.stub(k)
     except KilnError:
         return None
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "FOLDER_MODE"), "w") as f:
         f.write(mode + "\n")
-    _place(prog.path, lib)
-    _place(stub.path, os.path.join(os.path.dirname(lib), "libdacestub_%s.so" % sdfg.name))
+    _session.place(prog.path, lib)
+    _session.place(stub.path, os.path.join(os.path.dirname(lib), "libdacestub_%s.so" % sdfg.name))
     stats["looked_up"] += 1
     return compiler.load_precompiled_sdfg(folder=folder, sdfg=sdfg)
 
@@ -791,16 +598,11 @@ def _found(sdfg, alias):
 def _compile(self, output_file=None, validate=True, return_program_handle=True):
     """SDFG.compile through kiln: first by content (no code generation),
     else as DaCe does, with the content alias recorded for next time."""
-    gt4py, _batch.gt4py = getattr(_batch, "gt4py", None), None
-    if callable(gt4py):
-        # kiln.gt4py's alias as the build reads its configuration (this
-        # call runs inside the configuration GT4Py compiles under): None
-        # when it cannot be had, then the program is built as any other.
-        gt4py = gt4py()
-    if gt4py is not None:
-        # kiln.gt4py's compilation step (kiln/gt4py.py, _Compile): this
-        # SDFG is its program; the build gets its section and its alias.
-        return _compile_for_gt4py(self, gt4py, output_file, validate, return_program_handle)
+    resolve, _batch.publish = getattr(_batch, "publish", None), None
+    publication = resolve() if callable(resolve) else None
+    if publication is not None:
+        # kiln.gt4py's program: built under its alias, with its data
+        return _compile_as(self, publication, output_file, validate, return_program_handle)
     alias = _content_alias(self) if self.regenerate_code else None
     lookup = os.environ.get("KILN_DACE_LOOKUP", "1") != "0"
     if alias is not None and lookup and return_program_handle and output_file is None:
@@ -810,22 +612,16 @@ def _compile(self, output_file=None, validate=True, return_program_handle=True):
             found = None
         if found is not None:
             return found
-    _batch.alias = (os.path.abspath(self.build_folder), self.name, alias) if alias else None
-    try:
+    if alias is None:
         return _state["compile"](self, output_file, validate, return_program_handle)
-    finally:
-        _batch.alias = None
+    return _compile_as(self, Publication(alias), output_file, validate, return_program_handle)
 
 
-def _compile_for_gt4py(sdfg, gt4py, output_file, validate, return_program_handle):
-    """SDFG.compile of a GT4Py program: its build is published under
-    kiln.gt4py's alias, with what loading it needs as the alias's data
-    (not in the library: identical code is one build)."""
-    alias, data = gt4py
-    folder = os.path.abspath(sdfg.build_folder)
-    _batch.alias = (folder, sdfg.name, alias)
-    _batch.alias_data = (folder, sdfg.name, data)
+def _compile_as(sdfg, publication, output_file, validate, return_program_handle):
+    """DaCe's SDFG.compile, its build published under publication."""
+    _batch.target = _Target(os.path.abspath(sdfg.build_folder), sdfg.name,
+                            publication.alias, publication.data)
     try:
         return _state["compile"](sdfg, output_file, validate, return_program_handle)
     finally:
-        _batch.alias = _batch.alias_data = None
+        _batch.target = None

@@ -128,6 +128,15 @@ def run_ranks(daemon, tmp_path, n, tag, script=RANK, **env_extra):
     return results, lowerings
 
 
+def own_flags(tag):
+    """GT4Py's CPU flags (workflow/common.py) with a macro of the test's own:
+    $CXXFLAGS replaces them, so the test's programs are built with other
+    arguments than an earlier test's identical code (identical code is one
+    entry: docs/gt4py.md), and their builds are the test's to count."""
+    return ("-fPIC -O3 -march=native -Wall -Wextra -Wno-unused-parameter "
+            "-Wno-unused-label -DKILN_TEST_ROUND_%s" % tag)
+
+
 def test_gt4py_programs_lowered_once_per_node_then_never(daemon, tmp_path):
     """Three ranks at once, six programs (two of the example, four icon4py
     diffusion stencils), each rank its own GT4Py folder: every result
@@ -136,7 +145,8 @@ def test_gt4py_programs_lowered_once_per_node_then_never(daemon, tmp_path):
     folders lower nothing and compile nothing: each program is found."""
     before = {e["key"] for e in entries(daemon)}
     s0 = status(daemon)
-    results, lowerings = run_ranks(daemon, tmp_path, 3, "cold")
+    flags = own_flags("lowered_once")
+    results, lowerings = run_ranks(daemon, tmp_path, 3, "cold", CXXFLAGS=flags)
     for res in results:
         assert all(res["ok"].values()), res
         assert res["kiln_gt4py"]["fallbacks"] == 0, res["output"][-3000:]
@@ -152,7 +162,7 @@ def test_gt4py_programs_lowered_once_per_node_then_never(daemon, tmp_path):
     assert s1["builds_started"] - s0["builds_started"] == ALL_PROGRAMS + len(others)
     assert s1["claims"] - s0["claims"] == ALL_PROGRAMS
 
-    results, lowerings = run_ranks(daemon, tmp_path, 3, "warm")
+    results, lowerings = run_ranks(daemon, tmp_path, 3, "warm", CXXFLAGS=flags)
     for res in results:
         assert all(res["ok"].values()), res
         assert res["kiln_gt4py"] == {"hits": ALL_PROGRAMS, "lowered": 0, "fallbacks": 0}, res
@@ -171,8 +181,9 @@ def test_ranks_with_their_own_tables_compile_identical_code_once(daemon, tmp_pat
     names = "nabla2_for_w,nabla2_for_z"
     before = {e["key"] for e in entries(daemon)}
     s0 = status(daemon)
+    flags = own_flags("tables")
     results, lowerings = run_ranks(daemon, tmp_path, 3, "tables", RANK_PROGRAMS=names,
-                                   RANK_GRID_SEED="per-rank")
+                                   RANK_GRID_SEED="per-rank", CXXFLAGS=flags)
     for res in results:
         assert all(res["ok"].values()), res
         assert res["kiln_gt4py"]["fallbacks"] == 0, res["output"][-3000:]
@@ -185,12 +196,72 @@ def test_ranks_with_their_own_tables_compile_identical_code_once(daemon, tmp_pat
     assert s1["builds_started"] - s0["builds_started"] == 2 + len(new) - len(programs), (s0, s1)
     assert s1["variants"] == s0["variants"], s1
     results, lowerings = run_ranks(daemon, tmp_path, 3, "tables-again", RANK_PROGRAMS=names,
-                                   RANK_GRID_SEED="per-rank")
+                                   RANK_GRID_SEED="per-rank", CXXFLAGS=flags)
     for res in results:
         assert all(res["ok"].values()), res
         assert res["kiln_gt4py"] == {"hits": 2, "lowered": 0, "fallbacks": 0}, res
     assert lowerings == 0
     assert status(daemon)["builds_started"] == s1["builds_started"]
+
+
+# A lowering made nondeterministic after GT4Py's key: a constant whose value
+# is the process's own (RANK_NOISE, no variable the alias reads) joins the
+# SDFG, so the same input (one GT4Py key, one alias) gives other code.
+NOISE = textwrap.dedent('''
+    import os
+    from gt4py.next.program_processors.runners.dace.workflow import translation as _noise_tr
+
+    _noise_generate = _noise_tr.DaCeTranslator._generate_sdfg_without_configuring_dace
+
+    def _noisy(self, *a, **kw):
+        sdfg = _noise_generate(self, *a, **kw)
+        sdfg.add_constant("kiln_test_noise", int(os.environ["RANK_NOISE"]))
+        return sdfg
+
+    _noise_tr.DaCeTranslator._generate_sdfg_without_configuring_dace = _noisy
+''')
+
+
+def test_a_nondeterministic_lowering_is_reported_once(daemon, tmp_path):
+    """One program lowered into other code by a second process (the same
+    GT4Py key, so the same alias; the first process's entry removed in
+    between, as when two lower side by side): kilnd builds it under a second
+    request key and reports the alias once as built in more than one
+    variant, with the PYTHONHASHSEED remedy; a third variant is not said
+    again. The static variants and per-rank tables of the other tests are
+    never reported."""
+    script = tmp_path / "noisy" / "gt4py_programs.py"
+    script.parent.mkdir()
+    text = open(RANK).read()
+    head = "# Module level, so that GT4Py's spawned compile workers"
+    assert text.count(head) == 1
+    script.write_text(text.replace(head, NOISE + "\n\n" + head))
+    env = dict(RANK_PROGRAMS="laplacian", GT4PY_BUILD_JOBS_MODE="serial")
+    s0 = status(daemon)
+    said0 = open(daemon.log).read().count("is built in more than one variant")
+    aliases = set()
+    before = {e["key"] for e in entries(daemon)}   # earlier tests' Laplacians
+    for noise in ("1", "2", "3"):
+        results, lowerings = run_ranks(daemon, tmp_path, 1, "noise" + noise, script=script,
+                                       RANK_NOISE=noise, **env)
+        res = results[0]
+        assert res["ok"] == {"laplacian": True}, res["output"][-3000:]
+        assert res["kiln_gt4py"]["lowered"] == 1 and lowerings == 1, res["kiln_gt4py"]
+        mine = [e for e in entries(daemon) if (e.get("alias") or "").startswith("gt4py:")
+                and (e.get("label") or "").startswith("dace laplacian")
+                and e["key"] not in before | {k for _, k in aliases}]
+        assert len(mine) == 1, mine
+        aliases.add((mine[0]["alias"], mine[0]["key"]))
+        # the next process finds no entry under the alias: it lowers again
+        subprocess.run([os.environ["KILN_TEST_CLI"], "--socket", daemon.socket, "rm",
+                        mine[0]["key"]], check=True, stdout=subprocess.DEVNULL)
+    assert len({a for a, _ in aliases}) == 1, aliases      # one input, one alias
+    assert len({k for _, k in aliases}) == 3, aliases      # three programs
+    s1 = status(daemon)
+    assert s1["variants"] - s0["variants"] == 1, (s0["variants"], s1["variants"])
+    log = open(daemon.log).read()
+    assert log.count("is built in more than one variant") - said0 == 1, log[-3000:]
+    assert "PYTHONHASHSEED=0" in log
 
 
 @pytest.mark.parametrize("mode", ["thread", "serial", "process"])
@@ -490,7 +561,7 @@ def test_build_view_reads_the_flags_as_the_build_does(monkeypatch):
     step = run_dace_cpu.executor.compilation
     for var in ("CXXFLAGS", "CUDAFLAGS", "HIPFLAGS", "CUDAARCHS", "HIPARCHS"):
         monkeypatch.delenv(var, raising=False)
-    seen = {kiln.gt4py._build_view(step)}
+    seen = {kiln._gt4py_identity.build_view(step)}
     for var, key in (("CXXFLAGS", ("compiler", "cpu", "args")),
                      ("CUDAFLAGS", ("compiler", "cuda", "args")),
                      ("HIPFLAGS", ("compiler", "cuda", "hip_args"))):
@@ -500,12 +571,12 @@ def test_build_view_reads_the_flags_as_the_build_does(monkeypatch):
         with wfcommon.dace_context(device_type=step.device_type,
                                    cmake_build_type=step.cmake_build_type):
             assert Config.get(*key) == "-O1 -ffp-contract=off"
-        view = kiln.gt4py._build_view(step)
+        view = kiln._gt4py_identity.build_view(step)
         assert view not in seen, var
         seen.add(view)
         monkeypatch.delenv(var)
     monkeypatch.setenv("CUDAARCHS", "90")
-    assert kiln.gt4py._build_view(step) not in seen
+    assert kiln._gt4py_identity.build_view(step) not in seen
 
 
 def _steps(hook, **more):
@@ -518,7 +589,7 @@ def _steps(hook, **more):
 
     args = dict(more, optimization_hooks={ao.GT4PyAutoOptHook.TopLevelDataFlowPost: hook})
     b = make_dace_backend(gpu=False, optimization_args=args)
-    return kiln.gt4py._steps_id(b.executor, b.executor.compilation)
+    return kiln._gt4py_identity.steps_id(b.executor, b.executor.compilation)
 
 
 def _module(name, source):
@@ -890,8 +961,8 @@ def test_wait_budget_is_spent_once_by_waits_side_by_side(monkeypatch, tmp_path):
     monkeypatch.setattr(time, "monotonic", lambda: now[0])
     path = tmp_path / "budget"
     path.write_bytes(b"")
-    a = kiln.gt4py._Budget.at(str(path), 10.0)
-    b = kiln.gt4py._Budget.at(str(path), 10.0)      # another process's view of the file
+    a = kiln._gt4py_claims.Budget.at(str(path), 10.0)
+    b = kiln._gt4py_claims.Budget.at(str(path), 10.0)      # another process's view of the file
     assert a.begin() == 10.0
     now[0] += 2
     assert b.begin() == 8.0
@@ -948,7 +1019,8 @@ UNINSTALL = textwrap.dedent('''
     from dace.codegen import compiler
     from dace.sdfg.sdfg import SDFG
     names = [(runners, "get_default_runner"), (runners, "_pool_worker_initializer"),
-             (compiler, "configure_and_compile"), (SDFG, "compile")]
+             (runners, "reset_default_runner"), (compiler, "configure_and_compile"),
+             (SDFG, "compile")]
     before = [getattr(o, n) for o, n in names]
     import kiln.gt4py, kiln.dace
     kiln.gt4py.install()
@@ -961,9 +1033,21 @@ UNINSTALL = textwrap.dedent('''
 ''')
 
 
+UNINSTALL_EARLY = textwrap.dedent('''
+    import sys
+    import kiln.gt4py, kiln.dace, kiln._gt4py_patches
+    kiln.gt4py.install()
+    assert "gt4py.next.otf.runners" not in sys.modules
+    kiln.gt4py.uninstall()
+    kiln.dace.uninstall()
+    from gt4py.next.otf import runners
+    print("EARLY", ",".join(kiln._gt4py_patches.patched()) or "-")
+''')
+
+
 def test_uninstall_restores_every_patched_name(tmp_path):
-    """install() patches GT4Py's runner, GT4Py's worker initializer, DaCe's
-    build and SDFG.compile; kiln.gt4py.uninstall() and kiln.dace.uninstall()
+    """install() patches GT4Py's runner and its reset, GT4Py's worker
+    initializer, DaCe's build and SDFG.compile; kiln.gt4py.uninstall() and kiln.dace.uninstall()
     give every one back."""
     script = tmp_path / "uninstall.py"
     script.write_text(UNINSTALL)
@@ -972,5 +1056,13 @@ def test_uninstall_restores_every_patched_name(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     out = dict(l.split(" ", 1) for l in p.stdout.splitlines())
     assert set(out["PATCHED"].split(",")) == {"get_default_runner", "_pool_worker_initializer",
-                                              "configure_and_compile", "compile"}, p.stdout
+                                              "reset_default_runner", "configure_and_compile",
+                                              "compile"}, p.stdout
     assert out["LEFT"] == "-", p.stdout
+    # installed and uninstalled before GT4Py's runners module is imported:
+    # the hooks waiting for its import patch nothing then
+    script.write_text(UNINSTALL_EARLY)
+    p = subprocess.run([sys.executable, str(script)], text=True, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.split() == ["EARLY", "-"], p.stdout
