@@ -12,6 +12,8 @@ KILN_PACKAGES=(meson ninja-build pkg-config gcc g++ libuv1-dev libsqlite3-dev li
 	python3 python3-pytest python3-pip python3-setuptools slurm-wlm munge tmux
 	# bench/run, which the test bench_counts runs.
 	ccache
+	# modules: the module files loaded with Lmod.
+	lmod
 	# node_metrics: Debian's node_exporter reading root's textfiles.
 	prometheus-node-exporter
 	# The vendored DaCe's dependencies (py_dace; ../shared/vendor/dace/README.md).

@@ -51,6 +51,11 @@ def connection():
                 _state["unavailable"] = e.message or str(e)
                 say("no kilnd: %s; DaCe builds as usual in this process"
                     % _state["unavailable"])
+            except OSError as e:
+                # libkiln itself is missing (not on the loader path, no
+                # $KILN_LIBRARY): the job goes on, without kiln (issue 49)
+                _state["unavailable"] = str(e)
+                say("%s; DaCe builds as usual in this process" % e)
         return _state["kiln"]
 
 
@@ -59,7 +64,7 @@ def new_connection():
     or None."""
     try:
         return Kiln(_state["socket"]) if _state["socket"] else Kiln()
-    except KilnError:
+    except (KilnError, OSError):
         return None
 
 

@@ -464,9 +464,41 @@ def test_environment_switch(daemon, tmp_path, switch):
     assert p.returncode == 0, p.stdout
     b, l, f = counts(p.stdout)
     assert (b + l, f) == ((1, 0) if switch == "1" else (0, 0)), p.stdout
+    # switched on: one line at exit says so, and where the program came from
+    said = [l for l in p.stdout.splitlines() if l.startswith("kiln: on in this process")]
+    assert len(said) == (1 if switch == "1" else 0), p.stdout
     # The program, and DaCe's stub and the .gch of dace.h unless an earlier
     # test built them (the .gch in the background: maybe not started yet).
     assert builds(daemon) - before in ((1, 2, 3) if switch == "1" else (0,))
+
+
+def test_a_missing_libkiln_falls_back_with_one_line(daemon, tmp_path):
+    """KILN_DACE=1 where libkiln cannot be loaded (not on the loader path, a
+    $KILN_LIBRARY that names nothing): the program still runs, built by
+    DaCe's own CMake, after one line on stderr that names the library and
+    the remedy. Before, the first build raised OSError and the job died."""
+    script = tmp_path / "auto.py"
+    script.write_text(AUTO)
+    env = dict(os.environ, KILN_DACE="1", KILN_SOCKET=daemon.socket,
+               KILN_LIBRARY=str(tmp_path / "nowhere" / "libkiln.so.0"))
+    env["DACE_default_build_folder"] = str(tmp_path / "nolib")
+    env["DACE_BUILD_CACHE_DIR"] = str(tmp_path / "dace-node-cache")
+    pth_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    before = builds(daemon)
+    p = subprocess.run([sys.executable, str(script), daemon.socket, pth_dir], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       cwd=str(tmp_path), timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert counts(p.stdout) == (0, 0, 1), p.stdout + p.stderr
+    said = [l for l in p.stderr.splitlines() if "libkiln" in l]
+    assert len(said) == 1, p.stderr
+    assert "cannot load" in said[0] and "KILN_LIBRARY" in said[0], said
+    assert "DaCe builds as usual" in said[0], said
+    # the switch's line at exit: on, and where the program came from
+    assert ("kiln: on in this process" in p.stderr and
+            "0 built or found by kilnd, 0 found before code generation, 1 built by DaCe's "
+            "CMake" in p.stderr), p.stderr
+    assert builds(daemon) == before
 
 
 def test_refused_arguments_fall_back_to_cmake(daemon, tmp_path):

@@ -607,3 +607,41 @@ def test_autospawn_failure_names_kiln_kilnd(tmp_path):
     with pytest.raises(kiln.ConnectError) as e:
         kiln.Kiln(str(tmp_path / "s.sock"), autospawn=True, kilnd=str(tmp_path / "no-kilnd"))
     assert "KILN_KILND" in e.value.message, e.value.message
+
+
+def test_switch_bootstrap_works_from_pythonpath_and_keeps_the_sites_own(tmp_path):
+    """kiln found through PYTHONPATH (a module file, a prefix install, pip
+    install -e), where Python reads no .pth: the bootstrap directory first
+    on PYTHONPATH switches kiln on with KILN_GT4PY=1 or KILN_DACE=1, and only
+    then; the sitecustomize it stands in front of (the site's own) still
+    runs, once; a kiln that cannot be imported is one line, not a dead
+    interpreter."""
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    boot = os.path.join(pkg, "bootstrap")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import os\nos.environ['SITE_RAN'] = str(int(os.environ.get('SITE_RAN', '0')) + 1)\n")
+    probe = ("import os, sys; print('autodace' if 'kiln._autodace' in sys.modules else 'off', "
+             "os.environ.get('SITE_RAN'))")
+
+    def run(pythonpath, **env):
+        e = dict(os.environ, PYTHONPATH=os.pathsep.join(pythonpath), **env)
+        for v in ("KILN_DACE", "KILN_GT4PY", "SITE_RAN"):
+            if v not in env:
+                e.pop(v, None)
+        p = subprocess.run(["/usr/bin/python3", "-c", probe], env=e, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.split(), p.stderr
+
+    assert run([boot, pkg, str(site)], KILN_GT4PY="1")[0] == ["autodace", "1"]
+    assert run([boot, pkg, str(site)], KILN_DACE="1")[0] == ["autodace", "1"]
+    assert run([boot, pkg, str(site)], KILN_GT4PY="0")[0] == ["off", "1"]
+    assert run([boot, pkg, str(site)])[0] == ["off", "1"]
+    broken = tmp_path / "broken" / "kiln"     # a kiln that cannot be imported
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('a broken install')\n")
+    out, err = run([boot, str(broken.parent), str(site)], KILN_GT4PY="1")
+    assert out == ["off", "1"], (out, err)
+    assert err.count("kiln is off in this process") == 1, err
