@@ -7,17 +7,8 @@
 # Usage: test_install.sh BUILD_DIR SOURCE_DIR
 set -u
 build=$1 src=$2
-tmp=$(mktemp -d)
-kilnd_pid=
-cleanup() {
-	[ -n "$kilnd_pid" ] && kill "$kilnd_pid" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-
-meson install -C "$build" --no-rebuild --quiet --destdir "$tmp/root" >"$tmp/install.log" 2>&1 ||
-	{ cat "$tmp/install.log"; fail "meson install"; }
+# shellcheck source=tests/install/destdir.sh
+source "$(dirname "${BASH_SOURCE[0]}")/destdir.sh"
 prefix=$(meson introspect "$build" --buildoptions | python3 -c '
 import json, sys
 opts = {o["name"]: o["value"] for o in json.load(sys.stdin)}

@@ -12,22 +12,13 @@
 # Usage: test_modules.sh BUILD_DIR SOURCE_DIR
 set -u
 build=$1 src=$2
-lmod_init=$(ls /usr/share/lmod/*/init/bash 2>/dev/null | head -n 1)
+lmod_init=$(find /usr/share/lmod -path "*/init/bash" 2>/dev/null | sort | head -n 1)
 if [ -z "$lmod_init" ]; then
 	echo "skipped: Lmod is not installed (Debian's lmod; scripts/test installs it)"
 	exit 77
 fi
-tmp=$(mktemp -d)
-kilnd_pid=
-cleanup() {
-	[ -n "$kilnd_pid" ] && kill "$kilnd_pid" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-
-meson install -C "$build" --no-rebuild --quiet --destdir "$tmp/root" >"$tmp/install.log" 2>&1 ||
-	{ cat "$tmp/install.log"; fail "meson install"; }
+# shellcheck source=tests/install/destdir.sh
+source "$(dirname "${BASH_SOURCE[0]}")/destdir.sh"
 prefix=$(meson introspect "$build" --buildoptions |
 	python3 -c 'import json, sys; print({o["name"]: o["value"] for o in json.load(sys.stdin)}["prefix"])')
 version=$(meson introspect "$build" --projectinfo | python3 -c 'import json, sys; print(json.load(sys.stdin)["version"])')
@@ -49,6 +40,7 @@ for kind in lua tcl; do
 	else
 		sed "s#$prefix#$tmp/root$prefix#g" "$tcl" >"$mods/kiln/$version"
 	fi
+	# shellcheck disable=SC2016 # the inner script expands its own arguments
 	out=$(env -i HOME="$tmp" PATH=/usr/bin:/bin TMPDIR="$tmp" bash --norc --noprofile -c '
 		set -e
 		source "$1"
