@@ -27,3 +27,22 @@ off=$("$tmp/venv/bin/python" -c 'import sys; print("kiln._autodace" in sys.modul
 [ "$on" = True ] || { echo "FAIL: KILN_DACE=1 did not load kiln._autodace after pip install"; exit 1; }
 [ "$off" = False ] || { echo "FAIL: kiln._autodace loaded without KILN_DACE"; exit 1; }
 echo "ok: pip installs kiln-dace.pth; KILN_DACE=1 switches kiln.dace on, its absence off"
+
+# A venv without the system's packages: its setuptools (ensurepip's) may build
+# wheels only with the separate wheel package, which it lacks; then pip's
+# --no-build-isolation must say what is missing, not "invalid command".
+"$py" -m venv "$tmp/bare" >"$tmp/bare.log" 2>&1 || { echo "ok: (no bare venv to try)"; exit 0; }
+if "$tmp/bare/bin/python" -c 'import setuptools' 2>/dev/null &&
+   ! "$tmp/bare/bin/python" -c 'import wheel' 2>/dev/null &&
+   ! "$tmp/bare/bin/python" -c 'from setuptools.command import bdist_wheel' 2>/dev/null; then
+	rm -rf "$tmp/pkg" && cp -r "$src/client/python" "$tmp/pkg"
+	if "$tmp/bare/bin/pip" install -q --no-build-isolation --no-deps --no-index "$tmp/pkg" \
+		>"$tmp/bare-pip.log" 2>&1; then
+		echo "FAIL: pip install without wheel succeeded?"; cat "$tmp/bare-pip.log"; exit 1
+	fi
+	grep -q "needs the 'wheel' package" "$tmp/bare-pip.log" ||
+		{ echo "FAIL: pip's failure without wheel does not say what is missing:"; cat "$tmp/bare-pip.log"; exit 1; }
+	echo "ok: without wheel, pip install --no-build-isolation says it needs the 'wheel' package"
+else
+	echo "ok: (the bare venv's setuptools builds wheels by itself, or has none)"
+fi
