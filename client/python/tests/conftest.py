@@ -19,8 +19,9 @@ import kiln
 
 
 class Daemon:
-    def __init__(self, base):
+    def __init__(self, base, extra=()):
         self.dir = base
+        self.extra = list(extra)    # more kilnd options (--upstream DIR)
         self.socket = os.path.join(base, "kilnd.sock")
         self.cache = os.path.join(base, "cache")
         self.log = os.path.join(base, "kilnd.log")
@@ -48,6 +49,7 @@ class Daemon:
                 self.cache, "--log-file", self.log, "--log-level", "debug"]
         if os.environ.get("KILN_TEST_NVCC"):
             argv += ["--toolchain", "nvcc=" + os.environ["KILN_TEST_NVCC"]]
+        argv += self.extra
         with open(self.out, "wb") as out:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=subprocess.STDOUT, env=env)

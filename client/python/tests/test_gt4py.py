@@ -9,6 +9,7 @@ which a spawned worker never runs, must reach every one of them.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -202,6 +203,46 @@ def test_ranks_with_their_own_tables_compile_identical_code_once(daemon, tmp_pat
         assert res["kiln_gt4py"] == {"hits": 2, "lowered": 0, "fallbacks": 0}, res
     assert lowerings == 0
     assert status(daemon)["builds_started"] == s1["builds_started"]
+
+
+def test_an_alias_published_upstream_is_a_hit_on_a_fresh_node(tmp_path):
+    """Two nodes' kilnds on one --upstream directory: a rank on the first
+    lowers and builds the Laplacian; a rank on the second, whose cache is
+    empty, finds it through the tier (the alias record, its data and the
+    entry, checked against that node's toolchain): no lowering, no build
+    there, the right result. A rank there with another compiler (a wrapper
+    of c++ elsewhere, as $CXX) is a miss and lowers."""
+    from conftest import Daemon
+    upstream = tmp_path / "upstream"
+    upstream.mkdir()
+    nodes = [Daemon(str(tmp_path / n), ["--upstream", str(upstream)]) for n in ("a", "b")]
+    for n in nodes:
+        os.makedirs(n.dir)
+        n.start()
+    try:
+        env = dict(RANK_PROGRAMS="laplacian", CXXFLAGS=own_flags("upstream"))
+        res, lowerings = run_ranks(nodes[0], tmp_path, 1, "node-a", **env)
+        assert res[0]["ok"] == {"laplacian": True}, res[0]["output"][-3000:]
+        assert res[0]["kiln_gt4py"]["lowered"] == 1 and lowerings == 1
+        before = status(nodes[1])["builds_started"]
+        res, lowerings = run_ranks(nodes[1], tmp_path, 1, "node-b", **env)
+        assert res[0]["ok"] == {"laplacian": True}, res[0]["output"][-3000:]
+        assert res[0]["kiln_gt4py"] == {"hits": 1, "lowered": 0, "fallbacks": 0}, res[0]
+        assert lowerings == 0
+        st = status(nodes[1])
+        assert st["upstream_alias_hits"] >= 1, st
+        # the loader stub may be built there; the program is not
+        assert st["builds_started"] - before <= 1, (before, st["builds_started"])
+        cxx = tmp_path / "bin" / "c++"
+        cxx.parent.mkdir()
+        cxx.write_text("#!/bin/sh\nexec '%s' \"$@\"\n" % os.path.realpath(shutil.which("c++")))
+        cxx.chmod(0o755)
+        res, lowerings = run_ranks(nodes[1], tmp_path, 1, "node-b-cxx", CXX=str(cxx), **env)
+        assert res[0]["ok"] == {"laplacian": True}, res[0]["output"][-3000:]
+        assert res[0]["kiln_gt4py"]["lowered"] == 1 and lowerings == 1, res[0]["kiln_gt4py"]
+    finally:
+        for n in nodes:
+            n.stop()
 
 
 # A lowering made nondeterministic after GT4Py's key: a constant whose value
