@@ -138,4 +138,22 @@ int store_drop_row(struct store *s, const char *key, char **output);
 void store_unlink_files(const struct store *s, const char *key, const char *output);
 
 
+/* Column order shared by every entry query (see row_to_entry). An alias is
+ * replaced by delete and insert, so the highest rowid is the newest one. */
+#define ENTRY_COLS_HEAD \
+	"SELECT e.key, e.rkey, e.label, e.toolchain, e.output, e.size, e.created," \
+	" e.last_used, e.uses, e.build_ms, e.pinned, e.args, e.sources, e.sha256," \
+	" e.key_format, e.disk, "
+#define ENTRY_COLS_TAIL \
+	", (SELECT a.alias FROM aliases a WHERE a.key = e.key" \
+	" ORDER BY a.rowid DESC LIMIT 1) FROM entries e "
+#define ENTRY_COLS ENTRY_COLS_HEAD "e.deps" ENTRY_COLS_TAIL
+#define ENTRY_COLS_NODEPS ENTRY_COLS_HEAD "NULL" ENTRY_COLS_TAIL
+
+enum {
+	C_KEY, C_RKEY, C_LABEL, C_TOOLCHAIN, C_OUTPUT, C_SIZE, C_CREATED,
+	C_LAST_USED, C_USES, C_BUILD_MS, C_PINNED, C_ARGS, C_SOURCES, C_SHA256,
+	C_KEY_FORMAT, C_DISK, C_DEPS, C_ALIAS,
+};
+
 #endif
