@@ -472,22 +472,29 @@ def test_environment_switch(daemon, tmp_path, switch):
     assert builds(daemon) - before in ((1, 2, 3) if switch == "1" else (0,))
 
 
+def run_switched(daemon, tmp_path, folder, stderr, **extra):
+    """AUTO under KILN_DACE=1 with the package's kiln-dace.pth, DaCe building
+    in tmp_path/folder, extra variables set; stderr: subprocess.PIPE, or
+    subprocess.STDOUT to read both as one."""
+    script = tmp_path / "auto.py"
+    script.write_text(AUTO)
+    env = dict(os.environ, KILN_DACE="1", KILN_SOCKET=daemon.socket, **extra)
+    env["DACE_default_build_folder"] = str(tmp_path / folder)
+    env["DACE_BUILD_CACHE_DIR"] = str(tmp_path / "dace-node-cache")
+    pth_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return subprocess.run([sys.executable, str(script), daemon.socket, pth_dir], env=env,
+                          stdout=subprocess.PIPE, stderr=stderr, text=True,
+                          cwd=str(tmp_path), timeout=600)
+
+
 def test_a_missing_libkiln_falls_back_with_one_line(daemon, tmp_path):
     """KILN_DACE=1 where libkiln cannot be loaded (not on the loader path, a
     $KILN_LIBRARY that names nothing): the program still runs, built by
     DaCe's own CMake, after one line on stderr that names the library and
     the remedy. Before, the first build raised OSError and the job died."""
-    script = tmp_path / "auto.py"
-    script.write_text(AUTO)
-    env = dict(os.environ, KILN_DACE="1", KILN_SOCKET=daemon.socket,
-               KILN_LIBRARY=str(tmp_path / "nowhere" / "libkiln.so.0"))
-    env["DACE_default_build_folder"] = str(tmp_path / "nolib")
-    env["DACE_BUILD_CACHE_DIR"] = str(tmp_path / "dace-node-cache")
-    pth_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     before = builds(daemon)
-    p = subprocess.run([sys.executable, str(script), daemon.socket, pth_dir], env=env,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       cwd=str(tmp_path), timeout=600)
+    p = run_switched(daemon, tmp_path, "nolib", subprocess.PIPE,
+                     KILN_LIBRARY=str(tmp_path / "nowhere" / "libkiln.so.0"))
     assert p.returncode == 0, p.stdout + p.stderr
     assert counts(p.stdout) == (0, 0, 1), p.stdout + p.stderr
     said = [l for l in p.stderr.splitlines() if "libkiln" in l]
@@ -505,17 +512,9 @@ def test_refused_arguments_fall_back_to_cmake(daemon, tmp_path):
     """An argument kiln's allow-list refuses (here -Wl,-Map=, which writes a file, in DaCe's
     compiler.cpu.args) is no error: DaCe's own CMake build runs instead,
     and one line on stderr says why."""
-    script = tmp_path / "auto.py"
-    script.write_text(AUTO)
-    env = dict(os.environ, KILN_DACE="1", KILN_SOCKET=daemon.socket)
-    env["DACE_compiler_cpu_args"] = "-O2 -fPIC -Wl,-Map=kiln-test.map"
-    env["DACE_default_build_folder"] = str(tmp_path / "refused")
-    env["DACE_BUILD_CACHE_DIR"] = str(tmp_path / "dace-node-cache")
-    pth_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     before = builds(daemon)
-    p = subprocess.run([sys.executable, str(script), daemon.socket, pth_dir], env=env,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       cwd=str(tmp_path), timeout=600)
+    p = run_switched(daemon, tmp_path, "refused", subprocess.STDOUT,
+                     DACE_compiler_cpu_args="-O2 -fPIC -Wl,-Map=kiln-test.map")
     assert p.returncode == 0, p.stdout
     assert counts(p.stdout) == (0, 0, 1), p.stdout
     assert "kiln.dace: building with DaCe's CMake: kiln refuses the request" in p.stdout
