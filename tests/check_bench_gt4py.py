@@ -8,7 +8,8 @@ built something, the JSON has the row. The vendored DaCe and GT4Py are
 unpacked as py_gt4py does (client/python/tests/run.py).
 
 usage: check_bench_gt4py.py SOURCE_ROOT BUILD_DIR; exits 77, saying why, when
-the vendored GT4Py, its Debian packages or a compiler are absent."""
+the vendored GT4Py, its Debian packages or a compiler are absent. Under
+AddressSanitizer it restarts with the runtime preloaded (run.asan_restart)."""
 import json
 import os
 import shutil
@@ -25,6 +26,16 @@ def main():
             return 77
     sys.path.insert(0, os.path.join(root, "client", "python", "tests"))
     import run   # py_gt4py's unpacking of the vendored DaCe and GT4Py
+    sanitize = os.environ.get("KILN_TEST_SANITIZE", "none")
+    if "thread" in sanitize:
+        print("SKIP: libkiln is built with ThreadSanitizer, which python3 cannot load")
+        return 77
+    if "address" in sanitize and not os.environ.get("KILN_TEST_ASAN_PRELOADED"):
+        # The ranks load an instrumented libkiln: this process restarts
+        # with the ASan runtime preloaded, as py_gt4py does, and the ranks
+        # inherit it.
+        print("SKIP:", run.asan_restart(os.environ["KILN_LIBRARY"]))
+        return 77
     why = run.gt4py_setup()
     if why:
         print(f"SKIP: {why}")

@@ -32,6 +32,14 @@ grep -q "\"$prefix" "$lua" || fail "$lua does not name the prefix $prefix"
 awk '/^```c$/ { on = 1; next } /^```$/ { if (on) exit } on' "$src/README.md" >"$tmp/axpy.c"
 grep -q kiln_get "$tmp/axpy.c" || fail "no C example in README.md"
 
+# Under AddressSanitizer (scripts/test --sanitize) the installed libkiln
+# needs the ASan runtime first: the example is built with it, and python3,
+# which is not, runs with it preloaded and leak checking off.
+extra= asan=
+libkiln=$(find "$tmp/root$prefix" -name libkiln.so.0 | head -n 1)
+asan=$(ldd "$libkiln" | awk '$1 ~ /^libasan\.so/ { print $3 }')
+[ -n "$asan" ] && extra="-fsanitize=address,undefined"
+
 for kind in lua tcl; do
 	mods=$tmp/modules-$kind
 	mkdir -p "$mods/kiln"
@@ -51,14 +59,15 @@ for kind in lua tcl; do
 		ls "${MANPATH%%:*}/man1/kiln.1"
 		pkg-config --modversion kiln
 		export PKG_CONFIG_SYSROOT_DIR="$5"   # the .pc names the real prefix, as the module did
-		cc -o "$3/axpy-$4" "$3/axpy.c" $(pkg-config --cflags --libs kiln)
+		cc $6 -o "$3/axpy-$4" "$3/axpy.c" $(pkg-config --cflags --libs kiln)
 		kilnd --socket "$3/$4.sock" --cache-dir "$3/cache-$4" --daemonize >/dev/null
 		KILN_SOCKET="$3/$4.sock" "$3/axpy-$4"
 		kiln --socket "$3/$4.sock" stop >/dev/null
+		[ -z "$7" ] || export LD_PRELOAD="$7" ASAN_OPTIONS=detect_leaks=0
 		/usr/bin/python3 -c "import kiln, sys; print(\"kiln from\", kiln.__file__)"
 		KILN_GT4PY=1 /usr/bin/python3 -c "import sys; print(\"switch\", \"kiln._autodace\" in sys.modules)"
 		/usr/bin/python3 -c "import sys; print(\"unswitched\", \"kiln._autodace\" in sys.modules)"
-	' bash "$lmod_init" "$mods" "$tmp" "$kind" "$tmp/root" 2>&1) || fail "$kind: $out"
+	' bash "$lmod_init" "$mods" "$tmp" "$kind" "$tmp/root" "$extra" "$asan" 2>&1) || fail "$kind: $out"
 	grep -q "^module: kiln/$version" <<<"$out" || fail "$kind: module list: $out"
 	grep -q "^kiln $version " <<<"$out" || fail "$kind: kiln --version: $out"
 	grep -q "^$tmp/root$prefix/.*man1/kiln.1$" <<<"$out" || fail "$kind: MANPATH: $out"

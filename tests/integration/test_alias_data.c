@@ -81,7 +81,7 @@ START_TEST(aliases_of_one_program_keep_their_own_data)
 	ck_assert_int_eq(get_with(k, "same", 7, "g:rank0", "cmFuazA=", k0), KILN_OK);
 	ck_assert_int_eq(get_with(k, "same", 7, "g:rank1", "cmFuazE=", k1), KILN_OK);
 	ck_assert_str_eq(k0, k1);
-	ck_assert_int_eq(harness_num(harness_status(), "builds_started"), 1);
+	ck_assert_int_eq(harness_status_num_at(harness.socket, "builds_started"), 1);
 	expect_data(k, "g:rank0", k0, "cmFuazA=");
 	expect_data(k, "g:rank1", k0, "cmFuazE=");
 	kiln_close(k);
