@@ -178,13 +178,38 @@ def file_id(h, path):
 
 
 def package_id(h, module):
-    """A package's files by path, size and modification time."""
-    root = os.path.dirname(os.path.abspath(module.__file__))
-    for r, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for f in sorted(files):
-            if not f.endswith((".pyc", ".pyo")):
-                file_id(h, os.path.join(r, f))
+    """A package's files by path below the package's real directory, size
+    and modification time: one stat per file (os.scandir, the directory's
+    real path resolved once), about what importing them costs. A file
+    that is itself a symbolic link is named by its target's real path."""
+    root = os.path.realpath(os.path.dirname(os.path.abspath(module.__file__)))
+    h.update(("package %s\n" % root).encode())
+    _tree_id(h, root, "")
+
+
+def _tree_id(h, top, rel):
+    try:
+        with os.scandir(os.path.join(top, rel) if rel else top) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        h.update(("%s\0unreadable\n" % rel).encode())
+        return
+    for e in entries:
+        name = os.path.join(rel, e.name) if rel else e.name
+        try:
+            if e.is_dir():
+                if e.name != "__pycache__":
+                    _tree_id(h, top, name)
+                continue
+            if e.name.endswith((".pyc", ".pyo")):
+                continue
+            st = e.stat()
+        except OSError:
+            h.update(("%s\0missing\n" % name).encode())
+            continue
+        if e.is_symlink():
+            name = os.path.realpath(e.path)
+        h.update(("%s\0%d\0%d\n" % (name, st.st_size, st.st_mtime_ns)).encode())
 
 
 def kiln_code():

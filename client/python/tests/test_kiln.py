@@ -645,3 +645,75 @@ def test_switch_bootstrap_works_from_pythonpath_and_keeps_the_sites_own(tmp_path
     out, err = run([boot, str(broken.parent), str(site)], KILN_GT4PY="1")
     assert out == ["off", "1"], (out, err)
     assert err.count("kiln is off in this process") == 1, err
+
+
+def test_package_identity_sees_every_edit_with_one_stat_per_file(tmp_path, monkeypatch):
+    """The code identity of a package (kiln._session.package_id: DaCe's and
+    GT4Py's in every alias): another digest after an edit that keeps the
+    size, a new file, a renamed one or a file in a subpackage; the same for
+    a copy of __pycache__ and .pyc; named by the package's real directory
+    (a symbolic link to it is the same package); one stat per file."""
+    import hashlib
+    import types
+    from kiln import _session
+
+    pkg = tmp_path / "pkg"
+    (pkg / "sub" / "__pycache__").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("x = 1\n")
+    (pkg / "sub" / "a.py").write_text("y = 2\n")
+    (pkg / "data.txt").write_text("z\n")
+    mod = types.SimpleNamespace(__file__=str(pkg / "__init__.py"))
+
+    def digest(m=mod):
+        h = hashlib.sha256()
+        _session.package_id(h, m)
+        return h.hexdigest()
+
+    first = digest()
+    assert digest() == first
+    link = tmp_path / "link"
+    link.symlink_to(pkg)
+    assert digest(types.SimpleNamespace(__file__=str(link / "__init__.py"))) == first
+    (pkg / "sub" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
+    (pkg / "sub" / "b.pyc").write_bytes(b"\0")
+    assert digest() == first, "__pycache__ and .pyc are not the package's code"
+    seen = {first}
+    st = os.stat(pkg / "sub" / "a.py")
+    (pkg / "sub" / "a.py").write_text("y = 3\n")           # same size
+    os.utime(pkg / "sub" / "a.py", ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
+    seen.add(digest())
+    (pkg / "sub" / "c.py").write_text("")
+    seen.add(digest())
+    (pkg / "sub" / "c.py").rename(pkg / "sub" / "d.py")
+    seen.add(digest())
+    assert len(seen) == 4, "an edit, a new file or a rename kept the package's identity"
+
+    files = [os.path.join(r, f) for r, _, fs in os.walk(pkg) for f in fs
+             if "__pycache__" not in r and not f.endswith(".pyc")]
+    stats = []
+    real_scandir = os.scandir
+
+    class Counted:
+        def __init__(self, e):
+            self._e = e
+
+        def __getattr__(self, name):
+            return getattr(self._e, name)
+
+        def stat(self, *a, **kw):
+            stats.append(self._e.path)
+            return self._e.stat(*a, **kw)
+
+    class It:
+        def __init__(self, path):
+            self._it = real_scandir(path)
+
+        def __enter__(self):
+            return (Counted(e) for e in self._it)
+
+        def __exit__(self, *exc):
+            self._it.close()
+
+    monkeypatch.setattr(os, "scandir", It)
+    digest()
+    assert sorted(stats) == sorted(files)
