@@ -34,6 +34,7 @@ _kiln()
 	export|import) _filedir ;;
 	gc) COMPREPLY=($(compgen -W "--max-size --help" -- "$cur")) ;;
 	ls) COMPREPLY=($(compgen -W "-w --wide --help" -- "$cur")) ;;
+	status) COMPREPLY=($(compgen -W "-v --verbose --help" -- "$cur")) ;;
 	top) COMPREPLY=($(compgen -W "--once -d --interval -n --frames --help" -- "$cur")) ;;
 	stats) COMPREPLY=($(compgen -W "--zero -z --prometheus -o --output --mode --help" -- "$cur")) ;;
 	config) COMPREPLY=($(compgen -W "max-size --unset --help" -- "$cur")) ;;

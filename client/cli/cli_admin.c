@@ -49,71 +49,88 @@ static int call_report(struct cli *cli, struct cli_conn *c, struct msg_request *
 	return cli->json ? cli_print_json(*reply) : 0;
 }
 
-enum field_kind { F_INT, F_STR, F_SIZE, F_AGE, F_HITS, F_RATE, F_HOLDERS };
+enum field_kind { F_INT, F_STR, F_SIZE, F_AGE, F_TIME, F_HITS, F_RATE, F_HOLDERS };
+
+/* Which lines kiln status shows without -v: the daemon, the cache's size,
+ * the traffic and the builds always; a counter of trouble (or of something
+ * a user should look at) when it is not zero; the rest with -v only, as
+ * ccache -s and -sv. */
+enum field_show { SHOW_ALWAYS, SHOW_NONZERO, SHOW_VERBOSE };
 
 /* In this order; each named by cli_counter_name, as kiln stats names it. */
 static const struct {
 	const char *field;
 	enum field_kind kind;
+	enum field_show show;
 } status_fields[] = {
-	{ "pid", F_INT },
-	{ "version", F_STR },
-	{ "build", F_STR },
-	{ "proto", F_INT },
-	{ "socket", F_STR },
-	{ "cache_dir", F_STR },
-	{ "jobs", F_INT },
-	{ "entries", F_INT },
-	{ "bytes", F_SIZE },
-	{ "disk_bytes", F_SIZE },
-	{ "max_size", F_SIZE },
-	{ "stale_entries", F_INT },
-	{ "uptime_s", F_AGE },
-	{ "connections", F_INT },
-	{ "requests", F_INT },
-	{ "hits", F_HITS },
-	{ "misses", F_INT },
-	{ "builds_started", F_INT },
-	{ "builds_ok", F_INT },
-	{ "builds_failed", F_INT },
-	{ "joined", F_INT },
-	{ "need_sources", F_INT },
-	{ "text_waits", F_INT },
-	{ "text_timeouts", F_INT },
-	{ "source_texts", F_INT },
-	{ "imports", F_INT },
-	{ "inputs_changed", F_INT },
-	{ "cancelled", F_INT },
-	{ "uncacheable", F_INT },
-	{ "unobserved", F_INT },
-	{ "variants", F_INT },
-	{ "claims", F_INT },
-	{ "claims_held", F_INT },
-	{ "claim_waits", F_INT },
-	{ "claim_takeovers", F_INT },
-	{ "claim_timeouts", F_INT },
-	{ "claims_refused", F_INT },
-	{ "claims_displaced", F_INT },
-	{ "claims_expired", F_INT },
-	{ "claim_holders", F_HOLDERS },
-	{ "cache_recreated", F_INT },
-	{ "cache_problem", F_STR },
-	{ "in_flight", F_INT },
-	{ "queued", F_INT },
-	{ "upstream", F_STR },
-	{ "upstream_hits", F_INT },
-	{ "upstream_publishes", F_INT },
-	{ "upstream_waits", F_INT },
-	{ "upstream_takeovers", F_INT },
-	{ "upstream_errors", F_INT },
-	{ "upstream_looks", F_INT },
-	{ "upstream_alias_hits", F_INT },
-	{ "upstream_alias_records", F_INT },
-	{ "upstream_alias_claims", F_INT },
-	{ "upstream_alias_claim_waits", F_INT },
-	{ "upstream_alias_claim_takeovers", F_INT },
-	{ "job_nodes", F_INT },
-	{ "upstream_looks_per_s", F_RATE },
+	{ "pid", F_INT, SHOW_ALWAYS },
+	{ "version", F_STR, SHOW_ALWAYS },
+	{ "build", F_STR, SHOW_ALWAYS },
+	{ "proto", F_INT, SHOW_VERBOSE },
+	{ "socket", F_STR, SHOW_ALWAYS },
+	{ "cache_dir", F_STR, SHOW_ALWAYS },
+	{ "jobs", F_INT, SHOW_VERBOSE },
+	{ "entries", F_INT, SHOW_ALWAYS },
+	{ "bytes", F_SIZE, SHOW_ALWAYS },
+	{ "disk_bytes", F_SIZE, SHOW_VERBOSE },
+	{ "max_size", F_SIZE, SHOW_ALWAYS },
+	{ "stale_entries", F_INT, SHOW_NONZERO },
+	{ "uptime_s", F_AGE, SHOW_ALWAYS },
+	{ "connections", F_INT, SHOW_VERBOSE },
+	{ "requests", F_INT, SHOW_ALWAYS },
+	{ "hits", F_HITS, SHOW_ALWAYS },
+	{ "misses", F_INT, SHOW_ALWAYS },
+	{ "builds_started", F_INT, SHOW_ALWAYS },
+	{ "builds_ok", F_INT, SHOW_VERBOSE },
+	{ "builds_failed", F_INT, SHOW_ALWAYS },
+	{ "joined", F_INT, SHOW_VERBOSE },
+	{ "need_sources", F_INT, SHOW_VERBOSE },
+	{ "text_waits", F_INT, SHOW_VERBOSE },
+	{ "text_timeouts", F_INT, SHOW_NONZERO },
+	{ "source_texts", F_INT, SHOW_VERBOSE },
+	{ "imports", F_INT, SHOW_VERBOSE },
+	{ "inputs_changed", F_INT, SHOW_VERBOSE },
+	{ "cancelled", F_INT, SHOW_VERBOSE },
+	{ "uncacheable", F_INT, SHOW_NONZERO },
+	{ "unobserved", F_INT, SHOW_NONZERO },
+	{ "variants", F_INT, SHOW_NONZERO },
+	{ "claims", F_INT, SHOW_VERBOSE },
+	{ "claims_held", F_INT, SHOW_NONZERO },
+	{ "claim_waits", F_INT, SHOW_VERBOSE },
+	{ "claim_takeovers", F_INT, SHOW_VERBOSE },
+	{ "claim_timeouts", F_INT, SHOW_NONZERO },
+	{ "claims_refused", F_INT, SHOW_NONZERO },
+	{ "claims_displaced", F_INT, SHOW_VERBOSE },
+	{ "claims_expired", F_INT, SHOW_VERBOSE },
+	{ "claim_holders", F_HOLDERS, SHOW_VERBOSE },
+	{ "cache_recreated", F_INT, SHOW_NONZERO },
+	{ "denied", F_INT, SHOW_NONZERO },
+	{ "stalled", F_INT, SHOW_NONZERO },
+	{ "damaged", F_INT, SHOW_NONZERO },
+	{ "busy", F_INT, SHOW_VERBOSE },
+	{ "pending", F_INT, SHOW_VERBOSE },
+	{ "slots_lent", F_INT, SHOW_VERBOSE },
+	{ "evicted", F_INT, SHOW_VERBOSE },
+	{ "evicted_bytes", F_SIZE, SHOW_VERBOSE },
+	{ "variant_builds", F_INT, SHOW_VERBOSE },
+	{ "stats_since", F_TIME, SHOW_VERBOSE },
+	{ "cache_problem", F_STR, SHOW_ALWAYS },
+	{ "in_flight", F_INT, SHOW_ALWAYS },
+	{ "queued", F_INT, SHOW_ALWAYS },
+	{ "upstream", F_STR, SHOW_ALWAYS },
+	{ "upstream_hits", F_INT, SHOW_ALWAYS },
+	{ "upstream_publishes", F_INT, SHOW_VERBOSE },
+	{ "upstream_waits", F_INT, SHOW_VERBOSE },
+	{ "upstream_takeovers", F_INT, SHOW_VERBOSE },
+	{ "upstream_errors", F_INT, SHOW_NONZERO },
+	{ "upstream_looks", F_INT, SHOW_VERBOSE },
+	{ "upstream_alias_hits", F_INT, SHOW_VERBOSE },
+	{ "upstream_alias_records", F_INT, SHOW_VERBOSE },
+	{ "upstream_alias_claims", F_INT, SHOW_VERBOSE },
+	{ "upstream_alias_claim_waits", F_INT, SHOW_VERBOSE },
+	{ "upstream_alias_claim_takeovers", F_INT, SHOW_VERBOSE },
+	{ "job_nodes", F_INT, SHOW_VERBOSE },
+	{ "upstream_looks_per_s", F_RATE, SHOW_VERBOSE },
 };
 
 /* "claim holders:" one line per process that holds claims or waits (the
@@ -162,62 +179,110 @@ static void print_holders(const cJSON *st, int width)
 		       more == 1 ? "" : "es");
 }
 
-static void print_status(const cJSON *st)
+/* Whether the status line of field i is shown (without -v: see field_show;
+ * a member the daemon did not send never is). */
+static bool status_shown(const cJSON *st, size_t i, bool verbose)
 {
-	int width = 0;
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(st, status_fields[i].field);
+
+	if (m == NULL)
+		return false;
+	switch (status_fields[i].show) {
+	case SHOW_ALWAYS:
+		return true;
+	case SHOW_NONZERO:
+		return verbose || !cJSON_IsNumber(m) || cJSON_GetNumberValue(m) != 0;
+	default:
+		return verbose;
+	}
+}
+
+static void print_field(const cJSON *st, size_t i, int width)
+{
+	const char *field = status_fields[i].field;
+	const char *name = cli_counter_name(field);
+	uint64_t v, misses;
+	const char *s;
 	char buf[64];
 
-	/* Aligned to the names shown: the upstream ones only come with --upstream. */
+	switch (status_fields[i].kind) {
+	case F_STR:
+		if ((s = cli_json_str(st, field)))
+			cli_field(width, name, "%s", s);
+		return;
+	case F_HOLDERS:
+		print_holders(st, width);
+		return;
+	case F_RATE: {
+		const cJSON *r = cJSON_GetObjectItemCaseSensitive(st, field);
+		if (cJSON_IsNumber(r))
+			cli_field(width, name, "%.3g looks/s", r->valuedouble);
+		return;
+	}
+	default:
+		break;
+	}
+	if (!cli_json_u64(st, field, &v))
+		return;
+	switch (status_fields[i].kind) {
+	case F_SIZE:
+		cli_field(width, name, "%s", util_format_size(v, buf, sizeof(buf)));
+		break;
+	case F_AGE:
+		cli_field(width, name, "%s", util_format_age((int64_t)v, buf, sizeof(buf)));
+		break;
+	case F_TIME:
+		cli_field(width, name, "%s", cli_format_time((int64_t)v, buf, sizeof(buf)));
+		break;
+	case F_HITS:
+		if (!cli_json_u64(st, "misses", &misses))
+			misses = 0;
+		cli_field(width, name, "%s", cli_format_hits(v, misses, buf, sizeof(buf)));
+		break;
+	default:
+		cli_field(width, name, "%llu", (unsigned long long)v);
+		break;
+	}
+}
+
+/* A number of the status reply that status_fields does not list (a
+ * counter newer than this table): shown with -v, after the others. */
+static bool unlisted_number(const cJSON *m)
+{
+	if (!cJSON_IsNumber(m) || m->string == NULL)
+		return false;
 	for (size_t i = 0; i < sizeof(status_fields) / sizeof(status_fields[0]); i++)
-		if (cJSON_GetObjectItemCaseSensitive(st, status_fields[i].field) &&
+		if (strcmp(status_fields[i].field, m->string) == 0)
+			return false;
+	return true;
+}
+
+static void print_status(const cJSON *st, bool verbose)
+{
+	const size_t n = sizeof(status_fields) / sizeof(status_fields[0]);
+	const cJSON *m;
+	int width = 0;
+
+	/* Aligned to the names shown. */
+	for (size_t i = 0; i < n; i++)
+		if (status_shown(st, i, verbose) &&
 		    (int)strlen(cli_counter_name(status_fields[i].field)) > width)
 			width = (int)strlen(cli_counter_name(status_fields[i].field));
+	cJSON_ArrayForEach(m, st)
+		if (verbose && unlisted_number(m) && (int)strlen(cli_counter_name(m->string)) > width)
+			width = (int)strlen(cli_counter_name(m->string));
 	/* Members the daemon did not send are left out rather than guessed. */
-	for (size_t i = 0; i < sizeof(status_fields) / sizeof(status_fields[0]); i++) {
-		const char *field = status_fields[i].field;
-		const char *name = cli_counter_name(field);
-		uint64_t v, misses;
-		const char *s;
-
-		if (status_fields[i].kind == F_STR) {
-			if ((s = cli_json_str(st, field)))
-				cli_field(width, name, "%s", s);
-			continue;
-		}
-		if (status_fields[i].kind == F_HOLDERS) {
-			print_holders(st, width);
-			continue;
-		}
-		if (status_fields[i].kind == F_RATE) {
-			const cJSON *r = cJSON_GetObjectItemCaseSensitive(st, field);
-			if (cJSON_IsNumber(r))
-				cli_field(width, name, "%.3g looks/s", r->valuedouble);
-			continue;
-		}
-		if (!cli_json_u64(st, field, &v))
-			continue;
-		switch (status_fields[i].kind) {
-		case F_SIZE:
-			cli_field(width, name, "%s", util_format_size(v, buf, sizeof(buf)));
-			break;
-		case F_AGE:
-			cli_field(width, name, "%s", util_format_age((int64_t)v, buf, sizeof(buf)));
-			break;
-		case F_HITS:
-			if (!cli_json_u64(st, "misses", &misses))
-				misses = 0;
-			cli_field(width, name, "%s", cli_format_hits(v, misses, buf, sizeof(buf)));
-			break;
-		default:
-			cli_field(width, name, "%llu", (unsigned long long)v);
-			break;
-		}
-	}
+	for (size_t i = 0; i < n; i++)
+		if (status_shown(st, i, verbose))
+			print_field(st, i, width);
+	cJSON_ArrayForEach(m, st)
+		if (verbose && unlisted_number(m))
+			cli_field(width, cli_counter_name(m->string), "%.15g", m->valuedouble);
 }
 
 /* What the cache takes on disk, its stale entries and its writers (kilnd's
  * status reply: disk, key_formats, writers). */
-static void print_cache(const cJSON *st)
+static void print_cache(const cJSON *st, bool verbose)
 {
 	const cJSON *disk = cJSON_GetObjectItemCaseSensitive(st, "disk");
 	const cJSON *kf = cJSON_GetObjectItemCaseSensitive(st, "key_formats");
@@ -225,7 +290,7 @@ static void print_cache(const cJSON *st)
 	uint64_t e = 0, i = 0, o = 0, n = 0, b = 0, p = 0;
 	char x[32], y[32], z[32];
 
-	if (cli_json_u64(disk, "entries", &e) && cli_json_u64(disk, "index", &i) &&
+	if (verbose && cli_json_u64(disk, "entries", &e) && cli_json_u64(disk, "index", &i) &&
 	    cli_json_u64(disk, "other", &o))
 		printf("on disk:        entries %s, index %s, logs and other files %s\n",
 		       util_format_size(e, x, sizeof(x)), util_format_size(i, y, sizeof(y)),
@@ -246,7 +311,8 @@ static void print_cache(const cJSON *st)
 	if (cli_json_u64(newer, "entries", &n) && n > 0)
 		printf("newer:          %llu %s of a newer kilnd's key format, kept\n",
 		       (unsigned long long)n, cli_entries_word(n));
-	if (cJSON_GetArraySize(w) == 0)
+	/* Without -v only when more than one kilnd version wrote the cache. */
+	if (cJSON_GetArraySize(w) == 0 || (!verbose && cJSON_GetArraySize(w) < 2))
 		return;
 	printf("written by:    ");
 	cJSON_ArrayForEach(it, w) {
@@ -364,25 +430,34 @@ static void print_gpus(const cJSON *st)
 	}
 }
 
+static const struct cli_optdef status_opts[] = {
+	{ "verbose", 'v', false, 1 },
+	{ NULL, 0, false, 0 },
+};
+
 int cmd_status(struct cli *cli, int argc, char **argv)
 {
 	struct cli_conn c;
 	struct msg_request req;
 	cJSON *reply = NULL;
-	int status;
+	bool verbose;
+	int status, nrefs;
 
-	status = parse_and_connect(cli, argc, argv, &c);
+	status = cli_parse_flag_refs(cli, argc, argv, status_opts, &verbose, NULL, 0, &nrefs);
 	if (status >= 0)
 		return status;
+	if (cli_conn_require(cli, &c) < 0)
+		return CLI_EXIT_ERROR;
 	status = CLI_EXIT_ERROR;
 	cli_request_init(&req, OP_STATUS);
 	if (call_report(cli, &c, &req, &reply) < 0)
 		goto cleanup;
 	if (!cli->json) {
-		print_status(reply);
-		print_cache(reply);
+		print_status(reply, verbose);
+		print_cache(reply, verbose);
 		print_failed(reply);
-		print_flights(reply);
+		if (verbose)
+			print_flights(reply);
 		print_toolchains(reply);
 		print_confinement(reply);
 		print_gpus(reply);

@@ -83,10 +83,20 @@ static const struct {
 	  "frame is the daemon's status object, whose \"running\" and \"queue\" arrays\n"
 	  "hold the builds. Needs kilnd.\n" },
 	{ "status",
-	  "Usage: kiln status\n"
+	  "Usage: kiln status [-v, --verbose]\n"
 	  "\n"
-	  "Show the daemon's pid, version, protocol, socket, cache directory, build\n"
-	  "slots, cache size, uptime, request counters and toolchains. Needs kilnd.\n"
+	  "Show the daemon's pid, version, socket, cache directory, cache size,\n"
+	  "uptime, requests, hits and misses, builds, toolchains, confinement and\n"
+	  "GPUs, the latest failed builds, and each counter of trouble that is not\n"
+	  "zero (stale entries, text timeouts, not cacheable, not observed,\n"
+	  "variants, claims held, claim timeouts, claims refused, cache remade,\n"
+	  "denied, stalled, damaged, upstream errors), and the kilnd versions that\n"
+	  "wrote the cache when there are several. Needs kilnd.\n"
+	  "\n"
+	  "  -v, --verbose   every counter, zero or not (protocol, build slots,\n"
+	  "                  joins, source texts, claims, upstream traffic, ...),\n"
+	  "                  the processes holding claims, what the cache takes on\n"
+	  "                  disk, the kilnds that wrote it and the builds in flight\n"
 	  "\n"
 	  "With --json, prints the daemon's status reply as one object, without \"id\"\n"
 	  "and \"ok\": pid, version, proto, socket, cache_dir, jobs, max_size, entries,\n"
@@ -100,7 +110,7 @@ static const struct {
 	  "upstream_alias_records, upstream_alias_claims,\n"
 	  "upstream_alias_claim_waits, upstream_alias_claim_takeovers,\n"
 	  "job_nodes, job_nodes_source and\n"
-	  "upstream_looks_per_s (shown as text too).\n"
+	  "upstream_looks_per_s (shown as text with -v).\n"
 	  "\n" GLOBAL_OPTS },
 	{ "ls",
 	  "Usage: kiln ls [-w, --wide]\n"

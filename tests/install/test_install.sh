@@ -69,7 +69,7 @@ for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 out=$(LD_LIBRARY_PATH=$libdir "$tmp/client" "$sock" 2>&1) || { cat "$tmp/kilnd.log"; fail "client: $out"; }
 [ "$out" = "answer 42" ] || fail "client printed: $out"
 # The installed daemon records builds by observation, not dependency files.
-st=$(LD_LIBRARY_PATH=$libdir "$bindir/kiln" --socket "$sock" status) || fail "kiln status"
+st=$(LD_LIBRARY_PATH=$libdir "$bindir/kiln" --socket "$sock" status -v) || fail "kiln status -v"
 grep -q "inputs recorded by observation" <<<"$st" || fail "the installed kilnd does not observe: $st"
 grep -q "^not observed: *0" <<<"$st" || fail "a build ran a program kiln could not observe: $st"
 LD_LIBRARY_PATH=$libdir "$bindir/kiln" --socket "$sock" stop >/dev/null || fail "kiln stop"

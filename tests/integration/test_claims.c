@@ -594,7 +594,7 @@ START_TEST(one_process_cannot_fill_the_table)
 	ck_assert_int_eq(harness_num(s, "claims_refused"), 64 * 1024 - 4096);
 	cJSON_Delete(s);
 	char *out = NULL, *err = NULL, want[64];
-	ck_assert_int_eq(harness_cli(&out, &err, "status", NULL), 0);
+	ck_assert_int_eq(harness_cli(&out, &err, "status", "-v", NULL), 0);
 	snprintf(want, sizeof(want), "pid %d", (int)h.pid);
 	ck_assert_msg(strstr(out, want) != NULL && strstr(out, "4096 claims on 64 connections") != NULL,
 		      "%s", out);

@@ -88,7 +88,22 @@ START_TEST(cli_commands_with_and_without_the_daemon)
 	out = cli_ok((const char *[]){ "status", NULL });
 	ck_assert_msg(harness_contains(out, pid), "kiln status does not show pid %s: %s", pid, out);
 	ck_assert_msg(harness_contains(out, harness.cache), "kiln status lacks the cache: %s", out);
+	/* Short by default: a zero counter of trouble and the detail only with -v. */
+	ck_assert_msg(harness_contains(out, "\nhits:") && harness_contains(out, "\nbuilds started:"),
+		      "kiln status lacks the traffic: %s", out);
+	ck_assert_msg(!harness_contains(out, "\nnot observed:") &&
+		      !harness_contains(out, "\ntext waits:") && !harness_contains(out, "\nflights:") &&
+		      !harness_contains(out, "\non disk:"), "kiln status is not short: %s", out);
 	free(out);
+	out = cli_ok((const char *[]){ "status", "--verbose", NULL });
+	ck_assert_msg(harness_contains(out, "\nnot observed:     0\n") &&
+		      harness_contains(out, "\ntext waits:") && harness_contains(out, "\nflights:") &&
+		      harness_contains(out, "\non disk:") && harness_contains(out, "\nprotocol:"),
+		      "kiln status --verbose lacks a counter: %s", out);
+	free(out);
+	err = cli_fails((const char *[]){ "status", "extra", NULL });
+	ck_assert_msg(harness_contains(err, "status takes no arguments"), "%s", err);
+	free(err);
 	st = harness_status();
 	for (size_t i = 0; i < sizeof(status_fields) / sizeof(status_fields[0]); i++)
 		harness_num(st, status_fields[i]);

@@ -94,7 +94,7 @@ START_TEST(warm_builds_a_manifest)
 }
 END_TEST
 
-/* kiln status and kiln stats name a counter alike: each of these names
+/* kiln status -v and kiln stats name a counter alike: each of these names
  * begins a line of both; stats shows no member names (need_sources) and
  * gives the hit ratio that status gives. */
 static void check_counter_names(void)
@@ -105,7 +105,7 @@ static void check_counter_names(void)
 	};
 	char *status = NULL, *stats = NULL, want[64];
 
-	ck_assert_int_eq(harness_cli(&status, NULL, "status", NULL), 0);
+	ck_assert_int_eq(harness_cli(&status, NULL, "status", "-v", NULL), 0);
 	ck_assert_int_eq(harness_cli(&stats, NULL, "stats", NULL), 0);
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		snprintf(want, sizeof(want), "\n%s:", names[i]);
