@@ -274,9 +274,11 @@ static void evict_done(void *arg, int status)
 	}
 	if (j->rc != 0)
 		log_warn("eviction failed: %s", strerror(-j->rc));
-	else if (j->removed > 0)
-		log_info("evicted %llu entries (%llu bytes on disk) to stay under --max-size",
-			 (unsigned long long)j->removed, (unsigned long long)j->freed);
+	else if (j->removed > 0) {
+		char sz[32];
+		log_info("evicted %llu entries (%s on disk) to stay under --max-size",
+			 (unsigned long long)j->removed, util_format_size(j->freed, sz, sizeof(sz)));
+	}
 	struct kilnd *d = j->d;
 	uint64_t index = j->index, other = j->other;
 	free(j);
@@ -286,13 +288,17 @@ static void evict_done(void *arg, int status)
 		return;
 	kilnd_set_overhead(d, index, other);
 	bool over = d->disk.total > d->cfg->max_size;
-	if (over && !d->evict_over_said)
-		log_warn("the cache takes %llu bytes on disk after eviction, over --max-size %llu: "
-			 "its index takes %llu, logs and other files %llu, the pinned entries "
-			 "left %llu; raise the limit or unpin entries",
-			 (unsigned long long)d->disk.total, (unsigned long long)d->cfg->max_size,
-			 (unsigned long long)d->disk.index, (unsigned long long)d->disk.other,
-			 (unsigned long long)d->disk.entries_disk);
+	if (over && !d->evict_over_said) {
+		char t[32], m[32], i[32], o[32], e[32];
+		log_warn("the cache takes %s on disk after eviction, over --max-size %s: "
+			 "its index takes %s, logs and other files %s, the pinned entries "
+			 "left %s; raise the limit or unpin entries",
+			 util_format_size(d->disk.total, t, sizeof(t)),
+			 util_format_size(d->cfg->max_size, m, sizeof(m)),
+			 util_format_size(d->disk.index, i, sizeof(i)),
+			 util_format_size(d->disk.other, o, sizeof(o)),
+			 util_format_size(d->disk.entries_disk, e, sizeof(e)));
+	}
 	d->evict_over_said = over;
 }
 

@@ -563,9 +563,10 @@ static void serve(struct kilnd *d)
 	if (xdg != NULL)
 		log_warn("XDG_RUNTIME_DIR=%s is no directory of this user (inherited from another "
 			 "session?); the socket is %s instead", xdg, d->cfg->socket_path);
-	log_info("kilnd %s ready: pid %d, socket %s, cache %s, %u jobs, max size %llu bytes (%s)",
+	char max_size[32];
+	log_info("kilnd %s ready: pid %d, socket %s, cache %s, %u jobs, max size %s (%s)",
 		 upgrade_version, (int)getpid(), cfg->socket_path, cfg->cache_dir, cfg->jobs,
-		 (unsigned long long)cfg->max_size, d->max_size_source);
+		 util_format_size(cfg->max_size, max_size, sizeof(max_size)), d->max_size_source);
 	instance_ready(0, (long)getpid(), NULL);
 	snprintf(status, sizeof(status), "serving %s", cfg->socket_path);
 	sd_ready(status);

@@ -419,9 +419,12 @@ int kiln_get_file_data(struct kiln *k, const struct kiln_request *req, const cha
 {
 	if (req != NULL && alias_data != NULL && req->alias == NULL)
 		return lib_err_set(KILN_EINVAL, "kiln_get_file_data: alias_data needs req->alias");
-	if (alias_data != NULL && !alias_data_valid(alias_data))
+	if (alias_data != NULL && !alias_data_valid(alias_data)) {
+		char lim[32];
 		return lib_err_set(KILN_EINVAL, "kiln_get_file_data: alias_data must be padded "
-				   "base64 of at most %u bytes", MSG_ALIAS_DATA_MAX);
+				   "base64 of at most %s", util_format_size(MSG_ALIAS_DATA_MAX, lim,
+									    sizeof(lim)));
+	}
 	return get_program(k, req, alias_data, false, out);
 }
 

@@ -45,6 +45,7 @@
 #include "jobsize.h"
 #include "json_read.h"
 #include "lib_internal.h"
+#include "util.h"
 #include "wire.h"
 
 /* One request waiting for its reply; lives on the caller's stack. */
@@ -798,8 +799,9 @@ int lib_conn_call_many(struct kiln *k, struct msg_request *const *reqs, size_t n
 			goto out;
 		}
 		if (lens[i] > UINT32_MAX) {
-			rc = lib_err_set(KILN_EINVAL,
-					 "request %zu is %zu bytes, over the 4 GiB frame limit", i, lens[i]);
+			char sz[32];
+			rc = lib_err_set(KILN_EINVAL, "request %zu is %s, over the 4 GiB frame limit",
+					 i, util_format_size(lens[i], sz, sizeof(sz)));
 			goto out;
 		}
 	}
@@ -850,9 +852,10 @@ int lib_conn_call(struct kiln *k, struct msg_request *req, cJSON **reply, int *f
 	/* Refused here, not by the write, so that the shared connection
 	 * does not break for everyone. */
 	if (len > UINT32_MAX) {
+		char sz[32];
 		free(payload);
-		return lib_err_set(KILN_EINVAL, "the %s request is %zu bytes, over the 4 GiB frame limit",
-				   msg_op_name(req->op), len);
+		return lib_err_set(KILN_EINVAL, "the %s request is %s, over the 4 GiB frame limit",
+				   msg_op_name(req->op), util_format_size(len, sz, sizeof(sz)));
 	}
 	for (attempt = 0;; attempt++) {
 		rc = conn_acquire(k, &c, &fresh);

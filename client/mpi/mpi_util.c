@@ -10,12 +10,15 @@
 
 #include "kiln_x.h"
 #include "mpi_int.h"
+#include "util.h"
 
 int mpi_count(size_t n, const char *what, int *out)
 {
-	if (n > INT_MAX)
-		return kiln_x_fail(KILN_EINVAL, "%s is %zu bytes, above what one MPI message holds",
-				   what, n);
+	if (n > INT_MAX) {
+		char sz[32];
+		return kiln_x_fail(KILN_EINVAL, "%s is %s, above what one MPI message holds (2 GiB)",
+				   what, util_format_size(n, sz, sizeof(sz)));
+	}
 	*out = (int)n;
 	return 0;
 }

@@ -208,8 +208,9 @@ static int file_digest(struct kilnd *d, struct hstate *hs, const struct store_de
 		return DEP_VALID;
 	}
 	if (hs->hashing == NULL && st->st_size > HASH_CHECK_MAX) {
-		log_info("%s changed and has %lld bytes: not hashed to check a hit, a miss", path,
-			 (long long)st->st_size);
+		char sz[32];
+		log_info("%s changed and has %s: not hashed to check a hit, a miss", path,
+			 util_format_size((uint64_t)st->st_size, sz, sizeof(sz)));
 		return DEP_INVALID;
 	}
 	if (hs->hashing == NULL && st->st_size > HASH_INLINE_MAX && hash_on_pool(d, path, hs, false))

@@ -502,10 +502,12 @@ static void write_done(void *arg, int status)
 		d->c.evicted += j->removed;
 		d->c.evicted_bytes += j->freed;
 		upgrade_count_formats(d);
+		char sz[32];
 		if (j->stale && j->removed > 0)
 			log_info("gc --stale: removed %llu entries of an older or unknown key format "
-				 "(%llu pinned), %llu bytes", (unsigned long long)j->removed,
-				 (unsigned long long)j->pinned_removed, (unsigned long long)j->freed);
+				 "(%llu pinned), %s", (unsigned long long)j->removed,
+				 (unsigned long long)j->pinned_removed,
+				 util_format_size(j->freed, sz, sizeof(sz)));
 	}
 	if (j->rc == -ENOENT) {
 		conn_reply_error(c, j->id, ERR_NOT_FOUND, "ref", "entry %s is gone", j->key);

@@ -203,9 +203,10 @@ static void import_done(void *arg, int status)
 	} else {
 		d->c.imports++;
 		kilnd_refresh_totals(d);
-		log_info("imported %.16s (%s, %llu bytes)", j->entry.key,
+		char sz[32];
+		log_info("imported %.16s (%s, %s)", j->entry.key,
 			 j->entry.label != NULL ? j->entry.label : "no label",
-			 (unsigned long long)j->entry.size);
+			 util_format_size(j->entry.size, sz, sizeof(sz)));
 		import_alias(d, &j->in->req, j->entry.key);
 		put_reply(c, id, j->entry.key, true);
 	}

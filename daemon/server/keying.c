@@ -66,10 +66,11 @@ static void keying_work(void *arg)
 		}
 		int rc = util_read_file(s->path, d->cfg->max_frame, &in->bufs[i], &len);
 		if (rc == -EFBIG) {
+			char lim[32];
 			msg_error_set(&j->err, ERR_TOO_LARGE, "sources",
-				      "source %s is larger than %llu bytes, kilnd's limit for a source "
+				      "source %s is larger than %s, kilnd's limit for a source "
 				      "(kilnd --max-frame raises it)", s->path,
-				      (unsigned long long)d->cfg->max_frame);
+				      util_format_size(d->cfg->max_frame, lim, sizeof(lim)));
 			return;
 		}
 		if (rc != 0) {
@@ -81,9 +82,10 @@ static void keying_work(void *arg)
 		in->src[i].len = len;
 		total += len;
 		if (total > d->cfg->max_frame) {
+			char lim[32];
 			msg_error_set(&j->err, ERR_TOO_LARGE, "sources",
-				      "the sources add up to more than %llu bytes (--max-frame)",
-				      (unsigned long long)d->cfg->max_frame);
+				      "the sources add up to more than %s (--max-frame)",
+				      util_format_size(d->cfg->max_frame, lim, sizeof(lim)));
 			return;
 		}
 	}

@@ -15,6 +15,7 @@
 #include "settings_op.h"
 #include "stats.h"
 #include "thread.h"
+#include "util.h"
 
 struct config_job {
 	struct conn *c;
@@ -52,8 +53,9 @@ static void config_done(void *arg, int status)
 		uint64_t before = d->cfg->max_size;
 		const char *source = config_apply_cache_conf(d->cfg, &j->cc);
 		d->max_size_source = source;
+		char sz[32];
 		if (d->cfg->max_size != before)
-			log_info("max size %llu bytes (%s)", (unsigned long long)d->cfg->max_size,
+			log_info("max size %s (%s)", util_format_size(d->cfg->max_size, sz, sizeof(sz)),
 				 source);
 		kilnd_refresh_totals(d);   /* evicts when now over */
 		cJSON *r = cJSON_CreateObject();
