@@ -9,7 +9,7 @@
  * their own deadline passes. A claim belongs to an owner (a connection's
  * struct claim_owner; nothing else of the connection is known here) and
  * ends with it. Loop thread only. The server layer parks and answers the
- * requests (server/lookup_op.c); publish calls claims_published. The same
+ * requests (server/op_lookup.c); publish calls claims_published. The same
  * claims hold the turn to send a request key's text, under the name
  * "text <rkey>", which no alias can have (server/text_turn.c);
  * the server layer counts what it claims (the counters' claims are

@@ -113,7 +113,7 @@ struct kilnd {
 	const struct build_tier *tier;  /* its hooks into the flights (build.h), or NULL */
 	struct gpus *gpus;           /* detected at start (gpu.h) */
 	char *observe_lib;           /* kiln-observe.so next to kiln-exec, or NULL */
-	char *hello_tail;            /* hello's reply after id, ok and heartbeat (dispatch.c) */
+	char *hello_tail;            /* hello's reply after id, ok and heartbeat (op_hello.c) */
 	struct msg_args_memo args_memo; /* the last accepted argument list's verdict (msg.h);
 	                              * the loop's parser only */
 	int landlock_abi;            /* > 0: compilers write only in their build directory */
@@ -171,11 +171,11 @@ void kilnd_activity(struct kilnd *d);
 	X(STATS_SAVE, "stats_save")    /* statistics written to the index (stats.c) */ \
 	X(IDENT, "ident")              /* a toolchain named by path identified (named.c) */ \
 	X(KEYING, "keying")            /* a request's sources read and hashed (keying.c) */ \
-	X(WRITE, "write")              /* rm, pin, label, gc: index writes for a client (dispatch.c) */ \
-	X(CONFIG, "config")            /* kiln.conf read or written (settings_op.c) */ \
-	X(IMPORT, "import")            /* put: an artifact checked and imported (import.c) */ \
-	X(TRANSFER, "transfer")        /* export or import of a directory (transfer.c) */ \
-	X(VERIFY, "verify")            /* objects checked against their SHA-256 (verify_op.c) */ \
+	X(WRITE, "write")              /* rm, pin, label, gc: index writes for a client (op_entries.c) */ \
+	X(CONFIG, "config")            /* kiln.conf read or written (op_settings.c) */ \
+	X(IMPORT, "import")            /* put: an artifact checked and imported (op_put.c) */ \
+	X(TRANSFER, "transfer")        /* export or import of a directory (op_transfer.c) */ \
+	X(VERIFY, "verify")            /* objects checked against their SHA-256 (op_verify.c) */ \
 	X(UP_LOOK, "up_look")          /* the upstream tier looked at, a claim made (upstream.c) */ \
 	X(UP_PUBLISH, "up_publish")    /* a build published upstream (upstream.c) */ \
 	X(UP_ALIAS, "up_alias")        /* an alias record written or looked up (upstream_alias.c) */ \
@@ -196,6 +196,9 @@ const char *kilnd_pool_job_name(enum pool_job kind);
  */
 int kilnd_work(struct kilnd *d, enum pool_job kind, void (*fn)(void *arg),
 	       void (*done)(void *arg, int status), void *arg);
+/* What a request or build is told when kilnd_work failed (the one wording:
+ * the server's conn_queue_work, a flight's stages, the tier). */
+#define KILND_WORK_REFUSED "cannot queue work on the thread pool"
 
 /* Queues a use of key for the batched last_used/uses update. */
 void kilnd_touch(struct kilnd *d, const char *key);

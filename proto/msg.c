@@ -13,24 +13,8 @@
 #include "util.h"
 
 static const char *const op_names[OP__COUNT] = {
-	[OP_HELLO] = "hello",
-	[OP_GET] = "get",
-	[OP_LOOKUP] = "lookup",
-	[OP_STATUS] = "status",
-	[OP_LIST] = "list",
-	[OP_SHOW] = "show",
-	[OP_REMOVE] = "remove",
-	[OP_PIN] = "pin",
-	[OP_UNPIN] = "unpin",
-	[OP_GC] = "gc",
-	[OP_VERIFY] = "verify",
-	[OP_EXPORT] = "export",
-	[OP_IMPORT] = "import",
-	[OP_SHUTDOWN] = "shutdown",
-	[OP_PUT] = "put",
-	[OP_CONFIG] = "config",
-	[OP_ZERO] = "zero",
-	[OP_RELEASE] = "release",
+#define KILN_OP(id, name, parse, pack, run, family, flags) [OP_##id] = name,
+#include "ops.def"
 };
 
 static const char *const err_names[ERR__COUNT] = {
@@ -124,6 +108,16 @@ cJSON *msg_add_int(cJSON *obj, const char *name, int64_t v)
 	 * this is the first a rank's libkiln would make. */
 	util_i64_text(v, buf);
 	return cJSON_AddRawToObject(obj, name, buf);
+}
+
+cJSON *msg_ok_reply(uint64_t id)
+{
+	cJSON *r = cJSON_CreateObject();
+	if (r != NULL && (!msg_add_int(r, "id", (int64_t)id) || !cJSON_AddTrueToObject(r, "ok"))) {
+		cJSON_Delete(r);
+		r = NULL;
+	}
+	return r;
 }
 
 cJSON *msg_error_reply(uint64_t id, const struct msg_error *err)

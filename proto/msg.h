@@ -30,26 +30,11 @@
 #define MSG_MAX_WAIT_MS 600000 /* lookup's wait_ms: ten minutes */
 #define MSG_MAX_DEPTH 8 /* objects and arrays inside each other; requests need 3 */
 
+/* The operations, in ops.def's order (one row per op). */
 enum msg_op {
 	OP_UNKNOWN = -1,
-	OP_HELLO = 0,
-	OP_GET,
-	OP_LOOKUP,
-	OP_STATUS,
-	OP_LIST,
-	OP_SHOW,
-	OP_REMOVE,
-	OP_PIN,
-	OP_UNPIN,
-	OP_GC,
-	OP_SHUTDOWN,
-	OP_PUT,
-	OP_VERIFY,
-	OP_EXPORT,
-	OP_IMPORT,
-	OP_CONFIG,
-	OP_ZERO,
-	OP_RELEASE,
+#define KILN_OP(id, name, parse, pack, run, family, flags) OP_##id,
+#include "ops.def"
 	OP__COUNT
 };
 
@@ -223,6 +208,9 @@ char *msg_request_pack(const struct msg_request *req, size_t *len);
  */
 cJSON *msg_add_int(cJSON *obj, const char *name, int64_t v);
 
+/* Builds {"id":id,"ok":true}, for the op's own members to follow. Returns a
+ * new cJSON object owned by the caller, or NULL on ENOMEM. */
+cJSON *msg_ok_reply(uint64_t id);
 /* Builds {"id":id,"ok":false,"error":{"code":...,"message":...}} plus "field"
  * when err->field is set. Returns a new cJSON object owned by the caller. */
 cJSON *msg_error_reply(uint64_t id, const struct msg_error *err);

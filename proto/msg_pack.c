@@ -135,7 +135,8 @@ static void pack_sources(struct out *o, const struct msg_request *req)
 	put(o, "]", 1);
 }
 
-static bool pack_put(struct out *o, const struct msg_request *req)
+/* put: the artifact's key, digest, size and dependencies. */
+static bool pack_artifact(struct out *o, const struct msg_request *req)
 {
 	add_str(o, "key", req->key);
 	add_hex(o, "sha256", req->art_digest);
@@ -164,72 +165,102 @@ static bool pack_put(struct out *o, const struct msg_request *req)
 	return true;
 }
 
-static bool pack_fields(struct out *o, const struct msg_request *req)
+static bool pack_hello(struct out *o, const struct msg_request *req)
 {
-	switch (req->op) {
-	case OP_HELLO:
-		if (req->heartbeat)
-			add_bool(o, "heartbeat", true);
-		if (req->job_nodes > 0)
-			add_num(o, "job_nodes", req->job_nodes);
-		add_num(o, "proto", req->proto);
-		add_str(o, "client", req->client);
-		return true;
-	case OP_PUT:
-	case OP_GET:
-		/* put names its program as a get does */
-		if (req->op == OP_PUT && !pack_put(o, req))
-			return false;
-		if (req->no_build)
-			add_bool(o, "build", false);
-		add_str(o, "toolchain", req->toolchain);
-		add_str(o, "host_compiler", req->host_compiler);
-		add_str(o, "output", req->output);
-		if (req->nargs && !add_strings(o, "args", req->args, req->nargs))
-			return false;
-		if (req->npch && !add_strings(o, "pch", req->pch, req->npch))
-			return false;
-		pack_sources(o, req);
-		add_str(o, "alias", req->alias);
-		add_str(o, "alias_data", req->alias_data);
-		add_str(o, "label", req->label);
-		return true;
-	case OP_LOOKUP:
-		add_str(o, "alias", req->alias);
-		add_str(o, "key", req->key);
-		add_str(o, "toolchain", req->toolchain);
-		add_str(o, "host_compiler", req->host_compiler);
-		if (req->claim) {
-			add_bool(o, "claim", true);
-			add_num(o, "wait_ms", (int64_t)req->wait_ms);
-		}
-		return true;
-	case OP_RELEASE:
-		add_str(o, "alias", req->alias);
-		return true;
-	case OP_SHOW:
-	case OP_REMOVE:
-	case OP_PIN:
-	case OP_UNPIN:
-		add_str(o, "ref", req->ref);
-		return true;
-	case OP_GC:
-		if (req->stale)
-			add_bool(o, "stale", true);
-		else
-			add_num(o, "max_size", req->max_size);
-		return true;
-	case OP_CONFIG:
-		add_num(o, "max_size", req->max_size);
-		return true;
-	case OP_EXPORT:
-	case OP_IMPORT:
-		add_str(o, "dir", req->dir);
-		return true;
-	default:
-		return true;
-	}
+	if (req->heartbeat)
+		add_bool(o, "heartbeat", true);
+	if (req->job_nodes > 0)
+		add_num(o, "job_nodes", req->job_nodes);
+	add_num(o, "proto", req->proto);
+	add_str(o, "client", req->client);
+	return true;
 }
+
+static bool pack_get(struct out *o, const struct msg_request *req)
+{
+	if (req->no_build)
+		add_bool(o, "build", false);
+	add_str(o, "toolchain", req->toolchain);
+	add_str(o, "host_compiler", req->host_compiler);
+	add_str(o, "output", req->output);
+	if (req->nargs && !add_strings(o, "args", req->args, req->nargs))
+		return false;
+	if (req->npch && !add_strings(o, "pch", req->pch, req->npch))
+		return false;
+	pack_sources(o, req);
+	add_str(o, "alias", req->alias);
+	add_str(o, "alias_data", req->alias_data);
+	add_str(o, "label", req->label);
+	return true;
+}
+
+/* put names its program as a get does. */
+static bool pack_put(struct out *o, const struct msg_request *req)
+{
+	return pack_artifact(o, req) && pack_get(o, req);
+}
+
+static bool pack_lookup(struct out *o, const struct msg_request *req)
+{
+	add_str(o, "alias", req->alias);
+	add_str(o, "key", req->key);
+	add_str(o, "toolchain", req->toolchain);
+	add_str(o, "host_compiler", req->host_compiler);
+	if (req->claim) {
+		add_bool(o, "claim", true);
+		add_num(o, "wait_ms", (int64_t)req->wait_ms);
+	}
+	return true;
+}
+
+static bool pack_release(struct out *o, const struct msg_request *req)
+{
+	add_str(o, "alias", req->alias);
+	return true;
+}
+
+/* show, remove, pin, unpin */
+static bool pack_ref(struct out *o, const struct msg_request *req)
+{
+	add_str(o, "ref", req->ref);
+	return true;
+}
+
+static bool pack_gc(struct out *o, const struct msg_request *req)
+{
+	if (req->stale)
+		add_bool(o, "stale", true);
+	else
+		add_num(o, "max_size", req->max_size);
+	return true;
+}
+
+static bool pack_config(struct out *o, const struct msg_request *req)
+{
+	add_num(o, "max_size", req->max_size);
+	return true;
+}
+
+/* export, import */
+static bool pack_dir(struct out *o, const struct msg_request *req)
+{
+	add_str(o, "dir", req->dir);
+	return true;
+}
+
+/* An op without fields of its own. */
+static bool pack_none(struct out *o, const struct msg_request *req)
+{
+	(void)o, (void)req;
+	return true;
+}
+
+/* Each op's packer, from its row in ops.def. */
+typedef bool pack_fn(struct out *o, const struct msg_request *req);
+static pack_fn *const packers[OP__COUNT] = {
+#define KILN_OP(id, name, parse, pack, run, family, flags) [OP_##id] = pack,
+#include "ops.def"
+};
 
 char *msg_request_pack(const struct msg_request *req, size_t *len)
 {
@@ -240,7 +271,7 @@ char *msg_request_pack(const struct msg_request *req, size_t *len)
 	put(&o, "{", 1);
 	add_str(&o, "op", op);
 	add_int(&o, "id", (int64_t)req->id);
-	bool ok = pack_fields(&o, req);
+	bool ok = packers[req->op](&o, req);
 	put(&o, "}", 1);
 	if (!ok || o.oom) {
 		free(o.buf);

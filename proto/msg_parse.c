@@ -128,8 +128,10 @@ static int get_str(const cJSON *obj, const char *name, bool required, size_t max
 	return *out ? 0 : oom(err);
 }
 
-static int parse_hello(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+static int parse_hello(const cJSON *obj, struct msg_request *req, struct msg_error *err,
+		           struct msg_args_memo *memo)
 {
+	(void)memo;
 	if (get_uint(obj, "proto", true, MSG_MAX_ID, &req->proto, err) < 0 ||
 	    get_str(obj, "client", false, MSG_MAX_CLIENT, &req->client, err) < 0 ||
 	    get_uint(obj, "job_nodes", false, JOBSIZE_MAX, &req->job_nodes, err) < 0)
@@ -535,8 +537,10 @@ static int parse_put(const cJSON *obj, struct msg_request *req, struct msg_error
 
 static int parse_claim(const cJSON *obj, struct msg_request *req, struct msg_error *err);
 
-static int parse_lookup(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+static int parse_lookup(const cJSON *obj, struct msg_request *req, struct msg_error *err,
+		            struct msg_args_memo *memo)
 {
+	(void)memo;
 	char why[200];
 	if (parse_name(obj, "alias", validate_alias, &req->alias, err) < 0 ||
 	    get_str(obj, "key", false, 0, &req->key, err) < 0 ||
@@ -557,8 +561,10 @@ static int parse_lookup(const cJSON *obj, struct msg_request *req, struct msg_er
 }
 
 /* gc's "max_size" or "stale". */
-static int parse_gc(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+static int parse_gc(const cJSON *obj, struct msg_request *req, struct msg_error *err,
+		        struct msg_args_memo *memo)
 {
+	(void)memo;
 	const cJSON *stale = member(obj, "stale");
 	if (stale != NULL && !cJSON_IsBool(stale))
 		return msg_error_set(err, ERR_BAD_REQUEST, "stale", "\"stale\" must be true or false");
@@ -590,8 +596,10 @@ static int parse_claim(const cJSON *obj, struct msg_request *req, struct msg_err
 	return 0;
 }
 
-static int parse_ref(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+static int parse_ref(const cJSON *obj, struct msg_request *req, struct msg_error *err,
+		         struct msg_args_memo *memo)
 {
+	(void)memo;
 	if (get_str(obj, "ref", true, MSG_MAX_REF, &req->ref, err) < 0)
 		return -1;
 	/* A reference is a key, a key prefix, an alias (printable ASCII without
@@ -607,8 +615,10 @@ static int parse_ref(const cJSON *obj, struct msg_request *req, struct msg_error
 }
 
 /* export and import: an absolute directory without NUL or newline. */
-static int parse_dir(const cJSON *obj, struct msg_request *req, struct msg_error *err)
+static int parse_dir(const cJSON *obj, struct msg_request *req, struct msg_error *err,
+		         struct msg_args_memo *memo)
 {
+	(void)memo;
 	if (get_str(obj, "dir", true, 4095, &req->dir, err) < 0)
 		return -1;
 	if (req->dir[0] != '/' || strchr(req->dir, '\n') != NULL)
@@ -616,44 +626,40 @@ static int parse_dir(const cJSON *obj, struct msg_request *req, struct msg_error
 	return 0;
 }
 
-static int parse_fields(const cJSON *obj, struct msg_request *req, struct msg_error *err,
+static int parse_release(const cJSON *obj, struct msg_request *req, struct msg_error *err,
+			 struct msg_args_memo *memo)
+{
+	(void)memo;
+	if (parse_name(obj, "alias", validate_alias, &req->alias, err) < 0)
+		return -1;
+	if (req->alias == NULL)
+		return msg_error_set(err, ERR_BAD_REQUEST, "alias", "release needs an \"alias\"");
+	return 0;
+}
+
+/* config: the size to keep in kiln.conf (0 removes it). */
+static int parse_config(const cJSON *obj, struct msg_request *req, struct msg_error *err,
 			struct msg_args_memo *memo)
 {
-	switch (req->op) {
-	case OP_EXPORT:
-	case OP_IMPORT:
-		return parse_dir(obj, req, err);
-	case OP_HELLO:
-		return parse_hello(obj, req, err);
-	case OP_GET:
-		return parse_get(obj, req, err, memo);
-	case OP_PUT:
-		return parse_put(obj, req, err, memo);
-	case OP_LOOKUP:
-		return parse_lookup(obj, req, err);
-	case OP_RELEASE:
-		return parse_name(obj, "alias", validate_alias, &req->alias, err) < 0 ? -1 :
-		       req->alias == NULL ? msg_error_set(err, ERR_BAD_REQUEST, "alias",
-							  "release needs an \"alias\"") : 0;
-	case OP_SHOW:
-	case OP_REMOVE:
-	case OP_PIN:
-	case OP_UNPIN:
-		return parse_ref(obj, req, err);
-	case OP_GC:
-		return parse_gc(obj, req, err);
-	case OP_CONFIG:
-		return get_uint(obj, "max_size", false, MSG_MAX_ID, &req->max_size, err);
-	case OP_ZERO:
-	case OP_STATUS:
-	case OP_LIST:
-	case OP_SHUTDOWN:
-	case OP_VERIFY:
-		return 0;
-	default:
-		return msg_error_set(err, ERR_INTERNAL, "op", "operation has no parser");
-	}
+	(void)memo;
+	return get_uint(obj, "max_size", false, MSG_MAX_ID, &req->max_size, err);
 }
+
+/* An op without fields of its own. */
+static int parse_none(const cJSON *obj, struct msg_request *req, struct msg_error *err,
+		      struct msg_args_memo *memo)
+{
+	(void)obj, (void)req, (void)err, (void)memo;
+	return 0;
+}
+
+/* Each op's parser, from its row in ops.def. */
+typedef int parse_fn(const cJSON *obj, struct msg_request *req, struct msg_error *err,
+		     struct msg_args_memo *memo);
+static parse_fn *const parsers[OP__COUNT] = {
+#define KILN_OP(id, name, parse, pack, run, family, flags) [OP_##id] = parse,
+#include "ops.def"
+};
 
 /* True when only JSON whitespace follows the parsed value. */
 static bool only_space(const char *p, const char *end)
@@ -769,7 +775,7 @@ int msg_request_parse_memo(const char *json, size_t len, struct msg_request *req
 			      printable(op->valuestring, q));
 		goto cleanup;
 	}
-	rc = parse_fields(root, req, err, memo);
+	rc = parsers[req->op](root, req, err, memo);
 cleanup:
 	cJSON_Delete(root);
 	if (rc < 0) {

@@ -16,7 +16,10 @@ Fails, naming each, when
   - a file includes the header of a higher layer;
   - a folder's private header (NAME_int.h) is included from another folder;
   - docs/design.md's layer table does not name exactly the .c files of each
-    folder (the map and the tree must not drift apart).
+    folder (the map and the tree must not drift apart);
+  - a row of proto/ops.def names a handler that its family's file,
+    daemon/server/op_<family>.c, does not define, or an op_*.c file is no
+    row's family (one op, one row, one file).
 """
 import os
 import re
@@ -135,9 +138,44 @@ def check_design(root, rank):
     return errors
 
 
+OP_ROW = re.compile(r'^KILN_OP\(\s*(\w+)\s*,\s*"([^"]*)"\s*,\s*(\w+)\s*,\s*(\w+)\s*,'
+                    r'\s*(\w+)\s*,\s*(\w+)\s*,', re.M)
+
+
+def check_ops(root):
+    """Each row of proto/ops.def has its handler in daemon/server/op_<family>.c,
+    and each op_*.c file is some row's family."""
+    path = os.path.join(root, 'proto', 'ops.def')
+    if not os.path.exists(path):
+        return ['proto/ops.def: missing (the table of request operations)']
+    rows = OP_ROW.findall(open(path).read())
+    if not rows:
+        return ['proto/ops.def: no KILN_OP rows']
+    errors = []
+    server = os.path.join(root, 'daemon', 'server')
+    families = set()
+    for op, name, _parse, _pack, run, family in rows:
+        families.add(family)
+        rel = f'daemon/server/op_{family}.c'
+        if not os.path.exists(os.path.join(root, rel)):
+            errors.append(f'proto/ops.def: op {name} names family {family}, but {rel} is missing')
+            continue
+        text = open(os.path.join(root, rel)).read()
+        if not re.search(r'^void ' + re.escape(run) + r'\(struct conn \*', text, re.M):
+            errors.append(f'proto/ops.def: op {name}\'s handler {run} is not defined in {rel}')
+    for f in sorted(os.listdir(server)):
+        if f.startswith('op_') and f.endswith('.c') and f[3:-2] not in families:
+            errors.append(f'daemon/server/{f}: no row of proto/ops.def names family {f[3:-2]}')
+    return errors
+
+
+def check_all(root, rank):
+    return check_includes(root, rank) + check_design(root, rank) + check_ops(root)
+
+
 def check(root):
     rank = sources(root)
-    errors = check_includes(root, rank) + check_design(root, rank)
+    errors = check_all(root, rank)
     for e in errors:
         print(e)
     print(f'{len(rank)} files checked, {len(errors)} problems')
@@ -154,6 +192,14 @@ def self_test(root):
         'two headers of one name': ('daemon/tier/key.h', '/* planted */\n', 'two headers named'),
         'a file the map omits': ('daemon/flight/planted.c', '/* planted */\n',
                                  'missing from the "flight" row'),
+        'an op without its file': ('proto/ops.def',
+                                   'KILN_OP(PLANTED, "planted", parse_none, pack_none, '
+                                   'op_planted, planted, 0)\n', 'op_planted.c is missing'),
+        'a handler its file lacks': ('proto/ops.def',
+                                     'KILN_OP(PLANTED, "planted", parse_none, pack_none, '
+                                     'op_planted, hello, 0)\n', 'is not defined in'),
+        'an op file of no row': ('daemon/server/op_planted.c', '/* planted */\n',
+                                 'no row of proto/ops.def'),
     }
     failures = 0
     for what, (rel, text, expect) in plants.items():
@@ -166,7 +212,7 @@ def self_test(root):
             with open(target, mode) as fh:
                 fh.write(text)
             rank = sources(tmp)
-            errors = check_includes(tmp, rank) + check_design(tmp, rank)
+            errors = check_all(tmp, rank)
             caught = [e for e in errors if expect in e]
             print(f'{what}: {"caught: " + caught[0] if caught else "NOT CAUGHT"}')
             failures += not caught
@@ -174,7 +220,7 @@ def self_test(root):
         for folder in ('proto', 'store', 'daemon', 'docs'):
             shutil.copytree(os.path.join(root, folder), os.path.join(tmp, folder))
         clean = sources(tmp)
-        extra = check_includes(tmp, clean) + check_design(tmp, clean)
+        extra = check_all(tmp, clean)
         print(f'the unplanted copy: {len(extra)} problems')
         failures += bool(extra)
     return 1 if failures else 0

@@ -692,7 +692,7 @@ void build_begin(struct build *b)
 	b->in_pool = true;
 	if (kilnd_work(d, POOL_PREPARE, prepare_work, on_prepared, b) != 0) {
 		b->in_pool = false;
-		build_fail(b, ERR_INTERNAL, "cannot queue work on the thread pool");
+		build_fail(b, ERR_INTERNAL, KILND_WORK_REFUSED);
 		build_finish(b);
 	}
 }

@@ -33,7 +33,7 @@ struct build_result {
 
 /*
  * Who waits on a flight, and how it is answered: the flight layer knows no
- * connection. ctx is the waiter's (a connection, for dispatch.c).
+ * connection. ctx is the waiter's (a connection, for op_get.c).
  */
 struct waiter_ops {
 	/* True when nobody is left to answer (the client hung up). */

@@ -305,7 +305,7 @@ void publish_start(struct build *b)
 	b->in_pool = true;
 	if (kilnd_work(b->d, POOL_PUBLISH, publish_work, on_published, b) != 0) {
 		b->in_pool = false;
-		build_fail(b, ERR_INTERNAL, "cannot queue work on the thread pool");
+		build_fail(b, ERR_INTERNAL, KILND_WORK_REFUSED);
 		build_finish(b);
 	}
 }

@@ -2,7 +2,7 @@
  * From a get-like request (get, put) to a build input and its request key:
  * inline when the sources are small, else on the thread pool (sources given
  * by path are read there), then the caller's next step on the loop thread.
- * Used by the op table (dispatch.c) and by puts (import.c).
+ * Used by gets (op_get.c) and puts (op_put.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -331,11 +331,8 @@ void keying_request(struct conn *c, struct msg_request *req, int fd, keying_next
 		goto drop;
 	}
 	*j = (struct keying_job){ .c = c, .in = in, .fd = fd, .next = next };
-	conn_ref(c);
-	if (kilnd_work(d, POOL_KEYING, keying_work, keying_done, j) == 0)
+	if (conn_queue_work(c, in->req.id, POOL_KEYING, keying_work, keying_done, j) == 0)
 		return;
-	conn_unref(c);
-	conn_reply_error(c, in->req.id, ERR_INTERNAL, NULL, "cannot queue work");
 	free(j);
 drop:
 	if (in != NULL) {

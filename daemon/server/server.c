@@ -109,6 +109,17 @@ void conn_ref(struct conn *c)
 	c->refs++;
 }
 
+int conn_queue_work(struct conn *c, uint64_t id, enum pool_job kind, void (*fn)(void *arg),
+		    void (*done)(void *arg, int status), void *arg)
+{
+	conn_ref(c);
+	if (kilnd_work(c->d, kind, fn, done, arg) == 0)
+		return 0;
+	conn_reply_error(c, id, ERR_INTERNAL, NULL, KILND_WORK_REFUSED);
+	conn_unref(c);
+	return -1;
+}
+
 void conn_unref(struct conn *c)
 {
 	ASSERT_LOOP();
@@ -363,11 +374,27 @@ static void conn_fatal(struct conn *c, enum msg_err code, const char *msg)
 
 static void conn_read_frames(struct conn *c);
 
+/* Descriptors left once every frame they could have come with was handled
+ * (the whole write they came with read, fed and dispatched): sent with ops
+ * that take none (no OPF_FD, ops.h). Closed, so that a later put cannot
+ * take another request's descriptor for its artifact. */
+static void conn_drop_stray_fds(struct conn *c)
+{
+	if (c->nrx == 0 || !c->rx_whole || c->held != NULL || frame_decoder_partial(&c->dec))
+		return;
+	log_warn("pid %d sent %u descriptor%s with a request that takes none; closed", (int)c->pid,
+		 c->nrx, c->nrx == 1 ? "" : "s");
+	while (c->nrx > 0)
+		close(c->rx_fds[--c->nrx]);
+}
+
 static void conn_read(struct conn *c)
 {
 	c->batching = true;
 	conn_read_frames(c);
 	c->batching = false;
+	if (!c->dead)
+		conn_drop_stray_fds(c);
 	if (!c->dead && c->out_head != NULL)
 		conn_flush(c);
 }
@@ -418,6 +445,13 @@ static ssize_t conn_recv(struct conn *c, char *buf, size_t len)
 	ssize_t n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 	if (n >= 0 && mh.msg_controllen > 0)
 		conn_keep_fds(c, &mh);
+	/* The kernel ends a read after the whole write that descriptors came
+	 * with, unless the buffer filled first: a short read means every byte
+	 * of that write is in. */
+	if (n >= 0 && (size_t)n < len)
+		c->rx_whole = true;
+	else if (n >= 0 && mh.msg_controllen > 0)
+		c->rx_whole = false;
 	return n;
 }
 
@@ -538,6 +572,7 @@ static void on_resume(uv_timer_t *t)
 			conn_read_frames(c);
 			c->batching = false;
 			if (!c->dead) {
+				conn_drop_stray_fds(c);
 				if (c->out_head != NULL)
 					conn_flush(c);
 				else

@@ -16,6 +16,7 @@
 
 #include "claims.h"
 #include "frame.h"
+#include "kilnd.h"
 
 struct kilnd;
 struct outbuf;
@@ -52,6 +53,7 @@ struct conn {
 	struct conn *resume_next;
 	int rx_fds[CONN_RX_FDS];    /* descriptors received, oldest first (put) */
 	unsigned nrx;
+	bool rx_whole;              /* the write they came with is read to its end */
 	struct claim_owner claims;  /* its claims and claim waits (daemon/claims.h) */
 	struct conn *prev, *next;
 };
@@ -108,6 +110,14 @@ void conn_close_after_reply(struct conn *c);
 /* The oldest descriptor received on c and not yet taken (owned by the
  * caller), or -1. */
 int conn_take_fd(struct conn *c);
+/*
+ * Runs a request's job on the pool (kilnd_work) with c kept alive until its
+ * completion, which must conn_unref(c). 0, or -1 when the job cannot be
+ * queued: then request id was answered with an internal error, c's
+ * reference was dropped, and the caller still owns arg.
+ */
+int conn_queue_work(struct conn *c, uint64_t id, enum pool_job kind, void (*fn)(void *arg),
+		    void (*done)(void *arg, int status), void *arg);
 /* Keeps c's memory alive across asynchronous work; conn_unref releases it. */
 void conn_ref(struct conn *c);
 void conn_unref(struct conn *c);

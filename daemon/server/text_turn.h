@@ -18,7 +18,7 @@ struct kilnd;
  * all) keep room. */
 #define TEXT_TURNS_MAX 512
 
-/* Looks a get up again once its wait ended (dispatch.c's resolve_get). */
+/* Looks a get up again once its wait ended (op_get.c's resolve_get). */
 typedef void (*text_again_fn)(struct conn *c, struct build_input *in, int fd);
 
 /*

@@ -616,7 +616,7 @@ static void start_job(struct build *b, struct tier_flight *f, enum job_kind kind
 	memcpy(j->rkey, in->rkey, sizeof(j->rkey));
 	if (kilnd_work(d, POOL_UP_LOOK, job_work, job_done, j) != 0) {
 		job_free(j);
-		fail(b, ERR_INTERNAL, "cannot queue work on the thread pool");
+		fail(b, ERR_INTERNAL, KILND_WORK_REFUSED);
 	}
 }
 

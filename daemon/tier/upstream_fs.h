@@ -1,6 +1,6 @@
 /*
  * The upstream tier's directory as a format, for the tier (upstream.c) and
- * for export and import (daemon/server/transfer.c), which write and read the
+ * for export and import (daemon/server/op_transfer.c), which write and read the
  * same layout: opening it, finding an entry, publishing one. Every function
  * here blocks on a possibly slow shared filesystem and is meant for the
  * thread pool, except upfs_open, which runs once at start-up. The claims,

@@ -3,13 +3,16 @@
  * libkiln-mpi does between nodes), through libkiln's private kiln_x_
  * interface, and every way a put must be refused: tampered or truncated
  * bytes, a key this node would not compute, a dependency that differs here,
- * another compiler environment, no descriptor, a descriptor that is no file.
+ * another compiler environment, no descriptor, a descriptor that is no file,
+ * a descriptor sent with another request (closed, never a later put's).
  */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -215,10 +218,24 @@ START_TEST(put_refuses_other_toolchain_environment)
 }
 END_TEST
 
+/* Sends a put with no descriptor (a raw frame) on fd; it must be refused
+ * for want of one ("field": "fd"). */
+static void put_without_descriptor(int fd, int id, const char *key)
+{
+	char req[512];
+	snprintf(req, sizeof(req),
+		 "{\"op\":\"put\",\"id\":%d,\"sources\":[{\"name\":\"a.c\",\"text\":\"int x;\"}],"
+		 "\"key\":\"%s\",\"sha256\":\"%064d\",\"size\":1}", id, key, 0);
+	harness_raw_send(fd, req);
+	cJSON *r = harness_raw_recv(fd);
+	ck_assert_str_eq(harness_error_code(r), "bad_request");
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "error"), "field")), "fd");
+	cJSON_Delete(r);
+}
+
 START_TEST(put_needs_a_file_descriptor)
 {
 	struct harness_export x;
-	char req[8192];
 	cJSON *r;
 	int fd;
 
@@ -228,14 +245,7 @@ START_TEST(put_needs_a_file_descriptor)
 	fd = harness_raw_connect(harness.socket);
 	harness_raw_send(fd, "{\"op\":\"hello\",\"id\":1,\"proto\":3}");
 	cJSON_Delete(harness_raw_recv(fd));
-	snprintf(req, sizeof(req),
-		 "{\"op\":\"put\",\"id\":2,\"sources\":[{\"name\":\"a.c\",\"text\":\"int x;\"}],"
-		 "\"key\":\"%s\",\"sha256\":\"%064d\",\"size\":1}", x.key, 0);
-	harness_raw_send(fd, req);
-	r = harness_raw_recv(fd);
-	ck_assert_str_eq(harness_error_code(r), "bad_request");
-	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "error"), "field")), "fd");
-	cJSON_Delete(r);
+	put_without_descriptor(fd, 2, x.key);
 	/* Malformed put fields. */
 	harness_raw_send(fd, "{\"op\":\"put\",\"id\":3,\"sources\":[{\"name\":\"a.c\",\"text\":\"int x;\"}],"
 			     "\"key\":\"zz\",\"sha256\":\"00\",\"size\":1}");
@@ -260,6 +270,64 @@ START_TEST(put_needs_a_file_descriptor)
 	close(p[1]);
 	/* The daemon is still fine. */
 	ck_assert(harness_socket_answers(harness.socket));
+	exported_free(&x);
+}
+END_TEST
+
+/* Sends text as one frame on fd with pass attached (SCM_RIGHTS). */
+static void raw_send_with_fd(int fd, const char *text, int pass)
+{
+	size_t len = strlen(text);
+	char *frame = malloc(len + 4);
+	frame[0] = (char)(len >> 24), frame[1] = (char)(len >> 16);
+	frame[2] = (char)(len >> 8), frame[3] = (char)len;
+	memcpy(frame + 4, text, len);
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = { .iov_base = frame, .iov_len = len + 4 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &pass, sizeof(int));
+	ck_assert_int_eq(sendmsg(fd, &mh, MSG_NOSIGNAL), (ssize_t)(len + 4));
+	free(frame);
+}
+
+/* A descriptor sent with a request that takes none (status: no OPF_FD in
+ * proto/ops.def) is closed once that request is read, never kept for the
+ * connection's next put: that put, sent without a descriptor, is refused
+ * for want of one rather than taking the status's for its artifact. */
+START_TEST(put_never_takes_another_requests_descriptor)
+{
+	struct harness_export x;
+	int p[2];
+
+	harness_start(NULL);
+	export_program(&x, "stray", 5, "");
+	ck_assert_int_eq(pipe(p), 0);
+	int fd = harness_raw_hello(harness.socket);
+	raw_send_with_fd(fd, "{\"op\":\"status\",\"id\":2}", p[1]);
+	close(p[1]);
+	cJSON *r = harness_raw_recv(fd);
+	ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(r, "ok")));
+	cJSON_Delete(r);
+	/* kilnd held the pipe's only other write end: closed, the read end
+	 * sees end of file (within the test's own timeout, never a timing). */
+	struct pollfd pf = { .fd = p[0], .events = POLLIN };
+	ck_assert_int_eq(poll(&pf, 1, 60000), 1);
+	char c;
+	ck_assert_int_eq(read(p[0], &c, 1), 0);
+	close(p[0]);
+	put_without_descriptor(fd, 3, x.key);
+	close(fd);
+	char *log = harness_read_file(harness.log);
+	ck_assert_msg(harness_contains(log, "with a request that takes none; closed"), "%s", log);
+	free(log);
 	exported_free(&x);
 }
 END_TEST
@@ -318,6 +386,8 @@ int main(void)
 	suite_add_tcase(s, harness_tcase("put_refuses_foreign_key_and_deps", put_refuses_foreign_key_and_deps, 120));
 	suite_add_tcase(s, harness_tcase("put_refuses_other_toolchain_environment", put_refuses_other_toolchain_environment, 120));
 	suite_add_tcase(s, harness_tcase("put_needs_a_file_descriptor", put_needs_a_file_descriptor, 120));
+	suite_add_tcase(s, harness_tcase("put_never_takes_another_requests_descriptor",
+					 put_never_takes_another_requests_descriptor, 120));
 	suite_add_tcase(s, harness_tcase("put_slower_than_the_deadline", put_slower_than_the_deadline_succeeds, 120));
 	return harness_main(s);
 }

@@ -19,7 +19,7 @@
 #include "hit_reply.h"
 #include "key.h"
 #include "kilnd.h"
-#include "lookup_op.h"
+#include "ops.h"
 #include "msg.h"
 #include "named.h"
 #include "server.h"

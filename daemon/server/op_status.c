@@ -26,7 +26,7 @@
 #include "prewarm.h"
 #include "server.h"
 #include "stats.h"
-#include "status_op.h"
+#include "ops.h"
 #include "upstream.h"
 #include "util.h"
 
@@ -222,13 +222,11 @@ static void add_claims(const struct kilnd *d, cJSON *r)
 void op_status(struct conn *c, struct msg_request *req)
 {
 	struct kilnd *d = c->d;
-	cJSON *r = cJSON_CreateObject();
+	cJSON *r = msg_ok_reply(req->id);
 	if (r == NULL) {
 		log_error("out of memory building a reply");
 		return;
 	}
-	msg_add_int(r, "id", (int64_t)req->id);
-	cJSON_AddBoolToObject(r, "ok", 1);
 	ADD_NUM(r, "pid", getpid());
 	cJSON_AddStringToObject(r, "version", KILN_VERSION_STR);
 	cJSON_AddStringToObject(r, "build", KILN_BUILD_STR);

@@ -1,6 +1,7 @@
 /*
- * The config and zero operations (server layer): `kiln config` reads and
- * writes the cache's kiln.conf, `kiln stats --zero` resets the counters.
+ * The settings' operations (server layer): `kiln config` reads and writes
+ * the cache's kiln.conf, `kiln stats --zero` resets the counters, `kiln
+ * shutdown` stops kilnd.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -12,7 +13,7 @@
 #include "log.h"
 #include "msg.h"
 #include "server.h"
-#include "settings_op.h"
+#include "ops.h"
 #include "stats.h"
 #include "thread.h"
 #include "util.h"
@@ -58,10 +59,8 @@ static void config_done(void *arg, int status)
 			log_info("max size %s (%s)", util_format_size(d->cfg->max_size, sz, sizeof(sz)),
 				 source);
 		kilnd_refresh_totals(d);   /* evicts when now over */
-		cJSON *r = cJSON_CreateObject();
+		cJSON *r = msg_ok_reply(j->id);
 		if (r != NULL) {
-			msg_add_int(r, "id", (int64_t)j->id);
-			cJSON_AddBoolToObject(r, "ok", 1);
 			cJSON_AddNumberToObject(r, "max_size", (double)d->cfg->max_size);
 			cJSON_AddStringToObject(r, "max_size_source", source);
 			if (j->cc.has_max_size)
@@ -90,12 +89,8 @@ void op_config(struct conn *c, struct msg_request *req)
 	j->c = c;
 	j->id = req->id;
 	j->max_size = req->max_size;
-	conn_ref(c);
-	if (kilnd_work(c->d, POOL_CONFIG, config_work, config_done, j) != 0) {
-		conn_unref(c);
+	if (conn_queue_work(c, req->id, POOL_CONFIG, config_work, config_done, j) != 0)
 		free(j);
-		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "cannot queue work");
-	}
 }
 
 void op_zero(struct conn *c, struct msg_request *req)
@@ -103,13 +98,18 @@ void op_zero(struct conn *c, struct msg_request *req)
 	struct kilnd *d = c->d;
 	stats_zero(d);
 	log_info("statistics zeroed by pid %d", (int)c->pid);
-	cJSON *r = cJSON_CreateObject();
+	cJSON *r = msg_ok_reply(req->id);
 	if (r == NULL) {
 		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
 		return;
 	}
-	msg_add_int(r, "id", (int64_t)req->id);
-	cJSON_AddBoolToObject(r, "ok", 1);
 	cJSON_AddNumberToObject(r, "stats_since", (double)d->stats.since);
 	conn_reply(c, r, -1);
+}
+
+void op_shutdown(struct conn *c, struct msg_request *req)
+{
+	log_info("shutdown requested by pid %d", (int)c->pid);
+	conn_reply(c, msg_ok_reply(req->id), -1);
+	kilnd_stop(c->d);
 }

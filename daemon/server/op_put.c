@@ -28,7 +28,7 @@
 #include "deps.h"
 #include "keying.h"
 #include "headers.h"
-#include "import.h"
+#include "ops.h"
 #include "kilnd.h"
 #include "log.h"
 #include "recheck.h"
@@ -168,11 +168,9 @@ static void import_work(void *arg)
 
 static void put_reply(struct conn *c, uint64_t id, const char *key, bool imported)
 {
-	cJSON *r = cJSON_CreateObject();
+	cJSON *r = msg_ok_reply(id);
 	if (r == NULL)
 		return;
-	msg_add_int(r, "id", (int64_t)id);
-	cJSON_AddBoolToObject(r, "ok", 1);
 	cJSON_AddStringToObject(r, "key", key);
 	cJSON_AddBoolToObject(r, "imported", imported);
 	conn_reply(c, r, -1);
@@ -243,20 +241,15 @@ static void import_keyed(struct conn *c, struct build_input *in, int fd)
 	j->c = c;
 	j->in = in;
 	j->fd = fd;
-	conn_ref(c);
-	if (kilnd_work(d, POOL_IMPORT, import_work, import_done, j) != 0) {
-		conn_unref(c);
+	if (conn_queue_work(c, id, POOL_IMPORT, import_work, import_done, j) != 0)
 		import_free(j);
-		conn_reply_error(c, id, ERR_INTERNAL, NULL, "cannot queue work");
-	}
 }
 
 void op_put(struct conn *c, struct msg_request *req)
 {
-	int fd = conn_take_fd(c);
+	int fd = conn_take_fd(c);    /* admit (dispatch.c) made sure one came: OPF_FD */
 	if (fd < 0) {
-		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "fd",
-				 "put carries the artifact as a descriptor (SCM_RIGHTS) with its frame; none came");
+		conn_reply_error(c, req->id, ERR_INTERNAL, "fd", "the put's descriptor is gone");
 		return;
 	}
 	for (size_t i = 0; i < req->nsources; i++) {

@@ -17,7 +17,7 @@
 #include "server.h"
 #include "util.h"
 #include "verify.h"
-#include "verify_op.h"
+#include "ops.h"
 #include "thread.h"
 
 struct verify_job {
@@ -95,11 +95,7 @@ static void verify_done(void *arg, int status)
 		return;
 	}
 	kilnd_refresh_totals(d);
-	cJSON *r = cJSON_CreateObject();
-	if (r != NULL) {
-		msg_add_int(r, "id", (int64_t)j->id);
-		cJSON_AddBoolToObject(r, "ok", 1);
-	}
+	cJSON *r = msg_ok_reply(j->id);
 	cJSON *list = r != NULL ? cJSON_AddArrayToObject(r, "damaged") : NULL;
 	for (int i = 0; i < cJSON_GetArraySize(j->strays); i++)
 		log_warn("verify: objects/%s is not the store's; removed",
@@ -163,12 +159,9 @@ void op_verify(struct conn *c, struct msg_request *req)
 	}
 	j->c = c;
 	j->id = req->id;
-	conn_ref(c);
-	if (kilnd_work(d, POOL_VERIFY, verify_work, verify_done, j) != 0) {
-		conn_unref(c);
+	if (conn_queue_work(c, req->id, POOL_VERIFY, verify_work, verify_done, j) != 0) {
 		store_entries_free(j->list, j->n);
 		free(j->why);
 		free(j);
-		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "cannot queue work");
 	}
 }

@@ -26,7 +26,7 @@
 #include "recheck.h"
 #include "msg.h"
 #include "server.h"
-#include "transfer.h"
+#include "ops.h"
 #include "upstream_fs.h"
 #include "util.h"
 
@@ -373,10 +373,8 @@ static void transfer_done(void *arg, int status)
 	if (j->rc != 0) {
 		conn_reply_error(c, j->id, ERR_IO, "dir", "%s", j->err[0] != '\0' ? j->err : strerror(-j->rc));
 	} else {
-		cJSON *r = cJSON_CreateObject();
+		cJSON *r = msg_ok_reply(j->id);
 		if (r != NULL) {
-			msg_add_int(r, "id", (int64_t)j->id);
-			cJSON_AddBoolToObject(r, "ok", 1);
 			cJSON_AddStringToObject(r, "dir", j->dir);
 			cJSON_AddNumberToObject(r, j->op == OP_EXPORT ? "exported" : "imported",
 						(double)j->done);
@@ -402,27 +400,18 @@ static void transfer_done(void *arg, int status)
 
 void op_transfer(struct conn *c, struct msg_request *req)
 {
-	struct kilnd *d = c->d;
 	struct transfer_job *j = calloc(1, sizeof(*j));
-	int rc = -ENOMEM;
-	if (j != NULL && (j->dir = strdup(req->dir)) != NULL) {
-		j->c = c;
-		j->op = req->op;
-		j->id = req->id;
-		rc = 0;
+	if (j == NULL || (j->dir = strdup(req->dir)) == NULL) {
+		free(j);
+		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "cannot %s: out of memory",
+				 msg_op_name(req->op));
+		return;
 	}
-	if (rc == 0) {
-		conn_ref(c);
-		if (kilnd_work(d, POOL_TRANSFER, transfer_work, transfer_done, j) == 0)
-			return;
-		conn_unref(c);
-		rc = -EAGAIN;
-	}
-	if (j != NULL) {
-		store_entries_free(j->list, j->n);
+	j->c = c;
+	j->op = req->op;
+	j->id = req->id;
+	if (conn_queue_work(c, req->id, POOL_TRANSFER, transfer_work, transfer_done, j) != 0) {
 		free(j->dir);
 		free(j);
 	}
-	conn_reply_error(c, req->id, rc == -ENOMEM ? ERR_INTERNAL : ERR_IO, NULL, "cannot %s: %s",
-			 msg_op_name(req->op), strerror(-rc));
 }
