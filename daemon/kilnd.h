@@ -159,7 +159,7 @@ void kilnd_activity(struct kilnd *d);
 	X(PREPARE, "prepare")          /* a build's directory and sources (publish.c) */ \
 	X(PUBLISH, "publish")          /* a build into the store: hash, place, index (publish.c) */ \
 	X(CLEANUP, "cleanup")          /* a build's directory removed, its log kept (publish.c) */ \
-	X(ALIAS_FLUSH, "alias_flush")  /* alias re-points written to the index (publish.c) */ \
+	X(ALIAS_FLUSH, "alias_flush")  /* alias re-points written to the index (alias.c) */ \
 	X(TC_DIGESTS, "tc_digests")    /* a toolchain's programs hashed (prewarm.c) */ \
 	X(PREHASH, "prehash")          /* a compiling build's inputs hashed so far (prehash.c) */ \
 	X(HASH, "hash")                /* a dependency hashed for hit validation (headers.c) */ \

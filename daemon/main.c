@@ -15,7 +15,7 @@
 
 #include "claims.h"
 #include "build.h"
-#include "publish.h"
+#include "alias.h"
 #include "prewarm.h"
 #include "flight.h"
 #include "cache_conf.h"
@@ -573,7 +573,7 @@ static void serve(struct kilnd *d)
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	kilnd_flush_touches(d);
 	stats_flush(d);
-	publish_flush_aliases(d);
+	alias_flush_all(d);
 	int drc = d->cache_fd >= 0 && d->store != NULL
 		  ? digests_save(d->cache_fd, DIGESTS_FILE, store_tmp_fd(d->store)) : -EBADF;
 	/* No boot id, or a cache kilnd may not write: nothing kept, said once

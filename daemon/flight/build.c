@@ -19,6 +19,7 @@
 
 #include "build.h"
 #include "flight.h"
+#include "alias.h"
 #include "build_int.h"
 #include "prehash.h"
 #include "cachedir.h"
@@ -498,7 +499,7 @@ static void reply_all(struct build *b)
 		/* Even the build's own alias (set with the entry): a re-point
 		 * replied earlier must not land after this reply. */
 		if (w->alias != NULL)
-			publish_set_alias(d, w->alias, b->entry.key, w->alias_data);
+			alias_point(d, w->alias, b->entry.key, w->alias_data);
 	}
 }
 

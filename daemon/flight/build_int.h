@@ -35,7 +35,7 @@ struct flights {
 	unsigned lent;               /* more slots lent to builds' compile steps (step.c) */
 	unsigned queued;             /* builds waiting for a slot */
 	bool pumping, pump_again;    /* pump()'s guard against re-entry */
-	struct table *aliases;       /* alias -> struct alias_target replied, write not yet done (publish.c) */
+	struct table *aliases;       /* alias -> struct alias_target replied, write not yet done (alias.c) */
 	bool alias_flushing;         /* a pool job writes aliases now */
 };
 
@@ -45,7 +45,7 @@ struct waiter {
 	void *ctx;
 	uint64_t id;
 	char *alias;
-	char *alias_data;   /* stored with alias (publish_set_alias), or NULL */
+	char *alias_data;   /* stored with alias (alias_point), or NULL */
 	bool joined;
 };
 

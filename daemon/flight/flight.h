@@ -120,7 +120,7 @@ struct build_tier {
 	void (*flight_end)(struct tier_flight *f, const struct build_input *in,
 			   struct flight_outcome *o);
 	void (*stop)(struct kilnd *d);          /* the daemon stops */
-	/* An alias was pointed at key with data (publish_set_alias; data
+	/* An alias was pointed at key with data (alias_point; data
 	 * may be NULL): the tier may record it for the other nodes. May be
 	 * NULL. */
 	void (*alias_set)(struct kilnd *d, const char *alias, const char *key, const char *data);

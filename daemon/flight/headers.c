@@ -465,12 +465,6 @@ int headers_wait(struct kilnd *d, void (*cb)(void *arg), void *arg)
 	return 0;
 }
 
-bool headers_valid(struct kilnd *d, const struct store_entry *e)
-{
-	ASSERT_LOOP();
-	return headers_check(d, e) == HEADERS_VALID;
-}
-
 int headers_init(struct kilnd *d)
 {
 	struct headers *h = calloc(1, sizeof(*h));

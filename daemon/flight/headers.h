@@ -39,9 +39,6 @@ int headers_check(struct kilnd *d, const struct store_entry *e);
  * for is over (then headers_check again). 0, or -EINVAL/-ENOMEM (cb will
  * not be called). */
 int headers_wait(struct kilnd *d, void (*cb)(void *arg), void *arg);
-/* headers_check for callers that cannot wait: pending counts as invalid
- * (a rebuild or a fresh import, never a wrong hit). */
-bool headers_valid(struct kilnd *d, const struct store_entry *e);
 /* Events read, floods (more events than a bounded read: everything
  * stat'ed once) and files hashed on the pool since the start. */
 void headers_counts(const struct kilnd *d, uint64_t *events, uint64_t *floods,
@@ -52,7 +49,7 @@ bool headers_events_complete(const struct kilnd *d);
  * The server calls this after each read of request bytes. A client that
  * changed a header before sending its request had the change's inotify
  * event queued before the request could be read, so one drain of the queue
- * after the read (done by the next headers_valid) sees it: one read() per
+ * after the read (done by the next headers_check) sees it: one read() per
  * batch of requests instead of one per request.
  */
 void headers_requests_read(struct kilnd *d);

@@ -13,6 +13,7 @@
 #include "build.h"
 #include "flight.h"
 #include "headers.h"
+#include "hit.h"
 #include "kilnd.h"
 #include "log.h"
 #include "pch.h"
@@ -189,34 +190,18 @@ static bool pch_take(struct build_input *in, const struct store_entry *e)
 	return true;
 }
 
-/* A valid .gch entry of rkey whose object is intact, taken by in. */
+/* A valid .gch entry of rkey whose object is intact (hit.h; pch_settle
+ * cannot wait for a hash), taken by in. */
 static bool pch_lookup(struct kilnd *d, const char *rkey, struct build_input *in)
 {
-	struct store_entry *list = NULL;
-	size_t n = 0;
-	bool found = false;
-	if (store_get_by_rkey(d->store, rkey, &list, &n) != 0)
-		return false;
-	for (size_t i = 0; !found && i < n; i++) {
-		if (!headers_valid(d, &list[i]))
-			continue;
-		int fd = store_object_open(d->store, list[i].key, list[i].output);
-		char why[96];
-		if (fd < 0)
-			continue;
-		if (verify_served(d, &list[i], fd, NULL, why, sizeof(why)) == 0) {
-			found = pch_take(in, &list[i]);
-			/* A build that compiles with it is a use (kiln ls's USES,
-			 * and eviction by last use). */
-			if (found)
-				kilnd_touch(d, list[i].key);
-		} else {
-			log_error("precompiled header %.16s is damaged (%s); building it again",
-				  list[i].key, why);
-		}
-		close(fd);
-	}
-	store_entries_free(list, n);
+	struct hit h;
+	const struct hit_query q = { .rkey = rkey, .may_wait = false };
+	bool found = hit_find(d, &q, &h) == HIT_VALID && pch_take(in, &h.entry);
+	/* A build that compiles with it is a use (kiln ls's USES, and
+	 * eviction by last use). */
+	if (found)
+		kilnd_touch(d, h.entry.key);
+	hit_free(&h);
 	return found;
 }
 

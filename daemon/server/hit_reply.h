@@ -9,20 +9,20 @@
 #include <stdint.h>
 
 struct conn;
-struct store_entry;
+struct hit;
 
 /* How often one request waits for inputs hashed on the pool before a
  * changing input counts as changed (a miss): each wait ends with the
  * digest, unless the file changed again meanwhile. */
 #define HASH_WAITS_MAX 4
 
-/* Answers request id on c with entry e and points alias (when the request
- * named one) at it with alias_data (may be NULL): 0, or <0 when the object
- * cannot be served (then nothing was sent). */
-int reply_hit(struct conn *c, uint64_t id, const struct store_entry *e, const char *alias,
-	      const char *alias_data);
-/* A lookup's hit: as reply_hit, the reply carrying data (what is stored
- * with the alias looked up, may be NULL), pointing nothing. */
-int reply_lookup_hit(struct conn *c, uint64_t id, const struct store_entry *e, const char *data);
+/* Answers request id on c with h (hit.h: HIT_VALID; its descriptor passes
+ * to the reply) and points alias (when the request named one) at it with
+ * alias_data (may be NULL): 0, or 1 when it answered with an error instead
+ * (out of memory, a reply too large). */
+int reply_hit(struct conn *c, uint64_t id, struct hit *h, const char *alias, const char *alias_data);
+/* A lookup's hit: as reply_hit, the reply carrying what is stored with the
+ * alias looked up (h->alias_data), pointing nothing. */
+int reply_lookup_hit(struct conn *c, uint64_t id, struct hit *h);
 
 #endif

@@ -18,6 +18,7 @@
 #include "claims.h"
 #include "flight.h"
 #include "headers.h"
+#include "hit.h"
 #include "hit_reply.h"
 #include "keying.h"
 #include "kilnd.h"
@@ -27,7 +28,6 @@
 #include "pch.h"
 #include "server.h"
 #include "stats.h"
-#include "store.h"
 #include "text_turn.h"
 
 /* A connection waiting on a flight (build.h's waiter_ops). */
@@ -202,28 +202,25 @@ static bool resolve_once(struct conn *c, struct build_input *in, int fd)
 		join_or_start(c, in);
 		return true;
 	}
-	struct store_entry *list = NULL;
-	size_t n = 0;
-	if (store_get_by_rkey(d->store, in->rkey, &list, &n) == 0) {
-		for (size_t i = 0; i < n; i++) {
-			int v = headers_check(d, &list[i]);
-			if (v == HEADERS_PENDING && in->hash_waits < HASH_WAITS_MAX &&
-			    park_get(c, in, fd)) {
-				store_entries_free(list, n);
-				return false;
-			}
-			int rc = v == HEADERS_VALID ? reply_hit(c, id, &list[i], in->req.alias, in->req.alias_data) : -1;
-			if (rc >= 0) {
-				if (rc == 0)
-					stats_hit(d, in->req.toolchain);
-				store_entries_free(list, n);
-				build_input_free(in);
-				free(in);
-				return true;
-			}
-		}
-		store_entries_free(list, n);
+	struct hit h;
+	const struct hit_query q = { .rkey = in->rkey, .may_wait = in->hash_waits < HASH_WAITS_MAX };
+	int v = hit_find(d, &q, &h);
+	if (v == HIT_PENDING && park_get(c, in, fd)) {
+		hit_free(&h);
+		return false;
 	}
+	if (v == HIT_VALID || v == HIT_UNOPENED) {
+		if (v == HIT_UNOPENED)
+			conn_reply_error(c, id, ERR_IO, NULL, "cannot open the artifact: %s",
+					 strerror(-h.err));
+		else if (reply_hit(c, id, &h, in->req.alias, in->req.alias_data) == 0)
+			stats_hit(d, in->req.toolchain);
+		hit_free(&h);
+		build_input_free(in);
+		free(in);
+		return true;
+	}
+	hit_free(&h);
 	if (in->req.no_build) {
 		probe_missed(c, in);
 	} else if (in->by_digest && d->up == NULL) {

@@ -13,9 +13,9 @@
 #include <uv.h>
 
 #include "build.h"
-#include "publish.h"
 #include "claims.h"
 #include "headers.h"
+#include "hit.h"
 #include "hit_reply.h"
 #include "key.h"
 #include "kilnd.h"
@@ -37,10 +37,6 @@
  * (The driver's content, and everything else it read, is then checked as
  * for any hit.) No name: any entry, as before.
  */
-static bool built_by(const struct store_entry *e, const char *name, const struct toolchain *tc)
-{
-	return name == NULL || named_built_by(e, tc);
-}
 
 /* A lookup waiting for a large changed input to be hashed on the pool:
  * what it asked, copied (the request itself is freed when op_lookup
@@ -194,53 +190,56 @@ static bool ask_upstream(struct conn *c, struct msg_request *req, unsigned waits
 	return false;
 }
 
+/* The toolchain a lookup names, as kilnd has it now (hit_query's filter). */
+static bool accept_built_by(const struct store_entry *e, const void *arg)
+{
+	return named_built_by(e, arg);
+}
+
 static void lookup_resolve(struct conn *c, struct msg_request *req, unsigned waits,
 			   uint64_t deadline)
 {
 	struct kilnd *d = c->d;
-	struct store_entry e = { 0 };
 	const struct toolchain *tc;
 	if (!lookup_toolchain(c, req, waits, deadline, &tc))
 		return;
-	const struct alias_target *pending =
-		req->alias != NULL ? publish_alias_pending(d, req->alias) : NULL;
-	int rc = pending != NULL ? store_get(d->store, pending->key, &e)
-		 : req->alias != NULL ? store_get_by_alias(d->store, req->alias, &e)
-				      : store_get(d->store, req->key, &e);
-	int v = rc == 0 && built_by(&e, req->toolchain, tc) ? headers_check(d, &e) : HEADERS_INVALID;
-	if (v == HEADERS_PENDING && waits < HASH_WAITS_MAX && park_lookup(c, req, waits, deadline)) {
-		store_entry_free(&e);
+	struct hit h;
+	const struct hit_query q = {
+		.key = req->alias == NULL ? req->key : NULL, .alias = req->alias,
+		.accept = req->toolchain != NULL ? accept_built_by : NULL, .accept_arg = tc,
+		.may_wait = waits < HASH_WAITS_MAX,
+	};
+	int v = hit_find(d, &q, &h);
+	if (v == HIT_PENDING && park_lookup(c, req, waits, deadline)) {
+		hit_free(&h);
 		return;
 	}
-	if (v != HEADERS_VALID && (rc == 0 || rc == -ENOENT) &&
+	bool readable = h.err == 0;   /* the index answered (or the object could not be opened) */
+	if (v != HIT_VALID && v != HIT_UNOPENED && readable &&
 	    ask_upstream(c, req, waits, deadline, tc)) {
-		store_entry_free(&e);
+		hit_free(&h);
 		return;
 	}
 	/* A lookup that waited for a claim counted as a miss when it arrived;
 	 * its answer after the wait is not counted again (claim_waits says
 	 * how many waited). */
-	char *data = NULL;
-	if (v == HEADERS_VALID && pending == NULL && req->alias != NULL &&
-	    store_alias_data(d->store, req->alias, e.key, &data) == -ENOMEM)
-		v = HEADERS_INVALID;
-	int hit = v == HEADERS_VALID ? reply_lookup_hit(c, req->id, &e, pending != NULL ?
-							pending->data : data) : -1;
-	free(data);
-	if (hit == 0 && !req->counted) {
-		stats_hit(d, e.toolchain);
-	} else if (hit < 0 && !req->counted) {
+	int hit = v == HIT_VALID ? reply_lookup_hit(c, req->id, &h) : -1;
+	if (v == HIT_UNOPENED)
+		conn_reply_error(c, req->id, ERR_IO, NULL, "cannot open the artifact: %s",
+				 strerror(-h.err));
+	else if (hit == 0 && !req->counted)
+		stats_hit(d, h.entry.toolchain);
+	else if (hit < 0 && !req->counted)
 		stats_miss(d, req->toolchain);
-	}
-	if (hit < 0 && (rc == 0 || rc == -ENOENT) && req->claim) {
+	if (hit < 0 && v != HIT_UNOPENED && readable && req->claim) {
 		req->counted = true;
 		claim_or_wait(c, req, deadline, tc);
-	} else if (hit < 0) {
-		conn_reply_error(c, req->id, rc == 0 || rc == -ENOENT ? ERR_NOT_FOUND : ERR_IO, NULL,
+	} else if (hit < 0 && v != HIT_UNOPENED) {
+		conn_reply_error(c, req->id, readable ? ERR_NOT_FOUND : ERR_IO, NULL,
 				 "no valid entry for %s \"%s\"", req->alias != NULL ? "alias" : "key",
 				 req->alias != NULL ? req->alias : req->key);
 	}
-	store_entry_free(&e);
+	hit_free(&h);
 }
 
 void op_lookup(struct conn *c, struct msg_request *req)

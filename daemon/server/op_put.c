@@ -24,10 +24,11 @@
 #include <unistd.h>
 
 #include "build.h"
+#include "alias.h"
 #include "publish.h"
 #include "deps.h"
 #include "keying.h"
-#include "headers.h"
+#include "hit.h"
 #include "ops.h"
 #include "kilnd.h"
 #include "log.h"
@@ -182,7 +183,7 @@ static void put_reply(struct conn *c, uint64_t id, const char *key, bool importe
 static void import_alias(struct kilnd *d, const struct msg_request *r, const char *key)
 {
 	if (r->alias != NULL)
-		publish_set_alias(d, r->alias, key, r->alias_data);
+		alias_point(d, r->alias, key, r->alias_data);
 }
 
 static void import_done(void *arg, int status)
@@ -212,16 +213,24 @@ static void import_done(void *arg, int status)
 	import_free(j);
 }
 
+/* The entry the put names was built for the request key this node computes. */
+static bool same_rkey(const struct store_entry *e, const void *rkey)
+{
+	return strcmp(e->rkey, rkey) == 0;
+}
+
 /* Once the request key is known (loop thread). */
 static void import_keyed(struct conn *c, struct build_input *in, int fd)
 {
 	struct kilnd *d = c->d;
-	struct store_entry cur = { 0 };
 	uint64_t id = in->req.id;
-	if (store_get(d->store, in->req.key, &cur) == 0 && strcmp(cur.rkey, in->rkey) == 0 &&
-	    headers_valid(d, &cur)) {
-		/* Already here (built or imported before): nothing to copy. */
-		store_entry_free(&cur);
+	struct hit h;
+	const struct hit_query q = { .key = in->req.key, .accept = same_rkey, .accept_arg = in->rkey };
+	int v = hit_find(d, &q, &h);
+	hit_free(&h);
+	if (v == HIT_VALID) {
+		/* Already here (built or imported before), inputs and object
+		 * intact: nothing to copy. */
 		close(fd);
 		import_alias(d, &in->req, in->req.key);
 		put_reply(c, id, in->req.key, false);
@@ -229,7 +238,6 @@ static void import_keyed(struct conn *c, struct build_input *in, int fd)
 		free(in);
 		return;
 	}
-	store_entry_free(&cur);
 	struct import_job *j = calloc(1, sizeof(*j));
 	if (j == NULL) {
 		close(fd);

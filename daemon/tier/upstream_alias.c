@@ -22,6 +22,7 @@
 #include "kilnd.h"
 #include "log.h"
 #include "named.h"
+#include "alias.h"
 #include "publish.h"
 #include "recheck.h"
 #include "thread.h"
@@ -312,7 +313,7 @@ void upstream_alias_taken(struct kilnd *d, const char *alias, const char *key, c
 	d->c.upstream_alias_hits++;
 	/* Here as a local alias now, without writing its record back. */
 	upstream_alias_quiet_set(d, true);
-	publish_set_alias(d, alias, key, data);
+	alias_point(d, alias, key, data);
 	upstream_alias_quiet_set(d, false);
 }
 

@@ -1,0 +1,42 @@
+/*
+ * The alias's owner (alias.c): where an alias points now, and every
+ * re-point of it. Loop thread.
+ */
+#ifndef KILN_DAEMON_ALIAS_H
+#define KILN_DAEMON_ALIAS_H
+
+#include <stdbool.h>
+
+struct kilnd;
+struct store_entry;
+
+/* Where an alias points: its entry's key and the data stored with it
+ * (store.h, store_set_alias_data; NULL: none). */
+struct alias_target {
+	const char *key;
+	const char *data;
+};
+
+/* Points alias at key with data (may be NULL), in the order of the calls:
+ * answered from now on, written to the index behind, told to the tier, and
+ * the alias's claim ended. */
+void alias_point(struct kilnd *d, const char *alias, const char *key, const char *data);
+/* Where alias was last pointed while its write is not done, or NULL. */
+const struct alias_target *alias_pending(const struct kilnd *d, const char *alias);
+/* The entry alias names now (its last re-point, else the index): 0 with *e
+ * filled (store_entry_free), -ENOENT, or a negative errno. */
+int alias_entry(struct kilnd *d, const char *alias, struct store_entry *e);
+/* What is stored with alias while it names key: 0 with *data (malloc'd,
+ * NULL when none), -ENOENT when it names another entry now, -ENOMEM. */
+int alias_data(struct kilnd *d, const char *alias, const char *key, char **data);
+/* Whether alias names e now, with data when data is not NULL (a request
+ * without data leaves what the alias holds as it is). */
+bool alias_names(struct kilnd *d, const char *alias, const char *data, const struct store_entry *e);
+/* A request naming alias (with data) was served e: points the alias there
+ * unless it names e already; either way the alias's claim is over. */
+void alias_found(struct kilnd *d, const char *alias, const char *data, const struct store_entry *e);
+/* Writes the re-points not yet written and frees their table (blocking: at
+ * the stop, after the loop ended). */
+void alias_flush_all(struct kilnd *d);
+
+#endif
