@@ -19,7 +19,7 @@ struct table;
 struct headers;
 struct claims;
 struct server;
-struct build;
+struct flight;
 struct flights;
 struct stats_saver;
 struct prewarm;
@@ -110,7 +110,7 @@ struct kilnd {
 	struct child_watch *children;  /* the build steps' kiln-exec processes (child.h) */
 	struct table *verified;      /* key -> stamp of objects checked intact (verify.h) */
 	struct upstream *up;         /* the --upstream tier (upstream.h), or NULL */
-	const struct build_tier *tier;  /* its hooks into the flights (build.h), or NULL */
+	const struct build_tier *tier;  /* its hooks into the flights (flight.h), or NULL */
 	struct gpus *gpus;           /* detected at start (gpu.h) */
 	char *observe_lib;           /* kiln-observe.so next to kiln-exec, or NULL */
 	char *hello_tail;            /* hello's reply after id, ok and heartbeat (op_hello.c) */

@@ -6,7 +6,6 @@
 
 #include "child.h"
 #include "claims.h"
-#include "build.h"
 #include "flight.h"
 #include "cachedir.h"
 #include "headers.h"

@@ -14,10 +14,9 @@
 #include <unistd.h>
 
 #include "claims.h"
-#include "build.h"
+#include "flight.h"
 #include "alias.h"
 #include "prewarm.h"
-#include "flight.h"
 #include "cache_conf.h"
 #include "cachefs.h"
 #include "cachedir.h"

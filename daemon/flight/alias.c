@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "alias.h"
-#include "build_int.h"
+#include "flight_int.h"
 #include "claims.h"
 #include "flight.h"
 #include "kilnd.h"

@@ -1,8 +1,12 @@
 /*
- * The single-flight table: one flight per request key in progress, its
- * states and the one way between them, and the tier's way into a flight
- * (struct build_tier, flight_verdict). The table lives in build.c beside
- * the builds it runs; this header names only what the layers above use.
+ * The flights (flight.c): one per request key in progress, every request
+ * for that key attached to it as a waiter, all waiters answered alike. A
+ * flight waits in a FIFO for one of the --jobs slots (flight_sched.c),
+ * runs its compiler steps through kiln-exec and the load check (step.c),
+ * then publishes on the thread pool (publish.c); the stages report back to
+ * flight.c, the one place that moves a flight between its states. Also the
+ * tier's way into a flight (struct build_tier, flight_verdict). The inside
+ * of a flight is flight_int.h, for this folder only.
  */
 #ifndef KILN_DAEMON_FLIGHT_H
 #define KILN_DAEMON_FLIGHT_H
@@ -13,28 +17,80 @@
 
 #include <cjson/cJSON.h>
 
-struct build;
-struct build_input;
+#include "flight_state.h"
+#include "key.h"
+#include "msg.h"
+
+struct flight;
 struct kilnd;
 struct store_entry;
-struct waiter_ops;
+
+/* How a flight ended, as each waiter is told. */
+struct build_result {
+	int err_code;                    /* ERR_NONE (0) on success, else an enum msg_err */
+	const char *err_msg;             /* the error's sentence */
+	const char *rkey;                /* the request key (errors name it) */
+	const char *log;                 /* the compiler's output (build errors) */
+	const struct store_entry *entry; /* success: the published entry */
+	const char *path;                /* success: where its object lives */
+	int fd;                          /* success: its descriptor (borrowed: dup to keep) */
+	bool cached;                     /* no compiler ran (an upstream hit) */
+	const char *uncacheable;         /* success, not cached: why (else NULL) */
+};
 
 /*
- * A flight's states, in order; flight_enter() is the one way between them.
- * UPSTREAM: the tier is asked first (--upstream). QUEUED: waiting for a
- * --jobs slot. CLAIMING: holding a slot, claiming the key in the tier.
- * PREPARING: the build directory being made (pool). COMPILING, CHECKING: a
- * compiler step, the load check. PUBLISHING: into the store (pool). DONE:
- * answered.
+ * Who waits on a flight, and how it is answered: the flight layer knows no
+ * connection. ctx is the waiter's (a connection, for op_get.c).
  */
-enum flight_state {
-	FLIGHT_NEW, FLIGHT_UPSTREAM, FLIGHT_QUEUED, FLIGHT_CLAIMING, FLIGHT_PREPARING,
-	FLIGHT_COMPILING, FLIGHT_CHECKING, FLIGHT_PUBLISHING, FLIGHT_DONE, FLIGHT__COUNT
+struct waiter_ops {
+	/* True when nobody is left to answer (the client hung up). */
+	bool (*gone)(void *ctx);
+	/* The answer to request id; true when it was the artifact (then the
+	 * build counts a use and points the waiter's alias at it). */
+	bool (*done)(void *ctx, uint64_t id, bool joined, const struct build_result *r);
+	/* The build lets go of ctx (after done, or unanswered at the end). */
+	void (*release)(void *ctx);
 };
-const char *flight_state_name(enum flight_state s);
-/* Moves b to state s: checks the transition (a wrong one is a bug: logged
- * as an error, and an assert in debug builds) and logs it at debug level. */
-void flight_enter(struct build *b, enum flight_state s);
+
+/* What a build compiles: the request plus the text of every source. */
+struct build_input {
+	struct msg_request req;     /* owned */
+	struct key_source *src;     /* one per source; text points into req or bufs */
+	char **bufs;                /* contents read from source paths (owned), or NULL */
+	size_t nsrc;
+	const struct toolchain *tc;
+	struct toolchain *own_tc;   /* tc, when this input owns it (an import's check) */
+	char rkey[65];
+	bool by_digest;             /* a source came as a digest: keyed, not buildable */
+	bool text_waited;           /* it waited for another client's text (text_turn.c) */
+	/* Precompiled headers (pch.c). pch_rkey: the .gch's request key once
+	 * settled ("" when the request names none or the toolchain makes
+	 * none); pch_key: the .gch entry the build uses, or "". */
+	char pch_rkey[65];
+	char pch_key[65];
+	struct store_dep *pch_deps;  /* the .gch entry's dependencies (owned) */
+	size_t npch_deps;
+	bool pch_refused;            /* its .gch disagreed with the build: not again */
+	bool background;             /* queued behind every other build (a .gch) */
+	unsigned hash_waits;         /* times it waited for an input hashed on the pool */
+};
+
+void build_input_free(struct build_input *in);
+/* True for names that are headers (placed beside the sources, not
+ * compiled; step.c). */
+bool step_is_header(const char *name);
+/* True when nvcc's host compiler compiles in's source name itself (a C++
+ * source of an nvcc build whose arguments hostcc.h understands), or, with
+ * name NULL, any C++ source of in (hostcc.h; docs/cuda.md; step.c). */
+bool step_host_direct(const struct build_input *in, const char *name);
+
+/* Attaches a waiter: ops->done(ctx, id, ...) answers it. alias (may be NULL)
+ * is pointed at the artifact on success, with alias_data (may be NULL). The build calls ops->release(ctx)
+ * once, when it is freed; on failure (-ENOMEM) nothing was attached. */
+int flight_add_waiter(struct flight *b, const struct waiter_ops *ops, void *ctx, uint64_t id,
+		     const char *alias, const char *alias_data, bool joined);
+
+
 /* How many flights are in each state now. */
 void flight_count_states(struct kilnd *d, unsigned counts[FLIGHT__COUNT]);
 
@@ -51,7 +107,7 @@ int flight_init(struct kilnd *d);
 void flight_fini(struct kilnd *d);
 
 /* The build in flight for rkey, or NULL. */
-struct build *flight_find(struct kilnd *d, const char *rkey);
+struct flight *flight_find(struct kilnd *d, const char *rkey);
 /*
  * Starts (queues) a build for in, taking ownership of in (freed on failure
  * too), with (ops, ctx, id) as its first waiter (attached before the build
@@ -69,7 +125,7 @@ int flight_start(struct kilnd *d, struct build_input *in, const struct waiter_op
  * can build if upstream misses; otherwise in is freed. Takes ownership of
  * in's contents either way (in itself is the caller's).
  */
-void flight_join_input(struct build *b, struct build_input *in);
+void flight_join_input(struct flight *b, struct build_input *in);
 /*
  * Stops the flights whose every waiter has gone (their clients hung up, as
  * on Ctrl-C): a queued one leaves the queue, a compiling one has its
@@ -86,7 +142,7 @@ void flight_cancel_abandoned(struct kilnd *d);
  */
 void flight_describe(struct kilnd *d, cJSON *running, cJSON *queue, size_t max);
 /* Moves b, queued in the background, to the head of the queue. */
-void flight_promote(struct build *b);
+void flight_promote(struct flight *b);
 /* Shutdown: kills running compilers; every waiter gets shutting_down. */
 void flight_abort_all(struct kilnd *d);
 
@@ -111,11 +167,11 @@ struct flight_outcome {
 struct build_tier {
 	/* The tier's state for a new flight, or NULL (out of memory: the
 	 * flight fails). Nothing else happens yet. */
-	struct tier_flight *(*flight_new)(struct kilnd *d, struct build *b);
+	struct tier_flight *(*flight_new)(struct kilnd *d, struct flight *b);
 	/* The first look, instead of the queue; a verdict follows. */
-	void (*flight_start)(struct build *b, struct tier_flight *f);
+	void (*flight_start)(struct flight *b, struct tier_flight *f);
 	/* The flight got a --jobs slot: claim its key; a verdict follows. */
-	void (*claim)(struct build *b, struct tier_flight *f);
+	void (*claim)(struct flight *b, struct tier_flight *f);
 	/* After the replies; frees f. in: the flight's input. */
 	void (*flight_end)(struct tier_flight *f, const struct build_input *in,
 			   struct flight_outcome *o);
@@ -146,9 +202,9 @@ struct tier_result {
 };
 
 /* Carries out the tier's verdict on b (loop thread). */
-void flight_verdict(struct build *b, struct tier_result *r);
+void flight_verdict(struct flight *b, struct tier_result *r);
 /* What the tier may read of a flight: its input (request key, sources,
  * toolchain), read-only. */
-const struct build_input *flight_input(const struct build *b);
+const struct build_input *flight_input(const struct flight *b);
 
 #endif

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "args.h"
-#include "build.h"
 #include "flight.h"
 #include "headers.h"
 #include "hit.h"
@@ -28,7 +27,7 @@
 #define PCH_NAME_CXX "kiln_pch.hxx"
 #define PCH_NAME_C "kiln_pch.h"
 
-bool build_is_pch(const struct build_input *in)
+bool pch_builds_gch(const struct build_input *in)
 {
 	return in->req.output != NULL && strcmp(in->req.output, "pch") == 0;
 }
@@ -45,7 +44,7 @@ static char source_lang(const char *name)
 static char input_lang(const struct build_input *in)
 {
 	for (size_t i = 0; i < in->nsrc; i++)
-		if (!build_is_header(in->src[i].name))
+		if (!step_is_header(in->src[i].name))
 			return source_lang(in->src[i].name);
 	return 0;
 }
@@ -65,17 +64,17 @@ bool pch_applies(const struct build_input *in, const char *name)
 bool pch_by_host(const struct build_input *in)
 {
 	return in->nsrc == 1 && strcmp(in->src[0].name, PCH_NAME_CXX) == 0 &&
-	       build_host_direct(in, NULL);
+	       step_host_direct(in, NULL);
 }
 
 /* Whether in's sources can use a .gch: its toolchain is gcc's, or it is
- * nvcc whose GCC host compiles in's C++ sources itself (build_host_direct);
+ * nvcc whose GCC host compiles in's C++ sources itself (step_host_direct);
  * clang and nvcc just include the text. */
 static bool makes_gch(const struct build_input *in)
 {
 	if (in->tc->is_gcc)
 		return true;
-	return in->tc->host_cc_gcc && input_lang(in) == 'x' && build_host_direct(in, NULL);
+	return in->tc->host_cc_gcc && input_lang(in) == 'x' && step_host_direct(in, NULL);
 }
 
 /* "#include <h>" for each header named, in order. */
@@ -265,7 +264,7 @@ void pch_settle(struct kilnd *d, struct build_input *in)
 	/* Never waited for: it runs when kilnd is otherwise idle, or first
 	 * when builds queue up, and builds that start after it use it
 	 * (pch_bind). */
-	struct build *b = flight_find(d, p->rkey);
+	struct flight *b = flight_find(d, p->rkey);
 	if (b != NULL) {
 		if (backlog(d))
 			flight_promote(b);

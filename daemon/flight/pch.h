@@ -53,7 +53,7 @@ bool pch_applies(const struct build_input *in, const char *name);
 
 /* Whether in, the build of a precompiled header, runs nvcc's host compiler
  * itself (the C++ header of an nvcc toolchain whose C++ sources it
- * compiles: build_host_direct), so that they can use its .gch. */
+ * compiles: step_host_direct), so that they can use its .gch. */
 bool pch_by_host(const struct build_input *in);
 
 /*
@@ -69,5 +69,8 @@ int pch_place(struct store *s, const char *dir, const struct build_input *in);
  * changed between the precompile and the build); -ENOMEM. Thread pool.
  */
 int pch_merge_deps(const struct build_input *in, struct store_entry *e, char *why, size_t cap);
+
+/* True for the build of a precompiled header (output "pch"). */
+bool pch_builds_gch(const struct build_input *in);
 
 #endif

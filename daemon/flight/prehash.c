@@ -24,7 +24,7 @@
 
 #include <uv.h>
 
-#include "build_int.h"
+#include "flight_int.h"
 #include "deps.h"
 #include "digests.h"
 #include "key.h"
@@ -170,7 +170,7 @@ static void on_tick(uv_timer_t *t)
 		p->job = false;
 }
 
-struct prehash *prehash_start(struct build *b)
+struct prehash *prehash_start(struct flight *b)
 {
 	ASSERT_LOOP();
 	struct prehash *p = calloc(1, sizeof(*p));

@@ -11,13 +11,13 @@
 #ifndef KILN_DAEMON_PREHASH_H
 #define KILN_DAEMON_PREHASH_H
 
-struct build;
+struct flight;
 struct prehash;
 
 /* Starts hashing for b, whose first compile step starts now (loop thread).
  * Returns NULL when it cannot (no memory): the publish hashes all, as
  * before. */
-struct prehash *prehash_start(struct build *b);
+struct prehash *prehash_start(struct flight *b);
 /* Stops it (loop thread; NULL is a no-op). A job in flight finishes on its
  * own; the state is freed after. */
 void prehash_stop(struct prehash *p);

@@ -19,7 +19,7 @@
 #include "pch.h"
 #include "publish.h"
 #include "flight.h"
-#include "build_int.h"
+#include "flight_int.h"
 #include "prehash.h"
 #include "deps.h"
 #include "claims.h"
@@ -61,7 +61,7 @@ void prepare_work(void *arg)
 {
 	ASSERT_POOL();
 	static const char *const subs[] = { "src", "out", "tmp", "trace" };
-	struct build *b = arg;
+	struct flight *b = arg;
 	struct store *store = b->d->store;
 	int tmp = store_tmp_fd(store);
 	char *tmpdir = store_tmp_dir(store), name[64], rel[4200];
@@ -72,7 +72,7 @@ void prepare_work(void *arg)
 	}
 	free(tmpdir);
 	if (rc != 0) {
-		build_fail(b, ERR_IO, "cannot create a build directory in the cache: %s", strerror(-rc));
+		flight_fail(b, ERR_IO, "cannot create a build directory in the cache: %s", strerror(-rc));
 		return;
 	}
 	for (size_t i = 0; rc == 0 && i < sizeof(subs) / sizeof(subs[0]); i++) {
@@ -96,7 +96,7 @@ void prepare_work(void *arg)
 	if (rc == 0)
 		rc = pch_place(store, name, &b->in);
 	if (rc != 0)
-		build_fail(b, ERR_IO, "cannot write the build directory %s: %s", b->dir, strerror(-rc));
+		flight_fail(b, ERR_IO, "cannot write the build directory %s: %s", b->dir, strerror(-rc));
 }
 
 static char *json_strings(char *const *v, size_t n, size_t stride)
@@ -111,7 +111,7 @@ static char *json_strings(char *const *v, size_t n, size_t stride)
 	return out;
 }
 
-static int fill_entry(struct build *b)
+static int fill_entry(struct flight *b)
 {
 	struct store_entry *e = &b->entry;
 	const struct msg_request *r = &b->in.req;
@@ -192,14 +192,14 @@ static void publish_failed_alias(struct kilnd *d, const char *alias, const char 
  * log. Its key is its own (the content's digest in it), so that a client
  * never takes it for a cached entry's or for another such build's.
  */
-static void serve_unindexed(struct build *b, const char *why)
+static void serve_unindexed(struct flight *b, const char *why)
 {
 	char rel[4200], hex[65], text[160];
 	uint8_t digest[32];
 	int tmp = store_tmp_fd(b->d->store);
 	int rc = fill_entry(b);
 	if (rc != 0) {
-		build_fail(b, ERR_IO, "cannot read the build's outputs: %s", strerror(-rc));
+		flight_fail(b, ERR_IO, "cannot read the build's outputs: %s", strerror(-rc));
 		return;
 	}
 	util_hex(b->entry.sha256, 32, hex);
@@ -213,7 +213,7 @@ static void serve_unindexed(struct build *b, const char *why)
 	if (b->fd < 0 || (b->uncacheable = strdup(why)) == NULL ||
 	    asprintf(&b->obj_path, "%s/%s", b->dir, strchr(rel, '/') + 1) < 0) {
 		b->obj_path = NULL;
-		build_fail(b, ERR_IO, "cannot open the artifact: %s", strerror(errno));
+		flight_fail(b, ERR_IO, "cannot open the artifact: %s", strerror(errno));
 		return;
 	}
 	/* The descriptor keeps the file; the clients load through it. */
@@ -225,7 +225,7 @@ static void serve_unindexed(struct build *b, const char *why)
 static void publish_work(void *arg)
 {
 	ASSERT_POOL();
-	struct build *b = arg;
+	struct flight *b = arg;
 	char path[4096], why[768];
 	const struct deps_build db = { .dir = b->dir, .token = b->trace_token,
 				       .exec_helper = b->d->cfg->exec_helper, .rkey = b->in.rkey,
@@ -245,18 +245,18 @@ static void publish_work(void *arg)
 		b->in.pch_refused = true;
 	}
 	if (rc == -EAGAIN) {
-		build_fail(b, ERR_INPUTS_CHANGED, "an input changed while the build ran: %s", why);
+		flight_fail(b, ERR_INPUTS_CHANGED, "an input changed while the build ran: %s", why);
 		return;
 	}
 	if (rc == -EBADMSG) {
-		build_fail(b, ERR_BUILD_FAILED, "%s; an argument made the toolchain write there, so "
+		flight_fail(b, ERR_BUILD_FAILED, "%s; an argument made the toolchain write there, so "
 			   "what it read is unknown and nothing is recorded", why);
 		return;
 	}
 	if (rc == 0)
 		rc = fill_entry(b);
 	if (rc != 0) {
-		build_fail(b, ERR_IO, "cannot read the build's outputs: %s", strerror(-rc));
+		flight_fail(b, ERR_IO, "cannot read the build's outputs: %s", strerror(-rc));
 		return;
 	}
 	uint64_t t_fill = util_now_ns();
@@ -268,12 +268,12 @@ static void publish_work(void *arg)
 		 store_output_ext(b->entry.output));
 	rc = store_publish_open(store, &b->entry, store_tmp_fd(store), path, &b->fd);
 	if (rc != 0) {
-		build_fail(b, ERR_IO, "cannot publish the artifact into the cache: %s",
+		flight_fail(b, ERR_IO, "cannot publish the artifact into the cache: %s",
 			   strerror(-rc));
 		return;
 	}
 	b->obj_path = store_object_path(store, b->entry.key, b->entry.output);
-	/* The build directory is removed after the replies (build_finish). */
+	/* The build directory is removed after the replies (flight_finish). */
 	log_debug("build %.16s: published in %.1f ms (dependencies %.1f, outputs %.1f, log, "
 		  "files and row %.1f)", b->in.rkey, (double)(util_now_ns() - t0) / 1e6,
 		  (double)(t_deps - t0) / 1e6, (double)(t_fill - t_deps) / 1e6,
@@ -282,31 +282,31 @@ static void publish_work(void *arg)
 
 static void on_published(void *arg, int status)
 {
-	struct build *b = arg;
+	struct flight *b = arg;
 	b->in_pool = false;
 	if (status != 0)
-		build_fail(b, ERR_INTERNAL, "the publish did not run: %s", uv_strerror(status));
+		flight_fail(b, ERR_INTERNAL, "the publish did not run: %s", uv_strerror(status));
 	if (b->d->stopping && b->err_code == ERR_NONE)
 		log_debug("build %.16s published during shutdown", b->in.rkey);
 	/* publish_work hashed the object it placed (fill_entry, store_publish). */
 	if (b->err_code == ERR_NONE && b->fd >= 0 && b->uncacheable == NULL)
 		verify_record(b->d, b->entry.key, b->fd);
-	build_finish(b);
+	flight_finish(b);
 }
 
-void publish_start(struct build *b)
+void publish_start(struct flight *b)
 {
 	prehash_stop(b->prehash);
 	b->prehash = NULL;
-	flight_enter(b, FLIGHT_PUBLISHING);
+	flight_publish_begins(b);
 	if (b->timer_init)
 		uv_timer_stop(&b->timer);
-	build_release_slot(b);
+	flight_release_slot(b);
 	b->in_pool = true;
 	if (kilnd_work(b->d, POOL_PUBLISH, publish_work, on_published, b) != 0) {
 		b->in_pool = false;
-		build_fail(b, ERR_INTERNAL, KILND_WORK_REFUSED);
-		build_finish(b);
+		flight_fail(b, ERR_INTERNAL, KILND_WORK_REFUSED);
+		flight_finish(b);
 	}
 }
 
@@ -346,7 +346,7 @@ static void cleanup_done(void *arg, int status)
 	free(j);
 }
 
-void publish_cleanup(struct kilnd *d, struct build *b)
+void publish_cleanup(struct kilnd *d, struct flight *b)
 {
 	struct cleanup_job *j = calloc(1, sizeof(*j));
 	if (j == NULL)

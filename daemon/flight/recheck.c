@@ -33,8 +33,8 @@
 #include <cjson/cJSON.h>
 
 #include "args.h"
-#include "build.h"
-#include "build_int.h"
+#include "flight.h"
+#include "flight_int.h"
 #include "config.h"
 #include "deps.h"
 #include "tracedir.h"
@@ -200,7 +200,7 @@ static int observe_request(const struct kilnd *d, const struct build_input *in, 
 		snprintf(why, cap, "cannot check it here: cannot write %s: %s", dir, strerror(errno));
 		return -1;
 	}
-	struct build fake;
+	struct flight fake;
 	memset(&fake, 0, sizeof(fake));
 	fake.d = (struct kilnd *)d;
 	fake.in = *in;
@@ -216,7 +216,7 @@ static int observe_request(const struct kilnd *d, const struct build_input *in, 
 	}
 	for (size_t i = 0; rc == 0 && texts && i < in->nsrc; i++) {
 		char *s;
-		if (build_is_header(in->src[i].name))
+		if (step_is_header(in->src[i].name))
 			continue;
 		struct argv_list p = { .n = 0 };
 		add_compiler(&p, d, in, dir);

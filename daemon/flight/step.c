@@ -17,7 +17,7 @@
 
 #include "flight.h"
 #include "args.h"
-#include "build_int.h"
+#include "flight_int.h"
 #include "child.h"
 #include "prehash.h"
 #include "kilnd.h"
@@ -31,12 +31,12 @@
 
 #define ARTIFACT "out/artifact"
 
-bool build_is_header(const char *name)
+bool step_is_header(const char *name)
 {
 	return validate_is_header(name);
 }
 
-bool build_host_direct(const struct build_input *in, const char *name)
+bool step_host_direct(const struct build_input *in, const char *name)
 {
 	const struct toolchain *tc = in->tc;
 	if (!tc->is_nvcc || tc->host_cc == NULL || tc->host_incs == NULL)
@@ -47,11 +47,11 @@ bool build_host_direct(const struct build_input *in, const char *name)
 }
 
 /* Indices of the sources that are compiled (headers are only placed). */
-static size_t compiled_sources(const struct build *b, size_t *idx)
+static size_t compiled_sources(const struct flight *b, size_t *idx)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < b->in.nsrc; i++) {
-		if (!build_is_header(b->in.src[i].name))
+		if (!step_is_header(b->in.src[i].name))
 			idx[n++] = i;
 	}
 	return n;
@@ -96,7 +96,7 @@ static void step_argv_free(struct argv_buf *a)
 
 /* Client arguments go before the inputs, except libraries, which a linker
  * with --as-needed only honours after the objects that use them. */
-static void push_args(struct argv_buf *a, const struct build *b, bool libs)
+static void push_args(struct argv_buf *a, const struct flight *b, bool libs)
 {
 	size_t n = b->in.req.nargs;
 	bool *lib = calloc(n + 1, sizeof(bool));
@@ -115,7 +115,7 @@ static void push_args(struct argv_buf *a, const struct build *b, bool libs)
 
 /* The toolchain's default linker lists its inputs; -fuse-ld may pick one
  * that does not (gold), and then the option would break the link. */
-static bool linker_lists_inputs(const struct build *b)
+static bool linker_lists_inputs(const struct flight *b)
 {
 	for (size_t i = 0; i < b->in.req.nargs; i++) {
 		const char *s = b->in.req.args[i];
@@ -131,7 +131,7 @@ static bool linker_lists_inputs(const struct build *b)
  * architecture as -arch=sm_XY (its code and its PTX), several as one
  * -gencode each, plus the newest one's PTX for GPUs to come.
  */
-static void push_cuda_arch(struct argv_buf *a, const struct build *b)
+static void push_cuda_arch(struct argv_buf *a, const struct flight *b)
 {
 	const char *list = b->in.tc->cuda_arch;
 	if (!b->in.tc->is_nvcc || list == NULL || key_args_name_arch(b->in.req.args, b->in.req.nargs))
@@ -156,7 +156,7 @@ static void push_cuda_arch(struct argv_buf *a, const struct build *b)
 }
 
 /* Position-independent code: nvcc passes it on to its host compiler. */
-static void push_pic(struct argv_buf *a, const struct build *b, bool host)
+static void push_pic(struct argv_buf *a, const struct flight *b, bool host)
 {
 	if (b->in.tc->is_nvcc && !host) {
 		push(a, "-Xcompiler");
@@ -167,7 +167,7 @@ static void push_pic(struct argv_buf *a, const struct build *b, bool host)
 }
 
 /* Landlock: the step writes only in the build directory (confine.c). */
-static void push_confine(struct argv_buf *a, const struct build *b)
+static void push_confine(struct argv_buf *a, const struct flight *b)
 {
 	if (b->d->landlock_abi > 0) {
 		push(a, "--confine");
@@ -180,11 +180,11 @@ static void push_confine(struct argv_buf *a, const struct build *b)
 }
 
 /*
- * nvcc's host compiler for a C++ source of its build (build_host_direct):
+ * nvcc's host compiler for a C++ source of its build (step_host_direct):
  * the precompiled header, the host's share of the arguments and the
  * toolkit's include directories, in the order nvcc gives them.
  */
-static void push_host(struct argv_buf *a, const struct build *b, const char *src)
+static void push_host(struct argv_buf *a, const struct flight *b, const char *src)
 {
 	char **v = hostcc_args((const char *const *)b->in.req.args, b->in.req.nargs, NULL);
 	if (v == NULL) {
@@ -207,7 +207,7 @@ static void push_host(struct argv_buf *a, const struct build *b, const char *src
  * with the architecture, the precompiled header when src (a source's name,
  * or NULL) gets it, and the request's arguments (libraries last, by the
  * caller): the start of every compile. */
-static void push_compiler(struct argv_buf *a, const struct build *b, const char *src, bool host)
+static void push_compiler(struct argv_buf *a, const struct flight *b, const char *src, bool host)
 {
 	push(a, "%s", b->d->cfg->exec_helper);
 	push(a, "run");
@@ -236,7 +236,7 @@ static void push_compiler(struct argv_buf *a, const struct build *b, const char 
 }
 
 /* A precompiled header (pch.c): one compile of the generated header. */
-static bool pch_step_argv(struct build *b, int step, struct argv_buf *a)
+static bool pch_step_argv(struct flight *b, int step, struct argv_buf *a)
 {
 	const char *name = b->in.src[0].name;
 	bool host = pch_by_host(&b->in);
@@ -245,7 +245,7 @@ static bool pch_step_argv(struct build *b, int step, struct argv_buf *a)
 	push_compiler(a, b, NULL, host);
 	push_pic(a, b, host);
 	push(a, "-x");
-	push(a, "%s", build_is_header(name) && strcmp(strrchr(name, '.'), ".h") == 0 ? "c-header"
+	push(a, "%s", step_is_header(name) && strcmp(strrchr(name, '.'), ".h") == 0 ? "c-header"
 										    : "c++-header");
 	push(a, "-MD");
 	push(a, "-MF");
@@ -257,7 +257,7 @@ static bool pch_step_argv(struct build *b, int step, struct argv_buf *a)
 }
 
 /* A GPU output (cubin, fatbin, ptx): one nvcc run, no load check. */
-static bool gpu_step_argv(struct build *b, int step, struct argv_buf *a, size_t src)
+static bool gpu_step_argv(struct flight *b, int step, struct argv_buf *a, size_t src)
 {
 	const char *out = b->in.req.output;
 	if (step > 0)
@@ -275,7 +275,7 @@ static bool gpu_step_argv(struct build *b, int step, struct argv_buf *a, size_t 
 
 /* The compile steps of b: one per compiled source when there are several
  * (then a link step), none when one source compiles and links in one step. */
-static size_t compile_steps(const struct build *b, size_t *idx)
+static size_t compile_steps(const struct flight *b, size_t *idx)
 {
 	size_t ncomp = compiled_sources(b, idx);
 	return ncomp == 1 ? 0 : ncomp;
@@ -286,14 +286,14 @@ static size_t compile_steps(const struct build *b, size_t *idx)
  * sources), the link step, then the load check. Returns false when there
  * is no step left.
  */
-static bool step_argv(struct build *b, int step, struct argv_buf *a, bool *is_check)
+static bool step_argv(struct flight *b, int step, struct argv_buf *a, bool *is_check)
 {
 	struct kilnd *d = b->d;
 	size_t idx[MSG_MAX_SOURCES];
 	size_t ncompile_steps = compile_steps(b, idx);
 	size_t s = (size_t)step;
 	*is_check = false;
-	if (build_is_pch(&b->in))
+	if (pch_builds_gch(&b->in))
 		return pch_step_argv(b, step, a);
 	if (strcmp(b->in.req.output, "shared") != 0)
 		return gpu_step_argv(b, step, a, idx[0]);
@@ -312,7 +312,7 @@ static bool step_argv(struct build *b, int step, struct argv_buf *a, bool *is_ch
 			  : ncompile_steps == 0 ? b->in.src[idx[0]].name : NULL;
 	/* Only a compile step of its own goes to the host compiler; the link,
 	 * and a single source's compile-and-link, stay with nvcc. */
-	bool host = s < ncompile_steps && build_host_direct(&b->in, src);
+	bool host = s < ncompile_steps && step_host_direct(&b->in, src);
 	push_compiler(a, b, src, host);
 	push_pic(a, b, host);
 	if (s < ncompile_steps) {
@@ -343,7 +343,7 @@ static bool step_argv(struct build *b, int step, struct argv_buf *a, bool *is_ch
 	return true;
 }
 
-char **step_command(struct build *b, bool *is_check)
+char **step_command(struct flight *b, bool *is_check)
 {
 	struct argv_buf a = { 0 };
 	if (!step_argv(b, b->step, &a, is_check) || a.oom) {
@@ -366,7 +366,7 @@ void step_command_free(char **argv)
  * compile steps of one build run side by side).
  */
 struct step_proc {
-	struct build *b;
+	struct flight *b;
 	bool is_check;               /* the load check */
 	bool active;                 /* spawned, and its handles not all closed */
 	bool borrowed;               /* runs in a lent --jobs slot */
@@ -394,7 +394,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void proc_log(struct step_proc *p, const char *data, size_t len)
 {
-	build_text_append(&p->log, &p->loglen, &p->logcap, &p->dropped,
+	flight_text_append(&p->log, &p->loglen, &p->logcap, &p->dropped,
 			  (size_t)p->b->d->cfg->max_output, data, len);
 }
 
@@ -441,7 +441,7 @@ static void on_step_exit(struct child *c, int64_t status, int sig)
 	part_done(p);
 }
 
-void step_kill(struct build *b)
+void step_kill(struct flight *b)
 {
 	ASSERT_LOOP();
 	for (int i = 0; b->procs != NULL && i < b->nprocs_cap; i++) {
@@ -503,10 +503,10 @@ void step_env_free(char **env)
 	free(env);
 }
 
-static void user_paths(struct build *b);
+static void user_paths(struct flight *b);
 
 /* Starts p's kiln-exec: its output into p->out. 0 or a negative errno. */
-static int proc_start(struct build *b, struct step_proc *p, char **argv, char **env)
+static int proc_start(struct flight *b, struct step_proc *p, char **argv, char **env)
 {
 	int fds[2];
 	if (env == NULL)
@@ -549,7 +549,7 @@ static void step_label(struct step_proc *p, char **argv)
 /* Starts p for `step` (argv: kiln-exec and all); its parts' ends (the
  * process's exit, the output's close) lead to proc_done, whether or not
  * the start worked. */
-static void proc_spawn(struct build *b, struct step_proc *p, int step, bool is_check,
+static void proc_spawn(struct flight *b, struct step_proc *p, int step, bool is_check,
 		       bool borrowed, char **argv)
 {
 	struct kilnd *d = b->d;
@@ -568,9 +568,9 @@ static void proc_spawn(struct build *b, struct step_proc *p, int step, bool is_c
 	step_env_free(env);
 	if (rc != 0) {
 		if (rc == -ENOMEM)
-			build_fail(b, ERR_INTERNAL, "out of memory");
+			flight_fail(b, ERR_INTERNAL, "out of memory");
 		else
-			build_fail(b, ERR_INTERNAL, "cannot start %s: %s", argv[0], strerror(-rc));
+			flight_fail(b, ERR_INTERNAL, "cannot start %s: %s", argv[0], strerror(-rc));
 		p->pending = 1;
 		uv_close((uv_handle_t *)&p->out, on_part_closed);
 		return;
@@ -582,16 +582,16 @@ static void proc_spawn(struct build *b, struct step_proc *p, int step, bool is_c
 	log_debug("build %.16s step %d: %s", b->in.rkey, step, p->what);
 }
 
-static bool procs_alloc(struct build *b, int n)
+static bool procs_alloc(struct flight *b, int n)
 {
 	b->procs = calloc((size_t)n, sizeof(*b->procs));
 	b->nprocs_cap = b->procs != NULL ? n : 0;
 	if (b->procs == NULL)
-		build_fail(b, ERR_INTERNAL, "out of memory");
+		flight_fail(b, ERR_INTERNAL, "out of memory");
 	return b->procs != NULL;
 }
 
-static void procs_free(struct build *b)
+static void procs_free(struct flight *b)
 {
 	free(b->procs);
 	b->procs = NULL;
@@ -608,7 +608,7 @@ static void procs_free(struct build *b)
  * source order; the first failure stops the others (their groups killed)
  * and is the build's error; the link step follows when all are done.
  */
-static void compile_more(struct build *b)
+static void compile_more(struct flight *b)
 {
 	bool own_busy = false;
 	for (int i = 0; i < b->nprocs_cap; i++)
@@ -624,7 +624,7 @@ static void compile_more(struct build *b)
 			step_argv_free(&a);
 			if (borrowed)
 				step_slot_return(b->d);
-			build_fail(b, ERR_INTERNAL, "out of memory");
+			flight_fail(b, ERR_INTERNAL, "out of memory");
 			return;
 		}
 		proc_spawn(b, &b->procs[s], s, false, borrowed, a.v);
@@ -633,36 +633,36 @@ static void compile_more(struct build *b)
 	}
 }
 
-void step_next(struct build *b)
+void step_next(struct flight *b)
 {
 	ASSERT_LOOP();
 	struct argv_buf a = { 0 };
 	size_t idx[MSG_MAX_SOURCES];
 	bool is_check;
 	if (b->err_code != ERR_NONE) {
-		build_finish(b);
+		flight_finish(b);
 		return;
 	}
-	if (b->step == 0 && !build_is_pch(&b->in))
+	if (b->step == 0 && !pch_builds_gch(&b->in))
 		pch_bind(b->d, &b->in, b->dir);
-	size_t ncompile = build_is_pch(&b->in) || strcmp(b->in.req.output, "shared") != 0
+	size_t ncompile = pch_builds_gch(&b->in) || strcmp(b->in.req.output, "shared") != 0
 				  ? 0 : compile_steps(b, idx);
 	if (b->step == 0 && ncompile >= 2) {
 		if (!procs_alloc(b, (int)ncompile)) {
-			build_finish(b);
+			flight_finish(b);
 			return;
 		}
 		b->ncompile = (int)ncompile;
 		b->next_compile = 0;
 		if (b->prehash == NULL)
 			b->prehash = prehash_start(b);
-		flight_enter(b, FLIGHT_COMPILING);
+		flight_step_begins(b, false);
 		compile_more(b);
 		if (b->nprocs == 0) {
 			/* Nothing started (out of memory): nothing will call back. */
 			procs_free(b);
 			b->ncompile = 0;
-			build_finish(b);
+			flight_finish(b);
 		}
 		return;
 	}
@@ -674,13 +674,13 @@ void step_next(struct build *b)
 	}
 	if (a.oom || !procs_alloc(b, 1)) {
 		step_argv_free(&a);
-		build_fail(b, ERR_INTERNAL, "out of memory");
-		build_finish(b);
+		flight_fail(b, ERR_INTERNAL, "out of memory");
+		flight_finish(b);
 		return;
 	}
 	if (!is_check && b->prehash == NULL)
 		b->prehash = prehash_start(b);
-	flight_enter(b, is_check ? FLIGHT_CHECKING : FLIGHT_COMPILING);
+	flight_step_begins(b, is_check);
 	proc_spawn(b, &b->procs[0], b->step, is_check, false, a.v);
 	step_argv_free(&a);
 }
@@ -691,7 +691,7 @@ static void check_message(struct step_proc *p)
 	char line[900];
 	snprintf(line, sizeof(line), "%s", p->log != NULL ? p->log : "");
 	line[strcspn(line, "\n")] = '\0';
-	build_fail(p->b, ERR_BUILD_FAILED, "the artifact does not load: %s", line);
+	flight_fail(p->b, ERR_BUILD_FAILED, "the artifact does not load: %s", line);
 }
 
 /*
@@ -702,7 +702,7 @@ static void check_message(struct step_proc *p)
 static bool disk_full(const struct step_proc *p)
 {
 	struct statvfs vfs;
-	const struct build *b = p->b;
+	const struct flight *b = p->b;
 	if (b->dir != NULL && statvfs(b->dir, &vfs) == 0 && vfs.f_bavail == 0)
 		return true;
 	return p->log != NULL && strstr(p->log, "No space left on device") != NULL;
@@ -710,7 +710,7 @@ static bool disk_full(const struct step_proc *p)
 
 /* The compiler's messages name src/NAME: the user's NAME, or the path the
  * source was sent by, instead (diag.c). */
-static void user_paths(struct build *b)
+static void user_paths(struct flight *b)
 {
 	size_t n = b->in.nsrc, outlen = 0;
 	if (b->log == NULL || b->loglen == 0 || n == 0)
@@ -745,22 +745,22 @@ static void user_paths(struct build *b)
 /* Records why p's step failed, unless the build failed already. */
 static void proc_evaluate(struct step_proc *p)
 {
-	struct build *b = p->b;
+	struct flight *b = p->b;
 	const char *what = p->is_check ? "load check" : "compiler";
 	if (b->err_code != ERR_NONE)
 		return;
 	if (b->timed_out) {
-		build_fail(b, ERR_BUILD_TIMEOUT, "the build ran past the %g s timeout; its processes were killed",
+		flight_fail(b, ERR_BUILD_TIMEOUT, "the build ran past the %g s timeout; its processes were killed",
 			   b->d->cfg->build_timeout_s);
 	} else if ((p->term_signal != 0 || p->exit_status != 0) && disk_full(p)) {
-		build_fail(b, ERR_IO, "the disk is full: the %s could not write in %s (No space left "
+		flight_fail(b, ERR_IO, "the disk is full: the %s could not write in %s (No space left "
 			   "on device)", what, b->dir);
 	} else if (p->term_signal != 0) {
-		build_fail(b, ERR_BUILD_FAILED, "the %s was killed by signal %d", what, p->term_signal);
+		flight_fail(b, ERR_BUILD_FAILED, "the %s was killed by signal %d", what, p->term_signal);
 	} else if (p->exit_status != 0 && p->is_check) {
 		check_message(p);
 	} else if (p->exit_status != 0) {
-		build_fail(b, ERR_BUILD_FAILED, "the compiler exited with status %lld",
+		flight_fail(b, ERR_BUILD_FAILED, "the compiler exited with status %lld",
 			   (long long)p->exit_status);
 	}
 }
@@ -768,14 +768,14 @@ static void proc_evaluate(struct step_proc *p)
 /* Moves p's output to the build's log, noting what the cap dropped. */
 static void proc_log_move(struct step_proc *p)
 {
-	struct build *b = p->b;
+	struct flight *b = p->b;
 	if (p->loglen > 0)
-		build_log_append(b, p->log, p->loglen);
+		flight_log_append(b, p->log, p->loglen);
 	if (p->dropped > 0) {
 		char note[96];
 		int n = snprintf(note, sizeof(note), "\n[kiln: %zu more bytes of output dropped]\n",
 				 p->dropped);
-		build_log_append(b, note, (size_t)n);
+		flight_log_append(b, note, (size_t)n);
 	}
 	free(p->log);
 	p->log = NULL;
@@ -786,7 +786,7 @@ static void proc_log_move(struct step_proc *p)
 static void proc_done(struct step_proc *p)
 {
 	ASSERT_LOOP();
-	struct build *b = p->b;
+	struct flight *b = p->b;
 	p->pgid = 0;
 	p->active = false;
 	b->nprocs--;
@@ -812,7 +812,7 @@ static void proc_done(struct step_proc *p)
 	procs_free(b);
 	if (b->err_code != ERR_NONE) {
 		user_paths(b);
-		build_finish(b);
+		flight_finish(b);
 		return;
 	}
 	step_next(b);

@@ -15,7 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "build_int.h"
+#include "flight_int.h"
+#include "pch.h"
 #include "kilnd.h"
 #include "log.h"
 #include "table.h"
@@ -82,7 +83,7 @@ static void note(struct kilnd *d, const char *alias, const char *label, const ch
 void variants_note(struct kilnd *d, const struct build_input *in)
 {
 	ASSERT_LOOP();
-	if (build_is_pch(in))
+	if (pch_builds_gch(in))
 		return;
 	if (in->req.alias != NULL)
 		note(d, in->req.alias, in->req.label, in->rkey);

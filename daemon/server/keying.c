@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "args.h"
-#include "build.h"
+#include "flight.h"
 #include "gpu.h"
 #include "keying.h"
 #include "kilnd.h"
@@ -136,7 +136,7 @@ static bool gpu_request_refused(struct conn *c, const struct msg_request *req,
 		return true;
 	}
 	for (size_t i = 0; i < req->nsources; i++)
-		compiled += !build_is_header(req->sources[i].name);
+		compiled += !step_is_header(req->sources[i].name);
 	if (gpu_output && !tc->is_nvcc) {
 		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "output",
 				 "output \"%s\" needs an nvcc toolchain; \"%s\" is %s", req->output,
@@ -176,7 +176,7 @@ static bool keying_refused(struct conn *c, const struct msg_request *req,
 	bool any_compiled = false;
 
 	for (size_t i = 0; i < req->nsources; i++)
-		any_compiled = any_compiled || !build_is_header(req->sources[i].name);
+		any_compiled = any_compiled || !step_is_header(req->sources[i].name);
 	if (!any_compiled) {
 		conn_reply_error(c, req->id, ERR_BAD_REQUEST, "sources",
 				 "every source is a header; nothing to compile");

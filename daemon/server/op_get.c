@@ -14,9 +14,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "build.h"
-#include "claims.h"
 #include "flight.h"
+#include "claims.h"
 #include "headers.h"
 #include "hit.h"
 #include "hit_reply.h"
@@ -30,7 +29,7 @@
 #include "stats.h"
 #include "text_turn.h"
 
-/* A connection waiting on a flight (build.h's waiter_ops). */
+/* A connection waiting on a flight (flight.h's waiter_ops). */
 static bool conn_gone(void *ctx)
 {
 	return ((struct conn *)ctx)->dead;
@@ -103,12 +102,12 @@ static void join_or_start(struct conn *c, struct build_input *in)
 {
 	struct kilnd *d = c->d;
 	uint64_t id = in->req.id;
-	struct build *b = flight_find(d, in->rkey);
+	struct flight *b = flight_find(d, in->rkey);
 	int rc = 0;
 	conn_ref(c);
 	if (b != NULL) {
 		d->c.joined++;
-		rc = build_add_waiter(b, &conn_waiter, c, id, in->req.alias, in->req.alias_data, true);
+		rc = flight_add_waiter(b, &conn_waiter, c, id, in->req.alias, in->req.alias_data, true);
 		flight_join_input(b, in);
 	} else {
 		rc = flight_start(d, in, &conn_waiter, c, id);
@@ -196,7 +195,7 @@ static bool resolve_once(struct conn *c, struct build_input *in, int fd)
 {
 	struct kilnd *d = c->d;
 	uint64_t id = in->req.id;
-	struct build *b = in->req.no_build ? NULL : flight_find(d, in->rkey);
+	struct flight *b = in->req.no_build ? NULL : flight_find(d, in->rkey);
 	if (b != NULL) {
 		stats_miss(d, in->req.toolchain);
 		join_or_start(c, in);

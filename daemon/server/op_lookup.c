@@ -12,7 +12,7 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
-#include "build.h"
+#include "flight.h"
 #include "claims.h"
 #include "headers.h"
 #include "hit.h"

@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "build.h"
+#include "flight.h"
 #include "alias.h"
 #include "publish.h"
 #include "deps.h"

@@ -13,9 +13,8 @@
 #include <cjson/cJSON.h>
 
 #include "claims.h"
-#include "build.h"
-#include "digests.h"
 #include "flight.h"
+#include "digests.h"
 #include "gpu.h"
 #include "headers.h"
 #include "kiln_build.h"

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "build.h"
+#include "flight.h"
 #include "publish.h"
 #include "key.h"
 #include "kilnd.h"

@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "build.h"
+#include "flight.h"
 #include "claims.h"
 #include "kilnd.h"
 #include "msg.h"

@@ -15,7 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "build.h"
 #include "flight.h"
 #include "publish.h"
 #include "jobsize.h"
@@ -56,7 +55,7 @@ struct up_claim {
 
 /* The upstream side of one flight (the flight keeps it: build_tier). */
 struct tier_flight {
-	struct build *b;                 /* the flight's; read through flight_input() only */
+	struct flight *b;                 /* the flight's; read through flight_input() only */
 	struct kilnd *d;
 	struct up_poller poll;           /* in the waiting list */
 	bool waited;                     /* counted in upstream_waits */
@@ -95,7 +94,7 @@ enum job_result { RES_MISS, RES_HIT, RES_FREE, RES_BUSY, RES_CLAIMED, RES_ERROR 
 
 struct up_job {
 	struct kilnd *d;
-	struct build *b;                 /* the loop's: the pool never touches it */
+	struct flight *b;                 /* the loop's: the pool never touches it */
 	struct tier_flight *f;           /* its upstream side */
 	struct build_input *in;          /* a copy of b's, to check entries (recheck.h) */
 	enum job_kind kind;
@@ -112,7 +111,7 @@ struct up_job {
 	int fd;
 };
 
-static void start_job(struct build *b, struct tier_flight *f, enum job_kind kind);
+static void start_job(struct flight *b, struct tier_flight *f, enum job_kind kind);
 static void on_refresh(uv_timer_t *t);
 
 /* Claims and their refresh. */
@@ -487,7 +486,7 @@ static void job_work(void *arg)
 }
 
 /* A hit: the flight ends as if it had built, with the fetched entry. */
-static void take_hit(struct build *b, struct up_job *j)
+static void take_hit(struct flight *b, struct up_job *j)
 {
 	struct tier_result r = { .verdict = TIER_HIT, .entry = &j->entry, .obj_path = j->obj_path,
 				 .fd = j->fd };
@@ -497,13 +496,13 @@ static void take_hit(struct build *b, struct up_job *j)
 	flight_verdict(b, &r);
 }
 
-static void fail(struct build *b, int code, const char *msg)
+static void fail(struct flight *b, int code, const char *msg)
 {
 	struct tier_result r = { .verdict = TIER_FAILED, .err_code = code, .msg = msg };
 	flight_verdict(b, &r);
 }
 
-static void verdict(struct build *b, enum tier_verdict v)
+static void verdict(struct flight *b, enum tier_verdict v)
 {
 	struct tier_result r = { .verdict = v };
 	flight_verdict(b, &r);
@@ -533,7 +532,7 @@ static void keep_claim(struct upstream *u, struct tier_flight *f, struct up_job 
 static void job_done(void *arg, int status)
 {
 	struct up_job *j = arg;
-	struct build *b = j->b;
+	struct flight *b = j->b;
 	struct kilnd *d = j->d;
 	struct upstream *u = d->up;
 	struct tier_flight *f = j->f;
@@ -591,7 +590,7 @@ static void job_done(void *arg, int status)
 	}
 }
 
-static void start_job(struct build *b, struct tier_flight *f, enum job_kind kind)
+static void start_job(struct flight *b, struct tier_flight *f, enum job_kind kind)
 {
 	struct kilnd *d = f->d;
 	const struct build_input *in = flight_input(b);
@@ -633,7 +632,7 @@ static void flight_stop(struct up_poller *p)
 	fail(f->b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
 }
 
-struct tier_flight *upstream_flight_new(struct kilnd *d, struct build *b)
+struct tier_flight *upstream_flight_new(struct kilnd *d, struct flight *b)
 {
 	ASSERT_LOOP();
 	struct tier_flight *f = calloc(1, sizeof(*f));
@@ -648,13 +647,13 @@ struct tier_flight *upstream_flight_new(struct kilnd *d, struct build *b)
 	return f;
 }
 
-void upstream_flight_start(struct build *b, struct tier_flight *f)
+void upstream_flight_start(struct flight *b, struct tier_flight *f)
 {
 	ASSERT_LOOP();
 	start_job(b, f, f->digest_first ? JOB_FIND : JOB_WATCH);
 }
 
-void upstream_claim(struct build *b, struct tier_flight *f)
+void upstream_claim(struct flight *b, struct tier_flight *f)
 {
 	ASSERT_LOOP();
 	start_job(b, f, JOB_CLAIM);

@@ -21,7 +21,7 @@
 #include "claims.h"
 
 struct kilnd;
-struct build;
+struct flight;
 struct build_input;
 struct flight_outcome;
 struct tier_flight;
@@ -40,19 +40,19 @@ void upstream_stop(struct kilnd *d);
 /* Frees the tier once the loop has ended. */
 void upstream_fini(struct kilnd *d);
 
-/* The tier's side of a new flight (build.c, through struct build_tier). */
-struct tier_flight *upstream_flight_new(struct kilnd *d, struct build *b);
+/* The tier's side of a new flight (flight.c, through struct build_tier). */
+struct tier_flight *upstream_flight_new(struct kilnd *d, struct flight *b);
 /*
  * A new flight: looks upstream first. By digest only, a miss answers
  * need_sources; with the text, a miss queues the build for a slot, or waits
  * (without a slot) while another node holds the key's claim. Each decision
  * goes to the flight as a verdict (flight_verdict).
  */
-void upstream_flight_start(struct build *b, struct tier_flight *f);
+void upstream_flight_start(struct flight *b, struct tier_flight *f);
 /* A queued build got a --jobs slot: claims its key, then the verdict is to
  * build, or to give the slot back and wait when another node claimed it
  * meanwhile, or the entry that node published. */
-void upstream_claim(struct build *b, struct tier_flight *f);
+void upstream_claim(struct flight *b, struct tier_flight *f);
 /* The end of a flight (after the replies): publishes a new build upstream,
  * then releases its claim; frees f. */
 void upstream_flight_end(struct tier_flight *f, const struct build_input *in,

@@ -15,9 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "build.h"
-#include "claims.h"
 #include "flight.h"
+#include "claims.h"
 #include "key.h"
 #include "kilnd.h"
 #include "log.h"

@@ -448,7 +448,7 @@ START_TEST(cache_emptied_under_a_running_build_keeps_the_build)
 	const char *const build[] = { harness_cli_path(), "--socket", harness.socket, "build", src, NULL };
 	pid_t pid = harness_spawn(build, NULL, harness_path(out, "build.out"), NULL);
 	harness_wait_wrapper_starts(log, 1, 60);
-	/* status counts the flight in its state (daemon/flight/build.h). */
+	/* status counts the flight in its state (daemon/flight/flight.h). */
 	cJSON *st = harness_status();
 	const cJSON *fl = cJSON_GetObjectItemCaseSensitive(st, "flights");
 	ck_assert_int_eq(harness_num(fl, "compiling"), 1);

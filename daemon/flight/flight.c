@@ -1,8 +1,12 @@
 /*
- * Builds: the single-flight table, the --jobs queue, compiler steps and the
- * load check run through kiln-exec, and the hand-off to publish.c. Only the
- * loop thread touches a build, except inside its thread-pool jobs, which own
- * it while they run (the loop does not look at it until their completion).
+ * The flights (flight.h): the single-flight table, the waiters and their
+ * replies, and the one place a flight moves between its states
+ * (flight_enter, checked against flight_state.c): the scheduler
+ * (flight_sched.c) grants it a --jobs slot, the stages (step.c,
+ * publish.c) report what they begin, and flight_finish ends it. Only the
+ * loop thread touches a flight, except inside its thread-pool jobs, which
+ * own it while they run (the loop does not look at it until their
+ * completion).
  */
 #include <assert.h>
 #include <errno.h>
@@ -17,10 +21,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "build.h"
 #include "flight.h"
 #include "alias.h"
-#include "build_int.h"
+#include "flight_int.h"
+#include "flight_state.h"
+#include "pch.h"
 #include "prehash.h"
 #include "cachedir.h"
 #include "tracedir.h"
@@ -85,40 +90,11 @@ void flight_counts(const struct kilnd *d, struct flight_counts *c)
 	c->queued = fl->queued;
 }
 
-static const char *const state_names[FLIGHT__COUNT] = {
-	"new", "upstream", "queued", "claiming", "preparing", "compiling", "checking",
-	"publishing", "done",
-};
-
-#define TO(s) (1u << (s))
-/* The states each state may move to. */
-static const unsigned next_states[FLIGHT__COUNT] = {
-	[FLIGHT_NEW] = TO(FLIGHT_UPSTREAM) | TO(FLIGHT_QUEUED) | TO(FLIGHT_DONE),
-	[FLIGHT_UPSTREAM] = TO(FLIGHT_QUEUED) | TO(FLIGHT_DONE),
-	[FLIGHT_QUEUED] = TO(FLIGHT_CLAIMING) | TO(FLIGHT_PREPARING) | TO(FLIGHT_DONE),
-	[FLIGHT_CLAIMING] = TO(FLIGHT_PREPARING) | TO(FLIGHT_UPSTREAM) | TO(FLIGHT_QUEUED) |
-			    TO(FLIGHT_DONE),
-	/* Each of the next may go back to QUEUED: built again once after an
-	 * input changed (build_retry). */
-	[FLIGHT_PREPARING] = TO(FLIGHT_COMPILING) | TO(FLIGHT_CHECKING) | TO(FLIGHT_PUBLISHING) |
-			     TO(FLIGHT_QUEUED) | TO(FLIGHT_DONE),
-	[FLIGHT_COMPILING] = TO(FLIGHT_COMPILING) | TO(FLIGHT_CHECKING) | TO(FLIGHT_PUBLISHING) |
-			     TO(FLIGHT_QUEUED) | TO(FLIGHT_DONE),
-	[FLIGHT_CHECKING] = TO(FLIGHT_COMPILING) | TO(FLIGHT_PUBLISHING) | TO(FLIGHT_QUEUED) |
-			    TO(FLIGHT_DONE),
-	[FLIGHT_PUBLISHING] = TO(FLIGHT_QUEUED) | TO(FLIGHT_DONE),
-	[FLIGHT_DONE] = 0,
-};
-
-const char *flight_state_name(enum flight_state s)
-{
-	return s < FLIGHT__COUNT ? state_names[s] : "?";
-}
-
-void flight_enter(struct build *b, enum flight_state s)
+/* The one way between a flight's states (flight_state.c's table). */
+static void flight_enter(struct flight *b, enum flight_state s)
 {
 	ASSERT_LOOP();
-	bool ok = (next_states[b->state] & TO(s)) != 0;
+	bool ok = flight_may_move(b->state, s);
 	if (!ok)
 		log_error("build %.16s: no way from %s to %s", b->in.rkey,
 			  flight_state_name(b->state), flight_state_name(s));
@@ -131,7 +107,7 @@ void flight_enter(struct build *b, enum flight_state s)
 static void count_state(const char *key, void *val, void *ctx)
 {
 	(void)key;
-	const struct build *b = val;
+	const struct flight *b = val;
 	((unsigned *)ctx)[b->state]++;
 }
 
@@ -142,7 +118,7 @@ void flight_count_states(struct kilnd *d, unsigned counts[FLIGHT__COUNT])
 }
 
 /* Waiters still there (their clients have not hung up). */
-static unsigned waiters_left(const struct build *b)
+static unsigned waiters_left(const struct flight *b)
 {
 	unsigned n = 0;
 	for (const struct waiter *w = b->waiters; w != NULL; w = w->next)
@@ -150,7 +126,7 @@ static unsigned waiters_left(const struct build *b)
 	return n;
 }
 
-static cJSON *describe_one(const struct build *b, const char *age, uint64_t since, uint64_t now)
+static cJSON *describe_one(const struct flight *b, const char *age, uint64_t since, uint64_t now)
 {
 	cJSON *o = cJSON_CreateObject();
 	char key[17];
@@ -177,13 +153,13 @@ void flight_describe(struct kilnd *d, cJSON *running, cJSON *queue, size_t max)
 	ASSERT_LOOP();
 	uint64_t now = util_now_ns();
 	size_t n = 0;
-	for (const struct build *b = d->fl->running; running != NULL && b != NULL && n < max;
+	for (const struct flight *b = d->fl->running; running != NULL && b != NULL && n < max;
 	     b = b->rnext, n++)
 		cJSON_AddItemToArray(running, describe_one(b, "elapsed_s", b->start_ns, now));
 	n = 0;
-	const struct build *heads[2] = { d->fl->queue_head, d->fl->bg_head };
+	const struct flight *heads[2] = { d->fl->queue_head, d->fl->bg_head };
 	for (int q = 0; q < 2 && queue != NULL; q++)
-		for (const struct build *b = heads[q]; b != NULL && n < max; b = b->qnext, n++) {
+		for (const struct flight *b = heads[q]; b != NULL && n < max; b = b->qnext, n++) {
 			cJSON *o = describe_one(b, "waited_s", b->queued_ns, now);
 			if (o != NULL)
 				cJSON_AddBoolToObject(o, "background", q == 1);
@@ -191,12 +167,12 @@ void flight_describe(struct kilnd *d, cJSON *running, cJSON *queue, size_t max)
 		}
 }
 
-struct build *flight_find(struct kilnd *d, const char *rkey)
+struct flight *flight_find(struct kilnd *d, const char *rkey)
 {
 	return table_get(d->fl->table, rkey);
 }
 
-int build_add_waiter(struct build *b, const struct waiter_ops *ops, void *ctx, uint64_t id,
+int flight_add_waiter(struct flight *b, const struct waiter_ops *ops, void *ctx, uint64_t id,
 		     const char *alias, const char *alias_data, bool joined)
 {
 	ASSERT_LOOP();
@@ -218,7 +194,7 @@ int build_add_waiter(struct build *b, const struct waiter_ops *ops, void *ctx, u
 	return 0;
 }
 
-static void build_free(struct build *b)
+static void build_free(struct flight *b)
 {
 	while (b->waiters != NULL) {
 		struct waiter *w = b->waiters;
@@ -241,7 +217,7 @@ static void build_free(struct build *b)
 }
 
 /* Frees the build once its libuv handles are closed. */
-static void build_release(struct build *b)
+static void build_release(struct flight *b)
 {
 	if (--b->refs == 0)
 		build_free(b);
@@ -252,7 +228,7 @@ static void on_handle_closed(uv_handle_t *h)
 	build_release(h->data);
 }
 
-static void build_close_handles(struct build *b)
+static void build_close_handles(struct flight *b)
 {
 	if (b->timer_init) {
 		b->timer_init = false;
@@ -261,63 +237,8 @@ static void build_close_handles(struct build *b)
 	}
 }
 
-/* Two FIFOs: the builds clients wait for, and background ones (a .gch
- * nobody waits for), which get a slot only when kilnd is otherwise idle:
- * no build running or waiting. */
-static void queue_push(struct kilnd *d, struct build *b)
-{
-	struct build **head = b->in.background ? &d->fl->bg_head : &d->fl->queue_head;
-	struct build **tail = b->in.background ? &d->fl->bg_tail : &d->fl->queue_tail;
-	b->qnext = NULL;
-	if (*tail != NULL)
-		(*tail)->qnext = b;
-	else
-		*head = b;
-	*tail = b;
-	d->fl->queued++;
-}
-
-static struct build *queue_pop(struct kilnd *d)
-{
-	bool bg = d->fl->queue_head == NULL;
-	if (bg && d->fl->in_flight > 0 && !d->stopping)
-		return NULL;
-	struct build **head = bg ? &d->fl->bg_head : &d->fl->queue_head;
-	struct build *b = *head;
-	if (b == NULL)
-		return NULL;
-	*head = b->qnext;
-	if (*head == NULL)
-		*(bg ? &d->fl->bg_tail : &d->fl->queue_tail) = NULL;
-	d->fl->queued--;
-	return b;
-}
-
-/* Takes b out of whichever queue holds it; false when none does. */
-static bool queue_remove(struct kilnd *d, struct build *b)
-{
-	struct build **heads[2] = { &d->fl->queue_head, &d->fl->bg_head };
-	struct build **tails[2] = { &d->fl->queue_tail, &d->fl->bg_tail };
-	for (int q = 0; q < 2; q++) {
-		struct build *prev = NULL, *it = *heads[q];
-		while (it != NULL && it != b) {
-			prev = it;
-			it = it->qnext;
-		}
-		if (it == NULL)
-			continue;
-		*(prev != NULL ? &prev->qnext : heads[q]) = b->qnext;
-		if (*tails[q] == b)
-			*tails[q] = prev;
-		b->qnext = NULL;
-		d->fl->queued--;
-		return true;
-	}
-	return false;
-}
-
 /* Whether b has waiters and every one of them has gone. */
-static bool abandoned(const struct build *b)
+static bool abandoned(const struct flight *b)
 {
 	if (b->waiters == NULL)
 		return false;
@@ -328,13 +249,13 @@ static bool abandoned(const struct build *b)
 }
 
 struct cancel_list {
-	struct build *v[64];
+	struct flight *v[64];
 	size_t n;
 };
 
 static void collect_abandoned(const char *key, void *val, void *ctx)
 {
-	struct build *b = val;
+	struct flight *b = val;
 	struct cancel_list *l = ctx;
 	(void)key;
 	if (l->n < 64 && !b->cancelled && b->up == NULL && abandoned(b) &&
@@ -342,15 +263,15 @@ static void collect_abandoned(const char *key, void *val, void *ctx)
 		l->v[l->n++] = b;
 }
 
-static void cancel_one(struct kilnd *d, struct build *b)
+static void cancel_one(struct kilnd *d, struct flight *b)
 {
 	b->cancelled = true;
 	log_info("build %.16s (%s): every client that asked for it has gone; cancelled",
 		 b->in.rkey, b->in.req.label != NULL ? b->in.req.label : "no label");
-	build_fail(b, ERR_INTERNAL, "cancelled: every client that asked for it has gone");
+	flight_fail(b, ERR_INTERNAL, "cancelled: every client that asked for it has gone");
 	if (b->state == FLIGHT_QUEUED) {
-		if (queue_remove(d, b))
-			build_finish(b);
+		if (sched_remove(d, b))
+			flight_finish(b);
 	} else {
 		/* The steps' exit handlers finish it, slot and all. */
 		step_kill(b);
@@ -371,79 +292,7 @@ void flight_cancel_abandoned(struct kilnd *d)
 	} while (l.n == 64);
 }
 
-void flight_promote(struct build *b)
-{
-	ASSERT_LOOP();
-	struct kilnd *d = b->d;
-	struct build *prev = NULL, *q = d->fl->bg_head;
-	while (q != NULL && q != b) {
-		prev = q;
-		q = q->qnext;
-	}
-	if (q == NULL)
-		return;  /* not waiting in the background (running, or promoted) */
-	*(prev != NULL ? &prev->qnext : &d->fl->bg_head) = b->qnext;
-	if (d->fl->bg_tail == b)
-		d->fl->bg_tail = prev;
-	b->in.background = false;
-	b->qnext = d->fl->queue_head;
-	d->fl->queue_head = b;
-	if (d->fl->queue_tail == NULL)
-		d->fl->queue_tail = b;
-}
-
-static void running_add(struct kilnd *d, struct build *b)
-{
-	b->rprev = NULL;
-	b->rnext = d->fl->running;
-	if (d->fl->running != NULL)
-		d->fl->running->rprev = b;
-	d->fl->running = b;
-	d->fl->in_flight++;
-	b->has_slot = true;
-}
-
-static void running_del(struct kilnd *d, struct build *b)
-{
-	if (!b->has_slot)
-		return;
-	b->has_slot = false;
-	if (b->rprev != NULL)
-		b->rprev->rnext = b->rnext;
-	else
-		d->fl->running = b->rnext;
-	if (b->rnext != NULL)
-		b->rnext->rprev = b->rprev;
-	d->fl->in_flight--;
-}
-
-static void pump(struct kilnd *d);
-
-void build_release_slot(struct build *b)
-{
-	running_del(b->d, b);
-	pump(b->d);
-}
-
-/* Lent slots count against --jobs like a build's own; a build waiting in
- * the queue comes first. */
-bool step_slot_borrow(struct kilnd *d)
-{
-	ASSERT_LOOP();
-	if (d->stopping || d->fl->in_flight + d->fl->lent >= d->cfg->jobs || d->fl->queue_head != NULL)
-		return false;
-	d->fl->lent++;
-	return true;
-}
-
-void step_slot_return(struct kilnd *d)
-{
-	ASSERT_LOOP();
-	d->fl->lent--;
-	pump(d);
-}
-
-void build_text_append(char **text, size_t *len, size_t *cap, size_t *dropped, size_t max,
+void flight_text_append(char **text, size_t *len, size_t *cap, size_t *dropped, size_t max,
 		       const char *data, size_t n)
 {
 	size_t room = *len < max ? max - *len : 0;
@@ -469,14 +318,14 @@ void build_text_append(char **text, size_t *len, size_t *cap, size_t *dropped, s
 }
 
 /* Appends to the build log, up to --max-output; the rest is counted. */
-void build_log_append(struct build *b, const char *data, size_t len)
+void flight_log_append(struct flight *b, const char *data, size_t len)
 {
-	build_text_append(&b->log, &b->loglen, &b->logcap, &b->dropped,
+	flight_text_append(&b->log, &b->loglen, &b->logcap, &b->dropped,
 			  (size_t)b->d->cfg->max_output, data, len);
 }
 
 /* Answers every waiter: the artifact on success, the same error otherwise. */
-static void reply_all(struct build *b)
+static void reply_all(struct flight *b)
 {
 	ASSERT_LOOP();
 	struct kilnd *d = b->d;
@@ -510,7 +359,7 @@ static void reply_all(struct build *b)
  * answered inputs_changed. A build that holds an --upstream claim is not
  * retried (the claim belongs to this attempt).
  */
-static bool build_retry(struct build *b)
+static bool flight_retry(struct flight *b)
 {
 	struct kilnd *d = b->d;
 	if (b->err_code == ERR_INPUTS_CHANGED)
@@ -536,13 +385,13 @@ static bool build_retry(struct build *b)
 	free(b->uncacheable);
 	b->uncacheable = NULL;
 	b->unobserved = false;
-	build_enqueue(b);
+	flight_enqueue(b);
 	return true;
 }
 
 /* Tells the tier how the flight ended; a build of this node's compiler,
  * cached, goes to the tier with its entry and object (the tier takes them). */
-static void tier_end(struct build *b)
+static void tier_end(struct flight *b)
 {
 	struct kilnd *d = b->d;
 	struct tier_flight *f = b->up;
@@ -567,16 +416,16 @@ static void tier_end(struct build *b)
 }
 
 /* The end of a build, on the loop thread: reply, leave the table, free. */
-void build_finish(struct build *b)
+void flight_finish(struct flight *b)
 {
 	ASSERT_LOOP();
 	struct kilnd *d = b->d;
 	prehash_stop(b->prehash);
 	b->prehash = NULL;
-	if (build_retry(b))
+	if (flight_retry(b))
 		return;
 	flight_enter(b, FLIGHT_DONE);
-	running_del(d, b);
+	sched_leave_slot(d, b);
 	table_del(d->fl->table, b->in.rkey);
 	if (b->err_code == ERR_NONE && b->from_upstream) {
 		log_info("fetched %.16s (%s) from upstream", b->entry.key,
@@ -620,10 +469,10 @@ void build_finish(struct build *b)
 		publish_cleanup(d, b);
 	build_close_handles(b);
 	build_release(b);
-	pump(d);
+	sched_pump(d);
 }
 
-int build_fail(struct build *b, int code, const char *fmt, ...)
+int flight_fail(struct flight *b, int code, const char *fmt, ...)
 {
 	if (b->err_code != ERR_NONE)
 		return -1;
@@ -640,7 +489,7 @@ int build_fail(struct build *b, int code, const char *fmt, ...)
 
 static void on_timeout(uv_timer_t *t)
 {
-	struct build *b = t->data;
+	struct flight *b = t->data;
 	b->timed_out = true;
 	if (b->nprocs > 0) {
 		log_warn("build %.16s ran past %.0f s; killing its processes", b->in.rkey,
@@ -651,16 +500,16 @@ static void on_timeout(uv_timer_t *t)
 
 static void on_prepared(void *arg, int status)
 {
-	struct build *b = arg;
+	struct flight *b = arg;
 	struct kilnd *d = b->d;
 	b->in_pool = false;
 	if (status != 0)
-		build_fail(b, ERR_INTERNAL, "the build directory was not made: %s",
+		flight_fail(b, ERR_INTERNAL, "the build directory was not made: %s",
 			   uv_strerror(status));
 	if (d->stopping)
-		build_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
+		flight_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
 	if (b->err_code != ERR_NONE) {
-		build_finish(b);
+		flight_finish(b);
 		return;
 	}
 	if (!b->timer_init) {
@@ -673,14 +522,14 @@ static void on_prepared(void *arg, int status)
 	step_next(b);
 }
 
-void build_begin(struct build *b)
+void flight_begin(struct flight *b)
 {
 	ASSERT_LOOP();
 	struct kilnd *d = b->d;
 	flight_enter(b, FLIGHT_PREPARING);
 	if (cachedir_check(d) != 0) {
-		build_fail(b, ERR_IO, "%s", d->cache_why);
-		build_finish(b);
+		flight_fail(b, ERR_IO, "%s", d->cache_why);
+		flight_finish(b);
 		return;
 	}
 	tracedir_token(b->trace_token);
@@ -693,52 +542,20 @@ void build_begin(struct build *b)
 	b->in_pool = true;
 	if (kilnd_work(d, POOL_PREPARE, prepare_work, on_prepared, b) != 0) {
 		b->in_pool = false;
-		build_fail(b, ERR_INTERNAL, KILND_WORK_REFUSED);
-		build_finish(b);
+		flight_fail(b, ERR_INTERNAL, KILND_WORK_REFUSED);
+		flight_finish(b);
 	}
 }
 
-/* Moves queued builds into free slots. With --upstream a build claims its
- * key in the slot first, so that a node claims no more than it can build
- * now and the other nodes' slots take the rest (upstream.c). */
-static void pump(struct kilnd *d)
-{
-	/* A build that fails at once (the cache unusable) finishes inside
-	 * build_begin and pumps again: that inner call only asks this loop to
-	 * go on, so the stack does not grow with the queue. */
-	struct flights *fl = d->fl;
-	if (fl->pumping) {
-		fl->pump_again = true;
-		return;
-	}
-	fl->pumping = true;
-	do {
-		fl->pump_again = false;
-		while (!d->stopping && d->fl->in_flight + d->fl->lent < d->cfg->jobs) {
-			struct build *b = queue_pop(d);
-			if (b == NULL)
-				break;
-			running_add(d, b);
-			if (b->up != NULL) {
-				flight_enter(b, FLIGHT_CLAIMING);
-				d->tier->claim(b, b->up);
-			} else {
-				build_begin(b);
-			}
-		}
-	} while (fl->pump_again);
-	fl->pumping = false;
-}
-
-void build_enqueue(struct build *b)
+void flight_enqueue(struct flight *b)
 {
 	ASSERT_LOOP();
 	flight_enter(b, FLIGHT_QUEUED);
-	queue_push(b->d, b);
-	pump(b->d);
+	sched_push(b->d, b);
+	sched_pump(b->d);
 }
 
-void flight_join_input(struct build *b, struct build_input *in)
+void flight_join_input(struct flight *b, struct build_input *in)
 {
 	if (b->in.by_digest && !in->by_digest) {
 		/* The flight waits on the upstream tier with digests only;
@@ -773,7 +590,7 @@ int flight_start(struct kilnd *d, struct build_input *in, const struct waiter_op
 		build_input_free(in);
 		return -EBUSY;
 	}
-	struct build *b = calloc(1, sizeof(*b));
+	struct flight *b = calloc(1, sizeof(*b));
 	if (b == NULL) {
 		build_input_free(in);
 		return -ENOMEM;
@@ -784,7 +601,7 @@ int flight_start(struct kilnd *d, struct build_input *in, const struct waiter_op
 	b->fd = -1;
 	b->refs = 1;
 	b->queued_ns = util_now_ns();
-	if (build_add_waiter(b, ops, ctx, id, b->in.req.alias, b->in.req.alias_data, false) != 0) {
+	if (flight_add_waiter(b, ops, ctx, id, b->in.req.alias, b->in.req.alias_data, false) != 0) {
 		build_free(b);
 		return -ENOMEM;
 	}
@@ -799,22 +616,22 @@ int flight_start(struct kilnd *d, struct build_input *in, const struct waiter_op
 	}
 	variants_note(d, &b->in);
 	/* Precompiled headers stay on this node (docs/pch.md). */
-	if (d->tier != NULL && !build_is_pch(&b->in)) {
+	if (d->tier != NULL && !pch_builds_gch(&b->in)) {
 		flight_enter(b, FLIGHT_UPSTREAM);
 		b->up = d->tier->flight_new(d, b);
 		if (b->up == NULL) {
-			build_fail(b, ERR_INTERNAL, "out of memory");
-			build_finish(b);
+			flight_fail(b, ERR_INTERNAL, "out of memory");
+			flight_finish(b);
 			return 0;
 		}
 		d->tier->flight_start(b, b->up);
 	} else {
-		build_enqueue(b);
+		flight_enqueue(b);
 	}
 	return 0;
 }
 
-const struct build_input *flight_input(const struct build *b)
+const struct build_input *flight_input(const struct flight *b)
 {
 	return &b->in;
 }
@@ -825,7 +642,7 @@ const struct build_input *flight_input(const struct build *b)
  * queues it for a slot; a claim made (or impossible) builds in the slot it
  * holds; another node's claim gives the slot back while the tier waits.
  */
-void flight_verdict(struct build *b, struct tier_result *r)
+void flight_verdict(struct flight *b, struct tier_result *r)
 {
 	ASSERT_LOOP();
 	switch (r->verdict) {
@@ -841,45 +658,68 @@ void flight_verdict(struct build *b, struct tier_result *r)
 		b->fd = r->fd;
 		r->fd = -1;
 		b->from_upstream = true;
-		build_finish(b);
+		flight_finish(b);
 		return;
 	case TIER_NEED_TEXT:
 		b->d->c.need_sources++;
-		build_fail(b, ERR_NEED_SOURCES, "no entry for these sources here or upstream; send their text");
-		build_finish(b);
+		flight_fail(b, ERR_NEED_SOURCES, "no entry for these sources here or upstream; send their text");
+		flight_finish(b);
 		return;
 	case TIER_QUEUE:
-		build_enqueue(b);
+		flight_enqueue(b);
 		return;
 	case TIER_BUILD:
-		build_begin(b);
+		flight_begin(b);
 		return;
 	case TIER_WAIT:
 		if (b->has_slot)
-			build_release_slot(b);
+			flight_release_slot(b);
 		return;
 	case TIER_FAILED:
-		build_fail(b, r->err_code, "%s", r->msg != NULL ? r->msg : "the tier failed");
-		build_finish(b);
+		flight_fail(b, r->err_code, "%s", r->msg != NULL ? r->msg : "the tier failed");
+		flight_finish(b);
 		return;
 	}
 }
 
 void flight_abort_all(struct kilnd *d)
 {
-	struct build *b;
+	struct flight *b;
 	if (d->tier != NULL)
 		d->tier->stop(d);
-	while ((b = queue_pop(d)) != NULL) {
-		build_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
-		build_finish(b);
+	while ((b = sched_pop(d)) != NULL) {
+		flight_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
+		flight_finish(b);
 	}
 	for (b = d->fl->running; b != NULL; b = b->rnext) {
 		/* A build inside a pool job is failed by that job's completion,
 		 * and so is one whose claim the tier is making. */
 		if (b->in_pool || b->state == FLIGHT_CLAIMING)
 			continue;
-		build_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
+		flight_fail(b, ERR_SHUTTING_DOWN, "kilnd is shutting down");
 		step_kill(b);
+	}
+}
+
+void flight_step_begins(struct flight *b, bool check)
+{
+	flight_enter(b, check ? FLIGHT_CHECKING : FLIGHT_COMPILING);
+}
+
+void flight_publish_begins(struct flight *b)
+{
+	flight_enter(b, FLIGHT_PUBLISHING);
+}
+
+void flight_slot_granted(struct flight *b)
+{
+	/* With --upstream a flight claims its key in the slot first, so that a
+	 * node claims no more than it can build now and the other nodes'
+	 * slots take the rest (upstream.c). */
+	if (b->up != NULL) {
+		flight_enter(b, FLIGHT_CLAIMING);
+		b->d->tier->claim(b, b->up);
+	} else {
+		flight_begin(b);
 	}
 }

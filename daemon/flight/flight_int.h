@@ -1,5 +1,5 @@
 /*
- * The inside of a build, shared by build.c (table, queue, replies), step.c
+ * The inside of a build, shared by flight.c (table, queue, replies), step.c
  * (compiler processes) and publish.c (thread-pool work: preparing the build
  * directory, publishing the artifact, cleaning up).
  */
@@ -13,7 +13,6 @@
 #include <sys/types.h>
 #include <uv.h>
 
-#include "build.h"
 #include "flight.h"
 #include "publish.h"
 #include "store.h"
@@ -27,14 +26,14 @@ struct step_proc;
  * folder reads it; the layers above ask flight.h.
  */
 struct flights {
-	struct table *table;         /* rkey -> struct build, builds not yet finished */
-	struct build *queue_head, *queue_tail;
-	struct build *bg_head, *bg_tail;  /* background builds: run when queue_head is empty */
-	struct build *running;       /* builds holding a slot, for shutdown */
+	struct table *table;         /* rkey -> struct flight, builds not yet finished */
+	struct flight *queue_head, *queue_tail;
+	struct flight *bg_head, *bg_tail;  /* background builds: run when queue_head is empty */
+	struct flight *running;       /* builds holding a slot, for shutdown */
 	unsigned in_flight;          /* builds holding a --jobs slot */
 	unsigned lent;               /* more slots lent to builds' compile steps (step.c) */
 	unsigned queued;             /* builds waiting for a slot */
-	bool pumping, pump_again;    /* pump()'s guard against re-entry */
+	bool pumping, pump_again;    /* sched_pump()'s guard against re-entry */
 	struct table *aliases;       /* alias -> struct alias_target replied, write not yet done (alias.c) */
 	bool alias_flushing;         /* a pool job writes aliases now */
 };
@@ -49,14 +48,14 @@ struct waiter {
 	bool joined;
 };
 
-struct build {
+struct flight {
 	struct kilnd *d;
 	enum flight_state state;     /* flight_enter() only */
 	struct build_input in;
 	struct waiter *waiters;
 	int refs;                    /* 1 for the build, 1 per open libuv handle */
-	struct build *qnext;         /* queue link */
-	struct build *rprev, *rnext; /* running list (holding a slot) */
+	struct flight *qnext;         /* queue link */
+	struct flight *rprev, *rnext; /* running list (holding a slot) */
 	bool has_slot;
 	bool in_pool;                /* a thread-pool job of this layer owns the build now */
 
@@ -100,35 +99,55 @@ struct build {
 /* Appends n bytes of data to *text (*len bytes long, *cap allocated, kept
  * NUL-terminated), up to max bytes in all; what does not fit, or cannot be
  * allocated, is counted in *dropped. */
-void build_text_append(char **text, size_t *len, size_t *cap, size_t *dropped, size_t max,
+void flight_text_append(char **text, size_t *len, size_t *cap, size_t *dropped, size_t max,
 		       const char *data, size_t n);
-/* build_text_append to b's log, up to --max-output. */
-void build_log_append(struct build *b, const char *data, size_t len);
+/* flight_text_append to b's log, up to --max-output. */
+void flight_log_append(struct flight *b, const char *data, size_t len);
 /* Records the first failure of b (later ones are ignored); returns -1. */
-int build_fail(struct build *b, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int flight_fail(struct flight *b, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Puts b in the queue for a --jobs slot (after the upstream tier missed). */
-void build_enqueue(struct build *b);
+void flight_enqueue(struct flight *b);
 /* Starts the compiler work of b, which holds a --jobs slot. */
-void build_begin(struct build *b);
+void flight_begin(struct flight *b);
+/* b got a --jobs slot (sched_pump): it claims its key in the tier first,
+ * or begins. */
+void flight_slot_granted(struct flight *b);
+
+/* flight_sched.c: the --jobs slots and the two FIFOs waiting for them. */
+void sched_push(struct kilnd *d, struct flight *b);     /* b joins its FIFO */
+/* The next flight to get a slot (background ones only while nothing else
+ * runs, or at the stop), taken out of its FIFO; NULL when none may. */
+struct flight *sched_pop(struct kilnd *d);
+/* Takes b out of whichever FIFO holds it; false when none does. */
+bool sched_remove(struct kilnd *d, struct flight *b);
+/* b no longer holds its slot (nothing when it holds none). */
+void sched_leave_slot(struct kilnd *d, struct flight *b);
+/* Grants free slots to waiting flights, in order. */
+void sched_pump(struct kilnd *d);
 /* Gives the --jobs slot back once the compiler steps are over (or when the
  * key turned out to be claimed by another node). */
-void build_release_slot(struct build *b);
+void flight_release_slot(struct flight *b);
 /* Replies to every waiter and frees b (loop thread). */
-void build_finish(struct build *b);
+void flight_finish(struct flight *b);
+/* The stages tell flight.c what they start, and flight.c moves b into the
+ * state for it (flight_enter, its only caller): a compiler step or, with
+ * check, the load check (step.c); the publish (publish.c). */
+void flight_step_begins(struct flight *b, bool check);
+void flight_publish_begins(struct flight *b);
 
 /* step.c: runs the next compiler step or the load check; finishes b at the end. */
-void step_next(struct build *b);
+void step_next(struct flight *b);
 /* Kills the process groups of b's running steps (timeout, cancel, shutdown):
  * their exit handlers go on with b. */
-void step_kill(struct build *b);
+void step_kill(struct flight *b);
 /* A --jobs slot lent to a build for one more of its compile steps, when one
- * is free and no build waits for it (build.c); step_slot_return gives it back. */
+ * is free and no build waits for it (flight.c); step_slot_return gives it back. */
 bool step_slot_borrow(struct kilnd *d);
 void step_slot_return(struct kilnd *d);
 /* The argv of step b->step (kiln-exec and all), malloc'd, or NULL when no
  * step is left; *is_check tells the load check. For recheck.c, which runs
  * the same commands on a build that exists only on its stack. */
-char **step_command(struct build *b, bool *is_check);
+char **step_command(struct flight *b, bool *is_check);
 void step_command_free(char **argv);
 /* kilnd's environment for a step in dir: TMPDIR=dir/tmp and the trace's
  * token added (malloc'd; step_env_free). */
@@ -141,7 +160,7 @@ void variants_fini(struct kilnd *d);
 
 /* publish.c: thread-pool work and its follow-ups. */
 void prepare_work(void *arg);
-void publish_start(struct build *b);
-void publish_cleanup(struct kilnd *d, struct build *b);
+void publish_start(struct flight *b);
+void publish_cleanup(struct kilnd *d, struct flight *b);
 
 #endif
