@@ -807,11 +807,13 @@ void key_artifact(const char *rkey, const struct store_dep *deps, size_t ndeps, 
 		const struct store_dep *d = sorted[i];
 		put_str(md, TAG_DEP_PATH, d->path);
 		put_u64(md, TAG_DEP_KIND, d->kind);
-		/* What the state is: content, type and permissions, or a value. */
-		if (d->kind == STORE_DEP_FILE || d->kind == STORE_DEP_ENV ||
-		    d->kind == STORE_DEP_LISTING || d->kind == STORE_DEP_SEARCH)
+		/* What the state is: content, type and permissions, or a value
+		 * and whether it was there (depkind.h's columns). A kind out of
+		 * range never reaches here (every decoder refuses it). */
+		const struct dep_kind_info *k = dep_kind_info(d->kind);
+		if (k == NULL || k->has_digest)
 			put_field(md, TAG_DEP_DIGEST, d->digest, 32);
-		if (d->kind == STORE_DEP_EXISTS || d->kind == STORE_DEP_ENV || d->kind == STORE_DEP_SEARCH)
+		if (k == NULL || k->has_mode || k->named)
 			put_u64(md, TAG_DEP_MODE, d->mode);
 	}
 	key_end(md, digest);

@@ -8,10 +8,10 @@
 
 const struct dep_kind_info dep_kinds[DEP__COUNT] = {
 	[DEP_FILE] = { .name = "file", .records = RECS(REC_OPEN, REC_EXEC, REC_SPAWN, REC_LOAD, REC_HELLO, REC_INTERP, REC_IMAGE),
-		       .has_digest = true,
+		       .has_digest = true, .has_size = true,
 		       .key = "its path and the SHA-256 of its content",
 		       .hit = "its identity (dev, ino, size, mtime, ctime) unchanged, else hashed again" },
-	[DEP_EXISTS] = { .name = "exists", .records = RECS(REC_STAT, REC_FAILED),
+	[DEP_EXISTS] = { .name = "exists", .records = RECS(REC_STAT, REC_FAILED), .has_mode = true,
 			 .key = "its path, type and permissions",
 			 .hit = "the same type and permissions" },
 	[DEP_ABSENT] = { .name = "absent", .records = RECS(REC_ABSENT),
@@ -25,7 +25,7 @@ const struct dep_kind_info dep_kinds[DEP__COUNT] = {
 			  .key = "its path and the SHA-256 of its sorted names",
 			  .hit = "its identity unchanged, else listed again" },
 	[DEP_SEARCH] = { .name = "search", .records = "", .has_digest = true, .named = true,
-			 .flag = "found",
+			 .bare = true, .flag = "found",
 			 .key = "the name, whether found, the SHA-256 of the path found along PATH",
 			 .hit = "the name looked up again along kilnd's PATH" },
 };

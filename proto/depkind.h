@@ -28,13 +28,19 @@ struct dep_kind_info {
 	const char *name;       /* "file", "exists", ...: wire, JSON, kiln show */
 	const char *records;    /* the trace records that make it (trace_rec.h); "" none */
 	bool has_digest;        /* its state is a SHA-256 ("sha256" on the wire) */
+	bool has_size;          /* the size of what was hashed is kept ("size") */
+	bool has_mode;          /* its state is a file's type and permissions ("mode") */
 	bool named;             /* its path is a name, its mode a yes (1) or no (0) */
+	bool bare;              /* named by a bare program name: no '/' in it */
 	const char *flag;       /* named: the member that carries the yes/no */
 	const char *key;        /* what the artifact key hashes of it */
 	const char *hit;        /* how a hit revalidates it */
 };
 
-/* By kind; every row filled (checked at compile time by its count). */
+/* By kind; every row filled (checked at compile time by its count). The
+ * codecs that write and read a dependency (proto/msg_parse.c, msg_pack.c,
+ * store/entry_codec.c) and the artifact key (daemon/key.c) are driven by
+ * these columns: what a kind carries is said here only. */
 extern const struct dep_kind_info dep_kinds[DEP__COUNT];
 
 /* The name of kind, or "unknown" out of range. */

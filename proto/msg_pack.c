@@ -155,7 +155,7 @@ static bool pack_artifact(struct out *o, const struct msg_request *req)
 		add_str(o, "kind", k->name);
 		if (k->has_digest)
 			add_hex(o, "sha256", dep->digest);
-		if (dep->kind == DEP_EXISTS)
+		if (k->has_mode)
 			add_int(o, "mode", dep->mode);
 		if (k->named)
 			add_bool(o, k->flag, dep->mode != 0);

@@ -470,7 +470,7 @@ static int parse_dep(const cJSON *v, size_t i, struct msg_dep *dep, struct msg_e
 	const struct dep_kind_info *k = &dep_kinds[dep->kind];
 	const cJSON *set = k->named ? member(v, k->flag) : NULL;
 	if ((!k->named && path->valuestring[0] != '/') ||
-	    (dep->kind == DEP_SEARCH && strchr(path->valuestring, '/') != NULL) ||
+	    (k->bare && strchr(path->valuestring, '/') != NULL) ||
 	    path->valuestring[0] == '\0' ||
 	    strlen(path->valuestring) > MSG_MAX_PATH)
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
@@ -480,14 +480,14 @@ static int parse_dep(const cJSON *v, size_t i, struct msg_dep *dep, struct msg_e
 	    (!cJSON_IsString(digest) || !util_unhex32(digest->valuestring, dep->digest)))
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
 				     "\"sha256\" of dependency %zu must be 64 lower-case hex digits", i + 1);
-	if (dep->kind == DEP_EXISTS && (!cJSON_IsNumber(mode) || mode->valuedouble < 0 ||
-					mode->valuedouble > 07777777))
+	if (k->has_mode && (!cJSON_IsNumber(mode) || mode->valuedouble < 0 ||
+			    mode->valuedouble > 07777777))
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
 				     "\"mode\" of dependency %zu must be a file mode", i + 1);
 	if (k->named && !cJSON_IsBool(set))
 		return msg_error_set(err, ERR_BAD_REQUEST, "deps",
 				     "\"%s\" of dependency %zu must be true or false", k->flag, i + 1);
-	dep->mode = dep->kind == DEP_EXISTS ? (uint32_t)mode->valuedouble
+	dep->mode = k->has_mode ? (uint32_t)mode->valuedouble
 		    : k->named		    ? (uint32_t)cJSON_IsTrue(set)
 					    : 0u;
 	dep->path = take(path);

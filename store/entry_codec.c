@@ -99,19 +99,19 @@ static bool enc_digest(cJSON *o, const char *name, const uint8_t digest[32])
 cJSON *entry_dep_encode(const struct store_dep *dep, bool identity)
 {
 	cJSON *o = cJSON_CreateObject();
-	bool ok = o != NULL && cJSON_AddStringToObject(o, "path", dep->path) != NULL &&
-		  cJSON_AddStringToObject(o, "kind", store_dep_kind_name(dep->kind)) != NULL;
+	const struct dep_kind_info *k = dep_kind_info(dep->kind);
+	bool ok = o != NULL && k != NULL && cJSON_AddStringToObject(o, "path", dep->path) != NULL &&
+		  cJSON_AddStringToObject(o, "kind", k->name) != NULL;
 
-	if (ok && dep->kind == STORE_DEP_FILE)
-		ok = enc_num(o, "size", (double)dep->size) && enc_digest(o, "sha256", dep->digest);
-	else if (ok && dep->kind == STORE_DEP_LISTING)
-		ok = enc_digest(o, "sha256", dep->digest);
-	else if (ok && dep->kind == STORE_DEP_EXISTS)
+	/* What the kind carries (depkind.h's columns), in this order. */
+	if (ok && k->has_size)
+		ok = enc_num(o, "size", (double)dep->size);
+	if (ok && k->has_mode)
 		ok = enc_num(o, "mode", dep->mode);
-	else if (ok && (dep->kind == STORE_DEP_ENV || dep->kind == STORE_DEP_SEARCH))
-		ok = cJSON_AddBoolToObject(o, dep->kind == STORE_DEP_ENV ? "set" : "found",
-					   dep->mode != 0) != NULL &&
-		     enc_digest(o, "sha256", dep->digest);
+	if (ok && k->named)
+		ok = cJSON_AddBoolToObject(o, k->flag, dep->mode != 0) != NULL;
+	if (ok && k->has_digest)
+		ok = enc_digest(o, "sha256", dep->digest);
 	if (ok && identity) {
 		/* The identity that stands for the digest on this node. */
 		char num[4][24];
@@ -318,29 +318,31 @@ int entry_dep_decode(const cJSON *o, bool identity, struct store_dep *dep)
 	if (!cJSON_IsObject(o))
 		return -EBADMSG;
 	/* Metadata written before kinds existed lists files only. */
-	int k = kind == NULL ? STORE_DEP_FILE : store_dep_kind_parse(cJSON_GetStringValue(kind));
-	bool named = k == STORE_DEP_ENV || k == STORE_DEP_SEARCH;
-	const cJSON *set = named ? dec_member(o, k == STORE_DEP_ENV ? "set" : "found") : NULL;
-	if (!cJSON_IsString(path) || path->valuestring[0] == '\0' || k < 0 ||
-	    (!named && path->valuestring[0] != '/') ||
-	    (k == STORE_DEP_SEARCH && strchr(path->valuestring, '/') != NULL))
+	int kn = kind == NULL ? STORE_DEP_FILE : store_dep_kind_parse(cJSON_GetStringValue(kind));
+	const struct dep_kind_info *k = dep_kind_info(kn);
+	if (k == NULL)
 		return -EBADMSG;
-	if ((k == STORE_DEP_FILE || named || k == STORE_DEP_LISTING) &&
-	    (!cJSON_IsString(sha) || !util_unhex32(sha->valuestring, dep->digest)))
+	/* What the kind carries (depkind.h's columns). */
+	const cJSON *set = k->named ? dec_member(o, k->flag) : NULL;
+	if (!cJSON_IsString(path) || path->valuestring[0] == '\0' ||
+	    (!k->named && path->valuestring[0] != '/') ||
+	    (k->bare && strchr(path->valuestring, '/') != NULL))
 		return -EBADMSG;
-	if (k == STORE_DEP_FILE && size != NULL &&
+	if (k->has_digest && (!cJSON_IsString(sha) || !util_unhex32(sha->valuestring, dep->digest)))
+		return -EBADMSG;
+	if (k->has_size && size != NULL &&
 	    (!cJSON_IsNumber(size) || !(size->valuedouble >= 0 && size->valuedouble <= JSON_INT_MAX)))
 		return -EBADMSG;
-	if (k == STORE_DEP_EXISTS &&
+	if (k->has_mode &&
 	    (!cJSON_IsNumber(mode) || !(mode->valuedouble >= 0 && mode->valuedouble <= 07777777)))
 		return -EBADMSG;
-	if (named && !cJSON_IsBool(set))
+	if (k->named && !cJSON_IsBool(set))
 		return -EBADMSG;
-	dep->kind = (uint8_t)k;
-	dep->size = k == STORE_DEP_FILE && size != NULL ? (uint64_t)size->valuedouble : 0;
-	dep->mode = k == STORE_DEP_EXISTS ? (uint32_t)mode->valuedouble
-		  : named		   ? (uint32_t)cJSON_IsTrue(set)
-					   : 0;
+	dep->kind = (uint8_t)kn;
+	dep->size = k->has_size && size != NULL ? (uint64_t)size->valuedouble : 0;
+	dep->mode = k->has_mode ? (uint32_t)mode->valuedouble
+		  : k->named	? (uint32_t)cJSON_IsTrue(set)
+				: 0;
 	int rc = identity ? dec_identity(o, dep) : 0;
 	if (rc == 0 && (dep->path = strdup(path->valuestring)) == NULL)
 		rc = -ENOMEM;

@@ -353,6 +353,31 @@ START_TEST(artifact_key_covers_deps)
 }
 END_TEST
 
+/* The artifact key of one dependency of every kind, against the value this
+ * key format gives (KEY_FORMAT): what a kind puts into the key is its row of
+ * depkind.h, and a change of that row must be a new key format, never a
+ * silent change of every key. */
+START_TEST(artifact_key_of_every_kind_is_stable)
+{
+	struct store_dep d[DEP__COUNT];
+	memset(d, 0, sizeof(d));
+	static const char *const paths[DEP__COUNT] = {
+		"/inc/file.h", "/inc/exists", "/inc/absent.h", "LANG", "/inc", "cc1",
+	};
+	for (int k = 0; k < DEP__COUNT; k++) {
+		d[k].path = (char *)paths[k];
+		d[k].kind = (uint8_t)k;
+		memset(d[k].digest, 0x11 * (k + 1), 32);
+		d[k].mode = k == DEP_EXISTS ? 040755 : dep_kinds[k].named ? 1 : 0;
+		d[k].size = 1234;
+	}
+	char key[65];
+	key_artifact("0000000000000000000000000000000000000000000000000000000000000001", d,
+		     DEP__COUNT, key);
+	ck_assert_str_eq(key, "37da2509d6d46a89d5ed4af8754f8742cf0487af20fc58793ccfa2d5c0a8a5b6");
+}
+END_TEST
+
 START_TEST(toolchain_errors)
 {
 	struct toolchain t;
@@ -381,6 +406,7 @@ static Suite *key_suite(void)
 	tcase_add_test(tcase, no_native_without_native);
 	tcase_add_test(tcase, digest_keys_like_text);
 	tcase_add_test(tcase, artifact_key_covers_deps);
+	tcase_add_test(tcase, artifact_key_of_every_kind_is_stable);
 	tcase_add_test(tcase, toolchain_errors);
 	suite_add_tcase(s, tcase);
 	return s;
