@@ -1,9 +1,9 @@
 /*
  * The cache store's index side: opening index.db (schema, WAL, version
- * check, the reader's prepared statements), transactions, the paths of
- * objects and logs, and the totals. The reader's queries live in
- * store_read.c, writers in store_write.c, start-up repair in
- * store_reconcile.c.
+ * check, the reader's prepared statements), transactions and the totals.
+ * Where everything lies in the cache directory is store_layout.c's; the
+ * reader's queries live in store_read.c, writers in store_write.c,
+ * start-up repair in store_reconcile.c.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -103,17 +103,6 @@ static const char schema_v4_sql[] =
 	" first_start INTEGER NOT NULL, last_start INTEGER NOT NULL);"
 	"PRAGMA user_version = 4;";
 
-static const struct {
-	const char *output;
-	const char *ext;
-} output_exts[] = {
-	{ "shared", "so" },
-	{ "cubin", "cubin" },
-	{ "fatbin", "fatbin" },
-	{ "ptx", "ptx" },
-	{ "pch", "gch" },  /* a precompiled header, node-local (docs/pch.md) */
-};
-
 int store_sql_errno(int rc)
 {
 	switch (rc & 0xff) {
@@ -189,19 +178,6 @@ int store_txn(struct store *s, bool rows, int (*body)(struct store *s, void *arg
 	int rc = store_txn_locked(s, rows, body, arg);
 	pthread_mutex_unlock(&s->wlock);
 	return rc;
-}
-
-bool store_key_valid(const char *key)
-{
-	size_t i;
-
-	for (i = 0; i < KILN_KEY_HEX; i++) {
-		char c = key[i];
-
-		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-			return false;
-	}
-	return key[i] == '\0';
 }
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -415,14 +391,8 @@ int store_open(const char *cache_dir, int flags, struct store **out, char *err, 
 		s = NULL;
 		goto fail;
 	}
-	s->dir = strdup(cache_dir);
-	if (!s->dir || asprintf(&s->objects, "%s/objects", cache_dir) < 0 ||
-	    asprintf(&s->logs, "%s/logs", cache_dir) < 0 ||
-	    asprintf(&s->tmp, "%s/tmp", cache_dir) < 0 ||
-	    asprintf(&db_path, "%s/index.db", cache_dir) < 0) {
-		db_path = NULL;
+	if ((db_path = store_layout_paths(s, cache_dir)) == NULL)
 		goto fail;
-	}
 	if (s->readonly && stat(db_path, &sb) < 0) {
 		rc = -errno;
 		set_err(err, errlen, "no cache index at %s: %s", db_path, strerror(errno));
@@ -486,55 +456,6 @@ void store_close(struct store *s)
 	free(s->logs);
 	free(s->tmp);
 	free(s);
-}
-
-const char *store_dir(const struct store *s)
-{
-	return s->dir;
-}
-
-const char *store_output_ext(const char *output)
-{
-	size_t i;
-
-	if (!output)
-		return NULL;
-	for (i = 0; i < sizeof(output_exts) / sizeof(output_exts[0]); i++)
-		if (strcmp(output, output_exts[i].output) == 0)
-			return output_exts[i].ext;
-	return NULL;
-}
-
-static char *key_path(const struct store *s, const char *key, const char *ext)
-{
-	char *p;
-
-	if (!key || strlen(key) < 2 || strchr(key, '/'))
-		return NULL;
-	if (asprintf(&p, "%s/%.2s/%s.%s", s->objects, key, key, ext) < 0)
-		return NULL;
-	return p;
-}
-
-char *store_object_path(const struct store *s, const char *key, const char *output)
-{
-	const char *ext = store_output_ext(output);
-
-	return ext ? key_path(s, key, ext) : NULL;
-}
-
-char *store_log_path(const struct store *s, const char *key)
-{
-	char *p;
-
-	if (!key || strchr(key, '/') || asprintf(&p, "%s/%s.log", s->logs, key) < 0)
-		return NULL;
-	return p;
-}
-
-char *store_tmp_dir(const struct store *s)
-{
-	return strdup(s->tmp);
 }
 
 int store_totals(struct store *s, uint64_t *entries, uint64_t *bytes)

@@ -103,7 +103,10 @@ bool store_key_valid(const char *key);
 /* "ab/<key>.<ext>" (relative to objects/) into out; ext "meta" for the
  * metadata. -EINVAL for a bad key or output. */
 int store_object_rel(const char *key, const char *ext, char out[STORE_REL_MAX]);
-/* store_dirs.c: opens (making them unless read-only) the directory and its
+/* Sets s's dir, objects, logs and tmp paths for cache_dir; the index's path
+ * (malloc'd), or NULL on ENOMEM (what was set is freed by store_close). */
+char *store_layout_paths(struct store *s, const char *cache_dir);
+/* store_layout.c: opens (making them unless read-only) the directory and its
  * subdirectories into the fd_* members; 0 or -errno with err. */
 int store_open_dirs(struct store *s, char *err, size_t errlen);
 void store_close_dirs(struct store *s);

@@ -1,8 +1,11 @@
 /*
- * The cache's directories held open (store_int.h): made and opened once,
- * then every file operation of the store goes through these descriptors
- * (*at() calls), so a name changed underneath cannot redirect them; and the
- * check that they are still the directories their names lead to.
+ * The cache directory's layout (store_int.h): every path and name of the
+ * cache in one place. index.db, objects/<2 hex>/<key>.<ext> with its
+ * <key>.meta beside it, logs/<key>.log, logs/failed/, tmp/; what a key and
+ * an output kind may be. The directories are made and opened once, then
+ * every file operation of the store goes through these descriptors (*at()
+ * calls), so a name changed underneath cannot redirect them; and the check
+ * that they are still the directories their names lead to.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +17,98 @@
 #include "store.h"
 #include "store_int.h"
 #include "util.h"
+
+static const struct {
+	const char *output;
+	const char *ext;
+} output_exts[] = {
+	{ "shared", "so" },
+	{ "cubin", "cubin" },
+	{ "fatbin", "fatbin" },
+	{ "ptx", "ptx" },
+	{ "pch", "gch" },  /* a precompiled header, node-local (docs/pch.md) */
+};
+
+bool store_key_valid(const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < KILN_KEY_HEX; i++) {
+		char c = key[i];
+
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			return false;
+	}
+	return key[i] == '\0';
+}
+
+/* dir/name, malloc'd; NULL on ENOMEM. */
+static char *join(const char *dir, const char *name)
+{
+	char *p;
+	return asprintf(&p, "%s/%s", dir, name) < 0 ? NULL : p;
+}
+
+char *store_layout_paths(struct store *s, const char *cache_dir)
+{
+	char *db_path = NULL;
+	s->dir = strdup(cache_dir);
+	s->objects = join(cache_dir, "objects");
+	s->logs = join(cache_dir, "logs");
+	s->tmp = join(cache_dir, "tmp");
+	if (s->dir != NULL && s->objects != NULL && s->logs != NULL && s->tmp != NULL)
+		db_path = join(cache_dir, "index.db");
+	return db_path;
+}
+
+const char *store_dir(const struct store *s)
+{
+	return s->dir;
+}
+
+const char *store_output_ext(const char *output)
+{
+	size_t i;
+
+	if (!output)
+		return NULL;
+	for (i = 0; i < sizeof(output_exts) / sizeof(output_exts[0]); i++)
+		if (strcmp(output, output_exts[i].output) == 0)
+			return output_exts[i].ext;
+	return NULL;
+}
+
+/* Every object's path comes from store_object_rel: one key check. */
+static char *key_path(const struct store *s, const char *key, const char *ext)
+{
+	char rel[STORE_REL_MAX], *p;
+
+	if (key == NULL || store_object_rel(key, ext, rel) != 0 ||
+	    asprintf(&p, "%s/%s", s->objects, rel) < 0)
+		return NULL;
+	return p;
+}
+
+char *store_object_path(const struct store *s, const char *key, const char *output)
+{
+	const char *ext = store_output_ext(output);
+
+	return ext ? key_path(s, key, ext) : NULL;
+}
+
+char *store_log_path(const struct store *s, const char *key)
+{
+	char *p;
+
+	if (!key || !store_key_valid(key) || asprintf(&p, "%s/%s.log", s->logs, key) < 0)
+		return NULL;
+	return p;
+}
+
+char *store_tmp_dir(const struct store *s)
+{
+	return strdup(s->tmp);
+}
 
 /* Opens (making them unless read-only) the directory and its subdirectories;
  * the subdirectories through the directory's descriptor. */
