@@ -99,7 +99,7 @@ cJSON *harness_status_at(const char *sock);
 /* One number of the status of the daemon at sock. */
 int64_t harness_status_num_at(const char *sock, const char *field);
 
-/* What a put of one artifact carries (test_put.c, test_imports.c): its
+/* What a put of one artifact carries (test_put.c, test_put_forged.c): its
  * skeleton, its export metadata, its bytes and its key. */
 struct harness_export {
 	char *skel;

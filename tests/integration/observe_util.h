@@ -1,6 +1,6 @@
 /*
  * Helpers shared by the integration tests of what a build observed
- * (test_observe.c) and of what other caches send (test_imports.c): a request
+ * (test_observe.c) and of what other caches send (test_put_forged.c): a request
  * with its arguments, headers defining a value, scripts, and the checks of
  * what a client gets back.
  */

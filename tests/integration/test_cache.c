@@ -667,9 +667,96 @@ START_TEST(warm_batch_pairs_descriptors_with_replies)
 }
 END_TEST
 
+/* kiln config: the size to keep, in the cache's kiln.conf. */
+START_TEST(config_max_size_is_kept_in_the_cache)
+{
+	char path[HARNESS_PATH], key[72], *out = NULL, *err = NULL, *text;
+	/* Without kilnd: written to <cache>/kiln.conf, read by the next kilnd. */
+	ck_assert_int_eq(harness_cli(NULL, &err, "config", NULL), 1);   /* no such cache */
+	ck_assert_msg(harness_contains(err, "does not exist"), "%s", err);
+	free(err);
+	ck_assert_int_eq(mkdir(harness.cache, 0700), 0);
+	ck_assert_int_eq(harness_cli(&out, NULL, "config", NULL), 0);
+	ck_assert_msg(harness_contains(out, "not set"), "%s", out);
+	free(out);
+	ck_assert_int_eq(harness_cli(NULL, NULL, "config", "max-size", "20G", NULL), 0);
+	text = harness_read_file(harness_path(path, "cache/kiln.conf"));
+	ck_assert_msg(harness_contains(text, "max-size = 20G\n"), "%s", text);
+	free(text);
+	ck_assert_int_eq(harness_cli(NULL, NULL, "config", "max-size", "12x", NULL), 2);
+	ck_assert_int_eq(harness_cli(NULL, &err, "config", "max_size", "1G", NULL), 2);
+	ck_assert_msg(harness_contains(err, "unknown setting \"max_size\""), "%s", err);
+	free(err);
+	harness_start(NULL);
+	cJSON *st = harness_status();
+	ck_assert_int_eq(harness_num(st, "max_size"), (int64_t)20 << 30);
+	ck_assert_str_eq(harness_str(st, "max_size_source"), "kiln.conf");
+	cJSON_Delete(st);
+	/* With kilnd: applied at once, evicting what is over. */
+	harness_get_program(NULL, "big", 1, NULL, key);
+	cJSON *r = harness_cli_json("config", "max-size", "1", NULL);
+	ck_assert_int_eq(harness_num(r, "max_size"), 1);
+	ck_assert_int_eq(harness_num(r, "saved_max_size"), 1);
+	cJSON_Delete(r);
+	harness_wait_status("entries", 0, 30);
+	ck_assert_int_eq(harness_status_num_at(harness.socket, "evicted"), 1);
+	r = harness_cli_json("config", "--unset", "max-size", NULL);
+	ck_assert_int_eq(harness_num(r, "max_size"), (int64_t)10 << 30);
+	ck_assert_str_eq(harness_str(r, "max_size_source"), "default");
+	ck_assert(cJSON_IsNull(cJSON_GetObjectItem(r, "saved_max_size")));
+	cJSON_Delete(r);
+	harness_stop();
+	/* --max-size wins over kiln.conf, and kiln config says so. */
+	ck_assert_int_eq(harness_cli(NULL, NULL, "config", "max-size", "2G", NULL), 0);
+	harness_start("--max-size", "5G", NULL);
+	ck_assert_int_eq(harness_cli(&out, NULL, "config", NULL), 0);
+	ck_assert_msg(harness_contains(out, "max-size = 2 GiB") && harness_contains(out, "wins"),
+		      "%s", out);
+	free(out);
+	ck_assert_int_eq(harness_status_num_at(harness.socket, "max_size"), (int64_t)5 << 30);
+	harness_stop();
+	/* A kiln.conf that does not parse: kilnd starts on the defaults and
+	 * says so; kiln config names the line. */
+	harness_write_file(path, "max-size = 20G\nmax-sise = 1G\n");
+	harness_start(NULL);
+	ck_assert_int_eq(harness_status_num_at(harness.socket, "max_size"), (int64_t)10 << 30);
+	harness_stop();
+	text = harness_read_file(harness.log);
+	ck_assert_msg(harness_contains(text, "line 2: unknown setting \"max-sise\""), "%s", text);
+	free(text);
+	ck_assert_int_eq(harness_cli(NULL, &err, "config", NULL), 1);
+	ck_assert_msg(harness_contains(err, "line 2"), "%s", err);
+	free(err);
+	/* Setting a value replaces it, and says what was wrong (offline, then
+	 * through kilnd, which logs it). */
+	ck_assert_int_eq(harness_cli(NULL, &err, "config", "max-size", "3G", NULL), 0);
+	ck_assert_msg(harness_contains(err, "line 2") && harness_contains(err, "written anew"),
+		      "%s", err);
+	free(err);
+	harness_write_file(path, "max-size = 20G\nmax-sise = 1G\n");
+	harness_start(NULL);
+	r = harness_cli_json("config", "max-size", "4G", NULL);
+	ck_assert_int_eq(harness_num(r, "saved_max_size"), (int64_t)4 << 30);
+	cJSON_Delete(r);
+	/* A kiln.conf that cannot be written (here a directory in its place):
+	 * a clear error, and kilnd goes on with the size it had. */
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	ck_assert_int_eq(harness_cli(NULL, &err, "config", "max-size", "6G", NULL), 1);
+	ck_assert_msg(harness_contains(err, "kiln.conf"), "%s", err);
+	free(err);
+	ck_assert_int_eq(harness_status_num_at(harness.socket, "max_size"), (int64_t)4 << 30);
+	harness_stop();
+	text = harness_read_file(harness.log);
+	ck_assert_msg(harness_contains(text, "written anew"), "%s", text);
+	free(text);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cache");
+	suite_add_tcase(s, harness_tcase("config", config_max_size_is_kept_in_the_cache, 90));
 
 	suite_add_tcase(s, harness_tcase("gc_pins", gc_to_tiny_size_keeps_pinned, 90));
 	suite_add_tcase(s, harness_tcase("get_file", get_file_does_not_load, 60));
