@@ -5,7 +5,7 @@
  * lease claims/alias-<sha256>.claim); a's publication ends b's wait with a
  * hit, a's release or a's death (kill -9, after --upstream-stale) lets b
  * claim, and b's wait running out is answered as a local wait's.
- * (it_upstream holds the tier's other tests; it is at its size.)
+ * (The tier's other tests are test_upstream.c; these are the claims' own.)
  */
 #include "harness.h"
 #include "upstream_util.h"
