@@ -50,7 +50,7 @@ struct waiter {
 
 struct flight {
 	struct kilnd *d;
-	enum flight_state state;     /* flight_enter() only */
+	enum flight_state state;     /* moved by flight.c (flight_enter) only */
 	struct build_input in;
 	struct waiter *waiters;
 	int refs;                    /* 1 for the build, 1 per open libuv handle */
