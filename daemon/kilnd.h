@@ -21,6 +21,7 @@ struct claims;
 struct server;
 struct flight;
 struct flights;
+struct aliases;
 struct stats_saver;
 struct prewarm;
 struct fdcache;
@@ -103,6 +104,7 @@ struct kilnd {
 	struct headers *headers;
 	struct prewarm *prewarm;     /* checks recent entries before the first request */
 	struct flights *fl;          /* the flight layer's own state, private to daemon/flight/ */
+	struct aliases *aliases;     /* where aliases point now (flight/alias.c) */
 	struct table *tc_hashed;     /* toolchain programs whose digests were taken (prewarm.c) */
 	struct table *touches;       /* key -> struct touch, uses not yet written */
 	struct claims *claims;       /* alias -> its claim (claims.h) */

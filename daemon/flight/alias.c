@@ -5,8 +5,9 @@
  * build's waiters, a hit for a get naming it, a put, the tier's record),
  * writes the re-points to the index behind the replies, one pool job at a
  * time, and answers "where does it point" from the re-points not yet
- * written before the index. A re-point tells the tier (its alias_set hook)
- * and ends the lookups waiting for the alias's claim (claims.h).
+ * written before the index. A re-point tells the tier (the hook it
+ * installed with alias_set_hook) and ends the lookups waiting for the
+ * alias's claim (claims.h).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -14,9 +15,7 @@
 #include <string.h>
 
 #include "alias.h"
-#include "flight_int.h"
 #include "claims.h"
-#include "flight.h"
 #include "kilnd.h"
 #include "log.h"
 #include "store.h"
@@ -25,12 +24,19 @@
 
 /*
  * Aliases are re-pointed in the order of the replies. The loop keeps the
- * latest target of every alias whose write is not yet done (d->fl->aliases),
+ * latest target of every alias whose write is not yet done (d->aliases->pending),
  * lookups read it before the index, and one pool job at a time writes
  * them all: a later reply can never be overtaken by an earlier one's
  * write, and a lookup never sees an older target once a newer one was
  * replied.
  */
+/* The re-points not yet written, and the tier's hook. */
+struct aliases {
+	struct table *pending;       /* alias -> struct alias_target, write not yet done */
+	bool flushing;               /* a pool job writes them now */
+	alias_hook hook;             /* the tier's, or NULL */
+};
+
 struct alias_flush {
 	struct kilnd *d;
 	size_t n;
@@ -110,19 +116,19 @@ static void alias_flush_done(void *arg, int status)
 	/* Written: forget those not re-pointed again meanwhile. Not run: all
 	 * stay pending, for the next re-point's flush. */
 	for (size_t i = 0; status == 0 && i < j->n; i++) {
-		struct alias_target *cur = table_get(d->fl->aliases, j->alias[i]);
+		struct alias_target *cur = table_get(d->aliases->pending, j->alias[i]);
 		if (cur != NULL && target_same(cur, j->to[i]))
-			free(table_del(d->fl->aliases, j->alias[i]));
+			free(table_del(d->aliases->pending, j->alias[i]));
 	}
 	alias_flush_free(j);
-	d->fl->alias_flushing = false;
+	d->aliases->flushing = false;
 	if (status == 0)
 		alias_flush_start(d);
 }
 
 static struct alias_flush *alias_snapshot(struct kilnd *d)
 {
-	size_t n = table_count(d->fl->aliases);
+	size_t n = table_count(d->aliases->pending);
 	struct alias_flush *j = calloc(1, sizeof(*j));
 	if (j == NULL || (j->alias = calloc(n, sizeof(char *))) == NULL ||
 	    (j->to = calloc(n, sizeof(*j->to))) == NULL) {
@@ -132,20 +138,20 @@ static struct alias_flush *alias_snapshot(struct kilnd *d)
 		return NULL;
 	}
 	j->d = d;
-	table_foreach(d->fl->aliases, take_alias, j);
+	table_foreach(d->aliases->pending, take_alias, j);
 	return j;
 }
 
 static void alias_flush_start(struct kilnd *d)
 {
-	if (d->fl->alias_flushing || d->fl->aliases == NULL || table_count(d->fl->aliases) == 0)
+	if (d->aliases->flushing || d->aliases->pending == NULL || table_count(d->aliases->pending) == 0)
 		return;
 	struct alias_flush *j = alias_snapshot(d);
 	if (j == NULL)
 		return;
-	d->fl->alias_flushing = true;
+	d->aliases->flushing = true;
 	if (kilnd_work(d, POOL_ALIAS_FLUSH, alias_flush_work, alias_flush_done, j) != 0) {
-		d->fl->alias_flushing = false;
+		d->aliases->flushing = false;
 		alias_flush_free(j);
 	}
 }
@@ -155,14 +161,15 @@ void alias_point(struct kilnd *d, const char *alias, const char *key, const char
 	ASSERT_LOOP();
 	struct alias_target *t = target_new(key, data);
 	void *old = NULL;
-	if (t == NULL || d->fl->aliases == NULL || table_put(d->fl->aliases, alias, t, &old) != 0) {
+	struct table *pending = d->aliases != NULL ? d->aliases->pending : NULL;
+	if (t == NULL || pending == NULL || table_put(pending, alias, t, &old) != 0) {
 		free(t);
 	} else {
 		free(old);
 		alias_flush_start(d);
 	}
-	if (d->tier != NULL && d->tier->alias_set != NULL)
-		d->tier->alias_set(d, alias, key, data);
+	if (d->aliases != NULL && d->aliases->hook != NULL)
+		d->aliases->hook(d, alias, key, data);
 	/* Even unrecorded, the alias names an entry (the entry's own): the
 	 * lookups waiting for its claim look again (daemon/claims.h). */
 	claims_published(d, alias);
@@ -170,20 +177,21 @@ void alias_point(struct kilnd *d, const char *alias, const char *key, const char
 
 const struct alias_target *alias_pending(const struct kilnd *d, const char *alias)
 {
-	return d->fl->aliases != NULL ? table_get(d->fl->aliases, alias) : NULL;
+	const struct table *pending = d->aliases != NULL ? d->aliases->pending : NULL;
+	return pending != NULL ? table_get(pending, alias) : NULL;
 }
 
 void alias_flush_all(struct kilnd *d)
 {
-	if (d->fl == NULL || d->fl->aliases == NULL)
+	if (d->aliases == NULL || d->aliases->pending == NULL)
 		return;
 	struct alias_flush *j = alias_snapshot(d);
 	if (j != NULL) {
 		alias_flush_work(j);
 		alias_flush_free(j);
 	}
-	table_free(d->fl->aliases, free);
-	d->fl->aliases = NULL;
+	table_free(d->aliases->pending, free);
+	d->aliases->pending = NULL;
 }
 
 
@@ -233,4 +241,30 @@ void alias_found(struct kilnd *d, const char *alias, const char *data, const str
 		alias_point(d, alias, e->key, data);
 	else
 		claims_published(d, alias);   /* a claim's producer found it: done */
+}
+
+int alias_init(struct kilnd *d)
+{
+	struct aliases *a = calloc(1, sizeof(*a));
+	if (a == NULL || (a->pending = table_new()) == NULL) {
+		free(a);
+		return -ENOMEM;
+	}
+	d->aliases = a;
+	return 0;
+}
+
+void alias_fini(struct kilnd *d)
+{
+	if (d->aliases == NULL)
+		return;
+	table_free(d->aliases->pending, free);   /* struct alias_target: one block each */
+	free(d->aliases);
+	d->aliases = NULL;
+}
+
+void alias_set_hook(struct kilnd *d, alias_hook hook)
+{
+	if (d->aliases != NULL)
+		d->aliases->hook = hook;
 }

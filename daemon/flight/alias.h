@@ -39,4 +39,12 @@ void alias_found(struct kilnd *d, const char *alias, const char *data, const str
  * the stop, after the loop ended). */
 void alias_flush_all(struct kilnd *d);
 
+/* The table of re-points (flight_init, flight_fini): 0 or -ENOMEM. */
+int alias_init(struct kilnd *d);
+void alias_fini(struct kilnd *d);
+/* Told of every re-point (alias_point; data may be NULL): the tier records
+ * it for the other nodes (upstream_alias.c). NULL: nobody. */
+typedef void (*alias_hook)(struct kilnd *d, const char *alias, const char *key, const char *data);
+void alias_set_hook(struct kilnd *d, alias_hook hook);
+
 #endif

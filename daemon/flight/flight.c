@@ -25,7 +25,6 @@
 #include "alias.h"
 #include "flight_int.h"
 #include "flight_state.h"
-#include "pch.h"
 #include "prehash.h"
 #include "cachedir.h"
 #include "tracedir.h"
@@ -54,10 +53,15 @@ void build_input_free(struct build_input *in)
 	memset(in, 0, sizeof(*in));
 }
 
+bool build_input_is_gch(const struct build_input *in)
+{
+	return in->req.output != NULL && strcmp(in->req.output, "pch") == 0;
+}
+
 int flight_init(struct kilnd *d)
 {
 	struct flights *fl = calloc(1, sizeof(*fl));
-	if (fl == NULL || (fl->table = table_new()) == NULL || (fl->aliases = table_new()) == NULL) {
+	if (fl == NULL || (fl->table = table_new()) == NULL || alias_init(d) != 0) {
 		if (fl != NULL)
 			table_free(fl->table, NULL);
 		free(fl);
@@ -71,10 +75,10 @@ void flight_fini(struct kilnd *d)
 {
 	if (d->fl != NULL) {
 		table_free(d->fl->table, NULL);
-		table_free(d->fl->aliases, free);   /* struct alias_target: one block each */
 		free(d->fl);
 		d->fl = NULL;
 	}
+	alias_fini(d);
 	variants_fini(d);
 }
 
@@ -616,7 +620,7 @@ int flight_start(struct kilnd *d, struct build_input *in, const struct waiter_op
 	}
 	variants_note(d, &b->in);
 	/* Precompiled headers stay on this node (docs/pch.md). */
-	if (d->tier != NULL && !pch_builds_gch(&b->in)) {
+	if (d->tier != NULL && !build_input_is_gch(&b->in)) {
 		flight_enter(b, FLIGHT_UPSTREAM);
 		b->up = d->tier->flight_new(d, b);
 		if (b->up == NULL) {

@@ -76,6 +76,8 @@ struct build_input {
 };
 
 void build_input_free(struct build_input *in);
+/* True for the build of a precompiled header (output "pch", pch.c). */
+bool build_input_is_gch(const struct build_input *in);
 /* True for names that are headers (placed beside the sources, not
  * compiled; step.c). */
 bool step_is_header(const char *name);
@@ -176,10 +178,6 @@ struct build_tier {
 	void (*flight_end)(struct tier_flight *f, const struct build_input *in,
 			   struct flight_outcome *o);
 	void (*stop)(struct kilnd *d);          /* the daemon stops */
-	/* An alias was pointed at key with data (alias_point; data
-	 * may be NULL): the tier may record it for the other nodes. May be
-	 * NULL. */
-	void (*alias_set)(struct kilnd *d, const char *alias, const char *key, const char *data);
 };
 
 /* A tier's decision for a flight (flight_verdict). */

@@ -34,8 +34,6 @@ struct flights {
 	unsigned lent;               /* more slots lent to builds' compile steps (step.c) */
 	unsigned queued;             /* builds waiting for a slot */
 	bool pumping, pump_again;    /* sched_pump()'s guard against re-entry */
-	struct table *aliases;       /* alias -> struct alias_target replied, write not yet done (alias.c) */
-	bool alias_flushing;         /* a pool job writes aliases now */
 };
 
 struct waiter {

@@ -27,11 +27,6 @@
 #define PCH_NAME_CXX "kiln_pch.hxx"
 #define PCH_NAME_C "kiln_pch.h"
 
-bool pch_builds_gch(const struct build_input *in)
-{
-	return in->req.output != NULL && strcmp(in->req.output, "pch") == 0;
-}
-
 /* The language of a compiled source, for the header: 'c', 'x' (C++), or 0
  * (another: no precompiled header). */
 static char source_lang(const char *name)

@@ -70,7 +70,4 @@ int pch_place(struct store *s, const char *dir, const struct build_input *in);
  */
 int pch_merge_deps(const struct build_input *in, struct store_entry *e, char *why, size_t cap);
 
-/* True for the build of a precompiled header (output "pch"). */
-bool pch_builds_gch(const struct build_input *in);
-
 #endif

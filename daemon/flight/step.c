@@ -293,7 +293,7 @@ static bool step_argv(struct flight *b, int step, struct argv_buf *a, bool *is_c
 	size_t ncompile_steps = compile_steps(b, idx);
 	size_t s = (size_t)step;
 	*is_check = false;
-	if (pch_builds_gch(&b->in))
+	if (build_input_is_gch(&b->in))
 		return pch_step_argv(b, step, a);
 	if (strcmp(b->in.req.output, "shared") != 0)
 		return gpu_step_argv(b, step, a, idx[0]);
@@ -643,9 +643,9 @@ void step_next(struct flight *b)
 		flight_finish(b);
 		return;
 	}
-	if (b->step == 0 && !pch_builds_gch(&b->in))
+	if (b->step == 0 && !build_input_is_gch(&b->in))
 		pch_bind(b->d, &b->in, b->dir);
-	size_t ncompile = pch_builds_gch(&b->in) || strcmp(b->in.req.output, "shared") != 0
+	size_t ncompile = build_input_is_gch(&b->in) || strcmp(b->in.req.output, "shared") != 0
 				  ? 0 : compile_steps(b, idx);
 	if (b->step == 0 && ncompile >= 2) {
 		if (!procs_alloc(b, (int)ncompile)) {

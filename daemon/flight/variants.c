@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "flight_int.h"
-#include "pch.h"
 #include "kilnd.h"
 #include "log.h"
 #include "table.h"
@@ -83,7 +82,7 @@ static void note(struct kilnd *d, const char *alias, const char *label, const ch
 void variants_note(struct kilnd *d, const struct build_input *in)
 {
 	ASSERT_LOOP();
-	if (pch_builds_gch(in))
+	if (build_input_is_gch(in))
 		return;
 	if (in->req.alias != NULL)
 		note(d, in->req.alias, in->req.label, in->rkey);

@@ -23,6 +23,7 @@
 #include "table.h"
 #include "log.h"
 #include "recheck.h"
+#include "alias.h"
 #include "upstream.h"
 #include "upstream_int.h"
 #include "util.h"
@@ -755,7 +756,6 @@ static const struct build_tier upstream_tier = {
 	.claim = upstream_claim,
 	.flight_end = upstream_flight_end,
 	.stop = upstream_stop,
-	.alias_set = upstream_alias_set,
 };
 
 struct table *upstream_lease_table(struct kilnd *d)
@@ -807,6 +807,7 @@ int upstream_init(struct kilnd *d, char *err, size_t errlen)
 	u->poll.data = u->refresh.data = u;
 	d->up = u;
 	d->tier = &upstream_tier;
+	alias_set_hook(d, upstream_alias_set);   /* re-points recorded for the other nodes */
 	upstream_lease_init(d);
 	if (kilnd_work(d, POOL_UP_SWEEP, sweep_work, NULL, u) != 0)
 		log_debug("cannot queue the sweep of the upstream tmp/");
