@@ -3,7 +3,8 @@
  * replies, and the one place a flight moves between its states
  * (flight_enter, checked against flight_state.c): the scheduler
  * (flight_sched.c) grants it a --jobs slot, the stages (step.c,
- * publish.c) report what they begin, and flight_finish ends it. Only the
+ * publish.c) report what they begin and end, and flight.c decides what
+ * follows, flight_finish ending it (this file's only). Only the
  * loop thread touches a flight, except inside its thread-pool jobs, which
  * own it while they run (the loop does not look at it until their
  * completion).
@@ -267,6 +268,8 @@ static void collect_abandoned(const char *key, void *val, void *ctx)
 		l->v[l->n++] = b;
 }
 
+static void flight_finish(struct flight *b);
+
 static void cancel_one(struct kilnd *d, struct flight *b)
 {
 	b->cancelled = true;
@@ -420,7 +423,7 @@ static void tier_end(struct flight *b)
 }
 
 /* The end of a build, on the loop thread: reply, leave the table, free. */
-void flight_finish(struct flight *b)
+static void flight_finish(struct flight *b)
 {
 	ASSERT_LOOP();
 	struct kilnd *d = b->d;
@@ -710,9 +713,28 @@ void flight_step_begins(struct flight *b, bool check)
 	flight_enter(b, check ? FLIGHT_CHECKING : FLIGHT_COMPILING);
 }
 
-void flight_publish_begins(struct flight *b)
+/* The steps are over (step.c): failed, the flight ends; else the --jobs
+ * slot goes back and the publish begins on the pool. */
+void flight_steps_done(struct flight *b)
 {
+	ASSERT_LOOP();
+	if (b->err_code != ERR_NONE) {
+		flight_finish(b);
+		return;
+	}
+	prehash_stop(b->prehash);
+	b->prehash = NULL;
 	flight_enter(b, FLIGHT_PUBLISHING);
+	if (b->timer_init)
+		uv_timer_stop(&b->timer);
+	flight_release_slot(b);
+	publish_start(b);
+}
+
+/* The publish is over (publish.c), published or failed. */
+void flight_published(struct flight *b)
+{
+	flight_finish(b);
 }
 
 void flight_slot_granted(struct flight *b)

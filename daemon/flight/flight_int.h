@@ -125,15 +125,17 @@ void sched_pump(struct kilnd *d);
 /* Gives the --jobs slot back once the compiler steps are over (or when the
  * key turned out to be claimed by another node). */
 void flight_release_slot(struct flight *b);
-/* Replies to every waiter and frees b (loop thread). */
-void flight_finish(struct flight *b);
-/* The stages tell flight.c what they start, and flight.c moves b into the
- * state for it (flight_enter, its only caller): a compiler step or, with
- * check, the load check (step.c); the publish (publish.c). */
+/* The stages report to flight.c, which alone moves b (flight_enter) and
+ * decides what follows: step.c says that it begins a compiler step or,
+ * with check, the load check, and that the steps are over (b->err_code
+ * says how; flight.c then publishes or ends b); publish.c that the
+ * publish is over (flight.c ends b, or builds it again). */
 void flight_step_begins(struct flight *b, bool check);
-void flight_publish_begins(struct flight *b);
+void flight_steps_done(struct flight *b);
+void flight_published(struct flight *b);
 
-/* step.c: runs the next compiler step or the load check; finishes b at the end. */
+/* step.c: runs the next compiler step or the load check; reports
+ * flight_steps_done at the end. */
 void step_next(struct flight *b);
 /* Kills the process groups of b's running steps (timeout, cancel, shutdown):
  * their exit handlers go on with b. */
@@ -158,6 +160,7 @@ void variants_fini(struct kilnd *d);
 
 /* publish.c: thread-pool work and its follow-ups. */
 void prepare_work(void *arg);
+/* Queues b's publish on the pool; reports flight_published. */
 void publish_start(struct flight *b);
 void publish_cleanup(struct kilnd *d, struct flight *b);
 

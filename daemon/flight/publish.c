@@ -20,7 +20,6 @@
 #include "publish.h"
 #include "flight.h"
 #include "flight_int.h"
-#include "prehash.h"
 #include "deps.h"
 #include "claims.h"
 #include "kilnd.h"
@@ -273,7 +272,7 @@ static void publish_work(void *arg)
 		return;
 	}
 	b->obj_path = store_object_path(store, b->entry.key, b->entry.output);
-	/* The build directory is removed after the replies (flight_finish). */
+	/* The build directory is removed after the replies (flight.c). */
 	log_debug("build %.16s: published in %.1f ms (dependencies %.1f, outputs %.1f, log, "
 		  "files and row %.1f)", b->in.rkey, (double)(util_now_ns() - t0) / 1e6,
 		  (double)(t_deps - t0) / 1e6, (double)(t_fill - t_deps) / 1e6,
@@ -291,22 +290,16 @@ static void on_published(void *arg, int status)
 	/* publish_work hashed the object it placed (fill_entry, store_publish). */
 	if (b->err_code == ERR_NONE && b->fd >= 0 && b->uncacheable == NULL)
 		verify_record(b->d, b->entry.key, b->fd);
-	flight_finish(b);
+	flight_published(b);
 }
 
 void publish_start(struct flight *b)
 {
-	prehash_stop(b->prehash);
-	b->prehash = NULL;
-	flight_publish_begins(b);
-	if (b->timer_init)
-		uv_timer_stop(&b->timer);
-	flight_release_slot(b);
 	b->in_pool = true;
 	if (kilnd_work(b->d, POOL_PUBLISH, publish_work, on_published, b) != 0) {
 		b->in_pool = false;
 		flight_fail(b, ERR_INTERNAL, KILND_WORK_REFUSED);
-		flight_finish(b);
+		flight_published(b);
 	}
 }
 

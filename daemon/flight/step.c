@@ -640,7 +640,7 @@ void step_next(struct flight *b)
 	size_t idx[MSG_MAX_SOURCES];
 	bool is_check;
 	if (b->err_code != ERR_NONE) {
-		flight_finish(b);
+		flight_steps_done(b);
 		return;
 	}
 	if (b->step == 0 && !build_input_is_gch(&b->in))
@@ -649,7 +649,7 @@ void step_next(struct flight *b)
 				  ? 0 : compile_steps(b, idx);
 	if (b->step == 0 && ncompile >= 2) {
 		if (!procs_alloc(b, (int)ncompile)) {
-			flight_finish(b);
+			flight_steps_done(b);
 			return;
 		}
 		b->ncompile = (int)ncompile;
@@ -662,20 +662,20 @@ void step_next(struct flight *b)
 			/* Nothing started (out of memory): nothing will call back. */
 			procs_free(b);
 			b->ncompile = 0;
-			flight_finish(b);
+			flight_steps_done(b);
 		}
 		return;
 	}
 	if (!step_argv(b, b->step, &a, &is_check)) {
 		step_argv_free(&a);
 		user_paths(b);
-		publish_start(b);
+		flight_steps_done(b);
 		return;
 	}
 	if (a.oom || !procs_alloc(b, 1)) {
 		step_argv_free(&a);
 		flight_fail(b, ERR_INTERNAL, "out of memory");
-		flight_finish(b);
+		flight_steps_done(b);
 		return;
 	}
 	if (!is_check && b->prehash == NULL)
@@ -812,7 +812,7 @@ static void proc_done(struct step_proc *p)
 	procs_free(b);
 	if (b->err_code != ERR_NONE) {
 		user_paths(b);
-		flight_finish(b);
+		flight_steps_done(b);
 		return;
 	}
 	step_next(b);
