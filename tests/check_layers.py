@@ -19,7 +19,10 @@ Fails, naming each, when
     folder (the map and the tree must not drift apart);
   - a row of proto/ops.def names a handler that its family's file,
     daemon/server/op_<family>.c, does not define, or an op_*.c file is no
-    row's family (one op, one row, one file).
+    row's family (one op, one row, one file);
+  - an owner's call is made outside its owner (OWNERS: the flight's moves
+    and end in flight.c, the entry by request key in the hit's owner, an
+    alias's claim in the alias's owner), comments aside.
 """
 import os
 import re
@@ -38,6 +41,16 @@ TOP = {'daemon/main.c': 6, 'daemon/lifecycle.c': 6, 'daemon/lifecycle.h': 6}
 BESIDE = {'daemon/exec.c', 'daemon/exec_watch.c', 'daemon/observe.c', 'daemon/observe_exec.c',
           'daemon/observe_path.c',
           'daemon/observe_image.c'}
+
+# (what, the pattern, the files it may appear in): the owners' calls.
+OWNERS = [
+    ("a flight's move", r'\bflight_enter\s*\(', {'daemon/flight/flight.c'}),
+    ("a flight's end", r'\bflight_finish\s*\(', {'daemon/flight/flight.c'}),
+    ('the entry by request key', r'\bstore_get_by_rkey\s*\(',
+     {'daemon/flight/hit.c', 'daemon/flight/prewarm.c'}),
+    ("an alias's claim", r'\bCLAIM_ALIAS\b',
+     {'daemon/claims.c', 'daemon/claims.h', 'daemon/flight/alias.c'}),
+]
 
 
 def sources(root):
@@ -169,8 +182,33 @@ def check_ops(root):
     return errors
 
 
+def uncommented(text):
+    """text without its C comments (the line breaks kept)."""
+    def blank(m):
+        return '\n' * m.group(0).count('\n')
+    return re.sub(r'/\*.*?\*/|//[^\n]*', blank, text, flags=re.S)
+
+
+def check_owners(root, rank):
+    """Each owner's call is made in its owner's files only."""
+    errors = []
+    for rel in sorted(rank):
+        if not rel.startswith('daemon/'):
+            continue
+        text = uncommented(open(os.path.join(root, rel)).read())
+        for what, pattern, owners in OWNERS:
+            if rel in owners:
+                continue
+            for m in re.finditer(pattern, text):
+                line = text.count('\n', 0, m.start()) + 1
+                errors.append(f'{rel}:{line}: {what} outside its owner '
+                              f'({", ".join(sorted(owners))})')
+    return errors
+
+
 def check_all(root, rank):
-    return check_includes(root, rank) + check_design(root, rank) + check_ops(root)
+    return (check_includes(root, rank) + check_design(root, rank) + check_ops(root) +
+            check_owners(root, rank))
 
 
 def check(root):
@@ -200,6 +238,18 @@ def self_test(root):
                                      'op_planted, hello, 0)\n', 'is not defined in'),
         'an op file of no row': ('daemon/server/op_planted.c', '/* planted */\n',
                                  'no row of proto/ops.def'),
+        'a stage that ends its flight': ('daemon/flight/step.c',
+                                         'static void planted(struct flight *b) '
+                                         '{ flight_finish(b); }\n', "a flight's end outside"),
+        'a move outside flight.c': ('daemon/flight/publish.c',
+                                    'static void planted(struct flight *b) '
+                                    '{ flight_enter(b, FLIGHT_DONE); }\n', "a flight's move outside"),
+        'an rkey read beside the hit': ('daemon/server/op_get.c',
+                                        'static void planted(void) { store_get_by_rkey(0, 0, 0); }\n',
+                                        'the entry by request key outside'),
+        "an alias's claim outside alias.c": ('daemon/server/op_lookup.c',
+                                             'static int planted = CLAIM_ALIAS;\n',
+                                             "an alias's claim outside"),
     }
     failures = 0
     for what, (rel, text, expect) in plants.items():

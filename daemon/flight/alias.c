@@ -1,13 +1,15 @@
 /*
- * The alias's owner (flight layer): where an alias points now and every
- * re-point of it. An alias names one entry, with the data stored beside it
+ * The alias's owner (flight layer): where an alias points now, every
+ * re-point of it, and its claim. An alias names one entry, with the data stored beside it
  * (store.h's alias_data); kilnd re-points it on the loop as it replies (a
  * build's waiters, a hit for a get naming it, a put, the tier's record),
  * writes the re-points to the index behind the replies, one pool job at a
  * time, and answers "where does it point" from the re-points not yet
  * written before the index. A re-point tells the tier (the hook it
- * installed with alias_set_hook) and ends the lookups waiting for the
- * alias's claim (claims.h).
+ * installed with alias_set_hook) and ends the alias's claim: the lookups
+ * waiting for it look again. Every claim of an alias is taken, waited
+ * for, renewed and given up here too (claims.c is the node's table of
+ * claims, of aliases and of text turns).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -241,6 +243,41 @@ void alias_found(struct kilnd *d, const char *alias, const char *data, const str
 		alias_point(d, alias, e->key, data);
 	else
 		claims_published(d, alias);   /* a claim's producer found it: done */
+}
+
+enum claim_take alias_claim(struct kilnd *d, const char *alias, struct claim_owner *owner,
+			    bool takeover)
+{
+	enum claim_take took = claims_take(d, alias, CLAIM_ALIAS, owner);
+	if (took == CLAIM_GRANTED) {
+		d->c.claims++;   /* aliases' claims: the text turns are not counted here */
+		d->c.claim_takeovers += takeover;
+	}
+	return took;
+}
+
+int alias_claim_wait(struct kilnd *d, const char *alias, uint64_t ms, struct claim_owner *owner,
+		     bool takeover, claim_cb cb, void *arg)
+{
+	int rc = claims_wait(d, alias, ms, owner, cb, arg);
+	if (rc == 0 && !takeover)
+		d->c.claim_waits++;   /* a wait after a takeover was counted when it began */
+	return rc;
+}
+
+void alias_claim_progress(struct kilnd *d, const char *alias)
+{
+	claims_progress(d, alias);
+}
+
+bool alias_release(struct kilnd *d, const char *alias, const struct claim_owner *owner)
+{
+	return claims_release(d, alias, owner);
+}
+
+bool alias_abandon(struct kilnd *d, const char *alias, const struct claim_owner *owner)
+{
+	return claims_abandon(d, alias, owner);
 }
 
 int alias_init(struct kilnd *d)

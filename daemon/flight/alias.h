@@ -1,11 +1,14 @@
 /*
- * The alias's owner (alias.c): where an alias points now, and every
- * re-point of it. Loop thread.
+ * The alias's owner (alias.c): where an alias points now, every re-point
+ * of it, and its claim. Loop thread.
  */
 #ifndef KILN_DAEMON_ALIAS_H
 #define KILN_DAEMON_ALIAS_H
 
 #include <stdbool.h>
+#include <stdint.h>
+
+#include "claims.h"
 
 struct kilnd;
 struct store_entry;
@@ -35,6 +38,26 @@ bool alias_names(struct kilnd *d, const char *alias, const char *data, const str
 /* A request naming alias (with data) was served e: points the alias there
  * unless it names e already; either way the alias's claim is over. */
 void alias_found(struct kilnd *d, const char *alias, const char *data, const struct store_entry *e);
+/*
+ * The alias's claim: one producer per alias on this node (claims.h holds
+ * the node's table of claims, of aliases and of text turns; every claim of
+ * an alias is taken, waited for, renewed, given up and ended here).
+ * alias_claim claims alias for owner (a takeover after another owner's
+ * claim ended, with takeover) and counts it; alias_claim_wait waits for
+ * another owner's claim to end, as claims_wait; alias_claim_progress
+ * restarts its expiry (its producer's build arrived); alias_release gives
+ * it up (its waiters produce it unclaimed), alias_abandon as if the owner
+ * had gone (the first waiter takes it over). alias_point and alias_found
+ * end it.
+ */
+enum claim_take alias_claim(struct kilnd *d, const char *alias, struct claim_owner *owner,
+			    bool takeover);
+int alias_claim_wait(struct kilnd *d, const char *alias, uint64_t ms, struct claim_owner *owner,
+		     bool takeover, claim_cb cb, void *arg);
+void alias_claim_progress(struct kilnd *d, const char *alias);
+bool alias_release(struct kilnd *d, const char *alias, const struct claim_owner *owner);
+bool alias_abandon(struct kilnd *d, const char *alias, const struct claim_owner *owner);
+
 /* Writes the re-points not yet written and frees their table (blocking: at
  * the stop, after the loop ended). */
 void alias_flush_all(struct kilnd *d);

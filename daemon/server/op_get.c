@@ -15,7 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "flight.h"
-#include "claims.h"
+#include "alias.h"
 #include "headers.h"
 #include "hit.h"
 #include "hit_reply.h"
@@ -255,7 +255,7 @@ void op_get(struct conn *c, struct msg_request *req)
 	 * builds over one of its own): its producer is alive and working, so
 	 * the claim's expiry starts again (daemon/claims.h). */
 	if (req->alias != NULL)
-		claims_progress(c->d, req->alias);
+		alias_claim_progress(c->d, req->alias);
 	for (size_t i = 0; i < req->nsources; i++) {
 		if (req->sources[i].text != NULL) {
 			c->d->c.source_texts++;

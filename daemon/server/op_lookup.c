@@ -13,6 +13,7 @@
 #include <uv.h>
 
 #include "flight.h"
+#include "alias.h"
 #include "claims.h"
 #include "headers.h"
 #include "hit.h"
@@ -309,7 +310,7 @@ static void lease_wake(void *arg, bool held, enum claim_end why)
 	 * does not wait): answered as a local wait that ran out, and the node's
 	 * claim, held for it meanwhile, goes to the next local waiter, whose
 	 * own wait for the lease begins. */
-	claims_abandon(c->d, p->alias, &c->claims);
+	alias_abandon(c->d, p->alias, &c->claims);
 	if (p->req.wait_ms > 0) {
 		claim_wake(p, CLAIM_TIMEOUT);
 		return;
@@ -379,13 +380,9 @@ static void claim_or_wait(struct conn *c, struct msg_request *req, uint64_t dead
 			  const struct toolchain *tc)
 {
 	struct kilnd *d = c->d;
-	enum claim_take took = claims_take(d, req->alias, CLAIM_ALIAS, &c->claims);
+	enum claim_take took = alias_claim(d, req->alias, &c->claims, req->claim_takeover);
 	switch (took) {
 	case CLAIM_GRANTED:
-		d->c.claims++;   /* an alias's claim: the turns to send a text are not counted here */
-		if (req->claim_takeover)
-			d->c.claim_takeovers++;
-		/* fall through */
 	case CLAIM_HELD:
 		if (!claim_job_wide(c, req, deadline, tc))
 			reply_claimed(c, req);
@@ -417,13 +414,12 @@ static void claim_or_wait(struct conn *c, struct msg_request *req, uint64_t dead
 		return;
 	}
 	struct parked_lookup *p = parked_lookup_new(c, req, 0);
-	int rc = p != NULL ? claims_wait(d, req->alias, deadline - now, &c->claims, claim_wake, p)
+	int rc = p != NULL ? alias_claim_wait(d, req->alias, deadline - now, &c->claims,
+					      req->claim_takeover, claim_wake, p)
 			   : -ENOMEM;
 	if (rc == 0) {
 		p->deadline = deadline;
 		conn_ref(c);
-		if (!req->claim_takeover)
-			d->c.claim_waits++;
 		return;
 	}
 	if (p != NULL)
@@ -443,7 +439,7 @@ void op_release(struct conn *c, struct msg_request *req)
 	cJSON *r = cJSON_CreateObject();
 	if (r == NULL || cJSON_AddNumberToObject(r, "id", (double)req->id) == NULL ||
 	    cJSON_AddTrueToObject(r, "ok") == NULL ||
-	    cJSON_AddBoolToObject(r, "released", claims_release(c->d, req->alias, &c->claims)) == NULL) {
+	    cJSON_AddBoolToObject(r, "released", alias_release(c->d, req->alias, &c->claims)) == NULL) {
 		cJSON_Delete(r);
 		conn_reply_error(c, req->id, ERR_INTERNAL, NULL, "out of memory");
 		return;
