@@ -520,6 +520,10 @@ static int start_services(struct kilnd *d, char *err, size_t errlen, bool *loop)
 	d->loop = uv_default_loop();
 	*loop = true;
 	thread_set_loop();
+	/* Before the socket listens: a SIGTERM once it answers (a stop right
+	 * after the start) is a clean stop, not the default death. Its handler
+	 * runs only when the loop does (serve). */
+	signals_start(d);
 	d->touches = table_new();
 	d->fds = fdcache_new(FDCACHE_MAX);
 	if (d->fds != NULL)
@@ -541,7 +545,6 @@ static void serve(struct kilnd *d)
 	const struct config *cfg = d->cfg;
 	char status[4200];
 
-	signals_start(d);
 	kilnd_timers_start(d);
 	stats_timer_start(d);
 	if (d->sweep_pending) {
@@ -592,6 +595,10 @@ static void serve(struct kilnd *d)
 static void fini_loop(struct kilnd *d)
 {
 	if (!d->stopping) {
+		/* A failed start: no signal may stop what was never served. */
+		uv_close((uv_handle_t *)&d->sig_term, NULL);
+		uv_close((uv_handle_t *)&d->sig_int, NULL);
+		uv_close((uv_handle_t *)&d->sig_hup, NULL);
 		upstream_stop(d);
 		headers_fini(d);
 		claims_fini(d);
