@@ -66,7 +66,18 @@ static void entry_for(struct store_entry *e, struct store_dep *dep, const char *
 	e->deps_source = STORE_DEPS_OBSERVED;
 }
 
-static char tmp_object[PATH_MAX + 16];
+static char tmp_object[PATH_MAX + 16], obj[PATH_MAX + 16];
+
+/* rkey ("request"'s), an entry of it (entry_for: key, or its own) with the
+ * object "the object" at obj, published with log (NULL: none). */
+static void publish_one(char rkey[65], struct store_entry *e, struct store_dep *dep,
+			const char *key, const char *log)
+{
+	hexkey("request", rkey);
+	entry_for(e, dep, rkey, key);
+	make_object("built.so", "the object", obj, sizeof(obj));
+	ck_assert_int_eq(upfs_publish(&up, e, obj, log, log != NULL ? strlen(log) : 0), 1);
+}
 
 /* upfs_find for rkey into e (store_entry_free); its answer. */
 static int find(const char *rkey, struct store_entry *e, unsigned *bad)
@@ -88,13 +99,10 @@ static void meta_path(const char *rkey, const char *key, char *out, size_t cap)
 
 START_TEST(published_here_taken_there)
 {
-	char rkey[65], obj[PATH_MAX + 16];
+	char rkey[65];
 	struct store_entry e, got;
 	struct store_dep dep;
-	hexkey("request", rkey);
-	entry_for(&e, &dep, rkey, NULL);
-	make_object("built.so", "the object", obj, sizeof(obj));
-	ck_assert_int_eq(upfs_publish(&up, &e, obj, "warning: unused\n", 16), 1);
+	publish_one(rkey, &e, &dep, NULL, "warning: unused\n");
 	ck_assert(upfs_has_entry(&up, rkey, e.key));
 	/* Published again: the entry there verifies and is kept. */
 	ck_assert_int_eq(upfs_publish(&up, &e, obj, NULL, 0), 0);
@@ -129,13 +137,10 @@ END_TEST
  * taken, counted, and the copy is not left behind. */
 START_TEST(a_changed_object_is_not_taken)
 {
-	char rkey[65], obj[PATH_MAX + 16], path[PATH_MAX + 200], hex[65];
+	char rkey[65], path[PATH_MAX + 200], hex[65];
 	struct store_entry e, got;
 	struct store_dep dep;
-	hexkey("request", rkey);
-	entry_for(&e, &dep, rkey, NULL);
-	make_object("built.so", "the object", obj, sizeof(obj));
-	ck_assert_int_eq(upfs_publish(&up, &e, obj, NULL, 0), 1);
+	publish_one(rkey, &e, &dep, NULL, NULL);
 	uint8_t sha[32];
 	util_sha256("the object", strlen("the object"), sha);
 	util_hex(sha, 32, hex);
@@ -156,14 +161,11 @@ END_TEST
  * names (a forged or mismatched record): not taken, counted. */
 START_TEST(a_key_its_dependencies_do_not_give)
 {
-	char rkey[65], forged[65], obj[PATH_MAX + 16];
+	char rkey[65], forged[65];
 	struct store_entry e, got;
 	struct store_dep dep;
-	hexkey("request", rkey);
 	hexkey("not the artifact key", forged);
-	entry_for(&e, &dep, rkey, forged);
-	make_object("built.so", "the object", obj, sizeof(obj));
-	ck_assert_int_eq(upfs_publish(&up, &e, obj, NULL, 0), 1);
+	publish_one(rkey, &e, &dep, forged, NULL);
 	unsigned bad;
 	ck_assert_int_eq(find(rkey, &got, &bad), 0);
 	ck_assert_uint_eq(bad, 1);
@@ -174,14 +176,11 @@ END_TEST
  * name: out of its place, not taken. */
 START_TEST(a_record_out_of_its_place)
 {
-	char rkey[65], other[65], obj[PATH_MAX + 16], from[PATH_MAX + 200], to[PATH_MAX + 200];
+	char rkey[65], other[65], from[PATH_MAX + 200], to[PATH_MAX + 200];
 	struct store_entry e, got;
 	struct store_dep dep;
-	hexkey("request", rkey);
 	hexkey("other request", other);
-	entry_for(&e, &dep, rkey, NULL);
-	make_object("built.so", "the object", obj, sizeof(obj));
-	ck_assert_int_eq(upfs_publish(&up, &e, obj, NULL, 0), 1);
+	publish_one(rkey, &e, &dep, NULL, NULL);
 	meta_path(rkey, e.key, from, sizeof(from));
 	snprintf(to, sizeof(to), "%s/entries/%.2s", updir, other);
 	mkdir(to, 0700);
@@ -205,13 +204,10 @@ END_TEST
 /* Garbage where metadata should be: counted, nothing taken, no crash. */
 START_TEST(malformed_metadata_is_counted)
 {
-	char rkey[65], key[65], obj[PATH_MAX + 16], path[PATH_MAX + 200];
+	char rkey[65], key[65], path[PATH_MAX + 200];
 	struct store_entry e, got;
 	struct store_dep dep;
-	hexkey("request", rkey);
-	entry_for(&e, &dep, rkey, NULL);
-	make_object("built.so", "the object", obj, sizeof(obj));
-	ck_assert_int_eq(upfs_publish(&up, &e, obj, NULL, 0), 1);
+	publish_one(rkey, &e, &dep, NULL, NULL);
 	const char *texts[] = { "", "{", "[]", "{\"version\": 99}", "{\"key\": 7, \"rkey\": null}" };
 	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
 		char seed[16];
@@ -235,13 +231,10 @@ END_TEST
  * broken: not counted); back as it was, taken. */
 START_TEST(a_dependency_that_differs_here)
 {
-	char rkey[65], obj[PATH_MAX + 16];
+	char rkey[65];
 	struct store_entry e, got;
 	struct store_dep dep;
-	hexkey("request", rkey);
-	entry_for(&e, &dep, rkey, NULL);
-	make_object("built.so", "the object", obj, sizeof(obj));
-	ck_assert_int_eq(upfs_publish(&up, &e, obj, NULL, 0), 1);
+	publish_one(rkey, &e, &dep, NULL, NULL);
 	int fd = open(hdr, O_WRONLY | O_TRUNC);
 	ck_assert_int_eq(util_write_all(fd, "#define N 2\n", 12), 0);
 	close(fd);
@@ -262,7 +255,7 @@ END_TEST
  * from a depfile, or none, is not published. */
 START_TEST(unobserved_entries_are_not_published)
 {
-	char rkey[65], obj[PATH_MAX + 16];
+	char rkey[65];
 	struct store_entry e, got;
 	struct store_dep dep;
 	hexkey("request", rkey);
