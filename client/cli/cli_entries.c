@@ -784,7 +784,7 @@ static int log_by_failed_prefix(struct cli *cli, const char *ref)
 	for (struct dirent *de; (de = readdir(d)) != NULL;)
 		if (strncmp(de->d_name, ref, n) == 0 && strlen(de->d_name) == KILN_KEY_HEX + 4 &&
 		    strcmp(de->d_name + KILN_KEY_HEX, ".log") == 0 && matches++ == 0)
-			snprintf(found, sizeof(found), "%s", de->d_name);
+			memcpy(found, de->d_name, KILN_KEY_HEX + 5);   /* its length, checked, and NUL */
 	closedir(d);
 	int rc = 0;
 	if (matches == 1 && (path = log_file(dir, found)) != NULL) {
