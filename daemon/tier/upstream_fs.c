@@ -217,6 +217,7 @@ int upfs_open(struct up_dirs *u, const char *dir, double stale_s, bool readonly,
 	    asprintf(&u->claims, "%s/claims", dir) < 0 ||
 	    asprintf(&u->tmp, "%s/tmp", dir) < 0) {
 		snprintf(err, errlen, "out of memory");
+		upfs_close(u);
 		return -ENOMEM;
 	}
 	int rc = check_dir(dir, !readonly, err, errlen);
@@ -229,6 +230,8 @@ int upfs_open(struct up_dirs *u, const char *dir, double stale_s, bool readonly,
 		rc = make_subdirs(u, err, errlen);
 	if (rc == 0 && !readonly)
 		rc = probe_writable(u, err, errlen);
+	if (rc != 0)
+		upfs_close(u);   /* nothing held after a refusal (closing again is harmless) */
 	return rc;
 }
 

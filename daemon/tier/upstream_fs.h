@@ -36,7 +36,8 @@ struct up_dirs {
 	double stale_s;        /* --upstream-stale */
 };
 
-/* Start-up: see upstream_init(). Fills u; 0 or a negative errno with err. */
+/* Start-up: see upstream_init(). Fills u; 0 or a negative errno with err
+ * (then u holds nothing; upfs_close of it is harmless). */
 int upfs_open(struct up_dirs *u, const char *dir, double stale_s, bool readonly, char *err,
 	      size_t errlen);
 void upfs_close(struct up_dirs *u);
