@@ -8,8 +8,11 @@
  * over), the owner releases it (then they produce it unclaimed), or
  * their own deadline passes. A claim belongs to an owner (a connection's
  * struct claim_owner; nothing else of the connection is known here) and
- * ends with it. Loop thread only. The server layer parks and answers the
- * requests (server/op_lookup.c); publish calls claims_published. The same
+ * ends with it. Loop thread only. An alias's claims are taken, waited
+ * for, renewed, given up and ended through the alias's owner
+ * (flight/alias.c: alias_claim and the rest; tests/check_layers.py holds
+ * CLAIM_ALIAS, claims_release, claims_abandon and claims_progress to it);
+ * the server layer parks and answers the requests (server/op_lookup.c). The same
  * claims hold the turn to send a request key's text, under the name
  * "text <rkey>", which no alias can have (server/text_turn.c);
  * the server layer counts what it claims (the counters' claims are

@@ -48,7 +48,7 @@ OWNERS = [
     ("a flight's end", r'\bflight_finish\s*\(', {'daemon/flight/flight.c'}),
     ('the entry by request key', r'\bstore_get_by_rkey\s*\(',
      {'daemon/flight/hit.c', 'daemon/flight/prewarm.c'}),
-    ("an alias's claim", r'\bCLAIM_ALIAS\b',
+    ("an alias's claim", r'\bCLAIM_ALIAS\b|\bclaims_(?:release|abandon|progress)\s*\(',
      {'daemon/claims.c', 'daemon/claims.h', 'daemon/flight/alias.c'}),
 ]
 
@@ -250,6 +250,10 @@ def self_test(root):
         "an alias's claim outside alias.c": ('daemon/server/op_lookup.c',
                                              'static int planted = CLAIM_ALIAS;\n',
                                              "an alias's claim outside"),
+        "an alias's claim given up outside alias.c": ('daemon/server/op_get.c',
+                                                      'static void planted(struct conn *c) '
+                                                      '{ claims_release(c->d, "a", 0); }\n',
+                                                      "an alias's claim outside"),
     }
     failures = 0
     for what, (rel, text, expect) in plants.items():
