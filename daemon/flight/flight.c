@@ -25,6 +25,7 @@
 #include "flight.h"
 #include "alias.h"
 #include "flight_int.h"
+#include "recheck_memo.h"
 #include "flight_state.h"
 #include "prehash.h"
 #include "cachedir.h"
@@ -62,9 +63,12 @@ bool build_input_is_gch(const struct build_input *in)
 int flight_init(struct kilnd *d)
 {
 	struct flights *fl = calloc(1, sizeof(*fl));
-	if (fl == NULL || (fl->table = table_new()) == NULL || alias_init(d) != 0) {
-		if (fl != NULL)
+	if (fl == NULL || (fl->table = table_new()) == NULL || (fl->memo = recheck_memo_new()) == NULL ||
+	    alias_init(d) != 0) {
+		if (fl != NULL) {
 			table_free(fl->table, NULL);
+			recheck_memo_free(fl->memo);
+		}
 		free(fl);
 		return -ENOMEM;
 	}
@@ -76,6 +80,7 @@ void flight_fini(struct kilnd *d)
 {
 	if (d->fl != NULL) {
 		table_free(d->fl->table, NULL);
+		recheck_memo_free(d->fl->memo);
 		free(d->fl);
 		d->fl = NULL;
 	}
@@ -93,6 +98,7 @@ void flight_counts(const struct kilnd *d, struct flight_counts *c)
 	c->in_flight = fl->in_flight;
 	c->lent = fl->lent;
 	c->queued = fl->queued;
+	recheck_memo_counts(fl->memo, &c->peer_checks, &c->peer_checks_remembered);
 }
 
 /* The one way between a flight's states (flight_state.c's table). */

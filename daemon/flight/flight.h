@@ -102,6 +102,8 @@ struct flight_counts {
 	unsigned in_flight;          /* builds holding a --jobs slot */
 	unsigned lent;               /* more slots lent to builds' compile steps */
 	unsigned queued;             /* builds waiting for a slot */
+	uint64_t peer_checks;        /* other nodes' artifacts checked here (recheck.c) */
+	uint64_t peer_checks_remembered;  /* of those, the stand-in runs spared (recheck_memo.h) */
 };
 void flight_counts(const struct kilnd *d, struct flight_counts *c);
 

@@ -34,6 +34,7 @@ struct flights {
 	unsigned lent;               /* more slots lent to builds' compile steps (step.c) */
 	unsigned queued;             /* builds waiting for a slot */
 	bool pumping, pump_again;    /* sched_pump()'s guard against re-entry */
+	struct recheck_memo *memo;   /* peers' stand-in runs remembered (recheck_memo.h) */
 };
 
 struct waiter {

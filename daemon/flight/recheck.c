@@ -42,9 +42,11 @@
 #include "log.h"
 #include "named.h"
 #include "recheck.h"
+#include "recheck_memo.h"
 #include "validate.h"
 #include "runner.h"
 #include "table.h"
+#include "tcenv.h"
 #include "trace.h"
 #include "util.h"
 
@@ -189,101 +191,256 @@ static int run_argv(const struct kilnd *d, char **argv, const char *dir, const c
 	return run_step(d, &a, dir, token, what, why, cap);
 }
 
-/* The observed runs: the build's own compiler steps (step.c) on stand-ins
- * of the sources, then the real sources preprocessed. */
-static int observe_request(const struct kilnd *d, const struct build_input *in, const char *dir,
-			   const char *token, char *why, size_t cap)
+struct recheck_times {
+	uint64_t start, stand_ins, preprocessed, traced, loaded;
+	unsigned runs, preprocessor_runs;
+	bool reused;
+};
+
+/* What one check has: where, its trace's token, the sent list by path. */
+struct check {
+	const struct kilnd *d;
+	const struct build_input *in;
+	const char *dir;
+	const char *token;
+	const struct store_dep *sent;
+	size_t nsent;
+	struct table *sent_index;       /* recheck_sent_index(sent) */
+	bool cpu_in_key;
+	struct recheck_times t;
+	char *why;
+	size_t cap;
+};
+
+/* Every observed dependency must be in the sent list with its kind. */
+static int compare(struct check *c, const struct trace_result *r)
 {
-	bool texts, is_check = false;
-	int rc = 0;
-	if (recheck_make_dirs(dir) != 0 || write_sources(in, dir, &texts) != 0) {
-		snprintf(why, cap, "cannot check it here: cannot write %s: %s", dir, strerror(errno));
+	char key[PATH_MAX + 8];
+	for (size_t i = 0; i < r->ndeps; i++) {
+		recheck_dep_key(r->deps[i].kind, r->deps[i].path, key, sizeof(key));
+		if (table_get(c->sent_index, key) == NULL) {
+			snprintf(c->why, c->cap, "its dependency list lacks %s (%s), which this node's "
+				 "toolchain reads for the request", r->deps[i].path,
+				 store_dep_kind_name(r->deps[i].kind));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Reads the runs' trace into r: complete, undamaged, trusted, and every
+ * dependency in the sent list. 0, or -1 with why (r freed). */
+static int observed(struct check *c, struct trace_result *r)
+{
+	bool have;
+	int rc = deps_read_trace(c->dir, c->token, c->d->cfg->exec_helper, c->cpu_in_key, r, &have);
+	if (rc != 0 || !have) {
+		snprintf(c->why, c->cap, "cannot check it here: the toolchain left no trace%s%s",
+			 rc != 0 ? ": " : "", rc != 0 ? strerror(-rc) : "");
+		rc = -1;
+	} else if (r->damaged[0] != '\0' || r->changed[0] != '\0') {
+		snprintf(c->why, c->cap, "cannot check it here: %s",
+			 r->damaged[0] != '\0' ? r->damaged : r->changed);
+		rc = -1;
+	} else if (!r->complete) {
+		snprintf(c->why, c->cap, "cannot check it here: %s", r->incomplete);
+		rc = -1;
+	} else if (r->untrusted[0] != '\0') {
+		snprintf(c->why, c->cap, "such a build is not cached here: %s", r->untrusted);
+		rc = -1;
+	} else {
+		rc = compare(c, r);
+	}
+	if (rc != 0)
+		trace_result_free(r);
+	return rc;
+}
+
+/* The trace directory emptied for the next runs. */
+static int trace_reset(struct check *c)
+{
+	char path[PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/trace", c->dir);
+	store_rm_tree(path);
+	if (mkdir(path, 0700) != 0) {
+		snprintf(c->why, c->cap, "cannot check it here: cannot write %s: %s", path, strerror(errno));
 		return -1;
 	}
+	return 0;
+}
+
+/* A growing buffer for the memo's key. */
+struct keybuf {
+	char *p;
+	size_t len, cap;
+	bool oom;
+};
+
+static void keybuf_add(struct keybuf *b, const char *s, size_t n)
+{
+	if (b->oom || n > SIZE_MAX / 2 - b->len)
+		return;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = (b->len + n + 1) * 2;
+		char *p = realloc(b->p, cap);
+		if (p == NULL) {
+			b->oom = true;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+/* s with every occurrence of the check's directory as "\x01", then a NUL:
+ * the same steps in another directory give the same key. */
+static void keybuf_add_arg(struct keybuf *b, const char *s, const char *dir)
+{
+	size_t dl = strlen(dir);
+	for (const char *at; (at = strstr(s, dir)) != NULL; s = at + dl) {
+		keybuf_add(b, s, (size_t)(at - s));
+		keybuf_add(b, "\x01", 1);
+	}
+	keybuf_add(b, s, strlen(s) + 1);
+}
+
+/* The digest of what decides the stand-in runs: their commands, the
+ * toolchain's environment, the trace's reading of the CPU. 0 or -1. */
+static int memo_key(const struct check *c, char ***steps, size_t n, uint8_t key[32])
+{
+	struct keybuf b = { 0 };
+	const struct tcenv *te = tcenv();
+	keybuf_add(&b, "kiln recheck stand-ins 1", 25);
+	keybuf_add(&b, c->cpu_in_key ? "native" : "generic", c->cpu_in_key ? 7 : 8);
+	for (size_t i = 0; i < n; i++) {
+		keybuf_add(&b, "\x02", 1);
+		for (size_t j = 0; steps[i][j] != NULL; j++)
+			keybuf_add_arg(&b, steps[i][j], c->dir);
+	}
+	keybuf_add(&b, "\x03", 1);
+	for (size_t i = 0; i < te->nvars; i++)
+		keybuf_add_arg(&b, te->vars[i], c->dir);
+	int rc = b.oom ? -1 : 0;
+	if (rc == 0)
+		util_sha256(b.p, b.len, key);
+	free(b.p);
+	return rc;
+}
+
+/* What the stand-in runs read is still what the sent list says, checked
+ * once more after the runs (a file changed meanwhile is not remembered);
+ * then remembered as the memo's record of key. */
+static void memo_remember(struct check *c, const uint8_t key[32], const struct trace_result *r)
+{
+	const struct store_dep **deps = calloc(r->ndeps + 1, sizeof(*deps));
+	char k[PATH_MAX + 8], why[512];
+	bool ok = deps != NULL;
+	for (size_t i = 0; ok && i < r->ndeps; i++) {
+		recheck_dep_key(r->deps[i].kind, r->deps[i].path, k, sizeof(k));
+		deps[i] = table_get(c->sent_index, k);
+		struct store_dep now = *deps[i];   /* compare() found every one */
+		ok = deps_check_here(&now, why, sizeof(why)) == 0;
+	}
+	if (ok)
+		recheck_memo_put(c->d->fl->memo, key, deps, r->ndeps);
+	free(deps);
+}
+
+/* The build's own compiler steps (step.c) on stand-ins of the sources,
+ * observed, unless the memo holds what the same steps read here. */
+static int stand_ins(struct check *c)
+{
+	char ***steps = NULL;
+	size_t n = 0;
+	bool is_check = false, oom = false;
+	int rc = 0;
 	struct flight fake;
 	memset(&fake, 0, sizeof(fake));
-	fake.d = (struct kilnd *)d;
-	fake.in = *in;
-	fake.dir = (char *)dir;
-	for (fake.step = 0; rc == 0; fake.step++) {
+	fake.d = (struct kilnd *)c->d;
+	fake.in = *c->in;
+	fake.dir = (char *)c->dir;
+	for (fake.step = 0;; fake.step++) {
 		char **argv = step_command(&fake, &is_check);
-		if (argv == NULL || is_check) {
+		char ***more = argv != NULL && !is_check ? realloc(steps, (n + 1) * sizeof(*steps)) : NULL;
+		if (more == NULL) {
+			oom = argv != NULL && !is_check;
 			step_command_free(argv);
 			break;
 		}
-		rc = run_argv(d, argv, dir, token, "toolchain on stand-ins of the sources", why, cap);
-		step_command_free(argv);
+		steps = more;
+		steps[n++] = argv;
 	}
-	for (size_t i = 0; rc == 0 && texts && i < in->nsrc; i++) {
+	if (oom || n == 0) {
+		snprintf(c->why, c->cap, oom ? "out of memory" : "cannot check it here: no compiler step");
+		rc = -1;
+	}
+	uint8_t key[32];
+	bool keyed = rc == 0 && memo_key(c, steps, n, key) == 0;
+	int memo = keyed ? recheck_memo_enter(c->d->fl->memo, key, c->sent_index) : RECHECK_MEMO_RUN;
+	c->t.reused = memo == RECHECK_MEMO_HOLDS;
+	for (size_t i = 0; rc == 0 && !c->t.reused && i < n; i++) {
+		rc = run_argv(c->d, steps[i], c->dir, c->token, "toolchain on stand-ins of the sources",
+			      c->why, c->cap);
+		c->t.runs++;
+	}
+	for (size_t i = 0; i < n; i++)
+		step_command_free(steps[i]);
+	free(steps);
+	struct trace_result r;
+	if (rc == 0 && !c->t.reused && (rc = observed(c, &r)) == 0) {
+		if (keyed)
+			memo_remember(c, key, &r);
+		trace_result_free(&r);
+		rc = trace_reset(c);
+	}
+	if (memo == RECHECK_MEMO_OWN)
+		recheck_memo_leave(c->d->fl->memo, key);
+	c->t.stand_ins = util_now_ns();
+	return rc;
+}
+
+/* The real sources preprocessed, observed. */
+static int preprocess(struct check *c, bool texts)
+{
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && texts && i < c->in->nsrc; i++) {
 		char *s;
-		if (step_is_header(in->src[i].name))
+		if (step_is_header(c->in->src[i].name))
 			continue;
 		struct argv_list p = { .n = 0 };
-		add_compiler(&p, d, in, dir);
+		add_compiler(&p, c->d, c->in, c->dir);
 		add(&p, "-E");
 		add(&p, "-MD");
 		add(&p, "-MF");
 		add_owned(&p, asprintf(&s, "out/pre%zu.d", i) > 0 ? s : NULL);
 		add(&p, "-o");
 		add(&p, "/dev/null");
-		add_owned(&p, asprintf(&s, "real/%s", in->src[i].name) > 0 ? s : NULL);
-		rc = run_step(d, &p, dir, token, "preprocessor", why, cap);
+		add_owned(&p, asprintf(&s, "real/%s", c->in->src[i].name) > 0 ? s : NULL);
+		rc = run_step(c->d, &p, c->dir, c->token, "preprocessor", c->why, c->cap);
 		recheck_argv_free(&p);
+		c->t.preprocessor_runs++;
 	}
-	return rc;
-}
-
-/* Every observed dependency must be in the sent list with its kind. */
-static int compare(const struct trace_result *r, const struct store_dep *sent, size_t nsent,
-		   char *why, size_t cap)
-{
-	struct table *have = table_new();
-	char key[PATH_MAX + 8];
-	int rc = have != NULL ? 0 : -1;
-	for (size_t i = 0; rc == 0 && i < nsent; i++) {
-		snprintf(key, sizeof(key), "%d:%s", sent[i].kind, sent[i].path);
-		rc = table_put(have, key, (void *)1, NULL) == 0 ? 0 : -1;
-	}
-	for (size_t i = 0; rc == 0 && i < r->ndeps; i++) {
-		snprintf(key, sizeof(key), "%d:%s", r->deps[i].kind, r->deps[i].path);
-		if (table_get(have, key) == NULL) {
-			snprintf(why, cap, "its dependency list lacks %s (%s), which this node's toolchain "
-				 "reads for the request", r->deps[i].path, store_dep_kind_name(r->deps[i].kind));
-			rc = -1;
-		}
-	}
-	if (have == NULL)
-		snprintf(why, cap, "out of memory");
-	table_free(have, NULL);
-	return rc;
-}
-
-static int observed(const struct kilnd *d, const char *dir, const char *token, bool cpu_in_key,
-		    const struct store_dep *sent, size_t nsent, char *why, size_t cap)
-{
+	c->t.preprocessed = util_now_ns();
 	struct trace_result r;
-	bool have;
-	int rc = deps_read_trace(dir, token, d->cfg->exec_helper, cpu_in_key, &r, &have);
-	if (rc != 0 || !have) {
-		snprintf(why, cap, "cannot check it here: the toolchain left no trace%s%s",
-			 rc != 0 ? ": " : "", rc != 0 ? strerror(-rc) : "");
+	if (rc == 0 && c->t.preprocessor_runs > 0 && (rc = observed(c, &r)) == 0)
 		trace_result_free(&r);
+	return rc;
+}
+
+/* The observed runs: the stand-ins', then the real sources preprocessed. */
+static int observe_request(struct check *c)
+{
+	bool texts;
+	if (recheck_make_dirs(c->dir) != 0 || write_sources(c->in, c->dir, &texts) != 0) {
+		snprintf(c->why, c->cap, "cannot check it here: cannot write %s: %s", c->dir,
+			 strerror(errno));
 		return -1;
 	}
-	if (r.damaged[0] != '\0' || r.changed[0] != '\0') {
-		snprintf(why, cap, "cannot check it here: %s", r.damaged[0] != '\0' ? r.damaged : r.changed);
-		rc = -1;
-	} else if (!r.complete) {
-		snprintf(why, cap, "cannot check it here: %s", r.incomplete);
-		rc = -1;
-	} else if (r.untrusted[0] != '\0') {
-		snprintf(why, cap, "such a build is not cached here: %s", r.untrusted);
-		rc = -1;
-	} else {
-		rc = compare(&r, sent, nsent, why, cap);
-	}
-	trace_result_free(&r);
-	return rc;
+	int rc = stand_ins(c);
+	return rc == 0 ? preprocess(c, texts) : rc;
 }
 
 /* The artifact loads here (shared libraries only). */
@@ -332,13 +489,29 @@ int recheck_peer(const struct kilnd *d, const struct build_input *in, const stru
 	}
 	char token[33];
 	tracedir_token(token);
-	int rc = observe_request(d, in, dir, token, why, cap);
-	if (rc == 0)
-		rc = observed(d, dir, token, key_args_native(in->req.args, in->req.nargs), sent, nsent,
-			      why, cap);
+	struct check c = {
+		.d = d, .in = in, .dir = dir, .token = token, .sent = sent, .nsent = nsent,
+		.sent_index = recheck_sent_index(sent, nsent),
+		.cpu_in_key = key_args_native(in->req.args, in->req.nargs),
+		.t = { .start = util_now_ns() }, .why = why, .cap = cap,
+	};
+	int rc = c.sent_index != NULL ? observe_request(&c) : -1;
+	if (c.sent_index == NULL)
+		snprintf(why, cap, "out of memory");
+	c.t.traced = util_now_ns();
 	if (rc == 0)
 		rc = load_check(d, dir, artifact, in->req.output, why, cap);
+	c.t.loaded = util_now_ns();
 	store_rm_tree(dir);
+	table_free(c.sent_index, NULL);
+	recheck_memo_count(d->fl->memo, rc == 0 && c.t.reused);
+	char runs[32];
+	snprintf(runs, sizeof(runs), c.t.reused ? "as remembered" : "%u runs", c.t.runs);
+	if (rc == 0)
+		log_debug("recheck %.16s: stand-ins %.1f ms (%s), preprocessor %.1f ms (%u runs), "
+			  "load check %.1f ms", in->rkey, (double)(c.t.stand_ins - c.t.start) / 1e6, runs,
+			  (double)(c.t.traced - c.t.stand_ins) / 1e6, c.t.preprocessor_runs,
+			  (double)(c.t.loaded - c.t.traced) / 1e6);
 	return rc;
 }
 

@@ -114,6 +114,10 @@ static void add_observation(const struct kilnd *d, cJSON *r)
 	ADD_NUM(o, "events", events);
 	ADD_NUM(o, "event_floods", floods);
 	ADD_NUM(o, "hashed_on_pool", on_pool);
+	struct flight_counts fc;
+	flight_counts(d, &fc);
+	ADD_NUM(o, "peer_checks", fc.peer_checks);
+	ADD_NUM(o, "peer_checks_remembered", fc.peer_checks_remembered);
 }
 
 static void add_group(cJSON *o, const char *name, const struct store_format_group *g)

@@ -411,11 +411,14 @@ static int find_and_take(struct up_job *j)
 		return -ENOMEM;
 	snprintf(tmp, sizeof(tmp), "%s/up-%.16s-%d", tmpdir, j->rkey, (int)gettid());
 	free(tmpdir);
+	uint64_t t0 = util_now_ns();
 	int rc = upfs_find(&d->up->fs, j->rkey, j->entry.output, tmp, &j->entry, &log, &j->bad);
 	if (rc != 1) {
 		free(log);
 		return rc;
 	}
+	log_debug("upstream entry %.16s found in %.1f ms (its object copied, %zu dependencies "
+		  "checked here)", j->entry.key, (double)(util_now_ns() - t0) / 1e6, j->entry.ndeps);
 	/* Another node's list of what the build read is a hint: observe here. */
 	char why[768];
 	if (recheck_peer(d, j->in, j->entry.deps, j->entry.ndeps, tmp, why, sizeof(why)) != 0) {

@@ -6,6 +6,8 @@
  *   - a put whose dependency list was emptied (the key recomputed to match)
  *     and a put of an artifact that does not load are refused: the
  *     importing node observes its own toolchain and loads the artifact;
+ *   - a node that remembers what its toolchain read for one put's stand-ins
+ *     still refuses the next put whose list lacks one of those files;
  *   - kiln status and kiln show say how dependencies were recorded, and a
  *     compiler that escapes the interposer falls back to dependency files.
  */
@@ -293,6 +295,92 @@ START_TEST(put_of_an_artifact_that_does_not_load_is_refused)
 }
 END_TEST
 
+/* Node sock's status.observation member name. */
+static int64_t observation_num(const char *sock, const char *name)
+{
+	cJSON *st = harness_status_at(sock);
+	int64_t v = harness_num(cJSON_GetObjectItemCaseSensitive(st, "observation"), name);
+
+	cJSON_Delete(st);
+	return v;
+}
+
+/* Exports program name (returning value), compiled as prog.c like every
+ * program of the test: the same compiler steps, other sources. */
+static void export_program(struct harness_export *x, const char *name, int value)
+{
+	char *text = harness_program(name, value);
+	struct oreq r;
+
+	oreq_init(&r, text);
+	free(text);
+	export_request(x, &r.req);
+	oreq_free(&r);
+}
+
+/* A node that checked one put remembers what its toolchain read for the
+ * stand-ins of those compiler steps and spares the run for the next put of
+ * the same steps (status.observation.peer_checks_remembered); a forged list
+ * that lacks one of those files (the linker's start file) is refused all
+ * the same, whatever the memo holds. */
+START_TEST(remembered_stand_ins_still_need_the_list)
+{
+	char sock[HARNESS_PATH], msg[4096], key[65], *forged, *meta, lacked[HARNESS_PATH] = "";
+	struct harness_export x1, x2, x3;
+	cJSON *m, *deps, *dep;
+	int i = 0, drop = -1;
+
+	harness_start(NULL);
+	export_program(&x1, "one", 31);
+	export_program(&x2, "two", 32);
+	export_program(&x3, "three", 33);
+
+	/* x3's list without one start file of the link (read by the stand-ins'
+	 * run, not by the preprocessor), its key recomputed to match. */
+	m = cJSON_Parse(x3.meta);
+	deps = cJSON_GetObjectItemCaseSensitive(m, "deps");
+	cJSON_ArrayForEach(dep, deps) {
+		const char *path = harness_str(dep, "path");
+
+		if (drop < 0 && strcmp(harness_str(dep, "kind"), "file") == 0 && strstr(path, "/crt") != NULL) {
+			drop = i;
+			snprintf(lacked, sizeof(lacked), "%s", path);
+		}
+		i++;
+	}
+	ck_assert_msg(drop >= 0, "x3's list holds no start file of the link: %s", x3.meta);
+	cJSON_DeleteItemFromArray(deps, drop);
+	artifact_key(&x3, deps, key);
+	meta = meta_with(x3.meta, "deps", cJSON_Duplicate(deps, true));
+	forged = meta_with(meta, "key", cJSON_CreateString(key));
+	free(meta);
+	cJSON_Delete(m);
+
+	harness_start_named("b", NULL, NULL, sock);
+	ck_assert_msg(put_to(sock, x1.skel, x1.meta, x1.bytes, x1.size, msg, sizeof(msg)) == KILN_OK,
+		      "%s", msg);
+	ck_assert_int_eq(observation_num(sock, "peer_checks"), 1);
+	ck_assert_int_eq(observation_num(sock, "peer_checks_remembered"), 0);
+	ck_assert_msg(put_to(sock, x2.skel, x2.meta, x2.bytes, x2.size, msg, sizeof(msg)) == KILN_OK,
+		      "%s", msg);
+	ck_assert_int_eq(observation_num(sock, "peer_checks"), 2);
+	ck_assert_msg(observation_num(sock, "peer_checks_remembered") == 1,
+		      "the second put of the same compiler steps ran the stand-ins again");
+
+	int rc = put_to(sock, x3.skel, forged, x3.bytes, x3.size, msg, sizeof(msg));
+	ck_assert_msg(rc == KILN_EREFUSED && harness_contains(msg, "(mismatch)") &&
+		      harness_contains(msg, lacked),
+		      "a put whose list lacks %s after two honest ones got %s: %s", lacked,
+		      kiln_strerror(rc), msg);
+	ck_assert_int_eq(observation_num(sock, "peer_checks_remembered"), 1);
+	ck_assert_int_eq(harness_status_num_at(sock, "entries"), 2);
+	free(forged);
+	exported_free(&x1);
+	exported_free(&x2);
+	exported_free(&x3);
+}
+END_TEST
+
 
 /* The default toolchain is observed: status says so, and an entry lists
  * what the compiler looked for and did not find as well as what it read. */
@@ -346,6 +434,7 @@ int main(void)
 	harness_add(s, "alias_last_get", alias_follows_the_last_get, 120);
 	harness_add(s, "put_empty_deps", put_with_empty_deps_is_refused, 90);
 	harness_add(s, "put_unloadable", put_of_an_artifact_that_does_not_load_is_refused, 90);
+	harness_add(s, "put_remembered", remembered_stand_ins_still_need_the_list, 120);
 	harness_add(s, "mechanism", status_and_show_name_the_mechanism, 90);
 	return harness_main(s);
 }

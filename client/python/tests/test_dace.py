@@ -116,6 +116,23 @@ def builds(daemon):
     return json.loads(out)["builds_started"]
 
 
+def quiet_builds(daemon):
+    """builds(daemon) once nothing is in flight or queued: a baseline that a
+    background build still to start (the precompiled <dace/dace.h>, queued
+    behind the programs that asked for it) cannot move later."""
+    deadline = time.monotonic() + 120
+    while True:
+        out = subprocess.run([os.environ["KILN_TEST_CLI"], "--socket", daemon.socket, "--json",
+                              "status", "-v"], stdout=subprocess.PIPE, text=True,
+                             check=True).stdout
+        st = json.loads(out)
+        busy = st["queued"] + st["in_flight"] + sum(st["flights"].values())
+        if busy == 0:
+            return st["builds_started"]
+        assert time.monotonic() < deadline, ("kilnd still busy after 120 s", st["flights"])
+        time.sleep(0.1)
+
+
 def test_ranks_build_each_program_once(daemon, tmp_path):
     before = builds(daemon)
     outs = run_ranks(daemon, tmp_path, PROGRAMS, 3, "cold")
@@ -140,7 +157,7 @@ def test_ranks_build_each_program_once(daemon, tmp_path):
     assert len(pch) == 1 and pch[0]["label"] == "precompiled dace/dace.h", entries
     assert builds(daemon) - before == 4
     # Fresh processes and folders: everything from kiln, nothing compiled.
-    warm = builds(daemon)
+    warm = quiet_builds(daemon)
     outs = run_ranks(daemon, tmp_path, PROGRAMS, 2, "warm")
     assert builds(daemon) == warm
     # Found by content before code generation: nothing generated, nothing sent.
@@ -492,7 +509,7 @@ def test_a_missing_libkiln_falls_back_with_one_line(daemon, tmp_path):
     $KILN_LIBRARY that names nothing): the program still runs, built by
     DaCe's own CMake, after one line on stderr that names the library and
     the remedy. Before, the first build raised OSError and the job died."""
-    before = builds(daemon)
+    before = quiet_builds(daemon)
     p = run_switched(daemon, tmp_path, "nolib", subprocess.PIPE,
                      KILN_LIBRARY=str(tmp_path / "nowhere" / "libkiln.so.0"))
     assert p.returncode == 0, p.stdout + p.stderr
@@ -512,7 +529,7 @@ def test_refused_arguments_fall_back_to_cmake(daemon, tmp_path):
     """An argument kiln's allow-list refuses (here -Wl,-Map=, which writes a file, in DaCe's
     compiler.cpu.args) is no error: DaCe's own CMake build runs instead,
     and one line on stderr says why."""
-    before = builds(daemon)
+    before = quiet_builds(daemon)
     p = run_switched(daemon, tmp_path, "refused", subprocess.STDOUT,
                      DACE_compiler_cpu_args="-O2 -fPIC -Wl,-Map=kiln-test.map")
     assert p.returncode == 0, p.stdout
@@ -627,7 +644,7 @@ def test_compile_many_sends_the_builds_together(daemon, tmp_path):
     grew = builds(daemon) - before
     # three programs (the stub and the .gch may come from earlier tests)
     assert 3 <= grew <= 5, grew
-    warm = builds(daemon)
+    warm = quiet_builds(daemon)
     out = run_ranks(daemon, tmp_path, MANY, 1, "many_warm", name="many")[0]
     assert counts(out) == (3, 0, 0), out
     assert builds(daemon) == warm
