@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+#include <openssl/evp.h>
 
 #include "args.h"
 #include "flight.h"
@@ -269,64 +270,41 @@ static int trace_reset(struct check *c)
 	return 0;
 }
 
-/* A growing buffer for the memo's key. */
-struct keybuf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static void keybuf_add(struct keybuf *b, const char *s, size_t n)
-{
-	if (b->oom || n > SIZE_MAX / 2 - b->len)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = (b->len + n + 1) * 2;
-		char *p = realloc(b->p, cap);
-		if (p == NULL) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-/* s with every occurrence of the check's directory as "\x01", then a NUL:
- * the same steps in another directory give the same key. */
-static void keybuf_add_arg(struct keybuf *b, const char *s, const char *dir)
+/* s with every occurrence of the check's directory as "\x01", then a NUL,
+ * into md: the same steps in another directory give the same key. */
+static void key_add_arg(EVP_MD_CTX *md, const char *s, const char *dir)
 {
 	size_t dl = strlen(dir);
 	for (const char *at; (at = strstr(s, dir)) != NULL; s = at + dl) {
-		keybuf_add(b, s, (size_t)(at - s));
-		keybuf_add(b, "\x01", 1);
+		EVP_DigestUpdate(md, s, (size_t)(at - s));
+		EVP_DigestUpdate(md, "\x01", 1);
 	}
-	keybuf_add(b, s, strlen(s) + 1);
+	EVP_DigestUpdate(md, s, strlen(s) + 1);
 }
 
 /* The digest of what decides the stand-in runs: their commands, the
  * toolchain's environment, the trace's reading of the CPU. 0 or -1. */
 static int memo_key(const struct check *c, char ***steps, size_t n, uint8_t key[32])
 {
-	struct keybuf b = { 0 };
 	const struct tcenv *te = tcenv();
-	keybuf_add(&b, "kiln recheck stand-ins 1", 25);
-	keybuf_add(&b, c->cpu_in_key ? "native" : "generic", c->cpu_in_key ? 7 : 8);
-	for (size_t i = 0; i < n; i++) {
-		keybuf_add(&b, "\x02", 1);
-		for (size_t j = 0; steps[i][j] != NULL; j++)
-			keybuf_add_arg(&b, steps[i][j], c->dir);
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	unsigned len = 0;
+	if (md == NULL || EVP_DigestInit_ex(md, util_sha256_md(), NULL) != 1) {
+		EVP_MD_CTX_free(md);
+		return -1;
 	}
-	keybuf_add(&b, "\x03", 1);
+	key_add_arg(md, "kiln recheck stand-ins 1", c->dir);
+	key_add_arg(md, c->cpu_in_key ? "native" : "generic", c->dir);
+	for (size_t i = 0; i < n; i++) {
+		EVP_DigestUpdate(md, "\x02", 1);
+		for (size_t j = 0; steps[i][j] != NULL; j++)
+			key_add_arg(md, steps[i][j], c->dir);
+	}
+	EVP_DigestUpdate(md, "\x03", 1);
 	for (size_t i = 0; i < te->nvars; i++)
-		keybuf_add_arg(&b, te->vars[i], c->dir);
-	int rc = b.oom ? -1 : 0;
-	if (rc == 0)
-		util_sha256(b.p, b.len, key);
-	free(b.p);
+		key_add_arg(md, te->vars[i], c->dir);
+	int rc = EVP_DigestFinal_ex(md, key, &len) == 1 && len == 32 ? 0 : -1;
+	EVP_MD_CTX_free(md);
 	return rc;
 }
 

@@ -233,6 +233,16 @@ static int try_record(struct find_job *j, const struct up_alias *rec, const char
 	char *log = NULL;
 	if (strcmp(rec->toolchain, j->tc.name) != 0 || memcmp(rec->tc_id, j->tc.id, 32) != 0)
 		return 0;   /* another toolchain's (another node's compiler): not for this lookup */
+	/* Its entry is here already (another alias of the same code, another
+	 * rank's tables, taken or built before): nothing to fetch; the alias
+	 * points at it, and the lookup's hit checks it as any local entry. */
+	bool here = store_get(d->store, rec->key, &e) == 0 && strcmp(e.rkey, rec->rkey) == 0 &&
+		    named_built_by(&e, &j->tc);
+	store_entry_free(&e);
+	if (here) {
+		log_debug("upstream alias record of %.16s: its entry is here already", rec->key);
+		return 1;
+	}
 	if ((e.output = strdup(rec->output)) == NULL || (e.toolchain = strdup(j->tc.name)) == NULL) {
 		store_entry_free(&e);
 		return 0;
@@ -314,6 +324,7 @@ void upstream_alias_taken(struct kilnd *d, const char *alias, const char *key, c
 	upstream_alias_quiet_set(d, true);
 	alias_point(d, alias, key, data);
 	upstream_alias_quiet_set(d, false);
+	kilnd_refresh_totals(d);   /* the entry it brought, in status and --max-size */
 }
 
 static void find_done(void *arg, int status)

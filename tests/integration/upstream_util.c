@@ -1,7 +1,8 @@
 /*
- * Helpers of the upstream tier's integration tests (test_upstream.c,
- * test_upstream_pace.c): daemons as if on nodes of their own, their
- * arguments, and a race for one claim between two of them.
+ * Helpers of the upstream tier's integration tests (test_upstream*.c):
+ * daemons as if on nodes of their own, their arguments, a request of a
+ * program that reads a header, and a race for one claim between two of
+ * them.
  */
 #include <errno.h>
 #include <ftw.h>
@@ -175,3 +176,43 @@ void claim_race_end(struct claim_race *c)
 	free(c->text);
 }
 
+void get_value(const struct node *n, const struct kiln_request *req, int value)
+{
+	struct kiln_program *p = NULL;
+	struct kiln *k = NULL;
+	int (*fn)(void);
+	int rc;
+
+	ck_assert_int_eq(kiln_open(n->socket, &k), KILN_OK);
+	rc = kiln_get(k, req, &p);
+	ck_assert_msg(rc == KILN_OK, "kiln_get through %s: %s: %s", n->socket, kiln_strerror(rc),
+		      kiln_errmsg(k));
+	*(void **)&fn = kiln_sym(p, "kiln_test_value");
+	ck_assert_ptr_nonnull(fn);
+	ck_assert_int_eq(fn(), value);
+	kiln_close(k);
+}
+
+void value_request(struct kiln_request *req, struct kiln_source *src, const char *text,
+			  char *inc, char *header, char *incarg, const char **argv)
+{
+	harness_path(inc, "include");
+	ck_assert_int_eq(mkdir(inc, 0700), 0);
+	snprintf(header, HARNESS_PATH + 32, "%s/kiln_up_value.h", inc);
+	harness_write_file(header, "#define KILN_UP_VALUE 11\n");
+	snprintf(incarg, HARNESS_PATH + 8, "-I%s", inc);
+	argv[0] = incarg;
+	harness_request(req, src, "prog.c", text);
+	req->args = argv;
+	req->nargs = 1;
+}
+
+void build_on(const struct node *n, const char *cxx, const char *src)
+{
+	char *out = NULL, *err = NULL;
+	node_use(n);
+	ck_assert_msg(harness_cli(&out, &err, "build", "--compiler", cxx, src, NULL) == 0,
+		      "build on %s failed: %s", n->socket, err);
+	free(out);
+	free(err);
+}

@@ -75,5 +75,13 @@ void claim_race_start_with(struct claim_race *c, const char *name, int value,
 void claim_race_start(struct claim_race *c, const char *name, int value, const char *stale);
 /* The end of a race: no claim left, one entry published. */
 void claim_race_end(struct claim_race *c);
+/* Gets req through node n and checks that the program returns value. */
+void get_value(const struct node *n, const struct kiln_request *req, int value);
+/* A request of text with -I<dir>/include, where kiln_up_value.h (its path
+ * in header) defines KILN_UP_VALUE as 11; argv holds the one argument. */
+void value_request(struct kiln_request *req, struct kiln_source *src, const char *text,
+		   char *inc, char *header, char *incarg, const char **argv);
+/* kiln build --compiler cxx src through node n. */
+void build_on(const struct node *n, const char *cxx, const char *src);
 
 #endif
