@@ -318,9 +318,9 @@ static void memo_remember(struct check *c, const uint8_t key[32], const struct t
 	bool ok = deps != NULL;
 	for (size_t i = 0; ok && i < r->ndeps; i++) {
 		recheck_dep_key(r->deps[i].kind, r->deps[i].path, k, sizeof(k));
-		deps[i] = table_get(c->sent_index, k);
-		struct store_dep now = *deps[i];   /* compare() found every one */
-		ok = deps_check_here(&now, why, sizeof(why)) == 0;
+		deps[i] = table_get(c->sent_index, k);   /* compare() found every one */
+		struct store_dep now = deps[i] != NULL ? *deps[i] : (struct store_dep){ 0 };
+		ok = deps[i] != NULL && deps_check_here(&now, why, sizeof(why)) == 0;
 	}
 	if (ok)
 		recheck_memo_put(c->d->fl->memo, key, deps, r->ndeps);
@@ -484,7 +484,10 @@ int recheck_peer(const struct kilnd *d, const struct build_input *in, const stru
 	table_free(c.sent_index, NULL);
 	recheck_memo_count(d->fl->memo, rc == 0 && c.t.reused);
 	char runs[32];
-	snprintf(runs, sizeof(runs), c.t.reused ? "as remembered" : "%u runs", c.t.runs);
+	if (c.t.reused)
+		snprintf(runs, sizeof(runs), "as remembered");
+	else
+		snprintf(runs, sizeof(runs), "%u runs", c.t.runs);
 	if (rc == 0)
 		log_debug("recheck %.16s: stand-ins %.1f ms (%s), preprocessor %.1f ms (%u runs), "
 			  "load check %.1f ms", in->rkey, (double)(c.t.stand_ins - c.t.start) / 1e6, runs,
