@@ -145,8 +145,9 @@ static int run_step(const struct kilnd *d, struct argv_list *a, const char *dir,
 	return 0;
 }
 
-/* Writes the stand-ins (and, with text, the real sources under real/). */
-static int write_sources(const struct build_input *in, const char *dir, bool *texts)
+/* Writes the stand-ins, under src/; *texts says whether every source
+ * came with its text. */
+static int write_stand_ins(const struct build_input *in, const char *dir, bool *texts)
 {
 	char path[PATH_MAX + 64];
 	*texts = true;
@@ -159,7 +160,15 @@ static int write_sources(const struct build_input *in, const char *dir, bool *te
 		if (util_write_new_file(path, STAND_IN, strlen(STAND_IN)) != 0)
 			return -1;
 	}
-	for (size_t i = 0; *texts && i < in->nsrc; i++) {
+	return 0;
+}
+
+/* Writes the real sources under real/, for the preprocessor: only once the
+ * stand-ins' runs are over, which must not read them (memo_key). */
+static int write_texts(const struct build_input *in, const char *dir)
+{
+	char path[PATH_MAX + 64];
+	for (size_t i = 0; i < in->nsrc; i++) {
 		snprintf(path, sizeof(path), "%s/real", dir);
 		if (util_mkdir_parents_at(AT_FDCWD, path, in->src[i].name, 0700) != 0)
 			return -1;
@@ -270,40 +279,74 @@ static int trace_reset(struct check *c)
 	return 0;
 }
 
-/* s with every occurrence of the check's directory as "\x01", then a NUL,
- * into md: the same steps in another directory give the same key. */
-static void key_add_arg(EVP_MD_CTX *md, const char *s, const char *dir)
+static void key_add_u64(EVP_MD_CTX *md, uint64_t v)
 {
-	size_t dl = strlen(dir);
-	for (const char *at; (at = strstr(s, dir)) != NULL; s = at + dl) {
-		EVP_DigestUpdate(md, s, (size_t)(at - s));
-		EVP_DigestUpdate(md, "\x01", 1);
-	}
-	EVP_DigestUpdate(md, s, strlen(s) + 1);
+	uint8_t b[8];
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+	EVP_DigestUpdate(md, b, sizeof(b));
 }
 
-/* The digest of what decides the stand-in runs: their commands, the
- * toolchain's environment, the trace's reading of the CPU. 0 or -1. */
+/* One field into md, length first: s with every occurrence of the check's
+ * directory as "\x01D" and every byte \x01 as "\x01\x01", so that the same
+ * steps in another directory give the same key and no two fields give the
+ * same bytes. -1 when out of memory. */
+static int key_add_field(EVP_MD_CTX *md, const char *s, const char *dir)
+{
+	size_t dl = strlen(dir), n = strlen(s), len = 0;
+	char *out = malloc(2 * n + 1);
+	if (out == NULL)
+		return -1;
+	for (size_t i = 0; i < n;) {
+		if (dl > 0 && strncmp(s + i, dir, dl) == 0) {
+			out[len++] = '\x01';
+			out[len++] = 'D';
+			i += dl;
+			continue;
+		}
+		if (s[i] == '\x01')
+			out[len++] = '\x01';
+		out[len++] = s[i++];
+	}
+	key_add_u64(md, len);
+	EVP_DigestUpdate(md, out, len);
+	free(out);
+	return 0;
+}
+
+/* The digest of what decides the stand-in runs: their commands, the names
+ * of all sources (the stand-ins in src/, headers too: a command may name
+ * one), the toolchain's environment, the trace's reading of the CPU. The
+ * real texts are written only after these runs (observe_request), so
+ * nothing else in the check's directory is there for them to read.
+ * 0 or -1. */
 static int memo_key(const struct check *c, char ***steps, size_t n, uint8_t key[32])
 {
 	const struct tcenv *te = tcenv();
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
 	unsigned len = 0;
-	if (md == NULL || EVP_DigestInit_ex(md, util_sha256_md(), NULL) != 1) {
-		EVP_MD_CTX_free(md);
-		return -1;
+	int rc = md != NULL && EVP_DigestInit_ex(md, util_sha256_md(), NULL) == 1 ? 0 : -1;
+	if (rc == 0)
+		rc = key_add_field(md, "kiln recheck stand-ins 2", "");
+	if (rc == 0)
+		rc = key_add_field(md, c->cpu_in_key ? "native" : "generic", "");
+	key_add_u64(md, n);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		size_t argc = 0;
+		while (steps[i][argc] != NULL)
+			argc++;
+		key_add_u64(md, argc);
+		for (size_t j = 0; rc == 0 && j < argc; j++)
+			rc = key_add_field(md, steps[i][j], c->dir);
 	}
-	key_add_arg(md, "kiln recheck stand-ins 1", c->dir);
-	key_add_arg(md, c->cpu_in_key ? "native" : "generic", c->dir);
-	for (size_t i = 0; i < n; i++) {
-		EVP_DigestUpdate(md, "\x02", 1);
-		for (size_t j = 0; steps[i][j] != NULL; j++)
-			key_add_arg(md, steps[i][j], c->dir);
-	}
-	EVP_DigestUpdate(md, "\x03", 1);
-	for (size_t i = 0; i < te->nvars; i++)
-		key_add_arg(md, te->vars[i], c->dir);
-	int rc = EVP_DigestFinal_ex(md, key, &len) == 1 && len == 32 ? 0 : -1;
+	key_add_u64(md, c->in->nsrc);
+	for (size_t i = 0; rc == 0 && i < c->in->nsrc; i++)
+		rc = key_add_field(md, c->in->src[i].name, c->dir);
+	key_add_u64(md, te->nvars);
+	for (size_t i = 0; rc == 0 && i < te->nvars; i++)
+		rc = key_add_field(md, te->vars[i], c->dir);
+	if (rc == 0)
+		rc = EVP_DigestFinal_ex(md, key, &len) == 1 && len == 32 ? 0 : -1;
 	EVP_MD_CTX_free(md);
 	return rc;
 }
@@ -412,12 +455,17 @@ static int preprocess(struct check *c, bool texts)
 static int observe_request(struct check *c)
 {
 	bool texts;
-	if (recheck_make_dirs(c->dir) != 0 || write_sources(c->in, c->dir, &texts) != 0) {
+	if (recheck_make_dirs(c->dir) != 0 || write_stand_ins(c->in, c->dir, &texts) != 0) {
 		snprintf(c->why, c->cap, "cannot check it here: cannot write %s: %s", c->dir,
 			 strerror(errno));
 		return -1;
 	}
 	int rc = stand_ins(c);
+	if (rc == 0 && texts && write_texts(c->in, c->dir) != 0) {
+		snprintf(c->why, c->cap, "cannot check it here: cannot write %s: %s", c->dir,
+			 strerror(errno));
+		return -1;
+	}
 	return rc == 0 ? preprocess(c, texts) : rc;
 }
 

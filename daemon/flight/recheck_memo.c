@@ -142,13 +142,19 @@ static int running_slot(const struct recheck_memo *m, const uint8_t key[32])
 
 int recheck_memo_enter(struct recheck_memo *m, const uint8_t key[32], const struct table *sent_index)
 {
+	bool waited = false;
 	pthread_mutex_lock(&m->lock);
-	while (running_slot(m, key) >= 0)
+	while (running_slot(m, key) >= 0) {
 		pthread_cond_wait(&m->left, &m->lock);
+		waited = true;
+	}
 	int rc = RECHECK_MEMO_HOLDS;
 	if (!holds_locked(m, key, sent_index)) {
 		rc = RECHECK_MEMO_RUN;
-		for (int i = 0; i < RECHECK_MEMO_RUNNING; i++) {
+		/* One who waited runs beside the others, owning nothing: checks
+		 * whose lists the record does not fit never queue behind each
+		 * other. */
+		for (int i = 0; !waited && i < RECHECK_MEMO_RUNNING; i++) {
 			if (!m->run_used[i]) {
 				m->run_used[i] = true;
 				memcpy(m->running[i], key, 32);

@@ -39,12 +39,14 @@ void recheck_dep_key(int kind, const char *path, char *out, size_t cap);
  * then: kind, and the digest, size and mode its kind carries (depkind.h). */
 bool recheck_memo_holds(struct recheck_memo *m, const uint8_t key[32], const struct table *sent_index);
 /*
- * One run per step set at a time: waits while another check runs the steps
- * of key, then RECHECK_MEMO_HOLDS (as recheck_memo_holds: no run needed),
- * RECHECK_MEMO_OWN (run them, recheck_memo_put what they read if they
- * passed, and recheck_memo_leave in any case: the checks waiting go on), or
- * RECHECK_MEMO_RUN (run them without owning: RECHECK_MEMO_RUNNING other
- * step sets are running). A pool thread waits at most for one stand-in run.
+ * One run per step set at a time where it can serve the others: waits while
+ * another check runs the steps of key, then RECHECK_MEMO_HOLDS (as
+ * recheck_memo_holds: no run needed), RECHECK_MEMO_OWN (run them,
+ * recheck_memo_put what they read if they passed, and recheck_memo_leave in
+ * any case: the checks waiting go on), or RECHECK_MEMO_RUN (run them
+ * without owning: this check waited and the record does not fit its list,
+ * or RECHECK_MEMO_RUNNING other step sets are running). A pool thread waits
+ * only while a run of the same steps is going.
  */
 #define RECHECK_MEMO_RUNNING 16
 enum { RECHECK_MEMO_HOLDS, RECHECK_MEMO_OWN, RECHECK_MEMO_RUN };

@@ -17,6 +17,7 @@
 
 #include "flight.h"
 #include "claims.h"
+#include "deps.h"
 #include "key.h"
 #include "kilnd.h"
 #include "log.h"
@@ -225,6 +226,30 @@ static bool entry_fits(struct find_job *j, const struct store_entry *e, const ch
 	return ok;
 }
 
+/* Whether the record's entry is in the local cache already (another alias
+ * of the same code, another rank's tables, taken or built before) and fits:
+ * the record's request key and output (never a .gch), built by the lookup's
+ * toolchain, every dependency as it is here now (deps_check_here, as an
+ * upstream entry's). Then nothing is fetched: the alias points at it, and
+ * the lookup's hit checks it as any local entry. Otherwise the record is
+ * tried as before, from the tier. */
+static bool entry_here(struct find_job *j, const struct up_alias *rec)
+{
+	struct store_entry e = { 0 };
+	char why[512];
+	bool here = store_get(j->d->store, rec->key, &e) == 0 && strcmp(e.rkey, rec->rkey) == 0 &&
+		    e.output != NULL && strcmp(e.output, rec->output) == 0 &&
+		    strcmp(e.output, "pch") != 0 && named_built_by(&e, &j->tc);
+	for (size_t i = 0; here && i < e.ndeps; i++) {
+		struct store_dep now = e.deps[i];
+		here = deps_check_here(&now, why, sizeof(why)) == 0;
+	}
+	if (here)
+		log_debug("upstream alias record of %.16s: its entry is here already", rec->key);
+	store_entry_free(&e);
+	return here;
+}
+
 /* One record: 1 taken into the local cache, 0 not. */
 static int try_record(struct find_job *j, const struct up_alias *rec, const char *tmp)
 {
@@ -233,16 +258,8 @@ static int try_record(struct find_job *j, const struct up_alias *rec, const char
 	char *log = NULL;
 	if (strcmp(rec->toolchain, j->tc.name) != 0 || memcmp(rec->tc_id, j->tc.id, 32) != 0)
 		return 0;   /* another toolchain's (another node's compiler): not for this lookup */
-	/* Its entry is here already (another alias of the same code, another
-	 * rank's tables, taken or built before): nothing to fetch; the alias
-	 * points at it, and the lookup's hit checks it as any local entry. */
-	bool here = store_get(d->store, rec->key, &e) == 0 && strcmp(e.rkey, rec->rkey) == 0 &&
-		    named_built_by(&e, &j->tc);
-	store_entry_free(&e);
-	if (here) {
-		log_debug("upstream alias record of %.16s: its entry is here already", rec->key);
+	if (entry_here(j, rec))
 		return 1;
-	}
 	if ((e.output = strdup(rec->output)) == NULL || (e.toolchain = strdup(j->tc.name)) == NULL) {
 		store_entry_free(&e);
 		return 0;
