@@ -7,16 +7,19 @@
  *     and a put of an artifact that does not load are refused: the
  *     importing node observes its own toolchain and loads the artifact;
  *   - a node that remembers what its toolchain read for one put's stand-ins
- *     still refuses the next put whose list lacks one of those files;
+ *     still refuses the next put whose list lacks one of those files, and
+ *     its stand-in runs never read the real texts (forged tier entries);
  *   - kiln status and kiln show say how dependencies were recorded, and a
  *     compiler that escapes the interposer falls back to dependency files.
  */
 #include "harness.h"
 #include "observe_util.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,28 +147,36 @@ static char *meta_with(const char *meta, const char *name, cJSON *value)
 
 /* 64 hex digits into 32 bytes. */
 
-/* The artifact key of x's entry computed from its meta's deps (NULL: none)
- * with kilnd's own function, for the request key the daemon recorded. */
-static void artifact_key(const struct harness_export *x, const cJSON *deps, char out[65])
+/* The artifact key of request key rkey with deps (NULL: none), computed
+ * with kilnd's own function. */
+static void key_for(const char *rkey, const cJSON *deps, char out[65])
 {
-	cJSON *ls = harness_cli_json("ls", NULL);
-	const cJSON *e = harness_find_entry(ls, "key", x->key);
 	int n = cJSON_GetArraySize(deps);
 	struct store_dep *d = calloc((size_t)n + 1, sizeof(*d));
 	const cJSON *dep;
 	int i = 0;
 
-	ck_assert_ptr_nonnull(e);
 	ck_assert_ptr_nonnull(d);
 	cJSON_ArrayForEach(dep, deps) {
 		/* The wire form of a dep is the store's JSON form. */
 		ck_assert_int_eq(entry_dep_decode(dep, false, &d[i]), 0);
 		i++;
 	}
-	key_artifact(harness_str(e, "rkey"), d, (size_t)n, out);
+	key_artifact(rkey, d, (size_t)n, out);
 	for (i = 0; i < n; i++)
 		free(d[i].path);
 	free(d);
+}
+
+/* The artifact key of x's entry computed from its meta's deps (NULL: none)
+ * with kilnd's own function, for the request key the daemon recorded. */
+static void artifact_key(const struct harness_export *x, const cJSON *deps, char out[65])
+{
+	cJSON *ls = harness_cli_json("ls", NULL);
+	const cJSON *e = harness_find_entry(ls, "key", x->key);
+
+	ck_assert_ptr_nonnull(e);
+	key_for(harness_str(e, "rkey"), deps, out);
 	cJSON_Delete(ls);
 }
 
@@ -381,6 +392,158 @@ START_TEST(remembered_stand_ins_still_need_the_list)
 }
 END_TEST
 
+/* kiln build prog.c x.h [-- -Wl,real/x.h] through the harness's kilnd, the
+ * sources in dir; the CLI's exit status. */
+static int build_pair(const char *dir, bool real_arg)
+{
+	char prog[HARNESS_PATH + 16], hdr[HARNESS_PATH + 16];
+	char *out = NULL, *err = NULL;
+	int rc;
+
+	snprintf(prog, sizeof(prog), "%s/prog.c", dir);
+	snprintf(hdr, sizeof(hdr), "%s/x.h", dir);
+	rc = real_arg ? harness_cli(&out, &err, "build", prog, hdr, "--", "-Wl,real/x.h", NULL)
+		      : harness_cli(&out, &err, "build", prog, hdr, NULL);
+	free(out);
+	free(err);
+	return rc;
+}
+
+/* The request key of the build that just failed on the harness's kilnd:
+ * the name of its log in logs/failed/ (other than not). */
+static void failed_rkey(const char *not, char rkey[65])
+{
+	char dir[HARNESS_PATH + 16];
+
+	snprintf(dir, sizeof(dir), "%s/logs/failed", harness.cache);
+	rkey[0] = '\0';
+	for (int tries = 0; tries < 600 && rkey[0] == '\0'; tries++) {
+		DIR *d = opendir(dir);
+		struct dirent *de;
+
+		ck_assert_ptr_nonnull(d);
+		while ((de = readdir(d)) != NULL) {
+			if (strlen(de->d_name) == 68 && strcmp(de->d_name + 64, ".log") == 0 &&
+			    strncmp(de->d_name, not, 64) != 0)
+				snprintf(rkey, 65, "%.64s", de->d_name);
+		}
+		closedir(d);
+		if (rkey[0] == '\0')
+			usleep(50 * 1000);
+	}
+	ck_assert_msg(rkey[0] != '\0', "no failed build's log in %s", dir);
+}
+
+static char found_json[HARNESS_PATH * 2];
+static int found_count;
+
+static int note_json(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	size_t n = strlen(path);
+
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_F && n > 5 && strcmp(path + n - 5, ".json") == 0) {
+		snprintf(found_json, sizeof(found_json), "%s", path);
+		found_count++;
+	}
+	return 0;
+}
+
+/* The path of the one entry's metadata in the tier up. */
+static const char *one_entry(const char *up)
+{
+	char dir[HARNESS_PATH + 16];
+
+	snprintf(dir, sizeof(dir), "%s/entries", up);
+	found_count = 0;
+	ck_assert_int_eq(nftw(dir, note_json, 16, FTW_PHYS), 0);
+	ck_assert_int_eq(found_count, 1);
+	return found_json;
+}
+
+/* Writes into the tier up a copy of entry json (an honest entry's) as the
+ * entry of request key rkey, its artifact key recomputed to match. */
+static void forge_entry(const char *up, const char *json, const char *rkey)
+{
+	cJSON *m = cJSON_Parse(json);
+	char key[65], path[HARNESS_PATH * 2];
+	char *text;
+
+	ck_assert_ptr_nonnull(m);
+	key_for(rkey, cJSON_GetObjectItemCaseSensitive(m, "deps"), key);
+	cJSON_ReplaceItemInObjectCaseSensitive(m, "rkey", cJSON_CreateString(rkey));
+	cJSON_ReplaceItemInObjectCaseSensitive(m, "key", cJSON_CreateString(key));
+	text = cJSON_PrintUnformatted(m);
+	snprintf(path, sizeof(path), "%s/entries/%.2s", up, rkey);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/entries/%.2s/%s", up, rkey, rkey);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/entries/%.2s/%s/%s.json", up, rkey, rkey, key);
+	harness_write_file(path, text);
+	free(text);
+	cJSON_Delete(m);
+}
+
+/*
+ * What a check's stand-in run may read in its directory is what its memo
+ * key covers: the real texts are written only after that run. The tier
+ * holds, forged, entries for prog.c and x.h built with -Wl,real/x.h (ld
+ * reads an unknown input as a linker script), first with a harmless x.h,
+ * then with one whose INPUT() makes the link read libz, its list without
+ * libz. A node whose check let the stand-in run read real/x.h would take
+ * the first and remember its run, then take the second on the memo's word;
+ * here neither is taken (the stand-in run finds no real/x.h), and the
+ * builds fail as they do on the node that made them.
+ */
+START_TEST(stand_ins_never_read_the_real_texts)
+{
+	char up[HARNESS_PATH], src[HARNESS_PATH], hdr[HARNESS_PATH + 16], old[HARNESS_PATH + 8];
+	char rkey_a[65], rkey_b[65], *text = harness_program("realtext", 61), *entry;
+	static const char harmless[] = "/* nothing */\n";
+	static const char libz[] = "INPUT(/usr/lib/x86_64-linux-gnu/libz.so.1)\n";
+
+	if (access("/usr/lib/x86_64-linux-gnu/libz.so.1", R_OK) != 0) {
+		fprintf(stderr, "skipped: no /usr/lib/x86_64-linux-gnu/libz.so.1\n");
+		free(text);
+		return;
+	}
+	make_dir(up, "up");
+	make_dir(src, "src");
+	snprintf(hdr, sizeof(hdr), "%s/prog.c", src);
+	harness_write_file(hdr, text);
+	snprintf(hdr, sizeof(hdr), "%s/x.h", src);
+	harness_write_file(hdr, harmless);
+	harness_start("--upstream", up, NULL);
+	ck_assert_int_eq(build_pair(src, false), 0);       /* the honest entry */
+	ck_assert_int_ne(build_pair(src, true), 0);
+	failed_rkey("", rkey_a);
+	harness_write_file(hdr, libz);
+	ck_assert_int_ne(build_pair(src, true), 0);
+	failed_rkey(rkey_a, rkey_b);
+	harness_stop();   /* its publishes are done once it has stopped */
+
+	entry = harness_read_file(one_entry(up));
+	ck_assert_ptr_nonnull(entry);
+	forge_entry(up, entry, rkey_a);
+	forge_entry(up, entry, rkey_b);
+	free(entry);
+
+	/* Another node: a new cache on the same tier. */
+	snprintf(old, sizeof(old), "%s-a", harness.cache);
+	ck_assert_int_eq(rename(harness.cache, old), 0);
+	harness_start("--upstream", up, NULL);
+	harness_write_file(hdr, harmless);
+	ck_assert_msg(build_pair(src, true) != 0, "the forged entry of the harmless x.h was taken");
+	harness_write_file(hdr, libz);
+	ck_assert_msg(build_pair(src, true) != 0, "the forged entry whose x.h links libz, its list "
+		      "without libz, was taken");
+	ck_assert_int_eq(harness_status_num_at(harness.socket, "upstream_hits"), 0);
+	harness_stop();
+	free(text);
+}
+END_TEST
+
 
 /* The default toolchain is observed: status says so, and an entry lists
  * what the compiler looked for and did not find as well as what it read. */
@@ -435,6 +598,7 @@ int main(void)
 	harness_add(s, "put_empty_deps", put_with_empty_deps_is_refused, 90);
 	harness_add(s, "put_unloadable", put_of_an_artifact_that_does_not_load_is_refused, 90);
 	harness_add(s, "put_remembered", remembered_stand_ins_still_need_the_list, 120);
+	harness_add(s, "real_texts", stand_ins_never_read_the_real_texts, 120);
 	harness_add(s, "mechanism", status_and_show_name_the_mechanism, 90);
 	return harness_main(s);
 }
