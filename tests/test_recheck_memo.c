@@ -204,19 +204,46 @@ START_TEST(a_second_check_waits_for_the_run)
 	struct recheck_memo *m = recheck_memo_new();
 	const struct store_dep *p[4] = { &deps[0], &deps[1], &deps[2], &deps[3] };
 	struct waiter w = { .m = m, .idx = recheck_sent_index(deps, 4), .got = -1 };
-	struct timespec pause = { 0, 50 * 1000 * 1000 };
+	struct timespec pause = { 0, 1000 * 1000 };
 	uint8_t key[32];
 	pthread_t t;
 
 	key_of(7, key);
 	ck_assert_int_eq(recheck_memo_enter(m, key, w.idx), RECHECK_MEMO_OWN);
 	ck_assert_int_eq(pthread_create(&t, NULL, enter_thread, &w), 0);
-	/* Without the wait the thread would own a run of its own by now. */
-	nanosleep(&pause, NULL);
+	/* Without the wait this never ends (the test's timeout fails it). */
+	while (recheck_memo_waiting(m) == 0)
+		nanosleep(&pause, NULL);
 	ck_assert_int_eq(recheck_memo_put(m, key, p, 4), 0);
 	recheck_memo_leave(m, key);
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
 	ck_assert_int_eq(w.got, RECHECK_MEMO_HOLDS);
+	table_free(w.idx, NULL);
+	recheck_memo_free(m);
+}
+END_TEST
+
+/* A check that waited for a run that remembered nothing (it failed, or the
+ * record does not fit its list) runs beside the others, owning nothing. */
+START_TEST(a_waiter_after_a_failed_run_owns_nothing)
+{
+	struct recheck_memo *m = recheck_memo_new();
+	struct waiter w = { .m = m, .idx = recheck_sent_index(deps, 4), .got = -1 };
+	struct timespec pause = { 0, 1000 * 1000 };
+	uint8_t key[32];
+	pthread_t t;
+
+	key_of(7, key);
+	ck_assert_int_eq(recheck_memo_enter(m, key, w.idx), RECHECK_MEMO_OWN);
+	ck_assert_int_eq(pthread_create(&t, NULL, enter_thread, &w), 0);
+	while (recheck_memo_waiting(m) == 0)
+		nanosleep(&pause, NULL);
+	recheck_memo_leave(m, key);              /* nothing remembered */
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_int_eq(w.got, RECHECK_MEMO_RUN);
+	/* and, owning nothing, it leaves the key free for the next owner */
+	ck_assert_int_eq(recheck_memo_enter(m, key, w.idx), RECHECK_MEMO_OWN);
+	recheck_memo_leave(m, key);
 	table_free(w.idx, NULL);
 	recheck_memo_free(m);
 }
@@ -282,6 +309,7 @@ int main(void)
 	tcase_add_test(tc, a_new_record_of_the_same_steps_replaces_the_last);
 	tcase_add_test(tc, the_oldest_goes_when_full);
 	tcase_add_test(tc, a_second_check_waits_for_the_run);
+	tcase_add_test(tc, a_waiter_after_a_failed_run_owns_nothing);
 	tcase_add_test(tc, a_failed_run_and_a_full_table);
 	tcase_add_test(tc, counts);
 	suite_add_tcase(s, tc);

@@ -30,6 +30,7 @@ struct recheck_memo {
 	uint8_t running[RECHECK_MEMO_RUNNING][32];   /* steps being run, by their owners */
 	bool run_used[RECHECK_MEMO_RUNNING];
 	uint64_t checks, reused;
+	unsigned waiting;            /* checks waiting in recheck_memo_enter */
 };
 
 struct recheck_memo *recheck_memo_new(void)
@@ -145,7 +146,9 @@ int recheck_memo_enter(struct recheck_memo *m, const uint8_t key[32], const stru
 	bool waited = false;
 	pthread_mutex_lock(&m->lock);
 	while (running_slot(m, key) >= 0) {
+		m->waiting++;
 		pthread_cond_wait(&m->left, &m->lock);
+		m->waiting--;
 		waited = true;
 	}
 	int rc = RECHECK_MEMO_HOLDS;
@@ -219,4 +222,12 @@ void recheck_memo_counts(struct recheck_memo *m, uint64_t *checks, uint64_t *reu
 	*checks = m->checks;
 	*reused = m->reused;
 	pthread_mutex_unlock(&m->lock);
+}
+
+unsigned recheck_memo_waiting(struct recheck_memo *m)
+{
+	pthread_mutex_lock(&m->lock);
+	unsigned n = m->waiting;
+	pthread_mutex_unlock(&m->lock);
+	return n;
 }

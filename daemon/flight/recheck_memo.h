@@ -60,5 +60,7 @@ int recheck_memo_put(struct recheck_memo *m, const uint8_t key[32], const struct
  * the memo spared. */
 void recheck_memo_count(struct recheck_memo *m, bool reused);
 void recheck_memo_counts(struct recheck_memo *m, uint64_t *checks, uint64_t *reused);
+/* Checks waiting in recheck_memo_enter now (for the tests). */
+unsigned recheck_memo_waiting(struct recheck_memo *m);
 
 #endif
