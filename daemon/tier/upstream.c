@@ -1,8 +1,9 @@
 /*
  * The upstream tier on the loop thread: what a flight does before it builds
  * (look upstream, claim the key or wait for the node that holds it), what it
- * does after (publish, release the claim), and the two timers that poll
- * waiting flights and keep this daemon's claims fresh. The filesystem work
+ * does after (publish, release the claim), and the timer that keeps this
+ * daemon's claims fresh; the pace at which waiting flights look again is
+ * upstream_pace.c's. The filesystem work
  * (upstream_fs.c, upstream_entry.c) runs on the thread pool; a job gets copies of
  * what it needs, never the build, whose input the loop may swap meanwhile
  * (flight_join_input).
@@ -17,7 +18,6 @@
 
 #include "flight.h"
 #include "publish.h"
-#include "jobsize.h"
 #include "kilnd.h"
 #include "stats.h"
 #include "table.h"
@@ -29,19 +29,9 @@
 #include "util.h"
 #include "thread.h"
 
-/* Waiting flights look again after POLL_FIRST_MS, then less and less often
- * up to POLL_MAX_MS: a claim is usually held for a compile of seconds, and
- * each look costs the shared filesystem's metadata server a few requests. */
+/* Waiting flights look again after POLL_FIRST_MS at first (upstream_pace.c
+ * slows them down from there). */
 #define POLL_FIRST_MS 250
-#define POLL_MAX_MS 2000
-/* However many flights wait, one kilnd looks at most
- * jobsize_looks_per_s() times a second in all: --upstream-looks shared by
- * the job's nodes, at most 20 (the rest look later). The load on the
- * metadata server is then the same for any number of nodes and programs.
- * A client's word on its job's size counts this long after its hello. */
-#define HINT_NS (15ull * 60 * 1000000000)
-/* Distinct sizes remembered (the oldest said is forgotten first). */
-#define HINTS 8
 /* The compiler output published with an entry, read from the local cache. */
 #define LOG_MAX ((size_t)16 << 20)
 
@@ -68,18 +58,11 @@ struct tier_flight {
 struct upstream {
 	struct kilnd *d;
 	struct up_dirs fs;
-	uv_timer_t poll;                 /* runs while flights wait */
+	struct up_pace pace;             /* flights and alias leases waiting on other nodes */
 	uv_timer_t refresh;              /* runs while claims are held */
-	bool poll_on, refresh_on, refreshing, closed;
+	bool refresh_on, refreshing, closed;
 	bool alias_quiet;                /* upstream_alias_quiet */
-	uint64_t tick_ms, refresh_ms;
-	double tokens;                   /* looks that may be made now */
-	struct up_poller *waiting_tail;  /* the list's last: pollers queue in turn */
-	struct {                         /* job sizes clients said, and when last */
-		long nodes;
-		uint64_t ns;
-	} hints[HINTS];
-	struct up_poller *waiting;       /* flights and alias leases waiting on other nodes */
+	uint64_t refresh_ms;
 	struct up_claim *claims;
 	struct table *leases;            /* alias -> struct up_lease (upstream_lease.c) */
 };
@@ -248,143 +231,6 @@ void upstream_claim_drop(struct kilnd *d, struct up_claim *c, void (*gone)(void 
 	c->gone = gone;
 	c->gone_arg = arg;
 	claim_release(d->up, c);
-}
-
-/* Waiting flights, and alias leases waiting on other nodes. */
-
-static void wait_del(struct upstream *u, struct up_poller *f)
-{
-	if (!f->waiting)
-		return;
-	f->waiting = false;
-	if (f->prev != NULL)
-		f->prev->next = f->next;
-	else
-		u->waiting = f->next;
-	if (f->next != NULL)
-		f->next->prev = f->prev;
-	else
-		u->waiting_tail = f->prev;
-	if (u->waiting == NULL && u->poll_on) {
-		uv_timer_stop(&u->poll);
-		u->poll_on = false;
-	}
-}
-
-static void on_poll(uv_timer_t *t);
-
-/* A factor from 0.8 to 1.2, so that the nodes of a job, which start
- * waiting together, do not look together (xorshift, seeded per process). */
-static double jitter(void)
-{
-	static uint64_t x;
-	if (x == 0)
-		x = util_now_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ULL;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return 0.8 + 0.4 * (double)(x >> 11) / (double)(1ULL << 53);
-}
-
-static void wait_add(struct upstream *u, struct up_poller *f)
-{
-	f->interval_ms = f->interval_ms == 0 ? u->tick_ms : f->interval_ms * 3 / 2;
-	if (f->interval_ms > POLL_MAX_MS)
-		f->interval_ms = POLL_MAX_MS;
-	/* Look at least four times per stale period, to see refreshes. */
-	if (f->interval_ms > u->refresh_ms)
-		f->interval_ms = u->refresh_ms;
-	f->due_ns = util_now_ns() + (uint64_t)((double)f->interval_ms * jitter() * 1e6);
-	/* At the tail: on_poll gives its looks from the head, so each flight
-	 * that looked waits behind the others, and none starves at a slow
-	 * pace. */
-	f->waiting = true;
-	f->next = NULL;
-	f->prev = u->waiting_tail;
-	if (u->waiting_tail != NULL)
-		u->waiting_tail->next = f;
-	else
-		u->waiting = f;
-	u->waiting_tail = f;
-	if (!u->poll_on && !u->closed) {
-		uv_timer_start(&u->poll, on_poll, u->tick_ms, u->tick_ms);
-		u->poll_on = true;
-	}
-}
-
-/* The nodes of the job: the largest of --job-nodes (or the environment)
- * and what clients said in the last HINT_NS; the source in *src. */
-static long job_nodes(const struct upstream *u, const char **src)
-{
-	long n = u->d->cfg->job_nodes;
-	uint64_t now = util_now_ns();
-	*src = u->d->cfg->job_nodes_source;
-	for (int i = 0; i < HINTS; i++) {
-		if (u->hints[i].nodes > n && now - u->hints[i].ns < HINT_NS) {
-			n = u->hints[i].nodes;
-			*src = "client";
-		}
-	}
-	return n;
-}
-
-static double looks_per_s(const struct upstream *u)
-{
-	const char *src;
-	return jobsize_looks_per_s(job_nodes(u, &src), u->d->cfg->upstream_looks);
-}
-
-void upstream_job_hint(struct kilnd *d, long nodes)
-{
-	struct upstream *u = d->up;
-	if (u == NULL || nodes <= 0)
-		return;
-	/* The same size said again, else a free place, else the oldest. */
-	int at = 0;
-	for (int i = 0; i < HINTS; i++) {
-		if (u->hints[i].nodes == nodes || u->hints[i].nodes == 0) {
-			at = i;
-			break;
-		}
-		if (u->hints[i].ns < u->hints[at].ns)
-			at = i;
-	}
-	u->hints[at].nodes = nodes;
-	u->hints[at].ns = util_now_ns();
-}
-
-static void on_poll(uv_timer_t *t)
-{
-	struct upstream *u = t->data;
-	uint64_t now = util_now_ns();
-	/* A bucket of looks, filled at the pace and holding one tick's worth
-	 * (at least one look), so that a slow pace still looks now and then. */
-	double per_tick = looks_per_s(u) * (double)u->tick_ms / 1000.0;
-	u->tokens += per_tick;
-	if (u->tokens > (per_tick > 1 ? per_tick : 1))
-		u->tokens = per_tick > 1 ? per_tick : 1;
-	struct up_poller *f = u->waiting;
-	while (f != NULL && u->tokens >= 1) {
-		struct up_poller *next = f->next;
-		if (f->due_ns <= now) {
-			wait_del(u, f);
-			f->looks++;
-			u->d->c.upstream_looks++;
-			u->tokens -= 1;
-			f->look(f);   /* starts a pool job; removes no other poller */
-		}
-		f = next;
-	}
-}
-
-void upstream_poll_add(struct kilnd *d, struct up_poller *p)
-{
-	wait_add(d->up, p);
-}
-
-void upstream_poll_del(struct kilnd *d, struct up_poller *p)
-{
-	wait_del(d->up, p);
 }
 
 /* Lookups, claims and fetches on the pool. */
@@ -582,7 +428,7 @@ static void job_done(void *arg, int status)
 		}
 		/* Claimed by another node while this one waited for a slot. */
 		verdict(b, TIER_WAIT);
-		wait_add(u, &f->poll);
+		up_pace_add(&u->pace, &f->poll);
 		return;
 	case RES_FREE:
 		verdict(b, TIER_QUEUE);
@@ -732,7 +578,7 @@ void upstream_flight_end(struct tier_flight *f, const struct build_input *in,
 {
 	ASSERT_LOOP();
 	struct kilnd *d = f->d;
-	wait_del(d->up, &f->poll);
+	up_pace_del(&d->up->pace, &f->poll);
 	/* A get by digest counts as a miss once it is not need_sources. */
 	if (f->digest_first && o->err_code != ERR_NEED_SOURCES)
 		stats_miss(d, in->req.toolchain);
@@ -764,6 +610,11 @@ static const struct build_tier upstream_tier = {
 struct table *upstream_lease_table(struct kilnd *d)
 {
 	return d->up->leases;
+}
+
+struct up_pace *upstream_pace(struct kilnd *d)
+{
+	return d->up != NULL ? &d->up->pace : NULL;
 }
 
 const struct up_dirs *upstream_dirs(struct kilnd *d)
@@ -804,10 +655,10 @@ int upstream_init(struct kilnd *d, char *err, size_t errlen)
 	}
 	u->d = d;
 	u->refresh_ms = (uint64_t)(cfg->upstream_stale_s * 1000.0 / 4);
-	u->tick_ms = u->refresh_ms < POLL_FIRST_MS ? u->refresh_ms : POLL_FIRST_MS;
-	uv_timer_init(d->loop, &u->poll);
+	up_pace_init(&u->pace, d, u->refresh_ms < POLL_FIRST_MS ? u->refresh_ms : POLL_FIRST_MS,
+		     u->refresh_ms);
 	uv_timer_init(d->loop, &u->refresh);
-	u->poll.data = u->refresh.data = u;
+	u->refresh.data = u;
 	d->up = u;
 	d->tier = &upstream_tier;
 	alias_set_hook(d, upstream_alias_set);   /* re-points recorded for the other nodes */
@@ -824,14 +675,8 @@ void upstream_stop(struct kilnd *d)
 	if (u == NULL || u->closed)
 		return;
 	u->closed = true;
-	while (u->waiting != NULL) {
-		struct up_poller *p = u->waiting;
-		wait_del(u, p);
-		p->stop(p);
-	}
-	uv_timer_stop(&u->poll);
+	up_pace_stop(&u->pace);
 	uv_timer_stop(&u->refresh);
-	uv_close((uv_handle_t *)&u->poll, NULL);
 	uv_close((uv_handle_t *)&u->refresh, NULL);
 }
 
@@ -876,27 +721,5 @@ void upstream_status(struct kilnd *d, cJSON *r)
 				(double)d->c.upstream_alias_claim_waits);
 	cJSON_AddNumberToObject(r, "upstream_alias_claim_takeovers",
 				(double)d->c.upstream_alias_claim_takeovers);
-	const char *src;
-	long nodes = job_nodes(u, &src);
-	if (nodes > 0)
-		cJSON_AddNumberToObject(r, "job_nodes", (double)nodes);
-	else
-		cJSON_AddNullToObject(r, "job_nodes");
-	if (src != NULL)
-		cJSON_AddStringToObject(r, "job_nodes_source", src);
-	else
-		cJSON_AddNullToObject(r, "job_nodes_source");
-	cJSON_AddNumberToObject(r, "upstream_looks_per_s",
-				jobsize_looks_per_s(nodes, d->cfg->upstream_looks));
-	/* The flights waiting on other nodes' claims, in the order they look
-	 * (the first 64), and how often each has looked. */
-	cJSON *w = cJSON_AddArrayToObject(r, "upstream_waiting");
-	int n = 0;
-	for (const struct up_poller *f = u->waiting; w != NULL && f != NULL && n < 64;
-	     f = f->next, n++) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, f->alias ? "alias" : "key", f->key);
-		cJSON_AddNumberToObject(o, "looks", f->looks);
-		cJSON_AddItemToArray(w, o);
-	}
+	up_pace_status(&u->pace, r);
 }

@@ -12,6 +12,9 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include <cjson/cJSON.h>
+#include <uv.h>
+
 #include "store.h"
 #include "upstream_fs.h"
 
@@ -97,6 +100,30 @@ struct up_poller {
 /* Waits (again: the interval grows) for p's next turn; off the list at its turn. */
 void upstream_poll_add(struct kilnd *d, struct up_poller *p);
 void upstream_poll_del(struct kilnd *d, struct up_poller *p);
+
+/* The waiting list and its pace (upstream_pace.c), held by the tier. */
+#define UP_PACE_HINTS 8                  /* distinct job sizes remembered */
+struct up_pace {
+	struct kilnd *d;
+	uv_timer_t poll;                 /* runs while pollers wait */
+	bool poll_on, closed;
+	uint64_t tick_ms, max_ms;        /* the first interval; the longest (a claim's refresh) */
+	double tokens;                   /* looks that may be made now */
+	struct up_poller *waiting, *waiting_tail;   /* in turn: the tail looked last */
+	struct {                         /* job sizes clients said, and when last */
+		long nodes;
+		uint64_t ns;
+	} hints[UP_PACE_HINTS];
+};
+void up_pace_init(struct up_pace *p, struct kilnd *d, uint64_t tick_ms, uint64_t max_ms);
+void up_pace_add(struct up_pace *p, struct up_poller *w);
+void up_pace_del(struct up_pace *p, struct up_poller *w);
+/* Every waiter's stop, then the timer closed (kilnd stops). */
+void up_pace_stop(struct up_pace *p);
+/* job_nodes, job_nodes_source, upstream_looks_per_s, upstream_waiting. */
+void up_pace_status(const struct up_pace *p, cJSON *r);
+/* The tier's pace, or NULL without --upstream. */
+struct up_pace *upstream_pace(struct kilnd *d);
 
 /* A claim file this daemon holds (fd open on it, path malloc'd: both
  * taken), refreshed by the tier's timer until dropped; NULL on ENOMEM
