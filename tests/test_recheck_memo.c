@@ -197,6 +197,17 @@ static void *enter_thread(void *arg)
 	return NULL;
 }
 
+/* Starts a thread entering key 7 and returns once it waits there. Without
+ * the wait this never returns (the test's timeout fails it). */
+static void start_waiter(struct waiter *w, pthread_t *t)
+{
+	struct timespec pause = { 0, 1000 * 1000 };
+
+	ck_assert_int_eq(pthread_create(t, NULL, enter_thread, w), 0);
+	while (recheck_memo_waiting(w->m) == 0)
+		nanosleep(&pause, NULL);
+}
+
 /* A second check of steps another one is running waits for it, and then
  * takes what it remembered instead of running them too. */
 START_TEST(a_second_check_waits_for_the_run)
@@ -204,16 +215,12 @@ START_TEST(a_second_check_waits_for_the_run)
 	struct recheck_memo *m = recheck_memo_new();
 	const struct store_dep *p[4] = { &deps[0], &deps[1], &deps[2], &deps[3] };
 	struct waiter w = { .m = m, .idx = recheck_sent_index(deps, 4), .got = -1 };
-	struct timespec pause = { 0, 1000 * 1000 };
 	uint8_t key[32];
 	pthread_t t;
 
 	key_of(7, key);
 	ck_assert_int_eq(recheck_memo_enter(m, key, w.idx), RECHECK_MEMO_OWN);
-	ck_assert_int_eq(pthread_create(&t, NULL, enter_thread, &w), 0);
-	/* Without the wait this never ends (the test's timeout fails it). */
-	while (recheck_memo_waiting(m) == 0)
-		nanosleep(&pause, NULL);
+	start_waiter(&w, &t);
 	ck_assert_int_eq(recheck_memo_put(m, key, p, 4), 0);
 	recheck_memo_leave(m, key);
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
@@ -229,15 +236,12 @@ START_TEST(a_waiter_after_a_failed_run_owns_nothing)
 {
 	struct recheck_memo *m = recheck_memo_new();
 	struct waiter w = { .m = m, .idx = recheck_sent_index(deps, 4), .got = -1 };
-	struct timespec pause = { 0, 1000 * 1000 };
 	uint8_t key[32];
 	pthread_t t;
 
 	key_of(7, key);
 	ck_assert_int_eq(recheck_memo_enter(m, key, w.idx), RECHECK_MEMO_OWN);
-	ck_assert_int_eq(pthread_create(&t, NULL, enter_thread, &w), 0);
-	while (recheck_memo_waiting(m) == 0)
-		nanosleep(&pause, NULL);
+	start_waiter(&w, &t);
 	recheck_memo_leave(m, key);              /* nothing remembered */
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
 	ck_assert_int_eq(w.got, RECHECK_MEMO_RUN);
