@@ -213,8 +213,6 @@ struct check {
 	const struct build_input *in;
 	const char *dir;
 	const char *token;
-	const struct store_dep *sent;
-	size_t nsent;
 	struct table *sent_index;       /* recheck_sent_index(sent) */
 	bool cpu_in_key;
 	struct recheck_times t;
@@ -516,7 +514,7 @@ int recheck_peer(const struct kilnd *d, const struct build_input *in, const stru
 	char token[33];
 	tracedir_token(token);
 	struct check c = {
-		.d = d, .in = in, .dir = dir, .token = token, .sent = sent, .nsent = nsent,
+		.d = d, .in = in, .dir = dir, .token = token,
 		.sent_index = recheck_sent_index(sent, nsent),
 		.cpu_in_key = key_args_native(in->req.args, in->req.nargs),
 		.t = { .start = util_now_ns() }, .why = why, .cap = cap,
