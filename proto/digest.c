@@ -1,11 +1,16 @@
 /*
- * SHA-256 digests through OpenSSL's EVP interface. Apart from util.c so that
- * libkiln, which needs none, does not pull libcrypto into every rank.
+ * SHA-256 digests of buffers, files, descriptors and directory listings.
+ * Apart from util.c so that libkiln, which needs none, does not pull
+ * libcrypto into every rank. kilnd hashes through OpenSSL's EVP interface;
+ * built with KILN_DIGEST_OWN (kiln's CLI, client/meson.build) the same
+ * functions hash with proto/sha256.c, and the program needs no libcrypto.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#ifndef KILN_DIGEST_OWN
 #include <openssl/evp.h>
+#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +21,42 @@
 
 #include "util.h"
 
+#ifdef KILN_DIGEST_OWN
+#include "sha256.h"
+
+/* One digest in pieces: OpenSSL's context, or sha256.c's. */
+struct hash {
+	struct sha256_ctx c;
+};
+
+static int hash_begin(struct hash *h)
+{
+	sha256_init(&h->c);
+	return 0;
+}
+
+static int hash_add(struct hash *h, const void *data, size_t len)
+{
+	sha256_update(&h->c, data, len);
+	return 0;
+}
+
+static int hash_end(struct hash *h, uint8_t out[32])
+{
+	sha256_final(&h->c, out);
+	return 0;
+}
+
+static void hash_drop(struct hash *h)
+{
+	(void)h;
+}
+
+void util_sha256(const void *buf, size_t len, uint8_t out[32])
+{
+	sha256_buf(buf, len, out);
+}
+#else
 /*
  * OpenSSL 3 looks the algorithm up in its provider tables on every
  * EVP_sha256() init (an "implicit fetch", a measurable part of keying a warm
@@ -44,6 +85,35 @@ void util_sha256(const void *buf, size_t len, uint8_t out[32])
 	if (EVP_Digest(buf, len, out, NULL, util_sha256_md(), NULL) != 1)
 		abort();
 }
+
+struct hash {
+	EVP_MD_CTX *ctx;
+};
+
+/* 0, or -ENOMEM (what an EVP call's failure means: OpenSSL could not
+ * allocate); hash_drop frees whatever hash_begin made, either way. */
+static int hash_begin(struct hash *h)
+{
+	h->ctx = EVP_MD_CTX_new();
+	return h->ctx != NULL && EVP_DigestInit_ex(h->ctx, util_sha256_md(), NULL) == 1 ? 0 : -ENOMEM;
+}
+
+static int hash_add(struct hash *h, const void *data, size_t len)
+{
+	return EVP_DigestUpdate(h->ctx, data, len) == 1 ? 0 : -ENOMEM;
+}
+
+static int hash_end(struct hash *h, uint8_t out[32])
+{
+	return EVP_DigestFinal_ex(h->ctx, out, NULL) == 1 ? 0 : -ENOMEM;
+}
+
+static void hash_drop(struct hash *h)
+{
+	EVP_MD_CTX_free(h->ctx);
+	h->ctx = NULL;
+}
+#endif
 
 int util_sha256_file(const char *path, uint8_t out[32])
 {
@@ -171,18 +241,18 @@ int util_sha256_listing(const char *path, uint8_t out[32], struct stat *st)
 	if (rc == 0 && errno != 0)
 		rc = -errno;
 	closedir(dir);
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	if (rc == 0 && (ctx == NULL || EVP_DigestInit_ex(ctx, util_sha256_md(), NULL) != 1))
-		rc = -ENOMEM;
+	struct hash h;
+	int hrc = hash_begin(&h);
+	if (rc == 0)
+		rc = hrc;
 	if (rc == 0 && n > 0)
 		qsort(names, n, sizeof(*names), cmp_names);
 	/* Each name with its NUL: no two listings hash alike. */
 	for (size_t i = 0; rc == 0 && i < n; i++)
-		if (EVP_DigestUpdate(ctx, names[i], strlen(names[i]) + 1) != 1)
-			rc = -ENOMEM;
-	if (rc == 0 && EVP_DigestFinal_ex(ctx, out, NULL) != 1)
-		rc = -ENOMEM;
-	EVP_MD_CTX_free(ctx);
+		rc = hash_add(&h, names[i], strlen(names[i]) + 1);
+	if (rc == 0)
+		rc = hash_end(&h, out);
+	hash_drop(&h);
 	for (size_t i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
@@ -192,7 +262,7 @@ int util_sha256_listing(const char *path, uint8_t out[32], struct stat *st)
 int util_sha256_fd(int fd, uint8_t out[32])
 {
 	enum { CHUNK = 1 << 17 };
-	EVP_MD_CTX *ctx = NULL;
+	struct hash h;
 	char *buf = NULL;
 	uint64_t off = 0;
 	ssize_t n;
@@ -203,8 +273,8 @@ int util_sha256_fd(int fd, uint8_t out[32])
 	 * that gives more than its size is changing, or is no file. */
 	uint64_t limit = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size + 1 : UINT64_MAX;
 	buf = malloc(CHUNK);
-	ctx = EVP_MD_CTX_new();
-	if (!buf || !ctx || EVP_DigestInit_ex(ctx, util_sha256_md(), NULL) != 1) {
+	rc = hash_begin(&h);
+	if (!buf || rc != 0) {
 		rc = -ENOMEM;
 		goto cleanup;
 	}
@@ -224,14 +294,12 @@ int util_sha256_fd(int fd, uint8_t out[32])
 		if (n == 0)
 			break;
 		off += (uint64_t)n;
-		if (EVP_DigestUpdate(ctx, buf, (size_t)n) != 1) {
-			rc = -ENOMEM;
+		if ((rc = hash_add(&h, buf, (size_t)n)) != 0)
 			goto cleanup;
-		}
 	}
-	rc = EVP_DigestFinal_ex(ctx, out, NULL) == 1 ? 0 : -ENOMEM;
+	rc = hash_end(&h, out);
 cleanup:
-	EVP_MD_CTX_free(ctx);
+	hash_drop(&h);
 	free(buf);
 	return rc;
 }
@@ -239,9 +307,9 @@ cleanup:
 int util_copy_sha256(int in, int out, uint64_t *size, uint8_t digest[32])
 {
 	enum { CHUNK = 1 << 20 };
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	struct hash h;
 	char *buf = malloc(CHUNK);
-	int rc = md && buf && EVP_DigestInit_ex(md, util_sha256_md(), NULL) == 1 ? 0 : -ENOMEM;
+	int rc = hash_begin(&h) == 0 && buf != NULL ? 0 : -ENOMEM;
 	uint64_t off = 0;
 
 	while (rc == 0) {
@@ -255,15 +323,14 @@ int util_copy_sha256(int in, int out, uint64_t *size, uint8_t digest[32])
 		}
 		if (n == 0)
 			break;
-		if (EVP_DigestUpdate(md, buf, (size_t)n) != 1)
-			rc = -ENOMEM;
-		else if (out >= 0)
+		rc = hash_add(&h, buf, (size_t)n);
+		if (rc == 0 && out >= 0)
 			rc = util_write_all(out, buf, (size_t)n);
 		off += (uint64_t)n;
 	}
-	if (rc == 0 && EVP_DigestFinal_ex(md, digest, NULL) != 1)
-		rc = -ENOMEM;
-	EVP_MD_CTX_free(md);
+	if (rc == 0)
+		rc = hash_end(&h, digest);
+	hash_drop(&h);
 	free(buf);
 	*size = off;
 	return rc;

@@ -240,15 +240,15 @@ static void choose(void)
 #endif
 }
 
-/* The rest of a message after its first done bytes (whole blocks): its
- * other blocks, the padding and the length; the digest into out. */
-static void finish(compress_fn compress, uint32_t state[8], const uint8_t *buf, size_t done,
-		   size_t len, uint8_t out[32])
+/* The end of a message whose first `before` bytes (whole blocks) are in
+ * state: its last len bytes at p (their whole blocks, then the padding and
+ * the length of all of it); the digest into out. */
+static void finish_at(compress_fn compress, uint32_t state[8], const uint8_t *p, size_t len,
+		      uint64_t before, uint8_t out[32])
 {
-	const uint8_t *p = buf + done;
 	uint8_t tail[128];
-	size_t full = (len - done) / 64, rest = (len - done) % 64, tlen;
-	uint64_t bits = (uint64_t)len * 8;
+	size_t full = len / 64, rest = len % 64, tlen;
+	uint64_t bits = (before + (uint64_t)len) * 8;
 
 	if (full > 0)
 		compress(state, p, full);
@@ -266,6 +266,14 @@ static void finish(compress_fn compress, uint32_t state[8], const uint8_t *buf, 
 		out[4 * i + 2] = (uint8_t)(state[i] >> 8);
 		out[4 * i + 3] = (uint8_t)state[i];
 	}
+}
+
+/* The rest of a message after its first done bytes (whole blocks): its
+ * other blocks, the padding and the length; the digest into out. */
+static void finish(compress_fn compress, uint32_t state[8], const uint8_t *buf, size_t done,
+		   size_t len, uint8_t out[32])
+{
+	finish_at(compress, state, buf + done, len - done, done, out);
 }
 
 static void digest(compress_fn compress, const void *buf, size_t len, uint8_t out[32])
@@ -307,6 +315,45 @@ void sha256_buf2(const void *a, size_t alen, uint8_t outa[32], const void *b, si
 #endif
 	digest(best, a, alen, outa);
 	digest(best, b, blen, outb);
+}
+
+void sha256_init(struct sha256_ctx *c)
+{
+	pthread_once(&best_once, choose);
+	memcpy(c->state, H0, sizeof(c->state));
+	c->nblock = 0;
+	c->len = 0;
+}
+
+void sha256_update(struct sha256_ctx *c, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+	c->len += len;
+	if (c->nblock > 0) {
+		size_t take = 64 - c->nblock < len ? 64 - c->nblock : len;
+		memcpy(c->block + c->nblock, p, take);
+		c->nblock += take;
+		p += take;
+		len -= take;
+		if (c->nblock < 64)
+			return;
+		best(c->state, c->block, 1);
+		c->nblock = 0;
+	}
+	if (len >= 64) {
+		best(c->state, p, len / 64);
+		p += len / 64 * 64;
+		len %= 64;
+	}
+	memcpy(c->block, p, len);
+	c->nblock = len;
+}
+
+void sha256_final(struct sha256_ctx *c, uint8_t out[32])
+{
+	/* finish() pads from the message's total length; the bytes before the
+	 * block it is given are already in the state. */
+	finish_at(best, c->state, c->block, c->nblock, c->len - c->nblock, out);
 }
 
 bool sha256_hw(void)

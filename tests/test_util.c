@@ -500,6 +500,51 @@ START_TEST(test_sha256_own)
 END_TEST
 
 /*
+ * sha256_init/update/final against OpenSSL: every length through four
+ * blocks given in pieces of every size from 1 to 70 bytes (a piece that
+ * fills the pending block, one that spans it and more, empty updates), and
+ * long messages in chunks that straddle block edges.
+ */
+START_TEST(test_sha256_stream)
+{
+	enum { MAX = 300000 };
+	uint8_t *buf = malloc(MAX), want[32], got[32];
+	uint64_t x = 0x9E3779B97F4A7C15ULL;
+	ck_assert_ptr_nonnull(buf);
+	for (size_t i = 0; i < MAX; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		buf[i] = (uint8_t)x;
+	}
+	for (size_t len = 0; len <= 260; len++) {
+		util_sha256(buf, len, want);
+		for (size_t piece = 1; piece <= 70; piece++) {
+			struct sha256_ctx c;
+			sha256_init(&c);
+			for (size_t off = 0; off < len; off += piece) {
+				sha256_update(&c, buf + off, len - off < piece ? len - off : piece);
+				sha256_update(&c, buf, 0);
+			}
+			sha256_final(&c, got);
+			ck_assert_msg(memcmp(got, want, 32) == 0, "length %zu in pieces of %zu", len, piece);
+		}
+	}
+	static const size_t chunks[] = { 1, 63, 64, 65, 4095, 131072, 131073, MAX };
+	for (size_t i = 0; i < sizeof(chunks) / sizeof(chunks[0]); i++) {
+		struct sha256_ctx c;
+		util_sha256(buf + 3, MAX - 3, want);
+		sha256_init(&c);
+		for (size_t off = 3; off < MAX; off += chunks[i])
+			sha256_update(&c, buf + off, MAX - off < chunks[i] ? MAX - off : chunks[i]);
+		sha256_final(&c, got);
+		ck_assert_msg(memcmp(got, want, 32) == 0, "chunks of %zu", chunks[i]);
+	}
+	free(buf);
+}
+END_TEST
+
+/*
  * Two digests at once (sha256_buf2, the two messages' rounds interleaved)
  * against OpenSSL: every pair of lengths through four blocks, so that either
  * message ends first, at every padding case, and long unequal pairs at odd
@@ -803,6 +848,7 @@ static Suite *util_suite(void)
 	tcase_add_test(tu, test_sha256_listing);
 	tcase_add_test(tu, test_sha256_own);
 	tcase_add_test(tu, test_sha256_two);
+	tcase_add_test(tu, test_sha256_stream);
 	tcase_add_test(tu, test_hex_and_clocks);
 	tcase_add_test(tu, test_unhex_every_byte);
 	tcase_add_test(tu, test_int_text);
