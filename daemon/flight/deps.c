@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "deps.h"
@@ -123,14 +124,60 @@ static void own_paths(const char *exec_helper, char exec_real[PATH_MAX], char li
  * recorded is named in r->untrusted, and it goes too (it has no digest
  * to check); the build is then not cached.
  */
+/* The filesystems the trace's files are on, each asked its type once. */
+enum { FS_SEEN_MAX = 16 };
+struct fs_seen {
+	uint64_t dev[FS_SEEN_MAX];
+	long type[FS_SEEN_MAX];
+	size_t n;
+};
+
+/*
+ * pseudo.c's verdict on one dependency, with as few looks at the disk as it
+ * takes (a build's publish asks this of hundreds): by its name first; a
+ * path looked for and not found holds nothing that is read (settle_dep
+ * checks that it is still missing); a file the toolchain opened, with its
+ * identity in the record, is a regular file (the record's mode), a
+ * pseudo-file only on a filesystem whose files the kernel makes, and
+ * settle_dep then requires the path to name that very file (device, inode,
+ * size, times), so its device stands for its filesystem, whose type is
+ * asked once per device (seen->type), of a path found on it now. Anything
+ * else is looked at as pseudo_classify does.
+ */
+static enum pseudo_kind classify(const struct store_dep *d, bool cpu_in_key, struct fs_seen *seen,
+				 const char **why)
+{
+	*why = "";
+	if (d->kind == STORE_DEP_ENV || d->kind == STORE_DEP_SEARCH)
+		return PSEUDO_NO;
+	enum pseudo_kind k = pseudo_by_name(d->path, cpu_in_key, why);
+	if (k != PSEUDO_NO || d->kind == STORE_DEP_ABSENT)
+		return k;
+	if (d->kind == STORE_DEP_FILE && d->ino != 0 && S_ISREG(d->mode)) {
+		const struct stat rec = { .st_mode = (mode_t)d->mode };
+		for (size_t i = 0; i < seen->n; i++)
+			if (seen->dev[i] == d->dev)
+				return pseudo_by_stat(d->path, &rec, seen->type[i], why);
+		struct stat st;
+		struct statfs fs;
+		if (seen->n < FS_SEEN_MAX && stat(d->path, &st) == 0 && (uint64_t)st.st_dev == d->dev &&
+		    statfs(d->path, &fs) == 0) {
+			seen->dev[seen->n] = d->dev;
+			seen->type[seen->n++] = (long)fs.f_type;
+			return pseudo_by_stat(d->path, &st, (long)fs.f_type, why);
+		}
+	}
+	return pseudo_classify(d->path, cpu_in_key, why);
+}
+
 static void filter_pseudo(struct trace_result *r, bool cpu_in_key)
 {
+	struct fs_seen seen = { .n = 0 };
 	size_t w = 0;
 	for (size_t i = 0; i < r->ndeps; i++) {
 		struct store_dep *d = &r->deps[i];
 		const char *why;
-		enum pseudo_kind k = d->kind == STORE_DEP_ENV || d->kind == STORE_DEP_SEARCH ? PSEUDO_NO
-							       : pseudo_classify(d->path, cpu_in_key, &why);
+		enum pseudo_kind k = classify(d, cpu_in_key, &seen, &why);
 		if (k == PSEUDO_UNTRUSTED && r->untrusted[0] == '\0')
 			snprintf(r->untrusted, sizeof(r->untrusted), "the toolchain read %.300s, and %s",
 				 d->path, why);

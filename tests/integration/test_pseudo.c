@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -238,6 +239,45 @@ START_TEST(procfs_file_input_is_served_not_cached)
 }
 END_TEST
 
+/*
+ * A procfs mounted elsewhere than /proc: no rule of names knows its files,
+ * which are regular files to stat; the filesystem's type decides, asked
+ * once per device in a publish (deps.c's classify). Two of its files: the
+ * first asks the type (statfs), the second takes it from what the first
+ * found; each must be no input, and the build served and not cached.
+ */
+START_TEST(procfs_mounted_elsewhere_is_served_not_cached)
+{
+	char dir[HARNESS_PATH], *text, *a, *b;
+	struct oreq r;
+
+	make_dir(dir, "procfs");
+	ck_assert_msg(mount("proc", dir, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0,
+		      "mount a procfs at %s: %s", dir, strerror(errno));
+	ck_assert(asprintf(&a, "%s/sys/kernel/ostype", dir) > 0);
+	ck_assert(asprintf(&b, "%s/sys/kernel/pid_max", dir) > 0);
+	/* procfs says its files are empty (size 0): the preprocessor takes
+	 * them as such, and the program compiles. */
+	ck_assert(asprintf(&text, "int kiln_test_value(void)\n{\n\treturn 7\n#include \"%s\"\n"
+			   "#include \"%s\"\n;\n}\n", a, b) > 0);
+	oreq_init(&r, text);
+	harness_start(NULL);
+	served_not_cached(&r, 7, "a program that includes two files of a procfs mounted elsewhere");
+	char *log = harness_read_file(harness.log), want[HARNESS_PATH + 64];
+	snprintf(want, sizeof(want), "served and not cached: the toolchain read %s", a);
+	ck_assert_msg(harness_contains(log, want), "no reason naming %s in the log", a);
+	snprintf(want, sizeof(want), "%s is no input: it is on a filesystem whose files the kernel", b);
+	ck_assert_msg(harness_contains(log, want), "%s not taken for a file of the procfs", b);
+	free(log);
+	free(text);
+	free(a);
+	free(b);
+	oreq_free(&r);
+	harness_stop();
+	ck_assert_int_eq(umount2(dir, MNT_DETACH), 0);
+}
+END_TEST
+
 /* A sysfs file through an include directory. */
 START_TEST(sysfs_file_through_include_dir_is_served_not_cached)
 {
@@ -325,5 +365,10 @@ int main(void)
 	harness_add(s, "sysfs_input", sysfs_file_through_include_dir_is_served_not_cached, 90);
 	harness_add(s, "fifo_input", fifo_header_is_served_not_cached, 90);
 	harness_add(s, "dev_null", dev_null_is_no_input, 90);
+	/* Mounting takes root; without it the case is not run, and says so. */
+	if (geteuid() == 0)
+		harness_add(s, "procfs_elsewhere", procfs_mounted_elsewhere_is_served_not_cached, 90);
+	else
+		printf("pseudo: procfs_elsewhere not run: mounting a procfs needs root\n");
 	return harness_main(s);
 }
