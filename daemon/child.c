@@ -16,6 +16,12 @@
  * a pid on the list is ours until we reap it). Other children of kilnd
  * (the thread pool's probes, runner.c) are waited for by pid by their
  * starters, never here.
+ *
+ * Standbys (child_standby): copies of kiln-exec started ahead of need and
+ * waiting on a socket for a start (standby_msg.h). A child_spawn of their
+ * program writes the start to one and takes its pid; nothing is forked on
+ * the way. They sit on a list of their own, reaped by the same handler,
+ * and neither keep the loop alive nor count as running.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -24,6 +30,7 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,12 +42,30 @@
 
 #include "child.h"
 #include "log.h"
+#include "standby_msg.h"
 #include "thread.h"
+
+extern char **environ;
+
+/* A waiting kiln-exec: its pid and kilnd's end of the socket that is its stdin. */
+struct standby {
+	pid_t pid;
+	int sock;
+	struct standby *next;
+};
+
+/* A standby taken is replaced this long after, off the start that took it. */
+#define STANDBY_REFILL_MS 20
 
 struct child_watch {
 	uv_signal_t sig;            /* first: the close callback finds the struct */
+	uv_timer_t refill;          /* replaces standbys taken */
 	struct child *list;         /* started, not yet reaped */
+	struct standby *standbys;   /* waiting */
+	unsigned nstandby, want;
+	char *standby_file;
 	bool started;
+	int open_handles;           /* freed when the last one's close ran */
 };
 
 static void watch_ref(struct child_watch *w)
@@ -81,6 +106,23 @@ static void on_sigchld(uv_signal_t *s, int signum)
 		c->wstatus = status;
 		c->pid = 0;
 	}
+	for (struct standby **pp = &w->standbys; *pp != NULL;) {
+		struct standby *sb = *pp;
+		pid_t r;
+		while ((r = waitpid(sb->pid, NULL, WNOHANG)) < 0 && errno == EINTR)
+			;
+		if (r == 0) {
+			pp = &sb->next;
+			continue;
+		}
+		/* Ended on its own: it would end again; none is started anew. */
+		log_debug("a standby kiln-exec (pid %d) ended unused; no more are kept", (int)sb->pid);
+		*pp = sb->next;
+		close(sb->sock);
+		free(sb);
+		w->nstandby--;
+		w->want = 0;
+	}
 	watch_ref(w);
 	while (done != NULL) {
 		struct child *c = done;
@@ -93,6 +135,8 @@ static void on_sigchld(uv_signal_t *s, int signum)
 	}
 }
 
+static void on_refill(uv_timer_t *t);
+
 struct child_watch *child_watch_new(uv_loop_t *loop)
 {
 	struct child_watch *w = calloc(1, sizeof(*w));
@@ -100,7 +144,31 @@ struct child_watch *child_watch_new(uv_loop_t *loop)
 		free(w);
 		return NULL;
 	}
+	w->open_handles = 1;
+	if (uv_timer_init(loop, &w->refill) == 0) {
+		w->refill.data = w;
+		uv_unref((uv_handle_t *)&w->refill);
+		w->open_handles = 2;
+	}
 	return w;
+}
+
+static int start_watching(struct child_watch *w)
+{
+	/* Before the first start, so that no exit can come unheard. */
+	if (!w->started) {
+		int rc = uv_signal_start(&w->sig, on_sigchld, SIGCHLD);
+		if (rc != 0)
+			return rc;
+		w->started = true;
+		watch_ref(w);
+	}
+	return 0;
+}
+
+unsigned child_standbys(const struct child_watch *w)
+{
+	return w != NULL ? w->nstandby : 0;
 }
 
 unsigned child_running(const struct child_watch *w)
@@ -142,32 +210,169 @@ static int spawn_files(posix_spawn_file_actions_t *fa, const struct child_start 
 	return rc;
 }
 
+/* Writes all of buf to fd, the first byte with the descriptor beside it. */
+static int send_start(int fd, const char *buf, size_t len, int pass)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	memset(cbuf, 0, sizeof(cbuf));
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &pass, sizeof(int));
+	ssize_t n;
+	while ((n = sendmsg(fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		;
+	for (size_t done = n > 0 ? (size_t)n : 0; n > 0 && done < len; done += (size_t)n)
+		while ((n = send(fd, buf + done, len - done, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+			;
+	return n > 0 ? 0 : -1;
+}
+
+/* Ends a standby taken off the list: its socket closed, killed, reaped. */
+static void standby_end(struct standby *sb)
+{
+	close(sb->sock);
+	kill(sb->pid, SIGKILL);
+	while (waitpid(sb->pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	free(sb);
+}
+
+/* o's start to a waiting standby of o's program: 0 and its pid, or -1
+ * (none, or it could not take it: then the caller starts the program). */
+static int hand_to_standby(struct child_watch *w, const struct child_start *o, pid_t *pid)
+{
+	struct standby *sb = w->standbys;
+	if (sb == NULL || w->standby_file == NULL || strcmp(o->file, w->standby_file) != 0)
+		return -1;
+	w->standbys = sb->next;
+	w->nstandby--;
+	if (w->want > 0 && w->open_handles == 2)
+		uv_timer_start(&w->refill, on_refill, STANDBY_REFILL_MS, 0);
+	size_t len;
+	char *buf = standby_pack(o->cwd, o->argv, o->env, &len);
+	int rc = buf != NULL ? send_start(sb->sock, buf, len, o->stdout_fd) : -1;
+	free(buf);
+	if (rc != 0) {
+		log_debug("a standby kiln-exec (pid %d) did not take its start: %s", (int)sb->pid,
+			  strerror(errno));
+		standby_end(sb);
+		return -1;
+	}
+	*pid = sb->pid;
+	close(sb->sock);
+	free(sb);
+	return 0;
+}
+
+/* One more standby: `file standby PID`, its stdin a socket, its stdout and
+ * stderr /dev/null, started as child_spawn starts a program. */
+static int standby_start(struct child_watch *w)
+{
+	int sv[2];
+	char ppid[24];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		return -errno;
+	snprintf(ppid, sizeof(ppid), "%d", (int)getpid());
+	char *argv[] = { w->standby_file, "standby", ppid, NULL };
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	int rc = posix_spawn_file_actions_init(&fa);
+	if (rc == 0 && ((rc = posix_spawn_file_actions_adddup2(&fa, sv[1], STDIN_FILENO)) != 0 ||
+			(rc = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_RDWR, 0)) != 0 ||
+			(rc = posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_RDWR, 0)) != 0)) {
+		posix_spawn_file_actions_destroy(&fa);
+	} else if (rc == 0 && (rc = spawn_attrs(&attr)) != 0) {
+		posix_spawn_file_actions_destroy(&fa);
+	} else if (rc == 0) {
+		pid_t pid;
+		rc = posix_spawn(&pid, w->standby_file, &fa, &attr, argv, environ);
+		posix_spawn_file_actions_destroy(&fa);
+		posix_spawnattr_destroy(&attr);
+		struct standby *sb = rc == 0 ? calloc(1, sizeof(*sb)) : NULL;
+		if (rc == 0 && sb == NULL) {
+			kill(pid, SIGKILL);
+			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+				;
+			rc = ENOMEM;
+		}
+		if (sb != NULL) {
+			sb->pid = pid;
+			sb->sock = sv[0];
+			sb->next = w->standbys;
+			w->standbys = sb;
+			w->nstandby++;
+			close(sv[1]);
+			return 0;
+		}
+	}
+	close(sv[0]);
+	close(sv[1]);
+	return -rc;
+}
+
+static void refill(struct child_watch *w)
+{
+	while (w->nstandby < w->want) {
+		int rc = start_watching(w);
+		if (rc == 0)
+			rc = standby_start(w);
+		if (rc != 0) {
+			log_debug("no standby kiln-exec: %s; programs are started as needed",
+				  strerror(-rc));
+			w->want = 0;
+		}
+	}
+}
+
+static void on_refill(uv_timer_t *t)
+{
+	refill(t->data);
+}
+
+void child_standby(struct child_watch *w, const char *file, unsigned n)
+{
+	ASSERT_LOOP();
+	free(w->standby_file);
+	w->standby_file = n > 0 ? strdup(file) : NULL;
+	w->want = w->standby_file != NULL ? n : 0;
+	while (w->nstandby > w->want) {
+		struct standby *sb = w->standbys;
+		w->standbys = sb->next;
+		w->nstandby--;
+		standby_end(sb);
+	}
+	refill(w);
+}
+
 int child_spawn(struct child_watch *w, struct child *c, const struct child_start *o,
 		child_exit_cb on_exit)
 {
 	ASSERT_LOOP();
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
-	int rc;
-	/* Before the first start, so that no exit can come unheard. */
-	if (!w->started) {
-		if ((rc = uv_signal_start(&w->sig, on_sigchld, SIGCHLD)) != 0)
-			return rc;
-		w->started = true;
-		watch_ref(w);
-	}
+	pid_t pid;
+	int rc = start_watching(w);
+	if (rc != 0)
+		return rc;
+	if (hand_to_standby(w, o, &pid) == 0)
+		goto started;
 	if ((rc = spawn_files(&fa, o)) != 0)
 		return -rc;
 	if ((rc = spawn_attrs(&attr)) != 0) {
 		posix_spawn_file_actions_destroy(&fa);
 		return -rc;
 	}
-	pid_t pid;
 	rc = posix_spawn(&pid, o->file, &fa, &attr, o->argv, o->env);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
 	if (rc != 0)
 		return -rc;
+started:
 	c->pid = pid;
 	c->on_exit = on_exit;
 	c->next = w->list;
@@ -201,14 +406,26 @@ void child_seal_inherited(void)
 
 static void on_watch_closed(uv_handle_t *h)
 {
-	free(h);
+	struct child_watch *w = h->type == UV_TIMER ? ((uv_timer_t *)h)->data : (void *)h;
+	if (--w->open_handles == 0) {
+		free(w->standby_file);
+		free(w);
+	}
 }
 
 void child_watch_close(struct child_watch *w)
 {
 	if (w == NULL)
 		return;
+	while (w->standbys != NULL) {
+		struct standby *sb = w->standbys;
+		w->standbys = sb->next;
+		standby_end(sb);
+	}
+	w->nstandby = w->want = 0;
 	if (w->list != NULL)
 		log_warn("%u programs still running as kilnd stops watching them", child_running(w));
+	if (w->open_handles == 2)
+		uv_close((uv_handle_t *)&w->refill, on_watch_closed);
 	uv_close((uv_handle_t *)&w->sig, on_watch_closed);
 }

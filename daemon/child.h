@@ -61,12 +61,27 @@ int child_spawn(struct child_watch *w, struct child *c, const struct child_start
  */
 void child_seal_inherited(void);
 
-/* Programs started and not yet reaped. */
+/*
+ * Keeps up to n copies of file (kiln-exec) started and waiting in its
+ * standby mode (`file standby PID`, exec_standby.c), so that a child_spawn
+ * of that file hands the start to one of them, through a socket, instead
+ * of starting a process: in a herd a new process waits behind every
+ * process already runnable, a woken one runs at once. One taken is
+ * replaced a little later, off the path of the start that took it. n 0:
+ * none. Loop thread.
+ */
+void child_standby(struct child_watch *w, const char *file, unsigned n);
+
+/* Standbys waiting now (for tests and the debug log). */
+unsigned child_standbys(const struct child_watch *w);
+
+/* Programs started and not yet reaped (standbys not counted). */
 unsigned child_running(const struct child_watch *w);
 
-/* Closes the watch's handle and frees it once its close callback ran;
- * w may be NULL. Only with no child running (anything still running would
- * never be reported). Loop thread. */
+/* Ends the standbys (their sockets closed, each killed and reaped), closes
+ * the watch's handles and frees it once their close callbacks ran; w may
+ * be NULL. Only with no child running (anything still running would never
+ * be reported). Loop thread. */
 void child_watch_close(struct child_watch *w);
 
 #endif

@@ -8,6 +8,8 @@
  *   kiln-exec run PARENT_PID [--trace DIR] [--confine DIR] -- PROGRAM [ARG]...
  *                                                  run a compiler
  *   kiln-exec check PARENT_PID [--confine DIR] FILE  dlopen(FILE, RTLD_NOW)
+ *   kiln-exec standby PARENT_PID     started ahead of need, waits on stdin
+ *                                    for one of the above (exec_standby.c)
  *
  * With --confine, the compiler (or the loaded artifact's constructors) can
  * write only below DIR and to /dev/null, by Landlock (confine.c); a run that
@@ -36,6 +38,7 @@
 #include <unistd.h>
 
 #include "confine.h"
+#include "exec_standby.h"
 #include "exec_watch.h"
 #include "observe_image.h"
 #include "trace_rec.h"
@@ -269,6 +272,14 @@ static int confine(const char *dir)
 int main(int argc, char **argv)
 {
 	struct opts *o = &opts;
+	/* Started ahead of need: its run comes on stdin (exec_standby.c). */
+	if (argc == 3 && strcmp(argv[1], "standby") == 0) {
+		if (watch_parent(argv[2]) != 0)
+			return 127;
+		int rc = exec_standby_wait(&argc, &argv);
+		if (rc != 0)
+			return rc > 0 ? 0 : 127;
+	}
 	if (argc >= 5 && strcmp(argv[1], "run") == 0 && exec_parse_opts(argc, argv, 3, o) &&
 	    o->next + 1 < argc && strcmp(argv[o->next], "--") == 0) {
 		if (watch_parent(argv[2]) != 0)
@@ -287,6 +298,7 @@ int main(int argc, char **argv)
 	fprintf(stderr,
 		"usage: kiln-exec run PARENT_PID [--trace DIR] [--confine DIR [--allow DIR]...] -- PROGRAM [ARG]...\n"
 		"       kiln-exec check PARENT_PID [--confine DIR [--allow DIR]...] FILE\n"
+		"       kiln-exec standby PARENT_PID   (one of the above comes on stdin)\n"
 		"kiln-exec is started by kilnd; it is not meant to be run by hand.\n");
 	return 2;
 }

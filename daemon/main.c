@@ -572,6 +572,9 @@ static void serve(struct kilnd *d)
 	instance_ready(0, (long)getpid(), NULL);
 	snprintf(status, sizeof(status), "serving %s", cfg->socket_path);
 	sd_ready(status);
+	/* Two kiln-execs waiting for a build's compile step and its load check
+	 * (child.h); after the ready word, which they need not delay. */
+	child_standby(d->children, cfg->exec_helper, 2);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	kilnd_flush_touches(d);
 	stats_flush(d);

@@ -3,7 +3,9 @@
  * and signals reported once each, a start that fails reported at once,
  * and what the started program finds (its own session, no signal blocked
  * or ignored, /dev/null for stdin and stderr, the given directory and
- * environment).
+ * environment); and standbys (child_standby): a start handed to a waiting
+ * kiln-exec runs as a started one does, one taken is replaced, one that
+ * ended on its own is not used or replaced, and closing the watch ends them.
  */
 #include <check.h>
 #include <errno.h>
@@ -13,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <uv.h>
@@ -225,6 +229,179 @@ START_TEST(inherited_descriptors_are_sealed)
 }
 END_TEST
 
+/* The built kiln-exec (meson's KILN_EXEC). */
+static const char *kiln_exec(void)
+{
+	const char *p = getenv("KILN_EXEC");
+	ck_assert_msg(p != NULL && access(p, X_OK) == 0, "KILN_EXEC names no program");
+	return p;
+}
+
+static void on_tick(uv_timer_t *t)
+{
+	(void)t;
+}
+
+/* Runs the loop for ms, with something that holds it (standbys do not). */
+static void run_for(unsigned ms)
+{
+	uv_timer_t t;
+	uv_timer_init(&loop, &t);
+	uv_timer_start(&t, on_tick, ms, 0);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	uv_close((uv_handle_t *)&t, NULL);
+	uv_run(&loop, UV_RUN_NOWAIT);
+}
+
+/* The pids of this process's children running "kiln-exec standby", up to max. */
+static size_t standby_pids(pid_t *pids, size_t max)
+{
+	DIR *d = opendir("/proc");
+	size_t n = 0;
+	struct dirent *de;
+	ck_assert_ptr_nonnull(d);
+	while (n < max && (de = readdir(d)) != NULL) {
+		char path[300], buf[4096];
+		int pid = atoi(de->d_name), ppid = 0;
+		if (pid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+		FILE *f = fopen(path, "r");
+		if (f == NULL)
+			continue;
+		size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[len] = '\0';
+		const char *close_paren = strrchr(buf, ')');
+		if (close_paren == NULL || sscanf(close_paren + 2, "%*c %d", &ppid) != 1 ||
+		    ppid != (int)getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+		f = fopen(path, "r");
+		len = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+		if (f != NULL)
+			fclose(f);
+		buf[len] = '\0';
+		if (len > 0 && memmem(buf, len, "\0standby\0", 9) != NULL)
+			pids[n++] = pid;
+	}
+	closedir(d);
+	return n;
+}
+
+/* standby_pids once it finds want of them (a process just spawned may be
+ * in the middle of its exec, its command line not yet readable), or after
+ * a second. */
+static size_t standby_pids_wait(pid_t *pids, size_t max, size_t want)
+{
+	size_t n = standby_pids(pids, max);
+	for (int i = 0; i < 100 && n != want; i++) {
+		usleep(10000);
+		n = standby_pids(pids, max);
+	}
+	return n;
+}
+
+START_TEST(a_start_handed_to_a_standby_runs_as_started)
+{
+	struct kid k = { 0 };
+	char out[4096], me[24];
+	snprintf(me, sizeof(me), "%d", (int)getpid());
+	child_standby(watch, kiln_exec(), 1);
+	ck_assert_uint_eq(child_standbys(watch), 1);
+	/* Its own process group and session, the directory and environment
+	 * given, /dev/null for stdin, no signal blocked; and the kiln-exec
+	 * that runs it is the one that waited (its command line says so). */
+	char *argv[] = { (char *)kiln_exec(), "run", me, "--", "/bin/sh", "-c",
+			 "echo sid=$(cut -d' ' -f6 /proc/$$/stat) ppid=$PPID; "
+			 "echo in=$(readlink /proc/$$/fd/0); grep SigBlk /proc/$$/status; "
+			 "echo cwd=$(pwd) env=$KILN_CHILD_TEST; "
+			 "echo parent=$(tr '\\0' ' ' </proc/$PPID/cmdline)", NULL };
+	int fds[2];
+	ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
+	struct child_start o = { .file = argv[0], .argv = argv, .env = sh_env, .cwd = "/tmp",
+				 .stdout_fd = fds[1] };
+	k.c.data = &k;
+	ck_assert_int_eq(child_spawn(watch, &k.c, &o, on_exit_cb), 0);
+	pid_t pid = k.c.pid;
+	close(fds[1]);
+	ck_assert_uint_eq(child_standbys(watch), 0);
+	ck_assert_uint_eq(child_running(watch), 1);
+	read_all(fds[0], out, sizeof(out));
+	close(fds[0]);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ck_assert_int_eq(k.exits, 1);
+	ck_assert_int_eq(k.status, 0);
+	int sid = -1, ppid = -2;
+	const char *p = strstr(out, "sid=");
+	ck_assert_msg(p != NULL && sscanf(p, "sid=%d ppid=%d", &sid, &ppid) == 2, "%s", out);
+	ck_assert_int_eq(sid, pid);
+	ck_assert_int_eq(ppid, pid);
+	ck_assert_msg(strstr(out, "in=/dev/null\n") != NULL, "%s", out);
+	ck_assert_msg(strstr(out, "SigBlk:\t0000000000000000\n") != NULL, "%s", out);
+	ck_assert_msg(strstr(out, "cwd=/tmp env=yes\n") != NULL, "%s", out);
+	char want[4200];
+	snprintf(want, sizeof(want), "parent=%s standby %s\n", kiln_exec(), me);
+	ck_assert_msg(strstr(out, want) != NULL, "not run by the standby:\n%s", out);
+	/* The one taken is replaced, a little later. */
+	run_for(200);
+	ck_assert_uint_eq(child_standbys(watch), 1);
+
+	/* A failing run's status and output come back as from a started one. */
+	struct kid f = { 0 };
+	char *check[] = { (char *)kiln_exec(), "check", me, "/nonexistent/lib.so", NULL };
+	ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
+	struct child_start oc = { .file = check[0], .argv = check, .env = sh_env, .cwd = "/",
+				  .stdout_fd = fds[1] };
+	f.c.data = &f;
+	ck_assert_int_eq(child_spawn(watch, &f.c, &oc, on_exit_cb), 0);
+	close(fds[1]);
+	read_all(fds[0], out, sizeof(out));
+	close(fds[0]);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ck_assert_int_eq(f.status, 1);
+	ck_assert_msg(strstr(out, "/nonexistent/lib.so") != NULL, "%s", out);
+}
+END_TEST
+
+START_TEST(a_standby_that_ended_is_neither_used_nor_replaced)
+{
+	struct kid k = { 0 };
+	char out[4096], me[24];
+	pid_t pids[4];
+	snprintf(me, sizeof(me), "%d", (int)getpid());
+	child_standby(watch, kiln_exec(), 1);
+	ck_assert_uint_eq(standby_pids_wait(pids, 4, 1), 1);
+	ck_assert_int_eq(kill(pids[0], SIGKILL), 0);
+	run_for(100);
+	ck_assert_uint_eq(child_standbys(watch), 0);
+	char *argv[] = { (char *)kiln_exec(), "run", me, "--", "/bin/sh", "-c",
+			 "echo parent=$(tr '\\0' ' ' </proc/$PPID/cmdline)", NULL };
+	run_capture(&k, argv, "/", out, sizeof(out));
+	ck_assert_msg(strstr(out, " standby ") == NULL, "%s", out);
+	ck_assert_msg(strstr(out, " run ") != NULL, "%s", out);
+	run_for(100);
+	ck_assert_uint_eq(child_standbys(watch), 0);
+	ck_assert_uint_eq(standby_pids(pids, 4), 0);
+}
+END_TEST
+
+START_TEST(closing_the_watch_ends_the_standbys)
+{
+	pid_t pids[4];
+	child_standby(watch, kiln_exec(), 2);
+	ck_assert_uint_eq(child_standbys(watch), 2);
+	ck_assert_uint_eq(standby_pids_wait(pids, 4, 2), 2);
+	child_watch_close(watch);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	/* Reaped, not left as zombies. */
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(waitpid(pids[i], NULL, WNOHANG), -1);
+	ck_assert_uint_eq(standby_pids(pids, 4), 0);
+	watch = child_watch_new(&loop);   /* for the teardown */
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("child");
@@ -236,6 +413,9 @@ int main(void)
 	tcase_add_test(tc, many_exits_each_reported_once);
 	tcase_add_test(tc, the_program_starts_clean);
 	tcase_add_test(tc, inherited_descriptors_are_sealed);
+	tcase_add_test(tc, a_start_handed_to_a_standby_runs_as_started);
+	tcase_add_test(tc, a_standby_that_ended_is_neither_used_nor_replaced);
+	tcase_add_test(tc, closing_the_watch_ends_the_standbys);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }
