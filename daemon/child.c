@@ -45,8 +45,6 @@
 #include "standby_msg.h"
 #include "thread.h"
 
-extern char **environ;
-
 /* A waiting kiln-exec: its pid and kilnd's end of the socket that is its stdin. */
 struct standby {
 	pid_t pid;
@@ -64,6 +62,7 @@ struct child_watch {
 	struct standby *standbys;   /* waiting */
 	unsigned nstandby, want;
 	char *standby_file;
+	char *const *standby_env;   /* the caller's, for as long as the watch */
 	bool started;
 	int open_handles;           /* freed when the last one's close ran */
 };
@@ -270,7 +269,9 @@ static int hand_to_standby(struct child_watch *w, const struct child_start *o, p
 }
 
 /* One more standby: `file standby PID`, its stdin a socket, its stdout and
- * stderr /dev/null, started as child_spawn starts a program. */
+ * stderr /dev/null, its environment the one child_standby was given (the
+ * toolchain's: what kiln-exec was started with before it waited), started
+ * as child_spawn starts a program. */
 static int standby_start(struct child_watch *w)
 {
 	int sv[2];
@@ -290,7 +291,7 @@ static int standby_start(struct child_watch *w)
 		posix_spawn_file_actions_destroy(&fa);
 	} else if (rc == 0) {
 		pid_t pid;
-		rc = posix_spawn(&pid, w->standby_file, &fa, &attr, argv, environ);
+		rc = posix_spawn(&pid, w->standby_file, &fa, &attr, argv, w->standby_env);
 		posix_spawn_file_actions_destroy(&fa);
 		posix_spawnattr_destroy(&attr);
 		struct standby *sb = rc == 0 ? calloc(1, sizeof(*sb)) : NULL;
@@ -334,9 +335,10 @@ static void on_refill(uv_timer_t *t)
 	refill(t->data);
 }
 
-void child_standby(struct child_watch *w, const char *file, unsigned n)
+void child_standby(struct child_watch *w, const char *file, char *const *env, unsigned n)
 {
 	ASSERT_LOOP();
+	w->standby_env = env;
 	free(w->standby_file);
 	w->standby_file = n > 0 ? strdup(file) : NULL;
 	w->want = w->standby_file != NULL ? n : 0;

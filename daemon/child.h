@@ -63,14 +63,15 @@ void child_seal_inherited(void);
 
 /*
  * Keeps up to n copies of file (kiln-exec) started and waiting in its
- * standby mode (`file standby PID`, exec_standby.c), so that a child_spawn
+ * standby mode (`file standby PID`, exec_standby.c), started with env
+ * (kept, not copied: it must last as long as the watch), so that a child_spawn
  * of that file hands the start to one of them, through a socket, instead
  * of starting a process: in a herd a new process waits behind every
  * process already runnable, a woken one runs at once. One taken is
  * replaced a little later, off the path of the start that took it. n 0:
  * none. Loop thread.
  */
-void child_standby(struct child_watch *w, const char *file, unsigned n);
+void child_standby(struct child_watch *w, const char *file, char *const *env, unsigned n);
 
 /* Standbys waiting now (for tests and the debug log). */
 unsigned child_standbys(const struct child_watch *w);

@@ -574,7 +574,7 @@ static void serve(struct kilnd *d)
 	sd_ready(status);
 	/* Two kiln-execs waiting for a build's compile step and its load check
 	 * (child.h); after the ready word, which they need not delay. */
-	child_standby(d->children, cfg->exec_helper, 2);
+	child_standby(d->children, cfg->exec_helper, tcenv()->vars, 2);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	kilnd_flush_touches(d);
 	stats_flush(d);

@@ -307,7 +307,7 @@ START_TEST(a_start_handed_to_a_standby_runs_as_started)
 	struct kid k = { 0 };
 	char out[4096], me[24];
 	snprintf(me, sizeof(me), "%d", (int)getpid());
-	child_standby(watch, kiln_exec(), 1);
+	child_standby(watch, kiln_exec(), sh_env, 1);
 	ck_assert_uint_eq(child_standbys(watch), 1);
 	/* Its own process group and session, the directory and environment
 	 * given, /dev/null for stdin, no signal blocked; and the kiln-exec
@@ -370,7 +370,7 @@ START_TEST(a_standby_that_ended_is_neither_used_nor_replaced)
 	char out[4096], me[24];
 	pid_t pids[4];
 	snprintf(me, sizeof(me), "%d", (int)getpid());
-	child_standby(watch, kiln_exec(), 1);
+	child_standby(watch, kiln_exec(), sh_env, 1);
 	ck_assert_uint_eq(standby_pids_wait(pids, 4, 1), 1);
 	ck_assert_int_eq(kill(pids[0], SIGKILL), 0);
 	run_for(100);
@@ -389,7 +389,7 @@ END_TEST
 START_TEST(closing_the_watch_ends_the_standbys)
 {
 	pid_t pids[4];
-	child_standby(watch, kiln_exec(), 2);
+	child_standby(watch, kiln_exec(), sh_env, 2);
 	ck_assert_uint_eq(child_standbys(watch), 2);
 	ck_assert_uint_eq(standby_pids_wait(pids, 4, 2), 2);
 	child_watch_close(watch);
