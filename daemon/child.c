@@ -54,6 +54,10 @@ struct standby {
 
 /* A standby taken is replaced this long after, off the start that took it. */
 #define STANDBY_REFILL_MS 20
+/* The longest start handed over: well inside a Unix socket's send buffer
+ * (~208 KiB), so that it is written at once or not at all. A step's start
+ * is a few KiB (its arguments and the toolchain's environment). */
+#define STANDBY_HANDOFF_MAX (64u << 10)
 
 struct child_watch {
 	uv_signal_t sig;            /* first: the close callback finds the struct */
@@ -223,10 +227,13 @@ static int send_start(int fd, const char *buf, size_t len, int pass)
 	c->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(c), &pass, sizeof(int));
 	ssize_t n;
-	while ((n = sendmsg(fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+	/* Never blocking: what does not go at once (a full buffer) fails,
+	 * and the caller ends that standby and starts the program itself. */
+	while ((n = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0 && errno == EINTR)
 		;
 	for (size_t done = n > 0 ? (size_t)n : 0; n > 0 && done < len; done += (size_t)n)
-		while ((n = send(fd, buf + done, len - done, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		while ((n = send(fd, buf + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0 &&
+		       errno == EINTR)
 			;
 	return n > 0 ? 0 : -1;
 }
@@ -248,13 +255,19 @@ static int hand_to_standby(struct child_watch *w, const struct child_start *o, p
 	struct standby *sb = w->standbys;
 	if (sb == NULL || w->standby_file == NULL || strcmp(o->file, w->standby_file) != 0)
 		return -1;
+	/* A start the socket may not take at once (it would hold the loop
+	 * until the standby reads) is started as before. */
+	size_t len;
+	char *buf = standby_pack(o->cwd, o->argv, o->env, &len);
+	if (buf == NULL || len > STANDBY_HANDOFF_MAX) {
+		free(buf);
+		return -1;
+	}
 	w->standbys = sb->next;
 	w->nstandby--;
 	if (w->want > 0 && w->open_handles == 2)
 		uv_timer_start(&w->refill, on_refill, STANDBY_REFILL_MS, 0);
-	size_t len;
-	char *buf = standby_pack(o->cwd, o->argv, o->env, &len);
-	int rc = buf != NULL ? send_start(sb->sock, buf, len, o->stdout_fd) : -1;
+	int rc = send_start(sb->sock, buf, len, o->stdout_fd);
 	free(buf);
 	if (rc != 0) {
 		log_debug("a standby kiln-exec (pid %d) did not take its start: %s", (int)sb->pid,
@@ -338,11 +351,13 @@ static void on_refill(uv_timer_t *t)
 void child_standby(struct child_watch *w, const char *file, char *const *env, unsigned n)
 {
 	ASSERT_LOOP();
+	/* Another program: those waiting now are of the old one. */
+	bool same = w->standby_file != NULL && file != NULL && strcmp(w->standby_file, file) == 0;
 	w->standby_env = env;
 	free(w->standby_file);
 	w->standby_file = n > 0 ? strdup(file) : NULL;
 	w->want = w->standby_file != NULL ? n : 0;
-	while (w->nstandby > w->want) {
+	while (w->nstandby > (same ? w->want : 0)) {
 		struct standby *sb = w->standbys;
 		w->standbys = sb->next;
 		w->nstandby--;
@@ -361,7 +376,8 @@ int child_spawn(struct child_watch *w, struct child *c, const struct child_start
 	int rc = start_watching(w);
 	if (rc != 0)
 		return rc;
-	if (hand_to_standby(w, o, &pid) == 0)
+	c->handed = hand_to_standby(w, o, &pid) == 0;
+	if (c->handed)
 		goto started;
 	if ((rc = spawn_files(&fa, o)) != 0)
 		return -rc;

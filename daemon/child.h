@@ -27,6 +27,7 @@ struct child {
 	child_exit_cb on_exit;
 	void *data;                 /* the caller's */
 	int wstatus;                /* waitpid's, once reaped */
+	bool handed;                /* its start went to a standby (child_standby) */
 	struct child *next;         /* the watch's list, while it runs */
 };
 

@@ -39,6 +39,7 @@
 
 #include "confine.h"
 #include "exec_standby.h"
+#include "standby_msg.h"
 #include "exec_watch.h"
 #include "observe_image.h"
 #include "trace_rec.h"
@@ -277,8 +278,14 @@ int main(int argc, char **argv)
 		if (watch_parent(argv[2]) != 0)
 			return 127;
 		int rc = exec_standby_wait(&argc, &argv);
-		if (rc != 0)
-			return rc > 0 ? 0 : 127;
+		if (rc > 0)
+			return 0;   /* kilnd closed the socket: nothing to run */
+		if (rc < 0) {
+			fflush(stdout);
+			signal(STANDBY_REFUSED_SIGNAL, SIG_DFL);
+			raise(STANDBY_REFUSED_SIGNAL);
+			return 127;
+		}
 	}
 	if (argc >= 5 && strcmp(argv[1], "run") == 0 && exec_parse_opts(argc, argv, 3, o) &&
 	    o->next + 1 < argc && strcmp(argv[o->next], "--") == 0) {

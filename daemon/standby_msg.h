@@ -16,7 +16,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <signal.h>
+
 #define STANDBY_HEAD 16                 /* magic and the three counts */
+/* A standby that could not take the start it was handed (no directory, a
+ * malformed start) ends by this signal, after saying why on the output it
+ * received where it got one: kilnd reports that as its own failure, not
+ * the build's (a run's own signals come back as exit statuses, 128 + N). */
+#define STANDBY_REFUSED_SIGNAL SIGUSR2
 #define STANDBY_MAX (8u << 20)          /* the longest request taken */
 #define STANDBY_MAX_STRINGS 65536u      /* arguments and variables each */
 

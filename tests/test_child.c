@@ -22,6 +22,7 @@
 #include <uv.h>
 
 #include "child.h"
+#include "standby_msg.h"
 #include "thread.h"
 #include "unit.h"
 
@@ -364,6 +365,39 @@ START_TEST(a_start_handed_to_a_standby_runs_as_started)
 }
 END_TEST
 
+/* A start the standby cannot take (its directory is gone) ends it by
+ * STANDBY_REFUSED_SIGNAL, after saying why, and the child says it was
+ * handed over: kilnd reports its own failure, not the build's (step.c). */
+START_TEST(a_start_a_standby_cannot_take_ends_it_by_its_signal)
+{
+	struct kid k = { 0 };
+	char out[4096], me[24];
+	snprintf(me, sizeof(me), "%d", (int)getpid());
+	child_standby(watch, kiln_exec(), sh_env, 1);
+	char *argv[] = { (char *)kiln_exec(), "run", me, "--", "/bin/true", NULL };
+	int fds[2];
+	ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
+	struct child_start o = { .file = argv[0], .argv = argv, .env = sh_env,
+				 .cwd = "/nonexistent-kiln-dir", .stdout_fd = fds[1] };
+	k.c.data = &k;
+	ck_assert_int_eq(child_spawn(watch, &k.c, &o, on_exit_cb), 0);
+	ck_assert(k.c.handed);
+	close(fds[1]);
+	read_all(fds[0], out, sizeof(out));
+	close(fds[0]);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ck_assert_int_eq(k.exits, 1);
+	ck_assert_int_eq(k.sig, STANDBY_REFUSED_SIGNAL);
+	ck_assert_msg(strstr(out, "cannot enter /nonexistent-kiln-dir") != NULL, "%s", out);
+	/* Without a standby the same start fails at once, as it always did. */
+	child_standby(watch, kiln_exec(), sh_env, 0);
+	struct kid d = { 0 };
+	o.stdout_fd = 1;
+	ck_assert_int_lt(child_spawn(watch, &d.c, &o, on_exit_cb), 0);
+	ck_assert(!d.c.handed);
+}
+END_TEST
+
 START_TEST(a_standby_that_ended_is_neither_used_nor_replaced)
 {
 	struct kid k = { 0 };
@@ -414,6 +448,7 @@ int main(void)
 	tcase_add_test(tc, the_program_starts_clean);
 	tcase_add_test(tc, inherited_descriptors_are_sealed);
 	tcase_add_test(tc, a_start_handed_to_a_standby_runs_as_started);
+	tcase_add_test(tc, a_start_a_standby_cannot_take_ends_it_by_its_signal);
 	tcase_add_test(tc, a_standby_that_ended_is_neither_used_nor_replaced);
 	tcase_add_test(tc, closing_the_watch_ends_the_standbys);
 	suite_add_tcase(s, tc);

@@ -170,17 +170,47 @@ static enum pseudo_kind classify(const struct store_dep *d, bool cpu_in_key, str
 	return pseudo_classify(d->path, cpu_in_key, why);
 }
 
+/*
+ * A device judged harmless by what stat found (pseudo_by_stat: null, zero,
+ * full, random, urandom, the terminal, the GPU) under a name of its own in
+ * /dev, where nothing else will ever be. Reached by any other name (a
+ * header that is a symlink to /dev/null), the name is an input like any
+ * path: what it names may change.
+ */
+static bool own_device_name(const char *path)
+{
+	static const char *const names[] = { "/dev/null", "/dev/zero", "/dev/full", "/dev/random",
+					      "/dev/urandom", "/dev/tty" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(path, names[i]) == 0)
+			return true;
+	return strncmp(path, "/dev/nvidia", 11) == 0 && strchr(path + 5, '/') == NULL;
+}
+
 static void filter_pseudo(struct trace_result *r, bool cpu_in_key)
 {
 	struct fs_seen seen = { .n = 0 };
 	size_t w = 0;
 	for (size_t i = 0; i < r->ndeps; i++) {
 		struct store_dep *d = &r->deps[i];
-		const char *why;
+		const char *why, *by_name;
+		struct stat st;
 		enum pseudo_kind k = classify(d, cpu_in_key, &seen, &why);
 		if (k == PSEUDO_UNTRUSTED && r->untrusted[0] == '\0')
 			snprintf(r->untrusted, sizeof(r->untrusted), "the toolchain read %.300s, and %s",
 				 d->path, why);
+		if (k == PSEUDO_HARMLESS && pseudo_by_name(d->path, cpu_in_key, &by_name) == PSEUDO_NO &&
+		    !own_device_name(d->path) && stat(d->path, &st) == 0) {
+			/* What the name leads to is kept as found (a hit then
+			 * requires that again), not its content. */
+			log_debug("%s is %s: recorded as found, not read", d->path, why);
+			d->kind = STORE_DEP_EXISTS;
+			d->mode = (uint32_t)st.st_mode;
+			d->dev = d->ino = d->size = 0;
+			d->mtime_ns = d->ctime_ns = 0;
+			r->deps[w++] = *d;
+			continue;
+		}
 		if (k != PSEUDO_NO) {
 			log_debug("%s is no input: %s", d->path, why);
 			free(d->path);
@@ -254,6 +284,15 @@ static int settle_dep(const struct deps_build *b, struct store_dep *d, char *why
 	switch (d->kind) {
 	case STORE_DEP_FILE:
 		rc = digests_file(d->path, d->digest, &st);
+		if (rc == -EISDIR && d->ino != 0 && S_ISREG(d->mode)) {
+			/* The toolchain opened a regular file there (its record
+			 * says so); now it names something else: a directory, a
+			 * FIFO, a device, a file the kernel makes. classify()
+			 * judged the path by that record, so it must not pass. */
+			snprintf(why, cap, "%s changed while the build ran: it is no regular file now",
+				 d->path);
+			return -EAGAIN;
+		}
 		if (rc == -EISDIR) {
 			d->kind = STORE_DEP_EXISTS;
 			d->mode = (uint32_t)st.st_mode;

@@ -25,6 +25,7 @@
 #include "hostcc.h"
 #include "log.h"
 #include "pch.h"
+#include "standby_msg.h"
 #include "tcenv.h"
 #include "thread.h"
 #include "validate.h"
@@ -755,6 +756,11 @@ static void proc_evaluate(struct step_proc *p)
 	} else if ((p->term_signal != 0 || p->exit_status != 0) && disk_full(p)) {
 		flight_fail(b, ERR_IO, "the disk is full: the %s could not write in %s (No space left "
 			   "on device)", what, b->dir);
+	} else if (p->child.handed && p->term_signal == STANDBY_REFUSED_SIGNAL) {
+		/* kilnd's failure, not the build's: no start to run came whole. */
+		flight_fail(b, ERR_INTERNAL, "kiln-exec could not take the %s's start%s%.*s", what,
+			    p->loglen > 0 ? ": " : "", (int)strcspn(p->log != NULL ? p->log : "", "\n"),
+			    p->log != NULL ? p->log : "");
 	} else if (p->term_signal != 0) {
 		flight_fail(b, ERR_BUILD_FAILED, "the %s was killed by signal %d", what, p->term_signal);
 	} else if (p->exit_status != 0 && p->is_check) {

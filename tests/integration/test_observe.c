@@ -155,6 +155,53 @@ static void write_changing_wrapper(const char *path, const char *hdr, const char
 	free(text);
 }
 
+/*
+ * h.h, a regular file when the compiler read it, is a symlink to /dev/null
+ * by the publish (the test swaps it while the wrapper holds the build): the
+ * build saw an input that is gone, and must not be kept as if h.h were
+ * merely there. It is built again, then with h.h as /dev/null, harmless to
+ * read but not h.h's own name: what h.h names is recorded, so h.h made a
+ * file again is a miss, not the /dev/null build's artifact.
+ */
+START_TEST(input_replaced_by_a_device_link)
+{
+	char inc[HARNESS_PATH], hdr[HARNESS_PATH], wrapper[HARNESS_PATH], tc[HARNESS_PATH + 8];
+	char first[HARNESS_PATH], compiled[HARNESS_PATH], gate[HARNESS_PATH], tmp[HARNESS_PATH + 8];
+	char *text;
+	struct harness_fleet *f;
+	struct oreq r;
+
+	make_dir(inc, "inc");
+	write_header(harness_path(hdr, "inc/h.h"), 1);
+	write_pausing_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(first, "first-run"),
+			      harness_path(compiled, "compiled"), harness_path(gate, "gate"));
+	ck_assert(asprintf(&text, "#include \"h.h\"\n#ifndef H_VALUE\n#define H_VALUE 9\n#endif\n"
+			   "int kiln_test_value(void)\n{\n\treturn H_VALUE;\n}\n") > 0);
+	oreq_init(&r, text);
+	free(text);
+	oreq_arg(&r, "-I%s", inc);
+	start_with_wrapper(wrapper, tc, sizeof(tc));
+
+	f = harness_fleet_start(1, &(struct harness_fleet_opts){
+		.socket = harness.socket, .reqs = &r.req, .nreqs = 1 });
+	wait_for_file(compiled, 60, "the first compile");
+	snprintf(tmp, sizeof(tmp), "%s.new", hdr);
+	ck_assert_int_eq(symlink("/dev/null", tmp), 0);
+	ck_assert_int_eq(rename(tmp, hdr), 0);
+	harness_write_file(gate, "");
+	harness_fleet_wait(f, 120);
+	check_result(&f->results[0], 9, "the request whose build saw h.h become /dev/null");
+	harness_fleet_free(f);
+
+	expect_value(&r, 9, "again, h.h still /dev/null");
+	ck_assert_int_eq(unlink(hdr), 0);
+	write_header(hdr, 3);
+	expect_value(&r, 3, "h.h a file again");
+	oreq_free(&r);
+	harness_stop();
+}
+END_TEST
+
 /* Every compile changes h.h: no build ever saw one consistent input, so the
  * get fails saying so, and once the changes stop the current header counts. */
 START_TEST(input_changing_on_every_build_is_an_error)
@@ -829,6 +876,7 @@ int main(void)
 
 	harness_add(s, "replaced_during_build", input_replaced_during_build, 180);
 	harness_add(s, "changing_every_build", input_changing_on_every_build_is_an_error, 120);
+	harness_add(s, "replaced_by_device_link", input_replaced_by_a_device_link, 120);
 	harness_add(s, "source_in_arguments", source_path_in_arguments, 90);
 	harness_add(s, "incbin", assembler_incbin_input, 90);
 	harness_add(s, "shadowing_header", header_shadowing_an_earlier_include_dir, 90);
