@@ -98,6 +98,17 @@ static void replace_with_old_mtime(const char *path, int value)
 	ck_assert_msg(rename(tmp, path) == 0, "rename %s: %s", tmp, strerror(errno));
 }
 
+/* inc/h.h (value 1) and the pausing wrapper, with the paths it uses: the
+ * first build is held after its compile until gate exists. */
+static void hold_first_build(char *inc, char *hdr, char *wrapper, char *first, char *compiled,
+			     char *gate)
+{
+	make_dir(inc, "inc");
+	write_header(harness_path(hdr, "inc/h.h"), 1);
+	write_pausing_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(first, "first-run"),
+			      harness_path(compiled, "compiled"), harness_path(gate, "gate"));
+}
+
 /* h.h is replaced after the compiler read it and before the build ended, by
  * a file whose mtime is older than the build: the artifact holds the old
  * value, so it must not be served for the new header. */
@@ -108,10 +119,7 @@ START_TEST(input_replaced_during_build)
 	struct harness_fleet *f;
 	struct oreq r;
 
-	make_dir(inc, "inc");
-	write_header(harness_path(hdr, "inc/h.h"), 1);
-	write_pausing_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(first, "first-run"),
-			      harness_path(compiled, "compiled"), harness_path(gate, "gate"));
+	hold_first_build(inc, hdr, wrapper, first, compiled, gate);
 	oreq_program(&r, inc);
 	start_with_wrapper(wrapper, tc, sizeof(tc));
 
@@ -171,10 +179,7 @@ START_TEST(input_replaced_by_a_device_link)
 	struct harness_fleet *f;
 	struct oreq r;
 
-	make_dir(inc, "inc");
-	write_header(harness_path(hdr, "inc/h.h"), 1);
-	write_pausing_wrapper(harness_path(wrapper, "cc-wrapper"), harness_path(first, "first-run"),
-			      harness_path(compiled, "compiled"), harness_path(gate, "gate"));
+	hold_first_build(inc, hdr, wrapper, first, compiled, gate);
 	ck_assert(asprintf(&text, "#include \"h.h\"\n#ifndef H_VALUE\n#define H_VALUE 9\n#endif\n"
 			   "int kiln_test_value(void)\n{\n\treturn H_VALUE;\n}\n") > 0);
 	oreq_init(&r, text);
