@@ -12,6 +12,7 @@ import json
 import os
 import struct
 import threading
+from typing import Optional
 
 from . import _gt4py_report as _report, _session
 from .errors import Claimed, Held, KilnError, NotFound
@@ -26,7 +27,9 @@ class Deferred:
     process waits for the program (_await)."""
 
     alias: str      # as the task's process saw it
-
+    # a translation alias's wait: this rank's GT4Py alias, to point at the
+    # entry once it is there (kiln/_gt4py_translated.py, republish)
+    publish: Optional[str] = None
 
 
 def _seconds(name, default, most):

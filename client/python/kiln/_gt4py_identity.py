@@ -13,7 +13,7 @@ import sys
 
 from . import _session
 
-_state = {"code": None}
+_state = {"code": None, "fingerprinter": None}
 
 # ---- the alias ------------------------------------------------------------
 
@@ -130,11 +130,40 @@ def steps_id(executor, step):
         json.dumps(nondefaults, sort_keys=True)))
 
 
-def prefix(executor, step, program):
-    """The part of a program's alias that its lowering cannot change."""
+def _sha256_aggregator(deconstruction):
+    """GT4Py's fingerprint aggregator (fingerprinting.fingerprint_aggregator)
+    with SHA-256 in place of xxh64: a 64-bit digest that is not meant to
+    resist collisions must not decide which library a program gets."""
     import hashlib
 
-    h = hashlib.sha256(b"kiln.gt4py prefix 2\0")
+    h = hashlib.sha256(b"node\0")
+    state = deconstruction.state
+    h.update(state.encode() if isinstance(state, str) else bytes(state))
+    h.update(b"pieces\0")
+    for digest in deconstruction.pieces:   # fixed-length digests: unambiguous
+        h.update(digest.encode("ascii"))
+    return h.hexdigest()
+
+
+def fingerprint(obj):
+    """GT4Py's strict fingerprint of obj (its deconstruction: a program with
+    its argument types, static arguments, column axis and offset provider,
+    connectivity tables by content), aggregated with SHA-256."""
+    if _state.get("fingerprinter") is None:
+        from gt4py.next import fingerprinting
+        _state["fingerprinter"] = fingerprinting.make_fingerprinter(
+            deconstructor=fingerprinting.strict_fingerprint_deconstructor,
+            aggregator=_sha256_aggregator)
+    return _state["fingerprinter"](obj)
+
+
+def prefix(executor, step, program):
+    """The part of a program's alias that its lowering cannot change
+    (program: fingerprint() of what GT4Py lowers, or of what its IR passes
+    made of it: kiln/_gt4py_translated.py)."""
+    import hashlib
+
+    h = hashlib.sha256(b"kiln.gt4py prefix 3\0")
     for part in (code(), steps_id(executor, step), program):
         h.update(part.encode() + b"\0")
     return h.hexdigest()
@@ -428,7 +457,8 @@ def _settings_fingerprint(obj):
                 type(NotImplemented): lambda o: fp.EmptyDeconstruction(b"kiln notimplemented"),
             },
             fallback=_fallback_deconstruct)
-        _FINGERPRINTER.append(fp.make_fingerprinter(deconstructor=deconstructor))
+        _FINGERPRINTER.append(fp.make_fingerprinter(deconstructor=deconstructor,
+                                                    aggregator=_sha256_aggregator))
     try:
         return _FINGERPRINTER[0](obj)
     except Unidentified as e:

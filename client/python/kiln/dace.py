@@ -50,7 +50,7 @@ import os
 import pathlib
 import shlex
 import threading
-from typing import Any, Iterable, List, Optional
+from typing import Any, Callable, Iterable, List, Optional, Tuple
 
 from . import _gt4py_patches, _session
 from .errors import BuildError, InvalidRequest, KilnError
@@ -306,9 +306,9 @@ def _fallback(why, *a, **kw):
 class _Build:
     """One program's build through kiln: DaCe's call and kiln's request."""
 
-    def __init__(self, call, folder, name, lib, request):
+    def __init__(self, call, folder, name, lib, request, more=None):
         self.call, self.folder, self.name = call, folder, name
-        self.lib, self.request = lib, request
+        self.lib, self.request, self.more = lib, request, more
         self.prog = self.stub = self.error = None
 
     def fetch(self, k):
@@ -318,6 +318,23 @@ class _Build:
             self.stub = _session.stub(k)
         except KilnError as e:
             self.error = e
+            return
+        self._publish_more(k)
+
+    def _publish_more(self, k):
+        """The publication's further aliases, each pointed at the entry just
+        built by the same request again (sent by digest: kilnd answers it
+        from its index, no compiler). A failure costs that alias only."""
+        try:
+            more = list(self.more(self.request)) if self.more is not None else []
+        except Exception as e:
+            _say("a build's further aliases were not computed: %s: %s" % (type(e).__name__, e))
+            return
+        for alias, data in more:
+            try:
+                k.get(**dict(self.request, alias=alias, alias_data=data))
+            except KilnError as e:
+                _say("a build's further alias was not published: %s" % e)
 
     def finish(self):
         """Places the library for DaCe's loader, or falls back, or raises
@@ -347,10 +364,14 @@ _batch = threading.local()
 @dataclasses.dataclass(frozen=True)
 class Publication:
     """What a build is published under besides its key (docs/protocol.md,
-    "Alias data"): an alias, and the data kilnd keeps with it."""
+    "Alias data"): an alias, and the data kilnd keeps with it; more, when
+    given, is called with the request once the build succeeded and names
+    further (alias, data) pairs to point at the same entry (kiln.gt4py's
+    translation alias, whose data holds the request)."""
 
     alias: str
     data: Optional[bytes] = None
+    more: Optional[Callable[[dict], Iterable[Tuple[str, bytes]]]] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -362,6 +383,7 @@ class _Target:
     name: str
     alias: str
     data: Optional[bytes] = None
+    more: Optional[Callable[[dict], Iterable[Tuple[str, bytes]]]] = None
 
 
 @contextlib.contextmanager
@@ -402,7 +424,7 @@ def configure_and_compile(program_folder, program_name=None, output_stream=None,
     if target is not None and target.data is not None:
         request["alias_data"] = target.data
     lib = str(compiler.get_binary_name(folder, name, folder_mode=folder_mode))
-    b = _Build(call, folder, name, lib, request)
+    b = _Build(call, folder, name, lib, request, target and target.more)
     pending = getattr(_batch, "pending", None)
     if pending is not None:
         pending.append(b)
@@ -620,7 +642,7 @@ def _compile(self, output_file=None, validate=True, return_program_handle=True):
 def _compile_as(sdfg, publication, output_file, validate, return_program_handle):
     """DaCe's SDFG.compile, its build published under publication."""
     _batch.target = _Target(os.path.abspath(sdfg.build_folder), sdfg.name,
-                            publication.alias, publication.data)
+                            publication.alias, publication.data, publication.more)
     try:
         return _state["compile"](sdfg, output_file, validate, return_program_handle)
     finally:

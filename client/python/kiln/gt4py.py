@@ -14,7 +14,8 @@ serves the whole workflow, before translation:
   get_default_runner: every runner, process, thread or serial). For each
   program whose executor is the DaCe workflow it computes an alias,
   "gt4py:<sha256>", from the key GT4Py computes for its own translation
-  cache (the strict fingerprint of the lowered program with its argument
+  cache (the strict fingerprint, aggregated with SHA-256, of the lowered
+  program with its argument
   types, static arguments, column axis and offset provider, connectivity
   tables by content) and what that key leaves out for a cache shared by
   jobs and nodes: the workflow's steps and settings with every callable by
@@ -43,11 +44,17 @@ serves the whole workflow, before translation:
 - A program another process holds is never waited for in GT4Py's pool: its
   task ends at once (_gt4py_claims.Deferred), and the submitting process waits in a
   thread of its own (_await) while GT4Py's future is pending.
-- A miss: GT4Py's workflow runs as always, with kiln.dace building the
+- A miss that this task claimed: GT4Py's IR passes (the part of the
+  translation that reads the tables), then the translation alias over
+  what they left (kiln/_gt4py_translated.py), claimed the same way: a hit
+  is another rank's program (other tables, the same code), and this
+  rank's alias is pointed at it; a miss lowers the rest.
+- Lowering: GT4Py's workflow runs as always, with kiln.dace building the
   code, and the compilation step names the alias and its data, computed
   once more at the build (_AtBuild), so that kilnd publishes the program
   under what the build read; kiln.dace.publishing() hands them to
-  kiln.dace's SDFG.compile as a Publication.
+  kiln.dace's SDFG.compile as a Publication, with the translation alias
+  as its further alias.
 
 The connection, the compilers and the placing of files are the process's
 session (kiln/_session.py), shared with kiln.dace; GT4Py's runner is wrapped
@@ -66,10 +73,11 @@ import json
 import os
 import pathlib
 import threading
-import zlib
 from typing import Any, Optional
 
 from . import _gt4py_claims as _claims, _gt4py_identity as _identity, _gt4py_patches
+from . import _gt4py_translated as _translated
+from ._gt4py_translated import MAGIC, load_data, read_load_data  # noqa: F401 (kiln.gt4py's)
 from . import _session, dace as kiln_dace
 from ._gt4py_identity import Unidentified  # noqa: F401 (kiln.gt4py.Unidentified)
 from . import _gt4py_report as _report
@@ -79,8 +87,6 @@ from .errors import KilnError, NotFound
 
 __all__ = ["install", "uninstall", "stats", "Unidentified", "load_data", "read_load_data",
            "MAGIC"]
-
-MAGIC = b"KILNGT4PY\x02"
 
 _lock = threading.Lock()
 _state = {"wrapped": None}
@@ -273,7 +279,7 @@ def _finished(runner, task, store, inner, outer):
     if isinstance(artifact, _claims.Deferred):
         _inflight.begin()
         try:
-            threading.Thread(target=_await, args=(runner, task, store, artifact.alias, outer),
+            threading.Thread(target=_await, args=(runner, task, store, artifact, outer),
                              name="kiln.gt4py await", daemon=True).start()
         except BaseException as e:
             _inflight.end()
@@ -291,7 +297,7 @@ def _settle(artifact, outer):
     outer.set_result(artifact)
 
 
-def _await(runner, task, store, alias, outer):
+def _await(runner, task, store, deferred, outer):
     """In the submitting process: waits for the program another process
     holds (within the wait budget, watching its heartbeat). Found: GT4Py's
     future is done. Taken over (its holder died) or given up (released,
@@ -299,22 +305,26 @@ def _await(runner, task, store, alias, outer):
     to lower it holding the claim this thread took, or unclaimed. Counted
     in flight (_inflight) until then."""
     try:
-        _await_in_flight(runner, task, store, alias, outer)
+        _await_in_flight(runner, task, store, deferred, outer)
     finally:
         _inflight.end()
 
 
-def _await_in_flight(runner, task, store, alias, outer):
+def _await_in_flight(runner, task, store, deferred, outer):
+    alias = deferred.alias
     claim = _claims.Claim(alias, store)
     try:
         got = claim.take()
         artifact = _served(got[0], got[1], alias) if got is not None else None
         if artifact is not None:
             claim.end()
+            if deferred.publish is not None:     # a translation alias: this rank's own too
+                _translated.republish(deferred.publish, got[1])
             _settle(artifact, outer)
             return
         mode = "claimed" if claim.k is not None else "unclaimed"
-        again = dataclasses.replace(task, executor=dataclasses.replace(store, mode=mode))
+        again = dataclasses.replace(task, executor=dataclasses.replace(store, mode=mode,
+                                                                       held=alias))
         inner = _submit(runner, again)
     except BaseException as e:     # never leave GT4Py's future waiting
         claim.end()
@@ -355,13 +365,12 @@ class _Plan:
         if step is None:
             return None
         from gt4py._core import definitions as core_defs
-        from gt4py.next import fingerprinting
         if step.add_gpu_trace_markers and step.device_type == core_defs.CUPY_DEVICE_TYPE:
             _fallback("GPU trace markers (GT4PY_ADD_GPU_TRACE_MARKERS) change the SDFG after "
                       "the key")
             return None
         try:
-            program = fingerprinting.strict_fingerprinter(task.construct_compilable(False))
+            program = _identity.fingerprint(task.construct_compilable(False))
             alias = _identity.alias(_identity.prefix(task.executor, step, program), _identity.build_view(step))
         except _identity.Unidentified as e:
             _fallback(str(e))
@@ -419,9 +428,12 @@ class _Store:
     wait: float                 # that budget, seconds
     stall: float                # KILN_GT4PY_STALL of the submitting process
     # "claim": claim at the start, deferring to another process's claim;
-    # "claimed": the submitting process holds the claim (taken over);
-    # "unclaimed": lower without one (the holder gave up, the budget is spent)
+    # "claimed": the submitting process holds the claim on held (taken
+    # over), the GT4Py alias or the translation alias, and the task claims
+    # only the other one; "unclaimed": lower without claims (the holder
+    # gave up, the budget is spent)
     mode: str = "claim"
+    held: Optional[str] = None
 
     def __call__(self, compilable):
         return _lower(self, compilable)
@@ -430,7 +442,7 @@ class _Store:
 def _lower(store, compilable):
     """A task's run, where GT4Py runs it (a worker process, a thread, the
     submitting thread): the alias as this process sees it now, the claim,
-    then a hit or GT4Py's workflow."""
+    then a hit or the translation alias's turn (_translate)."""
     step = store.inner.compilation
     try:
         prefix = _identity.prefix(store.inner, step, store.program)
@@ -438,25 +450,62 @@ def _lower(store, compilable):
     except Exception as e:
         _fallback("no key for it here (%s: %s)" % (type(e).__name__, e))
         return store.inner(compilable)
-    wrapped = dataclasses.replace(store.inner, compilation=_Compile(step, prefix, alias))
-    if store.mode != "claim":
-        return wrapped(compilable)
-    claim = _claims.Claim(alias, store)
+    claims = []
     try:
-        try:
-            got = claim.try_take()
-        except Exception as e:   # kiln's trouble is never the program's: lower it
-            _fallback("kilnd's claim failed: %s: %s" % (type(e).__name__, e))
-            got = None
-        if isinstance(got, _claims.Deferred):
-            return got
-        if got is not None:
-            artifact = _served(got[0], got[1], alias)
-            if artifact is not None:
-                return artifact
-        return wrapped(compilable)
+        found = _claimed(store, alias, claims)
+        if found is not None:
+            return found
+        return _translate(store, compilable, step, prefix, alias, claims)
     finally:
-        claim.end()
+        for c in claims:    # a no-op for those the build published
+            c.end()
+
+
+def _claimed(store, alias, claims, publish=None):
+    """The claim on alias when the task is to take it (store.mode, held):
+    the hit's artifact (publish: this rank's GT4Py alias, pointed at its
+    entry too), Deferred (another process holds it), or None: produce the
+    program, holding the claim when kilnd granted it (added to claims,
+    which the task ends)."""
+    if store.mode == "unclaimed" or alias == store.held:
+        return None
+    claim = _claims.Claim(alias, store)
+    claims.append(claim)
+    try:
+        got = claim.try_take()
+    except Exception as e:   # kiln's trouble is never the program's: lower it
+        _fallback("kilnd's claim failed: %s: %s" % (type(e).__name__, e))
+        return None
+    if isinstance(got, _claims.Deferred):
+        return _claims.Deferred(got.alias, publish)
+    if got is None:
+        return None
+    artifact = _served(got[0], got[1], alias)
+    if artifact is not None and publish is not None:
+        _translated.republish(publish, got[1])
+    return artifact
+
+
+def _translate(store, compilable, step, prefix, alias, claims):
+    """The GT4Py alias missed: GT4Py's IR passes, then the translation
+    alias (kiln/_gt4py_translated.py), claimed as the GT4Py alias was; a
+    hit is another rank's program, a miss lowers the rest and publishes
+    both aliases. A translator kiln cannot split: GT4Py's workflow."""
+    translated = _translated.of(store.inner, step, compilable)
+    if translated is None:
+        wrapped = dataclasses.replace(store.inner, compilation=_Compile(step, prefix, alias))
+        return wrapped(compilable)
+    try:
+        ir_alias = _translated.alias(translated, step)
+    except Exception as e:
+        _fallback("no key for its IR here (%s: %s)" % (type(e).__name__, e))
+        return store.inner(compilable)
+    found = _claimed(store, ir_alias, claims, publish=alias)
+    if found is not None:
+        return found
+    wrapped = dataclasses.replace(translated.executor, compilation=_Compile(
+        step, prefix, alias, translated.prefix))
+    return wrapped(translated.compilable)
 
 
 # ---- storing: the compilation step of a task -------------------------------
@@ -470,6 +519,7 @@ class _Compile:
     inner: Any
     prefix: str
     alias: str      # the alias the task looked up and claimed
+    ir_prefix: Optional[str] = None     # its translation alias's prefix, if any
 
     def __call__(self, inp):
         source = inp.program_source.source_code
@@ -479,7 +529,7 @@ class _Compile:
                 "binding_source_code": inp.binding_source.source_code,
                 "bind_func_name": self.inner.bind_func_name,
                 "device_type": int(self.inner.device_type)}
-        with kiln_dace.publishing(_AtBuild(self.prefix, self.alias, meta)):
+        with kiln_dace.publishing(_AtBuild(self.prefix, self.alias, meta, self.ir_prefix)):
             return self.inner(inp)
 
 
@@ -489,14 +539,19 @@ class _AtBuild:
     alias as the build reads DaCe's configuration and the variables (a
     CXXFLAGS set since the lookup, a worker's environment that is not the
     submitter's), and the data to store with it (load_data). The library is
-    published under that alias, whatever was claimed."""
+    published under that alias, whatever was claimed, and under its
+    translation alias (ir_prefix's, as the build reads the configuration
+    too) with the request in its data (kiln/_gt4py_translated.py)."""
 
-    def __init__(self, prefix, claimed, meta):
+    def __init__(self, prefix, claimed, meta, ir_prefix=None):
         self.prefix, self.claimed, self.meta = prefix, claimed, meta
+        self.ir_prefix = ir_prefix
 
     def __call__(self):
         try:
-            alias = _identity.alias(self.prefix, _identity.build_view(None, inside=True))
+            view = _identity.build_view(None, inside=True)
+            alias = _identity.alias(self.prefix, view)
+            ir_alias = _identity.alias(self.ir_prefix, view) if self.ir_prefix else None
         except Exception as e:
             _fallback("no key for its build (%s: %s)" % (type(e).__name__, e))
             return None
@@ -504,28 +559,11 @@ class _AtBuild:
             _say_once("a build reads another configuration than its lookup did (a variable or "
                       "DaCe's configuration changed, or a compile worker's environment differs "
                       "from this process's): it is published under its own alias")
-        return kiln_dace.Publication(alias, load_data(dict(self.meta, alias=alias)))
-
-
-def load_data(meta):
-    """The data kilnd stores with the alias (docs/protocol.md, "Alias
-    data"): MAGIC, then meta as zlib'd JSON. Not compiled into the library,
-    so that every rank's alias of identical code (other connectivity
-    tables, the same program) names one library built once."""
-    return MAGIC + zlib.compress(json.dumps(meta, sort_keys=True).encode(), 6)
-
-
-def read_load_data(data):
-    """The meta of load_data's bytes (ValueError when damaged)."""
-    if not isinstance(data, bytes) or not data.startswith(MAGIC):
-        raise ValueError("the alias's data is not kiln.gt4py's")
-    try:
-        meta = json.loads(zlib.decompress(data[len(MAGIC):]))
-    except (zlib.error, ValueError) as e:
-        raise ValueError("the alias's data is damaged (%s)" % e)
-    if not isinstance(meta, dict):
-        raise ValueError("the alias's data is damaged")
-    return meta
+        more = None
+        if ir_alias is not None:
+            meta = dict(self.meta, alias=ir_alias)
+            more = lambda request: [(ir_alias, _translated.data_with_request(meta, request))]  # noqa: E731
+        return kiln_dace.Publication(alias, load_data(dict(self.meta, alias=alias)), more)
 
 
 # ---- a hit: the artifact from the library and the alias's data ------------

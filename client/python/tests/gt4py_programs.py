@@ -13,7 +13,9 @@ Environment:
                 else GT4Py alone. Called inside main(), which GT4Py's
                 spawned compile workers never run.
   RANK_LOG      a file: every lowering (GT4Py's DaCe translation step, in
-                whichever process or thread it runs) appends a line
+                whichever process or thread it runs) appends a line; every
+                run of its IR passes (apply_fieldview_transforms, the part
+                that reads the connectivity tables) one to RANK_LOG.passes
   RANK_PROGRAMS comma-separated names to run (default: all)
   RANK_COEF     the Laplacian's centre coefficient the reference expects
                 (default 4.0; the program says FT("-4.0"): a test edits it)
@@ -55,6 +57,14 @@ if os.environ.get("RANK_LOG"):
         return _translate(self, *a, **kw)
 
     _tr.DaCeTranslator.__call__ = _counted
+    _passes = _tr.itir_transforms.apply_fieldview_transforms
+
+    def _counted_passes(*a, **kw):
+        with open(os.environ["RANK_LOG"] + ".passes", "a") as f:
+            f.write("%d\n" % os.getpid())
+        return _passes(*a, **kw)
+
+    _tr.itir_transforms.apply_fieldview_transforms = _counted_passes
 
 BACKEND = gtx_dace.run_dace_gpu if os.environ.get("RANK_GPU") == "1" else gtx_dace.run_dace_cpu
 COEF = float(os.environ.get("RANK_COEF", "4.0"))

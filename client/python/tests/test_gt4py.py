@@ -161,7 +161,8 @@ def test_gt4py_programs_lowered_once_per_node_then_never(daemon, tmp_path):
     assert all(e["label"] in ("dace stub", "precompiled dace/dace.h") for e in others), others
     s1 = status(daemon)
     assert s1["builds_started"] - s0["builds_started"] == ALL_PROGRAMS + len(others)
-    assert s1["claims"] - s0["claims"] == ALL_PROGRAMS
+    # each lowering claims its GT4Py alias, then its translation alias
+    assert s1["claims"] - s0["claims"] == 2 * ALL_PROGRAMS
 
     results, lowerings = run_ranks(daemon, tmp_path, 3, "warm", CXXFLAGS=flags)
     for res in results:
@@ -171,14 +172,24 @@ def test_gt4py_programs_lowered_once_per_node_then_never(daemon, tmp_path):
     assert status(daemon)["builds_started"] == s1["builds_started"]
 
 
+def passes(tmp_path, tag):
+    """How many times run_ranks' round tag ran GT4Py's IR passes (the part
+    of the translation that reads the connectivity tables), in any process."""
+    log = tmp_path / ("%s.lowerings.passes" % tag)
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
 def test_ranks_with_their_own_tables_compile_identical_code_once(daemon, tmp_path):
     """Three ranks of a decomposed run, each with its own connectivity
     tables (other contents, the same shapes): GT4Py's key holds the tables,
-    so each rank lowers the unstructured programs under its own alias, but
-    the code is the same: one build per program, one entry, each rank's
-    alias naming it with its own load data, and each rank's result right
-    for its own tables. Then fresh ranks with the same tables find theirs:
-    no lowering, no build. No variant is reported."""
+    so each rank's GT4Py alias is its own and each rank runs GT4Py's IR
+    passes, but what they leave is the same program: its translation alias
+    is one, so one rank lowers the rest (SDFG, transformations, code) and
+    builds it, the others find it; one entry per program, each rank's alias
+    naming it with its own load data, and each rank's result right for its
+    own tables. Then fresh ranks with the same tables find theirs (no IR
+    passes, no lowering, no build), and a fourth rank with new tables runs
+    only the IR passes. No variant is reported."""
     names = "nabla2_for_w,nabla2_for_z"
     before = {e["key"] for e in entries(daemon)}
     s0 = status(daemon)
@@ -188,7 +199,10 @@ def test_ranks_with_their_own_tables_compile_identical_code_once(daemon, tmp_pat
     for res in results:
         assert all(res["ok"].values()), res
         assert res["kiln_gt4py"]["fallbacks"] == 0, res["output"][-3000:]
-    assert lowerings == 6, [r["kiln_gt4py"] for r in results]
+    assert lowerings == 2, [r["kiln_gt4py"] for r in results]
+    assert passes(tmp_path, "tables") == 6
+    assert sum(r["kiln_gt4py"]["lowered"] for r in results) == 2
+    assert sum(r["kiln_gt4py"]["hits"] for r in results) == 4
     new = [e for e in entries(daemon) if e["key"] not in before]
     programs = [e for e in new if (e.get("label") or "").startswith("dace ") and
                 e["label"] != "dace stub"]
@@ -201,8 +215,19 @@ def test_ranks_with_their_own_tables_compile_identical_code_once(daemon, tmp_pat
     for res in results:
         assert all(res["ok"].values()), res
         assert res["kiln_gt4py"] == {"hits": 2, "lowered": 0, "fallbacks": 0}, res
-    assert lowerings == 0
+    assert lowerings == 0 and passes(tmp_path, "tables-again") == 0
     assert status(daemon)["builds_started"] == s1["builds_started"]
+    # rank 3's tables are new: its GT4Py aliases miss, its IR passes leave
+    # the programs the others built
+    results, lowerings = run_ranks(daemon, tmp_path, 4, "tables-new", RANK_PROGRAMS=names,
+                                   RANK_GRID_SEED="per-rank", CXXFLAGS=flags)
+    for res in results:
+        assert all(res["ok"].values()), res
+        assert res["kiln_gt4py"] == {"hits": 2, "lowered": 0, "fallbacks": 0}, res
+    assert lowerings == 0 and passes(tmp_path, "tables-new") == 2
+    s2 = status(daemon)
+    assert s2["builds_started"] == s1["builds_started"]
+    assert s2["variants"] == s0["variants"], s2
 
 
 def test_an_alias_published_upstream_is_a_hit_on_a_fresh_node(tmp_path):
@@ -886,7 +911,8 @@ def wait_for_events(p, tmp_path, tag, word, n):
 
 def test_claim_is_taken_when_lowering_starts_not_at_submission(daemon, tmp_path):
     """compile(..., enable_jit=False) of three static variants with one
-    compile thread: while the first is lowering, the other two are queued
+    compile thread: while the first is lowering (holding the claims on its
+    GT4Py alias and its translation alias), the other two are queued
     and hold no claim (another rank lowers them meanwhile instead of
     waiting for this one's queue); all three are right."""
     script = claims_script(tmp_path)
@@ -898,7 +924,8 @@ def test_claim_is_taken_when_lowering_starts_not_at_submission(daemon, tmp_path)
     before = [int(e.rsplit("_", 1)[1]) for e in ev if e.startswith("held_before_")]
     during = [int(e.rsplit("_", 1)[1]) for e in ev if e.startswith("held_at_first_lowering_")]
     assert len(before) == 1 and len(during) == 1, ev
-    assert during[0] - before[0] == 1, (ev, res["output"][-3000:])
+    # the first's two: its GT4Py alias and its translation alias
+    assert during[0] - before[0] == 2, (ev, res["output"][-3000:])
     assert res["kiln_gt4py"] == {"hits": 0, "lowered": 3, "fallbacks": 0}, res
 
 
