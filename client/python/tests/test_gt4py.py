@@ -90,6 +90,7 @@ def test_install_in_main_reaches_gt4py_compile_workers(daemon, tmp_path, mode):
 
 RANK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gt4py_programs.py")
 ALL_PROGRAMS = 6
+GRANULE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gt4py_granule.py")
 
 
 def entries(daemon):
@@ -112,7 +113,7 @@ def run_ranks(daemon, tmp_path, n, tag, script=RANK, **env_extra):
     procs = []
     for r in range(n):
         env["GT4PY_BUILD_CACHE_DIR"] = str(tmp_path / ("%s-rank%d" % (tag, r)))
-        env["RANK_INDEX"] = str(r)
+        env["RANK_INDEX"] = env["GRANULE_RANK"] = str(r)
         procs.append(subprocess.Popen([sys.executable, str(script)], env=dict(env),
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       text=True, cwd=str(tmp_path)))
@@ -228,6 +229,42 @@ def test_ranks_with_their_own_tables_compile_identical_code_once(daemon, tmp_pat
     s2 = status(daemon)
     assert s2["builds_started"] == s1["builds_started"]
     assert s2["variants"] == s0["variants"], s2
+
+
+def test_granule_variants_ahead_of_time_with_per_rank_tables(daemon, tmp_path):
+    """icon4py's setup_program pattern (gt4py_granule.py): two ranks, each
+    with its own tables, compile calculate_nabla2_for_w's two static
+    variants ahead of time (enable_jit=False, then wait_for_compilation()),
+    and call each once: every variant of every rank matches NumPy (each
+    variant writes from its own level down: one served for the other would
+    not); each rank runs the IR passes of both (4), each variant is lowered
+    and built once (2); fresh ranks find all four programs (no passes, no
+    lowering, no build). No variant report: static variants and per-rank
+    tables are programs of their own."""
+    flags = own_flags("granule")
+    before = {e["key"] for e in entries(daemon)}
+    s0 = status(daemon)
+    results, lowerings = run_ranks(daemon, tmp_path, 2, "granule", script=GRANULE,
+                                   GRANULE_PROGRAMS="nabla2_for_w", CXXFLAGS=flags)
+    for res in results:
+        assert len(res["ok"]) == 2 and all(res["ok"].values()), res
+        assert res["kiln_gt4py"]["fallbacks"] == 0, res["output"][-3000:]
+    assert lowerings == 2 and passes(tmp_path, "granule") == 4, [r["kiln_gt4py"]
+                                                                 for r in results]
+    new = [e for e in entries(daemon) if e["key"] not in before]
+    programs = [e for e in new if (e.get("label") or "").startswith("dace ") and
+                e["label"] != "dace stub"]
+    assert len(programs) == 2, new
+    s1 = status(daemon)
+    assert s1["builds_started"] - s0["builds_started"] == len(new), (s0, s1)
+    assert s1["variants"] == s0["variants"], s1
+    results, lowerings = run_ranks(daemon, tmp_path, 2, "granule-again", script=GRANULE,
+                                   GRANULE_PROGRAMS="nabla2_for_w", CXXFLAGS=flags)
+    for res in results:
+        assert len(res["ok"]) == 2 and all(res["ok"].values()), res
+        assert res["kiln_gt4py"] == {"hits": 2, "lowered": 0, "fallbacks": 0}, res
+    assert lowerings == 0 and passes(tmp_path, "granule-again") == 0
+    assert status(daemon)["builds_started"] == s1["builds_started"]
 
 
 def test_an_alias_published_upstream_is_a_hit_on_a_fresh_node(tmp_path):
