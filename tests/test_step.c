@@ -65,7 +65,9 @@ static void flight_of(const char *path, const char *out, ...)
 static char *command(int step, bool *check)
 {
 	b.step = step;
-	char **v = step_command(&b, check);
+	bool oom = false;
+	char **v = step_command(&b, check, &oom);
+	ck_assert(!oom);
 	if (v == NULL)
 		return NULL;
 	char pid[24], *out = NULL;

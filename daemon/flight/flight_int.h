@@ -146,9 +146,10 @@ void step_kill(struct flight *b);
 bool step_slot_borrow(struct kilnd *d);
 void step_slot_return(struct kilnd *d);
 /* The argv of step b->step (kiln-exec and all), malloc'd, or NULL when no
- * step is left; *is_check tells the load check. For recheck.c, which runs
- * the same commands on a build that exists only on its stack. */
-char **step_command(struct flight *b, bool *is_check);
+ * step is left or memory ran out (*oom); *is_check tells the load check.
+ * For recheck.c, which runs the same commands on a build that exists only
+ * on its stack. */
+char **step_command(struct flight *b, bool *is_check, bool *oom);
 void step_command_free(char **argv);
 /* kilnd's environment for a step in dir: TMPDIR=dir/tmp and the trace's
  * token added (malloc'd; step_env_free). */

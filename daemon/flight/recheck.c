@@ -382,10 +382,12 @@ static int stand_ins(struct check *c)
 	fake.in = *c->in;
 	fake.dir = (char *)c->dir;
 	for (fake.step = 0;; fake.step++) {
-		char **argv = step_command(&fake, &is_check);
+		char **argv = step_command(&fake, &is_check, &oom);
 		char ***more = argv != NULL && !is_check ? realloc(steps, (n + 1) * sizeof(*steps)) : NULL;
 		if (more == NULL) {
-			oom = argv != NULL && !is_check;
+			/* out of memory making the step or keeping it: never a
+			 * check of fewer steps than the build's */
+			oom = oom || (argv != NULL && !is_check);
 			step_command_free(argv);
 			break;
 		}

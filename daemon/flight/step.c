@@ -344,10 +344,12 @@ static bool step_argv(struct flight *b, int step, struct argv_buf *a, bool *is_c
 	return true;
 }
 
-char **step_command(struct flight *b, bool *is_check)
+char **step_command(struct flight *b, bool *is_check, bool *oom)
 {
 	struct argv_buf a = { 0 };
-	if (!step_argv(b, b->step, &a, is_check) || a.oom) {
+	bool more = step_argv(b, b->step, &a, is_check);
+	*oom = a.oom;
+	if (!more || a.oom) {
 		step_argv_free(&a);
 		return NULL;
 	}
