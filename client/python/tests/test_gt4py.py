@@ -213,22 +213,26 @@ def test_ranks_with_their_own_tables_compile_identical_code_once(daemon, tmp_pat
     assert s1["variants"] == s0["variants"], s1
     results, lowerings = run_ranks(daemon, tmp_path, 3, "tables-again", RANK_PROGRAMS=names,
                                    RANK_GRID_SEED="per-rank", CXXFLAGS=flags)
-    for res in results:
-        assert all(res["ok"].values()), res
-        assert res["kiln_gt4py"] == {"hits": 2, "lowered": 0, "fallbacks": 0}, res
+    all_found(results, 2)
     assert lowerings == 0 and passes(tmp_path, "tables-again") == 0
     assert status(daemon)["builds_started"] == s1["builds_started"]
     # rank 3's tables are new: its GT4Py aliases miss, its IR passes leave
     # the programs the others built
     results, lowerings = run_ranks(daemon, tmp_path, 4, "tables-new", RANK_PROGRAMS=names,
                                    RANK_GRID_SEED="per-rank", CXXFLAGS=flags)
-    for res in results:
-        assert all(res["ok"].values()), res
-        assert res["kiln_gt4py"] == {"hits": 2, "lowered": 0, "fallbacks": 0}, res
+    all_found(results, 2)
     assert lowerings == 0 and passes(tmp_path, "tables-new") == 2
     s2 = status(daemon)
     assert s2["builds_started"] == s1["builds_started"]
     assert s2["variants"] == s0["variants"], s2
+
+
+def all_found(results, hits):
+    """Every rank's results right, each of its programs found (hits of
+    them): no lowering, no fallback."""
+    for res in results:
+        assert all(res["ok"].values()), res
+        assert res["kiln_gt4py"] == {"hits": hits, "lowered": 0, "fallbacks": 0}, res
 
 
 def test_granule_variants_ahead_of_time_with_per_rank_tables(daemon, tmp_path):
