@@ -173,6 +173,41 @@ int store_get(struct store *s, const char *key, struct store_entry *e)
 	return get_one(s->q_get, e);
 }
 
+/* One entry by sql (?1 = arg) from any thread: the writer connection,
+ * under its lock (the reader's cached statements belong to the thread
+ * that opened the store). */
+static int get_any_thread(struct store *s, const char *sql, const char *arg, struct store_entry *e)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	memset(e, 0, sizeof(*e));
+	if (s->wr == NULL)
+		return -EROFS;
+	pthread_mutex_lock(&s->wlock);
+	rc = sqlite3_prepare_v2(s->wr, sql, -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
+		rc = get_one(st, e);
+	} else {
+		rc = store_sql_errno(rc);
+	}
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&s->wlock);
+	return rc;
+}
+
+int store_get_any_thread(struct store *s, const char *key, struct store_entry *e)
+{
+	return get_any_thread(s, ENTRY_COLS "WHERE e.key = ?1", key, e);
+}
+
+int store_get_by_alias_any_thread(struct store *s, const char *alias, struct store_entry *e)
+{
+	return get_any_thread(s, ENTRY_COLS "JOIN aliases x ON x.key = e.key WHERE x.alias = ?1",
+			      alias, e);
+}
+
 int store_get_by_alias(struct store *s, const char *alias, struct store_entry *e)
 {
 	struct store_entry *hit = NULL;

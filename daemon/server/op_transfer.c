@@ -267,14 +267,14 @@ static void import_alias(struct transfer_job *j, struct up_dirs *u, const char *
 		struct store_entry e = { 0 }, cur = { 0 };
 		const struct toolchain *tc = NULL;
 		struct toolchain *owned = NULL;
-		bool fits = store_get(d->store, v[i].key, &e) == 0 && strcmp(e.rkey, v[i].rkey) == 0 &&
+		bool fits = store_get_any_thread(d->store, v[i].key, &e) == 0 && strcmp(e.rkey, v[i].rkey) == 0 &&
 			    tc_identity(j, v[i].toolchain, &tc, &owned) &&
 			    memcmp(tc->id, v[i].tc_id, 32) == 0 && named_built_by(&e, tc);
 		tc_owned_free(owned);
 		store_entry_free(&e);
 		if (!fits)
 			continue;
-		if (store_get_by_alias(d->store, v[i].alias, &cur) != 0 &&
+		if (store_get_by_alias_any_thread(d->store, v[i].alias, &cur) != 0 &&
 		    store_set_alias_data(d->store, v[i].alias, v[i].key, v[i].data) == 0)
 			j->aliases++;
 		store_entry_free(&cur);

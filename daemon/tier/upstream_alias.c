@@ -237,7 +237,7 @@ static bool entry_here(struct find_job *j, const struct up_alias *rec)
 {
 	struct store_entry e = { 0 };
 	char why[512];
-	bool here = store_get(j->d->store, rec->key, &e) == 0 && strcmp(e.rkey, rec->rkey) == 0 &&
+	bool here = store_get_any_thread(j->d->store, rec->key, &e) == 0 && strcmp(e.rkey, rec->rkey) == 0 &&
 		    e.output != NULL && strcmp(e.output, rec->output) == 0 &&
 		    strcmp(e.output, "pch") != 0 && named_built_by(&e, &j->tc);
 	for (size_t i = 0; here && i < e.ndeps; i++) {
