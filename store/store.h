@@ -216,11 +216,11 @@ void store_entries_free(struct store_entry *list, size_t n);
 
 /* Reader side: 0, -ENOENT, or another negative errno. Deps are filled. */
 int store_get(struct store *s, const char *key, struct store_entry *e);
-/* As store_get and store_get_by_alias, from any thread (the pool): the writer connection, under its
- * lock; -EROFS for a read-only store. */
+int store_get_by_alias(struct store *s, const char *alias, struct store_entry *e);
+/* As store_get and store_get_by_alias, from any thread (the pool): the
+ * writer connection, under its lock; -EROFS for a read-only store. */
 int store_get_any_thread(struct store *s, const char *key, struct store_entry *e);
 int store_get_by_alias_any_thread(struct store *s, const char *alias, struct store_entry *e);
-int store_get_by_alias(struct store *s, const char *alias, struct store_entry *e);
 /* All entries built for rkey, most recently used first; *out malloc'd. */
 int store_get_by_rkey(struct store *s, const char *rkey, struct store_entry **out, size_t *n);
 /* ref is a full key, an alias, a unique key prefix of >= 4 hex digits, or

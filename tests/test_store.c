@@ -463,6 +463,63 @@ START_TEST(test_alias)
 }
 END_TEST
 
+/* The pool's reads (store_get_any_thread, store_get_by_alias_any_thread)
+ * answer as the reader's do, from another thread, while the opening
+ * thread keeps using its own reader connection. */
+struct any_thread_job {
+	struct store *s;
+	const char *key, *alias;
+	int rounds, bad;
+};
+
+static void *any_thread_reader(void *arg)
+{
+	struct any_thread_job *j = arg;
+	for (int i = 0; i < j->rounds; i++) {
+		struct store_entry e;
+		if (store_get_any_thread(j->s, j->key, &e) != 0 || strcmp(e.key, j->key) != 0)
+			j->bad++;
+		store_entry_free(&e);
+		if (store_get_by_alias_any_thread(j->s, j->alias, &e) != 0 || strcmp(e.key, j->key) != 0)
+			j->bad++;
+		store_entry_free(&e);
+		if (store_get_any_thread(j->s, "00ff", &e) != -ENOENT ||
+		    store_get_by_alias_any_thread(j->s, "no such alias", &e) != -ENOENT)
+			j->bad++;
+	}
+	return NULL;
+}
+
+START_TEST(test_get_any_thread)
+{
+	char k1[65];
+	struct store_entry e;
+	struct store *s = open_store(0);
+
+	hexkey("any1", k1);
+	ck_assert_int_eq(put(s, k1, k1, "gt4py:any", "1", 1), 0);
+	struct any_thread_job j = { .s = s, .key = k1, .alias = "gt4py:any", .rounds = 200 };
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, any_thread_reader, &j), 0);
+	for (int i = 0; i < 200; i++) {
+		ck_assert_int_eq(store_get(s, k1, &e), 0);
+		store_entry_free(&e);
+	}
+	pthread_join(th, NULL);
+	ck_assert_int_eq(j.bad, 0);
+	struct store_entry r;
+	ck_assert_int_eq(store_get(s, k1, &r), 0);
+	ck_assert_int_eq(store_get_any_thread(s, k1, &e), 0);
+	ck_assert_str_eq(e.rkey, r.rkey);
+	ck_assert_uint_eq(e.ndeps, r.ndeps);
+	ck_assert_uint_eq(e.size, r.size);
+	ck_assert_str_eq(e.alias, "gt4py:any");
+	store_entry_free(&e);
+	store_entry_free(&r);
+	store_close(s);
+}
+END_TEST
+
 /* An alias's data is bound to the entry it names when written: two aliases
  * of one entry keep their own, a re-point (with or without data) never
  * shows the old data with the new target, a removed entry takes it. */
@@ -740,6 +797,7 @@ int main(void)
 	tcase_add_test(tc, test_schema_newer);
 	tcase_add_test(tc, test_clean_mark);
 	tcase_add_test(tc, test_concurrent_writers);
+	tcase_add_test(tc, test_get_any_thread);
 	suite_add_tcase(su, tc);
 	return unit_run(su);
 }
